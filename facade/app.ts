@@ -1,0 +1,54 @@
+import { H3 } from "h3";
+import type { Dispatcher } from "../rpc/dispatcher.js";
+import { ServiceError } from "../rpc/errors.js";
+import { mountDocs } from "./docs.js";
+import { corsMiddleware } from "./cors.js";
+import { instrument, jsonResponse } from "./instrument.js";
+import { mountJsonRpc } from "./jsonrpc.js";
+import { buildOpenApi } from "./openapi.js";
+import { mountRest, type MountedRoute } from "./rest.js";
+import { SURFACE_BASES, surfaceOfPath } from "./surfaces.js";
+
+/** A transport that is not a registry method (MCP endpoint, WebSocket upgrades, health). */
+export type Transport = (app: H3, dispatcher: Dispatcher) => void;
+
+/**
+ * The h3 app: REST bindings generated from the registry, `POST /rpc`, OpenAPI and docs, any
+ * extra transports, and 404/405 in the envelope of the surface the path belongs to.
+ */
+export function buildApp(dispatcher: Dispatcher, transports: readonly Transport[] = []): H3 {
+  const app = new H3({ silent: true });
+  app.use(corsMiddleware(dispatcher.services.config));
+  const routes: MountedRoute[] = mountRest(app, dispatcher);
+  mountJsonRpc(app, dispatcher);
+  let openapi: unknown;
+  mountDocs(app, () => (openapi ??= buildOpenApi(dispatcher.registry)));
+  for (const transport of transports) transport(app, dispatcher);
+
+  app.on("GET", "/", () =>
+    jsonResponse(
+      {
+        service: "chat-agent-tool-gateway",
+        surfaces: { ...SURFACE_BASES, consoleKeys: "/api/api-keys", jsonRpc: "/rpc" },
+        openapi: "/openapi.json",
+        docs: "/docs",
+      },
+      200,
+      new Headers(),
+    ),
+  );
+
+  app.all("/**", (event) => {
+    const pathname = new URL(event.req.url).pathname;
+    const surface = surfaceOfPath(pathname) ?? "gateway";
+    return instrument(surface, dispatcher.services.log, async (_event, scope) => {
+      const allowed = [...new Set(routes.filter((route) => route.pattern.test(pathname)).map((route) => route.method))];
+      if (allowed.length > 0) {
+        scope.responseHeaders.set("allow", allowed.join(", "));
+        throw new ServiceError("METHOD_NOT_ALLOWED", `Method ${event.req.method} is not allowed here; use ${allowed.join(", ")}`);
+      }
+      throw new ServiceError("NOT_FOUND", `No route for ${event.req.method} ${pathname}`);
+    })(event);
+  });
+  return app;
+}

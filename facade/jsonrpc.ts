@@ -1,0 +1,46 @@
+import type { H3 } from "h3";
+import type { JSONRPCRequest } from "json-rpc-2.0";
+import type { CallInfo, Dispatcher } from "../rpc/dispatcher.js";
+import { ServiceError } from "../rpc/errors.js";
+import { readJsonBody } from "./body.js";
+import { instrument, jsonResponse } from "./instrument.js";
+import { presentedFor } from "./surfaces.js";
+
+/** Most requests one batch may carry. */
+export const MAX_BATCH = 50;
+
+/**
+ * `POST /rpc`: every dispatcher method by name over JSON-RPC 2.0, with the Gateway's
+ * credential presentations and each method's own auth. Batches and notifications follow the
+ * spec; a notification-only request is answered 202 with no body. Parse errors and invalid
+ * requests answer HTTP 400 with the JSON-RPC error; everything else 200.
+ */
+export function mountJsonRpc(app: H3, dispatcher: Dispatcher) {
+  const { log, config } = dispatcher.services;
+  app.on(
+    "POST",
+    "/rpc",
+    instrument("rpc", log, async (event, scope) => {
+      const request = event.req;
+      const body = await readJsonBody(request, config.GATEWAY_MAX_PAYLOAD_BYTES);
+      if (body === undefined) throw new ServiceError("INVALID_REQUEST", "Empty request");
+      if (Array.isArray(body) && body.length === 0) throw new ServiceError("INVALID_REQUEST", "Empty batch");
+      if (Array.isArray(body) && body.length > MAX_BATCH) throw new ServiceError("INVALID_REQUEST", `Batch exceeds ${MAX_BATCH} requests`);
+      if (!Array.isArray(body)) scope.log.operation = typeof (body as { method?: unknown }).method === "string" ? (body as { method: string }).method : undefined;
+      const info: CallInfo = {
+        requestId: scope.requestId,
+        surface: "rpc",
+        presented: presentedFor("rpc", request),
+        signal: scope.abort.signal,
+        responseHeaders: new Headers(),
+        ip: scope.ip,
+      };
+      const answer = await dispatcher.jsonrpc.receive(body as JSONRPCRequest | JSONRPCRequest[], info);
+      if (answer === null || (Array.isArray(answer) && answer.length === 0)) {
+        return new Response(null, { status: 202, headers: scope.responseHeaders });
+      }
+      const invalid = !Array.isArray(answer) && answer.error?.code === -32600;
+      return jsonResponse(answer, invalid ? 400 : 200, scope.responseHeaders);
+    }),
+  );
+}

@@ -1,0 +1,101 @@
+import type { H3 } from "h3";
+import { isAsyncIterable, type AnyMethod, type HttpBinding } from "../rpc/define.js";
+import type { CallInfo, Dispatcher } from "../rpc/dispatcher.js";
+import { ServiceError, toServiceError } from "../rpc/errors.js";
+import { readJsonBody } from "./body.js";
+import { enforceBridgeRate, principalRateKey } from "./rate-limit.js";
+import { instrument, jsonResponse, type RequestScope } from "./instrument.js";
+import { toSseResponse } from "./sse.js";
+import { SURFACE_BASES, errorBody, presentedFor } from "./surfaces.js";
+
+const WITH_BODY = new Set(["POST", "PUT", "PATCH"]);
+
+export interface MountedRoute {
+  method: string;
+  path: string;
+  pattern: RegExp;
+}
+
+export function fullPath(binding: HttpBinding): string {
+  return SURFACE_BASES[binding.surface] + binding.path;
+}
+
+function decodeParams(params: Record<string, string> | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(params ?? {})) {
+    try {
+      out[name] = decodeURIComponent(value);
+    } catch {
+      throw new ServiceError("BAD_REQUEST", `Malformed path parameter: ${name}`);
+    }
+  }
+  return out;
+}
+
+/**
+ * Mounts every REST binding of every method. Params are the query, the JSON body and the path
+ * parameters merged (path wins), validated by the method's schema in the dispatcher.
+ */
+export function mountRest(app: H3, dispatcher: Dispatcher): MountedRoute[] {
+  const routes: MountedRoute[] = [];
+  const { log, config } = dispatcher.services;
+  for (const method of Object.values(dispatcher.registry)) {
+    for (const binding of method.http) {
+      const path = fullPath(binding);
+      routes.push({ method: binding.method, path, pattern: new RegExp(`^${path.replace(/:\w+/g, "[^/]+")}/?$`) });
+      app.on(
+        binding.method,
+        path,
+        instrument(binding.surface, log, (event, scope) => handleRest(event.req, event.context.params, method, binding, dispatcher, scope, config.GATEWAY_MAX_PAYLOAD_BYTES)),
+      );
+    }
+  }
+  return routes;
+}
+
+async function handleRest(
+  request: Request,
+  pathParams: Record<string, string> | undefined,
+  method: AnyMethod,
+  binding: HttpBinding,
+  dispatcher: Dispatcher,
+  scope: RequestScope,
+  limit: number,
+): Promise<Response> {
+  scope.log.operation = method.name;
+  const info: CallInfo = {
+    requestId: scope.requestId,
+    surface: binding.surface,
+    presented: presentedFor(binding.surface, request),
+    signal: scope.abort.signal,
+    responseHeaders: scope.responseHeaders,
+    ip: scope.ip,
+  };
+  const prepared = await dispatcher.authorize(method.name, info);
+  if (prepared.principal) scope.log.principal = { kind: prepared.principal.kind, userId: prepared.principal.userId };
+  if (binding.surface === "bridge" && prepared.principal) await enforceBridgeRate(principalRateKey(prepared.principal), dispatcher.services);
+
+  const body = WITH_BODY.has(binding.method) ? await readJsonBody(request, limit) : undefined;
+  if (body !== undefined && (typeof body !== "object" || body === null || Array.isArray(body))) {
+    throw new ServiceError("BAD_REQUEST", "Request body must be a JSON object");
+  }
+  const query: Record<string, string> = {};
+  for (const [name, value] of new URL(request.url).searchParams) query[name] = value;
+  const params = { ...query, ...(body as Record<string, unknown> | undefined), ...decodeParams(pathParams) };
+
+  const result = await dispatcher.run(prepared, params, info);
+  if (isAsyncIterable(result)) {
+    return toSseResponse(result, {
+      done: method.stream?.done,
+      headers: scope.responseHeaders,
+      abort: scope.abort,
+      errorFrame: (error) => {
+        const serviceError = toServiceError(error);
+        if (serviceError.code === "INTERNAL") dispatcher.services.log.error({ requestId: scope.requestId, error: String(error) });
+        return errorBody(binding.surface, serviceError, scope.requestId);
+      },
+    });
+  }
+  if (result === undefined) return new Response(null, { status: 204, headers: scope.responseHeaders });
+  return jsonResponse(result, binding.status ?? 200, scope.responseHeaders);
+}

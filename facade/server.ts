@@ -1,0 +1,70 @@
+import { serve } from "h3";
+import { plugin as crossws } from "crossws/server";
+import type { Config } from "../rpc/config.js";
+import { Dispatcher } from "../rpc/dispatcher.js";
+import { createLogger, type LogSink } from "../rpc/log.js";
+import { allMethods } from "../rpc/methods/index.js";
+import { createRegistry } from "../rpc/registry.js";
+import { createServices, type Services } from "../rpc/services.js";
+import { buildApp } from "./app.js";
+import { bridgeTransports } from "../bridge/transports.js";
+import { SURFACE_BASES } from "./surfaces.js";
+
+export interface RunningServer {
+  /** Origin the server listens on, e.g. `http://127.0.0.1:8787`. */
+  origin: string;
+  /** Base URL of each surface. */
+  urls: Record<string, string>;
+  services: Services;
+  dispatcher: Dispatcher;
+  close(): Promise<void>;
+}
+
+export interface StartOptions {
+  /** Where log lines go (default stdout). */
+  logSink?: LogSink;
+}
+
+/** Opens storage, builds the dispatcher and the app, and listens on HOST:PORT (0 = any free port). */
+export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
+  const log = createLogger(config.LOG_LEVEL, options.logSink);
+  const services = await createServices(config, log);
+  try {
+    const dispatcher = new Dispatcher(createRegistry(allMethods), services);
+    const app = buildApp(dispatcher, bridgeTransports);
+    const server = serve(app, {
+      port: config.PORT,
+      hostname: config.HOST,
+      silent: true,
+      gracefulShutdown: false,
+      // spec 8: GATEWAY_MAX_PAYLOAD_BYTES also bounds WebSocket messages (ws closes with 1009 past it).
+      plugins: [crossws({ options: { node: { serverOptions: { maxPayload: config.GATEWAY_MAX_PAYLOAD_BYTES } } } })],
+    });
+    await server.ready();
+    const listening = new URL(server.url!);
+    const origin = (config.PUBLIC_URL ?? listening.origin).replace(/\/$/, "");
+    const urls: Record<string, string> = {
+      platform: origin + SURFACE_BASES.platform,
+      consoleKeys: origin + "/api/api-keys",
+      account: origin + SURFACE_BASES.account,
+      gateway: origin + SURFACE_BASES.gateway,
+      bridge: origin + SURFACE_BASES.bridge,
+      jsonRpc: origin + "/rpc",
+      openapi: origin + "/openapi.json",
+      docs: origin + "/docs",
+    };
+    return {
+      origin: listening.origin,
+      urls,
+      services,
+      dispatcher,
+      async close() {
+        await server.close(true);
+        await services.close();
+      },
+    };
+  } catch (error) {
+    await services.close();
+    throw error;
+  }
+}

@@ -1,0 +1,60 @@
+const encoder = new TextEncoder();
+
+export interface SseOptions {
+  /** Sent as a last `data:` line after the items, e.g. `[DONE]`. */
+  done?: string;
+  /** Renders an error raised mid-stream as the data of one last frame. */
+  errorFrame(error: unknown): unknown;
+  headers: Headers;
+  /** Called once the stream ends, however it ends. */
+  onEnd?(outcome: "done" | "error" | "cancelled"): void;
+  /** Aborted when the client goes away, so the producer (an upstream request) stops too. */
+  abort: AbortController;
+}
+
+/**
+ * Serves an async iterable as server-sent events, one `data:` frame per item, each flushed
+ * as it is produced. A client that disconnects cancels the iterator.
+ */
+export function toSseResponse(items: AsyncIterable<unknown>, options: SseOptions): Response {
+  const iterator = items[Symbol.asyncIterator]();
+  let finished = false;
+  const finish = (outcome: "done" | "error" | "cancelled") => {
+    if (finished) return;
+    finished = true;
+    options.onEnd?.(outcome);
+  };
+  const frame = (data: unknown) => encoder.encode(`data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`);
+
+  const stream = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const { done, value } = await iterator.next();
+        if (done) {
+          if (options.done) controller.enqueue(frame(options.done));
+          controller.close();
+          finish("done");
+          return;
+        }
+        controller.enqueue(frame(value));
+      } catch (error) {
+        if (finished) return;
+        controller.enqueue(frame(options.errorFrame(error)));
+        controller.close();
+        finish("error");
+      }
+    },
+    async cancel() {
+      options.abort.abort();
+      finish("cancelled");
+      await iterator.return?.().catch(() => undefined);
+    },
+  });
+
+  const headers = new Headers(options.headers);
+  headers.set("content-type", "text/event-stream; charset=utf-8");
+  headers.set("cache-control", "no-cache");
+  headers.set("connection", "keep-alive");
+  headers.set("x-accel-buffering", "no");
+  return new Response(stream, { status: 200, headers });
+}

@@ -1,0 +1,136 @@
+import { timingSafeEqual } from "node:crypto";
+import { ServiceError } from "./errors.js";
+import type { AuthSpec, CredentialKind } from "./define.js";
+import type { Services } from "./services.js";
+import { parseKey } from "./credentials/api-keys.js";
+import { looksLikeJwt, type SessionClaims } from "./credentials/sessions.js";
+import type { KeyKind, KeyRecord } from "../storage/repos/keys.js";
+import { sha256Hex, nowIso } from "../storage/ids.js";
+
+/** The credentials a request carried, as the transport found them; nothing is trusted yet. */
+export interface Presented {
+  /** `Authorization: Bearer <token>` */
+  bearer?: string;
+  /** `X-API-Key: <key>` (Gateway and bridge) */
+  apiKey?: string;
+  /** The console's session cookie. */
+  cookie?: string;
+  /** `Authorization` was present but not a bearer token. */
+  malformedAuthorization?: boolean;
+}
+
+/** Who is calling, once a credential checked out. */
+export interface Principal {
+  kind: CredentialKind;
+  userId: string;
+  /** Platform keys: the workspace whose credits pay. */
+  workspaceId?: string;
+  scopes: readonly string[];
+  key?: KeyRecord;
+  session?: SessionClaims;
+}
+
+const KIND_OF_KEY: Record<KeyKind, CredentialKind> = {
+  gateway: "gateway_key",
+  platform: "platform_key",
+  account: "account_key",
+};
+
+/** 401 with why, so each surface can word it (spec 7.2 has two fixed messages). */
+export function unauthorized(reason: "missing" | "invalid"): ServiceError {
+  return new ServiceError(
+    "UNAUTHORIZED",
+    reason === "missing" ? "Missing or invalid API key" : "Invalid or expired API key",
+    { details: { reason } },
+  );
+}
+
+// lastUsedAt is written at most once a minute per key: a write per request would make every
+// call a storage round trip.
+const TOUCH_INTERVAL_MS = 60_000;
+
+/**
+ * Narrows a request to a principal before any handler runs: a credential of an allowed kind,
+ * valid, unrevoked and unexpired (else 401), holding the scopes (else 403).
+ */
+export async function authenticate(presented: Presented, spec: AuthSpec, services: Services): Promise<Principal | undefined> {
+  if (spec === "public") return undefined;
+  const allowed = new Set(spec.kinds);
+  const principal = await resolve(presented, allowed, services);
+  if (spec.scopes?.length && !principal.scopes.includes("*")) {
+    const missing = spec.scopes.filter((scope) => !principal.scopes.includes(scope));
+    if (missing.length) {
+      throw new ServiceError(spec.scopeError ?? "FORBIDDEN", `This credential lacks the required scope: ${missing.join(", ")}`, {
+        details: { required: spec.scopes },
+      });
+    }
+  }
+  return principal;
+}
+
+async function resolve(presented: Presented, allowed: Set<CredentialKind>, services: Services): Promise<Principal> {
+  if (allowed.has("console") && presented.cookie) {
+    const claims = await services.sessions.verify(presented.cookie);
+    if (!claims) throw new ServiceError("UNAUTHORIZED", "Session expired or signed out; sign in again", { details: { reason: "invalid" } });
+    return sessionPrincipal("console", claims, services);
+  }
+  // spec 7.3: the console answers "no session", not an API-key message.
+  if (allowed.size === 1 && allowed.has("console")) {
+    throw new ServiceError("UNAUTHORIZED", "Not signed in", { details: { reason: "missing" } });
+  }
+  const token = presented.bearer ?? presented.apiKey;
+  if (!token) throw unauthorized("missing");
+  // spec 5: internal services reach the bridge with PLATFORM_SERVICE_KEY; only methods listing "service" take it.
+  if (allowed.has("service") && isServiceKey(token, services.config.PLATFORM_SERVICE_KEY)) return SERVICE_PRINCIPAL;
+
+  if (presented.bearer && looksLikeJwt(presented.bearer)) {
+    if (!allowed.has("session")) throw unauthorized("missing");
+    const claims = await services.sessions.verify(presented.bearer);
+    if (!claims) throw unauthorized("invalid");
+    return sessionPrincipal("session", claims, services);
+  }
+
+  const keyKind = parseKey(services.keyPrefixes, token);
+  if (!keyKind) {
+    // A known prefix with a bad checksum is a typo of a real key; anything else is no key of ours.
+    const known = Object.values(services.keyPrefixes).some((prefix) => token.startsWith(prefix));
+    throw unauthorized(known ? "invalid" : "missing");
+  }
+  const kind = KIND_OF_KEY[keyKind];
+  if (!allowed.has(kind)) throw unauthorized("missing");
+  const record = await services.keys.findByHash(sha256Hex(token));
+  if (!record || record.kind !== keyKind) throw unauthorized("invalid");
+  if (record.expiresAt && Date.parse(record.expiresAt) <= Date.now()) throw unauthorized("invalid");
+  if (!record.lastUsedAt || Date.now() - Date.parse(record.lastUsedAt) >= TOUCH_INTERVAL_MS) {
+    record.lastUsedAt = nowIso();
+    await services.keys.update(record);
+  }
+  return {
+    kind,
+    userId: record.userId,
+    workspaceId: keyKind === "platform" ? record.owner : undefined,
+    scopes: keyKind === "gateway" ? ["*"] : record.scopes,
+    key: record,
+  };
+}
+
+async function sessionPrincipal(kind: CredentialKind, claims: SessionClaims, services: Services): Promise<Principal> {
+  const user = await services.users.get(claims.userId);
+  if (!user) throw unauthorized("invalid");
+  return { kind, userId: user.id, workspaceId: user.workspaceId, scopes: ["*"], session: claims };
+}
+
+/** The principal of PLATFORM_SERVICE_KEY: no user; `userId` names the service for logs and rate limits. */
+export const SERVICE_PRINCIPAL: Principal = Object.freeze({ kind: "service", userId: "service", scopes: ["*"] }) as Principal;
+
+/** Constant-time comparison with the configured service key (hashed first so lengths match). */
+export function isServiceKey(token: string, configured: string | undefined): boolean {
+  if (!configured) return false;
+  return timingSafeEqual(Buffer.from(sha256Hex(token), "hex"), Buffer.from(sha256Hex(configured), "hex"));
+}
+
+/** The principal of an authenticated method (its auth spec guarantees one). */
+export function principalOf(ctx: { principal: Principal | undefined }): Principal {
+  if (!ctx.principal) throw unauthorized("missing");
+  return ctx.principal;
+}

@@ -1,0 +1,91 @@
+import * as v from "valibot";
+
+/**
+ * Every environment variable the service reads, with its default and the reason for it.
+ * `loadConfig` validates them all at start: a bad value stops the start with a message
+ * naming the variable. The README table is the user-facing copy of this list.
+ */
+const intFrom = (min: number, max = Number.MAX_SAFE_INTEGER) =>
+  v.pipe(v.string(), v.regex(/^\d+$/, "must be a whole number"), v.transform(Number), v.minValue(min), v.maxValue(max));
+
+const ENV_SCHEMA = v.object({
+  /** Port of the one HTTP server carrying every surface. */
+  PORT: v.optional(intFrom(0, 65535), "8787"),
+  /** Interface to bind. Loopback by default so a first `npm start` is not exposed. */
+  HOST: v.optional(v.pipe(v.string(), v.minLength(1)), "127.0.0.1"),
+  /** Public origin used in printed URLs and metadata documents (defaults to http://HOST:PORT). */
+  PUBLIC_URL: v.optional(v.pipe(v.string(), v.url("must be an absolute URL"))),
+  /** Persistence driver: `fs` keeps everything under DATA_DIR; `redis` shares state between instances. */
+  STORAGE: v.optional(v.picklist(["memory", "fs", "redis"], "must be memory, fs or redis"), "fs"),
+  DATA_DIR: v.optional(v.pipe(v.string(), v.minLength(1)), "./data"),
+  REDIS_URL: v.optional(v.pipe(v.string(), v.regex(/^rediss?:\/\//, "must start with redis:// or rediss://")), "redis://127.0.0.1:6379"),
+  /** Key prefix inside Redis, so several deployments can share one server. */
+  REDIS_PREFIX: v.optional(v.pipe(v.string(), v.regex(/^[\w.-]+$/, "letters, digits, _ . - only")), "gw"),
+  /** HS256 secret for session tokens; at least 32 characters. Generated into DATA_DIR when unset (fs only). */
+  GATEWAY_JWT_SECRET: v.optional(v.pipe(v.string(), v.minLength(32, "must be at least 32 characters"))),
+  /** Lifetime of a session token in seconds. */
+  SESSION_TTL_SECONDS: v.optional(intFrom(60, 60 * 60 * 24 * 30), "43200"),
+  /** Service name inside platform keys: `sk-<name>-…` (spec 5). */
+  PLATFORM_KEY_SERVICE: v.optional(v.pipe(v.string(), v.regex(/^[a-z0-9]+$/, "lowercase letters and digits only")), "gateway"),
+  /** Fixed prefix of personal (Account API) keys; must end with an underscore (spec 5). */
+  ACCOUNT_KEY_PREFIX: v.optional(v.pipe(v.string(), v.regex(/^[a-z][a-z0-9]*_$/, "lowercase, ending in _")), "acct_"),
+  /** Failed sign-ins allowed per email per LOGIN_WINDOW_SECONDS before 429. */
+  LOGIN_MAX_FAILURES: v.optional(intFrom(1, 1000), "5"),
+  LOGIN_WINDOW_SECONDS: v.optional(intFrom(1, 86400), "900"),
+  /** Largest request body accepted on any surface (spec 8: 1 MiB). */
+  GATEWAY_MAX_PAYLOAD_BYTES: v.optional(intFrom(1024), "1048576"),
+  /** Upper bound in seconds for a tool call or upstream request made by the bridge (spec 8). */
+  GATEWAY_TIMEOUT_SECONDS: v.optional(intFrom(1, 3600), "30"),
+  /** Retries of idempotent upstream calls (spec 8). */
+  GATEWAY_MAX_RETRIES: v.optional(intFrom(0, 10), "2"),
+  /** Requests per minute per credential on the bridge, shared across instances (spec 8). */
+  GATEWAY_RATE_LIMIT_RPM: v.optional(intFrom(1, 1_000_000), "120"),
+  /** Allowed browser origins, comma-separated, or `*` (spec 8). Also the MCP endpoint's Origin allowlist. */
+  GATEWAY_CORS_ORIGINS: v.optional(v.pipe(v.string(), v.minLength(1)), "*"),
+  /** Orchestrator base URL; when set, Gateway agents are proxied to it by name (spec 4.4). */
+  ORCH_BASE_URL: v.optional(v.pipe(v.string(), v.url("must be an absolute URL"))),
+  /** Manager (billing and usage) base URL for the Gateway's billing proxy. */
+  MANAGER_BASE_URL: v.optional(v.pipe(v.string(), v.url("must be an absolute URL"))),
+  /** Secret for service-to-service tokens the bridge accepts from internal services. */
+  SERVICE_JWT_SECRET: v.optional(v.pipe(v.string(), v.minLength(32, "must be at least 32 characters"))),
+  /** A key internal services present to the bridge (`Authorization: Bearer`), e.g. for /bridge/tools/execute. */
+  PLATFORM_SERVICE_KEY: v.optional(v.pipe(v.string(), v.minLength(24, "must be at least 24 characters"))),
+  /** VM-agent heartbeat: the bridge pings each VM socket this often; a VM silent for two intervals is dropped. */
+  VM_HEARTBEAT_SECONDS: v.optional(intFrom(1, 3600), "30"),
+  /** JSON file mapping model ids to providers (docs/models-and-chat.md). Unset: MODELS_JSON, else the built-in `echo-1`. */
+  MODELS_FILE: v.optional(v.pipe(v.string(), v.minLength(1))),
+  /** The same models document inline; its ids override the file's. */
+  MODELS_JSON: v.optional(v.pipe(v.string(), v.minLength(1))),
+  /** Seconds to wait for an upstream model's first byte, and between streamed chunks (a model may override). */
+  MODEL_TIMEOUT_SECONDS: v.optional(intFrom(1, 3600), "60"),
+  /** Account API plans as JSON `{"<plan>": {tokensPerWindow, windowSeconds, models?}}`; unset: built-in free and pro. */
+  PLANS_JSON: v.optional(v.pipe(v.string(), v.minLength(1))),
+  /** Allow upstream MCP servers (POST /mcp/servers) on private or loopback addresses. Off: a registration must not reach inside the deployment (SSRF). */
+  MCP_SERVERS_ALLOW_PRIVATE: v.optional(v.pipe(v.picklist(["true", "false"], "must be true or false"), v.transform((value) => value === "true")), "false"),
+  /** `info` writes one JSON line per request; `silent` writes none. */
+  LOG_LEVEL: v.optional(v.picklist(["info", "error", "silent"], "must be info, error or silent"), "info"),
+});
+
+export type Config = v.InferOutput<typeof ENV_SCHEMA>;
+export const CONFIG_KEYS = Object.keys(ENV_SCHEMA.entries) as (keyof Config)[];
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`Invalid configuration:\n  ${problems.join("\n  ")}`);
+    this.name = "ConfigError";
+  }
+}
+
+/** Reads the known variables from `env` (empty strings count as unset). */
+export function loadConfig(env: Record<string, string | undefined> = process.env, overrides: Partial<Config> = {}): Config {
+  const picked: Record<string, string> = {};
+  for (const key of CONFIG_KEYS) {
+    const value = env[key];
+    if (value !== undefined && value !== "") picked[key] = value;
+  }
+  const result = v.safeParse(ENV_SCHEMA, picked);
+  if (!result.success) {
+    throw new ConfigError(result.issues.map((issue) => `${v.getDotPath(issue) ?? "?"}=${JSON.stringify(issue.input)}: ${issue.message}`));
+  }
+  return { ...result.output, ...overrides };
+}

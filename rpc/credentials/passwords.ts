@@ -1,0 +1,44 @@
+import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from "node:crypto";
+
+/** OWASP's first scrypt configuration: N=2^17, r=8, p=1 (about 128 MiB and half a second here). */
+const PARAMS = { N: 2 ** 17, r: 8, p: 1 } as const;
+const KEY_LENGTH = 32;
+
+function derive(password: string, salt: Buffer, params: { N: number; r: number; p: number }): Promise<Buffer> {
+  const options: ScryptOptions = { ...params, maxmem: 256 * params.N * params.r + 1024 * 1024 };
+  return new Promise((resolve, reject) =>
+    scrypt(password.normalize("NFKC"), salt, KEY_LENGTH, options, (error, key) => (error ? reject(error) : resolve(key))),
+  );
+}
+
+/** `scrypt$N$r$p$salt$hash`, salt and hash in base64url. */
+export async function hashPassword(password: string): Promise<string> {
+  const salt = randomBytes(16);
+  const key = await derive(password, salt, PARAMS);
+  return ["scrypt", PARAMS.N, PARAMS.r, PARAMS.p, salt.toString("base64url"), key.toString("base64url")].join("$");
+}
+
+export async function verifyPassword(password: string, stored: string): Promise<boolean> {
+  const [scheme, n, r, p, salt, hash] = stored.split("$");
+  if (scheme !== "scrypt" || !salt || !hash) return false;
+  const expected = Buffer.from(hash, "base64url");
+  const actual = await derive(password, Buffer.from(salt, "base64url"), { N: Number(n), r: Number(r), p: Number(p) });
+  return actual.length === expected.length && timingSafeEqual(actual, expected);
+}
+
+let dummy: Promise<string> | undefined;
+/** Spends the same time as a real check, so an unknown email is not told apart by timing. */
+export async function burnPasswordCheck(password: string): Promise<false> {
+  dummy ??= hashPassword("not-a-real-password");
+  await verifyPassword(password, await dummy);
+  return false;
+}
+
+/** A password is accepted at 10+ characters with at least three of: lower, upper, digit, symbol. */
+export function passwordProblem(password: string): string | undefined {
+  if (password.length < 10) return "Password must be at least 10 characters";
+  if (password.length > 256) return "Password must be at most 256 characters";
+  const classes = [/[a-z]/, /[A-Z]/, /\d/, /[^A-Za-z0-9]/].filter((re) => re.test(password)).length;
+  if (classes < 3) return "Password must mix at least three of: lowercase, uppercase, digits, symbols";
+  return undefined;
+}

@@ -1,0 +1,30 @@
+export type LogLevel = "info" | "error" | "silent";
+export type LogSink = (line: string) => void;
+
+export interface Logger {
+  info(fields: Record<string, unknown>): void;
+  error(fields: Record<string, unknown>): void;
+}
+
+// Anything shaped like a secret is masked before a line is written, whatever put it there.
+const SECRET_PATTERNS = [/\bsk[-_][\w-]{20,}/g, /\b[a-z][a-z0-9]*_[0-9A-Za-z]{40,}/g, /\beyJ[\w-]+\.[\w-]+\.[\w-]+/g];
+
+export function redact(text: string): string {
+  let out = text;
+  for (const pattern of SECRET_PATTERNS) out = out.replace(pattern, "[redacted]");
+  return out;
+}
+
+/** One JSON object per line. */
+export function createLogger(level: LogLevel, sink: LogSink = (line) => process.stdout.write(line + "\n")): Logger {
+  const write = (lvl: "info" | "error", fields: Record<string, unknown>) =>
+    sink(redact(JSON.stringify({ time: new Date().toISOString(), level: lvl, ...fields })));
+  return {
+    info: (fields) => {
+      if (level === "info") write("info", fields);
+    },
+    error: (fields) => {
+      if (level !== "silent") write("error", fields);
+    },
+  };
+}

@@ -1,0 +1,27 @@
+import * as v from "valibot";
+import { ServiceError } from "./errors.js";
+
+export interface Issue {
+  path: string;
+  message: string;
+}
+
+/** Parses a method's params; failures are 400 over REST and -32602 over JSON-RPC. */
+export function parseParams<S extends v.GenericSchema>(schema: S, raw: unknown): v.InferOutput<S> {
+  const result = v.safeParse(schema, raw);
+  if (result.success) return result.output;
+  const issues: Issue[] = result.issues.map((issue) => ({ path: v.getDotPath(issue) ?? "", message: issue.message }));
+  const first = issues[0]!;
+  throw new ServiceError("VALIDATION_FAILED", `Invalid request: ${first.path ? `${first.path}: ` : ""}${first.message}`, {
+    details: { issues },
+  });
+}
+
+/** A whole number that may arrive as a query string. */
+export const queryInt = (min: number, max: number) =>
+  v.pipe(
+    v.union([v.pipe(v.string(), v.regex(/^-?\d+$/, "must be an integer"), v.transform(Number)), v.number()]),
+    v.integer("must be an integer"),
+    v.minValue(min),
+    v.maxValue(max),
+  );

@@ -1,0 +1,81 @@
+import { Collection } from "../collection.js";
+import type { Store } from "../store.js";
+
+export type KeyKind = "gateway" | "platform" | "account";
+
+/** One record per key, stored under its owner (a user, or a workspace for platform keys). */
+export interface KeyRecord {
+  id: string;
+  kind: KeyKind;
+  /** User id (gateway, account) or workspace id (platform). */
+  owner: string;
+  /** The user who created it. */
+  userId: string;
+  name: string;
+  description?: string;
+  /** SHA-256 of the plaintext; the plaintext itself is never stored. */
+  hash: string;
+  /** First characters of the secret, enough to recognise it in a list. */
+  hint: string;
+  scopes: string[];
+  createdAt: string;
+  expiresAt: string | null;
+  lastUsedAt: string | null;
+  revokedAt: string | null;
+  spendLimit: number | null;
+  rpmLimit: number | null;
+  tpmLimit: number | null;
+}
+
+interface HashEntry {
+  owner: string;
+  id: string;
+}
+
+export class KeysRepo {
+  readonly #keys: Collection<KeyRecord>;
+  readonly #byHash: Collection<HashEntry>;
+
+  constructor(store: Store) {
+    this.#keys = new Collection<KeyRecord>(store.kv, "keys");
+    this.#byHash = new Collection<HashEntry>(store.kv, "keyhash");
+  }
+
+  async create(record: KeyRecord): Promise<KeyRecord> {
+    // The record first: a crash between the two writes leaves an unusable key, never a
+    // hash that points at nothing.
+    await this.#keys.put([record.owner, record.id], record);
+    await this.#byHash.put([record.hash], { owner: record.owner, id: record.id });
+    return record;
+  }
+
+  async findByHash(hash: string): Promise<KeyRecord | null> {
+    const entry = await this.#byHash.get(hash);
+    if (!entry) return null;
+    const record = await this.#keys.get(entry.owner, entry.id);
+    return record && record.hash === hash && !record.revokedAt ? record : null;
+  }
+
+  async get(owner: string, id: string): Promise<KeyRecord | null> {
+    if (!Collection.validId(id)) return null;
+    const record = await this.#keys.get(owner, id);
+    return record && !record.revokedAt ? record : null;
+  }
+
+  async list(owner: string, kind?: KeyKind): Promise<KeyRecord[]> {
+    const records = await this.#keys.list(owner);
+    return records
+      .filter((record) => !record.revokedAt && (!kind || record.kind === kind))
+      .sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+  }
+
+  async update(record: KeyRecord): Promise<KeyRecord> {
+    return this.#keys.put([record.owner, record.id], record);
+  }
+
+  /** Permanent: the hash entry goes, so the secret is refused from the next request on. */
+  async revoke(record: KeyRecord, at: string): Promise<void> {
+    await this.#byHash.remove(record.hash);
+    await this.#keys.put([record.owner, record.id], { ...record, revokedAt: at });
+  }
+}

@@ -1,0 +1,54 @@
+import { Collection } from "../collection.js";
+import type { Store } from "../store.js";
+
+export interface TenantLimits {
+  agents: number;
+  tokensPerMonth: number;
+}
+
+export interface Tenant {
+  id: string;
+  slug: string;
+  name: string;
+  plan: string;
+  region: string;
+  limits: TenantLimits;
+  ownerId: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface Workspace {
+  id: string;
+  tenantId: string;
+  name: string;
+  status: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export class TenantsRepo {
+  readonly tenants: Collection<Tenant>;
+  readonly workspaces: Collection<Workspace>;
+
+  constructor(store: Store) {
+    this.tenants = new Collection<Tenant>(store.kv, "tenants");
+    this.workspaces = new Collection<Workspace>(store.kv, "workspaces");
+  }
+
+  getTenant(id: string) {
+    return Collection.validId(id) ? this.tenants.get(id) : Promise.resolve(null);
+  }
+
+  putTenant(tenant: Tenant) {
+    return this.tenants.put([tenant.id], tenant);
+  }
+
+  getWorkspace(id: string) {
+    return Collection.validId(id) ? this.workspaces.get(id) : Promise.resolve(null);
+  }
+
+  putWorkspace(workspace: Workspace) {
+    return this.workspaces.put([workspace.id], workspace);
+  }
+}

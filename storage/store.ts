@@ -1,0 +1,116 @@
+import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import { randomBytes } from "node:crypto";
+import { Redis } from "ioredis";
+import { RateLimiterMemory, RateLimiterRedis, type RateLimiterAbstract } from "rate-limiter-flexible";
+import { createStorage, type Storage } from "unstorage";
+import memoryDriver from "unstorage/drivers/memory";
+import redisDriver from "unstorage/drivers/redis";
+import type { Config } from "../rpc/config.js";
+import { LocalAtomic, type Atomic } from "./atomic.js";
+import { MemoryBus, RedisBus, type Bus } from "./bus.js";
+import { atomicFsDriver } from "./fs-driver.js";
+import { RedisAtomic } from "./redis-atomic.js";
+
+export interface LimiterOptions {
+  /** Namespace of the counters. */
+  name: string;
+  points: number;
+  durationSeconds: number;
+}
+
+/** Persistence as the rest of the service sees it, whatever the driver. */
+export interface Store {
+  readonly driver: Config["STORAGE"];
+  readonly kv: Storage;
+  readonly atomic: Atomic;
+  readonly bus: Bus;
+  /** A rate limiter whose counters are shared by every instance on the same Redis. */
+  limiter(options: LimiterOptions): RateLimiterAbstract;
+  /** A new Redis connection (redis driver only), for callers that need their own subscriber. */
+  duplicateRedis?(): Redis;
+  /** Reads a secret persisted beside the data (fs), creating it on first use. */
+  persistentSecret(name: string): Promise<string | undefined>;
+  close(): Promise<void>;
+}
+
+export type StoreOptions = Pick<Config, "STORAGE" | "DATA_DIR" | "REDIS_URL" | "REDIS_PREFIX">;
+
+function connectRedis(url: string): Redis {
+  const redis = new Redis(url, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: false });
+  // Without a listener ioredis reports connection errors as unhandled; commands still fail fast.
+  redis.on("error", () => undefined);
+  return redis;
+}
+
+export async function openStore(options: StoreOptions): Promise<Store> {
+  if (options.STORAGE === "redis") return openRedisStore(options);
+  const kv =
+    options.STORAGE === "fs"
+      ? createStorage({ driver: atomicFsDriver({ base: resolve(options.DATA_DIR) }) })
+      : createStorage({ driver: memoryDriver() });
+  const atomic = new LocalAtomic(kv);
+  const bus = new MemoryBus();
+  return {
+    driver: options.STORAGE,
+    kv,
+    atomic,
+    bus,
+    limiter: ({ name, points, durationSeconds }) => new RateLimiterMemory({ keyPrefix: name, points, duration: durationSeconds }),
+    async persistentSecret(name) {
+      if (options.STORAGE !== "fs") return undefined;
+      const dir = resolve(options.DATA_DIR);
+      const path = join(dir, `.${name}`);
+      try {
+        return (await readFile(path, "utf8")).trim();
+      } catch {
+        await mkdir(dir, { recursive: true });
+        const secret = randomBytes(32).toString("base64url");
+        await writeFile(path, secret, { mode: 0o600, flag: "wx" }).catch(() => undefined);
+        return (await readFile(path, "utf8")).trim();
+      }
+    },
+    async close() {
+      await bus.close();
+      await kv.dispose();
+    },
+  };
+}
+
+async function openRedisStore(options: StoreOptions): Promise<Store> {
+  const prefix = options.REDIS_PREFIX;
+  const client = connectRedis(options.REDIS_URL);
+  const subscriber = connectRedis(options.REDIS_URL);
+  try {
+    await client.ping();
+  } catch (error) {
+    client.disconnect();
+    subscriber.disconnect();
+    throw new Error(`Redis at ${options.REDIS_URL} did not answer: ${(error as Error).message}`);
+  }
+  const kv = createStorage({ driver: redisDriver({ url: options.REDIS_URL, base: `${prefix}:kv`, maxRetriesPerRequest: 2 }) });
+  const atomic = new RedisAtomic(client, prefix);
+  const bus = new RedisBus(client, subscriber, prefix);
+  const extra: Redis[] = [];
+  return {
+    driver: "redis",
+    kv,
+    atomic,
+    bus,
+    limiter: ({ name, points, durationSeconds }) =>
+      new RateLimiterRedis({ storeClient: client, keyPrefix: `${prefix}:rl:${name}`, points, duration: durationSeconds }),
+    duplicateRedis() {
+      const redis = connectRedis(options.REDIS_URL);
+      extra.push(redis);
+      return redis;
+    },
+    async persistentSecret() {
+      return undefined;
+    },
+    async close() {
+      await bus.close();
+      await kv.dispose();
+      for (const redis of [client, subscriber, ...extra]) redis.disconnect();
+    },
+  };
+}

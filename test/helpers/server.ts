@@ -1,0 +1,74 @@
+import { loadConfig } from "../../rpc/config.js";
+import { startServer, type RunningServer } from "../../facade/server.js";
+
+export const TEST_JWT_SECRET = "test-secret-that-is-at-least-32-characters-long";
+
+export interface TestServer extends RunningServer {
+  /** Every log line the server wrote, parsed. */
+  logs(): Record<string, unknown>[];
+  /** Raw log lines, for checks that a secret never appears. */
+  rawLogs: string[];
+  url(path: string): string;
+  /** JSON request helper: returns status, headers and the parsed body. */
+  request(path: string, init?: RequestInit & { json?: unknown }): Promise<{ status: number; headers: Headers; body: any }>;
+  /** Errors the server logged (unexpected exceptions); a test fails when there are any it did not expect. */
+  loggedErrors(): Record<string, unknown>[];
+}
+
+/**
+ * The real server on 127.0.0.1:0 with memory storage unless `env` says otherwise. Close it in
+ * afterAll; `close()` fails the test if the server logged an unexpected error.
+ */
+export async function startTestServer(env: Record<string, string> = {}): Promise<TestServer> {
+  const rawLogs: string[] = [];
+  const config = loadConfig({ STORAGE: "memory", LOG_LEVEL: "info", GATEWAY_JWT_SECRET: TEST_JWT_SECRET, ...env, PORT: env.PORT ?? "0", HOST: "127.0.0.1" });
+  const server = await startServer(config, { logSink: (line) => rawLogs.push(line) });
+  const logs = () => rawLogs.map((line) => JSON.parse(line) as Record<string, unknown>);
+  const url = (path: string) => server.origin + path;
+  return {
+    ...server,
+    logs,
+    rawLogs,
+    url,
+    async request(path, init = {}) {
+      const { json, ...rest } = init;
+      const headers = new Headers(rest.headers);
+      if (json !== undefined && !headers.has("content-type")) headers.set("content-type", "application/json");
+      const response = await fetch(url(path), { ...rest, headers, body: json !== undefined ? JSON.stringify(json) : rest.body });
+      const text = await response.text();
+      let body: unknown = text;
+      try {
+        body = text ? JSON.parse(text) : undefined;
+      } catch {
+        // not JSON: keep the text
+      }
+      return { status: response.status, headers: response.headers, body };
+    },
+    loggedErrors: () => logs().filter((line) => line.level === "error"),
+    async close() {
+      await server.close();
+    },
+  };
+}
+
+let counter = 0;
+/** A unique, valid registration body. */
+export function newUserBody(overrides: Partial<{ email: string; password: string; fullName: string }> = {}) {
+  counter += 1;
+  return {
+    email: `user${Date.now().toString(36)}${counter}@example.com`,
+    password: "Correct-Horse-9",
+    fullName: "Test User",
+    ...overrides,
+  };
+}
+
+/** Registers a user through the Gateway API and returns its session token. */
+export async function registerUser(server: TestServer, overrides: Parameters<typeof newUserBody>[0] = {}) {
+  const body = newUserBody(overrides);
+  const res = await server.request("/gateway/v1/auth/register", { method: "POST", json: body });
+  if (res.status !== 201) throw new Error(`register failed: ${res.status} ${JSON.stringify(res.body)}`);
+  return { ...body, token: res.body.token as string, user: res.body.user as { id: string; workspaceId: string; tenantId: string } };
+}
+
+export const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
