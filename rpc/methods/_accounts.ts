@@ -1,0 +1,73 @@
+import type { Services } from "../services.js";
+import { ServiceError } from "../errors.js";
+import { hashPassword } from "../credentials/passwords.js";
+import { newId, nowIso } from "../../storage/ids.js";
+import type { User } from "../../storage/repos/users.js";
+import { UsersRepo } from "../../storage/repos/users.js";
+
+/** Limits of the personal tenant every user gets at registration. */
+export const PERSONAL_TENANT_LIMITS = { agents: 25, tokensPerMonth: 2_000_000 };
+
+/**
+ * A user with a personal tenant and a default workspace (DESIGN "Identity and money").
+ * The email is claimed atomically first, so two concurrent registrations cannot both win;
+ * if a later write fails the claim is released and no half-registered user remains.
+ */
+export async function createAccount(services: Services, input: { email: string; password: string; fullName: string }): Promise<User> {
+  const email = UsersRepo.normalizeEmail(input.email);
+  const passwordHash = await hashPassword(input.password);
+  const now = nowIso();
+  const user: User = {
+    id: newId("usr"),
+    email,
+    fullName: input.fullName.trim(),
+    passwordHash,
+    tenantId: newId("ten"),
+    workspaceId: newId("ws"),
+    plan: "free",
+    createdAt: now,
+  };
+  if (!(await services.users.claimEmail(email, user.id))) {
+    throw new ServiceError("CONFLICT", "An account with this email already exists");
+  }
+  try {
+    const slugBase = email.split("@")[0]!.toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-|-$/g, "") || "user";
+    await services.tenants.putTenant({
+      id: user.tenantId,
+      slug: `${slugBase}-${user.tenantId.slice(-6).toLowerCase()}`,
+      name: `${user.fullName || email}'s tenant`,
+      plan: "free",
+      region: "default",
+      limits: { ...PERSONAL_TENANT_LIMITS },
+      ownerId: user.id,
+      createdAt: now,
+      updatedAt: now,
+    });
+    await services.tenants.putWorkspace({
+      id: user.workspaceId,
+      tenantId: user.tenantId,
+      name: "Default",
+      status: "active",
+      createdAt: now,
+      updatedAt: now,
+    });
+    await services.users.put(user);
+  } catch (error) {
+    await services.users.releaseEmail(email, user.id).catch(() => undefined);
+    throw error;
+  }
+  return user;
+}
+
+/** The fields of a user that may leave the service. */
+export function publicUser(user: User) {
+  return {
+    id: user.id,
+    email: user.email,
+    fullName: user.fullName,
+    tenantId: user.tenantId,
+    workspaceId: user.workspaceId,
+    plan: user.plan,
+    createdAt: user.createdAt,
+  };
+}
