@@ -1,0 +1,66 @@
+import { randomUUID } from "node:crypto";
+import { contentText, countPromptTokens, countTokens, usageOf } from "../tokens.js";
+import type { ChatChunk, ChatRequest, Provider, ProviderResult } from "../types.js";
+
+/**
+ * The built-in model: no network, answers with the last user message, word by word when
+ * streaming, with real token counts (rpc/models/tokens.ts). The default so that `npm start`
+ * serves chat with nothing configured, and a fixed point for tests and benchmarks.
+ */
+export class EchoProvider implements Provider {
+  readonly #model: string;
+
+  constructor(model: string) {
+    this.#model = model;
+  }
+
+  async complete(request: ChatRequest, signal: AbortSignal): Promise<ProviderResult> {
+    const { words, finishReason } = answer(request);
+    const usage = usageOf(countPromptTokens(request.messages), countTokens(words.join("")));
+    const id = `chatcmpl-${randomUUID()}`;
+    const created = Math.floor(Date.now() / 1000);
+    if (!request.stream) {
+      return {
+        kind: "completion",
+        completion: {
+          id,
+          object: "chat.completion",
+          created,
+          model: this.#model,
+          choices: [{ index: 0, message: { role: "assistant", content: words.join("") }, finish_reason: finishReason }],
+          usage,
+        },
+      };
+    }
+    const model = this.#model;
+    const frame = (choices: ChatChunk["choices"], extra: Partial<ChatChunk> = {}): ChatChunk => ({
+      id, object: "chat.completion.chunk", created, model, choices, usage: null, ...extra,
+    });
+    async function* chunks(): AsyncGenerator<ChatChunk> {
+      yield frame([{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }]);
+      for (const word of words) {
+        if (signal.aborted) return;
+        yield frame([{ index: 0, delta: { content: word }, finish_reason: null }]);
+      }
+      yield frame([{ index: 0, delta: {}, finish_reason: finishReason }]);
+      yield frame([], { usage });
+    }
+    return { kind: "stream", chunks: chunks() };
+  }
+}
+
+/** The last user message split into words (each keeps its leading space), cut at max_tokens. */
+function answer(request: ChatRequest): { words: string[]; finishReason: "stop" | "length" } {
+  const lastUser = [...request.messages].reverse().find((message) => message.role === "user");
+  const text = contentText(lastUser?.content ?? "").trim() || "(empty message)";
+  const words = text.match(/\s*\S+/g) ?? [];
+  if (request.max_tokens === undefined) return { words, finishReason: "stop" };
+  const kept: string[] = [];
+  let tokens = 0;
+  for (const word of words) {
+    tokens += countTokens(word);
+    if (tokens > request.max_tokens) return { words: kept, finishReason: "length" };
+    kept.push(word);
+  }
+  return { words: kept, finishReason: "stop" };
+}

@@ -1,0 +1,54 @@
+/** One message of a chat request (spec 2.2). Content parts are passed through as given. */
+export interface ChatMessage {
+  role: string;
+  content: string | readonly Record<string, unknown>[] | null;
+}
+
+/** The six fields forwarded to a model (spec 2.2); nothing else ever reaches a provider. */
+export interface ChatRequest {
+  model: string;
+  messages: ChatMessage[];
+  stream?: boolean;
+  temperature?: number;
+  top_p?: number;
+  max_tokens?: number;
+}
+
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+/** A `chat.completion.chunk` frame as the wire format has it; other fields pass through. */
+export interface ChatChunk {
+  id?: string;
+  object?: string;
+  model?: string;
+  choices?: { index?: number; delta?: { role?: string; content?: string | null }; finish_reason?: string | null }[];
+  usage?: Usage | null;
+  [field: string]: unknown;
+}
+
+/** A `chat.completion` object (spec 2.3). */
+export interface ChatCompletion {
+  id: string;
+  object: string;
+  model: string;
+  choices: { index?: number; message: { role: string; content: string | null }; finish_reason: string | null }[];
+  usage?: Usage;
+  [field: string]: unknown;
+}
+
+/** What a provider answers: a whole completion, or chunks as they arrive. */
+export type ProviderResult =
+  | { kind: "completion"; completion: ChatCompletion }
+  | { kind: "stream"; chunks: AsyncIterable<ChatChunk> };
+
+export interface Provider {
+  /**
+   * Runs one request. Errors before the first byte are thrown (so the caller answers with a
+   * status); errors after it surface from the iterator. `signal` aborts the upstream call.
+   */
+  complete(request: ChatRequest, signal: AbortSignal): Promise<ProviderResult>;
+}

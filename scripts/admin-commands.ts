@@ -1,0 +1,221 @@
+import { parseArgs } from "node:util";
+import { randomBytes } from "node:crypto";
+import type { Services } from "../rpc/services.js";
+import { createAccount, publicUser } from "../rpc/methods/_accounts.js";
+import { createKey } from "../rpc/methods/_keys.js";
+import { DEFAULT_PLATFORM_SCOPES } from "../rpc/methods/console-keys.js";
+import { isServiceError } from "../rpc/errors.js";
+import { passwordProblem } from "../rpc/credentials/passwords.js";
+import { loadPlans } from "../rpc/models/plans.js";
+import { newId, nowIso } from "../storage/ids.js";
+import type { User } from "../storage/repos/users.js";
+
+/**
+ * Operator commands (issue: "an admin command grants credits and creates workspaces' first
+ * keys"). They act on the same storage as the server, through the same repositories, so a
+ * running server sees every change at once (fs: same DATA_DIR; redis: same REDIS_URL/PREFIX).
+ */
+
+/** A mistake in the command line or its target; the CLI prints the message and exits non-zero. */
+export class AdminError extends Error {
+  constructor(
+    message: string,
+    readonly exitCode = 1,
+  ) {
+    super(message);
+    this.name = "AdminError";
+  }
+}
+
+const MICRO = 1_000_000;
+
+export const USAGE = `Usage: npm run admin -- <command> [options]
+
+Commands:
+  create-user      --email <e> [--name <full name>] [--password <p>]
+                   A user with a personal tenant and workspace (as Gateway register does).
+                   Without --password one is generated and printed once.
+  user             --email <e>                Show a user, their workspace and its credit balance.
+  create-workspace --email <e> [--name <n>] [--default]
+                   A new workspace in the user's tenant; --default makes the console use it.
+  grant-credits    --workspace <id> --credits <n>   Add n credits (decimals allowed).
+  balance          --workspace <id>           The workspace's credit balance.
+  create-key       --workspace <id> --name <n> [--rpm <n>] [--tpm <n>] [--spend <credits>] [--expires <ISO date>]
+                   A platform key (scope chat:write); the plaintext is printed once.
+  set-plan         --email <e> --plan <id>    The user's Account API plan (one of PLANS_JSON, default free|pro).
+  help             This text.`;
+
+type Flags = Record<string, string | boolean | undefined>;
+
+function parse(args: string[]): { command: string; flags: Flags } {
+  const [command, ...rest] = args;
+  if (!command || command === "help" || command === "--help" || command === "-h") return { command: "help", flags: {} };
+  try {
+    const { values } = parseArgs({
+      args: rest,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        email: { type: "string" },
+        name: { type: "string" },
+        password: { type: "string" },
+        workspace: { type: "string" },
+        credits: { type: "string" },
+        rpm: { type: "string" },
+        tpm: { type: "string" },
+        spend: { type: "string" },
+        expires: { type: "string" },
+        plan: { type: "string" },
+        default: { type: "boolean" },
+      },
+    });
+    return { command, flags: values };
+  } catch (error) {
+    throw new AdminError(`${(error as Error).message}\n\n${USAGE}`, 2);
+  }
+}
+
+function required(flags: Flags, name: string): string {
+  const value = flags[name];
+  if (typeof value !== "string" || value.trim() === "") throw new AdminError(`--${name} is required\n\n${USAGE}`, 2);
+  return value.trim();
+}
+
+function optionalLimit(flags: Flags, name: string, integer: boolean): number | null {
+  const raw = flags[name];
+  if (raw === undefined) return null;
+  const value = Number(raw);
+  if (typeof raw !== "string" || raw.trim() === "" || !Number.isFinite(value) || value < 0 || (integer && !Number.isInteger(value))) {
+    throw new AdminError(`--${name} must be a non-negative ${integer ? "whole number" : "number"}, got ${JSON.stringify(raw)}`, 2);
+  }
+  return value;
+}
+
+async function userByEmail(services: Services, email: string): Promise<User> {
+  const user = await services.users.byEmail(email);
+  if (!user) throw new AdminError(`No user with email ${email}`);
+  return user;
+}
+
+async function existingWorkspace(services: Services, id: string) {
+  const workspace = await services.tenants.getWorkspace(id);
+  if (!workspace) throw new AdminError(`No workspace ${id} (find a user's workspace with: user --email <e>)`);
+  return workspace;
+}
+
+const credits = (micro: number) => micro / MICRO;
+
+/** Runs one command; returns what to print (JSON-serialisable). Throws AdminError on bad input. */
+export async function runAdmin(args: string[], services: Services): Promise<unknown> {
+  const { command, flags } = parse(args);
+  switch (command) {
+    case "help":
+      return USAGE;
+
+    case "create-user": {
+      const email = required(flags, "email");
+      const generated = flags.password === undefined;
+      const password = generated ? `${randomBytes(12).toString("base64url")}-Aa1` : required(flags, "password");
+      const problem = passwordProblem(password);
+      if (problem) throw new AdminError(problem, 2);
+      try {
+        const user = await createAccount(services, { email, password, fullName: typeof flags.name === "string" ? flags.name : "" });
+        return { user: publicUser(user), ...(generated ? { password } : {}) };
+      } catch (error) {
+        if (isServiceError(error)) throw new AdminError(error.message);
+        throw error;
+      }
+    }
+
+    case "user": {
+      const user = await userByEmail(services, required(flags, "email"));
+      return { user: publicUser(user), balance: credits(await services.credits.balance(user.workspaceId)) };
+    }
+
+    case "create-workspace": {
+      const user = await userByEmail(services, required(flags, "email"));
+      const now = nowIso();
+      const workspace = {
+        id: newId("ws"),
+        tenantId: user.tenantId,
+        name: typeof flags.name === "string" && flags.name.trim() ? flags.name.trim() : "Workspace",
+        status: "active",
+        createdAt: now,
+        updatedAt: now,
+      };
+      await services.tenants.putWorkspace(workspace);
+      if (flags.default) await services.users.put({ ...user, workspaceId: workspace.id });
+      return { workspace, default: Boolean(flags.default) };
+    }
+
+    case "grant-credits": {
+      const workspace = await existingWorkspace(services, required(flags, "workspace"));
+      const raw = required(flags, "credits");
+      const amount = Number(raw);
+      const micro = Math.round(amount * MICRO);
+      if (!/^\d+(\.\d+)?$/.test(raw) || !Number.isFinite(amount) || micro <= 0 || !Number.isSafeInteger(micro)) {
+        throw new AdminError(`--credits must be a positive number (at most 6 decimals), got ${JSON.stringify(raw)}`, 2);
+      }
+      const balance = await services.credits.grant(workspace.id, micro);
+      return { workspace: workspace.id, granted: credits(micro), balance: credits(balance) };
+    }
+
+    case "balance": {
+      const workspace = await existingWorkspace(services, required(flags, "workspace"));
+      const micro = await services.credits.balance(workspace.id);
+      return { workspace: workspace.id, balance: credits(micro), microCredits: micro };
+    }
+
+    case "create-key": {
+      const workspace = await existingWorkspace(services, required(flags, "workspace"));
+      const name = required(flags, "name");
+      if (name.length > 100) throw new AdminError("--name is at most 100 characters", 2);
+      let expiresAt: string | null = null;
+      if (flags.expires !== undefined) {
+        const at = Date.parse(String(flags.expires));
+        if (!Number.isFinite(at) || at <= Date.now()) throw new AdminError("--expires must be an ISO 8601 date in the future", 2);
+        expiresAt = new Date(at).toISOString();
+      }
+      const rpmLimit = optionalLimit(flags, "rpm", true);
+      const tpmLimit = optionalLimit(flags, "tpm", true);
+      const spendLimit = optionalLimit(flags, "spend", false);
+      const tenant = await services.tenants.getTenant(workspace.tenantId);
+      if (!tenant) throw new AdminError(`Workspace ${workspace.id} belongs to no tenant`);
+      const { record, secret } = await createKey(services, {
+        kind: "platform",
+        owner: workspace.id,
+        userId: tenant.ownerId,
+        name,
+        scopes: [...DEFAULT_PLATFORM_SCOPES],
+        expiresAt,
+        rpmLimit,
+        tpmLimit,
+        spendLimit,
+      });
+      return {
+        id: record.id,
+        name: record.name,
+        workspace: workspace.id,
+        key: secret,
+        scopes: record.scopes,
+        expiresAt,
+        rpmLimit,
+        tpmLimit,
+        spendLimit,
+        note: "The key is shown once; only its SHA-256 is stored.",
+      };
+    }
+
+    case "set-plan": {
+      const user = await userByEmail(services, required(flags, "email"));
+      const plan = required(flags, "plan");
+      const plans = loadPlans(services.config);
+      if (!plans[plan]) throw new AdminError(`Unknown plan ${JSON.stringify(plan)}; configured plans: ${Object.keys(plans).join(", ")}`, 2);
+      await services.users.put({ ...user, plan });
+      return { user: user.id, email: user.email, plan, previous: user.plan };
+    }
+
+    default:
+      throw new AdminError(`Unknown command ${JSON.stringify(command)}\n\n${USAGE}`, 2);
+  }
+}

@@ -1,0 +1,36 @@
+import { ConfigError, loadConfig } from "../rpc/config.js";
+import { createLogger } from "../rpc/log.js";
+import { createServices } from "../rpc/services.js";
+import { AdminError, runAdmin, USAGE } from "./admin-commands.js";
+
+/**
+ * `npm run admin -- <command> …` (docs/console-and-admin.md). Opens the storage the server
+ * uses (same env: STORAGE, DATA_DIR, REDIS_URL, REDIS_PREFIX, GATEWAY_JWT_SECRET), runs one
+ * command, prints its result as JSON on stdout and exits: 0 done, 2 bad usage, 1 other failure.
+ */
+const args = process.argv.slice(2);
+if (args.length === 0 || ["help", "--help", "-h"].includes(args[0]!)) {
+  process.stdout.write(`${USAGE}\n`);
+  process.exit(args.length === 0 ? 2 : 0);
+}
+
+let exitCode = 0;
+try {
+  const config = loadConfig(process.env);
+  const services = await createServices(config, createLogger("silent"));
+  try {
+    const result = await runAdmin(args, services);
+    process.stdout.write(`${typeof result === "string" ? result : JSON.stringify(result, null, 2)}\n`);
+  } finally {
+    await services.close();
+  }
+} catch (error) {
+  if (error instanceof AdminError || error instanceof ConfigError) {
+    process.stderr.write(`admin: ${error.message}\n`);
+    exitCode = error instanceof AdminError ? error.exitCode : 2;
+  } else {
+    process.stderr.write(`admin: ${error instanceof Error ? error.message : String(error)}\n`);
+    exitCode = 1;
+  }
+}
+process.exit(exitCode);
