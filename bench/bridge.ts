@@ -1,0 +1,174 @@
+/**
+ * Bridge benchmark (issue 4): tools/call through the bridge to a connected VM agent,
+ * p50/p99 and calls/s at concurrency 1 and 50, over MCP at /bridge/mcp/ when that endpoint
+ * answers, else POST /bridge/tools/execute; then the server's memory with 5,000 idle VM
+ * sockets. Loopback only; the server runs in a child process and is stopped at the end.
+ *
+ *   npm run bench:bridge            (BENCH_CALLS, BENCH_IDLE_SOCKETS override the sizes)
+ */
+import { fork, type ChildProcess } from "node:child_process";
+import { once } from "node:events";
+import { execSync } from "node:child_process";
+import WebSocket from "ws";
+import { JSONRPCClient, JSONRPCServer, JSONRPCServerAndClient } from "json-rpc-2.0";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+
+const CALLS = Number(process.env.BENCH_CALLS ?? 5000);
+const IDLE = Number(process.env.BENCH_IDLE_SOCKETS ?? 5000);
+const VM_ID = "bench-vm";
+
+interface Memory {
+  usage: NodeJS.MemoryUsage;
+  vms: { connected: number };
+}
+
+function startServer(): Promise<{ child: ChildProcess; origin: string }> {
+  const child = fork("bench/_server.ts", [], {
+    execArgv: ["--import", "tsx", "--expose-gc"],
+    env: { ...process.env, STORAGE: "memory", LOG_LEVEL: "silent", GATEWAY_RATE_LIMIT_RPM: "1000000", GATEWAY_JWT_SECRET: "bench-secret-that-is-at-least-32-characters" },
+    stdio: ["ignore", "pipe", "inherit", "ipc"],
+  });
+  return new Promise((resolve, reject) => {
+    let out = "";
+    child.stdout!.on("data", (chunk) => {
+      out += String(chunk);
+      const match = /READY (\S+)/.exec(out);
+      if (match) resolve({ child, origin: match[1]! });
+    });
+    child.once("exit", (code) => reject(new Error(`server exited with ${code}`)));
+  });
+}
+
+async function memory(child: ChildProcess): Promise<Memory> {
+  child.send({ type: "memory" });
+  const [message] = (await once(child, "message")) as [Memory & { type: string }];
+  return message;
+}
+
+function connectVm(url: string, token: string, serve: boolean): Promise<WebSocket> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, { headers: { authorization: `Bearer ${token}` }, perMessageDeflate: false });
+    ws.once("error", reject);
+    ws.once("open", () => {
+      if (!serve) return resolve(ws);
+      const server = new JSONRPCServer({ errorListener: () => undefined });
+      server.addMethod("ping", () => ({}));
+      server.addMethod("tools/call", (params: { arguments?: { text?: string } }) => ({ content: [{ type: "text", text: params.arguments?.text ?? "" }] }));
+      const rpc = new JSONRPCServerAndClient(server, new JSONRPCClient((payload) => ws.send(JSON.stringify(payload))), { errorListener: () => undefined });
+      ws.on("message", (data) => void rpc.receiveAndSend(JSON.parse(data.toString())).catch(() => undefined));
+      rpc.request("tools/register", { tools: [{ name: "echo", description: "echo", inputSchema: { type: "object", properties: { text: { type: "string" } } } }] }).then(() => resolve(ws), reject);
+    });
+  });
+}
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+type Caller = () => Promise<void>;
+
+async function measure(call: Caller, concurrency: number, total: number) {
+  for (let i = 0; i < Math.min(500, total); i++) await call(); // warm-up
+  const latencies: number[] = [];
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next++ < total) {
+        const t = performance.now();
+        await call();
+        latencies.push(performance.now() - t);
+      }
+    }),
+  );
+  const seconds = (performance.now() - started) / 1000;
+  latencies.sort((a, b) => a - b);
+  return { concurrency, calls: total, p50ms: +percentile(latencies, 50).toFixed(3), p99ms: +percentile(latencies, 99).toFixed(3), callsPerSecond: Math.round(total / seconds) };
+}
+
+async function mcpCaller(origin: string, token: string): Promise<{ call: Caller; close: () => Promise<void> } | undefined> {
+  const client = new Client({ name: "bench", version: "1.0.0" });
+  const transport = new StreamableHTTPClientTransport(new URL(`${origin}/bridge/mcp/`), { requestInit: { headers: { authorization: `Bearer ${token}` } } });
+  try {
+    await Promise.race([client.connect(transport), new Promise((_, reject) => setTimeout(() => reject(new Error("timeout")), 5000))]);
+    const tools = await client.listTools();
+    const name = `vm__${VM_ID}__echo`;
+    if (!tools.tools.some((tool) => tool.name === name)) throw new Error(`${name} not listed over MCP`);
+    return {
+      call: async () => {
+        const result = await client.callTool({ name, arguments: { text: "hi" } });
+        if (result.isError) throw new Error(JSON.stringify(result.content));
+      },
+      close: () => client.close(),
+    };
+  } catch (error) {
+    process.stderr.write(`MCP endpoint not usable (${(error as Error).message}); measuring POST /bridge/tools/execute\n`);
+    await client.close().catch(() => undefined);
+    return undefined;
+  }
+}
+
+function restCaller(origin: string, token: string): Caller {
+  const body = JSON.stringify({ tool_name: "echo", input: { text: "hi" }, vm_id: VM_ID });
+  return async () => {
+    const res = await fetch(`${origin}/bridge/tools/execute`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body });
+    if (res.status !== 200) throw new Error(`execute answered ${res.status}: ${await res.text()}`);
+    await res.arrayBuffer();
+  };
+}
+
+async function main() {
+  const fdLimit = Number(execSync("ulimit -n", { shell: "/bin/bash" }).toString().trim());
+  if (fdLimit < IDLE + 200) throw new Error(`ulimit -n is ${fdLimit}; ${IDLE} sockets need at least ${IDLE + 200}`);
+  const { child, origin } = await startServer();
+  const sockets: WebSocket[] = [];
+  try {
+    const registered = await fetch(`${origin}/gateway/v1/auth/register`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ email: `bench${Date.now()}@example.com`, password: "Correct-Horse-9", fullName: "Bench" }),
+    });
+    const { token } = (await registered.json()) as { token: string };
+    const wsBase = origin.replace(/^http/, "ws");
+    const vm = await connectVm(`${wsBase}/bridge/agents/bench/ws?vmId=${VM_ID}`, token, true);
+    sockets.push(vm);
+
+    const mcp = await mcpCaller(origin, token);
+    const transport = mcp ? "MCP tools/call at /bridge/mcp/" : "POST /bridge/tools/execute";
+    const call = mcp?.call ?? restCaller(origin, token);
+    const c1 = await measure(call, 1, CALLS);
+    const c50 = await measure(call, 50, CALLS * 4);
+    await mcp?.close();
+    vm.close();
+
+    const before = await memory(child);
+    for (let i = 0; i < IDLE; i += 250) {
+      const batch = Array.from({ length: Math.min(250, IDLE - i) }, (_, j) => connectVm(`${wsBase}/bridge/agents/bench/ws?vmId=idle-${i + j}`, token, false));
+      sockets.push(...(await Promise.all(batch)));
+    }
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const after = await memory(child);
+    const perSocket = (key: "rss" | "heapUsed") => +((after.usage[key] - before.usage[key]) / IDLE / 1024).toFixed(2);
+
+    const report = {
+      transport,
+      latency: [c1, c50],
+      idleSockets: {
+        connected: after.vms.connected,
+        rssBeforeMiB: +(before.usage.rss / 2 ** 20).toFixed(1),
+        rssAfterMiB: +(after.usage.rss / 2 ** 20).toFixed(1),
+        rssPerSocketKiB: perSocket("rss"),
+        heapPerSocketKiB: perSocket("heapUsed"),
+      },
+      targets: { p50AtC1ms: 1, callsPerSecondAtC50: 5000, kibPerIdleSocket: 30 },
+    };
+    process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+  } finally {
+    for (const ws of sockets) ws.terminate();
+    child.kill("SIGTERM");
+    await once(child, "exit");
+  }
+}
+
+await main();

@@ -1,0 +1,94 @@
+import { EventEmitter } from "node:events";
+import { ServiceError } from "../rpc/errors.js";
+
+/** A JSON Schema object describing a tool's arguments. */
+export type JsonSchema = Record<string, unknown>;
+
+export interface ToolDef {
+  /** Unique across the catalog: built-ins bare, upstream MCP tools `<server>__<tool>`, VM tools `vm__<vmId>__<tool>` (or as the VM source chooses). */
+  name: string;
+  description: string;
+  inputSchema: JsonSchema;
+  category: string;
+  /** Where the tool runs. */
+  source: { kind: "builtin" | "mcp" | "vm"; id: string };
+}
+
+/** MCP's CallToolResult shape: what every source returns. */
+export interface ToolResult {
+  content: { type: string; text?: string; [key: string]: unknown }[];
+  structuredContent?: Record<string, unknown>;
+  isError?: boolean;
+}
+
+export interface CallOptions {
+  signal?: AbortSignal;
+  /** Upper bound for the call; the source fails it with TIMEOUT past this. */
+  timeoutMs: number;
+  /** Principal context for sources that scope tools (tenant, VM). */
+  tenantId?: string;
+  vmId?: string;
+}
+
+/**
+ * One origin of tools (built-ins, one upstream MCP server, the connected VMs). A source owns
+ * the names it lists; the catalog never calls a source for a name it did not list.
+ */
+export interface ToolSource {
+  readonly id: string;
+  list(): Promise<ToolDef[]>;
+  call(name: string, args: Record<string, unknown>, options: CallOptions): Promise<ToolResult>;
+}
+
+/**
+ * The one tool catalog behind REST (`/mcp/tools`), MCP (`tools/list`, `tools/call`) and
+ * agents. Emits `changed` whenever a source is added, removed or reports new tools, so open
+ * MCP sessions can be sent `notifications/tools/list_changed`.
+ */
+export class Catalog {
+  readonly #sources = new Map<string, ToolSource>();
+  readonly #events = new EventEmitter().setMaxListeners(0);
+
+  addSource(source: ToolSource): void {
+    if (this.#sources.has(source.id)) throw new Error(`Duplicate tool source: ${source.id}`);
+    this.#sources.set(source.id, source);
+    this.changed();
+  }
+
+  removeSource(id: string): void {
+    if (this.#sources.delete(id)) this.changed();
+  }
+
+  source(id: string): ToolSource | undefined {
+    return this.#sources.get(id);
+  }
+
+  /** Tells listeners the tool list changed (a source calls this when its own list changes). */
+  changed(): void {
+    this.#events.emit("changed");
+  }
+
+  onChange(listener: () => void): () => void {
+    this.#events.on("changed", listener);
+    return () => this.#events.off("changed", listener);
+  }
+
+  async list(filter: { category?: string } = {}): Promise<ToolDef[]> {
+    const lists = await Promise.all([...this.#sources.values()].map((source) => source.list().catch(() => [] as ToolDef[])));
+    const tools = lists.flat();
+    return (filter.category ? tools.filter((tool) => tool.category === filter.category) : tools).sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  async get(name: string): Promise<ToolDef | undefined> {
+    return (await this.list()).find((tool) => tool.name === name);
+  }
+
+  /** Runs a tool by name; unknown names are NOT_FOUND. Argument validation happens before this. */
+  async call(name: string, args: Record<string, unknown>, options: CallOptions): Promise<ToolResult> {
+    const tool = await this.get(name);
+    if (!tool) throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
+    const source = this.#sources.get(tool.source.id);
+    if (!source) throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
+    return source.call(name, args, options);
+  }
+}

@@ -1,0 +1,8 @@
+import type { Transport } from "../facade/app.js";
+import { vmSocketTransport } from "./vm/socket.js";
+
+/**
+ * Transports that are not registry methods: the MCP endpoint, VM-agent and agent-stream
+ * WebSockets, bridge health. Each is a thin adapter over the dispatcher and the catalog.
+ */
+export const bridgeTransports: readonly Transport[] = [vmSocketTransport];

@@ -1,0 +1,226 @@
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ErrorCode, McpError, ToolListChangedNotificationSchema, type Tool } from "@modelcontextprotocol/sdk/types.js";
+import { ServiceError } from "../../rpc/errors.js";
+import type { Logger } from "../../rpc/log.js";
+import type { McpServerRecord } from "../../storage/repos/mcp-servers.js";
+import type { CallOptions, ToolDef, ToolResult, ToolSource } from "../catalog.js";
+
+export type Health = "connecting" | "healthy" | "unhealthy";
+
+/** Separator between a server's name and its tool's name; server names never contain `_`. */
+export const NAMESPACE_SEPARATOR = "__";
+
+export interface ConnectionSettings {
+  timeoutMs: number;
+  /** Extra attempts of idempotent operations (connect, tools/list); never of tools/call. */
+  maxRetries: number;
+  /** Called whenever this server's tool list or health changes. */
+  onChange(): void;
+  log: Logger;
+}
+
+// Reconnection of an unhealthy server: from 1 s, doubling, capped at a minute.
+const RECONNECT_BASE_MS = 1000;
+const RECONNECT_MAX_MS = 60_000;
+const RETRY_BASE_MS = 100;
+const MAX_PAGES = 50;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * One upstream MCP server: an SDK `Client` over Streamable HTTP, its health, and its tools as
+ * a catalog source. An unhealthy server lists no tools and is reconnected in the background.
+ */
+export class UpstreamConnection implements ToolSource {
+  readonly id: string;
+  readonly record: McpServerRecord;
+  health: Health = "connecting";
+  lastError: string | undefined;
+  connectedAt: string | undefined;
+  #tools: ToolDef[] = [];
+  #client: Client | undefined;
+  #closed = false;
+  #attempt: Promise<void> | undefined;
+  #reconnectTimer: NodeJS.Timeout | undefined;
+  #failures = 0;
+  readonly #settings: ConnectionSettings;
+
+  constructor(record: McpServerRecord, settings: ConnectionSettings) {
+    this.record = record;
+    this.id = `mcp:${record.name}`;
+    this.#settings = settings;
+  }
+
+  get toolCount(): number {
+    return this.#tools.length;
+  }
+
+  get toolNames(): string[] {
+    return this.#tools.map((tool) => tool.name);
+  }
+
+  async list(): Promise<ToolDef[]> {
+    return this.health === "healthy" ? this.#tools : [];
+  }
+
+  /** Connects (with retries) unless an attempt is already running; resolves when it settles. */
+  connect(): Promise<void> {
+    this.#attempt ??= this.#connectWithRetries().finally(() => {
+      this.#attempt = undefined;
+    });
+    return this.#attempt;
+  }
+
+  async #connectWithRetries(): Promise<void> {
+    clearTimeout(this.#reconnectTimer);
+    for (let attempt = 0; attempt <= this.#settings.maxRetries && !this.#closed; attempt += 1) {
+      if (attempt > 0) await sleep(RETRY_BASE_MS * 2 ** (attempt - 1));
+      try {
+        await this.#connectOnce();
+        this.#failures = 0;
+        return;
+      } catch (error) {
+        this.lastError = describeError(error, this.#settings.timeoutMs);
+      }
+    }
+    if (this.#closed) return;
+    this.#markUnhealthy(this.lastError ?? "connection failed");
+  }
+
+  async #connectOnce(): Promise<void> {
+    await this.#dropClient();
+    const client = new Client({ name: "chat-agent-tool-gateway", version: "0.1.0" }, { capabilities: {} });
+    const transport = new StreamableHTTPClientTransport(new URL(this.record.url), { requestInit: { headers: this.record.headers } });
+    client.onerror = () => undefined;
+    client.onclose = () => {
+      if (this.#client === client && !this.#closed) this.#markUnhealthy("connection closed");
+    };
+    // MCP: a server with tools.listChanged tells us when to list again.
+    client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+      this.refresh().catch(() => undefined);
+    });
+    this.#client = client;
+    try {
+      await client.connect(transport, { timeout: this.#settings.timeoutMs });
+      this.#tools = await this.#listTools(client);
+    } catch (error) {
+      if (this.#client === client) this.#client = undefined;
+      await client.close().catch(() => undefined);
+      throw error;
+    }
+    if (this.#closed) {
+      await client.close().catch(() => undefined);
+      return;
+    }
+    this.health = "healthy";
+    this.lastError = undefined;
+    this.connectedAt = new Date().toISOString();
+    this.#settings.onChange();
+  }
+
+  async #listTools(client: Client): Promise<ToolDef[]> {
+    const tools: Tool[] = [];
+    let cursor: string | undefined;
+    for (let page = 0; page < MAX_PAGES; page += 1) {
+      const result = await client.listTools(cursor ? { cursor } : {}, { timeout: this.#settings.timeoutMs });
+      tools.push(...result.tools);
+      cursor = result.nextCursor;
+      if (!cursor) break;
+    }
+    return tools.map((tool) => ({
+      name: `${this.record.name}${NAMESPACE_SEPARATOR}${tool.name}`,
+      description: tool.description ?? tool.title ?? "",
+      inputSchema: tool.inputSchema as Record<string, unknown>,
+      category: this.record.category,
+      source: { kind: "mcp", id: this.id },
+    }));
+  }
+
+  /** Lists the tools again (after `notifications/tools/list_changed`), with retries. */
+  async refresh(): Promise<void> {
+    const client = this.#client;
+    if (!client || this.health !== "healthy") return;
+    let lastError: unknown;
+    for (let attempt = 0; attempt <= this.#settings.maxRetries; attempt += 1) {
+      if (attempt > 0) await sleep(RETRY_BASE_MS * 2 ** (attempt - 1));
+      try {
+        this.#tools = await this.#listTools(client);
+        this.#settings.onChange();
+        return;
+      } catch (error) {
+        lastError = error;
+      }
+    }
+    this.#markUnhealthy(describeError(lastError, this.#settings.timeoutMs));
+  }
+
+  /** Forwards `tools/call` once: a call may have side effects, so it is never retried. */
+  async call(name: string, args: Record<string, unknown>, options: CallOptions): Promise<ToolResult> {
+    const client = this.#client;
+    const prefix = this.record.name + NAMESPACE_SEPARATOR;
+    if (!name.startsWith(prefix)) throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
+    if (!client || this.health !== "healthy") throw new ServiceError("UNAVAILABLE", `MCP server ${this.record.name} is not connected`);
+    try {
+      const result = await client.callTool({ name: name.slice(prefix.length), arguments: args }, undefined, {
+        timeout: options.timeoutMs,
+        signal: options.signal,
+      });
+      return result as ToolResult;
+    } catch (error) {
+      if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) {
+        throw new ServiceError("TIMEOUT", `MCP server ${this.record.name} did not answer ${name} within ${Math.round(options.timeoutMs / 1000)} s`);
+      }
+      if (error instanceof McpError) {
+        // The server answered with a JSON-RPC error: relay its message, it is about the call.
+        throw new ServiceError("BAD_GATEWAY", `MCP server ${this.record.name} refused ${name}: ${error.message}`, { details: { upstreamCode: error.code } });
+      }
+      if (options.signal?.aborted) throw new ServiceError("TIMEOUT", `Call to ${name} was cancelled`);
+      // Transport failure: the server is gone; stop listing its tools and reconnect.
+      this.#markUnhealthy(describeError(error, options.timeoutMs));
+      throw new ServiceError("BAD_GATEWAY", `MCP server ${this.record.name} is unreachable: ${this.lastError}`);
+    }
+  }
+
+  #markUnhealthy(reason: string): void {
+    const wasListing = this.health === "healthy" && this.#tools.length > 0;
+    this.health = "unhealthy";
+    this.lastError = reason;
+    this.#tools = [];
+    void this.#dropClient();
+    if (wasListing || this.#failures === 0) this.#settings.onChange();
+    this.#scheduleReconnect();
+  }
+
+  #scheduleReconnect(): void {
+    if (this.#closed) return;
+    clearTimeout(this.#reconnectTimer);
+    const delay = Math.min(RECONNECT_MAX_MS, RECONNECT_BASE_MS * 2 ** this.#failures);
+    this.#failures += 1;
+    this.#reconnectTimer = setTimeout(() => void this.connect(), delay);
+    // A pending reconnection must never keep the process alive.
+    this.#reconnectTimer.unref();
+  }
+
+  async #dropClient(): Promise<void> {
+    const client = this.#client;
+    this.#client = undefined;
+    if (client) await client.close().catch(() => undefined);
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    clearTimeout(this.#reconnectTimer);
+    this.#tools = [];
+    await this.#dropClient();
+  }
+}
+
+function describeError(error: unknown, timeoutMs: number): string {
+  if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) return `no answer within ${Math.round(timeoutMs / 1000)} s`;
+  if (error instanceof Error) {
+    const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+    return cause?.code ? `${error.message} (${cause.code})` : error.message;
+  }
+  return String(error);
+}

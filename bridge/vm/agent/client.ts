@@ -1,0 +1,116 @@
+import WebSocket from "ws";
+import { JSONRPCClient, JSONRPCErrorException, JSONRPCServer, JSONRPCServerAndClient } from "json-rpc-2.0";
+import { ToolFailure, type LocalTool } from "./local-tools.js";
+
+export interface AgentOptions {
+  /** `ws(s)://…/bridge/agents/<agentId>/ws?vmId=…` */
+  url: string;
+  key: string;
+  tools: LocalTool[];
+  log: (message: string) => void;
+  /** First reconnect delay; doubles up to maxBackoffMs, with jitter. */
+  minBackoffMs?: number;
+  maxBackoffMs?: number;
+}
+
+/** Refusals that retrying cannot fix. */
+const FATAL_STATUSES = new Set([400, 401, 403]);
+
+/**
+ * The VM side of the bridge protocol (docs/vm-agents.md): connects, announces its tools with
+ * `tools/register`, answers `tools/call` and `ping`, and reconnects with exponential backoff
+ * until `stop()`.
+ */
+export class VmAgent {
+  #ws: WebSocket | undefined;
+  #stopped = false;
+  #attempt = 0;
+  #retryTimer: NodeJS.Timeout | undefined;
+  readonly #server = new JSONRPCServer({ errorListener: () => undefined });
+  readonly #done: Promise<void>;
+  #resolveDone!: () => void;
+  #rejectDone!: (error: Error) => void;
+
+  constructor(private readonly options: AgentOptions) {
+    this.#done = new Promise((resolve, reject) => {
+      this.#resolveDone = resolve;
+      this.#rejectDone = reject;
+    });
+    const byName = new Map(options.tools.map((tool) => [tool.name, tool]));
+    this.#server.addMethod("ping", () => ({}));
+    this.#server.addMethod("tools/call", async (params: { name?: string; arguments?: Record<string, unknown> }) => {
+      const tool = byName.get(String(params?.name));
+      if (!tool) throw new JSONRPCErrorException(`Unknown tool: ${String(params?.name)}`, -32602);
+      try {
+        return await tool.run(params.arguments ?? {});
+      } catch (error) {
+        // MCP: a tool's own failure is a result with isError, so the model can read it.
+        if (error instanceof ToolFailure) return { content: [{ type: "text", text: error.message }], isError: true };
+        throw new JSONRPCErrorException(`${tool.name} failed: ${(error as Error).message}`, -32603);
+      }
+    });
+    // The bridge gave up on a call (timeout, caller gone); these tools are short, nothing to stop.
+    this.#server.addMethod("notifications/cancelled", () => null);
+  }
+
+  /** Resolves when stopped; rejects on a refusal that retrying cannot fix (bad key, bad vmId). */
+  run(): Promise<void> {
+    this.#connect();
+    return this.#done;
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    clearTimeout(this.#retryTimer);
+    if (!this.#ws || this.#ws.readyState === WebSocket.CLOSED) return this.#resolveDone();
+    this.#ws.close(1000, "agent stopping");
+  }
+
+  #connect(): void {
+    const ws = new WebSocket(this.options.url, ["vm-agent.v1"], { headers: { authorization: `Bearer ${this.options.key}` } });
+    this.#ws = ws;
+    const client = new JSONRPCClient((payload) => {
+      if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(payload));
+    });
+    const rpc = new JSONRPCServerAndClient(this.#server, client, { errorListener: () => undefined });
+
+    ws.on("unexpected-response", (_req, res) => {
+      const status = res.statusCode ?? 0;
+      res.resume();
+      if (FATAL_STATUSES.has(status)) {
+        this.#stopped = true;
+        this.#rejectDone(new Error(`The bridge refused the connection with ${status}; check --key and --vm-id`));
+      } else this.options.log(`bridge answered ${status}; retrying`);
+      ws.terminate();
+    });
+    ws.on("open", async () => {
+      this.#attempt = 0;
+      this.options.log(`connected to ${this.options.url.replace(/\?.*/, "")}`);
+      try {
+        const tools = this.options.tools.map(({ name, description, category, inputSchema }) => ({ name, description, category, inputSchema }));
+        const registered = (await rpc.request("tools/register", { tools })) as { tools: string[] };
+        this.options.log(`registered ${registered.tools.length} tools: ${registered.tools.join(", ")}`);
+      } catch (error) {
+        this.options.log(`tools/register failed: ${(error as Error).message}`);
+      }
+    });
+    ws.on("message", (data) => {
+      let payload: unknown;
+      try {
+        payload = JSON.parse(data.toString());
+      } catch {
+        return;
+      }
+      rpc.receiveAndSend(payload).catch(() => undefined);
+    });
+    ws.on("error", (error) => this.options.log(`socket error: ${error.message}`));
+    ws.on("close", (code, reason) => {
+      rpc.rejectAllPendingRequests("connection closed");
+      if (this.#stopped) return this.#resolveDone();
+      const min = this.options.minBackoffMs ?? 500;
+      const delay = Math.min(this.options.maxBackoffMs ?? 30_000, min * 2 ** this.#attempt++) * (0.75 + Math.random() * 0.5);
+      this.options.log(`disconnected (${code}${reason.length ? ` ${reason.toString()}` : ""}); reconnecting in ${Math.round(delay)} ms`);
+      this.#retryTimer = setTimeout(() => this.#connect(), delay);
+    });
+  }
+}

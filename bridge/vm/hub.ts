@@ -1,0 +1,306 @@
+import { randomUUID } from "node:crypto";
+import { JSONRPCErrorException, JSONRPCServer } from "json-rpc-2.0";
+import * as v from "valibot";
+import type { Config } from "../../rpc/config.js";
+import { ERROR_TABLE as ERROR_CODES, ServiceError, toServiceError } from "../../rpc/errors.js";
+import type { Logger } from "../../rpc/log.js";
+import type { Store } from "../../storage/store.js";
+import type { Catalog, ToolResult } from "../catalog.js";
+import { VmConnection, type VmIdentity, type VmPeer } from "./connection.js";
+import { CLOSE, registerParams, type VmTool } from "./protocol.js";
+import { VmDirectory, type VmRecord } from "./directory.js";
+import { vmToolSource } from "./source.js";
+
+export interface VmHubOptions {
+  config: Config;
+  log: Logger;
+  store: Store;
+  catalog: Catalog;
+}
+
+export interface VmCallOptions {
+  timeoutMs: number;
+  signal?: AbortSignal;
+}
+
+/** A call forwarded over the bus to the instance that holds the VM's socket. */
+interface RemoteCall {
+  callId: string;
+  replyTo: string;
+  vmId: string;
+  tool: string;
+  args: Record<string, unknown>;
+  timeoutMs: number;
+}
+
+interface RemoteReply {
+  callId: string;
+  result?: ToolResult;
+  error?: { code: string; message: string; details?: unknown };
+}
+
+interface VmEvent {
+  instanceId: string;
+  type: "connected" | "registered" | "left";
+  vmId: string;
+  connectionId: string;
+}
+
+/** How long a forwarding instance waits past the timeout, so the owner's own TIMEOUT answer arrives first. */
+const REMOTE_GRACE_MS = 500;
+
+export function vmNotConnected(vmId: string): ServiceError {
+  // docs/vm-agents.md: 503, because a VM that reconnects makes the same call succeed later.
+  return new ServiceError("UNAVAILABLE", `No VM agent is connected with vmId ${vmId}`, { details: { vmId, reason: "vm_not_connected" } });
+}
+
+/**
+ * Every VM socket of this instance, and the way to reach VMs on other instances
+ * (DESIGN "More than one instance"): presence records in storage, tool calls and catalog
+ * events over the bus. Also the catalog's `vms` tool source.
+ */
+export class VmHub {
+  readonly instanceId = randomUUID().slice(0, 12);
+  readonly directory: VmDirectory;
+  readonly #local = new Map<string, VmConnection>();
+  readonly #server = new JSONRPCServer<VmConnection>({ errorListener: () => undefined });
+  readonly #remote = new Map<string, { resolve: (r: ToolResult) => void; reject: (e: ServiceError) => void; cleanup: () => void }>();
+  readonly #unsubscribe: (() => Promise<void>)[] = [];
+  readonly #opts: VmHubOptions;
+  #timer: NodeJS.Timeout | undefined;
+  #closed = false;
+
+  constructor(options: VmHubOptions) {
+    this.#opts = options;
+    this.directory = new VmDirectory(options.store, this.instanceId, options.config.VM_HEARTBEAT_SECONDS * 3_000, () => this.#localRecords());
+    this.#server.addMethod("tools/register", (params, conn) => this.#register(conn, params));
+    this.#server.addMethod("ping", () => ({}));
+    options.catalog.addSource(vmToolSource(this));
+  }
+
+  get shared(): boolean {
+    return this.directory.shared;
+  }
+
+  /** Subscribes to the bus (redis) and starts the heartbeat. */
+  async start(): Promise<void> {
+    const { bus } = this.#opts.store;
+    if (this.shared) {
+      await this.directory.markAlive();
+      this.#unsubscribe.push(
+        await bus.subscribe(`vm:call:${this.instanceId}`, (message) => void this.#serveRemote(message as RemoteCall)),
+        await bus.subscribe(`vm:reply:${this.instanceId}`, (message) => this.#onReply(message as RemoteReply)),
+        await bus.subscribe("vm:events", (message) => this.#onEvent(message as VmEvent)),
+      );
+    }
+    this.#timer = setInterval(() => this.#tick(), this.#opts.config.VM_HEARTBEAT_SECONDS * 1000);
+    this.#timer.unref?.();
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    if (this.#timer) clearInterval(this.#timer);
+    const gone = new ServiceError("UNAVAILABLE", "The bridge is shutting down");
+    for (const conn of this.#local.values()) conn.close(CLOSE.shutdown, "server shutting down", gone);
+    const conns = [...this.#local.values()];
+    this.#local.clear();
+    for (const pending of this.#remote.values()) {
+      pending.cleanup();
+      pending.reject(gone);
+    }
+    this.#remote.clear();
+    for (const unsubscribe of this.#unsubscribe.splice(0)) await unsubscribe().catch(() => undefined);
+    if (this.shared) {
+      await Promise.all(conns.map((conn) => this.directory.remove(conn.vmId, conn.id).catch(() => undefined)));
+      await this.directory.markDead().catch(() => undefined);
+    }
+  }
+
+  /** Counts for health checks and leak tests. */
+  stats() {
+    let inFlight = 0;
+    for (const conn of this.#local.values()) inFlight += conn.inFlight;
+    return { connected: this.#local.size, inFlight, forwarded: this.#remote.size };
+  }
+
+  local(vmId: string): VmConnection | undefined {
+    return this.#local.get(vmId);
+  }
+
+  // --- socket lifecycle (bridge/vm/socket.ts) ---
+
+  /** A VM socket opened. A previous socket with the same vmId (here or on another instance) is replaced. */
+  attach(identity: VmIdentity, peer: VmPeer): VmConnection {
+    const conn = new VmConnection(identity, peer, this.#server, this.#opts.log, this.#opts.config.GATEWAY_MAX_PAYLOAD_BYTES);
+    const previous = this.#local.get(identity.vmId);
+    if (previous) this.#replace(previous);
+    this.#local.set(identity.vmId, conn);
+    this.#opts.log.info({ event: "vm.connected", vmId: identity.vmId, agentId: identity.agentId, connectionId: conn.id });
+    void this.#announce(conn, "connected");
+    return conn;
+  }
+
+  /** The socket closed (any reason): in-flight calls fail now, the VM leaves the catalog. */
+  detach(conn: VmConnection, code?: number): void {
+    conn.closedByPeer(
+      new ServiceError("BAD_GATEWAY", `VM ${conn.vmId} disconnected while the call was in flight`, { details: { vmId: conn.vmId, reason: "vm_disconnected", closeCode: code } }),
+    );
+    if (this.#local.get(conn.vmId) !== conn) return; // already replaced
+    this.#local.delete(conn.vmId);
+    this.#opts.log.info({ event: "vm.disconnected", vmId: conn.vmId, connectionId: conn.id, code });
+    void this.#announce(conn, "left");
+  }
+
+  // --- calls ---
+
+  /** The VM's presence record, wherever it is connected. */
+  async find(vmId: string): Promise<VmRecord | undefined> {
+    const conn = this.#local.get(vmId);
+    if (conn) return this.#recordOf(conn);
+    return this.shared ? this.directory.find(vmId) : undefined;
+  }
+
+  async list(): Promise<VmRecord[]> {
+    return this.shared ? this.directory.list() : this.#localRecords();
+  }
+
+  /** Runs `tool` on the VM, on this instance or through the one holding its socket. */
+  async call(vmId: string, tool: string, args: Record<string, unknown>, options: VmCallOptions): Promise<ToolResult> {
+    const conn = this.#local.get(vmId);
+    if (conn) return conn.callTool(tool, args, options);
+    const record = this.shared ? await this.directory.find(vmId) : undefined;
+    if (!record) throw vmNotConnected(vmId);
+    return this.#forward(record, tool, args, options);
+  }
+
+  // --- internals ---
+
+  #recordOf(conn: VmConnection): VmRecord {
+    return { ...conn.identity, instanceId: this.instanceId, connectionId: conn.id, connectedAt: conn.connectedAt, tools: conn.tools };
+  }
+
+  #localRecords(): VmRecord[] {
+    return [...this.#local.values()].map((conn) => this.#recordOf(conn));
+  }
+
+  #replace(previous: VmConnection): void {
+    this.#local.delete(previous.vmId);
+    previous.close(
+      CLOSE.replaced,
+      "replaced by a newer connection",
+      new ServiceError("BAD_GATEWAY", `VM ${previous.vmId} reconnected; calls on the old connection were dropped`, {
+        details: { vmId: previous.vmId, reason: "vm_replaced" },
+      }),
+    );
+    this.#opts.log.info({ event: "vm.replaced", vmId: previous.vmId, connectionId: previous.id });
+    if (this.shared) void this.directory.remove(previous.vmId, previous.id).catch(() => undefined);
+  }
+
+  async #register(conn: VmConnection, raw: unknown): Promise<{ tools: string[] }> {
+    const parsed = v.safeParse(registerParams, raw ?? {});
+    if (!parsed.success) {
+      const issues = parsed.issues.map((issue) => ({ path: v.getDotPath(issue) ?? "", message: issue.message }));
+      throw new JSONRPCErrorException(`Invalid tools/register params: ${issues[0]!.path ? `${issues[0]!.path}: ` : ""}${issues[0]!.message}`, -32602, { issues });
+    }
+    conn.tools = parsed.output.tools as VmTool[];
+    await this.#announce(conn, "registered");
+    return { tools: conn.tools.map((tool) => tool.name) };
+  }
+
+  /** Publishes presence and tells every catalog (here at once, elsewhere over the bus). */
+  async #announce(conn: VmConnection, type: VmEvent["type"]): Promise<void> {
+    this.directory.invalidate();
+    this.#opts.catalog.changed();
+    if (!this.shared || this.#closed) return;
+    try {
+      if (type === "left") await this.directory.remove(conn.vmId, conn.id);
+      else if (!conn.closed) await this.directory.put(this.#recordOf(conn));
+      const event: VmEvent = { instanceId: this.instanceId, type, vmId: conn.vmId, connectionId: conn.id };
+      await this.#opts.store.bus.publish("vm:events", event);
+    } catch (error) {
+      this.#opts.log.error({ event: "vm.presence_failed", vmId: conn.vmId, error: String(error) });
+    }
+  }
+
+  #onEvent(event: VmEvent): void {
+    if (event.instanceId === this.instanceId) return;
+    this.directory.invalidate();
+    // A VM that reconnected elsewhere replaces its socket here.
+    const local = this.#local.get(event.vmId);
+    if (event.type === "connected" && local && local.id !== event.connectionId) this.#replace(local);
+    this.#opts.catalog.changed();
+  }
+
+  #forward(record: VmRecord, tool: string, args: Record<string, unknown>, options: VmCallOptions): Promise<ToolResult> {
+    const callId = randomUUID();
+    return new Promise<ToolResult>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        finish();
+        reject(new ServiceError("TIMEOUT", `VM ${record.vmId} did not answer tools/call ${tool} within ${options.timeoutMs / 1000} s`, { details: { vmId: record.vmId, tool } }));
+      }, options.timeoutMs + REMOTE_GRACE_MS);
+      const onAbort = () => {
+        finish();
+        reject(new ServiceError("UNAVAILABLE", "The caller went away"));
+      };
+      options.signal?.addEventListener("abort", onAbort, { once: true });
+      const cleanup = () => {
+        clearTimeout(timer);
+        options.signal?.removeEventListener("abort", onAbort);
+      };
+      const finish = () => {
+        cleanup();
+        this.#remote.delete(callId);
+      };
+      this.#remote.set(callId, {
+        resolve: (result) => (finish(), resolve(result)),
+        reject: (error) => (finish(), reject(error)),
+        cleanup,
+      });
+      const message: RemoteCall = { callId, replyTo: this.instanceId, vmId: record.vmId, tool, args, timeoutMs: options.timeoutMs };
+      this.#opts.store.bus.publish(`vm:call:${record.instanceId}`, message).catch((error) => {
+        this.#remote.get(callId)?.reject(new ServiceError("UNAVAILABLE", "Could not reach the instance holding the VM", { cause: error }));
+      });
+    });
+  }
+
+  async #serveRemote(call: RemoteCall): Promise<void> {
+    let reply: RemoteReply;
+    try {
+      const conn = this.#local.get(call.vmId);
+      if (!conn) throw vmNotConnected(call.vmId);
+      reply = { callId: call.callId, result: await conn.callTool(call.tool, call.args ?? {}, { timeoutMs: call.timeoutMs }) };
+    } catch (error) {
+      const serviceError = toServiceError(error);
+      reply = { callId: call.callId, error: { code: serviceError.code, message: serviceError.message, details: serviceError.details } };
+    }
+    await this.#opts.store.bus.publish(`vm:reply:${call.replyTo}`, reply).catch(() => undefined);
+  }
+
+  #onReply(reply: RemoteReply): void {
+    const pending = this.#remote.get(reply.callId);
+    if (!pending) return; // timed out here already
+    if (reply.error) {
+      const code = (reply.error.code in ERROR_CODES ? reply.error.code : "BAD_GATEWAY") as keyof typeof ERROR_CODES;
+      pending.reject(new ServiceError(code, reply.error.message, { details: reply.error.details }));
+    } else pending.resolve(reply.result ?? { content: [] });
+  }
+
+  #tick(): void {
+    for (const conn of [...this.#local.values()]) {
+      if (!conn.seen) {
+        this.#opts.log.info({ event: "vm.heartbeat_missed", vmId: conn.vmId, connectionId: conn.id });
+        conn.close(1006, "heartbeat", new ServiceError("BAD_GATEWAY", `VM ${conn.vmId} stopped answering heartbeats`, { details: { vmId: conn.vmId, reason: "vm_dead" } }));
+        this.detach(conn, CLOSE.heartbeat);
+        continue;
+      }
+      conn.seen = false;
+      conn.ping();
+    }
+    if (this.shared) {
+      // Records of an instance that died without cleaning up drop out once its liveness key expires.
+      this.directory.invalidate();
+      void this.directory.markAlive().catch(() => undefined);
+    }
+  }
+}

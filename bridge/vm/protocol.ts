@@ -1,0 +1,67 @@
+import * as v from "valibot";
+import type { ToolResult } from "../catalog.js";
+
+/**
+ * The VM-agent socket protocol (docs/vm-agents.md): JSON-RPC 2.0 in both directions.
+ * VM → bridge: `tools/register`, `ping`. Bridge → VM: `tools/call`, `ping`.
+ */
+
+/** Ids and tool names are path-safe and MCP-name-safe (MCP allows `[A-Za-z0-9_.-]`). */
+export const VM_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+export const TOOL_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+
+/** Tools one VM may announce; keeps one misbehaving VM from flooding every catalog. */
+export const MAX_TOOLS_PER_VM = 256;
+
+/** WebSocket close codes the bridge uses (4000–4999 are for applications, RFC 6455 7.4.2). */
+export const CLOSE = {
+  /** A newer connection with the same vmId took over. */
+  replaced: 4001,
+  /** No reply to heartbeats for two intervals. */
+  heartbeat: 4002,
+  /** The server is shutting down. */
+  shutdown: 1001,
+} as const;
+
+const toolSchema = v.object({
+  name: v.pipe(v.string("name must be a string"), v.regex(TOOL_NAME, "name: letters, digits, _ . - (1-64, starting with a letter or digit)")),
+  description: v.optional(v.pipe(v.string("description must be a string"), v.maxLength(4096)), ""),
+  inputSchema: v.optional(
+    v.pipe(
+      v.record(v.string(), v.unknown(), "inputSchema must be a JSON Schema object"),
+      v.check((schema) => schema.type === undefined || schema.type === "object", "inputSchema.type must be \"object\""),
+    ),
+    { type: "object" },
+  ),
+  category: v.optional(v.pipe(v.string("category must be a string"), v.regex(/^[\w.-]{1,64}$/, "category: letters, digits, _ . -"))),
+});
+
+export const registerParams = v.object({
+  tools: v.pipe(
+    v.array(toolSchema, "tools must be an array"),
+    v.maxLength(MAX_TOOLS_PER_VM, `at most ${MAX_TOOLS_PER_VM} tools per VM`),
+    v.check((tools) => new Set(tools.map((tool) => tool.name)).size === tools.length, "tool names must be unique"),
+  ),
+});
+
+export type VmTool = v.InferOutput<typeof toolSchema>;
+
+/** The catalog name of a VM tool: `vm__<vmId>__<tool>` (the catalog maps it back; names are never parsed). */
+export function catalogName(vmId: string, tool: string): string {
+  return `vm__${vmId}__${tool}`;
+}
+
+/**
+ * A VM should answer `tools/call` with an MCP CallToolResult. Anything else is wrapped, so
+ * callers always get one shape: a string becomes text content, other values JSON text plus
+ * `structuredContent` when they are objects.
+ */
+export function toToolResult(value: unknown): ToolResult {
+  if (typeof value === "object" && value !== null && Array.isArray((value as { content?: unknown }).content)) {
+    return value as ToolResult;
+  }
+  if (typeof value === "string") return { content: [{ type: "text", text: value }] };
+  const text = JSON.stringify(value ?? null);
+  const structured = typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  return { content: [{ type: "text", text }], ...(structured ? { structuredContent: structured } : {}) };
+}

@@ -1,0 +1,42 @@
+import { ServiceError } from "../../rpc/errors.js";
+import type { ToolDef, ToolSource } from "../catalog.js";
+import { catalogName } from "./protocol.js";
+import type { VmHub } from "./hub.js";
+
+/** Catalog id of the VM tool source. */
+export const VM_SOURCE_ID = "vms";
+
+/**
+ * The tools of every connected VM, on any instance, as catalog entries named
+ * `vm__<vmId>__<tool>` with the VM's category or `vm` (docs/vm-agents.md "Tool names").
+ */
+export function vmToolSource(hub: VmHub): ToolSource {
+  const resolve = async (name: string) => {
+    for (const record of await hub.list()) {
+      const tool = record.tools.find((candidate) => catalogName(record.vmId, candidate.name) === name);
+      if (tool) return { record, tool };
+    }
+    return undefined;
+  };
+  return {
+    id: VM_SOURCE_ID,
+    async list(): Promise<ToolDef[]> {
+      return (await hub.list()).flatMap((record) =>
+        record.tools.map((tool) => ({
+          name: catalogName(record.vmId, tool.name),
+          description: tool.description || `${tool.name} on VM ${record.vmId}`,
+          inputSchema: tool.inputSchema,
+          category: tool.category ?? "vm",
+          source: { kind: "vm" as const, id: VM_SOURCE_ID },
+        })),
+      );
+    },
+    async call(name, args, options) {
+      const found = await resolve(name);
+      // A caller scoped to a tenant never reaches another tenant's VM (same answer as an unknown tool).
+      if (!found || (options.tenantId && found.record.tenantId !== options.tenantId)) throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
+      if (options.vmId && options.vmId !== found.record.vmId) throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
+      return hub.call(found.record.vmId, found.tool.name, args, { timeoutMs: options.timeoutMs, signal: options.signal });
+    },
+  };
+}

@@ -1,0 +1,47 @@
+import * as v from "valibot";
+import { defineMethod } from "../define.js";
+
+/** Bound on the storage probe, so a hung Redis makes health fail instead of hang. */
+const PROBE_TIMEOUT_MS = 2000;
+
+async function probeStorage(kv: { getItem(key: string): Promise<unknown> }): Promise<{ ok: boolean; error?: string }> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      kv.getItem("health:probe"),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer within ${PROBE_TIMEOUT_MS} ms`)), PROBE_TIMEOUT_MS);
+      }),
+    ]);
+    return { ok: true };
+  } catch (error) {
+    return { ok: false, error: (error as Error).message };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export const bridgeHealthMethods = [
+  defineMethod({
+    name: "bridge.health",
+    summary: "Bridge health (spec 4.5): storage, upstream MCP servers with their health, connected VM agents. Public; `status` is `degraded` when storage fails or a server is unhealthy.",
+    input: v.object({}),
+    auth: "public",
+    http: [{ surface: "bridge", method: "GET", path: "/health" }],
+    async handler(_params, ctx) {
+      const { store, upstream, vms, catalog } = ctx.services;
+      const storage = { driver: store.driver, ...(await probeStorage(store.kv)) };
+      const servers = upstream.summary();
+      const stats = vms.stats();
+      const tools = await catalog.list();
+      const ok = storage.ok && servers.every((server) => server.health !== "unhealthy");
+      return {
+        status: ok ? "ok" : "degraded",
+        storage,
+        mcpServers: servers,
+        vms: { connected: stats.connected, inFlight: stats.inFlight },
+        tools: tools.length,
+      };
+    },
+  }),
+];
