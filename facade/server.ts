@@ -3,7 +3,7 @@ import { plugin as crossws } from "crossws/server";
 import type { Config } from "../rpc/config.js";
 import { Dispatcher } from "../rpc/dispatcher.js";
 import { createLogger, type LogSink } from "../rpc/log.js";
-import { allMethods } from "../rpc/methods/index.js";
+import { methodsFor } from "../rpc/methods/index.js";
 import { createRegistry } from "../rpc/registry.js";
 import { createServices, type Services } from "../rpc/services.js";
 import { buildApp } from "./app.js";
@@ -30,7 +30,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   const log = createLogger(config.LOG_LEVEL, options.logSink);
   const services = await createServices(config, log);
   try {
-    const dispatcher = new Dispatcher(createRegistry(allMethods), services);
+    const dispatcher = new Dispatcher(createRegistry(methodsFor(config)), services);
     const app = buildApp(dispatcher, bridgeTransports);
     const server = serve(app, {
       port: config.PORT,

@@ -1,4 +1,5 @@
 import type { AnyMethod } from "../define.js";
+import type { Config } from "../config.js";
 import { authMethods } from "./auth.js";
 import { gatewayKeyMethods } from "./gateway-keys.js";
 import { consoleSessionMethods } from "./console-session.js";
@@ -11,5 +12,26 @@ import { bridgeHealthMethods } from "./bridge-health.js";
 import { chatMethods } from "./chat.js";
 import { modelMethods } from "./models.js";
 
-/** Every operation of the service. Adding one means adding its declaration to a domain list. */
-export const allMethods: readonly AnyMethod[] = [...authMethods, ...gatewayKeyMethods, ...consoleSessionMethods, ...consoleKeyMethods, ...accountKeyMethods, ...vmToolMethods, ...toolMethods, ...mcpServerMethods, ...bridgeHealthMethods, ...modelMethods, ...chatMethods];
+/** Every operation the service offers in any mode. Adding one means adding its declaration to a domain list. */
+export const allMethods: readonly AnyMethod[] = [
+  ...authMethods,
+  ...gatewayKeyMethods,
+  ...consoleSessionMethods,
+  ...consoleKeyMethods,
+  ...accountKeyMethods,
+  ...vmToolMethods,
+  ...toolMethods,
+  ...mcpServerMethods,
+  ...bridgeHealthMethods,
+  ...modelMethods,
+  ...chatMethods,
+];
+
+/**
+ * The methods a deployment serves. Agents come in two modes (spec 4.4): by id, run here
+ * (default), or by name, proxied to the orchestrator when `ORCH_BASE_URL` is set.
+ */
+export function methodsFor(config: Pick<Config, "ORCH_BASE_URL">): readonly AnyMethod[] {
+  const agentMethods: readonly AnyMethod[] = config.ORCH_BASE_URL ? [] : [];
+  return [...allMethods, ...agentMethods];
+}
