@@ -1,0 +1,61 @@
+import { createServer } from "node:http";
+
+/**
+ * A minimal OpenAI-compatible upstream for the chat benchmark, in its own process: every
+ * POST …/chat/completions waits MOCK_LATENCY_MS (default 2) and answers a fixed completion,
+ * as JSON or, when the body has `"stream": true`, as SSE chunks ending with a usage chunk and
+ * `[DONE]`. Prints `READY <origin>`.
+ */
+const LATENCY_MS = Number(process.env.MOCK_LATENCY_MS ?? 2);
+const WORDS = ["Hello", " from", " the", " mock", " model", "."];
+const USAGE = { prompt_tokens: 12, completion_tokens: WORDS.length, total_tokens: 12 + WORDS.length };
+const CREATED = Math.floor(Date.now() / 1000);
+
+const completion = JSON.stringify({
+  id: "chatcmpl-mock",
+  object: "chat.completion",
+  created: CREATED,
+  model: "mock",
+  choices: [{ index: 0, message: { role: "assistant", content: WORDS.join("") }, finish_reason: "stop" }],
+  usage: USAGE,
+});
+
+const chunk = (delta: Record<string, unknown>, finish: string | null) =>
+  `data: ${JSON.stringify({ id: "chatcmpl-mock", object: "chat.completion.chunk", created: CREATED, model: "mock", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+const frames = [
+  chunk({ role: "assistant", content: "" }, null),
+  ...WORDS.map((word) => chunk({ content: word }, null)),
+  chunk({}, "stop"),
+  `data: ${JSON.stringify({ id: "chatcmpl-mock", object: "chat.completion.chunk", created: CREATED, model: "mock", choices: [], usage: USAGE })}\n\n`,
+  "data: [DONE]\n\n",
+];
+
+const server = createServer((req, res) => {
+  if (req.method !== "POST" || !req.url?.endsWith("/chat/completions")) {
+    res.writeHead(404, { "content-type": "application/json" }).end('{"error":{"message":"not found"}}');
+    return;
+  }
+  const parts: Buffer[] = [];
+  req.on("data", (part: Buffer) => parts.push(part));
+  req.on("end", () => {
+    const stream = Buffer.concat(parts).includes('"stream":true');
+    setTimeout(() => {
+      if (!stream) {
+        res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(completion) }).end(completion);
+        return;
+      }
+      res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+      for (const frame of frames) res.write(frame);
+      res.end();
+    }, LATENCY_MS);
+  });
+});
+server.keepAliveTimeout = 60_000;
+server.listen(0, "127.0.0.1", () => {
+  const address = server.address() as { port: number };
+  process.stdout.write(`READY http://127.0.0.1:${address.port}\n`);
+});
+const stop = () => process.exit(0);
+process.once("SIGTERM", stop);
+process.once("SIGINT", stop);
+process.once("disconnect", stop);
