@@ -1,11 +1,14 @@
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
+import type { Principal } from "../../rpc/auth.js";
 import type { Catalog } from "../catalog.js";
 
 export interface McpSession {
   id: string;
   /** Sessions belong to the user who opened them; anyone else gets 404. */
   userId: string;
+  /** The credential of the latest request (another key of the same user may follow). */
+  principal: Principal;
   server: Server;
   transport: WebStandardStreamableHTTPServerTransport;
   lastSeen: number;
@@ -73,6 +76,12 @@ export class McpSessions {
     if (!session.pendingListChanged) return;
     session.pendingListChanged = false;
     void session.server.sendToolListChanged().catch(() => undefined);
+  }
+
+  /** The GET stream ended (client went away): notifications wait for the next one. */
+  streamClosed(session: McpSession): void {
+    session.streamOpen = false;
+    session.lastSeen = Date.now();
   }
 
   #expire(): void {

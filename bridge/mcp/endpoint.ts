@@ -1,0 +1,173 @@
+import { randomUUID } from "node:crypto";
+import type { H3 } from "h3";
+import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
+import { isInitializeRequest, SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/sdk/types.js";
+import { authenticate, type Principal } from "../../rpc/auth.js";
+import type { Dispatcher } from "../../rpc/dispatcher.js";
+import { isServiceError, ServiceError } from "../../rpc/errors.js";
+import type { Services } from "../../rpc/services.js";
+import { readJsonBody } from "../../facade/body.js";
+import { instrument, jsonResponse, type RequestScope } from "../../facade/instrument.js";
+import { enforceBridgeRate, principalRateKey } from "../../facade/rate-limit.js";
+import { SURFACE_BASES, presentedFor } from "../../facade/surfaces.js";
+import { METADATA_PATH, protectedResourceMetadata, publicOrigin, wwwAuthenticate } from "./_metadata.js";
+import { McpSessions, type McpSession } from "./sessions.js";
+import { createToolServer } from "./tool-server.js";
+
+/**
+ * spec 4.5: `POST /mcp/mcp/` on the bridge, which a deployment may rewrite to `/mcp/`; both
+ * answer, with and without the trailing slash.
+ */
+export const MCP_PATHS = [`${SURFACE_BASES.bridge}/mcp/mcp/`, `${SURFACE_BASES.bridge}/mcp/mcp`, `${SURFACE_BASES.bridge}/mcp/`, `${SURFACE_BASES.bridge}/mcp`];
+
+const SESSION_HEADER = "mcp-session-id";
+
+/** spec 8 GATEWAY_CORS_ORIGINS doubles as the Origin allowlist (MCP "Security Warning": DNS rebinding). */
+function originAllowed(origin: string | null, allowed: readonly string[]): boolean {
+  if (!origin || allowed.includes("*")) return true;
+  return allowed.includes(origin.replace(/\/$/, ""));
+}
+
+async function principalOfRequest(request: Request, services: Services): Promise<Principal> {
+  try {
+    return (await authenticate(presentedFor("bridge", request), { kinds: ["session", "gateway_key", "service"] }, services))!;
+  } catch (error) {
+    if (!isServiceError(error) || error.status !== 401) throw error;
+    // RFC 9728 §5.1: point the client at the protected-resource metadata.
+    const invalid = (error.details as { reason?: string } | undefined)?.reason === "invalid";
+    throw new ServiceError("UNAUTHORIZED", error.message, {
+      details: error.details,
+      headers: { "www-authenticate": wwwAuthenticate(publicOrigin(services.config, request), invalid ? "invalid_token" : undefined) },
+    });
+  }
+}
+
+/**
+ * The MCP endpoint (Streamable HTTP, protocol 2025-11-25 and the older revisions the SDK
+ * speaks): one low-level SDK `Server` + `WebStandardStreamableHTTPServerTransport` per session,
+ * sessions bound to the user who opened them, tools from the catalog, and
+ * `notifications/tools/list_changed` on every catalog change.
+ */
+export function mcpTransport(app: H3, dispatcher: Dispatcher): void {
+  const services = dispatcher.services;
+  const { config, log } = services;
+  const allowedOrigins = config.GATEWAY_CORS_ORIGINS.split(",").map((origin) => origin.trim().replace(/\/$/, "")).filter(Boolean);
+  const sessions = new McpSessions(services.catalog, config.MCP_SESSION_IDLE_SECONDS);
+  services.onClose(() => sessions.close());
+
+  const handle = instrument("rpc", log, async (event, scope) => {
+    scope.log.operation = "mcp";
+    const request = event.req;
+    if (!originAllowed(request.headers.get("origin"), allowedOrigins)) {
+      throw new ServiceError("FORBIDDEN", `Origin ${request.headers.get("origin")} is not allowed`);
+    }
+    const principal = await principalOfRequest(request, services);
+    scope.log.principal = { kind: principal.kind, userId: principal.userId };
+    await enforceBridgeRate(principalRateKey(principal), services);
+
+    const version = request.headers.get("mcp-protocol-version");
+    if (version !== null && !SUPPORTED_PROTOCOL_VERSIONS.includes(version)) {
+      throw new ServiceError("BAD_REQUEST", `Unsupported MCP-Protocol-Version ${version}; supported: ${SUPPORTED_PROTOCOL_VERSIONS.join(", ")}`, {
+        details: { supported: SUPPORTED_PROTOCOL_VERSIONS },
+      });
+    }
+
+    const sessionId = request.headers.get(SESSION_HEADER);
+    let parsedBody: unknown;
+    if (request.method === "POST") {
+      parsedBody = await readJsonBody(request, config.GATEWAY_MAX_PAYLOAD_BYTES);
+      if (parsedBody === undefined) throw new ServiceError("PARSE_ERROR", "Request body must be a JSON-RPC message");
+    }
+
+    if (!sessionId) {
+      const initializing = request.method === "POST" && (Array.isArray(parsedBody) ? parsedBody.some(isInitializeRequest) : isInitializeRequest(parsedBody));
+      if (!initializing) throw new ServiceError("BAD_REQUEST", "Mcp-Session-Id header is required; start a session with an initialize request");
+      return openSession(request, parsedBody, principal, services, sessions, scope);
+    }
+
+    const session = sessions.get(sessionId);
+    // A session of another user answers exactly like an ended one.
+    if (!session || session.userId !== principal.userId) throw new ServiceError("NOT_FOUND", "Session not found; it ended or never existed: initialize a new one");
+    session.principal = principal;
+    session.lastSeen = Date.now();
+    const response = await session.transport.handleRequest(request, parsedBody === undefined ? undefined : { parsedBody });
+    if (request.method === "GET" && response.status === 200 && response.body) {
+      sessions.streamOpened(session);
+      return withHeaders(onStreamEnd(response, () => sessions.streamClosed(session)), scope);
+    }
+    return withHeaders(response, scope);
+  });
+
+  for (const path of MCP_PATHS) app.all(path, handle);
+
+  app.on("GET", METADATA_PATH, (event) => jsonResponse(protectedResourceMetadata(publicOrigin(config, event.req)), 200, new Headers({ "cache-control": "max-age=3600" })));
+  // Clients that derive the well-known address from the full endpoint path find the same document.
+  app.on("GET", `${METADATA_PATH}/mcp`, (event) => jsonResponse(protectedResourceMetadata(publicOrigin(config, event.req)), 200, new Headers({ "cache-control": "max-age=3600" })));
+}
+
+async function openSession(
+  request: Request,
+  parsedBody: unknown,
+  principal: Principal,
+  services: Services,
+  sessions: McpSessions,
+  scope: RequestScope,
+): Promise<Response> {
+  let session: McpSession | undefined;
+  const server = createToolServer(services, () => session?.principal ?? principal);
+  const transport = new WebStandardStreamableHTTPServerTransport({
+    sessionIdGenerator: () => randomUUID(),
+    // Replies as one JSON body: tools/call has nothing to stream, and a plain response is
+    // cheaper than an SSE stream per request. Notifications go on the GET stream.
+    enableJsonResponse: true,
+    maxRequestBodySize: services.config.GATEWAY_MAX_PAYLOAD_BYTES,
+    onsessioninitialized: (id) => {
+      session = { id, userId: principal.userId, principal, server, transport, lastSeen: Date.now(), streamOpen: false, pendingListChanged: false };
+      sessions.add(session);
+    },
+    onsessionclosed: (id) => sessions.delete(id),
+  });
+  server.onclose = () => {
+    if (session) sessions.delete(session.id);
+  };
+  await server.connect(transport);
+  const response = await transport.handleRequest(request, { parsedBody });
+  if (!session) await server.close().catch(() => undefined);
+  return withHeaders(response, scope);
+}
+
+/** Adds the request id (and other scope headers) to the SDK's response. */
+function withHeaders(response: Response, scope: RequestScope): Response {
+  for (const [name, value] of scope.responseHeaders) response.headers.set(name, value);
+  return response;
+}
+
+/** Passes an SSE body through, calling `onEnd` once when it finishes or the client goes away. */
+function onStreamEnd(response: Response, onEnd: () => void): Response {
+  const reader = response.body!.getReader();
+  let ended = false;
+  const end = () => {
+    if (ended) return;
+    ended = true;
+    onEnd();
+  };
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const { done, value } = await reader.read();
+        if (done) {
+          end();
+          controller.close();
+        } else controller.enqueue(value);
+      } catch (error) {
+        end();
+        controller.error(error);
+      }
+    },
+    cancel(reason) {
+      end();
+      return reader.cancel(reason);
+    },
+  });
+  return new Response(body, { status: response.status, headers: response.headers });
+}
