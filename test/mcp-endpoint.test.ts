@@ -158,14 +158,14 @@ describe("MCP endpoint over raw HTTP", () => {
     const sessionId = init.headers.get("mcp-session-id")!;
     expect(sessionId).toBeTruthy();
     expect(init.headers.get("content-type")).toContain("application/json");
-    expect((await init.json()).result.protocolVersion).toBe(LATEST_PROTOCOL_VERSION);
+    expect(((await init.json()) as any).result.protocolVersion).toBe(LATEST_PROTOCOL_VERSION);
     const res = await fetch(server.url("/bridge/mcp/"), {
       method: "POST",
       headers: { ...MCP_ACCEPT, authorization: `Bearer ${token}`, "mcp-session-id": sessionId, "mcp-protocol-version": "1999-01-01" },
       body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" }),
     });
     expect(res.status).toBe(400);
-    expect((await res.json()).error.message).toContain("Unsupported MCP-Protocol-Version 1999-01-01");
+    expect(((await res.json()) as any).error.message).toContain("Unsupported MCP-Protocol-Version 1999-01-01");
     // An older revision the SDK speaks is fine.
     const older = await fetch(server.url("/bridge/mcp/"), {
       method: "POST",
