@@ -64,6 +64,14 @@ const ENV_SCHEMA = v.object({
   MCP_SERVERS_ALLOW_PRIVATE: v.optional(v.pipe(v.picklist(["true", "false"], "must be true or false"), v.transform((value) => value === "true")), "false"),
   /** An MCP session (Mcp-Session-Id) with no request and no open GET stream for this long ends; the client initializes again (404). */
   MCP_SESSION_IDLE_SECONDS: v.optional(intFrom(10, 7 * 24 * 3600), "1800"),
+  /** `limits.agents` of a tenant made without limits: a personal tenant created on first use, or POST /tenants without `limits` (docs/agents.md). */
+  TENANT_DEFAULT_AGENT_LIMIT: v.optional(intFrom(0, 1_000_000), "25"),
+  /** `limits.tokensPerMonth` of such a tenant: model tokens its agent invocations may use per calendar month (UTC). */
+  TENANT_DEFAULT_TOKENS_PER_MONTH: v.optional(intFrom(0), "2000000"),
+  /** `config.maxSteps` of an agent created without one: rounds of tool calls before a run ends with `max_steps`. */
+  AGENT_DEFAULT_MAX_STEPS: v.optional(intFrom(1, 100), "8"),
+  /** Log lines kept per agent (GET /agents/{id}/logs); older lines are dropped. */
+  AGENT_LOG_MAX_ENTRIES: v.optional(intFrom(10, 1_000_000), "1000"),
   /** `info` writes one JSON line per request; `silent` writes none. */
   LOG_LEVEL: v.optional(v.picklist(["info", "error", "silent"], "must be info, error or silent"), "info"),
 });

@@ -8,6 +8,7 @@ import { UsersRepo } from "../storage/repos/users.js";
 import { KeysRepo } from "../storage/repos/keys.js";
 import { TenantsRepo } from "../storage/repos/tenants.js";
 import { CreditsRepo } from "../storage/repos/credits.js";
+import { AgentsRepo } from "../storage/repos/agents.js";
 import type { RateLimiterAbstract } from "rate-limiter-flexible";
 import { Catalog } from "../bridge/catalog.js";
 import { VmHub } from "../bridge/vm/hub.js";
@@ -26,6 +27,8 @@ export interface Services {
   readonly keys: KeysRepo;
   readonly tenants: TenantsRepo;
   readonly credits: CreditsRepo;
+  /** Gateway agents (by id), their logs, and the index of tenants each user created. */
+  readonly agents: AgentsRepo;
   /** The one tool catalog (built-ins, upstream MCP servers, VMs). */
   readonly catalog: Catalog;
   /** Connected VM agents, here and (STORAGE=redis) on other instances. */
@@ -75,6 +78,7 @@ export async function createServices(config: Config, log: Logger): Promise<Servi
     keys: new KeysRepo(store),
     tenants: new TenantsRepo(store),
     credits: new CreditsRepo(store),
+    agents: new AgentsRepo(store),
     catalog,
     vms,
     upstream,

@@ -2,6 +2,31 @@
 export interface ChatMessage {
   role: string;
   content: string | readonly Record<string, unknown>[] | null;
+  /** Agent runs only (rpc/agents/run.ts): the tool calls of an assistant turn. */
+  tool_calls?: ToolCall[];
+  /** Agent runs only: the call a `tool` message answers. */
+  tool_call_id?: string;
+}
+
+/** A function call the model asked for (chat wire format). */
+export interface ToolCall {
+  id: string;
+  type: "function";
+  function: { name: string; arguments: string };
+}
+
+/** A tool offered to the model as a function (chat wire format). */
+export interface ToolSpec {
+  type: "function";
+  function: { name: string; description: string; parameters: Record<string, unknown> };
+}
+
+/** A streamed fragment of a tool call: assembled by `index` across chunks. */
+export interface ToolCallDelta {
+  index?: number;
+  id?: string;
+  type?: "function";
+  function?: { name?: string; arguments?: string };
 }
 
 /** The six fields forwarded to a model (spec 2.2); nothing else ever reaches a provider. */
@@ -12,6 +37,11 @@ export interface ChatRequest {
   temperature?: number;
   top_p?: number;
   max_tokens?: number;
+  /**
+   * Set only by the agent runner (rpc/agents/invoke.ts); the customer chat surfaces never
+   * forward it, so the six fields above stay the only ones a chat request can carry.
+   */
+  tools?: ToolSpec[];
 }
 
 export interface Usage {
@@ -25,7 +55,7 @@ export interface ChatChunk {
   id?: string;
   object?: string;
   model?: string;
-  choices?: { index?: number; delta?: { role?: string; content?: string | null }; finish_reason?: string | null }[];
+  choices?: { index?: number; delta?: { role?: string; content?: string | null; tool_calls?: ToolCallDelta[] }; finish_reason?: string | null }[];
   usage?: Usage | null;
   [field: string]: unknown;
 }
@@ -35,7 +65,7 @@ export interface ChatCompletion {
   id: string;
   object: string;
   model: string;
-  choices: { index?: number; message: { role: string; content: string | null }; finish_reason: string | null }[];
+  choices: { index?: number; message: { role: string; content: string | null; tool_calls?: ToolCall[] }; finish_reason: string | null }[];
   usage?: Usage;
   [field: string]: unknown;
 }

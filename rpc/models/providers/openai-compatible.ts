@@ -34,6 +34,8 @@ export class OpenAiCompatibleProvider implements Provider {
     }
     const body: Record<string, unknown> = { ...request, model: config.upstreamModel ?? id };
     if (request.stream) body.stream_options = { include_usage: true };
+    // Agent runs offer tools as functions; an empty list is an error upstream, so it is left out.
+    if (!request.tools?.length) delete body.tools;
 
     // One timer covers the wait for the first byte and then each gap between chunks.
     const timer = new IdleTimer(timeoutMs);
@@ -68,7 +70,7 @@ export class OpenAiCompatibleProvider implements Provider {
         return { kind: "completion", completion };
       }
       if (!response.body) throw new ServiceError("BAD_GATEWAY", `The model provider sent an empty stream for ${id}`);
-      return { kind: "stream", chunks: parseChunks(response.body, timer, timeoutMs, id) };
+      return { kind: "stream", chunks: parseChunks(response.body, timer, timeoutMs, id, combined) };
     } catch (error) {
       timer.stop();
       if (error instanceof ServiceError) throw error;
@@ -77,9 +79,9 @@ export class OpenAiCompatibleProvider implements Provider {
   }
 }
 
-async function* parseChunks(body: ReadableStream<Uint8Array>, timer: IdleTimer, timeoutMs: number, id: string): AsyncGenerator<ChatChunk> {
+async function* parseChunks(body: ReadableStream<Uint8Array>, timer: IdleTimer, timeoutMs: number, id: string, signal: AbortSignal): AsyncGenerator<ChatChunk> {
   try {
-    for await (const data of readSseData(body, () => timer.touch())) {
+    for await (const data of readSseData(body, () => timer.touch(), signal)) {
       let chunk: ChatChunk;
       try {
         chunk = JSON.parse(data) as ChatChunk;

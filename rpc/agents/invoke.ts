@@ -1,0 +1,199 @@
+import type { Principal } from "../auth.js";
+import { ServiceError, toServiceError } from "../errors.js";
+import type { Services } from "../services.js";
+import type { ChatChunk, ProviderResult } from "../models/types.js";
+import { countPromptTokens, countTokens } from "../models/tokens.js";
+import type { ToolDef } from "../../bridge/catalog.js";
+import { newId } from "../../storage/ids.js";
+import type { AgentRecord } from "../../storage/repos/agents.js";
+import { runAgent, type AgentEvent, type AgentMessage, type RunDependencies, type RunResult } from "./run.js";
+import { EventQueue } from "./_queue.js";
+import { agentTimestamp } from "./_time.js";
+import { appendAgentLog } from "./logs.js";
+import { requireAgent } from "./records.js";
+import { lifecycleOf, runFinished, runStarted } from "./state.js";
+import { addTokens, requireTokens } from "./tenancy.js";
+
+/** The bus channel every event of every run of an agent is published on, as `{runId, event}`. */
+export const agentRunsChannel = (agentId: string) => `agent-runs:${agentId}`;
+
+export interface AgentRunMessage {
+  runId: string;
+  event: AgentEvent;
+}
+
+export interface InvokeHandle {
+  runId: string;
+  /** The run's events in order, ending with `done`. The run goes on whether or not this is read. */
+  events: AsyncIterable<AgentEvent>;
+}
+
+/**
+ * Starts one invocation of the caller's agent: the model (through the router) is offered the
+ * agent's tools as functions, tool calls run through the catalog (built-in, upstream MCP,
+ * VM) and their results are fed back until the model answers or `config.maxSteps` rounds
+ * have run (rpc/agents/run.ts). Refusals throw before anything starts: NOT_FOUND (not the
+ * caller's agent), CONFLICT (paused), QUOTA_EXCEEDED (tenant tokens spent), the router's
+ * model errors. Every event is also published on `agentRunsChannel(agentId)`, so a client
+ * on another instance can watch. `signal` cancels the run (it ends `cancelled`).
+ */
+export async function invokeAgent(services: Services, principal: Principal, agentId: string, input: string, signal: AbortSignal): Promise<InvokeHandle> {
+  const agent = await requireAgent(services, principal.userId, agentId);
+  if ((await lifecycleOf(services, agent.id)) === "paused") {
+    throw new ServiceError("CONFLICT", "The agent is paused; resume it before invoking", { details: { status: "paused" } });
+  }
+  const tenant = await services.tenants.getTenant(agent.tenantId);
+  if (!tenant) throw new ServiceError("NOT_FOUND", `The agent's tenant no longer exists: ${agent.tenantId}`);
+  await requireTokens(services, tenant);
+  const model = services.models.resolve(agent.model);
+
+  const catalog = await services.catalog.list();
+  const tools: ToolDef[] = catalog.filter((tool) => agent.tools.includes(tool.name));
+  const missing = agent.tools.filter((name) => !tools.some((tool) => tool.name === name));
+
+  const runId = newId("run");
+  const started = agentTimestamp();
+  await runStarted(services, agent.id);
+  const queue = new EventQueue<AgentEvent>();
+  try {
+    await appendAgentLog(services, agent.id, {
+      event: "invocation.started",
+      message: `Invocation ${runId} started`,
+      runId,
+      data: { input: clip(input), model: agent.model, tools: tools.map((tool) => tool.name), ...(missing.length ? { unavailableTools: missing } : {}) },
+    });
+  } catch (error) {
+    await runFinished(services, agent.id, true).catch(() => undefined);
+    throw error;
+  }
+
+  const messages: AgentMessage[] = [];
+  if (agent.config.systemPrompt) messages.push({ role: "system", content: agent.config.systemPrompt });
+  messages.push({ role: "user", content: input });
+
+  const deps: RunDependencies = {
+    tools,
+    maxSteps: agent.config.maxSteps,
+    signal,
+    async complete(request, turnSignal) {
+      // Checked before every model turn, so a long run stops once the month's allowance is spent.
+      const current = await services.tenants.getTenant(agent.tenantId);
+      if (current) await requireTokens(services, current);
+      const result = await model.provider.complete(
+        {
+          model: agent.model,
+          messages: request.messages,
+          stream: true,
+          ...(request.tools.length ? { tools: request.tools } : {}),
+          ...(agent.config.temperature !== undefined ? { temperature: agent.config.temperature } : {}),
+          ...(agent.config.maxTokens !== undefined ? { max_tokens: agent.config.maxTokens } : {}),
+        },
+        turnSignal,
+      );
+      return await metered(services, agent.tenantId, result, countPromptTokens(request.messages));
+    },
+    callTool(name, args, toolSignal) {
+      const seconds = agent.config.toolTimeoutSeconds ?? services.config.GATEWAY_TIMEOUT_SECONDS;
+      // VM tools answer only for the agent's own tenant (bridge/vm/source.ts).
+      return services.catalog.call(name, args, { timeoutMs: Math.round(seconds * 1000), signal: toolSignal, tenantId: agent.tenantId });
+    },
+  };
+
+  void drive(services, agent, runId, started, runAgent(deps, messages), queue);
+  return { runId, events: queue };
+}
+
+/** Runs the loop to its end, whoever reads: logs, bus, state, then the reader's queue. */
+async function drive(
+  services: Services,
+  agent: AgentRecord,
+  runId: string,
+  startedAt: string,
+  run: AsyncGenerator<AgentEvent, RunResult>,
+  queue: EventQueue<AgentEvent>,
+): Promise<void> {
+  const channel = agentRunsChannel(agent.id);
+  const emit = (event: AgentEvent) => {
+    queue.push(event);
+    services.store.bus.publish(channel, { runId, event } satisfies AgentRunMessage).catch(() => undefined);
+  };
+  let finished = false;
+  try {
+    for await (const event of run) {
+      if (event.type === "step") {
+        const { step } = event;
+        await appendAgentLog(services, agent.id, {
+          level: step.error ? "error" : "info",
+          event: "step",
+          message: step.error ? `Tool ${step.tool} failed: ${step.error}` : `Tool ${step.tool} ran in ${step.durationMs} ms`,
+          runId,
+          data: { index: step.index, tool: step.tool, arguments: step.arguments, durationMs: step.durationMs, ...(step.error ? { error: step.error } : {}) },
+        });
+      }
+      if (event.type === "done") {
+        const { result } = event;
+        await appendAgentLog(services, agent.id, {
+          level: result.status === "completed" ? "info" : "error",
+          event: "invocation.finished",
+          message: `Invocation ${runId} ended: ${result.status}${result.error ? ` (${result.error})` : ""}`,
+          runId,
+          data: { status: result.status, steps: result.steps.length, usage: result.usage, startedAt, ...(result.error ? { error: result.error } : {}) },
+        });
+        // The status is back before anyone sees `done`: a caller that reads the agent next sees it idle.
+        finished = true;
+        await runFinished(services, agent.id, result.status === "error");
+      }
+      emit(event);
+    }
+  } catch (error) {
+    // Only storage can fail here (runAgent itself never throws): record it and end the run.
+    const message = toServiceError(error).message;
+    services.log.error({ event: "agent.run", agentId: agent.id, runId, error: String(error) });
+    if (!finished) {
+      finished = true;
+      await runFinished(services, agent.id, true).catch(() => undefined);
+      emit({ type: "done", result: { status: "error", output: "", steps: [], usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }, error: message } });
+    }
+  } finally {
+    if (!finished) await runFinished(services, agent.id, false).catch(() => undefined);
+    queue.close();
+  }
+}
+
+/**
+ * Counts a model turn's tokens against the tenant's month as they are reported. A provider
+ * that reports no usage is counted by estimate (rpc/models/tokens.ts) so the allowance holds.
+ */
+async function metered(services: Services, tenantId: string, result: ProviderResult, promptEstimate: number): Promise<ProviderResult> {
+  if (result.kind === "completion") {
+    const usage = result.completion.usage;
+    const content = result.completion.choices[0]?.message.content ?? "";
+    await addTokens(services, tenantId, usage?.total_tokens ?? promptEstimate + countTokens(content));
+    return result;
+  }
+  const source = result.chunks;
+  async function* chunks(): AsyncGenerator<ChatChunk> {
+    let reported = false;
+    let text = "";
+    try {
+      for await (const chunk of source) {
+        if (chunk.usage) {
+          reported = true;
+          await addTokens(services, tenantId, chunk.usage.total_tokens ?? 0);
+        }
+        for (const choice of chunk.choices ?? []) {
+          text += choice.delta?.content ?? "";
+          for (const call of choice.delta?.tool_calls ?? []) text += (call.function?.name ?? "") + (call.function?.arguments ?? "");
+        }
+        yield chunk;
+      }
+    } finally {
+      if (!reported) await addTokens(services, tenantId, promptEstimate + countTokens(text)).catch(() => undefined);
+    }
+  }
+  return { kind: "stream", chunks: chunks() };
+}
+
+function clip(text: string, max = 2000): string {
+  return text.length > max ? `${text.slice(0, max)}…` : text;
+}

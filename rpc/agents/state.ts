@@ -1,0 +1,82 @@
+import { ServiceError } from "../errors.js";
+import type { Services } from "../services.js";
+import type { AgentRecord } from "../../storage/repos/agents.js";
+
+/**
+ * The agent state machine (docs/agents.md "Status"). Stored: the lifecycle state
+ * (`idle` → `deployed` ⇄ `paused`) and whether the last invocation ended in error.
+ * Derived: `running` while at least one invocation is in flight. Every value lives in
+ * `store.atomic`, so transitions are compare-and-set (two concurrent deploys: one 409) and
+ * concurrent invocations each add and remove their own count.
+ */
+export type Lifecycle = "idle" | "deployed" | "paused";
+export type AgentStatus = Lifecycle | "running" | "error";
+
+const lifecycleKey = (id: string) => `agent-state:${id}`;
+const runningKey = (id: string) => `agent-running:${id}`;
+const errorKey = (id: string) => `agent-error:${id}`;
+
+export async function lifecycleOf(services: Services, agentId: string): Promise<Lifecycle> {
+  return ((await services.store.atomic.get(lifecycleKey(agentId))) as Lifecycle | null) ?? "idle";
+}
+
+export async function runningCount(services: Services, agentId: string): Promise<number> {
+  return Math.max(0, await services.store.atomic.balance(runningKey(agentId)));
+}
+
+/** `running` > `paused` > `error` > `deployed` / `idle`. */
+export async function statusOf(services: Services, agentId: string): Promise<AgentStatus> {
+  const [lifecycle, running, failed] = await Promise.all([
+    lifecycleOf(services, agentId),
+    runningCount(services, agentId),
+    services.store.atomic.get(errorKey(agentId)),
+  ]);
+  if (running > 0) return "running";
+  if (lifecycle === "paused") return "paused";
+  if (failed) return "error";
+  return lifecycle;
+}
+
+export function runStarted(services: Services, agentId: string): Promise<number> {
+  return services.store.atomic.adjust(runningKey(agentId), 1);
+}
+
+/** Ends one invocation: the count goes down; the error mark follows the outcome. */
+export async function runFinished(services: Services, agentId: string, failed: boolean): Promise<void> {
+  const { atomic } = services.store;
+  if (failed) await atomic.compareAndSet(errorKey(agentId), null, "1");
+  else await atomic.delete(errorKey(agentId));
+  await atomic.adjust(runningKey(agentId), -1);
+}
+
+export type Transition = "deploy" | "pause" | "resume";
+
+const TRANSITIONS: Record<Transition, { from: Lifecycle; to: Lifecycle; refuse: Partial<Record<Lifecycle, string>> }> = {
+  deploy: { from: "idle", to: "deployed", refuse: { deployed: "The agent is already deployed", paused: "The agent is paused; resume it instead" } },
+  pause: { from: "deployed", to: "paused", refuse: { idle: "Only a deployed agent can be paused", paused: "The agent is already paused" } },
+  resume: { from: "paused", to: "deployed", refuse: { idle: "Only a paused agent can be resumed", deployed: "The agent is not paused" } },
+};
+
+/** Applies a transition or throws 409 naming the current status. */
+export async function transition(services: Services, agent: AgentRecord, name: Transition): Promise<AgentStatus> {
+  const rule = TRANSITIONS[name];
+  const current = await lifecycleOf(services, agent.id);
+  const conflict = (message: string, status: AgentStatus) =>
+    new ServiceError("CONFLICT", message, { details: { status, transition: name, allowedFrom: rule.from } });
+  if (current !== rule.from) throw conflict(rule.refuse[current] ?? `Cannot ${name} from ${current}`, await statusOf(services, agent.id));
+  // Deploying swaps what serves invocations: not while any is in flight.
+  if (name === "deploy" && (await runningCount(services, agent.id)) > 0) throw conflict("The agent is running; deploy once its invocations finish", "running");
+  const expected = current === "idle" ? null : current;
+  const next = rule.to === "idle" ? null : rule.to;
+  if (!(await services.store.atomic.compareAndSet(lifecycleKey(agent.id), expected, next))) {
+    throw conflict("The agent changed state concurrently; try again", await statusOf(services, agent.id));
+  }
+  if (name === "deploy") await services.store.atomic.delete(errorKey(agent.id));
+  return statusOf(services, agent.id);
+}
+
+/** Removes every state value of a deleted agent. */
+export async function clearState(services: Services, agentId: string): Promise<void> {
+  const { atomic } = services.store;
+  await Promise.all([atomic.delete(lifecycleKey(agentId)), atomic.delete(errorKey(agentId)), atomic.delete(runningKey(agentId))]);
+}

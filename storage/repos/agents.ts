@@ -1,0 +1,112 @@
+import { Collection } from "../collection.js";
+import type { Store } from "../store.js";
+
+/** Per-agent settings (docs/agents.md "config"). */
+export interface AgentConfig {
+  /** Rounds of tool calls before the run ends with `max_steps`. */
+  maxSteps: number;
+  systemPrompt?: string;
+  temperature?: number;
+  maxTokens?: number;
+  /** Upper bound for one tool call; GATEWAY_TIMEOUT_SECONDS when absent. */
+  toolTimeoutSeconds?: number;
+}
+
+/**
+ * The stored fields of an agent (spec 2.6). The shown `status` is not stored here: it is
+ * derived from the lifecycle state and the running count kept in atomic storage
+ * (rpc/agents/state.ts), so concurrent invocations and transitions never overwrite a record.
+ */
+export interface AgentRecord {
+  id: string;
+  name: string;
+  model: string;
+  tools: string[];
+  description: string;
+  config: AgentConfig;
+  tenantId: string;
+  ownerId: string;
+  /** ISO 8601 UTC without a zone suffix (spec 2.6). */
+  createdAt: string;
+  updatedAt: string;
+}
+
+export type AgentLogLevel = "info" | "error";
+
+/** One persisted log line of an agent (GET /agents/{id}/logs). */
+export interface AgentLogEntry {
+  seq: number;
+  time: string;
+  level: AgentLogLevel;
+  event: string;
+  message: string;
+  runId?: string;
+  data?: Record<string, unknown>;
+}
+
+/** A tenant created through POST /tenants, indexed under its owner so the list needs no scan. */
+interface OwnedTenant {
+  id: string;
+}
+
+const SEQ_WIDTH = 12;
+
+/**
+ * Agents under their owner (`agents:<ownerId>:<id>`): a lookup is one read and another
+ * user's id simply is not there (the same 404 as a missing one). Logs live under the
+ * agent with a zero-padded sequence number so key order is write order.
+ */
+export class AgentsRepo {
+  readonly #agents: Collection<AgentRecord>;
+  readonly #logs: Collection<AgentLogEntry>;
+  readonly #ownedTenants: Collection<OwnedTenant>;
+
+  constructor(store: Store) {
+    this.#agents = new Collection<AgentRecord>(store.kv, "agents");
+    this.#logs = new Collection<AgentLogEntry>(store.kv, "agent-logs");
+    this.#ownedTenants = new Collection<OwnedTenant>(store.kv, "tenant-owners");
+  }
+
+  get(ownerId: string, id: string): Promise<AgentRecord | null> {
+    if (!Collection.validId(ownerId) || !Collection.validId(id)) return Promise.resolve(null);
+    return this.#agents.get(ownerId, id);
+  }
+
+  async list(ownerId: string): Promise<AgentRecord[]> {
+    const agents = await this.#agents.list(ownerId);
+    return agents.sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
+  }
+
+  put(agent: AgentRecord): Promise<AgentRecord> {
+    return this.#agents.put([agent.ownerId, agent.id], agent);
+  }
+
+  remove(agent: AgentRecord): Promise<void> {
+    return this.#agents.remove(agent.ownerId, agent.id);
+  }
+
+  appendLog(agentId: string, entry: AgentLogEntry): Promise<AgentLogEntry> {
+    return this.#logs.put([agentId, String(entry.seq).padStart(SEQ_WIDTH, "0")], entry);
+  }
+
+  removeLog(agentId: string, seq: number): Promise<void> {
+    return this.#logs.remove(agentId, String(seq).padStart(SEQ_WIDTH, "0"));
+  }
+
+  /** Every retained entry, oldest first. */
+  logs(agentId: string): Promise<AgentLogEntry[]> {
+    return this.#logs.list(agentId);
+  }
+
+  async clearLogs(agentId: string): Promise<void> {
+    for (const entry of await this.#logs.list(agentId)) await this.removeLog(agentId, entry.seq);
+  }
+
+  addOwnedTenant(ownerId: string, tenantId: string): Promise<OwnedTenant> {
+    return this.#ownedTenants.put([ownerId, tenantId], { id: tenantId });
+  }
+
+  async ownedTenantIds(ownerId: string): Promise<string[]> {
+    return (await this.#ownedTenants.list(ownerId)).map((entry) => entry.id);
+  }
+}
