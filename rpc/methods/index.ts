@@ -11,6 +11,7 @@ import { mcpServerMethods } from "./mcp-servers.js";
 import { bridgeHealthMethods } from "./bridge-health.js";
 import { chatMethods } from "./chat.js";
 import { modelMethods } from "./models.js";
+import { orchestratorAgentMethods } from "./agents-orchestrator.js";
 
 /** Every operation the service offers in any mode. Adding one means adding its declaration to a domain list. */
 export const allMethods: readonly AnyMethod[] = [
@@ -32,6 +33,6 @@ export const allMethods: readonly AnyMethod[] = [
  * (default), or by name, proxied to the orchestrator when `ORCH_BASE_URL` is set.
  */
 export function methodsFor(config: Pick<Config, "ORCH_BASE_URL">): readonly AnyMethod[] {
-  const agentMethods: readonly AnyMethod[] = config.ORCH_BASE_URL ? [] : [];
+  const agentMethods: readonly AnyMethod[] = config.ORCH_BASE_URL ? orchestratorAgentMethods : [];
   return [...allMethods, ...agentMethods];
 }
