@@ -92,8 +92,11 @@ async function resolve(presented: Presented, allowed: Set<CredentialKind>, servi
 
   const keyKind = parseKey(services.keyPrefixes, token);
   if (!keyKind) {
-    // A known prefix with a bad checksum is a typo of a real key; anything else is no key of ours.
-    const known = Object.values(services.keyPrefixes).some((prefix) => token.startsWith(prefix));
+    // A prefix this endpoint takes with a bad checksum is a typo of a real key; anything else
+    // (another surface's prefix included) is no key for this endpoint (spec 7.2).
+    const known = (Object.entries(services.keyPrefixes) as [KeyKind, string][]).some(
+      ([prefixKind, prefix]) => allowed.has(KIND_OF_KEY[prefixKind]) && token.startsWith(prefix),
+    );
     throw unauthorized(known ? "invalid" : "missing");
   }
   const kind = KIND_OF_KEY[keyKind];

@@ -1,15 +1,21 @@
 /**
  * Reads server-sent events from a byte stream and yields each event's `data` as it arrives
  * (multi-line data joined by "\n"), ending at `[DONE]` or the end of the stream. Nothing is
- * buffered beyond the event being read.
+ * buffered beyond the event being read. When `signal` aborts (a timeout, the client gone), a
+ * pending read is cancelled and the signal's reason is thrown: a body does not always error
+ * on its own when its request is aborted after the headers arrived.
  */
-export async function* readSseData(body: ReadableStream<Uint8Array>, onActivity: () => void): AsyncGenerator<string> {
+export async function* readSseData(body: ReadableStream<Uint8Array>, onActivity: () => void, signal?: AbortSignal): AsyncGenerator<string> {
   const reader = body.getReader();
   const decoder = new TextDecoder();
   let buffer = "";
+  const onAbort = () => void reader.cancel(signal?.reason).catch(() => undefined);
+  signal?.addEventListener("abort", onAbort, { once: true });
   try {
     for (;;) {
+      if (signal?.aborted) throw signal.reason;
       const { done, value } = await reader.read();
+      if (signal?.aborted) throw signal.reason;
       onActivity();
       if (done) break;
       buffer += decoder.decode(value, { stream: true });
@@ -26,6 +32,7 @@ export async function* readSseData(body: ReadableStream<Uint8Array>, onActivity:
     const tail = dataOf(buffer + decoder.decode());
     if (tail !== undefined && tail !== "[DONE]") yield tail;
   } finally {
+    signal?.removeEventListener("abort", onAbort);
     reader.releaseLock();
   }
 }
