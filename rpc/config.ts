@@ -60,6 +60,13 @@ const ENV_SCHEMA = v.object({
   MODEL_TIMEOUT_SECONDS: v.optional(intFrom(1, 3600), "60"),
   /** Account API plans as JSON `{"<plan>": {tokensPerWindow, windowSeconds, models?}}`; unset: built-in free and pro. */
   PLANS_JSON: v.optional(v.pipe(v.string(), v.minLength(1))),
+  /**
+   * Model that plans tool calls for POST /mcp/plan (docs/routing.md). Unset: the first public
+   * openai-compatible model, if any; `none`: plans always come from the tool ranking.
+   */
+  ROUTER_MODEL: v.optional(v.pipe(v.string(), v.minLength(1))),
+  /** Most steps a tool plan may have (POST /mcp/plan `maxSteps` is capped at this). */
+  ROUTER_MAX_STEPS: v.optional(intFrom(1, 100), "10"),
   /** Allow upstream MCP servers (POST /mcp/servers) on private or loopback addresses. Off: a registration must not reach inside the deployment (SSRF). */
   MCP_SERVERS_ALLOW_PRIVATE: v.optional(v.pipe(v.picklist(["true", "false"], "must be true or false"), v.transform((value) => value === "true")), "false"),
   /** An MCP session (Mcp-Session-Id) with no request and no open GET stream for this long ends; the client initializes again (404). */

@@ -17,6 +17,7 @@ import { UpstreamServers } from "../bridge/upstream/registry.js";
 import { loadModels } from "./models/catalog-config.js";
 import { ModelRouter } from "./models/router.js";
 import { loadPlans, Plans } from "./models/plans.js";
+import { ToolPlansRepo } from "../storage/repos/plans.js";
 
 /** What handlers reach through `ctx.services`: storage, repositories, credentials, clients. */
 export interface Services {
@@ -39,6 +40,8 @@ export interface Services {
   readonly models: ModelRouter;
   /** Account API plans and their per-user allowance counters. */
   readonly plans: Plans;
+  /** Stored tool plans (POST /mcp/plan, /mcp/execute), per user. */
+  readonly toolPlans: ToolPlansRepo;
   readonly sessions: SessionTokens;
   readonly keyPrefixes: KeyPrefixes;
   /** Failed sign-ins per email. */
@@ -84,6 +87,7 @@ export async function createServices(config: Config, log: Logger): Promise<Servi
     upstream,
     models,
     plans: new Plans(planConfigs, store.atomic),
+    toolPlans: new ToolPlansRepo(store),
     sessions: new SessionTokens(secret, config.SESSION_TTL_SECONDS, store.atomic),
     keyPrefixes: keyPrefixes(config.PLATFORM_KEY_SERVICE, config.ACCOUNT_KEY_PREFIX),
     loginLimiter: store.limiter({ name: "login", points: config.LOGIN_MAX_FAILURES, durationSeconds: config.LOGIN_WINDOW_SECONDS }),

@@ -11,6 +11,7 @@ import { mcpServerMethods } from "./mcp-servers.js";
 import { bridgeHealthMethods } from "./bridge-health.js";
 import { chatMethods } from "./chat.js";
 import { modelMethods } from "./models.js";
+import { routingMethods } from "./routing.js";
 import { orchestratorAgentMethods } from "./agents-orchestrator.js";
 
 /** Every operation the service offers in any mode. Adding one means adding its declaration to a domain list. */
@@ -26,6 +27,7 @@ export const allMethods: readonly AnyMethod[] = [
   ...bridgeHealthMethods,
   ...modelMethods,
   ...chatMethods,
+  ...routingMethods,
 ];
 
 /**
