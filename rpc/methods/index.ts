@@ -13,6 +13,8 @@ import { chatMethods } from "./chat.js";
 import { modelMethods } from "./models.js";
 import { routingMethods } from "./routing.js";
 import { orchestratorAgentMethods } from "./agents-orchestrator.js";
+import { localAgentMethods } from "./agents.js";
+import { tenantMethods } from "./tenants.js";
 
 /** Every operation the service offers in any mode. Adding one means adding its declaration to a domain list. */
 export const allMethods: readonly AnyMethod[] = [
@@ -28,6 +30,7 @@ export const allMethods: readonly AnyMethod[] = [
   ...modelMethods,
   ...chatMethods,
   ...routingMethods,
+  ...tenantMethods,
 ];
 
 /**
@@ -35,6 +38,6 @@ export const allMethods: readonly AnyMethod[] = [
  * (default), or by name, proxied to the orchestrator when `ORCH_BASE_URL` is set.
  */
 export function methodsFor(config: Pick<Config, "ORCH_BASE_URL">): readonly AnyMethod[] {
-  const agentMethods: readonly AnyMethod[] = config.ORCH_BASE_URL ? orchestratorAgentMethods : [];
+  const agentMethods: readonly AnyMethod[] = config.ORCH_BASE_URL ? orchestratorAgentMethods : localAgentMethods;
   return [...allMethods, ...agentMethods];
 }
