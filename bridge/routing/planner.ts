@@ -85,15 +85,26 @@ export async function rankingPlan(router: ToolRouter, input: string, scope: Rout
   return { steps, planner: { kind: "ranking", ...(fallback ? { fallback } : {}) }, unmatched };
 }
 
-/** The tools offered to the model: the best for the whole request and for each clause. */
+/** Most tools described to the planner model in one prompt. */
+const MAX_OFFERED = 32;
+
+/**
+ * The tools offered to the model: every visible tool when they fit in one prompt, else the
+ * best for the whole request and for each clause, topped up in catalog order.
+ */
 async function candidates(router: ToolRouter, input: string, scope: RouteScope): Promise<RoutableTool[]> {
+  const all = await router.tools(scope);
+  if (all.length <= MAX_OFFERED) return all;
   const picked = new Map<string, RoutableTool>();
   for (const ranked of await router.rank(input, scope, { limit: 20 })) picked.set(ranked.tool.name, ranked.tool);
   for (const clause of splitClauses(input)) {
     for (const ranked of await router.rank(clause, scope, { limit: 5 })) picked.set(ranked.tool.name, ranked.tool);
   }
-  if (picked.size === 0) for (const tool of (await router.tools(scope)).slice(0, 32)) picked.set(tool.name, tool);
-  return [...picked.values()].slice(0, 32);
+  for (const tool of all) {
+    if (picked.size >= MAX_OFFERED) break;
+    picked.set(tool.name, tool);
+  }
+  return [...picked.values()].slice(0, MAX_OFFERED);
 }
 
 const ModelStep = v.object({

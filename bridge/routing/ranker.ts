@@ -1,4 +1,5 @@
 import { queryTerms, terms } from "./tokenize.js";
+import { queryHints } from "./hints.js";
 
 /** One tool as the router sees it: where it runs and what it says about itself. */
 export interface RoutableTool {
@@ -103,7 +104,7 @@ export interface RankOptions {
  * is stable. A pure function of the index and the query.
  */
 export function rank(index: ToolIndex, query: string, options: RankOptions = {}): Ranked[] {
-  const qTerms = queryTerms(query);
+  const qTerms = queryTerms(`${query} ${queryHints(query)}`);
   if (qTerms.length === 0 || index.docs.length === 0) return [];
   const weights = new Map(qTerms.map((term) => [term, idf(index, term)]));
   const ranked: Ranked[] = [];
