@@ -26,7 +26,10 @@ const vmTools = [
     inputSchema: { type: "object", properties: {} },
   },
   { name: "explode", description: "Always fails, to test failure handling of plans.", inputSchema: { type: "object", properties: {} } },
+  { name: "hold", description: "Waits until the test releases it.", inputSchema: { type: "object", properties: {} } },
 ];
+/** Releases the pending `hold` calls. */
+const held: (() => void)[] = [];
 
 const post = (path: string, json: unknown, auth = token) => server.request(`/gateway/v1${path}`, { method: "POST", headers: bearer(auth), json });
 const get = (path: string, auth = token) => server.request(`/gateway/v1${path}`, { headers: bearer(auth) });
@@ -39,6 +42,7 @@ beforeAll(async () => {
     "tools/call": ({ name, arguments: args }) => {
       vmCalls.push({ name, arguments: args });
       if (name === "explode") throw new Error("boom on purpose");
+      if (name === "hold") return new Promise((resolve) => held.push(() => resolve({ content: [{ type: "text", text: "released" }] })));
       if (name === "grep_files") return { content: [{ type: "text", text: `3 matches for ${args.pattern}` }] };
       return { content: [{ type: "text", text: "12:00 up 3 days" }] };
     },
@@ -218,6 +222,30 @@ describe("plans from the ranking and their execution", () => {
     expect(vmCalls.map((call) => call.name)).toEqual(["explode"]);
     // Stored like any plan.
     expect((await get(`/mcp/plans/${res.body.id}`)).body.status).toBe("failed");
+  });
+
+  it("runs one execution of a plan at a time, and shows progress while it runs", async () => {
+    const first = post("/mcp/execute", { steps: [{ tool: "calculator", args: { expression: "1+1" } }, { tool: "vm__box__hold" }] });
+    await eventually(() => held.length === 1);
+    const running = (await get("/mcp/plans")).body.plans.find((plan: any) => plan.status === "running");
+    expect(running.steps.map((step: any) => step.status)).toEqual(["completed", "pending"]);
+    expect((await post("/mcp/execute", { planId: running.id })).status).toBe(409);
+    held.shift()!();
+    const done = await first;
+    expect(done.body).toMatchObject({ id: running.id, status: "completed" });
+    expect(done.body.steps[1].result.content[0].text).toBe("released");
+    // A finished plan can run again.
+    const again = post("/mcp/execute", { planId: running.id });
+    await eventually(() => held.length === 1);
+    held.shift()!();
+    expect((await again).body.status).toBe("completed");
+  });
+
+  it("is reachable over JSON-RPC too", async () => {
+    const res = await server.request("/rpc", { method: "POST", headers: bearer(token), json: { jsonrpc: "2.0", id: 1, method: "mcp.route", params: { input: "what is 3 + 4" } } });
+    expect(res.body.result).toMatchObject({ server: "builtin", tool: "calculator" });
+    const bad = await server.request("/rpc", { method: "POST", headers: bearer(token), json: { jsonrpc: "2.0", id: 2, method: "mcp.route", params: {} } });
+    expect(bad.body.error.code).toBe(-32602);
   });
 
   it("checks every step's args before running any", async () => {

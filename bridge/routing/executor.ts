@@ -35,7 +35,9 @@ export async function checkSteps(router: ToolRouter, steps: readonly Pick<ToolPl
  * Runs a stored plan step by step through the catalog, saving the plan after every step so
  * its progress can be read while it runs. Stops at the first step that throws or whose result
  * is an error: the plan ends `failed` with `failedStep`, later steps `skipped`. One execution
- * per plan at a time (409 otherwise), across instances.
+ * per plan at a time (409 otherwise), across instances; the claim expires, so a plan left
+ * `running` by a crashed process can be executed again. A plan may be executed again after it
+ * ended: the step records are reset and overwritten.
  */
 export async function executePlan(
   services: Services,
@@ -45,7 +47,6 @@ export async function executePlan(
   scope: RouteScope,
   signal: AbortSignal,
 ): Promise<ToolPlan> {
-  if (plan.status === "running") throw new ServiceError("CONFLICT", `Plan ${plan.id} is already running`);
   await checkSteps(router, plan.steps, scope);
   const timeoutMs = services.config.GATEWAY_TIMEOUT_SECONDS * 1000;
   if (!(await repo.claim(plan.id, plan.steps.length * timeoutMs + 60_000))) throw new ServiceError("CONFLICT", `Plan ${plan.id} is already running`);
