@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bearer, registerUser, startTestServer, type TestServer } from "./helpers/server.js";
 import { dropRedisPrefix, uniqueRedisPrefix } from "./helpers/redis.js";
 import { eventually } from "./helpers/vm.js";
+import { runStarted } from "../rpc/agents/state.js";
 
 const G = "/gateway/v1";
 
@@ -51,6 +52,9 @@ describe("agents survive a restart", () => {
     const env = { STORAGE: "fs", DATA_DIR: dir };
     const first = await startTestServer(env);
     const seeded = await seed(first);
+    // A run in flight when the process stops dies with it: the next start does not show it running.
+    await runStarted(first.services, seeded.agent.id);
+    expect((await first.request(`${G}/agents/${seeded.agent.id}`, { headers: bearer(seeded.token) })).body.status).toBe("running");
     await first.close();
     expect((await readdir(dir)).length).toBeGreaterThan(0);
     const second = await startTestServer(env);

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { ServiceError } from "../errors.js";
 import type { Services } from "../services.js";
 import type { AgentRecord } from "../../storage/repos/agents.js";
@@ -13,7 +14,19 @@ export type Lifecycle = "idle" | "deployed" | "paused";
 export type AgentStatus = Lifecycle | "running" | "error";
 
 const lifecycleKey = (id: string) => `agent-state:${id}`;
-const runningKey = (id: string) => `agent-running:${id}`;
+const boots = new WeakMap<object, string>();
+
+/**
+ * With Redis the running count is shared by every instance. The memory and fs drivers serve
+ * one process, so the count is scoped to this start: a count left behind by a process that
+ * stopped mid-run (its runs died with it) is never read again.
+ */
+function runningKey(services: Services, id: string): string {
+  if (services.store.driver === "redis") return `agent-running:${id}`;
+  let boot = boots.get(services.store);
+  if (!boot) boots.set(services.store, (boot = randomBytes(6).toString("hex")));
+  return `agent-running:${boot}:${id}`;
+}
 const errorKey = (id: string) => `agent-error:${id}`;
 
 export async function lifecycleOf(services: Services, agentId: string): Promise<Lifecycle> {
@@ -21,7 +34,7 @@ export async function lifecycleOf(services: Services, agentId: string): Promise<
 }
 
 export async function runningCount(services: Services, agentId: string): Promise<number> {
-  return Math.max(0, await services.store.atomic.balance(runningKey(agentId)));
+  return Math.max(0, await services.store.atomic.balance(runningKey(services, agentId)));
 }
 
 /** `running` > `paused` > `error` > `deployed` / `idle`. */
@@ -38,7 +51,7 @@ export async function statusOf(services: Services, agentId: string): Promise<Age
 }
 
 export function runStarted(services: Services, agentId: string): Promise<number> {
-  return services.store.atomic.adjust(runningKey(agentId), 1);
+  return services.store.atomic.adjust(runningKey(services, agentId), 1);
 }
 
 /** Ends one invocation: the count goes down; the error mark follows the outcome. */
@@ -46,7 +59,9 @@ export async function runFinished(services: Services, agentId: string, failed: b
   const { atomic } = services.store;
   if (failed) await atomic.compareAndSet(errorKey(agentId), null, "1");
   else await atomic.delete(errorKey(agentId));
-  await atomic.adjust(runningKey(agentId), -1);
+  const key = runningKey(services, agentId);
+  // Back to zero: the key goes, so finished agents leave nothing behind.
+  if ((await atomic.adjust(key, -1)) <= 0) await atomic.compareAndSet(key, "0", null);
 }
 
 export type Transition = "deploy" | "pause" | "resume";
@@ -78,5 +93,5 @@ export async function transition(services: Services, agent: AgentRecord, name: T
 /** Removes every state value of a deleted agent. */
 export async function clearState(services: Services, agentId: string): Promise<void> {
   const { atomic } = services.store;
-  await Promise.all([atomic.delete(lifecycleKey(agentId)), atomic.delete(errorKey(agentId)), atomic.delete(runningKey(agentId))]);
+  await Promise.all([atomic.delete(lifecycleKey(agentId)), atomic.delete(errorKey(agentId)), atomic.delete(runningKey(services, agentId))]);
 }
