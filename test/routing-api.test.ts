@@ -3,6 +3,7 @@ import { setupServer } from "msw/node";
 import { bearer, registerUser, startTestServer, type TestServer } from "./helpers/server.js";
 import { connectVm, eventually, vmSocketUrl, type TestVm } from "./helpers/vm.js";
 import { createToolCallingUpstream } from "../mocks/openai-tools.js";
+import { serveScripted } from "./helpers/upstream.js";
 
 /** Gateway routing over real HTTP: no model configured, so plans come from the ranking. */
 let server: TestServer;
@@ -35,7 +36,7 @@ const post = (path: string, json: unknown, auth = token) => server.request(`/gat
 const get = (path: string, auth = token) => server.request(`/gateway/v1${path}`, { headers: bearer(auth) });
 
 beforeAll(async () => {
-  server = await startTestServer({ MODELS_JSON: JSON.stringify({ models: {} }) });
+  server = await startTestServer({ MODELS_JSON: JSON.stringify({ models: {} }), MCP_SERVERS_ALLOW_PRIVATE: "true", GATEWAY_RATE_LIMIT_RPM: "10000" });
   token = (await registerUser(server)).token;
   other = (await registerUser(server)).token;
   vm = await connectVm(vmSocketUrl(server.origin, "agent-1", { vmId: "box" }), token, {
@@ -77,6 +78,35 @@ describe("GET /mcp/router/tools", () => {
 
   it("needs a credential", async () => {
     expect((await server.request("/gateway/v1/mcp/router/tools")).status).toBe(401);
+  });
+});
+
+describe("upstream MCP servers", () => {
+  it("routes to an upstream server's tool, named by its server, and runs it in a plan", async () => {
+    const weather = await serveScripted([
+      {
+        tool: {
+          name: "forecast",
+          description: "Weather forecast (temperature, rain) for a city over the next days.",
+          inputSchema: { type: "object", properties: { city: { type: "string", description: "City name" } }, required: ["city"] },
+        },
+        run: (args) => ({ content: [{ type: "text", text: `sunny in ${String(args.city)}` }] }),
+      },
+    ]);
+    try {
+      const created = await post("/mcp/servers", { name: "weather", url: weather.url, category: "weather" });
+      expect(created.status).toBe(201);
+      const listed = await get("/mcp/router/tools");
+      expect(listed.body.tools.find((tool: any) => tool.name === "weather__forecast")).toMatchObject({ server: "weather", tool: "forecast", category: "weather" });
+      const routed = await post("/mcp/route", { input: "will it rain tomorrow? weather forecast for Oslo", preferredMcp: "weather" });
+      expect(routed.body).toMatchObject({ server: "weather", tool: "weather__forecast" });
+      const run = await post("/mcp/execute", { steps: [{ tool: "weather__forecast", args: { city: "Oslo" } }] });
+      expect(run.body.steps[0]).toMatchObject({ server: "weather", status: "completed", result: { content: [{ type: "text", text: "sunny in Oslo" }] } });
+      expect((await server.request("/gateway/v1/mcp/servers/weather", { method: "DELETE", headers: bearer(token) })).status).toBe(200);
+      expect((await post("/mcp/route", { input: "weather forecast for Oslo" })).body.tool).not.toBe("weather__forecast");
+    } finally {
+      await weather.close();
+    }
   });
 });
 
