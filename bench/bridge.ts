@@ -1,14 +1,23 @@
 /**
- * Bridge benchmark (issue 4): tools/call through the bridge to a connected VM agent,
- * p50/p99 and calls/s at concurrency 1 and 50, over MCP at /bridge/mcp/ when that endpoint
- * answers, else POST /bridge/tools/execute; then the server's memory with 5,000 idle VM
- * sockets. Loopback only; the server runs in a child process and is stopped at the end.
+ * Bridge benchmark: MCP tools/call through the bridge to a connected VM agent, p50/p99 and
+ * calls/s at concurrency 1 and 50, then the server's memory with 5,000 idle VM sockets.
+ * Loopback only; the server runs in a child process and is stopped at the end.
  *
- *   npm run bench:bridge            (BENCH_CALLS, BENCH_IDLE_SOCKETS override the sizes)
+ * Two MCP callers are measured over the same endpoint (`/bridge/mcp/`, one session, an `sk_`
+ * key as spec 4.5 prescribes for MCP clients):
+ *   - `sdk`: the official SDK `Client` + `StreamableHTTPClientTransport` (what an MCP client
+ *     costs end to end, client overhead included);
+ *   - `http`: the same JSON-RPC `tools/call` POSTs over keep-alive `node:http`, so the load
+ *     generator costs little and the figures describe the bridge.
+ * Falls back to POST /bridge/tools/execute when the MCP endpoint does not answer.
+ *
+ *   npm run bench:bridge     (BENCH_CALLS, BENCH_IDLE_SOCKETS override the sizes;
+ *                             BENCH_CPU_PROFILE=<dir> profiles the server)
  */
 import { fork, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
 import { execSync } from "node:child_process";
+import { Agent, request as httpRequest } from "node:http";
 import WebSocket from "ws";
 import { JSONRPCClient, JSONRPCServer, JSONRPCServerAndClient } from "json-rpc-2.0";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -25,7 +34,8 @@ interface Memory {
 
 function startServer(): Promise<{ child: ChildProcess; origin: string }> {
   const child = fork("bench/_server.ts", [], {
-    execArgv: ["--import", "tsx", "--expose-gc"],
+    // BENCH_CPU_PROFILE=<dir> writes a .cpuprofile of the server for `node --cpu-prof` tooling.
+    execArgv: ["--import", "tsx", "--expose-gc", ...(process.env.BENCH_CPU_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROFILE}`] : [])],
     env: { ...process.env, STORAGE: "memory", LOG_LEVEL: "silent", GATEWAY_RATE_LIMIT_RPM: "1000000", GATEWAY_JWT_SECRET: "bench-secret-that-is-at-least-32-characters" },
     stdio: ["ignore", "pipe", "inherit", "ipc"],
   });
@@ -87,20 +97,56 @@ async function measure(call: Caller, concurrency: number, total: number) {
   return { concurrency, calls: total, p50ms: +percentile(latencies, 50).toFixed(3), p99ms: +percentile(latencies, 99).toFixed(3), callsPerSecond: Math.round(total / seconds) };
 }
 
-async function mcpCaller(origin: string, token: string): Promise<{ call: Caller; close: () => Promise<void> } | undefined> {
+interface McpCallers {
+  sdk: Caller;
+  http: Caller;
+  close: () => Promise<void>;
+}
+
+async function mcpCallers(origin: string, key: string): Promise<McpCallers | undefined> {
   const client = new Client({ name: "bench", version: "1.0.0" });
-  const transport = new StreamableHTTPClientTransport(new URL(`${origin}/bridge/mcp/`), { requestInit: { headers: { authorization: `Bearer ${token}` } } });
+  const url = `${origin}/bridge/mcp/`;
+  const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { authorization: `Bearer ${key}` } } });
   try {
     await Promise.race([client.connect(transport), new Promise((_, reject) => setTimeout(() => reject(new Error("timeout")), 5000))]);
     const tools = await client.listTools();
     const name = `vm__${VM_ID}__echo`;
     if (!tools.tools.some((tool) => tool.name === name)) throw new Error(`${name} not listed over MCP`);
+    const agent = new Agent({ keepAlive: true, maxSockets: 64 });
+    const headers = {
+      authorization: `Bearer ${key}`,
+      accept: "application/json, text/event-stream",
+      "content-type": "application/json",
+      "mcp-session-id": transport.sessionId!,
+      "mcp-protocol-version": transport.protocolVersion ?? "2025-11-25",
+    };
+    const target = new URL(url);
+    let id = 1_000_000;
+    const http: Caller = () =>
+      new Promise<void>((resolve, reject) => {
+        const body = `{"jsonrpc":"2.0","id":${id++},"method":"tools/call","params":{"name":"${name}","arguments":{"text":"hi"}}}`;
+        const req = httpRequest({ host: target.hostname, port: target.port, path: target.pathname, method: "POST", agent, headers: { ...headers, "content-length": Buffer.byteLength(body) } }, (res) => {
+          const chunks: Buffer[] = [];
+          res.on("data", (chunk: Buffer) => chunks.push(chunk));
+          res.on("end", () => {
+            const text = Buffer.concat(chunks).toString();
+            if (res.statusCode !== 200 || !text.includes('"result"') || text.includes('"isError":true')) reject(new Error(`tools/call answered ${res.statusCode}: ${text}`));
+            else resolve();
+          });
+        });
+        req.once("error", reject);
+        req.end(body);
+      });
     return {
-      call: async () => {
+      sdk: async () => {
         const result = await client.callTool({ name, arguments: { text: "hi" } });
         if (result.isError) throw new Error(JSON.stringify(result.content));
       },
-      close: () => client.close(),
+      http,
+      close: async () => {
+        agent.destroy();
+        await client.close();
+      },
     };
   } catch (error) {
     process.stderr.write(`MCP endpoint not usable (${(error as Error).message}); measuring POST /bridge/tools/execute\n`);
@@ -130,16 +176,30 @@ async function main() {
       body: JSON.stringify({ email: `bench${Date.now()}@example.com`, password: "Correct-Horse-9", fullName: "Bench" }),
     });
     const { token } = (await registered.json()) as { token: string };
+    // spec 4.5: MCP clients present an API key (`Authorization: Bearer <API_KEY>`).
+    const created = await fetch(`${origin}/gateway/v1/auth/keys`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify({ name: "bench", description: "bridge benchmark" }),
+    });
+    const { key } = (await created.json()) as { key: string };
     const wsBase = origin.replace(/^http/, "ws");
-    const vm = await connectVm(`${wsBase}/bridge/agents/bench/ws?vmId=${VM_ID}`, token, true);
+    const vm = await connectVm(`${wsBase}/bridge/agents/bench/ws?vmId=${VM_ID}`, key, true);
     sockets.push(vm);
 
-    const mcp = await mcpCaller(origin, token);
+    const mcp = await mcpCallers(origin, key);
+    const latency: Record<string, unknown>[] = [];
+    if (mcp) {
+      for (const [caller, call] of [["http", mcp.http], ["sdk", mcp.sdk]] as const) {
+        latency.push({ caller, ...(await measure(call, 1, CALLS)) });
+        latency.push({ caller, ...(await measure(call, 50, CALLS * 4)) });
+      }
+      await mcp.close();
+    } else {
+      const call = restCaller(origin, key);
+      latency.push({ caller: "rest", ...(await measure(call, 1, CALLS)) }, { caller: "rest", ...(await measure(call, 50, CALLS * 4)) });
+    }
     const transport = mcp ? "MCP tools/call at /bridge/mcp/" : "POST /bridge/tools/execute";
-    const call = mcp?.call ?? restCaller(origin, token);
-    const c1 = await measure(call, 1, CALLS);
-    const c50 = await measure(call, 50, CALLS * 4);
-    await mcp?.close();
     vm.close();
 
     const before = await memory(child);
@@ -153,7 +213,7 @@ async function main() {
 
     const report = {
       transport,
-      latency: [c1, c50],
+      latency,
       idleSockets: {
         connected: after.vms.connected,
         rssBeforeMiB: +(before.usage.rss / 2 ** 20).toFixed(1),

@@ -75,7 +75,7 @@ export function mcpTransport(app: H3, dispatcher: Dispatcher): void {
     const sessionId = request.headers.get(SESSION_HEADER);
     let parsedBody: unknown;
     if (request.method === "POST") {
-      parsedBody = await readJsonBody(request, config.GATEWAY_MAX_PAYLOAD_BYTES);
+      parsedBody = await readBody(request, config.GATEWAY_MAX_PAYLOAD_BYTES);
       if (parsedBody === undefined) throw new ServiceError("PARSE_ERROR", "Request body must be a JSON-RPC message");
     }
 
@@ -103,6 +103,25 @@ export function mcpTransport(app: H3, dispatcher: Dispatcher): void {
   app.on("GET", METADATA_PATH, (event) => jsonResponse(protectedResourceMetadata(publicOrigin(config, event.req)), 200, new Headers({ "cache-control": "max-age=3600" })));
   // Clients that derive the well-known address from the full endpoint path find the same document.
   app.on("GET", `${METADATA_PATH}/mcp`, (event) => jsonResponse(protectedResourceMetadata(publicOrigin(config, event.req)), 200, new Headers({ "cache-control": "max-age=3600" })));
+}
+
+/**
+ * The JSON-RPC body within GATEWAY_MAX_PAYLOAD_BYTES (spec 8). A body with a Content-Length
+ * under the limit is read in one piece (the HTTP parser delivers exactly that many bytes),
+ * which skips the web-stream conversion on the hot tools/call path; chunked bodies are counted
+ * as they stream in.
+ */
+async function readBody(request: Request, limit: number): Promise<unknown> {
+  const declared = Number(request.headers.get("content-length") ?? NaN);
+  const type = request.headers.get("content-type") ?? "";
+  if (!Number.isInteger(declared) || declared > limit || !/^application\/json\b/i.test(type.trim())) return readJsonBody(request, limit);
+  if (declared === 0) return undefined;
+  const text = await request.text();
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new ServiceError("PARSE_ERROR", "Malformed JSON in request body");
+  }
 }
 
 async function openSession(

@@ -11,10 +11,15 @@ export const VM_SOURCE_ID = "vms";
  * `vm__<vmId>__<tool>` with the VM's category or `vm` (docs/vm-agents.md "Tool names").
  */
 export function vmToolSource(hub: VmHub): ToolSource {
+  // `vm__<vmId>__<tool>`: both parts may contain `__`, so each split point is tried; a lookup
+  // by vmId is one map read (or one directory read), not a walk over every connected VM.
   const resolve = async (name: string) => {
-    for (const record of await hub.list()) {
-      const tool = record.tools.find((candidate) => catalogName(record.vmId, candidate.name) === name);
-      if (tool) return { record, tool };
+    const prefix = "vm__";
+    if (!name.startsWith(prefix)) return undefined;
+    for (let at = name.indexOf("__", prefix.length + 1); at !== -1; at = name.indexOf("__", at + 1)) {
+      const record = await hub.find(name.slice(prefix.length, at));
+      const tool = record?.tools.find((candidate) => catalogName(record.vmId, candidate.name) === name);
+      if (record && tool) return { record, tool };
     }
     return undefined;
   };
