@@ -140,6 +140,15 @@ describe("Gateway agents by id", () => {
     expect((await server.request(`${G}/agents/${agent.id}/invoke`, { method: "POST", headers: as(alice.token), json: {} })).status).toBe(400);
   });
 
+  it("runs tools with the built-in echo model via a /tool directive, no network needed", async () => {
+    const agent = (await create({ name: "echo-tools", model: "echo-1", tools: ["calculator"] })).body;
+    const res = await server.request(`${G}/agents/${agent.id}/invoke`, { method: "POST", headers: as(alice.token), json: { input: '/tool calculator {"expression": "3*(4+5)"}' } });
+    expect(res.body).toMatchObject({ status: "completed", output: "27", steps: [{ tool: "calculator", arguments: { expression: "3*(4+5)" }, error: null }] });
+    // A tool the agent was not given is not called: the directive is echoed back.
+    const other = await server.request(`${G}/agents/${agent.id}/invoke`, { method: "POST", headers: as(alice.token), json: { input: "/tool text_stats {}" } });
+    expect(other.body).toMatchObject({ status: "completed", output: "/tool text_stats {}", steps: [] });
+  });
+
   it("is reachable over JSON-RPC by method name", async () => {
     const res = await server.request("/rpc", { method: "POST", headers: as(alice.token), json: { jsonrpc: "2.0", id: 1, method: "agents.list", params: {} } });
     expect(res.status).toBe(200);

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { contentText, countPromptTokens, countTokens, usageOf } from "../tokens.js";
-import type { ChatChunk, ChatRequest, Provider, ProviderResult } from "../types.js";
+import type { ChatChunk, ChatRequest, Provider, ProviderResult, ToolCall } from "../types.js";
 
 /**
  * The built-in model: no network, answers with the last user message, word by word when
@@ -15,7 +15,9 @@ export class EchoProvider implements Provider {
   }
 
   async complete(request: ChatRequest, signal: AbortSignal): Promise<ProviderResult> {
-    const { words, finishReason } = answer(request);
+    const call = request.tools?.length ? toolCallOf(request) : undefined;
+    if (call) return toolCallResult(this.#model, request, call);
+    const { words, finishReason } = request.tools?.length ? toolAnswer(request) ?? answer(request) : answer(request);
     const usage = usageOf(countPromptTokens(request.messages), countTokens(words.join("")));
     const id = `chatcmpl-${randomUUID()}`;
     const created = Math.floor(Date.now() / 1000);
@@ -63,4 +65,45 @@ function answer(request: ChatRequest): { words: string[]; finishReason: "stop" |
     kept.push(word);
   }
   return { words: kept, finishReason: "stop" };
+}
+
+/**
+ * Tool calling for agent runs (only they offer `tools`), so an agent works with no network:
+ * a last user message `/tool <name> {json args}` naming an offered tool becomes that tool
+ * call; after tool results, the answer is their text. Chat requests never carry `tools`.
+ */
+const TOOL_DIRECTIVE = /^\/tool\s+(\S+)\s*([\s\S]*)$/;
+
+function toolCallOf(request: ChatRequest): ToolCall | undefined {
+  const last = request.messages.at(-1);
+  if (last?.role !== "user") return undefined;
+  const match = TOOL_DIRECTIVE.exec(contentText(last.content).trim());
+  if (!match || !request.tools!.some((tool) => tool.function.name === match[1])) return undefined;
+  return { id: `call_${randomUUID().slice(0, 8)}`, type: "function", function: { name: match[1]!, arguments: match[2]!.trim() || "{}" } };
+}
+
+function toolAnswer(request: ChatRequest): { words: string[]; finishReason: "stop" } | undefined {
+  const results: string[] = [];
+  for (let i = request.messages.length - 1; i >= 0 && request.messages[i]!.role === "tool"; i--) results.unshift(contentText(request.messages[i]!.content));
+  if (!results.length) return undefined;
+  return { words: results.join("\n").match(/\s*\S+/g) ?? [], finishReason: "stop" };
+}
+
+function toolCallResult(model: string, request: ChatRequest, call: ToolCall): ProviderResult {
+  const usage = usageOf(countPromptTokens(request.messages), countTokens(call.function.name + call.function.arguments));
+  const id = `chatcmpl-${randomUUID()}`;
+  const created = Math.floor(Date.now() / 1000);
+  if (!request.stream) {
+    return {
+      kind: "completion",
+      completion: { id, object: "chat.completion", created, model, choices: [{ index: 0, message: { role: "assistant", content: null, tool_calls: [call] }, finish_reason: "tool_calls" }], usage },
+    };
+  }
+  const frame = (choices: ChatChunk["choices"], extra: Partial<ChatChunk> = {}): ChatChunk => ({ id, object: "chat.completion.chunk", created, model, choices, usage: null, ...extra });
+  async function* chunks(): AsyncGenerator<ChatChunk> {
+    yield frame([{ index: 0, delta: { role: "assistant", content: null, tool_calls: [{ index: 0, ...call }] }, finish_reason: null }]);
+    yield frame([{ index: 0, delta: {}, finish_reason: "tool_calls" }]);
+    yield frame([], { usage });
+  }
+  return { kind: "stream", chunks: chunks() };
 }
