@@ -2,6 +2,7 @@ import { createServer } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { setupServer } from "msw/node";
 import { jwtVerify } from "jose";
+import { Validator } from "@seriousme/openapi-schema-validator";
 import { createOrchestratorMock } from "../mocks/orchestrator.js";
 import { bearer, registerUser, startTestServer, type TestServer } from "./helpers/server.js";
 
@@ -133,6 +134,18 @@ describe("orchestrator-proxy mode: each route is forwarded", () => {
     await createAgent("viarpc");
     const res = await server.request("/rpc", { method: "POST", headers: bearer(token), json: { jsonrpc: "2.0", id: 1, method: "agents.get", params: { name: "viarpc" } } });
     expect(res.body.result).toMatchObject({ name: "viarpc" });
+  });
+
+  it("OpenAPI shows the by-name routes of this mode, and no by-id ones", async () => {
+    const res = await server.request("/openapi.json");
+    const result = await new Validator().validate(res.body);
+    expect(result.errors ?? []).toEqual([]);
+    const agentPaths = Object.keys(res.body.paths).filter((path) => path.startsWith("/gateway/v1/agents"));
+    expect(agentPaths.sort()).toEqual(
+      ["", "/{name}", "/{name}/logs", "/{name}/pause", "/{name}/resume", "/{name}/cancel", "/{name}/stream", "/{name}/diff", "/{name}/files", "/{name}/commit", "/{name}/pr"]
+        .map((suffix) => `/gateway/v1/agents${suffix}`)
+        .sort(),
+    );
   });
 
   it("requires a gateway credential and never calls the orchestrator without one", async () => {

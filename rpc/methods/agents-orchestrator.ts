@@ -1,6 +1,7 @@
 import * as v from "valibot";
 import { defineMethod, type AnyMethod, type AuthSpec, type CallContext, type HttpVerb } from "../define.js";
 import { principalOf } from "../auth.js";
+import { queryInt } from "../validate.js";
 import { orchestratorOf } from "../orchestrator/client.js";
 import { relaySseData } from "../orchestrator/sse-relay.js";
 
@@ -17,15 +18,6 @@ const AGENT_NAME = v.pipe(
   v.string("name must be a string"),
   v.regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/, "name: letters, digits, _ . - (1-128, starting with a letter or digit)"),
 );
-
-/** A query integer arrives as a string over REST and as a number over JSON-RPC. */
-const QUERY_INT = (name: string, max: number) =>
-  v.pipe(
-    v.union([v.number(), v.pipe(v.string(), v.regex(/^\d+$/, `${name} must be a whole number`), v.transform(Number))], `${name} must be a whole number`),
-    v.integer(`${name} must be a whole number`),
-    v.minValue(1, `${name} must be at least 1`),
-    v.maxValue(max, `${name} must be at most ${max}`),
-  );
 
 const agentPath = (name: string, action?: string) => `/agents/${encodeURIComponent(name)}${action ? `/${action}` : ""}`;
 
@@ -113,7 +105,7 @@ export const orchestratorAgentMethods: readonly AnyMethod[] = [
   defineMethod({
     name: "agents.logs",
     summary: "The last `tail` log lines of an agent (orchestrator-proxy mode).",
-    input: v.object({ name: AGENT_NAME, tail: v.optional(QUERY_INT("tail", 10_000)) }),
+    input: v.object({ name: AGENT_NAME, tail: v.optional(queryInt(1, 10_000)) }),
     auth: AUTH,
     http: [{ surface: "gateway", method: "GET", path: "/agents/:name/logs" }],
     handler: (params, ctx) => call(ctx, "GET", agentPath(params.name, "logs"), { query: params.tail === undefined ? {} : { tail: params.tail } }),
