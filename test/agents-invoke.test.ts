@@ -205,6 +205,25 @@ describe("POST /agents/{id}/invoke", () => {
     waiting.length = 0;
   });
 
+  it("cancels the run when the SSE client goes away", async () => {
+    upstream.script("tool-model", () => ({ toolCalls: [{ name: "vm__vm-a__slow", arguments: {} }] }));
+    const agent = await createAgent({ name: "quitter", model: "tool-model", tools: ["vm__vm-a__slow"] });
+    const controller = new AbortController();
+    const response = await fetch(server.url(`/gateway/v1/agents/${agent.id}/invoke`), {
+      method: "POST",
+      headers: { ...auth(), "content-type": "application/json" },
+      body: JSON.stringify({ input: "wait forever", stream: true }),
+      signal: controller.signal,
+    });
+    const reader = response.body!.getReader();
+    expect(new TextDecoder().decode((await reader.read()).value)).toContain('"status":"running"');
+    await eventually(async () => (await server.request(`/gateway/v1/agents/${agent.id}`, { headers: auth() })).body.status === "running");
+    controller.abort();
+    const finished = await eventually(async () => (await logs(agent.id)).find((entry) => entry.event === "invocation.finished"));
+    expect(finished).toMatchObject({ data: { status: "cancelled" } });
+    expect((await server.request(`/gateway/v1/agents/${agent.id}`, { headers: auth() })).body.status).toBe("idle");
+  });
+
   it("refuses an unknown agent with 404 before anything runs", async () => {
     const res = await invoke("agt_doesnotexist", "hi");
     expect(res.status).toBe(404);
