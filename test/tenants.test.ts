@@ -96,6 +96,16 @@ describe("tenant limits", () => {
     expect((await createAgent(tenant.id, "d")).status).toBe(201);
   });
 
+  it("frees exactly one slot when the same agent is deleted twice at once", async () => {
+    const tenant = await createTenant({ agents: 1, tokensPerMonth: 1000 });
+    const agent = (await createAgent(tenant.id)).body;
+    const deletes = await Promise.all([1, 2, 3].map(() => server.request(`${G}/agents/${agent.id}`, { method: "DELETE", headers: as(alice.token) })));
+    expect(deletes.map((res) => res.status).sort()).toEqual([200, 404, 404]);
+    expect((await server.request(`${G}/tenants/${tenant.id}`, { headers: as(alice.token) })).body.usage.agents).toBe(0);
+    expect((await createAgent(tenant.id, "x")).status).toBe(201);
+    expect((await createAgent(tenant.id, "y")).status).toBe(403);
+  });
+
   it("never lets concurrent creates pass the agent limit", async () => {
     const tenant = await createTenant({ agents: 2, tokensPerMonth: 1000 });
     const results = await Promise.all(Array.from({ length: 6 }, (_, i) => createAgent(tenant.id, `n${i}`)));

@@ -219,6 +219,10 @@ export const localAgentMethods = [
       if ((await runningCount(ctx.services, agent.id)) > 0) {
         throw new ServiceError("CONFLICT", "The agent is running; delete it once its invocations finish", { details: { status: "running" } });
       }
+      // Two concurrent deletes: only one frees the tenant's slot; the other is a 404.
+      if (!(await ctx.services.store.atomic.setIfAbsent(`agent-deleting:${agent.id}`, "1", 60_000))) {
+        throw new ServiceError("NOT_FOUND", `Agent not found: ${agent.id}`);
+      }
       await ctx.services.agents.remove(agent);
       await releaseAgentSlot(ctx.services, agent.tenantId);
       await clearState(ctx.services, agent.id);
