@@ -51,9 +51,11 @@ describe("tenants", () => {
     expect((await server.request(`${G}/tenants`, { headers: as(bob.token) })).body.map((tenant: any) => tenant.id)).not.toContain(created.id);
   });
 
-  it("uses the configured defaults when limits are left out", async () => {
+  it("uses the configured defaults when limits are left out, for the personal tenant too", async () => {
     const created = await createTenant();
     expect(created.limits).toEqual({ agents: 7, tokensPerMonth: 12345 });
+    const personal = await server.request(`${G}/tenants/${alice.user.tenantId}`, { headers: as(alice.token) });
+    expect(personal.body.limits).toEqual({ agents: 7, tokensPerMonth: 12345 });
   });
 
   it("refuses a taken slug (409) and bad bodies (400)", async () => {

@@ -5,7 +5,7 @@ import { newId, nowIso } from "../../storage/ids.js";
 import type { User } from "../../storage/repos/users.js";
 import { UsersRepo } from "../../storage/repos/users.js";
 
-/** Limits of the personal tenant every user gets at registration. */
+/** Built-in limits of a personal tenant: the defaults of TENANT_DEFAULT_AGENT_LIMIT and TENANT_DEFAULT_TOKENS_PER_MONTH. */
 export const PERSONAL_TENANT_LIMITS = { agents: 25, tokensPerMonth: 2_000_000 };
 
 /**
@@ -38,7 +38,8 @@ export async function createAccount(services: Services, input: { email: string; 
       name: `${user.fullName || email}'s tenant`,
       plan: "free",
       region: "default",
-      limits: { ...PERSONAL_TENANT_LIMITS },
+      // TENANT_DEFAULT_AGENT_LIMIT / TENANT_DEFAULT_TOKENS_PER_MONTH (docs/agents.md "Limits").
+      limits: { agents: services.config.TENANT_DEFAULT_AGENT_LIMIT, tokensPerMonth: services.config.TENANT_DEFAULT_TOKENS_PER_MONTH },
       ownerId: user.id,
       createdAt: now,
       updatedAt: now,
