@@ -18,6 +18,7 @@ import { fork, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
 import { execSync } from "node:child_process";
 import { Agent, request as httpRequest } from "node:http";
+import { availableParallelism, loadavg } from "node:os";
 import WebSocket from "ws";
 import { JSONRPCClient, JSONRPCServer, JSONRPCServerAndClient } from "json-rpc-2.0";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -184,9 +185,23 @@ async function main() {
     });
     const { key } = (await created.json()) as { key: string };
     const wsBase = origin.replace(/^http/, "ws");
+
+    // Memory first, in a fresh process: RSS measured after the call phase would include the
+    // heap that phase grew and V8 keeps, which hides the sockets' own cost.
+    const before = await memory(child);
+    const idle: WebSocket[] = [];
+    for (let i = 0; i < IDLE; i += 250) {
+      const batch = Array.from({ length: Math.min(250, IDLE - i) }, (_, j) => connectVm(`${wsBase}/bridge/agents/bench/ws?vmId=idle-${i + j}`, token, false));
+      idle.push(...(await Promise.all(batch)));
+    }
+    sockets.push(...idle);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const after = await memory(child);
+    const perSocket = (key: "rss" | "heapUsed" | "external") => +((after.usage[key] - before.usage[key]) / IDLE / 1024).toFixed(2);
+    for (const ws of idle) ws.terminate();
+
     const vm = await connectVm(`${wsBase}/bridge/agents/bench/ws?vmId=${VM_ID}`, key, true);
     sockets.push(vm);
-
     const mcp = await mcpCallers(origin, key);
     const latency: Record<string, unknown>[] = [];
     if (mcp) {
@@ -201,15 +216,9 @@ async function main() {
     }
     const transport = mcp ? "MCP tools/call at /bridge/mcp/" : "POST /bridge/tools/execute";
     vm.close();
-
-    const before = await memory(child);
-    for (let i = 0; i < IDLE; i += 250) {
-      const batch = Array.from({ length: Math.min(250, IDLE - i) }, (_, j) => connectVm(`${wsBase}/bridge/agents/bench/ws?vmId=idle-${i + j}`, token, false));
-      sockets.push(...(await Promise.all(batch)));
-    }
+    // After every call has settled and a full GC: what the call phase left behind (leak check).
     await new Promise((resolve) => setTimeout(resolve, 500));
-    const after = await memory(child);
-    const perSocket = (key: "rss" | "heapUsed") => +((after.usage[key] - before.usage[key]) / IDLE / 1024).toFixed(2);
+    const settled = await memory(child);
 
     const report = {
       transport,
@@ -220,7 +229,10 @@ async function main() {
         rssAfterMiB: +(after.usage.rss / 2 ** 20).toFixed(1),
         rssPerSocketKiB: perSocket("rss"),
         heapPerSocketKiB: perSocket("heapUsed"),
+        externalPerSocketKiB: perSocket("external"),
       },
+      afterCalls: { heapUsedMiB: +(settled.usage.heapUsed / 2 ** 20).toFixed(1), heapUsedBeforeMiB: +(before.usage.heapUsed / 2 ** 20).toFixed(1), vmsConnected: settled.vms.connected },
+      load: { cpus: availableParallelism(), loadAverage1m: +loadavg()[0]!.toFixed(2) },
       targets: { p50AtC1ms: 1, callsPerSecondAtC50: 5000, kibPerIdleSocket: 30 },
     };
     process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);

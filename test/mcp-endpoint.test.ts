@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { LATEST_PROTOCOL_VERSION, McpError, ToolListChangedNotificationSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { mcpSessionsOf } from "../bridge/mcp/endpoint.js";
 import { registerUser, startTestServer, type TestServer } from "./helpers/server.js";
 import { connectVm, eventually, vmSocketUrl, type TestVm } from "./helpers/vm.js";
 
@@ -63,6 +64,12 @@ describe("MCP endpoint with the SDK client", () => {
     const result = (await client.callTool({ name: "calculator", arguments: { expression: "6 * 7" } })) as CallToolResult;
     expect(result.isError).toBeFalsy();
     expect(JSON.stringify(result.content)).toContain("42");
+
+    // Answered calls leave nothing behind in the session (SDK 1.32 JSON replies leaked, bridge/mcp/_json-transport.ts).
+    await Promise.all(Array.from({ length: 20 }, (_, i) => client.callTool({ name: "calculator", arguments: { expression: `${i} + 1` } })));
+    const sessions = mcpSessionsOf(server.services)!;
+    expect(sessions.size).toBeGreaterThan(0);
+    expect(sessions.all().map((session) => session.transport.heldReplies)).toEqual(sessions.all().map(() => 0));
   });
 
   it("answers bad arguments with a tool error and an unknown tool with a JSON-RPC error", async () => {

@@ -80,11 +80,26 @@ describe("tool catalog over REST", () => {
     expect(noTool.status).toBe(400);
   });
 
-  it("keeps another tenant away from a VM's tools (same 404 as an unknown tool)", async () => {
+  it("keeps another tenant away from a VM's tools: not listed, same 404 as an unknown tool", async () => {
     const stranger = await registerUser(server);
     const res = await server.request("/gateway/v1/mcp/tools/execute?tool=vm__catalog-vm__count", { method: "POST", headers: bearer(stranger.token), json: { args: { n: 1 } } });
     expect(res.status).toBe(404);
     expect(res.body.error.message).toBe("Unknown tool: vm__catalog-vm__count");
+    // Nor are they listed to it, over REST or MCP.
+    const listed = await server.request("/gateway/v1/mcp/tools", { headers: bearer(stranger.token) });
+    expect(listed.body.tools.map((tool: { name: string }) => tool.name)).not.toContain("vm__catalog-vm__count");
+    expect(listed.body.tools.map((tool: { name: string }) => tool.name)).toContain("calculator");
+    expect((await server.request("/gateway/v1/mcp/tools/vm__catalog-vm__count", { headers: bearer(stranger.token) })).status).toBe(404);
+    const client = new Client({ name: "stranger", version: "1.0.0" });
+    await client.connect(new StreamableHTTPClientTransport(new URL(server.url("/bridge/mcp/")), { requestInit: { headers: bearer(stranger.token) } }));
+    try {
+      const names = (await client.listTools()).tools.map((tool) => tool.name);
+      expect(names).toContain("calculator");
+      expect(names.some((name) => name.startsWith("vm__"))).toBe(false);
+    } finally {
+      await client.close();
+    }
+    expect((await server.request("/gateway/v1/mcp/tools/vm__catalog-vm__count", { headers })).status).toBe(200);
   });
 
   it("serves the bridge catalog with bearer auth: session token, sk_ key (also as X-API-Key)", async () => {

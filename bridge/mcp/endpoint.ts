@@ -1,6 +1,5 @@
 import { randomUUID } from "node:crypto";
 import type { H3 } from "h3";
-import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
 import { isInitializeRequest, SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/sdk/types.js";
 import { authenticate, type Principal } from "../../rpc/auth.js";
 import type { Dispatcher } from "../../rpc/dispatcher.js";
@@ -10,6 +9,7 @@ import { readJsonBody } from "../../facade/body.js";
 import { instrument, jsonResponse, type RequestScope } from "../../facade/instrument.js";
 import { enforceBridgeRate, principalRateKey } from "../../facade/rate-limit.js";
 import { SURFACE_BASES, presentedFor } from "../../facade/surfaces.js";
+import { JsonResponseTransport } from "./_json-transport.js";
 import { METADATA_PATH, protectedResourceMetadata, publicOrigin, wwwAuthenticate } from "./_metadata.js";
 import { McpSessions, type McpSession } from "./sessions.js";
 import { createToolServer } from "./tool-server.js";
@@ -21,6 +21,14 @@ import { createToolServer } from "./tool-server.js";
 export const MCP_PATHS = [`${SURFACE_BASES.bridge}/mcp/mcp/`, `${SURFACE_BASES.bridge}/mcp/mcp`, `${SURFACE_BASES.bridge}/mcp/`, `${SURFACE_BASES.bridge}/mcp`];
 
 const SESSION_HEADER = "mcp-session-id";
+
+// The session table of each running service set (several servers may share one process in tests).
+const tables = new WeakMap<Services, McpSessions>();
+
+/** This instance's open MCP sessions (health checks, tests). */
+export function mcpSessionsOf(services: Services): McpSessions | undefined {
+  return tables.get(services);
+}
 
 /** spec 8 GATEWAY_CORS_ORIGINS doubles as the Origin allowlist (MCP "Security Warning": DNS rebinding). */
 function originAllowed(origin: string | null, allowed: readonly string[]): boolean {
@@ -53,6 +61,7 @@ export function mcpTransport(app: H3, dispatcher: Dispatcher): void {
   const { config, log } = services;
   const allowedOrigins = config.GATEWAY_CORS_ORIGINS.split(",").map((origin) => origin.trim().replace(/\/$/, "")).filter(Boolean);
   const sessions = new McpSessions(services.catalog, config.MCP_SESSION_IDLE_SECONDS);
+  tables.set(services, sessions);
   services.onClose(() => sessions.close());
 
   const handle = instrument("rpc", log, async (event, scope) => {
@@ -134,7 +143,7 @@ async function openSession(
 ): Promise<Response> {
   let session: McpSession | undefined;
   const server = createToolServer(services, () => session?.principal ?? principal);
-  const transport = new WebStandardStreamableHTTPServerTransport({
+  const transport = new JsonResponseTransport({
     sessionIdGenerator: () => randomUUID(),
     // Replies as one JSON body: tools/call has nothing to stream, and a plain response is
     // cheaper than an SSE stream per request. Notifications go on the GET stream.

@@ -1,5 +1,5 @@
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
-import type { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
+import type { JsonResponseTransport } from "./_json-transport.js";
 import type { Principal } from "../../rpc/auth.js";
 import type { Catalog } from "../catalog.js";
 
@@ -10,7 +10,7 @@ export interface McpSession {
   /** The credential of the latest request (another key of the same user may follow). */
   principal: Principal;
   server: Server;
-  transport: WebStandardStreamableHTTPServerTransport;
+  transport: JsonResponseTransport;
   lastSeen: number;
   /** The standalone GET SSE stream is open: notifications can be delivered now. */
   streamOpen: boolean;
@@ -49,6 +49,10 @@ export class McpSessions {
 
   get size(): number {
     return this.#sessions.size;
+  }
+
+  all(): McpSession[] {
+    return [...this.#sessions.values()];
   }
 
   get(id: string): McpSession | undefined {

@@ -6,6 +6,7 @@ import { isServiceError } from "../../rpc/errors.js";
 import type { Services } from "../../rpc/services.js";
 import type { ToolDef } from "../catalog.js";
 import { executeTool } from "../execute.js";
+import { visibleTools } from "./visible-tools.js";
 
 /** tools/list page size; the cursor is an opaque offset into the sorted catalog. */
 const PAGE_SIZE = 500;
@@ -37,7 +38,7 @@ export function createToolServer(services: Services, principal: () => Principal)
   );
 
   server.setRequestHandler(ListToolsRequestSchema, async (request) => {
-    const tools = await services.catalog.list();
+    const tools = await visibleTools(services, principal());
     const offset = decodeCursor(request.params?.cursor);
     const page = tools.slice(offset, offset + PAGE_SIZE);
     const next = offset + PAGE_SIZE < tools.length ? Buffer.from(String(offset + PAGE_SIZE)).toString("base64url") : undefined;

@@ -1,7 +1,9 @@
 import * as v from "valibot";
 import { defineMethod } from "../define.js";
 import { principalOf } from "../auth.js";
-import { executeTool, requireTool, toolView } from "../../bridge/execute.js";
+import { ServiceError } from "../errors.js";
+import { executeTool, toolView } from "../../bridge/execute.js";
+import { visibleTool, visibleTools } from "../../bridge/mcp/visible-tools.js";
 
 const category = v.optional(v.pipe(v.string("category must be a string"), v.minLength(1), v.maxLength(64)));
 const toolName = v.pipe(v.string("tool must be a string"), v.minLength(1, "tool is required"), v.maxLength(256));
@@ -18,7 +20,8 @@ export const toolMethods = [
       { surface: "bridge", method: "GET", path: "/v1/mcp/tools" },
     ],
     async handler(params, ctx) {
-      const tools = await ctx.services.catalog.list({ category: params.category });
+      // Another tenant's VM tools are not listed (bridge/mcp/visible-tools.ts).
+      const tools = await visibleTools(ctx.services, principalOf(ctx), { category: params.category });
       return { tools: tools.map(toolView), count: tools.length };
     },
   }),
@@ -30,7 +33,9 @@ export const toolMethods = [
     auth: { kinds: ["session", "gateway_key"] },
     http: [{ surface: "gateway", method: "GET", path: "/mcp/tools/:name" }],
     async handler(params, ctx) {
-      return toolView(await requireTool(ctx.services, params.name));
+      const tool = await visibleTool(ctx.services, principalOf(ctx), params.name);
+      if (!tool) throw new ServiceError("NOT_FOUND", `Unknown tool: ${params.name}`);
+      return toolView(tool);
     },
   }),
 
