@@ -19,8 +19,9 @@ export type UpstreamBehaviour =
   /**
    * A stream of `words`, one chunk each. With `holdBeforeEnd`, everything up to the last word is
    * sent and the stream waits for that promise before finishing (so a test can see chunks
-   * arrive while the upstream is still open). With `dropAfter`, the connection is cut after
-   * that many words, without a finish chunk, usage or [DONE].
+   * arrive while the upstream is still open). With `dropAfter`, the connection ends after that
+   * many words, without a finish chunk, usage or [DONE]. With `hangAfter`, it goes silent
+   * after that many words until the request is aborted.
    */
   | { kind: "stream"; words: string[]; usage?: UpstreamUsage | null; holdBeforeEnd?: Promise<void>; dropAfter?: number; hangAfter?: number }
   /** An error answer, relayed by the gateway verbatim. */
@@ -96,38 +97,40 @@ export function createOpenAiUpstream(baseURL: string): OpenAiUpstream {
 
     const script = behaviour.kind === "stream" ? behaviour : { words, usage: behaviour.usage };
     const frame = (choices: unknown[], extra: Record<string, unknown> = {}) => ({ id, object: "chat.completion.chunk", created: 1, model, choices, ...extra });
-    const stream = new ReadableStream<Uint8Array>({
-      async start(controller) {
-        try {
-          controller.enqueue(sse(frame([{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }])));
-          for (let index = 0; index < script.words.length; index++) {
-            if (aborted) return;
-            if ("dropAfter" in script && script.dropAfter === index) {
-              controller.error(new TypeError("upstream connection reset"));
-              return;
-            }
-            if ("hangAfter" in script && script.hangAfter === index) {
-              await abortedPromise;
-              return;
-            }
-            if (index === script.words.length - 1 && "holdBeforeEnd" in script && script.holdBeforeEnd) {
-              await Promise.race([script.holdBeforeEnd, abortedPromise]);
-              if (aborted) return;
-            }
-            controller.enqueue(sse(frame([{ index: 0, delta: { content: script.words[index] }, finish_reason: null }])));
-          }
-          controller.enqueue(sse(frame([{ index: 0, delta: {}, finish_reason: "stop" }])));
-          if (usage && body.stream_options?.include_usage) controller.enqueue(sse(frame([], { usage })));
-          controller.enqueue(sse("[DONE]"));
-          controller.close();
-        } catch {
-          // the reader went away
+    // Pull-driven (highWaterMark 0): each frame is produced when the reader asks for it, so a
+    // scripted drop happens after the frames before it were delivered, not instead of them.
+    async function* frames(): AsyncGenerator<Uint8Array | "drop" | "hang"> {
+      yield sse(frame([{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }]));
+      for (let index = 0; index < script.words.length; index++) {
+        if ("dropAfter" in script && script.dropAfter === index) return yield "drop";
+        if ("hangAfter" in script && script.hangAfter === index) return yield "hang";
+        if (index === script.words.length - 1 && "holdBeforeEnd" in script && script.holdBeforeEnd) {
+          await Promise.race([script.holdBeforeEnd, abortedPromise]);
         }
+        yield sse(frame([{ index: 0, delta: { content: script.words[index] }, finish_reason: null }]));
+      }
+      yield sse(frame([{ index: 0, delta: {}, finish_reason: "stop" }]));
+      if (usage && body.stream_options?.include_usage) yield sse(frame([], { usage }));
+      yield sse("[DONE]");
+    }
+    const source = frames();
+    const stream = new ReadableStream<Uint8Array>(
+      {
+        async pull(controller) {
+          const { done, value } = await source.next();
+          if (aborted) return;
+          if (done) return controller.close();
+          // The connection ends early: what was sent is delivered, then no finish, usage or [DONE].
+          if (value === "drop") return controller.close();
+          if (value === "hang") return abortedPromise;
+          controller.enqueue(value);
+        },
+        cancel() {
+          aborted = true;
+        },
       },
-      cancel() {
-        aborted = true;
-      },
-    });
+      { highWaterMark: 0 },
+    );
     return new HttpResponse(stream, { status: 200, headers: { "content-type": "text/event-stream", "cache-control": "no-cache" } });
   });
 

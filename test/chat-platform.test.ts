@@ -3,7 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { setupServer } from "msw/node";
 import OpenAI, { APIError } from "openai";
 import { bearer, registerUser, startTestServer, type TestServer } from "./helpers/server.js";
-import { openaiClient, platformAccount, sseData, userMessage, type PlatformAccount } from "./helpers/chat.js";
+import { loopbackFetch, openaiClient, platformAccount, sseData, userMessage, type PlatformAccount } from "./helpers/chat.js";
 import { createOpenAiUpstream } from "../mocks/openai-upstream.js";
 import { createKey } from "../rpc/methods/_keys.js";
 import { countPromptTokens, countTokens } from "../rpc/models/tokens.js";
@@ -57,7 +57,7 @@ const chat = (json: unknown, key = account.key, headers: Record<string, string> 
   server.request("/api/v1/chat/completions", { method: "POST", headers: { ...bearer(key), ...headers }, json });
 
 async function rawStream(json: unknown, key = account.key) {
-  const response = await fetch(server.url("/api/v1/chat/completions"), {
+  const response = await loopbackFetch(server.url("/api/v1/chat/completions"), {
     method: "POST",
     headers: { ...bearer(key), "content-type": "application/json" },
     body: JSON.stringify(json),

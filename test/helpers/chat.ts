@@ -4,6 +4,13 @@ import { consoleSignIn, withCookie, type ConsoleCookie } from "./console.js";
 
 export const MICRO = 1_000_000;
 
+/**
+ * The platform's own fetch, taken before any msw server patches it: requests to our loopback
+ * server go around msw (its pass-through can lose the last frames of a stream that ends right
+ * after them), while the server's calls to mocked providers still meet the msw handlers.
+ */
+export const loopbackFetch: typeof fetch = globalThis.fetch;
+
 export interface PlatformAccount {
   user: Awaited<ReturnType<typeof registerUser>>;
   cookie: ConsoleCookie;
@@ -36,7 +43,7 @@ export async function consoleKey(server: TestServer, account: PlatformAccount, l
 
 /** The official client pointed at one surface of the test server; no retries so each call is one request. */
 export function openaiClient(server: TestServer, base: string, apiKey: string, options: Partial<ConstructorParameters<typeof OpenAI>[0]> = {}) {
-  return new OpenAI({ apiKey, baseURL: server.url(base), maxRetries: 0, timeout: 15_000, ...options });
+  return new OpenAI({ apiKey, baseURL: server.url(base), maxRetries: 0, timeout: 15_000, fetch: loopbackFetch, ...options });
 }
 
 /** Parses an SSE body into its `data:` payloads. */

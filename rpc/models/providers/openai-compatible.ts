@@ -80,6 +80,7 @@ export class OpenAiCompatibleProvider implements Provider {
 }
 
 async function* parseChunks(body: ReadableStream<Uint8Array>, timer: IdleTimer, timeoutMs: number, id: string, signal: AbortSignal): AsyncGenerator<ChatChunk> {
+  let finished = false;
   try {
     for await (const data of readSseData(body, () => timer.touch(), signal)) {
       let chunk: ChatChunk;
@@ -90,8 +91,12 @@ async function* parseChunks(body: ReadableStream<Uint8Array>, timer: IdleTimer, 
       }
       // A provider may report an error inside the stream; relay it as the last frame.
       if (chunk.error) throw new ServiceError("UPSTREAM", "The model provider reported an error", { status: 502, upstreamBody: chunk });
+      if (chunk.choices?.some((choice) => choice.finish_reason)) finished = true;
       yield chunk;
     }
+    // A connection that ends before any choice finished was cut off: the client must see a
+    // terminated stream, not a [DONE] that passes a truncated answer off as whole.
+    if (!finished) throw new ServiceError("BAD_GATEWAY", `The model provider closed the stream early for ${id}`);
   } catch (error) {
     if (error instanceof ServiceError) throw error;
     throw transportError(error, timer, timeoutMs, id, true);
