@@ -9,7 +9,7 @@
  *   npm run bench:chat
  *
  * Environment: BENCH_SECONDS (per measured run, default 5), BENCH_WARMUP_SECONDS (default 1),
- * BENCH_STORAGES (default "memory,redis"), BENCH_CONCURRENCY (default "1,16,64"),
+ * BENCH_STORAGES (default "memory,redis"), BENCH_MODES (default "json,sse"), BENCH_CONCURRENCY (default "1,16,64"),
  * MOCK_LATENCY_MS (default 2), REDIS_URL (default redis://127.0.0.1:6379).
  */
 import { fork, type ChildProcess } from "node:child_process";
@@ -22,6 +22,7 @@ import { Redis } from "ioredis";
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 1);
 const STORAGES = (process.env.BENCH_STORAGES ?? "memory,redis").split(",").map((s) => s.trim()).filter(Boolean);
+const MODES = (process.env.BENCH_MODES ?? "json,sse").split(",").map((s) => s.trim()).filter(Boolean);
 const CONCURRENCY = (process.env.BENCH_CONCURRENCY ?? "1,16,64").split(",").map(Number);
 const LATENCY_MS = Number(process.env.MOCK_LATENCY_MS ?? 2);
 const REDIS_URL = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
@@ -159,7 +160,7 @@ async function main() {
       const gatewayUrl = `${origin}/api/v1/chat/completions`;
       const auth = { authorization: `Bearer ${key}` };
       try {
-        for (const stream of [false, true]) {
+        for (const stream of MODES.map((mode) => mode === "sse")) {
           await check(directUrl, {}, stream);
           await check(gatewayUrl, auth, stream);
           for (const concurrency of CONCURRENCY) {

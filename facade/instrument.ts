@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { getRequestIP, type H3Event } from "h3";
+import { FastResponse } from "srvx";
 import type { Surface } from "../rpc/define.js";
 import { toServiceError } from "../rpc/errors.js";
 import { describe } from "../rpc/dispatcher.js";
@@ -17,10 +18,12 @@ export interface RequestScope {
   log: { operation?: string; principal?: { kind: string; userId: string } };
 }
 
+// srvx (the server under h3) sends its own Response class straight to the socket, without
+// the web stream a standard Response wraps around its body.
 export function jsonResponse(body: unknown, status: number, headers: Headers): Response {
   const out = new Headers(headers);
   out.set("content-type", "application/json; charset=utf-8");
-  return new Response(JSON.stringify(body), { status, headers: out });
+  return new FastResponse(JSON.stringify(body), { status, headers: out });
 }
 
 /** Renders any thrown value in the surface's envelope; unexpected ones are masked and logged. */

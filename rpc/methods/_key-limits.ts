@@ -62,12 +62,15 @@ export async function admitPlatformChat(services: Services, principal: Principal
   }
   return (model) => async (usage) => {
     const cost = model ? services.models.cost(model, usage) : 0;
+    // Three independent counters: written concurrently (one round trip with Redis, not three).
+    const writes: Promise<unknown>[] = [];
     if (cost > 0) {
-      await services.credits.charge(principal.workspaceId!, cost);
-      if (key) await atomic.adjust(spendKey(key), cost);
+      writes.push(services.credits.charge(principal.workspaceId!, cost));
+      if (key) writes.push(atomic.adjust(spendKey(key), cost));
     }
     if (key?.tpmLimit != null && usage.total_tokens !== reserved) {
-      await atomic.increment(tpmKey(key), usage.total_tokens - reserved, WINDOW_MS);
+      writes.push(atomic.increment(tpmKey(key), usage.total_tokens - reserved, WINDOW_MS));
     }
+    await Promise.all(writes);
   };
 }

@@ -1,4 +1,3 @@
-import { ofetch } from "ofetch";
 import { ServiceError } from "../../errors.js";
 import { readSseData } from "../sse-parse.js";
 import type { ChatChunk, ChatCompletion, ChatRequest, Provider, ProviderResult } from "../types.js";
@@ -43,14 +42,16 @@ export class OpenAiCompatibleProvider implements Provider {
     const url = config.baseURL.replace(/\/+$/, "") + "/chat/completions";
     let response: Response;
     try {
-      response = await ofetch.raw(url, {
+      // Plain fetch (keep-alive pool of the runtime); the request is JSON in, raw response out.
+      response = await fetch(url, {
         method: "POST",
-        body,
-        headers: { accept: request.stream ? "text/event-stream" : "application/json", ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
+        body: JSON.stringify(body),
+        headers: {
+          "content-type": "application/json",
+          accept: request.stream ? "text/event-stream" : "application/json",
+          ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}),
+        },
         signal: combined,
-        retry: 0,
-        ignoreResponseError: true,
-        responseType: "stream",
       });
     } catch (error) {
       timer.stop();
