@@ -58,7 +58,7 @@ const ENV_SCHEMA = v.object({
   MODELS_JSON: v.optional(v.pipe(v.string(), v.minLength(1))),
   /** Seconds to wait for an upstream model's first byte, and between streamed chunks (a model may override). */
   MODEL_TIMEOUT_SECONDS: v.optional(intFrom(1, 3600), "60"),
-  /** Account API plans as JSON `{"<plan>": {tokensPerWindow, windowSeconds, models?}}`; unset: built-in free and pro. */
+  /** Account API plans as JSON `{"<plan>": {tokensPerWindow, windowSeconds, name?}}` (docs/models-and-chat.md); unset: built-in free and pro. A model lists its plans in the models document. */
   PLANS_JSON: v.optional(v.pipe(v.string(), v.minLength(1))),
   /**
    * Model that plans tool calls for POST /mcp/plan (docs/routing.md). Unset: the first public
