@@ -37,7 +37,8 @@ export async function* readSseData(body: ReadableStream<Uint8Array>, onActivity:
   }
 }
 
-function dataOf(event: string): string | undefined {
+/** The data of one SSE event (its `data:` lines joined), or undefined for an event without data. */
+export function dataOf(event: string): string | undefined {
   const lines: string[] = [];
   for (const line of event.split(/\r?\n/)) {
     if (line.startsWith("data:")) lines.push(line.slice(line.startsWith("data: ") ? 6 : 5));

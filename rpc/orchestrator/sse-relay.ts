@@ -1,3 +1,5 @@
+import { dataOf } from "../models/sse-parse.js";
+
 /**
  * Reads the orchestrator's server-sent events and yields each event's `data` as soon as the
  * event is complete, unchanged (including a `[DONE]` marker), so our SSE response relays
@@ -30,12 +32,4 @@ export async function* relaySseData(body: ReadableStream<Uint8Array>): AsyncGene
     if (!finished) await reader.cancel().catch(() => undefined);
     reader.releaseLock();
   }
-}
-
-function dataOf(event: string): string | undefined {
-  const lines: string[] = [];
-  for (const line of event.split(/\r?\n/)) {
-    if (line.startsWith("data:")) lines.push(line.slice(line.startsWith("data: ") ? 6 : 5));
-  }
-  return lines.length ? lines.join("\n") : undefined;
 }
