@@ -4,6 +4,7 @@ import type { Services } from "../services.js";
 import type { Tenant } from "../../storage/repos/tenants.js";
 import { nowIso } from "../../storage/ids.js";
 import { monthKey } from "./_time.js";
+import { personalTenant } from "../methods/_accounts.js";
 
 const slotsKey = (tenantId: string) => `tenant-agent-slots:${tenantId}`;
 const tokensKey = (tenantId: string, month: string) => `tenant-tokens:${tenantId}:${month}`;
@@ -19,18 +20,7 @@ export async function tenantFor(services: Services, principal: Principal, tenant
   if (!user) throw new ServiceError("UNAUTHORIZED", "Invalid or expired API key");
   const existing = await services.tenants.getTenant(user.tenantId);
   if (existing) return existing;
-  const now = nowIso();
-  return services.tenants.putTenant({
-    id: user.tenantId,
-    slug: `personal-${user.tenantId.slice(-8).toLowerCase()}`,
-    name: `${user.fullName || user.email}'s tenant`,
-    plan: "free",
-    region: "default",
-    limits: { agents: services.config.TENANT_DEFAULT_AGENT_LIMIT, tokensPerMonth: services.config.TENANT_DEFAULT_TOKENS_PER_MONTH },
-    ownerId: user.id,
-    createdAt: now,
-    updatedAt: now,
-  });
+  return services.tenants.putTenant(personalTenant(services, user, `personal-${user.tenantId.slice(-8).toLowerCase()}`, nowIso()));
 }
 
 /** A tenant the caller owns; another user's tenant and a missing one are the same 404. */

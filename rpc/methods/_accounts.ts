@@ -3,10 +3,26 @@ import { ServiceError } from "../errors.js";
 import { hashPassword } from "../credentials/passwords.js";
 import { newId, nowIso } from "../../storage/ids.js";
 import type { User } from "../../storage/repos/users.js";
+import type { Tenant } from "../../storage/repos/tenants.js";
 import { UsersRepo } from "../../storage/repos/users.js";
 
-/** Built-in limits of a personal tenant: the defaults of TENANT_DEFAULT_AGENT_LIMIT and TENANT_DEFAULT_TOKENS_PER_MONTH. */
-export const PERSONAL_TENANT_LIMITS = { agents: 25, tokensPerMonth: 2_000_000 };
+/**
+ * The personal tenant of `user`, with TENANT_DEFAULT_AGENT_LIMIT and
+ * TENANT_DEFAULT_TOKENS_PER_MONTH as its limits (docs/agents.md "Limits").
+ */
+export function personalTenant(services: Services, user: User, slug: string, now: string): Tenant {
+  return {
+    id: user.tenantId,
+    slug,
+    name: `${user.fullName || user.email}'s tenant`,
+    plan: "free",
+    region: "default",
+    limits: { agents: services.config.TENANT_DEFAULT_AGENT_LIMIT, tokensPerMonth: services.config.TENANT_DEFAULT_TOKENS_PER_MONTH },
+    ownerId: user.id,
+    createdAt: now,
+    updatedAt: now,
+  };
+}
 
 /**
  * A user with a personal tenant and a default workspace (DESIGN "Identity and money").
@@ -32,18 +48,7 @@ export async function createAccount(services: Services, input: { email: string; 
   }
   try {
     const slugBase = email.split("@")[0]!.toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-|-$/g, "") || "user";
-    await services.tenants.putTenant({
-      id: user.tenantId,
-      slug: `${slugBase}-${user.tenantId.slice(-6).toLowerCase()}`,
-      name: `${user.fullName || email}'s tenant`,
-      plan: "free",
-      region: "default",
-      // TENANT_DEFAULT_AGENT_LIMIT / TENANT_DEFAULT_TOKENS_PER_MONTH (docs/agents.md "Limits").
-      limits: { agents: services.config.TENANT_DEFAULT_AGENT_LIMIT, tokensPerMonth: services.config.TENANT_DEFAULT_TOKENS_PER_MONTH },
-      ownerId: user.id,
-      createdAt: now,
-      updatedAt: now,
-    });
+    await services.tenants.putTenant(personalTenant(services, user, `${slugBase}-${user.tenantId.slice(-6).toLowerCase()}`, now));
     await services.tenants.putWorkspace({
       id: user.workspaceId,
       tenantId: user.tenantId,
