@@ -17,7 +17,7 @@ import { once } from "node:events";
 import { randomUUID } from "node:crypto";
 import { cpus } from "node:os";
 import autocannon from "autocannon";
-import { Redis } from "ioredis";
+import { dropRedisPrefix } from "../test/helpers/redis.js";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 1);
@@ -115,20 +115,6 @@ async function check(url: string, headers: Record<string, string>, stream: boole
   if (!ok) throw new Error(`${url} (stream ${stream}) answered ${res.status}: ${text.slice(0, 500)}`);
 }
 
-async function dropRedisPrefix(prefix: string): Promise<void> {
-  const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
-  redis.on("error", () => undefined);
-  try {
-    let cursor = "0";
-    do {
-      const [next, keys] = await redis.scan(cursor, "MATCH", `${prefix}:*`, "COUNT", 500);
-      cursor = next;
-      if (keys.length) await redis.del(...keys);
-    } while (cursor !== "0");
-  } finally {
-    redis.disconnect();
-  }
-}
 
 interface Row {
   storage: string;
@@ -182,7 +168,7 @@ async function main() {
         }
       } finally {
         await stop(gateway.child);
-        if (storage === "redis") await dropRedisPrefix(prefix);
+        if (storage === "redis") await dropRedisPrefix(prefix, REDIS_URL);
       }
     }
   } finally {

@@ -1,22 +1,14 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { TEST_JWT_SECRET, newUserBody } from "./helpers/server.js";
 import { dropRedisPrefix, uniqueRedisPrefix } from "./helpers/redis.js";
-import { startInstance, type Instance } from "./helpers/instances.js";
+import { startInstance, instanceRequest, type Instance } from "./helpers/instances.js";
 import { connectVm, eventually, vmSocketUrl } from "./helpers/vm.js";
 
 const prefix = uniqueRedisPrefix();
 let a: Instance;
 let b: Instance;
 
-async function request(origin: string, path: string, init: { method?: string; token?: string; json?: unknown } = {}) {
-  const res = await fetch(origin + path, {
-    method: init.method ?? "GET",
-    headers: { ...(init.token ? { authorization: `Bearer ${init.token}` } : {}), ...(init.json ? { "content-type": "application/json" } : {}) },
-    body: init.json ? JSON.stringify(init.json) : undefined,
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined };
-}
+const request = instanceRequest;
 
 beforeAll(async () => {
   const env = { STORAGE: "redis", REDIS_PREFIX: prefix, GATEWAY_JWT_SECRET: TEST_JWT_SECRET, LOG_LEVEL: "error", VM_HEARTBEAT_SECONDS: "5" };

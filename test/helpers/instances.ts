@@ -47,3 +47,14 @@ export function startInstance(env: Record<string, string>, timeoutMs = 30_000): 
     });
   });
 }
+
+/** A JSON request to one instance: bearer `token`, JSON body; the answer's status and parsed body. */
+export async function instanceRequest(origin: string, path: string, init: { method?: string; token?: string; json?: unknown } = {}) {
+  const res = await fetch(origin + path, {
+    method: init.method ?? "GET",
+    headers: { ...(init.token ? { authorization: `Bearer ${init.token}` } : {}), ...(init.json ? { "content-type": "application/json" } : {}) },
+    body: init.json ? JSON.stringify(init.json) : undefined,
+  });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : undefined };
+}

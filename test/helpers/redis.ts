@@ -9,8 +9,8 @@ export function uniqueRedisPrefix(): string {
 }
 
 /** Deletes every key under a test prefix. */
-export async function dropRedisPrefix(prefix: string): Promise<void> {
-  const redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
+export async function dropRedisPrefix(prefix: string, url = TEST_REDIS_URL): Promise<void> {
+  const redis = new Redis(url, { maxRetriesPerRequest: 1 });
   redis.on("error", () => undefined);
   try {
     let cursor = "0";
