@@ -1,3 +1,4 @@
+import { ofetch } from "ofetch";
 import { ServiceError } from "../../errors.js";
 import { readSseData } from "../sse-parse.js";
 import type { ChatChunk, ChatCompletion, ChatRequest, Provider, ProviderResult } from "../types.js";
@@ -42,16 +43,15 @@ export class OpenAiCompatibleProvider implements Provider {
     const url = config.baseURL.replace(/\/+$/, "") + "/chat/completions";
     let response: Response;
     try {
-      // Plain fetch (keep-alive pool of the runtime); the request is JSON in, raw response out.
-      response = await fetch(url, {
+      // ofetch without its retries or error throwing: the raw response is relayed as it is.
+      response = await ofetch.raw(url, {
         method: "POST",
-        body: JSON.stringify(body),
-        headers: {
-          "content-type": "application/json",
-          accept: request.stream ? "text/event-stream" : "application/json",
-          ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}),
-        },
+        body,
+        headers: { accept: request.stream ? "text/event-stream" : "application/json", ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
         signal: combined,
+        retry: 0,
+        ignoreResponseError: true,
+        responseType: "stream",
       });
     } catch (error) {
       timer.stop();
