@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { LATEST_PROTOCOL_VERSION, McpError, ToolListChangedNotificationSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { LATEST_PROTOCOL_VERSION, McpError, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { mcpSessionsOf } from "../bridge/mcp/endpoint.js";
 import { registerUser, startTestServer, type TestServer } from "./helpers/server.js";
 import { connectVm, eventually, vmSocketUrl, type TestVm } from "./helpers/vm.js";
+import { watchListChanged } from "./helpers/mcp.js";
 
 let server: TestServer;
 let token: string;
@@ -87,25 +88,15 @@ describe("MCP endpoint with the SDK client", () => {
 
   it("sends tools/list_changed when a VM connects, then lists and calls its tool", async () => {
     const { client } = await connect();
-    let changes = 0;
-    client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
-      changes += 1;
-    });
-    // The SDK client opens the GET stream after initialize; wait until the server holds it.
-    await eventually(async () => {
-      const before = changes;
-      server.services.catalog.changed();
-      await new Promise((resolve) => setTimeout(resolve, 60));
-      return changes > before;
-    });
-    const seen = changes;
+    const listChanged = await watchListChanged(client, server.services.catalog);
+    const seen = listChanged.count();
 
     const vm = await connectVm(vmSocketUrl(server.origin, "agent-1", { vmId: "mcp-vm" }), token, {
       "tools/call": ({ name, arguments: args }) => ({ content: [{ type: "text", text: `${name} says ${args.text}` }] }),
     });
     vms.push(vm);
     await vm.register([{ name: "shout", description: "Shouts", inputSchema: { type: "object", properties: { text: { type: "string" } }, required: ["text"] } }]);
-    await eventually(() => changes > seen);
+    await eventually(() => listChanged.count() > seen);
 
     const { tools } = await client.listTools();
     expect(tools.map((tool) => tool.name)).toContain("vm__mcp-vm__shout");
@@ -118,9 +109,9 @@ describe("MCP endpoint with the SDK client", () => {
     expect(vm.frames.filter((frame) => JSON.parse(frame).method === "tools/call")).toHaveLength(1);
 
     // The VM leaving is a change too.
-    const afterConnect = changes;
+    const afterConnect = listChanged.count();
     await vm.close();
-    await eventually(() => changes > afterConnect);
+    await eventually(() => listChanged.count() > afterConnect);
     expect((await client.listTools()).tools.map((tool) => tool.name)).not.toContain("vm__mcp-vm__shout");
   });
 

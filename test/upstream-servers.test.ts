@@ -4,10 +4,11 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { ToolListChangedNotificationSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { bearer, registerUser, startTestServer, type TestServer } from "./helpers/server.js";
 import { serveEverything, serveScripted, type ScriptedTool } from "./helpers/upstream.js";
 import { eventually } from "./helpers/vm.js";
+import { watchListChanged } from "./helpers/mcp.js";
 
 const echoTool = (label: string): ScriptedTool => ({
   tool: { name: "echo", description: `echo from ${label}`, inputSchema: { type: "object", properties: { message: { type: "string" } }, required: ["message"] } },
@@ -91,21 +92,11 @@ describe("upstream MCP servers", () => {
 
   it("follows the upstream's tools/list_changed and tells MCP sessions", async () => {
     const client = await mcpClient();
-    let changes = 0;
-    client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
-      changes += 1;
-    });
-    // Wait for the client's GET stream to be held by the bridge.
-    await eventually(async () => {
-      const before = changes;
-      server.services.catalog.changed();
-      await new Promise((resolve) => setTimeout(resolve, 60));
-      return changes > before;
-    });
-    const seen = changes;
+    const listChanged = await watchListChanged(client, server.services.catalog);
+    const seen = listChanged.count();
     await scripted.setTools([echoTool("scripted"), slowTool, { ...echoTool("scripted"), tool: { ...echoTool("scripted").tool, name: "added_later" } }]);
     await eventually(async () => (await server.request("/gateway/v1/mcp/tools/scripted__added_later", { headers })).status === 200);
-    await eventually(() => changes > seen);
+    await eventually(() => listChanged.count() > seen);
     expect((await client.listTools()).tools.map((tool) => tool.name)).toContain("scripted__added_later");
   });
 
