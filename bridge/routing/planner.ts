@@ -6,16 +6,10 @@ import { extractArgs } from "./args.js";
 import { splitClauses } from "./clauses.js";
 import type { RoutableTool } from "./ranker.js";
 import type { RouteScope, ToolRouter } from "./router.js";
+import type { ToolPlanStep } from "../../storage/repos/plans.js";
 
-export interface DraftStep {
-  server: string;
-  tool: string;
-  args: Record<string, unknown>;
-  reason: string;
-  score?: number;
-  clause?: string;
-  missing?: string[];
-}
+/** A step before it is stored: what the plan will run, without the execution record. */
+export type DraftStep = Pick<ToolPlanStep, "server" | "tool" | "args" | "reason" | "score" | "clause" | "missing">;
 
 export interface Draft {
   steps: DraftStep[];
