@@ -1,10 +1,13 @@
-import type { Transport } from "../facade/app.js";
+import type { Transport } from "../rpc/transport/mount.js";
 import { mcpTransport } from "./mcp/endpoint.js";
 import { vmSocketTransport } from "./vm/socket.js";
-import { agentStreamTransport } from "./agent-stream.js";
+import { agentStreamTransport } from "./agent-stream/socket.js";
+import type { ToolBridge } from "./tool-bridge.js";
 
 /**
- * Transports that are not registry methods: the MCP endpoint, VM-agent and agent-stream
- * WebSockets, bridge health. Each is a thin adapter over the dispatcher and the catalog.
+ * Transports that are not registry bindings: the MCP endpoint, VM-agent and agent-stream
+ * WebSockets. Each is a thin adapter over the dispatcher and the tool bridge.
  */
-export const bridgeTransports: readonly Transport[] = [vmSocketTransport, mcpTransport, agentStreamTransport];
+export function bridgeTransports(bridge: ToolBridge): readonly Transport[] {
+  return [vmSocketTransport(bridge), mcpTransport(bridge), agentStreamTransport];
+}

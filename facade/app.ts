@@ -1,16 +1,15 @@
 import { H3 } from "h3";
 import type { Dispatcher } from "../rpc/dispatcher.js";
 import { ServiceError } from "../rpc/errors.js";
+import type { Transport } from "../rpc/transport/mount.js";
 import { mountDocs } from "./docs.js";
 import { corsMiddleware } from "./cors.js";
-import { instrument, jsonResponse } from "./instrument.js";
+import { instrument, jsonResponse } from "../rpc/transport/instrument.js";
 import { mountJsonRpc } from "./jsonrpc.js";
 import { buildOpenApi } from "./openapi.js";
 import { mountRest, type MountedRoute } from "./rest.js";
-import { SURFACE_BASES, surfaceOfPath } from "./surfaces.js";
+import { SURFACE_BASES, surfaceOfPath } from "../rpc/transport/surfaces.js";
 
-/** A transport that is not a registry method (MCP endpoint, WebSocket upgrades, health). */
-export type Transport = (app: H3, dispatcher: Dispatcher) => void;
 
 /**
  * The h3 app: REST bindings generated from the registry, `POST /rpc`, OpenAPI and docs, any

@@ -1,6 +1,6 @@
 import type { Middleware } from "h3";
 import type { Config } from "../rpc/config.js";
-import { surfaceOfPath } from "./surfaces.js";
+import { surfaceOfPath } from "../rpc/transport/surfaces.js";
 
 const ALLOW_METHODS = "GET, POST, PUT, PATCH, DELETE, OPTIONS";
 const DEFAULT_ALLOW_HEADERS = "authorization, content-type, x-api-key, mcp-session-id, mcp-protocol-version, last-event-id";

@@ -2,9 +2,9 @@ import type { H3 } from "h3";
 import type { JSONRPCRequest } from "json-rpc-2.0";
 import type { CallInfo, Dispatcher } from "../rpc/dispatcher.js";
 import { ServiceError } from "../rpc/errors.js";
-import { readJsonBody } from "./body.js";
-import { instrument, jsonResponse } from "./instrument.js";
-import { presentedFor } from "./surfaces.js";
+import { readJsonBody } from "../rpc/transport/body.js";
+import { instrument, jsonResponse } from "../rpc/transport/instrument.js";
+import { presentedFor } from "../rpc/transport/surfaces.js";
 
 /** Most requests one batch may carry. */
 export const MAX_BATCH = 50;

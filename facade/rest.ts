@@ -2,11 +2,11 @@ import type { H3 } from "h3";
 import { isAsyncIterable, type AnyMethod, type HttpBinding } from "../rpc/define.js";
 import type { CallInfo, Dispatcher } from "../rpc/dispatcher.js";
 import { ServiceError, toServiceError } from "../rpc/errors.js";
-import { readJsonBody } from "./body.js";
-import { enforceBridgeRate, principalRateKey } from "./rate-limit.js";
-import { instrument, jsonResponse, type RequestScope } from "./instrument.js";
+import { readJsonBody } from "../rpc/transport/body.js";
+import { enforceBridgeRate, principalRateKey } from "../rpc/policies/rate-limit.js";
+import { instrument, jsonResponse, type RequestScope } from "../rpc/transport/instrument.js";
 import { toSseResponse } from "./sse.js";
-import { SURFACE_BASES, errorBody, presentedFor } from "./surfaces.js";
+import { SURFACE_BASES, errorBody, presentedFor } from "../rpc/transport/surfaces.js";
 
 const WITH_BODY = new Set(["POST", "PUT", "PATCH"]);
 

@@ -3,12 +3,13 @@ import { plugin as crossws } from "crossws/server";
 import type { Config } from "../rpc/config.js";
 import { Dispatcher } from "../rpc/dispatcher.js";
 import { createLogger, type LogSink } from "../rpc/log.js";
-import { methodsFor } from "../rpc/methods/index.js";
+import { methodsFor } from "../rpc/methods.js";
 import { createRegistry } from "../rpc/registry.js";
 import { createServices, type Services } from "../rpc/services.js";
 import { buildApp } from "./app.js";
 import { bridgeTransports } from "../bridge/transports.js";
-import { SURFACE_BASES } from "./surfaces.js";
+import { defineToolBridge, type ToolBridge } from "../bridge/tool-bridge.js";
+import { SURFACE_BASES } from "../rpc/transport/surfaces.js";
 
 export interface RunningServer {
   /** Origin the server listens on, e.g. `http://127.0.0.1:8787`. */
@@ -16,6 +17,8 @@ export interface RunningServer {
   /** Base URL of each surface. */
   urls: Record<string, string>;
   services: Services;
+  /** The concrete tool bridge behind `services.catalog`, `vms` and `upstream`. */
+  bridge: ToolBridge;
   dispatcher: Dispatcher;
   close(): Promise<void>;
 }
@@ -25,13 +28,19 @@ export interface StartOptions {
   logSink?: LogSink;
 }
 
-/** Opens storage, builds the dispatcher and the app, and listens on HOST:PORT (0 = any free port). */
+/**
+ * The composition root: opens storage and the tool bridge, builds the dispatcher and the app
+ * with the bridge's transports, and listens on HOST:PORT (0 = any free port). The only facade
+ * file that imports bridge/ (docs/architecture.md).
+ */
 export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
   const log = createLogger(config.LOG_LEVEL, options.logSink);
-  const services = await createServices(config, log);
+  const tools = defineToolBridge();
+  const services = await createServices(config, log, tools.open);
+  const bridge = tools.get();
   try {
     const dispatcher = new Dispatcher(createRegistry(methodsFor(config)), services);
-    const app = buildApp(dispatcher, bridgeTransports);
+    const app = buildApp(dispatcher, bridgeTransports(bridge));
     const server = serve(app, {
       port: config.PORT,
       hostname: config.HOST,
@@ -57,6 +66,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       origin: listening.origin,
       urls,
       services,
+      bridge,
       dispatcher,
       async close() {
         await server.close(true);

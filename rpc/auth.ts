@@ -1,11 +1,26 @@
 import { timingSafeEqual } from "node:crypto";
-import { ServiceError } from "./errors.js";
-import type { AuthSpec, CredentialKind } from "./define.js";
+import { ServiceError, type ErrorCode } from "./errors.js";
 import type { Services } from "./services.js";
 import { parseKey } from "./credentials/api-keys.js";
 import { looksLikeJwt, type SessionClaims } from "./credentials/sessions.js";
 import type { KeyKind, KeyRecord } from "../storage/repos/keys.js";
 import { sha256Hex, nowIso } from "../storage/ids.js";
+
+/**
+ * How a caller proved who it is. Each kind is read from one presentation only (spec 5).
+ * `service` is PLATFORM_SERVICE_KEY presented by an internal service (bridge methods that list it only).
+ */
+export type CredentialKind = "session" | "console" | "gateway_key" | "platform_key" | "account_key" | "service";
+
+export type AuthSpec =
+  | "public"
+  | {
+      kinds: readonly CredentialKind[];
+      /** Every scope listed is required (sessions and gateway keys hold all scopes). */
+      scopes?: readonly string[];
+      /** Error code for a missing scope; FORBIDDEN unless the surface names another (spec 7.1). */
+      scopeError?: ErrorCode;
+    };
 
 /** The credentials a request carried, as the transport found them; nothing is trusted yet. */
 export interface Presented {

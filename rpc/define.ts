@@ -1,27 +1,10 @@
 import type * as v from "valibot";
-import type { ErrorCode } from "./errors.js";
-import type { Principal } from "./auth.js";
+import type { AuthSpec, Principal } from "./auth.js";
 import type { Services } from "./services.js";
 
 /** The HTTP surfaces of the service (DESIGN "Surfaces on one origin"). */
 export type Surface = "platform" | "console" | "account" | "gateway" | "bridge";
 export type HttpVerb = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
-
-/**
- * How a caller proved who it is. Each kind is read from one presentation only (spec 5).
- * `service` is PLATFORM_SERVICE_KEY presented by an internal service (bridge methods that list it only).
- */
-export type CredentialKind = "session" | "console" | "gateway_key" | "platform_key" | "account_key" | "service";
-
-export type AuthSpec =
-  | "public"
-  | {
-      kinds: readonly CredentialKind[];
-      /** Every scope listed is required (sessions and gateway keys hold all scopes). */
-      scopes?: readonly string[];
-      /** Error code for a missing scope; FORBIDDEN unless the surface names another (spec 7.1). */
-      scopeError?: ErrorCode;
-    };
 
 export interface HttpBinding {
   surface: Surface;

@@ -10,14 +10,11 @@ import { TenantsRepo } from "../storage/repos/tenants.js";
 import { CreditsRepo } from "../storage/repos/credits.js";
 import { AgentsRepo } from "../storage/repos/agents.js";
 import type { RateLimiterAbstract } from "rate-limiter-flexible";
-import { Catalog } from "../bridge/catalog.js";
-import { VmHub } from "../bridge/vm/hub.js";
-import { BuiltinSource } from "../bridge/builtin/source.js";
-import { UpstreamServers } from "../bridge/upstream/registry.js";
-import { loadModels } from "./models/catalog-config.js";
-import { ModelRouter } from "./models/router.js";
-import { loadPlans, Plans } from "./models/plans.js";
-import { ToolPlansRepo } from "../storage/repos/plans.js";
+import type { ToolBridgePorts, ToolCatalog, UpstreamRegistry, VmDirectory } from "./tools/ports.js";
+import { loadModels } from "./chat/models-config.js";
+import { ModelRouter } from "./chat/model-router.js";
+import { loadPlans, Plans } from "./chat/allowance.js";
+import { ToolPlansRepo } from "../storage/repos/tool-plans.js";
 
 /** What handlers reach through `ctx.services`: storage, repositories, credentials, clients. */
 export interface Services {
@@ -31,11 +28,11 @@ export interface Services {
   /** Gateway agents (by id), their logs, and the index of tenants each user created. */
   readonly agents: AgentsRepo;
   /** The one tool catalog (built-ins, upstream MCP servers, VMs). */
-  readonly catalog: Catalog;
+  readonly catalog: ToolCatalog;
   /** Connected VM agents, here and (STORAGE=redis) on other instances. */
-  readonly vms: VmHub;
+  readonly vms: VmDirectory;
   /** Registered upstream MCP servers, connected and feeding the catalog. */
-  readonly upstream: UpstreamServers;
+  readonly upstream: UpstreamRegistry;
   /** The model router (the spec's "model gateway"): ids to providers, prices. */
   readonly models: ModelRouter;
   /** Account API plans and their per-user allowance counters. */
@@ -51,7 +48,39 @@ export interface Services {
   close(): Promise<void>;
 }
 
-export async function createServices(config: Config, log: Logger): Promise<Services> {
+/** Opens the tool bridge over the service's storage; the composition root passes the real one. */
+export type OpenToolBridge = (deps: { config: Config; log: Logger; store: Store }) => Promise<ToolBridgePorts>;
+
+/** A bridge with no tools, for callers that never touch the catalog (the admin command). */
+export const noTools: OpenToolBridge = async () => ({
+  catalog: {
+    list: async () => [],
+    get: async () => undefined,
+    call: async (name) => {
+      throw new Error(`No tool bridge in this process: ${name}`);
+    },
+    onChange: () => () => undefined,
+  },
+  vms: {
+    list: async () => [],
+    find: async () => undefined,
+    call: async (vmId) => {
+      throw new Error(`No tool bridge in this process: ${vmId}`);
+    },
+    stats: () => ({ connected: 0, inFlight: 0 }),
+  },
+  upstream: {
+    register: async () => {
+      throw new Error("No tool bridge in this process");
+    },
+    remove: async () => undefined,
+    list: async () => [],
+    summary: () => [],
+  },
+  close: async () => undefined,
+});
+
+export async function createServices(config: Config, log: Logger, openTools: OpenToolBridge): Promise<Services> {
   // Validated before storage opens: a bad models or plans document stops the start (ConfigError).
   const models = new ModelRouter(loadModels(config), config, process.env);
   const planConfigs = loadPlans(config);
@@ -65,14 +94,15 @@ export async function createServices(config: Config, log: Logger): Promise<Servi
     secret = randomBytes(32).toString("base64url");
   }
   const closers: (() => Promise<void> | void)[] = [() => store.close()];
-  const catalog = new Catalog();
-  const vms = new VmHub({ config, log, store, catalog });
-  closers.push(() => vms.close());
-  await vms.start();
-  catalog.addSource(new BuiltinSource());
-  const upstream = new UpstreamServers({ config, log, store, catalog });
-  closers.push(() => upstream.close());
-  await upstream.start();
+  let tools: ToolBridgePorts;
+  try {
+    tools = await openTools({ config, log, store });
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+  closers.push(() => tools.close());
+  const { catalog, vms, upstream } = tools;
   return {
     config,
     log,

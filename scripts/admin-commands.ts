@@ -1,12 +1,12 @@
 import { parseArgs } from "node:util";
 import { randomBytes } from "node:crypto";
 import type { Services } from "../rpc/services.js";
-import { createAccount, publicUser } from "../rpc/methods/_accounts.js";
-import { createKey } from "../rpc/methods/_keys.js";
-import { DEFAULT_PLATFORM_SCOPES } from "../rpc/methods/console-keys.js";
+import { createAccount, publicUser } from "../rpc/accounts/accounts.js";
+import { createKey } from "../rpc/keys/create-key.js";
+import { DEFAULT_PLATFORM_SCOPES } from "../rpc/keys/console-keys.js";
 import { isServiceError } from "../rpc/errors.js";
 import { passwordProblem } from "../rpc/credentials/passwords.js";
-import { loadPlans } from "../rpc/models/plans.js";
+import { loadPlans } from "../rpc/chat/allowance.js";
 import { newId, nowIso } from "../storage/ids.js";
 import type { User } from "../storage/repos/users.js";
 

@@ -1,6 +1,6 @@
 import { ConfigError, loadConfig } from "../rpc/config.js";
 import { createLogger } from "../rpc/log.js";
-import { createServices } from "../rpc/services.js";
+import { createServices, noTools } from "../rpc/services.js";
 import { AdminError, runAdmin, USAGE } from "./admin-commands.js";
 
 /**
@@ -17,7 +17,7 @@ if (args.length === 0 || ["help", "--help", "-h"].includes(args[0]!)) {
 let exitCode = 0;
 try {
   const config = loadConfig(process.env);
-  const services = await createServices(config, createLogger("silent"));
+  const services = await createServices(config, createLogger("silent"), noTools);
   try {
     const result = await runAdmin(args, services);
     process.stdout.write(`${typeof result === "string" ? result : JSON.stringify(result, null, 2)}\n`);

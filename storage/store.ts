@@ -6,7 +6,6 @@ import { RateLimiterMemory, RateLimiterRedis, type RateLimiterAbstract } from "r
 import { createStorage, type Storage } from "unstorage";
 import memoryDriver from "unstorage/drivers/memory";
 import redisDriver from "unstorage/drivers/redis";
-import type { Config } from "../rpc/config.js";
 import { LocalAtomic, type Atomic } from "./atomic.js";
 import { MemoryBus, RedisBus, type Bus } from "./bus.js";
 import { atomicFsDriver } from "./fs-driver.js";
@@ -21,7 +20,7 @@ export interface LimiterOptions {
 
 /** Persistence as the rest of the service sees it, whatever the driver. */
 export interface Store {
-  readonly driver: Config["STORAGE"];
+  readonly driver: StoreOptions["STORAGE"];
   readonly kv: Storage;
   readonly atomic: Atomic;
   readonly bus: Bus;
@@ -34,7 +33,13 @@ export interface Store {
   close(): Promise<void>;
 }
 
-export type StoreOptions = Pick<Config, "STORAGE" | "DATA_DIR" | "REDIS_URL" | "REDIS_PREFIX">;
+/** Where the data lives (spec 8: STORAGE, DATA_DIR, REDIS_URL, REDIS_PREFIX). */
+export interface StoreOptions {
+  STORAGE: "memory" | "fs" | "redis";
+  DATA_DIR: string;
+  REDIS_URL: string;
+  REDIS_PREFIX: string;
+}
 
 function connectRedis(url: string): Redis {
   const redis = new Redis(url, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: false });

@@ -1,5 +1,5 @@
-import { ExpressionError, FUNCTION_NAMES, evaluate } from "./_expression.js";
-import { errorResult, okResult, type BuiltinTool } from "./_tool.js";
+import { ExpressionError, FUNCTION_NAMES, evaluate } from "../../rpc/tools/expression.js";
+import { errorResult, okResult, type BuiltinTool } from "./internal/tool.js";
 
 export const calculator: BuiltinTool = {
   name: "calculator",

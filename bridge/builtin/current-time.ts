@@ -1,4 +1,4 @@
-import { errorResult, okResult, type BuiltinTool } from "./_tool.js";
+import { errorResult, okResult, type BuiltinTool } from "./internal/tool.js";
 
 function parts(date: Date, timeZone: string): Record<string, string> {
   const format = new Intl.DateTimeFormat("en-US", {

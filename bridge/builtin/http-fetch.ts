@@ -2,8 +2,8 @@ import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { isIP, type LookupFunction } from "node:net";
-import { errorResult, okResult, type BuiltinTool } from "./_tool.js";
-import { isPrivateAddress } from "./_address.js";
+import { errorResult, okResult, type BuiltinTool } from "./internal/tool.js";
+import { isPrivateAddress } from "../../rpc/policies/private-address.js";
 
 export interface HttpFetchOptions {
   /**

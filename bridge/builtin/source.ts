@@ -1,6 +1,6 @@
 import { ServiceError } from "../../rpc/errors.js";
-import type { CallOptions, ToolDef, ToolResult, ToolSource } from "../catalog.js";
-import type { BuiltinTool } from "./_tool.js";
+import type { CallOptions, ToolDef, ToolResult, ToolSource } from "../../rpc/tools/types.js";
+import type { BuiltinTool } from "./internal/tool.js";
 import { calculator } from "./calculator.js";
 import { currentTime } from "./current-time.js";
 import { httpFetch, type HttpFetchOptions } from "./http-fetch.js";

@@ -1,4 +1,4 @@
-import { okResult, type BuiltinTool } from "./_tool.js";
+import { okResult, type BuiltinTool } from "./internal/tool.js";
 
 const words = new Intl.Segmenter("en", { granularity: "word" });
 const graphemes = new Intl.Segmenter("en", { granularity: "grapheme" });

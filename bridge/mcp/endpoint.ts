@@ -5,14 +5,16 @@ import { authenticate, type Principal } from "../../rpc/auth.js";
 import type { Dispatcher } from "../../rpc/dispatcher.js";
 import { isServiceError, ServiceError } from "../../rpc/errors.js";
 import type { Services } from "../../rpc/services.js";
-import { readJsonBody } from "../../facade/body.js";
-import { instrument, jsonResponse, type RequestScope } from "../../facade/instrument.js";
-import { enforceBridgeRate, principalRateKey } from "../../facade/rate-limit.js";
-import { SURFACE_BASES, presentedFor } from "../../facade/surfaces.js";
-import { JsonResponseTransport } from "./_json-transport.js";
-import { METADATA_PATH, protectedResourceMetadata, publicOrigin, wwwAuthenticate } from "./_metadata.js";
+import { readJsonBody } from "../../rpc/transport/body.js";
+import { instrument, jsonResponse, type RequestScope } from "../../rpc/transport/instrument.js";
+import { enforceBridgeRate, principalRateKey } from "../../rpc/policies/rate-limit.js";
+import { SURFACE_BASES, presentedFor } from "../../rpc/transport/surfaces.js";
+import { JsonResponseTransport } from "./internal/json-transport.js";
+import { METADATA_PATH, protectedResourceMetadata, publicOrigin, wwwAuthenticate } from "./metadata.js";
 import { McpSessions, type McpSession } from "./sessions.js";
 import { createToolServer } from "./tool-server.js";
+import type { Transport } from "../../rpc/transport/mount.js";
+import type { ToolBridge } from "../tool-bridge.js";
 
 /**
  * spec 4.5: `POST /mcp/mcp/` on the bridge, which a deployment may rewrite to `/mcp/`; both
@@ -56,11 +58,15 @@ async function principalOfRequest(request: Request, services: Services): Promise
  * sessions bound to the user who opened them, tools from the catalog, and
  * `notifications/tools/list_changed` on every catalog change.
  */
-export function mcpTransport(app: H3, dispatcher: Dispatcher): void {
+export function mcpTransport(bridge: ToolBridge): Transport {
+  return (app, dispatcher) => mountMcp(app, dispatcher, bridge);
+}
+
+function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
   const services = dispatcher.services;
   const { config, log } = services;
   const allowedOrigins = config.GATEWAY_CORS_ORIGINS.split(",").map((origin) => origin.trim().replace(/\/$/, "")).filter(Boolean);
-  const sessions = new McpSessions(services.catalog, config.MCP_SESSION_IDLE_SECONDS);
+  const sessions = new McpSessions(bridge.catalog, config.MCP_SESSION_IDLE_SECONDS);
   tables.set(services, sessions);
   services.onClose(() => sessions.close());
 

@@ -1,5 +1,5 @@
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
-import type { JsonResponseTransport } from "./_json-transport.js";
+import type { JsonResponseTransport } from "./internal/json-transport.js";
 import type { Principal } from "../../rpc/auth.js";
 import type { Catalog } from "../catalog.js";
 

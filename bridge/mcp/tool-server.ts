@@ -4,9 +4,9 @@ import type { Principal } from "../../rpc/auth.js";
 import { describe } from "../../rpc/dispatcher.js";
 import { isServiceError } from "../../rpc/errors.js";
 import type { Services } from "../../rpc/services.js";
-import type { ToolDef } from "../catalog.js";
-import { executeTool } from "../execute.js";
-import { visibleTools } from "./visible-tools.js";
+import type { ToolDef } from "../../rpc/tools/types.js";
+import { executeTool } from "../../rpc/tools/execute.js";
+import { visibleTools } from "../../rpc/tools/visible-tools.js";
 
 /** tools/list page size; the cursor is an opaque offset into the sorted catalog. */
 const PAGE_SIZE = 500;

@@ -4,12 +4,12 @@ import { ErrorCode, McpError, ToolListChangedNotificationSchema, type Tool } fro
 import { ServiceError } from "../../rpc/errors.js";
 import type { Logger } from "../../rpc/log.js";
 import type { McpServerRecord } from "../../storage/repos/mcp-servers.js";
-import type { CallOptions, ToolDef, ToolResult, ToolSource } from "../catalog.js";
+import type { CallOptions, ToolDef, ToolResult, ToolSource } from "../../rpc/tools/types.js";
+import { NAMESPACE_SEPARATOR } from "../../rpc/tools/sources.js";
 
 export type Health = "connecting" | "healthy" | "unhealthy";
 
 /** Separator between a server's name and its tool's name; server names never contain `_`. */
-export const NAMESPACE_SEPARATOR = "__";
 
 export interface ConnectionSettings {
   timeoutMs: number;

@@ -6,7 +6,7 @@ import type { Logger } from "../../rpc/log.js";
 import type { Store } from "../../storage/store.js";
 import { McpServersRepo, type McpServerRecord } from "../../storage/repos/mcp-servers.js";
 import type { Catalog } from "../catalog.js";
-import { isPrivateAddress } from "../builtin/_address.js";
+import { isPrivateAddress } from "../../rpc/policies/private-address.js";
 import { UpstreamConnection, type Health } from "./connection.js";
 
 /** Bus channel on which instances tell each other a server was registered or removed. */

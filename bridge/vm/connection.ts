@@ -9,7 +9,7 @@ import {
 } from "json-rpc-2.0";
 import { ServiceError } from "../../rpc/errors.js";
 import type { Logger } from "../../rpc/log.js";
-import type { ToolResult } from "../catalog.js";
+import type { ToolResult } from "../../rpc/tools/types.js";
 import { toToolResult, type VmTool } from "./protocol.js";
 
 /** The part of a crossws peer a connection needs (kept small so tests and adapters can supply one). */

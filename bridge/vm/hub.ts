@@ -5,11 +5,13 @@ import type { Config } from "../../rpc/config.js";
 import { ERROR_TABLE as ERROR_CODES, ServiceError, toServiceError } from "../../rpc/errors.js";
 import type { Logger } from "../../rpc/log.js";
 import type { Store } from "../../storage/store.js";
-import type { Catalog, ToolResult } from "../catalog.js";
+import type { ToolResult } from "../../rpc/tools/types.js";
+import type { Catalog } from "../catalog.js";
 import { VmConnection, type VmIdentity, type VmPeer } from "./connection.js";
 import { CLOSE, registerParams, type VmTool } from "./protocol.js";
 import { VmDirectory, type VmRecord } from "./directory.js";
 import { vmToolSource } from "./source.js";
+import { vmNotConnected } from "../../rpc/tools/sources.js";
 
 export interface VmHubOptions {
   config: Config;
@@ -48,11 +50,6 @@ interface VmEvent {
 
 /** How long a forwarding instance waits past the timeout, so the owner's own TIMEOUT answer arrives first. */
 const REMOTE_GRACE_MS = 500;
-
-export function vmNotConnected(vmId: string): ServiceError {
-  // docs/vm-agents.md: 503, because a VM that reconnects makes the same call succeed later.
-  return new ServiceError("UNAVAILABLE", `No VM agent is connected with vmId ${vmId}`, { details: { vmId, reason: "vm_not_connected" } });
-}
 
 /**
  * Every VM socket of this instance, and the way to reach VMs on other instances

@@ -1,5 +1,5 @@
 import * as v from "valibot";
-import type { ToolResult } from "../catalog.js";
+import type { ToolResult } from "../../rpc/tools/types.js";
 
 /**
  * The VM-agent socket protocol (docs/vm-agents.md): JSON-RPC 2.0 in both directions.
@@ -45,11 +45,6 @@ export const registerParams = v.object({
 });
 
 export type VmTool = v.InferOutput<typeof toolSchema>;
-
-/** The catalog name of a VM tool: `vm__<vmId>__<tool>` (the catalog maps it back; names are never parsed). */
-export function catalogName(vmId: string, tool: string): string {
-  return `vm__${vmId}__${tool}`;
-}
 
 /**
  * A VM should answer `tools/call` with an MCP CallToolResult. Anything else is wrapped, so

@@ -4,12 +4,14 @@ import { authenticate, type Presented, type Principal } from "../../rpc/auth.js"
 import type { Dispatcher } from "../../rpc/dispatcher.js";
 import { ServiceError, toServiceError } from "../../rpc/errors.js";
 import type { Services } from "../../rpc/services.js";
-import { enforceBridgeRate, principalRateKey } from "../../facade/rate-limit.js";
-import { jsonResponse } from "../../facade/instrument.js";
-import { SURFACE_BASES, errorBody, presentedFor } from "../../facade/surfaces.js";
+import { enforceBridgeRate, principalRateKey } from "../../rpc/policies/rate-limit.js";
+import { jsonResponse } from "../../rpc/transport/instrument.js";
+import { SURFACE_BASES, errorBody, presentedFor } from "../../rpc/transport/surfaces.js";
 import { describe } from "../../rpc/dispatcher.js";
 import type { VmConnection, VmIdentity } from "./connection.js";
 import { VM_ID } from "./protocol.js";
+import type { Transport } from "../../rpc/transport/mount.js";
+import type { ToolBridge } from "../tool-bridge.js";
 
 /** The subprotocol a VM agent speaks; echoed back when offered (browsers require an echo). */
 export const VM_SUBPROTOCOL = "vm-agent.v1";
@@ -64,7 +66,11 @@ async function admit(request: Request, services: Services): Promise<VmIdentity> 
  * `WS /bridge/agents/:agentId/ws?vmId=&tenantId=` (spec 4.5): authenticated and validated in
  * the upgrade (401/403/400/429 refuse it with the bridge's JSON error), then handed to the hub.
  */
-export function vmSocketTransport(app: H3, dispatcher: Dispatcher): void {
+export function vmSocketTransport(bridge: ToolBridge): Transport {
+  return (app, dispatcher) => mountVmSocket(app, dispatcher, bridge);
+}
+
+function mountVmSocket(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
   const services = dispatcher.services;
   app.on(
     "GET",
@@ -89,14 +95,14 @@ export function vmSocketTransport(app: H3, dispatcher: Dispatcher): void {
       open(peer) {
         const state = peer.context as PeerState;
         if (!state.identity) return peer.close(1011, "no identity");
-        state.conn = services.vms.attach(state.identity, peer);
+        state.conn = bridge.vms.attach(state.identity, peer);
       },
       message(peer, message) {
         (peer.context as PeerState).conn?.receive(message.text());
       },
       close(peer, details) {
         const conn = (peer.context as PeerState).conn;
-        if (conn) services.vms.detach(conn, details.code);
+        if (conn) bridge.vms.detach(conn, details.code);
       },
       error(peer, error) {
         services.log.info({ event: "vm.socket_error", vmId: (peer.context as PeerState).identity?.vmId, error: String(error) });

@@ -1,7 +1,7 @@
 import { ServiceError } from "../../rpc/errors.js";
-import type { ToolDef, ToolSource } from "../catalog.js";
-import { catalogName } from "./protocol.js";
-import type { VmHub } from "./hub.js";
+import type { ToolDef, ToolSource } from "../../rpc/tools/types.js";
+import type { VmDirectory } from "../../rpc/tools/ports.js";
+import { catalogName } from "../../rpc/tools/sources.js";
 
 /** Catalog id of the VM tool source. */
 export const VM_SOURCE_ID = "vms";
@@ -10,7 +10,7 @@ export const VM_SOURCE_ID = "vms";
  * The tools of every connected VM, on any instance, as catalog entries named
  * `vm__<vmId>__<tool>` with the VM's category or `vm` (docs/vm-agents.md "Tool names").
  */
-export function vmToolSource(hub: VmHub): ToolSource {
+export function vmToolSource(hub: VmDirectory): ToolSource {
   // `vm__<vmId>__<tool>`: both parts may contain `__`, so each split point is tried; a lookup
   // by vmId is one map read (or one directory read), not a walk over every connected VM.
   const resolve = async (name: string) => {

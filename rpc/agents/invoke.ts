@@ -1,18 +1,18 @@
 import type { Principal } from "../auth.js";
 import { ServiceError, toServiceError } from "../errors.js";
 import type { Services } from "../services.js";
-import type { ChatChunk, ProviderResult } from "../models/types.js";
-import { countPromptTokens, countTokens } from "../models/tokens.js";
-import type { ToolDef } from "../../bridge/catalog.js";
+import type { ChatChunk, ProviderResult } from "../chat/types.js";
+import { countPromptTokens, countTokens } from "../chat/tokens.js";
+import type { ToolDef } from "../tools/types.js";
 import { newId } from "../../storage/ids.js";
 import type { AgentRecord } from "../../storage/repos/agents.js";
 import { runAgent, type AgentEvent, type AgentMessage, type RunDependencies, type RunResult } from "./run.js";
-import { EventQueue } from "./_queue.js";
-import { agentTimestamp } from "./_time.js";
+import { EventQueue } from "./queue.js";
+import { agentTimestamp } from "./time.js";
 import { appendAgentLog } from "./logs.js";
 import { requireAgent } from "./records.js";
 import { lifecycleOf, runFinished, runStarted } from "./state.js";
-import { addTokens, requireTokens } from "./tenancy.js";
+import { addTokens, requireTokens } from "../tenants/tenancy.js";
 
 /** The bus channel every event of every run of an agent is published on, as `{runId, event}`. */
 export const agentRunsChannel = (agentId: string) => `agent-runs:${agentId}`;

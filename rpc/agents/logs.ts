@@ -1,6 +1,6 @@
 import type { Services } from "../services.js";
 import type { AgentLogEntry, AgentLogLevel } from "../../storage/repos/agents.js";
-import { agentTimestamp } from "./_time.js";
+import { agentTimestamp } from "./time.js";
 
 const seqKey = (agentId: string) => `agent-log-seq:${agentId}`;
 

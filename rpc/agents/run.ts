@@ -1,7 +1,7 @@
-import type { ToolDef, ToolResult } from "../../bridge/catalog.js";
-import { schemaIssues } from "../../bridge/validate-args.js";
+import type { ToolDef, ToolResult } from "../tools/types.js";
+import { schemaIssues } from "../tools/validate-args.js";
 import { toServiceError } from "../errors.js";
-import type { ChatChunk, ProviderResult, Usage } from "../models/types.js";
+import type { ChatChunk, ProviderResult, Usage } from "../chat/types.js";
 
 export interface AgentToolCall {
   id: string;

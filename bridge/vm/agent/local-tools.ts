@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { open, readdir, realpath, stat } from "node:fs/promises";
 import os from "node:os";
 import { isAbsolute, relative, resolve, sep } from "node:path";
-import type { ToolResult } from "../../catalog.js";
+import type { ToolResult } from "../../../rpc/tools/types.js";
 
 /** A tool the VM agent program serves: its announcement plus the code that runs it. */
 export interface LocalTool {

@@ -1,0 +1,56 @@
+/**
+ * The import rule (docs/architecture.md): transports (`facade`, `bridge`) → the `rpc` core and
+ * domains → `storage`. Only the composition root (`facade/server.ts`) wires `bridge` in.
+ * Run by `npm test` (`npm run lint:imports`).
+ */
+module.exports = {
+  forbidden: [
+    {
+      name: "storage-imports-nothing-above",
+      comment: "storage/ holds drivers, atomic primitives, the bus and repositories; it knows nothing of its callers.",
+      severity: "error",
+      from: { path: "^storage/" },
+      to: { path: "^(rpc|facade|bridge|scripts|bench|mocks)/" },
+    },
+    {
+      name: "rpc-imports-no-transport",
+      comment: "rpc/ (core and domains) never imports a transport; it reaches the tool catalog through the ports on services.",
+      severity: "error",
+      from: { path: "^rpc/" },
+      to: { path: "^(facade|bridge|scripts|bench|mocks)/" },
+    },
+    {
+      name: "bridge-imports-no-facade",
+      comment: "bridge/ is a transport beside facade/: both import rpc and storage, never each other.",
+      severity: "error",
+      from: { path: "^bridge/" },
+      to: { path: "^(facade|scripts|bench|mocks)/" },
+    },
+    {
+      name: "facade-imports-no-bridge",
+      comment: "facade/ is generated from the registry; only the composition root may wire bridge transports in.",
+      severity: "error",
+      from: { path: "^facade/", pathNot: "^facade/server\\.ts$" },
+      to: { path: "^(bridge|scripts|bench|mocks)/" },
+    },
+    {
+      name: "no-internal-from-outside",
+      comment: "A file in an internal/ folder is private to the folder that holds it.",
+      severity: "error",
+      from: { path: "^(.+)/" },
+      to: { path: "^(.+)/internal/", pathNot: "^$1/internal/" },
+    },
+    {
+      name: "no-circular",
+      severity: "error",
+      from: { path: "^(rpc|facade|storage|bridge)/" },
+      to: { circular: true },
+    },
+  ],
+  options: {
+    doNotFollow: { path: "node_modules" },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: "tsconfig.json" },
+    exclude: { path: "^(node_modules|test|bench|scripts|mocks)/" },
+  },
+};

@@ -1,0 +1,50 @@
+import type { OpenToolBridge } from "../rpc/services.js";
+import { Catalog } from "./catalog.js";
+import { BuiltinSource } from "./builtin/source.js";
+import { UpstreamServers } from "./upstream/registry.js";
+import { VmHub } from "./vm/hub.js";
+
+/** The concrete tool bridge: one catalog fed by the built-ins, upstream MCP servers and VM agents. */
+export interface ToolBridge {
+  catalog: Catalog;
+  vms: VmHub;
+  upstream: UpstreamServers;
+  close(): Promise<void>;
+}
+
+/**
+ * Opens the bridge over the service's storage. Returns a function for `createServices` and
+ * a getter for the concrete parts, which the bridge's own transports (MCP endpoint, sockets) use.
+ */
+export function defineToolBridge(): { open: OpenToolBridge; get(): ToolBridge } {
+  let bridge: ToolBridge | undefined;
+  return {
+    async open({ config, log, store }) {
+      const catalog = new Catalog();
+      const vms = new VmHub({ config, log, store, catalog });
+      await vms.start();
+      catalog.addSource(new BuiltinSource());
+      const upstream = new UpstreamServers({ config, log, store, catalog });
+      try {
+        await upstream.start();
+      } catch (error) {
+        await vms.close();
+        throw error;
+      }
+      bridge = {
+        catalog,
+        vms,
+        upstream,
+        async close() {
+          await upstream.close();
+          await vms.close();
+        },
+      };
+      return bridge;
+    },
+    get() {
+      if (!bridge) throw new Error("The tool bridge is not open yet");
+      return bridge;
+    },
+  };
+}

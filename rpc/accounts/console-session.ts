@@ -1,0 +1,72 @@
+import * as v from "valibot";
+import { defineMethod, type CallContext } from "../define.js";
+import { ServiceError } from "../errors.js";
+import { principalOf } from "../auth.js";
+import { checkPassword } from "./methods.js";
+import { publicUser } from "./accounts.js";
+import { CONSOLE_COOKIE } from "../transport/surfaces.js";
+
+/**
+ * Console sign-in (spec 5: console key endpoints take a browser session cookie only). The
+ * cookie holds an ordinary session token, HttpOnly so page scripts never see it, SameSite=Lax
+ * so another site cannot make the browser send it with a POST, PATCH or DELETE, and Secure
+ * when the service is published over https. Its path is the console base, `/api`.
+ */
+const COOKIE_PATH = "/api";
+
+function cookie(ctx: CallContext, value: string, maxAgeSeconds: number): string {
+  const secure = ctx.services.config.PUBLIC_URL?.startsWith("https:") ? "; Secure" : "";
+  return `${CONSOLE_COOKIE}=${value}; Path=${COOKIE_PATH}; Max-Age=${maxAgeSeconds}; HttpOnly; SameSite=Lax${secure}`;
+}
+
+const Credentials = v.object({
+  email: v.pipe(v.string("email must be a string"), v.trim(), v.minLength(1, "email is required"), v.maxLength(254)),
+  password: v.pipe(v.string("password must be a string"), v.minLength(1, "password is required"), v.maxLength(256)),
+});
+
+export const consoleSessionMethods = [
+  defineMethod({
+    name: "console.session.create",
+    summary: "Console sign-in: checks email and password and sets the HttpOnly `gw_console` session cookie.",
+    input: Credentials,
+    auth: "public",
+    http: [{ surface: "console", method: "POST", path: "/session" }],
+    async handler(params, ctx) {
+      // Same throttled check as the Gateway login: failures per email end in 429.
+      const user = await checkPassword(ctx.services, params.email, params.password);
+      const { token, expiresAt } = await ctx.services.sessions.issue(user.id);
+      const maxAge = Math.max(0, Math.floor((expiresAt.getTime() - Date.now()) / 1000));
+      ctx.responseHeaders.append("set-cookie", cookie(ctx, token, maxAge));
+      ctx.responseHeaders.set("cache-control", "no-store");
+      return { user: publicUser(user), expiresAt: expiresAt.toISOString() };
+    },
+  }),
+
+  defineMethod({
+    name: "console.session.get",
+    summary: "The user signed in to the console, and when the session ends.",
+    input: v.object({}),
+    auth: { kinds: ["console"] },
+    http: [{ surface: "console", method: "GET", path: "/session" }],
+    async handler(_params, ctx) {
+      const principal = principalOf(ctx);
+      const user = await ctx.services.users.get(principal.userId);
+      if (!user) throw new ServiceError("UNAUTHORIZED", "Not signed in");
+      return { user: publicUser(user), expiresAt: new Date(principal.session!.expiresAt).toISOString() };
+    },
+  }),
+
+  defineMethod({
+    name: "console.session.delete",
+    summary: "Console sign-out: revokes the session and clears the cookie.",
+    input: v.object({}),
+    auth: { kinds: ["console"] },
+    http: [{ surface: "console", method: "DELETE", path: "/session" }],
+    async handler(_params, ctx) {
+      // Revoked server-side too: a copied cookie stops working, not just the browser's.
+      await ctx.services.sessions.revoke(principalOf(ctx).session!);
+      ctx.responseHeaders.append("set-cookie", cookie(ctx, "", 0));
+      return { success: true };
+    },
+  }),
+];

@@ -1,0 +1,119 @@
+import * as v from "valibot";
+import { RateLimiterRes } from "rate-limiter-flexible";
+import { defineMethod } from "../define.js";
+import { ServiceError } from "../errors.js";
+import { principalOf } from "../auth.js";
+import { burnPasswordCheck, passwordProblem, verifyPassword } from "../credentials/passwords.js";
+import { createAccount, publicUser } from "./accounts.js";
+import { UsersRepo } from "../../storage/repos/users.js";
+import { sha256Hex } from "../../storage/ids.js";
+import type { Services } from "../services.js";
+
+const Email = v.pipe(v.string("email must be a string"), v.trim(), v.maxLength(254), v.email("email must be a valid email address"));
+const Password = v.pipe(v.string("password must be a string"), v.minLength(1, "password is required"), v.maxLength(256));
+
+const Credentials = v.object({ email: Email, password: Password });
+
+const INVALID_LOGIN = () => new ServiceError("UNAUTHORIZED", "Invalid email or password", { details: { reason: "credentials" } });
+
+/**
+ * Checks an email and password, throttling failures per email (LOGIN_MAX_FAILURES per
+ * LOGIN_WINDOW_SECONDS, then 429 with Retry-After). Unknown email and wrong password take
+ * the same time and give the same 401.
+ */
+export async function checkPassword(services: Services, email: string, password: string) {
+  const throttleKey = sha256Hex(UsersRepo.normalizeEmail(email));
+  const state = await services.loginLimiter.get(throttleKey);
+  if (state && state.remainingPoints <= 0 && state.consumedPoints >= services.config.LOGIN_MAX_FAILURES) {
+    throw tooManyAttempts(state.msBeforeNext);
+  }
+  const user = await services.users.byEmail(email);
+  const ok = user ? await verifyPassword(password, user.passwordHash) : await burnPasswordCheck(password);
+  if (!user || !ok) {
+    try {
+      await services.loginLimiter.consume(throttleKey);
+    } catch (rejection) {
+      if (rejection instanceof RateLimiterRes) throw tooManyAttempts(rejection.msBeforeNext);
+      throw rejection;
+    }
+    throw INVALID_LOGIN();
+  }
+  await services.loginLimiter.delete(throttleKey);
+  return user;
+}
+
+function tooManyAttempts(msBeforeNext: number) {
+  const seconds = Math.max(1, Math.ceil(msBeforeNext / 1000));
+  return new ServiceError("RATE_LIMITED", "Too many failed sign-in attempts; try again later", {
+    headers: { "Retry-After": String(seconds) },
+  });
+}
+
+async function issueSession(services: Services, userId: string) {
+  const { token, expiresAt } = await services.sessions.issue(userId);
+  return { token, tokenType: "Bearer", expiresAt: expiresAt.toISOString() };
+}
+
+export const authMethods = [
+  defineMethod({
+    name: "auth.register",
+    summary: "Create a user with a personal tenant and default workspace; returns a session token.",
+    input: v.object({
+      email: Email,
+      password: Password,
+      fullName: v.pipe(v.string("fullName must be a string"), v.trim(), v.minLength(1, "fullName is required"), v.maxLength(200)),
+    }),
+    auth: "public",
+    http: [{ surface: "gateway", method: "POST", path: "/auth/register", status: 201 }],
+    async handler(params, ctx) {
+      const problem = passwordProblem(params.password);
+      if (problem) throw new ServiceError("BAD_REQUEST", problem, { details: { issues: [{ path: "password", message: problem }] } });
+      const user = await createAccount(ctx.services, params);
+      return { user: publicUser(user), ...(await issueSession(ctx.services, user.id)) };
+    },
+  }),
+
+  defineMethod({
+    name: "auth.login",
+    summary: "Exchange an email and password for a session token.",
+    input: Credentials,
+    auth: "public",
+    http: [{ surface: "gateway", method: "POST", path: "/auth/login" }],
+    async handler(params, ctx) {
+      const user = await checkPassword(ctx.services, params.email, params.password);
+      return { user: publicUser(user), ...(await issueSession(ctx.services, user.id)) };
+    },
+  }),
+
+  defineMethod({
+    name: "auth.logout",
+    summary: "Revoke the session token used for this request.",
+    input: v.object({}),
+    auth: { kinds: ["session"] },
+    http: [{ surface: "gateway", method: "POST", path: "/auth/logout" }],
+    async handler(_params, ctx) {
+      const session = principalOf(ctx).session!;
+      await ctx.services.sessions.revoke(session);
+      return { success: true };
+    },
+  }),
+
+  defineMethod({
+    name: "auth.me",
+    summary: "The signed-in user, their tenant and workspace, and how they authenticated.",
+    input: v.object({}),
+    auth: { kinds: ["session", "gateway_key"] },
+    http: [{ surface: "gateway", method: "GET", path: "/auth/me" }],
+    async handler(_params, ctx) {
+      const principal = principalOf(ctx);
+      const user = await ctx.services.users.get(principal.userId);
+      if (!user) throw new ServiceError("UNAUTHORIZED", "Invalid or expired credentials");
+      const tenant = await ctx.services.tenants.getTenant(user.tenantId);
+      return {
+        user: publicUser(user),
+        tenant: tenant && { id: tenant.id, slug: tenant.slug, name: tenant.name, plan: tenant.plan },
+        authenticatedBy: principal.kind === "session" ? "session" : "api_key",
+      };
+    },
+  }),
+];

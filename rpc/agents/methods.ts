@@ -1,0 +1,273 @@
+import * as v from "valibot";
+import { defineMethod, type CallContext } from "../define.js";
+import { ServiceError } from "../errors.js";
+import { principalOf } from "../auth.js";
+import { queryInt } from "../validate.js";
+import type { Services } from "../services.js";
+import { newId } from "../../storage/ids.js";
+import type { AgentConfig, AgentRecord } from "../../storage/repos/agents.js";
+import { agentTimestamp } from "./time.js";
+import { invokeAgent } from "./invoke.js";
+import { appendAgentLog, dropAgentLogs, readAgentLogs } from "./logs.js";
+import { agentView, requireAgent } from "./records.js";
+import { clearState, runningCount, transition, type Transition } from "./state.js";
+import { releaseAgentSlot, takeAgentSlot, tenantFor } from "../tenants/tenancy.js";
+import type { AgentEvent, RunResult } from "./run.js";
+
+const AgentId = v.pipe(v.string("agent_id must be a string"), v.minLength(1, "agent_id is required"), v.maxLength(128));
+const Name = v.pipe(v.string("name must be a string"), v.trim(), v.minLength(1, "name is required"), v.maxLength(100, "name: at most 100 characters"));
+const Description = v.pipe(v.string("description must be a string"), v.maxLength(2000, "description: at most 2000 characters"));
+const Tools = v.pipe(
+  v.array(v.pipe(v.string("each tool must be a tool name"), v.minLength(1, "tool names are not empty"), v.maxLength(256)), "tools must be an array of tool names"),
+  v.maxLength(64, "tools: at most 64"),
+  v.transform((tools) => [...new Set(tools)]),
+);
+const Model = v.pipe(v.string("model must be a string"), v.minLength(1, "model is required"), v.maxLength(128));
+
+/** `config` of an agent (docs/agents.md); unknown keys are refused so a typo is not silently ignored. */
+const Config = v.strictObject(
+  {
+    maxSteps: v.optional(v.pipe(v.number("maxSteps must be a number"), v.integer("maxSteps must be an integer"), v.minValue(1), v.maxValue(100))),
+    systemPrompt: v.optional(v.pipe(v.string("systemPrompt must be a string"), v.maxLength(20_000))),
+    temperature: v.optional(v.pipe(v.number("temperature must be a number"), v.minValue(0), v.maxValue(2))),
+    maxTokens: v.optional(v.pipe(v.number("maxTokens must be a number"), v.integer("maxTokens must be an integer"), v.minValue(1), v.maxValue(1_000_000))),
+    toolTimeoutSeconds: v.optional(v.pipe(v.number("toolTimeoutSeconds must be a number"), v.minValue(0.05), v.maxValue(3600))),
+  },
+  "config must be an object with maxSteps, systemPrompt, temperature, maxTokens or toolTimeoutSeconds",
+);
+
+const AUTH = { kinds: ["session", "gateway_key"] } as const;
+
+/** 400 naming every tool not in the catalog and a model the router does not serve. */
+async function checkToolsAndModel(services: Services, tools: string[], model?: string): Promise<void> {
+  const known = new Set((await services.catalog.list()).map((tool) => tool.name));
+  const unknownTools = tools.filter((name) => !known.has(name));
+  let modelProblem: string | undefined;
+  if (model !== undefined) {
+    try {
+      services.models.resolve(model);
+    } catch (error) {
+      modelProblem = error instanceof ServiceError ? error.message : String(error);
+    }
+  }
+  if (!unknownTools.length && !modelProblem) return;
+  const problems = [
+    ...(unknownTools.length ? [`unknown tools: ${unknownTools.join(", ")} (see GET /mcp/tools)`] : []),
+    ...(modelProblem ? [`unknown model: ${model} (usable: ${services.models.usableIds().join(", ") || "none"})`] : []),
+  ];
+  throw new ServiceError("VALIDATION_FAILED", `Invalid agent: ${problems.join("; ")}`, {
+    details: {
+      issues: [
+        ...unknownTools.map((name) => ({ path: "tools", message: `unknown tool: ${name}` })),
+        ...(modelProblem ? [{ path: "model", message: `unknown model: ${model}` }] : []),
+      ],
+      ...(unknownTools.length ? { unknownTools } : {}),
+      ...(modelProblem ? { unknownModel: model, usableModels: services.models.usableIds() } : {}),
+    },
+  });
+}
+
+function configOf(services: Services, input: v.InferOutput<typeof Config> | undefined): AgentConfig {
+  const config: AgentConfig = { maxSteps: input?.maxSteps ?? services.config.AGENT_DEFAULT_MAX_STEPS };
+  if (input?.systemPrompt !== undefined) config.systemPrompt = input.systemPrompt;
+  if (input?.temperature !== undefined) config.temperature = input.temperature;
+  if (input?.maxTokens !== undefined) config.maxTokens = input.maxTokens;
+  if (input?.toolTimeoutSeconds !== undefined) config.toolTimeoutSeconds = input.toolTimeoutSeconds;
+  return config;
+}
+
+/** The answer of a non-streamed invoke (docs/agents.md "Invoke"). */
+function invokeResult(agentId: string, runId: string, result: RunResult, startedAt: string) {
+  return {
+    runId,
+    agentId,
+    status: result.status,
+    output: result.output,
+    steps: result.steps,
+    usage: result.usage,
+    ...(result.error ? { error: result.error } : {}),
+    startedAt,
+    finishedAt: agentTimestamp(),
+  };
+}
+
+async function* framed(runId: string, events: AsyncIterable<AgentEvent>) {
+  for await (const event of events) yield { runId, ...event };
+}
+
+function lifecycleMethod(action: Transition, summary: string) {
+  return defineMethod({
+    name: `agents.${action}`,
+    summary,
+    input: v.object({ agent_id: AgentId }),
+    auth: AUTH,
+    http: [{ surface: "gateway", method: "POST", path: `/agents/:agent_id/${action}` }],
+    async handler(params, ctx) {
+      const agent = await requireAgent(ctx.services, principalOf(ctx).userId, params.agent_id);
+      const status = await transition(ctx.services, agent, action);
+      await appendAgentLog(ctx.services, agent.id, { event: `agent.${action}`, message: `Agent ${action === "deploy" ? "deployed" : action === "pause" ? "paused" : "resumed"}`, data: { status } });
+      return agentView(ctx.services, agent);
+    },
+  });
+}
+
+async function owned(ctx: CallContext, agentId: string): Promise<AgentRecord> {
+  return requireAgent(ctx.services, principalOf(ctx).userId, agentId);
+}
+
+/** Gateway agents by id, run here (spec 4.4 "API-gateway mode"); served when ORCH_BASE_URL is unset. */
+export const localAgentMethods = [
+  defineMethod({
+    name: "agents.list",
+    summary: "The caller's agents, oldest first, as a bare JSON array (spec 2.6).",
+    input: v.object({}),
+    auth: AUTH,
+    http: [{ surface: "gateway", method: "GET", path: "/agents" }],
+    async handler(_params, ctx) {
+      const agents = await ctx.services.agents.list(principalOf(ctx).userId);
+      return Promise.all(agents.map((agent) => agentView(ctx.services, agent)));
+    },
+  }),
+
+  defineMethod({
+    name: "agents.create",
+    summary:
+      "Create an agent in a tenant (`tenantId`, default the caller's personal tenant). Tools must be in the catalog and the model in the router (400 naming the bad ones); 403 past the tenant's limits.agents.",
+    input: v.object({
+      name: Name,
+      model: Model,
+      tools: v.optional(Tools, []),
+      description: v.optional(Description, ""),
+      config: v.optional(Config, {}),
+      tenantId: v.optional(v.pipe(v.string("tenantId must be a string"), v.minLength(1), v.maxLength(128))),
+    }),
+    auth: AUTH,
+    http: [{ surface: "gateway", method: "POST", path: "/agents", status: 201 }],
+    async handler(params, ctx) {
+      const principal = principalOf(ctx);
+      await checkToolsAndModel(ctx.services, params.tools, params.model);
+      const tenant = await tenantFor(ctx.services, principal, params.tenantId);
+      await takeAgentSlot(ctx.services, tenant);
+      const now = agentTimestamp();
+      const agent: AgentRecord = {
+        id: newId("agt"),
+        name: params.name,
+        model: params.model,
+        tools: params.tools,
+        description: params.description,
+        config: configOf(ctx.services, params.config),
+        tenantId: tenant.id,
+        ownerId: principal.userId,
+        createdAt: now,
+        updatedAt: now,
+      };
+      try {
+        await ctx.services.agents.put(agent);
+      } catch (error) {
+        await releaseAgentSlot(ctx.services, tenant.id).catch(() => undefined);
+        throw error;
+      }
+      await appendAgentLog(ctx.services, agent.id, { event: "agent.created", message: `Agent ${agent.name} created`, data: { model: agent.model, tools: agent.tools } });
+      return agentView(ctx.services, agent);
+    },
+  }),
+
+  defineMethod({
+    name: "agents.get",
+    summary: "One of the caller's agents; another user's id is the same 404 as a missing one.",
+    input: v.object({ agent_id: AgentId }),
+    auth: AUTH,
+    http: [{ surface: "gateway", method: "GET", path: "/agents/:agent_id" }],
+    async handler(params, ctx) {
+      return agentView(ctx.services, await owned(ctx, params.agent_id));
+    },
+  }),
+
+  defineMethod({
+    name: "agents.update",
+    summary: "Change an agent's description and/or tools (spec 2.6: a partial update); tools must be in the catalog.",
+    input: v.object({ agent_id: AgentId, description: v.optional(Description), tools: v.optional(Tools) }),
+    auth: AUTH,
+    http: [{ surface: "gateway", method: "PUT", path: "/agents/:agent_id" }],
+    async handler(params, ctx) {
+      const agent = await owned(ctx, params.agent_id);
+      if (params.tools) await checkToolsAndModel(ctx.services, params.tools);
+      const updated: AgentRecord = {
+        ...agent,
+        ...(params.description !== undefined ? { description: params.description } : {}),
+        ...(params.tools ? { tools: params.tools } : {}),
+        updatedAt: agentTimestamp(),
+      };
+      await ctx.services.agents.put(updated);
+      await appendAgentLog(ctx.services, agent.id, {
+        event: "agent.updated",
+        message: "Agent updated",
+        data: { fields: [...(params.description !== undefined ? ["description"] : []), ...(params.tools ? ["tools"] : [])] },
+      });
+      return agentView(ctx.services, updated);
+    },
+  }),
+
+  defineMethod({
+    name: "agents.delete",
+    summary: "Delete an agent with its logs; 409 while an invocation is running.",
+    input: v.object({ agent_id: AgentId }),
+    auth: AUTH,
+    http: [{ surface: "gateway", method: "DELETE", path: "/agents/:agent_id" }],
+    async handler(params, ctx) {
+      const agent = await owned(ctx, params.agent_id);
+      if ((await runningCount(ctx.services, agent.id)) > 0) {
+        throw new ServiceError("CONFLICT", "The agent is running; delete it once its invocations finish", { details: { status: "running" } });
+      }
+      // Two concurrent deletes: only one frees the tenant's slot; the other is a 404.
+      if (!(await ctx.services.store.atomic.setIfAbsent(`agent-deleting:${agent.id}`, "1", 60_000))) {
+        throw new ServiceError("NOT_FOUND", `Agent not found: ${agent.id}`);
+      }
+      await ctx.services.agents.remove(agent);
+      await releaseAgentSlot(ctx.services, agent.tenantId);
+      await clearState(ctx.services, agent.id);
+      await dropAgentLogs(ctx.services, agent.id);
+      return { success: true };
+    },
+  }),
+
+  defineMethod({
+    name: "agents.invoke",
+    summary:
+      "Run the agent on `input`: the model calls the agent's tools until it answers or config.maxSteps rounds have run. The result has output, steps, usage, status and runId; `stream: true` sends the run's events over SSE.",
+    input: v.object({
+      agent_id: AgentId,
+      input: v.pipe(v.string("input must be a string"), v.minLength(1, "input is required"), v.maxLength(100_000, "input: at most 100000 characters")),
+      stream: v.optional(v.boolean("stream must be a boolean"), false),
+    }),
+    auth: AUTH,
+    http: [{ surface: "gateway", method: "POST", path: "/agents/:agent_id/invoke" }],
+    stream: {},
+    async handler(params, ctx) {
+      const startedAt = agentTimestamp();
+      const { runId, events } = await invokeAgent(ctx.services, principalOf(ctx), params.agent_id, params.input, ctx.signal);
+      if (params.stream) return framed(runId, events);
+      for await (const event of events) {
+        if (event.type === "done") return invokeResult(params.agent_id, runId, event.result, startedAt);
+      }
+      throw new ServiceError("INTERNAL", "The run ended without a result");
+    },
+  }),
+
+  defineMethod({
+    name: "agents.logs",
+    summary: "The agent's last `lines` log entries (default 100, at most 1000), newest last: invocations started and finished, steps, errors, transitions.",
+    input: v.object({ agent_id: AgentId, lines: v.optional(queryInt(1, 1000), 100) }),
+    auth: AUTH,
+    http: [{ surface: "gateway", method: "GET", path: "/agents/:agent_id/logs" }],
+    async handler(params, ctx) {
+      const agent = await owned(ctx, params.agent_id);
+      const logs = await readAgentLogs(ctx.services, agent.id, params.lines);
+      return { agentId: agent.id, logs };
+    },
+  }),
+
+  lifecycleMethod("deploy", "Deploy the agent (idle or error → deployed); 409 from any other status (docs/agents.md state machine)."),
+  lifecycleMethod("pause", "Pause a deployed agent (deployed → paused); a paused agent refuses invocations with 409."),
+  lifecycleMethod("resume", "Resume a paused agent (paused → deployed)."),
+];

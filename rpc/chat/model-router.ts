@@ -1,0 +1,86 @@
+import { ServiceError } from "../errors.js";
+import type { Config } from "../config.js";
+import type { ModelConfig } from "./models-config.js";
+import { EchoProvider } from "./providers/echo.js";
+import { OpenAiCompatibleProvider } from "./providers/openai-compatible.js";
+import type { Provider, Usage } from "./types.js";
+
+/** One catalog entry as every surface lists it (spec 2.1). */
+export interface CatalogEntry {
+  id: string;
+  object: "model";
+  created: number;
+  owned_by: string;
+  context_window: number;
+}
+
+export interface RoutedModel {
+  id: string;
+  config: ModelConfig;
+  provider: Provider;
+}
+
+/**
+ * The spec's "model gateway": maps a model id to its provider, lists the catalog at runtime
+ * (spec 9: clients never hard-code ids) and prices usage.
+ */
+export class ModelRouter {
+  readonly #models = new Map<string, RoutedModel>();
+  readonly #created = Math.floor(Date.now() / 1000);
+
+  constructor(models: Record<string, ModelConfig>, config: Pick<Config, "MODEL_TIMEOUT_SECONDS">, env: Record<string, string | undefined>) {
+    for (const [id, entry] of Object.entries(models)) {
+      const provider =
+        entry.provider === "echo"
+          ? new EchoProvider(id)
+          : new OpenAiCompatibleProvider({ id, config: entry, timeoutSeconds: config.MODEL_TIMEOUT_SECONDS, env });
+      this.#models.set(id, { id, config: entry, provider });
+    }
+  }
+
+  /** Every listed model, public or not (spec 2.1: the catalog is not filtered per key). */
+  list(): CatalogEntry[] {
+    return [...this.#models.values()].map(({ id, config }) => ({
+      id,
+      object: "model",
+      created: this.#created,
+      owned_by: config.ownedBy ?? (config.provider === "echo" ? "gateway" : "upstream"),
+      context_window: config.contextWindow,
+    }));
+  }
+
+  /** Ids a chat request may use (optionally only those a plan allows). */
+  usableIds(plan?: string): string[] {
+    return [...this.#models.values()]
+      .filter(({ config }) => config.public && (!plan || !config.plans || config.plans.includes(plan)))
+      .map(({ id }) => id);
+  }
+
+  /**
+   * The model for a chat request. Unknown and non-public ids get the same 403 listing the
+   * usable ids (spec 7.2); with no model configured at all, chat is unavailable (503).
+   */
+  resolve(id: string, plan?: string): RoutedModel {
+    if (this.#models.size === 0) throw new ServiceError("UNAVAILABLE", "Chat service not configured: no models are set up");
+    const model = this.#models.get(id);
+    if (!model || !model.config.public) {
+      const usable = this.usableIds();
+      throw new ServiceError("MODEL_NOT_AVAILABLE", `The model '${id}' is not available on this API. Usable models: ${usable.join(", ") || "none"}`, {
+        details: { usable },
+      });
+    }
+    if (plan && model.config.plans && !model.config.plans.includes(plan)) {
+      const usable = this.usableIds(plan);
+      throw new ServiceError("INSUFFICIENT_CAPABILITY", `The model '${id}' is not included in the ${plan} plan. Usable models: ${usable.join(", ") || "none"}`, {
+        details: { usable },
+      });
+    }
+    return model;
+  }
+
+  /** Micro-credits for `usage` at the model's price per 1,000 tokens, rounded up. */
+  cost(model: RoutedModel, usage: Usage): number {
+    const { input, output } = model.config.price;
+    return Math.ceil((usage.prompt_tokens * input + usage.completion_tokens * output) / 1000);
+  }
+}

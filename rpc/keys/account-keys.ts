@@ -1,0 +1,83 @@
+import * as v from "valibot";
+import { defineMethod } from "../define.js";
+import { ServiceError } from "../errors.js";
+import { principalOf } from "../auth.js";
+import { createKey } from "./create-key.js";
+import type { KeyRecord } from "../../storage/repos/keys.js";
+import { nowIso } from "../../storage/ids.js";
+
+/** spec 5: personal keys carry `intelligence` and/or `compute`; keys made today carry both. */
+export const ACCOUNT_SCOPES = ["intelligence", "compute"] as const;
+
+function view(record: KeyRecord) {
+  return {
+    id: record.id,
+    name: record.name,
+    scopes: record.scopes,
+    /** The fixed prefix and first characters, to recognise the key; never the secret. */
+    prefix: record.hint,
+    createdAt: record.createdAt,
+    lastUsedAt: record.lastUsedAt,
+  };
+}
+
+// Personal keys are managed by the signed-in user (a Gateway session token), never by a key:
+// a leaked key cannot mint or revoke others (spec 2.4 "created in account settings").
+const SIGNED_IN = { kinds: ["session"] } as const;
+
+export const accountKeyMethods = [
+  defineMethod({
+    name: "account.keys.list",
+    summary: "The signed-in user's personal (Account API) keys; never the secrets.",
+    input: v.object({}),
+    auth: SIGNED_IN,
+    http: [{ surface: "account", method: "GET", path: "/keys" }],
+    async handler(_params, ctx) {
+      const records = await ctx.services.keys.list(principalOf(ctx).userId, "account");
+      return { data: records.map(view) };
+    },
+  }),
+
+  defineMethod({
+    name: "account.keys.create",
+    summary: "Create a personal key (`<ACCOUNT_KEY_PREFIX>…`) with scopes intelligence and compute, or a subset; the plaintext is shown once.",
+    input: v.object({
+      name: v.pipe(v.string("name must be a string"), v.trim(), v.minLength(1, "name is required"), v.maxLength(100)),
+      scopes: v.optional(
+        v.pipe(
+          v.array(v.picklist(ACCOUNT_SCOPES, `scopes may only contain ${ACCOUNT_SCOPES.join(", ")}`), "scopes must be an array"),
+          v.minLength(1, "scopes must not be empty"),
+          v.transform((scopes) => ACCOUNT_SCOPES.filter((scope) => scopes.includes(scope))),
+        ),
+      ),
+    }),
+    auth: SIGNED_IN,
+    http: [{ surface: "account", method: "POST", path: "/keys", status: 201 }],
+    async handler(params, ctx) {
+      const userId = principalOf(ctx).userId;
+      const { record, secret } = await createKey(ctx.services, {
+        kind: "account",
+        owner: userId,
+        userId,
+        name: params.name,
+        scopes: params.scopes ?? [...ACCOUNT_SCOPES],
+      });
+      ctx.responseHeaders.set("cache-control", "no-store");
+      return { ...view(record), key: secret };
+    },
+  }),
+
+  defineMethod({
+    name: "account.keys.delete",
+    summary: "Revoke one of the signed-in user's personal keys; it is refused with 401 from the next request on.",
+    input: v.object({ id: v.pipe(v.string(), v.minLength(1)) }),
+    auth: SIGNED_IN,
+    http: [{ surface: "account", method: "DELETE", path: "/keys/:id" }],
+    async handler(params, ctx) {
+      const record = await ctx.services.keys.get(principalOf(ctx).userId, params.id);
+      if (!record || record.kind !== "account") throw new ServiceError("NOT_FOUND", "Key not found");
+      await ctx.services.keys.revoke(record, nowIso());
+      return { id: record.id, revoked: true };
+    },
+  }),
+];

@@ -1,0 +1,150 @@
+import * as v from "valibot";
+import { defineMethod } from "../define.js";
+import { ServiceError } from "../errors.js";
+import { principalOf } from "../auth.js";
+import { createKey } from "./create-key.js";
+import type { KeyRecord } from "../../storage/repos/keys.js";
+import type { Services } from "../services.js";
+import { nowIso } from "../../storage/ids.js";
+
+/** Scopes of a console-created platform key (spec 2.4: `chat:write` by default). */
+export const DEFAULT_PLATFORM_SCOPES = ["chat:write"];
+
+const Name = v.pipe(v.string("name must be a string"), v.trim(), v.minLength(1, "name is required"), v.maxLength(100, "name is at most 100 characters"));
+
+/** spendLimit in credits; null removes the limit (spec 8: per key, updatable). */
+const SpendLimit = v.nullable(
+  v.pipe(v.number("spendLimit must be a number or null"), v.finite("spendLimit must be finite"), v.minValue(0, "spendLimit must not be negative")),
+);
+const PerMinute = (field: string) =>
+  v.nullable(
+    v.pipe(
+      v.number(`${field} must be a number or null`),
+      v.integer(`${field} must be a whole number`),
+      v.minValue(0, `${field} must not be negative`),
+      v.maxValue(Number.MAX_SAFE_INTEGER, `${field} is too large`),
+    ),
+  );
+
+const ExpiresAt = v.pipe(
+  v.string("expiresAt must be an ISO 8601 date string"),
+  v.isoTimestamp("expiresAt must be an ISO 8601 timestamp, e.g. 2030-01-01T00:00:00Z"),
+  v.transform((value) => new Date(value).toISOString()),
+  v.check((value) => Date.parse(value) > Date.now(), "expiresAt must be in the future"),
+);
+
+const KeyId = v.pipe(v.string(), v.minLength(1));
+
+/** The console's view of a key (spec 2.4 "list"): never the secret, its hash or its hint. */
+export function consoleKeyView(record: KeyRecord) {
+  return {
+    id: record.id,
+    name: record.name,
+    createdAt: record.createdAt,
+    expiresAt: record.expiresAt,
+    lastUsedAt: record.lastUsedAt,
+    scopes: record.scopes,
+    spendLimit: record.spendLimit,
+    rpmLimit: record.rpmLimit,
+    tpmLimit: record.tpmLimit,
+  };
+}
+
+/** The caller's workspace's platform key, or the same 404 whether it is missing or another workspace's (spec 3). */
+async function ownKey(services: Services, workspaceId: string, id: string): Promise<KeyRecord> {
+  const record = await services.keys.get(workspaceId, id);
+  if (!record || record.kind !== "platform") throw new ServiceError("NOT_FOUND", "API key not found");
+  return record;
+}
+
+function workspaceOf(principal: { workspaceId?: string }): string {
+  if (!principal.workspaceId) throw new ServiceError("FORBIDDEN", "This account has no workspace");
+  return principal.workspaceId;
+}
+
+// spec 5: "an API key can never create another key" — every method here accepts the console
+// cookie and nothing else (facade/surfaces.ts reads no Authorization header on this surface).
+const CONSOLE_ONLY = { kinds: ["console"] } as const;
+
+export const consoleKeyMethods = [
+  defineMethod({
+    name: "console.keys.create",
+    summary: "Create a platform key (`sk-<service>-…`) for the signed-in user's workspace; the plaintext is in this response only.",
+    input: v.object({
+      name: Name,
+      /** Optional; the key is refused with 401 from this instant (spec 3). */
+      expiresAt: v.optional(v.nullable(ExpiresAt)),
+    }),
+    auth: CONSOLE_ONLY,
+    http: [{ surface: "console", method: "POST", path: "/api-keys", status: 201 }],
+    async handler(params, ctx) {
+      const principal = principalOf(ctx);
+      const { record, secret } = await createKey(ctx.services, {
+        kind: "platform",
+        owner: workspaceOf(principal),
+        userId: principal.userId,
+        name: params.name,
+        scopes: [...DEFAULT_PLATFORM_SCOPES],
+        expiresAt: params.expiresAt ?? null,
+      });
+      ctx.responseHeaders.set("cache-control", "no-store");
+      // spec 4.3: exactly {id, name, key, createdAt}.
+      return { id: record.id, name: record.name, key: secret, createdAt: record.createdAt };
+    },
+  }),
+
+  defineMethod({
+    name: "console.keys.list",
+    summary: "The workspace's active platform keys, oldest first, as `{data: [...]}`; never the secrets.",
+    input: v.object({}),
+    auth: CONSOLE_ONLY,
+    http: [{ surface: "console", method: "GET", path: "/api-keys" }],
+    async handler(_params, ctx) {
+      const records = await ctx.services.keys.list(workspaceOf(principalOf(ctx)), "platform");
+      return { data: records.map(consoleKeyView) };
+    },
+  }),
+
+  defineMethod({
+    name: "console.keys.update",
+    summary: "Rename a platform key or change its spendLimit, rpmLimit, tpmLimit (null removes a limit).",
+    input: v.pipe(
+      v.object({
+        id: KeyId,
+        name: v.optional(Name),
+        spendLimit: v.optional(SpendLimit),
+        rpmLimit: v.optional(PerMinute("rpmLimit")),
+        tpmLimit: v.optional(PerMinute("tpmLimit")),
+      }),
+      v.check(
+        (input) => ["name", "spendLimit", "rpmLimit", "tpmLimit"].some((field) => field in input),
+        "Provide at least one of name, spendLimit, rpmLimit, tpmLimit",
+      ),
+    ),
+    auth: CONSOLE_ONLY,
+    http: [{ surface: "console", method: "PATCH", path: "/api-keys/:id" }],
+    async handler(params, ctx) {
+      const record = await ownKey(ctx.services, workspaceOf(principalOf(ctx)), params.id);
+      const next: KeyRecord = { ...record };
+      if (params.name !== undefined) next.name = params.name;
+      if (params.spendLimit !== undefined) next.spendLimit = params.spendLimit;
+      if (params.rpmLimit !== undefined) next.rpmLimit = params.rpmLimit;
+      if (params.tpmLimit !== undefined) next.tpmLimit = params.tpmLimit;
+      await ctx.services.keys.update(next);
+      return consoleKeyView(next);
+    },
+  }),
+
+  defineMethod({
+    name: "console.keys.delete",
+    summary: "Revoke a platform key permanently; it is refused with 401 from the next request on.",
+    input: v.object({ id: KeyId }),
+    auth: CONSOLE_ONLY,
+    http: [{ surface: "console", method: "DELETE", path: "/api-keys/:id" }],
+    async handler(params, ctx) {
+      const record = await ownKey(ctx.services, workspaceOf(principalOf(ctx)), params.id);
+      await ctx.services.keys.revoke(record, nowIso());
+      return { id: record.id, revoked: true };
+    },
+  }),
+];

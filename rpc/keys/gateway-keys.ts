@@ -1,0 +1,72 @@
+import * as v from "valibot";
+import { defineMethod } from "../define.js";
+import { ServiceError } from "../errors.js";
+import { principalOf } from "../auth.js";
+import { createKey } from "./create-key.js";
+import type { KeyRecord } from "../../storage/repos/keys.js";
+import { nowIso } from "../../storage/ids.js";
+
+function view(record: KeyRecord) {
+  return {
+    id: record.id,
+    name: record.name,
+    description: record.description ?? "",
+    prefix: record.hint,
+    createdAt: record.createdAt,
+    lastUsedAt: record.lastUsedAt,
+    expiresAt: record.expiresAt,
+  };
+}
+
+export const gatewayKeyMethods = [
+  defineMethod({
+    name: "auth.keys.list",
+    summary: "The caller's gateway API keys (never the secrets).",
+    input: v.object({}),
+    auth: { kinds: ["session", "gateway_key"] },
+    http: [{ surface: "gateway", method: "GET", path: "/auth/keys" }],
+    async handler(_params, ctx) {
+      const records = await ctx.services.keys.list(principalOf(ctx).userId, "gateway");
+      return records.map(view);
+    },
+  }),
+
+  defineMethod({
+    name: "auth.keys.create",
+    summary: "Create a gateway API key (`sk_…`); the plaintext is in this response only.",
+    input: v.object({
+      name: v.pipe(v.string("name must be a string"), v.trim(), v.minLength(1, "name is required"), v.maxLength(100)),
+      description: v.optional(v.pipe(v.string("description must be a string"), v.maxLength(500)), ""),
+    }),
+    // Keys are made by a signed-in user, never by another key.
+    auth: { kinds: ["session"] },
+    http: [{ surface: "gateway", method: "POST", path: "/auth/keys", status: 201 }],
+    async handler(params, ctx) {
+      const userId = principalOf(ctx).userId;
+      const { record, secret } = await createKey(ctx.services, {
+        kind: "gateway",
+        owner: userId,
+        userId,
+        name: params.name,
+        description: params.description,
+        scopes: ["*"],
+      });
+      return { ...view(record), key: secret };
+    },
+  }),
+
+  defineMethod({
+    name: "auth.keys.delete",
+    summary: "Revoke one of the caller's gateway keys; it is refused from the next request on.",
+    input: v.object({ key_id: v.pipe(v.string(), v.minLength(1)) }),
+    auth: { kinds: ["session"] },
+    http: [{ surface: "gateway", method: "DELETE", path: "/auth/keys/:key_id" }],
+    async handler(params, ctx) {
+      const record = await ctx.services.keys.get(principalOf(ctx).userId, params.key_id);
+      // Another user's key and a missing key are the same 404.
+      if (!record || record.kind !== "gateway") throw new ServiceError("NOT_FOUND", "API key not found");
+      await ctx.services.keys.revoke(record, nowIso());
+      return { success: true, id: record.id };
+    },
+  }),
+];

@@ -1,0 +1,43 @@
+import type { AnyMethod } from "./define.js";
+import type { Config } from "./config.js";
+import { authMethods } from "./accounts/methods.js";
+import { gatewayKeyMethods } from "./keys/gateway-keys.js";
+import { consoleSessionMethods } from "./accounts/console-session.js";
+import { consoleKeyMethods } from "./keys/console-keys.js";
+import { accountKeyMethods } from "./keys/account-keys.js";
+import { vmToolMethods } from "./tools/vm-methods.js";
+import { toolMethods } from "./tools/methods.js";
+import { mcpServerMethods } from "./tools/mcp-server-methods.js";
+import { bridgeHealthMethods } from "./tools/health-methods.js";
+import { chatMethods } from "./chat/methods.js";
+import { modelMethods } from "./chat/model-methods.js";
+import { routingMethods } from "./tools/routing-methods.js";
+import { orchestratorAgentMethods } from "./agents/orchestrator-methods.js";
+import { localAgentMethods } from "./agents/methods.js";
+import { tenantMethods } from "./tenants/methods.js";
+
+/** Every operation the service offers in any mode. Adding one means adding its declaration to a domain list. */
+export const allMethods: readonly AnyMethod[] = [
+  ...authMethods,
+  ...gatewayKeyMethods,
+  ...consoleSessionMethods,
+  ...consoleKeyMethods,
+  ...accountKeyMethods,
+  ...vmToolMethods,
+  ...toolMethods,
+  ...mcpServerMethods,
+  ...bridgeHealthMethods,
+  ...modelMethods,
+  ...chatMethods,
+  ...routingMethods,
+  ...tenantMethods,
+];
+
+/**
+ * The methods a deployment serves. Agents come in two modes (spec 4.4): by id, run here
+ * (default), or by name, proxied to the orchestrator when `ORCH_BASE_URL` is set.
+ */
+export function methodsFor(config: Pick<Config, "ORCH_BASE_URL">): readonly AnyMethod[] {
+  const agentMethods: readonly AnyMethod[] = config.ORCH_BASE_URL ? orchestratorAgentMethods : localAgentMethods;
+  return [...allMethods, ...agentMethods];
+}

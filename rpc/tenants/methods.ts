@@ -1,0 +1,151 @@
+import * as v from "valibot";
+import { defineMethod } from "../define.js";
+import { ServiceError } from "../errors.js";
+import { principalOf } from "../auth.js";
+import type { Services } from "../services.js";
+import { newId, nowIso } from "../../storage/ids.js";
+import type { Tenant } from "../../storage/repos/tenants.js";
+import { agentCount, ownedTenant, tenantFor, tokensUsed } from "./tenancy.js";
+import { monthKey } from "../agents/time.js";
+
+const Slug = v.pipe(
+  v.string("slug must be a string"),
+  v.regex(/^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/, "slug: lowercase letters, digits and -, 1-63 characters, not starting or ending with -"),
+);
+const Name = v.pipe(v.string("name must be a string"), v.trim(), v.minLength(1, "name is required"), v.maxLength(100));
+/** Spec 2.7 leaves plan and region values open: short lowercase tokens. */
+const Token = (field: string) => v.pipe(v.string(`${field} must be a string`), v.regex(/^[a-z0-9][a-z0-9._-]{0,31}$/, `${field}: lowercase letters, digits, . _ - (1-32)`));
+const Count = (field: string, max: number) =>
+  v.pipe(v.number(`${field} must be a number`), v.integer(`${field} must be an integer`), v.minValue(0, `${field} must be 0 or more`), v.maxValue(max));
+const Limits = v.object(
+  { agents: v.optional(Count("limits.agents", 1_000_000)), tokensPerMonth: v.optional(Count("limits.tokensPerMonth", Number.MAX_SAFE_INTEGER)) },
+  "limits must be an object {agents, tokensPerMonth}",
+);
+const TenantId = v.pipe(v.string("tenant_id must be a string"), v.minLength(1), v.maxLength(128));
+
+const AUTH = { kinds: ["session", "gateway_key"] } as const;
+const slugKey = (slug: string) => `tenant-slug:${slug}`;
+
+/** A tenant as the API shows it, with how much of its limits is used. */
+async function tenantView(services: Services, tenant: Tenant) {
+  const [agents, tokens] = await Promise.all([agentCount(services, tenant.id), tokensUsed(services, tenant.id)]);
+  return {
+    id: tenant.id,
+    slug: tenant.slug,
+    name: tenant.name,
+    plan: tenant.plan,
+    region: tenant.region,
+    limits: tenant.limits,
+    usage: { agents, tokensThisMonth: tokens, month: monthKey() },
+    ownerId: tenant.ownerId,
+    createdAt: tenant.createdAt,
+    updatedAt: tenant.updatedAt,
+  };
+}
+
+/** Tenants on the Gateway (spec 4.4 "Platform foundation"): each belongs to the user who created it. */
+export const tenantMethods = [
+  defineMethod({
+    name: "tenants.list",
+    summary: "The caller's tenants: the personal one first, then those created through POST /tenants, oldest first.",
+    input: v.object({}),
+    auth: AUTH,
+    http: [{ surface: "gateway", method: "GET", path: "/tenants" }],
+    async handler(_params, ctx) {
+      const principal = principalOf(ctx);
+      const personal = await tenantFor(ctx.services, principal);
+      const ids = await ctx.services.agents.ownedTenantIds(principal.userId);
+      const created = (await Promise.all(ids.map((id) => ctx.services.tenants.getTenant(id))))
+        .filter((tenant): tenant is Tenant => tenant !== null && tenant.ownerId === principal.userId && tenant.id !== personal.id)
+        .sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+      return Promise.all([personal, ...created].map((tenant) => tenantView(ctx.services, tenant)));
+    },
+  }),
+
+  defineMethod({
+    name: "tenants.create",
+    summary:
+      "Create a tenant (spec 2.7): slug (unique, 409 when taken), name, plan, region, limits {agents, tokensPerMonth} (defaults TENANT_DEFAULT_AGENT_LIMIT, TENANT_DEFAULT_TOKENS_PER_MONTH).",
+    input: v.object({
+      slug: Slug,
+      name: Name,
+      plan: v.optional(Token("plan"), "free"),
+      region: v.optional(Token("region"), "default"),
+      limits: v.optional(Limits, {}),
+    }),
+    auth: AUTH,
+    http: [{ surface: "gateway", method: "POST", path: "/tenants", status: 201 }],
+    async handler(params, ctx) {
+      const principal = principalOf(ctx);
+      const { config, store } = ctx.services;
+      const id = newId("ten");
+      if (!(await store.atomic.setIfAbsent(slugKey(params.slug), id))) {
+        throw new ServiceError("CONFLICT", `The slug ${params.slug} is taken`, { details: { slug: params.slug } });
+      }
+      const now = nowIso();
+      const tenant: Tenant = {
+        id,
+        slug: params.slug,
+        name: params.name,
+        plan: params.plan,
+        region: params.region,
+        limits: {
+          agents: params.limits.agents ?? config.TENANT_DEFAULT_AGENT_LIMIT,
+          tokensPerMonth: params.limits.tokensPerMonth ?? config.TENANT_DEFAULT_TOKENS_PER_MONTH,
+        },
+        ownerId: principal.userId,
+        createdAt: now,
+        updatedAt: now,
+      };
+      try {
+        await ctx.services.tenants.putTenant(tenant);
+        await ctx.services.agents.addOwnedTenant(principal.userId, id);
+      } catch (error) {
+        await store.atomic.compareAndSet(slugKey(params.slug), id, null).catch(() => undefined);
+        throw error;
+      }
+      return tenantView(ctx.services, tenant);
+    },
+  }),
+
+  defineMethod({
+    name: "tenants.get",
+    summary: "One of the caller's tenants with its usage; another user's tenant is the same 404 as a missing one.",
+    input: v.object({ tenant_id: TenantId }),
+    auth: AUTH,
+    http: [{ surface: "gateway", method: "GET", path: "/tenants/:tenant_id" }],
+    async handler(params, ctx) {
+      return tenantView(ctx.services, await ownedTenant(ctx.services, principalOf(ctx), params.tenant_id));
+    },
+  }),
+
+  defineMethod({
+    name: "tenants.update",
+    summary: "Change a tenant's name, plan, region or limits (each limit on its own). Lowering limits.agents below the current count blocks new agents only.",
+    input: v.object({
+      tenant_id: TenantId,
+      name: v.optional(Name),
+      plan: v.optional(Token("plan")),
+      region: v.optional(Token("region")),
+      limits: v.optional(Limits),
+    }),
+    auth: AUTH,
+    http: [{ surface: "gateway", method: "PATCH", path: "/tenants/:tenant_id" }],
+    async handler(params, ctx) {
+      const tenant = await ownedTenant(ctx.services, principalOf(ctx), params.tenant_id);
+      const updated: Tenant = {
+        ...tenant,
+        ...(params.name !== undefined ? { name: params.name } : {}),
+        ...(params.plan !== undefined ? { plan: params.plan } : {}),
+        ...(params.region !== undefined ? { region: params.region } : {}),
+        limits: {
+          agents: params.limits?.agents ?? tenant.limits.agents,
+          tokensPerMonth: params.limits?.tokensPerMonth ?? tenant.limits.tokensPerMonth,
+        },
+        updatedAt: nowIso(),
+      };
+      await ctx.services.tenants.putTenant(updated);
+      return tenantView(ctx.services, updated);
+    },
+  }),
+];

@@ -1,0 +1,76 @@
+import { ServiceError } from "../errors.js";
+import type { Principal } from "../auth.js";
+import type { Services } from "../services.js";
+import type { Tenant } from "../../storage/repos/tenants.js";
+import { nowIso } from "../../storage/ids.js";
+import { monthKey } from "../agents/time.js";
+import { personalTenant } from "../accounts/accounts.js";
+
+const slotsKey = (tenantId: string) => `tenant-agent-slots:${tenantId}`;
+const tokensKey = (tenantId: string, month: string) => `tenant-tokens:${tenantId}:${month}`;
+
+/**
+ * The tenant an agent is created in: the named one when the caller owns it (else the same
+ * 404 as a missing one), or the caller's personal tenant — made on first use with
+ * TENANT_DEFAULT_AGENT_LIMIT and TENANT_DEFAULT_TOKENS_PER_MONTH when it does not exist yet.
+ */
+export async function tenantFor(services: Services, principal: Principal, tenantId?: string): Promise<Tenant> {
+  if (tenantId) return ownedTenant(services, principal, tenantId);
+  const user = await services.users.get(principal.userId);
+  if (!user) throw new ServiceError("UNAUTHORIZED", "Invalid or expired API key");
+  const existing = await services.tenants.getTenant(user.tenantId);
+  if (existing) return existing;
+  return services.tenants.putTenant(personalTenant(services, user, `personal-${user.tenantId.slice(-8).toLowerCase()}`, nowIso()));
+}
+
+/** A tenant the caller owns; another user's tenant and a missing one are the same 404. */
+export async function ownedTenant(services: Services, principal: Principal, tenantId: string): Promise<Tenant> {
+  const tenant = await services.tenants.getTenant(tenantId);
+  if (!tenant || tenant.ownerId !== principal.userId) throw new ServiceError("NOT_FOUND", `Tenant not found: ${tenantId}`);
+  return tenant;
+}
+
+/**
+ * Takes one of the tenant's `limits.agents` slots, atomically: the slot counter runs
+ * downwards from 0 and a debit that would pass `-limit` is refused, so two concurrent
+ * creates can never both take the last slot (403, docs/agents.md "Limits").
+ */
+export async function takeAgentSlot(services: Services, tenant: Tenant): Promise<void> {
+  const { ok, balance } = await services.store.atomic.debit(slotsKey(tenant.id), 1, -tenant.limits.agents);
+  if (!ok) {
+    throw new ServiceError("FORBIDDEN", `Agent limit reached: tenant ${tenant.slug} may have ${tenant.limits.agents} agent(s); delete one or raise limits.agents`, {
+      details: { tenantId: tenant.id, limit: tenant.limits.agents, agents: -balance },
+    });
+  }
+}
+
+export async function releaseAgentSlot(services: Services, tenantId: string): Promise<void> {
+  await services.store.atomic.adjust(slotsKey(tenantId), 1);
+}
+
+export async function agentCount(services: Services, tenantId: string): Promise<number> {
+  return Math.max(0, -(await services.store.atomic.balance(slotsKey(tenantId))));
+}
+
+/** Tokens the tenant's invocations used this calendar month (UTC). */
+export function tokensUsed(services: Services, tenantId: string, now = new Date()): Promise<number> {
+  return services.store.atomic.balance(tokensKey(tenantId, monthKey(now)));
+}
+
+export function addTokens(services: Services, tenantId: string, tokens: number, now = new Date()): Promise<number> {
+  return services.store.atomic.adjust(tokensKey(tenantId, monthKey(now)), tokens);
+}
+
+/** 429 once the month's `limits.tokensPerMonth` is spent; checked before every model turn. */
+export async function requireTokens(services: Services, tenant: Tenant): Promise<void> {
+  const used = await tokensUsed(services, tenant.id);
+  if (used >= tenant.limits.tokensPerMonth) {
+    const now = new Date();
+    const nextMonth = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1));
+    throw new ServiceError("QUOTA_EXCEEDED", `Token allowance spent: tenant ${tenant.slug} used ${used} of ${tenant.limits.tokensPerMonth} tokens this month`, {
+      details: { tenantId: tenant.id, used, limit: tenant.limits.tokensPerMonth, resetsAt: nextMonth.toISOString() },
+      headers: { "Retry-After": String(Math.max(1, Math.ceil((nextMonth.getTime() - now.getTime()) / 1000))) },
+      type: "insufficient_quota",
+    });
+  }
+}

@@ -1,0 +1,90 @@
+import type { CallOptions, JsonSchema, ToolDef, ToolResult } from "./types.js";
+
+/**
+ * What the rpc domains need of the tool bridge, as interfaces on `services`. The bridge
+ * (bridge/) implements them; only the composition root (facade/server.ts) wires the two
+ * together, so no rpc file imports bridge/ (docs/architecture.md).
+ */
+
+/** The one tool catalog behind REST, MCP and agents. */
+export interface ToolCatalog {
+  list(filter?: { category?: string }): Promise<ToolDef[]>;
+  get(name: string): Promise<ToolDef | undefined>;
+  /** Runs a tool by name; unknown names are NOT_FOUND. */
+  call(name: string, args: Record<string, unknown>, options: CallOptions): Promise<ToolResult>;
+  /** Subscribes to "the tool list changed"; returns the unsubscribe function. */
+  onChange(listener: () => void): () => void;
+}
+
+/** A tool a VM agent announced. */
+export interface VmToolInfo {
+  name: string;
+  description: string;
+  inputSchema: JsonSchema;
+  category?: string;
+}
+
+/** A connected VM agent, on this instance or another (STORAGE=redis). */
+export interface VmPresence {
+  vmId: string;
+  agentId: string;
+  tenantId: string;
+  /** The user whose credential opened the socket ("service" for PLATFORM_SERVICE_KEY). */
+  userId: string;
+  instanceId: string;
+  connectionId: string;
+  connectedAt: string;
+  tools: VmToolInfo[];
+}
+
+/** Connected VM agents across instances. */
+export interface VmDirectory {
+  list(): Promise<VmPresence[]>;
+  find(vmId: string): Promise<VmPresence | undefined>;
+  /** Calls a tool on a VM wherever it is connected; UNAVAILABLE when none is. */
+  call(vmId: string, tool: string, args: Record<string, unknown>, options: { timeoutMs: number; signal?: AbortSignal }): Promise<ToolResult>;
+  /** Sockets of this instance, and calls waiting on them. */
+  stats(): { connected: number; inFlight: number };
+}
+
+export type UpstreamHealth = "connecting" | "healthy" | "unhealthy";
+
+/** A registered upstream MCP server as every endpoint shows it. */
+export interface UpstreamServerView {
+  name: string;
+  url: string;
+  category: string;
+  /** Names of the headers sent upstream; values are secrets and never shown. */
+  headers: string[];
+  health: UpstreamHealth;
+  lastError: string | null;
+  toolCount: number;
+  tools: string[];
+  connectedAt: string | null;
+  createdAt: string;
+}
+
+export interface UpstreamRegisterInput {
+  name: string;
+  url: string;
+  headers: Record<string, string>;
+  category: string;
+  createdBy: string;
+}
+
+/** The registered upstream MCP servers. */
+export interface UpstreamRegistry {
+  register(input: UpstreamRegisterInput): Promise<UpstreamServerView>;
+  remove(name: string): Promise<void>;
+  list(): Promise<UpstreamServerView[]>;
+  /** Health of this instance's connections, for /bridge/health. */
+  summary(): { name: string; health: UpstreamHealth; toolCount: number; lastError: string | null }[];
+}
+
+/** The bridge as the rpc domains see it; `close` runs at shutdown. */
+export interface ToolBridgePorts {
+  catalog: ToolCatalog;
+  vms: VmDirectory;
+  upstream: UpstreamRegistry;
+  close(): Promise<void>;
+}

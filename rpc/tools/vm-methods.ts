@@ -1,0 +1,41 @@
+import * as v from "valibot";
+import { defineMethod } from "../define.js";
+import { principalOf } from "../auth.js";
+import { ServiceError } from "../errors.js";
+import { queryInt } from "../validate.js";
+import { catalogName, vmNotConnected } from "./sources.js";
+
+export const vmToolMethods = [
+  defineMethod({
+    name: "bridge.tools.execute",
+    summary:
+      "Run a tool on a connected VM agent (spec 2.7 VM tool dispatch). 503 when the VM is not connected, 504 past `timeout`, 502 with the VM's message when the VM fails.",
+    input: v.object({
+      tool_name: v.pipe(v.string("tool_name must be a string"), v.minLength(1, "tool_name is required"), v.maxLength(200)),
+      input: v.optional(v.record(v.string(), v.unknown(), "input must be an object"), {}),
+      vm_id: v.pipe(v.string("vm_id must be a string"), v.minLength(1, "vm_id is required"), v.maxLength(64)),
+      /** Seconds; default and upper bound GATEWAY_TIMEOUT_SECONDS (spec 8). */
+      timeout: v.optional(queryInt(1, 3600)),
+    }),
+    // spec 4.5: "used by internal services" — they may present PLATFORM_SERVICE_KEY.
+    auth: { kinds: ["session", "gateway_key", "service"] },
+    http: [{ surface: "bridge", method: "POST", path: "/tools/execute" }],
+    async handler(params, ctx) {
+      const principal = principalOf(ctx);
+      const { vms, config } = ctx.services;
+      const record = await vms.find(params.vm_id);
+      // Another user's VM answers exactly like a missing one, so VM ids cannot be probed.
+      if (!record || (principal.kind !== "service" && record.userId !== principal.userId)) throw vmNotConnected(params.vm_id);
+      // The VM's own name, or its catalog name `vm__<vmId>__<tool>`.
+      const prefix = catalogName(record.vmId, "");
+      const tool = params.tool_name.startsWith(prefix) ? params.tool_name.slice(prefix.length) : params.tool_name;
+      if (record.tools.length > 0 && !record.tools.some((candidate) => candidate.name === tool)) {
+        throw new ServiceError("NOT_FOUND", `VM ${record.vmId} has no tool named ${tool}`, {
+          details: { vmId: record.vmId, tools: record.tools.map((candidate) => candidate.name) },
+        });
+      }
+      const seconds = Math.min(params.timeout ?? config.GATEWAY_TIMEOUT_SECONDS, config.GATEWAY_TIMEOUT_SECONDS);
+      return vms.call(record.vmId, tool, params.input, { timeoutMs: seconds * 1000, signal: ctx.signal });
+    },
+  }),
+];

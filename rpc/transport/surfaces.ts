@@ -1,0 +1,102 @@
+import type { Surface } from "../define.js";
+import type { ServiceError } from "../errors.js";
+import type { Presented } from "../auth.js";
+
+/** Base path of each surface on the one origin (DESIGN "Surfaces on one origin"). */
+export const SURFACE_BASES: Record<Surface, string> = {
+  platform: "/api/v1",
+  // Console routes are `/api/api-keys…` and the console sign-in at `/api/session`.
+  console: "/api",
+  account: "/account/v1",
+  gateway: "/gateway/v1",
+  bridge: "/bridge",
+};
+
+/** Name of the console's HttpOnly session cookie. */
+export const CONSOLE_COOKIE = "gw_console";
+
+/** Which surface a path belongs to (longest base first), for 404s and error envelopes. */
+export function surfaceOfPath(pathname: string): Surface | undefined {
+  const entries = Object.entries(SURFACE_BASES).sort((a, b) => b[1].length - a[1].length) as [Surface, string][];
+  for (const [surface, base] of entries) {
+    if (pathname === base || pathname.startsWith(base + "/")) return surface;
+  }
+  return undefined;
+}
+
+function parseCookies(header: string | null): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (!header) return out;
+  for (const part of header.split(";")) {
+    const index = part.indexOf("=");
+    if (index < 0) continue;
+    const name = part.slice(0, index).trim();
+    if (name && !(name in out)) out[name] = decodeURIComponent(part.slice(index + 1).trim());
+  }
+  return out;
+}
+
+/**
+ * Reads the credential presentations a surface accepts (spec 5): Platform and Account take
+ * a bearer key only; the console a cookie only; the Gateway, bridge and JSON-RPC a bearer
+ * token or `X-API-Key`.
+ */
+export function presentedFor(surface: Surface | "rpc", request: Request): Presented {
+  if (surface === "console") {
+    const cookie = parseCookies(request.headers.get("cookie"))[CONSOLE_COOKIE];
+    return cookie ? { cookie } : {};
+  }
+  const presented: Presented = {};
+  const authorization = request.headers.get("authorization");
+  if (authorization) {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+    if (match) presented.bearer = match[1];
+    else presented.malformedAuthorization = true;
+  }
+  if (surface === "gateway" || surface === "bridge" || surface === "rpc") {
+    const apiKey = request.headers.get("x-api-key")?.trim();
+    if (apiKey) presented.apiKey = apiKey;
+  }
+  return presented;
+}
+
+/** OpenAI-style `type` for an error (spec 7.2). */
+export function openAiType(error: ServiceError): string {
+  if (error.type) return error.type;
+  if (error.status === 401) return "authentication_error";
+  if (error.status === 402) return "insufficient_quota";
+  if (error.status === 403) return "permission_error";
+  if (error.status === 404) return "not_found_error";
+  if (error.status === 429) return "rate_limit_error";
+  if (error.status >= 500) return "server_error";
+  return "invalid_request_error";
+}
+
+/**
+ * The one error rendered in each surface's envelope (spec 7). Relayed upstream errors keep
+ * their body on every surface.
+ */
+export function errorBody(surface: Surface | "rpc", error: ServiceError, requestId: string): unknown {
+  if (error.code === "UPSTREAM" && error.upstreamBody !== undefined) return error.upstreamBody;
+  switch (surface) {
+    case "platform":
+      return { error: { message: error.message, type: openAiType(error), code: error.code.toLowerCase() } };
+    case "account":
+      // spec 7.1: auth refusals are flat {error, code}; request and quota errors use {error: {message, type}}.
+      if (error.status === 401 || error.status === 403) return { error: error.message, code: error.code };
+      return { error: { message: error.message, type: openAiType(error) } };
+    case "console":
+      return { error: { message: error.message } };
+    case "rpc":
+      return { jsonrpc: "2.0", id: null, error: { code: error.rpcCode, message: error.message, data: { code: error.code, status: error.status, requestId } } };
+    default:
+      return {
+        error: {
+          code: error.code,
+          message: error.message,
+          requestId,
+          ...(error.details === undefined ? {} : { details: error.details }),
+        },
+      };
+  }
+}

@@ -1,0 +1,265 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { setupServer } from "msw/node";
+import OpenAI, { APIError } from "openai";
+import { bearer, startTestServer, type TestServer } from "../../helpers/server.js";
+import { withCookie } from "../../helpers/console.js";
+import { consoleKey, loopbackFetch, openaiClient, platformAccount, sseData, userMessage, type PlatformAccount } from "../../helpers/chat.js";
+import { dropRedisPrefix, uniqueRedisPrefix } from "../../helpers/redis.js";
+import { createOpenAiUpstream, fakeUsage } from "../../../mocks/openai-upstream.js";
+import { countPromptTokens, countTokens } from "../../../rpc/chat/tokens.js";
+
+/** Per-key limits, credits and metering on the Platform API (spec 2.4, 7.2, 8; DESIGN "Identity and money"). */
+
+const UPSTREAM = "http://metered.upstream.test/v1";
+const upstream = createOpenAiUpstream(UPSTREAM);
+const msw = setupServer(...upstream.handlers);
+
+// Prices are micro-credits per 1,000 tokens (docs/models-and-chat.md).
+const PRICE = { input: 3000, output: 7000 };
+const MODELS = {
+  models: {
+    metered: { provider: "openai-compatible", baseURL: UPSTREAM, upstreamModel: "vendor-metered", price: PRICE },
+    "echo-cheap": { provider: "echo" },
+    "echo-dear": { provider: "echo", price: { input: 100_000, output: 100_000 } },
+  },
+};
+const costOf = (usage: { prompt_tokens: number; completion_tokens: number }, price = PRICE) =>
+  Math.ceil((usage.prompt_tokens * price.input + usage.completion_tokens * price.output) / 1000);
+
+let server: TestServer;
+let account: PlatformAccount;
+
+beforeAll(async () => {
+  msw.listen({ onUnhandledRequest: "bypass" });
+  server = await startTestServer({ MODELS_JSON: JSON.stringify(MODELS) });
+  account = await platformAccount(server);
+});
+afterEach(() => upstream.reset());
+afterAll(async () => {
+  expect(server.loggedErrors()).toEqual([]);
+  await server.close();
+  msw.close();
+});
+
+const balance = () => server.services.credits.balance(account.workspaceId);
+const listKeys = async () => (await server.request("/api/api-keys", { headers: withCookie(account.cookie) })).body.data as Record<string, any>[];
+
+describe("rpmLimit and tpmLimit (per key, per minute)", () => {
+  it("refuses requests past rpmLimit with 429 and Retry-After", async () => {
+    const { key } = await consoleKey(server, account, { rpmLimit: 2 });
+    const client = openaiClient(server, "/api/v1", key);
+    for (let i = 0; i < 2; i++) await client.chat.completions.create({ model: "echo-cheap", messages: userMessage("hi") });
+    const error = (await client.chat.completions.create({ model: "echo-cheap", messages: userMessage("hi") }).catch((e: unknown) => e)) as APIError;
+    expect(error).toBeInstanceOf(OpenAI.RateLimitError);
+    expect(error.message).toMatch(/2 requests per minute/);
+    const retryAfter = Number(error.headers?.get("retry-after"));
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(retryAfter).toBeLessThanOrEqual(60);
+    expect(error.headers?.get("x-service-request-id")).toBeNull();
+    // Other keys of the workspace are not affected.
+    await openaiClient(server, "/api/v1", account.key).chat.completions.create({ model: "echo-cheap", messages: userMessage("hi") });
+  });
+
+  it("refuses requests past tpmLimit with 429 and Retry-After, counting metered tokens", async () => {
+    const messages = userMessage("x");
+    const prompt = countPromptTokens(messages);
+    // Room for one request (prompt + 1 completion token), not two.
+    const { key } = await consoleKey(server, account, { tpmLimit: prompt + 2 });
+    const client = openaiClient(server, "/api/v1", key);
+    const first = await client.chat.completions.create({ model: "echo-cheap", messages });
+    expect(first.usage!.total_tokens).toBe(prompt + 1);
+    const error = (await client.chat.completions.create({ model: "echo-cheap", messages }).catch((e: unknown) => e)) as APIError;
+    expect(error).toBeInstanceOf(OpenAI.RateLimitError);
+    expect(error.message).toMatch(/tokens per minute/);
+    expect(Number(error.headers?.get("retry-after"))).toBeGreaterThanOrEqual(1);
+
+    // A prompt larger than the whole limit never fits.
+    const { key: tiny } = await consoleKey(server, account, { tpmLimit: 3 });
+    const res = await server.request("/api/v1/chat/completions", { method: "POST", headers: bearer(tiny), json: { model: "echo-cheap", messages } });
+    expect(res.status).toBe(429);
+    expect(res.body.error.type).toBe("rate_limit_error");
+    expect(res.headers.get("retry-after")).toMatch(/^\d+$/);
+  });
+
+  it("a removed limit (null) stops applying", async () => {
+    const limited = await consoleKey(server, account, { rpmLimit: 1 });
+    const client = openaiClient(server, "/api/v1", limited.key);
+    await client.chat.completions.create({ model: "echo-cheap", messages: userMessage("hi") });
+    await expect(client.chat.completions.create({ model: "echo-cheap", messages: userMessage("hi") })).rejects.toBeInstanceOf(OpenAI.RateLimitError);
+    const patched = await server.request(`/api/api-keys/${limited.id}`, { method: "PATCH", headers: withCookie(account.cookie), json: { rpmLimit: null } });
+    expect(patched.status).toBe(200);
+    await client.chat.completions.create({ model: "echo-cheap", messages: userMessage("hi") });
+  });
+});
+
+describe("spendLimit, expiresAt, lastUsedAt", () => {
+  it("refuses a key once its spendLimit (credits) is reached", async () => {
+    const messages = userMessage("x");
+    const perRequest = costOf({ prompt_tokens: countPromptTokens(messages), completion_tokens: 1 }, { input: 100_000, output: 100_000 });
+    // Two requests fit under the limit, the third is refused.
+    const { key } = await consoleKey(server, account, { spendLimit: (perRequest * 1.5) / 1_000_000 });
+    const client = openaiClient(server, "/api/v1", key);
+    const before = await balance();
+    await client.chat.completions.create({ model: "echo-dear", messages });
+    await client.chat.completions.create({ model: "echo-dear", messages });
+    const error = (await client.chat.completions.create({ model: "echo-dear", messages }).catch((e: unknown) => e)) as APIError;
+    expect(error.status).toBe(402);
+    expect(error.error).toMatchObject({ type: "insufficient_quota" });
+    expect(error.message).toMatch(/spend limit/);
+    expect(before - (await balance())).toBe(2 * perRequest);
+  });
+
+  it("refuses a key after its expiresAt with 401 Invalid or expired API key", async () => {
+    const expiresAt = new Date(Date.now() + 3_600_000).toISOString();
+    const { key } = await consoleKey(server, account, {}, { expiresAt });
+    const listed = (await listKeys()).find((entry) => entry.expiresAt === expiresAt);
+    expect(listed).toBeDefined();
+    const client = openaiClient(server, "/api/v1", key);
+    await client.chat.completions.create({ model: "echo-cheap", messages: userMessage("hi") });
+    vi.useFakeTimers({ toFake: ["Date"], now: Date.now() + 2 * 3_600_000 });
+    try {
+      const error = (await client.chat.completions.create({ model: "echo-cheap", messages: userMessage("hi") }).catch((e: unknown) => e)) as APIError;
+      expect(error).toBeInstanceOf(OpenAI.AuthenticationError);
+      expect(error.error).toMatchObject({ message: "Invalid or expired API key", type: "authentication_error" });
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it("records lastUsedAt when a key is used", async () => {
+    const { key, id } = await consoleKey(server, account);
+    expect((await listKeys()).find((entry) => entry.id === id)!.lastUsedAt).toBeNull();
+    const before = Date.now();
+    await openaiClient(server, "/api/v1", key).models.list();
+    const lastUsedAt = Date.parse((await listKeys()).find((entry) => entry.id === id)!.lastUsedAt);
+    expect(lastUsedAt).toBeGreaterThanOrEqual(before - 1000);
+    expect(lastUsedAt).toBeLessThanOrEqual(Date.now());
+  });
+});
+
+describe("credits: metered usage at the model's price", () => {
+  const words = ["one", " two", " three", " four"];
+  const cost = costOf(fakeUsage(words));
+
+  it("debits a non-streamed request from the upstream's usage", async () => {
+    upstream.script("vendor-metered", { kind: "reply", words });
+    const before = await balance();
+    const completion = await openaiClient(server, "/api/v1", account.key).chat.completions.create({ model: "metered", messages: userMessage("q") });
+    expect(completion.usage).toEqual(fakeUsage(words));
+    expect(before - (await balance())).toBe(cost);
+  });
+
+  it("debits a streamed request once, from the usage it always asks upstream for, and strips it for the client", async () => {
+    upstream.script("vendor-metered", { kind: "stream", words });
+    const before = await balance();
+    const stream = await openaiClient(server, "/api/v1", account.key).chat.completions.create({ model: "metered", messages: userMessage("q"), stream: true });
+    const chunks = [];
+    for await (const chunk of stream) chunks.push(chunk);
+    expect(chunks.map((chunk) => chunk.choices[0]?.delta.content ?? "").join("")).toBe(words.join(""));
+    expect(chunks.some((chunk) => chunk.usage)).toBe(false);
+    expect(upstream.calls[0]!.body.stream_options).toEqual({ include_usage: true });
+    expect(before - (await balance())).toBe(cost);
+  });
+
+  it("relays the usage chunk to a client that asked, and still debits once", async () => {
+    upstream.script("vendor-metered", { kind: "stream", words });
+    const before = await balance();
+    const stream = await openaiClient(server, "/api/v1", account.key).chat.completions.create({
+      model: "metered",
+      messages: userMessage("q"),
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    const chunks = [];
+    for await (const chunk of stream) chunks.push(chunk);
+    expect(chunks.at(-1)!.usage).toEqual(fakeUsage(words));
+    expect(before - (await balance())).toBe(cost);
+  });
+
+  it("ends the client's stream when the upstream drops mid-stream, and bills what was streamed", async () => {
+    upstream.script("vendor-metered", { kind: "stream", words, dropAfter: 2 });
+    const messages = userMessage("q");
+    const before = await balance();
+    const response = await loopbackFetch(server.url("/api/v1/chat/completions"), {
+      method: "POST",
+      headers: { ...bearer(account.key), "content-type": "application/json" },
+      body: JSON.stringify({ model: "metered", messages, stream: true }),
+    });
+    const frames = sseData(await response.text());
+    expect(frames).not.toContain("[DONE]");
+    const parsed = frames.map((frame) => JSON.parse(frame));
+    expect(parsed.flatMap((chunk) => chunk.choices?.map((choice: any) => choice.delta.content ?? "") ?? []).join("")).toBe("one two");
+    expect(parsed.at(-1).error).toMatchObject({ type: "server_error" });
+    const streamedCost = costOf({ prompt_tokens: countPromptTokens(messages), completion_tokens: countTokens("one two") });
+    expect(before - (await balance())).toBe(streamedCost);
+
+    // The official client reports the cut as an error.
+    upstream.script("vendor-metered", { kind: "stream", words, dropAfter: 2 });
+    const stream = await openaiClient(server, "/api/v1", account.key).chat.completions.create({ model: "metered", messages, stream: true });
+    await expect((async () => {
+      for await (const _chunk of stream) {
+        // drain
+      }
+    })()).rejects.toBeInstanceOf(APIError);
+  });
+
+  it("bills what was streamed when the client disconnects", async () => {
+    upstream.script("vendor-metered", { kind: "stream", words, hangAfter: 2 });
+    const messages = userMessage("q");
+    const before = await balance();
+    const controller = new AbortController();
+    const stream = await openaiClient(server, "/api/v1", account.key).chat.completions.create({ model: "metered", messages, stream: true }, { signal: controller.signal });
+    const iterator = stream[Symbol.asyncIterator]();
+    let text = "";
+    while (text !== "one two") text += (await iterator.next()).value!.choices[0]?.delta.content ?? "";
+    controller.abort();
+    await upstream.calls[0]!.aborted;
+    const expected = costOf({ prompt_tokens: countPromptTokens(messages), completion_tokens: countTokens("one two") });
+    await vi.waitFor(async () => expect(before - (await balance())).toBe(expected));
+  });
+
+  it("never runs a model once credits are spent: a balance driven to zero gets 402", async () => {
+    const poor = await platformAccount(server, 0);
+    await server.services.credits.grant(poor.workspaceId, 1); // one micro-credit
+    const client = openaiClient(server, "/api/v1", poor.key);
+    await client.chat.completions.create({ model: "echo-cheap", messages: userMessage("spend it") });
+    expect(await server.services.credits.balance(poor.workspaceId)).toBeLessThanOrEqual(0);
+    const error = (await client.chat.completions.create({ model: "echo-cheap", messages: userMessage("again") }).catch((e: unknown) => e)) as APIError;
+    expect(error.status).toBe(402);
+    expect(error.error).toMatchObject({ message: "Insufficient credits", type: "insufficient_quota" });
+  });
+});
+
+describe("limits shared by two instances on one Redis", () => {
+  const prefix = uniqueRedisPrefix();
+  let a: TestServer;
+  let b: TestServer;
+
+  beforeAll(async () => {
+    const env = { STORAGE: "redis", REDIS_PREFIX: prefix, MODELS_JSON: JSON.stringify(MODELS) };
+    [a, b] = await Promise.all([startTestServer(env), startTestServer(env)]);
+  });
+  afterAll(async () => {
+    await Promise.all([a?.close(), b?.close()]);
+    await dropRedisPrefix(prefix);
+  });
+
+  it("admits exactly rpmLimit requests across both instances and debits each once", async () => {
+    const shared = await platformAccount(a);
+    const limit = 5;
+    const { key } = await consoleKey(a, shared, { rpmLimit: limit });
+    const before = await b.services.credits.balance(shared.workspaceId);
+    const messages = userMessage("shared limit");
+    const results = await Promise.all(
+      Array.from({ length: 14 }, (_, i) =>
+        (i % 2 ? a : b).request("/api/v1/chat/completions", { method: "POST", headers: bearer(key), json: { model: "echo-cheap", messages } }),
+      ),
+    );
+    const statuses = results.map((res) => res.status);
+    expect(statuses.filter((status) => status === 200)).toHaveLength(limit);
+    expect(statuses.filter((status) => status === 429)).toHaveLength(14 - limit);
+    for (const res of results.filter((r) => r.status === 429)) expect(res.headers.get("retry-after")).toMatch(/^\d+$/);
+    const perRequest = costOf(results.find((res) => res.status === 200)!.body.usage, { input: 1000, output: 2000 });
+    expect(before - (await a.services.credits.balance(shared.workspaceId))).toBe(limit * perRequest);
+  });
+});

@@ -1,0 +1,90 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ConfigError } from "../../../rpc/config.js";
+import { loadModels } from "../../../rpc/chat/models-config.js";
+import { ModelRouter } from "../../../rpc/chat/model-router.js";
+import { startTestServer } from "../../helpers/server.js";
+import { openaiClient, platformAccount } from "../../helpers/chat.js";
+
+/** The models document (docs/models-and-chat.md): MODELS_FILE, MODELS_JSON, validation, router. */
+
+let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "gw-models-"));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+const problems = (fn: () => unknown): string[] => {
+  try {
+    fn();
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    return (error as ConfigError).problems;
+  }
+  throw new Error("expected a ConfigError");
+};
+
+describe("loadModels", () => {
+  it("reads MODELS_FILE, lets MODELS_JSON override its ids, and fills defaults", async () => {
+    const file = join(dir, "models.json");
+    await writeFile(file, JSON.stringify({ models: { a: { provider: "echo" }, b: { provider: "openai-compatible", baseURL: "http://x.test/v1" } } }));
+    const models = loadModels({ MODELS_FILE: file, MODELS_JSON: JSON.stringify({ models: { b: { provider: "echo", contextWindow: 10 } } }) });
+    expect(Object.keys(models).sort()).toEqual(["a", "b"]);
+    expect(models.b).toEqual({ provider: "echo", contextWindow: 10, public: true, price: { input: 1000, output: 2000 } });
+    expect(models.a).toMatchObject({ contextWindow: 8192, public: true });
+  });
+
+  it("stops the start with a message naming the bad field", async () => {
+    expect(problems(() => loadModels({ MODELS_JSON: "{nope" }))[0]).toMatch(/MODELS_JSON: not valid JSON/);
+    expect(problems(() => loadModels({ MODELS_JSON: JSON.stringify({ models: { a: { provider: "magic" } } }) }))[0]).toMatch(/provider must be "echo" or "openai-compatible"/);
+    expect(problems(() => loadModels({ MODELS_JSON: JSON.stringify({ models: { a: { provider: "openai-compatible", baseURL: "not a url" } } }) }))[0]).toMatch(/models\.a\.baseURL: must be an absolute URL/);
+    expect(problems(() => loadModels({ MODELS_JSON: JSON.stringify({ models: { a: { provider: "openai-compatible", baseURL: "http://x.test", apiKeyEnv: "sk-the-key-itself" } } }) }))[0]).toMatch(/apiKeyEnv: must be an environment variable name/);
+    expect(problems(() => loadModels({ MODELS_JSON: JSON.stringify({ models: { a: { provider: "echo", price: { input: -1, output: 0 } } } }) }))[0]).toMatch(/price\.input/);
+    expect(problems(() => loadModels({ MODELS_JSON: JSON.stringify({ models: { "bad id!": { provider: "echo" } } }) })).join()).toMatch(/model ids are/);
+    expect(problems(() => loadModels({ MODELS_FILE: join(dir, "missing.json") }))[0]).toMatch(/cannot be read \(ENOENT\)/);
+  });
+
+  it("refuses to start a server with a bad document", async () => {
+    await expect(startTestServer({ MODELS_JSON: JSON.stringify({ models: { a: { provider: "echo", extra: 1 } } }) })).rejects.toBeInstanceOf(ConfigError);
+  });
+});
+
+describe("ModelRouter", () => {
+  const router = new ModelRouter(
+    loadModels({ MODELS_JSON: JSON.stringify({ models: { open: { provider: "echo", price: { input: 1500, output: 2500 } }, closed: { provider: "echo", public: false }, pro: { provider: "echo", plans: ["pro"] } } }) }),
+    { MODEL_TIMEOUT_SECONDS: 60 },
+    {},
+  );
+
+  it("lists every model and names only public ones usable", () => {
+    expect(router.list().map((entry) => entry.id)).toEqual(["open", "closed", "pro"]);
+    expect(router.usableIds()).toEqual(["open", "pro"]);
+    expect(router.usableIds("free")).toEqual(["open"]);
+    expect(() => router.resolve("closed")).toThrow(/Usable models: open, pro/);
+    expect(() => router.resolve("pro", "free")).toThrow(/Usable models: open$/);
+  });
+
+  it("prices usage per 1,000 tokens in micro-credits, rounded up", () => {
+    const model = router.resolve("open");
+    expect(router.cost(model, { prompt_tokens: 1000, completion_tokens: 1000, total_tokens: 2000 })).toBe(4000);
+    expect(router.cost(model, { prompt_tokens: 1, completion_tokens: 0, total_tokens: 1 })).toBe(2);
+    expect(router.cost(model, { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 })).toBe(0);
+  });
+
+  it("serves a MODELS_FILE through the Platform catalog", async () => {
+    const file = join(dir, "served.json");
+    await writeFile(file, JSON.stringify({ models: { "from-file": { provider: "echo", contextWindow: 321 } } }));
+    const server = await startTestServer({ MODELS_FILE: file });
+    try {
+      const account = await platformAccount(server);
+      const list = await openaiClient(server, "/api/v1", account.key).models.list();
+      expect(list.data).toEqual([expect.objectContaining({ id: "from-file", object: "model", context_window: 321 })]);
+    } finally {
+      await server.close();
+    }
+  });
+});

@@ -1,0 +1,39 @@
+import { spawn } from "node:child_process";
+import { describe, expect, it } from "vitest";
+import { ConfigError, loadConfig } from "../../rpc/config.js";
+
+describe("configuration", () => {
+  it("uses documented defaults", () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({ PORT: 8787, STORAGE: "fs", DATA_DIR: "./data", GATEWAY_MAX_PAYLOAD_BYTES: 1048576, GATEWAY_RATE_LIMIT_RPM: 120 });
+  });
+
+  it.each([
+    ["PORT", "eighty"],
+    ["PORT", "70000"],
+    ["STORAGE", "postgres"],
+    ["GATEWAY_JWT_SECRET", "short"],
+    ["REDIS_URL", "http://localhost"],
+    ["GATEWAY_MAX_PAYLOAD_BYTES", "-1"],
+    ["ACCOUNT_KEY_PREFIX", "NoUnderscore"],
+  ])("refuses %s=%s with a message naming it", (name, value) => {
+    expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
+    try {
+      loadConfig({ [name]: value });
+    } catch (error) {
+      expect((error as Error).message).toContain(name);
+    }
+  });
+
+  it("stops `npm start` with a message naming the bad variable", async () => {
+    const child = spawn(process.execPath, ["--import", "tsx", "scripts/start.ts"], {
+      env: { ...process.env, PORT: "not-a-port", STORAGE: "memory" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stderr = "";
+    child.stderr.on("data", (chunk) => (stderr += chunk));
+    const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+    expect(code).toBe(1);
+    expect(stderr).toContain("PORT");
+  });
+});

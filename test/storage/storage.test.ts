@@ -1,0 +1,204 @@
+import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { openStore, type Store, type StoreOptions } from "../../storage/store.js";
+import { Collection } from "../../storage/collection.js";
+import { UsersRepo } from "../../storage/repos/users.js";
+import { KeysRepo, type KeyRecord } from "../../storage/repos/keys.js";
+import { CreditsRepo } from "../../storage/repos/credits.js";
+import { dropRedisPrefix, TEST_REDIS_URL, uniqueRedisPrefix } from "../helpers/redis.js";
+
+const dirs: string[] = [];
+const prefixes: string[] = [];
+
+async function optionsFor(driver: StoreOptions["STORAGE"]): Promise<StoreOptions> {
+  const dir = await mkdtemp(join(tmpdir(), "gw-store-"));
+  dirs.push(dir);
+  const prefix = uniqueRedisPrefix();
+  prefixes.push(prefix);
+  return { STORAGE: driver, DATA_DIR: dir, REDIS_URL: TEST_REDIS_URL, REDIS_PREFIX: prefix };
+}
+
+afterAll(async () => {
+  for (const dir of dirs) await rm(dir, { recursive: true, force: true });
+  for (const prefix of prefixes) await dropRedisPrefix(prefix);
+});
+
+function keyRecord(overrides: Partial<KeyRecord> = {}): KeyRecord {
+  return {
+    id: "key_1",
+    kind: "gateway",
+    owner: "usr_a",
+    userId: "usr_a",
+    name: "k",
+    hash: "a".repeat(64),
+    hint: "sk_abcd…",
+    scopes: ["*"],
+    createdAt: new Date().toISOString(),
+    expiresAt: null,
+    lastUsedAt: null,
+    revokedAt: null,
+    spendLimit: null,
+    rpmLimit: null,
+    tpmLimit: null,
+    ...overrides,
+  };
+}
+
+// One conformance suite, every driver: memory, fs, and the real Redis server.
+describe.each(["memory", "fs", "redis"] as const)("storage driver %s", (driver) => {
+  let store: Store;
+  let options: StoreOptions;
+
+  beforeEach(async () => {
+    options = await optionsFor(driver);
+    store = await openStore(options);
+  });
+  afterEach(async () => {
+    vi.useRealTimers();
+    await store.close();
+  });
+
+  it("stores, lists by prefix and removes typed records", async () => {
+    const things = new Collection<{ id: string; n: number }>(store.kv, "things");
+    await things.put(["owner1", "b"], { id: "b", n: 2 });
+    await things.put(["owner1", "a"], { id: "a", n: 1 });
+    await things.put(["owner2", "c"], { id: "c", n: 3 });
+    expect(await things.get("owner1", "a")).toEqual({ id: "a", n: 1 });
+    expect((await things.list("owner1")).map((t) => t.id)).toEqual(["a", "b"]);
+    await things.remove("owner1", "a");
+    expect(await things.get("owner1", "a")).toBeNull();
+    expect((await things.list("owner1")).map((t) => t.id)).toEqual(["b"]);
+    expect(() => things.key("../etc")).toThrow();
+  });
+
+  it("lets exactly one of many concurrent claims of an email win", async () => {
+    const users = new UsersRepo(store);
+    const results = await Promise.all(Array.from({ length: 12 }, (_, i) => users.claimEmail("Same@Example.com", `usr_${i}`)));
+    expect(results.filter(Boolean)).toHaveLength(1);
+    expect(await users.claimEmail("same@example.com", "usr_x")).toBe(false);
+  });
+
+  it("finds keys by hash and forgets them once revoked", async () => {
+    const keys = new KeysRepo(store);
+    const record = await keys.create(keyRecord());
+    expect((await keys.findByHash(record.hash))?.id).toBe("key_1");
+    expect(await keys.list("usr_a")).toHaveLength(1);
+    await keys.revoke(record, new Date().toISOString());
+    expect(await keys.findByHash(record.hash)).toBeNull();
+    expect(await keys.get("usr_a", "key_1")).toBeNull();
+    expect(await keys.list("usr_a")).toHaveLength(0);
+  });
+
+  it("debits a balance atomically under concurrency, never below the floor", async () => {
+    await store.atomic.adjust("bal", 100);
+    const results = await Promise.all(Array.from({ length: 25 }, () => store.atomic.debit("bal", 10)));
+    expect(results.filter((r) => r.ok)).toHaveLength(10);
+    expect(await store.atomic.balance("bal")).toBe(0);
+  });
+
+  it("charges and grants credits without losing concurrent updates", async () => {
+    const credits = new CreditsRepo(store);
+    await credits.grant("ws_1", 1_000);
+    await Promise.all(Array.from({ length: 40 }, () => credits.charge("ws_1", 30)));
+    expect(await credits.balance("ws_1")).toBe(1_000 - 1_200);
+  });
+
+  it("compare-and-set replaces only the expected value", async () => {
+    expect(await store.atomic.compareAndSet("lease", null, "a")).toBe(true);
+    expect(await store.atomic.compareAndSet("lease", null, "b")).toBe(false);
+    expect(await store.atomic.compareAndSet("lease", "x", "b")).toBe(false);
+    expect(await store.atomic.compareAndSet("lease", "a", "b")).toBe(true);
+    expect(await store.atomic.get("lease")).toBe("b");
+    expect(await store.atomic.compareAndSet("lease", "b", null)).toBe(true);
+    expect(await store.atomic.get("lease")).toBeNull();
+  });
+
+  it("counts in windows that start at the first increment", async () => {
+    const counts = await Promise.all(Array.from({ length: 20 }, () => store.atomic.increment("win", 1, 60_000)));
+    expect(counts.map((c) => c.value).sort((a, b) => a - b)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+    expect(counts.every((c) => c.ttlMs > 0 && c.ttlMs <= 60_000)).toBe(true);
+    expect(await store.atomic.counter("win")).toBe(20);
+  });
+
+  it("delivers bus messages to subscribers and stops after unsubscribe", async () => {
+    const received: unknown[] = [];
+    const unsubscribe = await store.bus.subscribe("chan", (message) => received.push(message));
+    await store.bus.publish("chan", { n: 1 });
+    await vi.waitFor(() => expect(received).toEqual([{ n: 1 }]));
+    await unsubscribe();
+    await store.bus.publish("chan", { n: 2 });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(received).toEqual([{ n: 1 }]);
+  });
+
+  it("keeps what was acknowledged across a restart (fs and redis)", async () => {
+    const users = new UsersRepo(store);
+    await users.put({ id: "usr_r", email: "r@example.com", fullName: "R", passwordHash: "x", tenantId: "t", workspaceId: "w", plan: "free", createdAt: "now" });
+    await users.claimEmail("r@example.com", "usr_r");
+    await new CreditsRepo(store).grant("ws_r", 42);
+    await store.close();
+    store = await openStore(options);
+    const reopened = new UsersRepo(store);
+    if (driver === "memory") {
+      expect(await reopened.get("usr_r")).toBeNull();
+      return;
+    }
+    expect((await reopened.byEmail("R@example.com"))?.id).toBe("usr_r");
+    expect(await new CreditsRepo(store).balance("ws_r")).toBe(42);
+  });
+});
+
+describe("redis store", () => {
+  it("shares rate limiter counters between two stores on the same backend", async () => {
+    const options = await optionsFor("redis");
+    const store = await openStore(options);
+    const other = await openStore(options);
+    try {
+      const a = store.limiter({ name: "shared", points: 3, durationSeconds: 60 });
+      const b = other.limiter({ name: "shared", points: 3, durationSeconds: 60 });
+      const outcomes = await Promise.allSettled([a.consume("k"), b.consume("k"), a.consume("k"), b.consume("k"), a.consume("k")]);
+      expect(outcomes.filter((o) => o.status === "fulfilled")).toHaveLength(3);
+    } finally {
+      await other.close();
+      await store.close();
+    }
+  });
+
+});
+
+describe("local atomic windows", () => {
+  it("expire on the clock (fake timers)", async () => {
+    vi.useFakeTimers();
+    try {
+      const store = await openStore({ STORAGE: "memory", DATA_DIR: ".", REDIS_URL: TEST_REDIS_URL, REDIS_PREFIX: "x" });
+      await store.atomic.increment("w", 5, 1_000);
+      vi.advanceTimersByTime(999);
+      expect(await store.atomic.counter("w")).toBe(5);
+      vi.advanceTimersByTime(1);
+      expect(await store.atomic.counter("w")).toBe(0);
+      expect((await store.atomic.increment("w", 1, 1_000)).value).toBe(1);
+      expect(await store.atomic.setIfAbsent("t", "1", 500)).toBe(true);
+      vi.advanceTimersByTime(500);
+      expect(await store.atomic.get("t")).toBeNull();
+      await store.close();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+});
+
+describe("fs driver writes", () => {
+  it("leave no temporary files and write whole records", async () => {
+    const options = await optionsFor("fs");
+    const store = await openStore(options);
+    const things = new Collection<{ id: string; body: string }>(store.kv, "things");
+    await Promise.all(Array.from({ length: 30 }, (_, i) => things.put(["x"], { id: "x", body: "y".repeat(1000 + i) })));
+    const files = await readdir(join(options.DATA_DIR, "things"));
+    expect(files).toEqual(["x"]);
+    const parsed = JSON.parse(await readFile(join(options.DATA_DIR, "things", "x"), "utf8"));
+    expect(parsed.body.length).toBeGreaterThanOrEqual(1000);
+    await store.close();
+  });
+});
