@@ -1,10 +1,14 @@
 import type { H3 } from "h3";
-import type { JSONRPCRequest } from "json-rpc-2.0";
-import type { CallInfo, Dispatcher } from "../rpc/dispatcher.js";
+import type { JSONRPCRequest, JSONRPCResponse } from "json-rpc-2.0";
+import type { CallFacts, Dispatcher } from "../rpc/dispatcher.js";
 import { ServiceError } from "../rpc/errors.js";
 import { readJsonBody } from "../rpc/transport/body.js";
 import { instrument, jsonResponse } from "../rpc/transport/instrument.js";
-import { presentedFor } from "../rpc/transport/surfaces.js";
+import { errorBody, presentedFor } from "../rpc/transport/surfaces.js";
+
+function isObject(value: unknown): boolean {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
 
 /** Most requests one batch may carry. */
 export const MAX_BATCH = 50;
@@ -26,8 +30,8 @@ export function mountJsonRpc(app: H3, dispatcher: Dispatcher) {
       if (body === undefined) throw new ServiceError("INVALID_REQUEST", "Empty request");
       if (Array.isArray(body) && body.length === 0) throw new ServiceError("INVALID_REQUEST", "Empty batch");
       if (Array.isArray(body) && body.length > MAX_BATCH) throw new ServiceError("INVALID_REQUEST", `Batch exceeds ${MAX_BATCH} requests`);
-      if (!Array.isArray(body)) scope.log.operation = typeof (body as { method?: unknown }).method === "string" ? (body as { method: string }).method : undefined;
-      const info: CallInfo = {
+      if (!Array.isArray(body)) scope.log.operation = typeof (body as { method?: unknown })?.method === "string" ? (body as { method: string }).method : undefined;
+      const facts: CallFacts = {
         requestId: scope.requestId,
         surface: "rpc",
         presented: presentedFor("rpc", request),
@@ -35,12 +39,17 @@ export function mountJsonRpc(app: H3, dispatcher: Dispatcher) {
         responseHeaders: new Headers(),
         ip: scope.ip,
       };
-      const answer = await dispatcher.jsonrpc.receive(body as JSONRPCRequest | JSONRPCRequest[], info);
+      // JSON-RPC 2.0 §4, §6: anything but an object is an Invalid Request (-32600), alone or
+      // inside a batch; the library is only handed objects.
+      const invalid = () => errorBody("rpc", new ServiceError("INVALID_REQUEST", "Invalid Request: each request must be a JSON object"), scope.requestId) as JSONRPCResponse;
+      const one = (message: unknown) => (isObject(message) ? dispatcher.jsonrpc.receive(message as JSONRPCRequest, facts) : Promise.resolve(invalid()));
+      const answer = Array.isArray(body) ? (await Promise.all(body.map(one))).filter((reply): reply is JSONRPCResponse => reply !== null) : await one(body);
       if (answer === null || (Array.isArray(answer) && answer.length === 0)) {
         return new Response(null, { status: 202, headers: scope.responseHeaders });
       }
-      const invalid = !Array.isArray(answer) && answer.error?.code === -32600;
-      return jsonResponse(answer, invalid ? 400 : 200, scope.responseHeaders);
+      const replies = Array.isArray(answer) ? answer : [answer];
+      const allInvalid = replies.every((reply) => reply.error?.code === -32600);
+      return jsonResponse(answer, allInvalid ? 400 : 200, scope.responseHeaders);
     }),
   );
 }

@@ -1,12 +1,11 @@
 import type { H3 } from "h3";
 import { isAsyncIterable, type AnyMethod, type HttpBinding } from "../rpc/define.js";
-import type { CallInfo, Dispatcher } from "../rpc/dispatcher.js";
-import { ServiceError, toServiceError } from "../rpc/errors.js";
+import type { CallFacts, Dispatcher } from "../rpc/dispatcher.js";
+import { ServiceError } from "../rpc/errors.js";
 import { readJsonBody } from "../rpc/transport/body.js";
-import { enforceBridgeRate, principalRateKey } from "../rpc/policies/rate-limit.js";
 import { instrument, jsonResponse, type RequestScope } from "../rpc/transport/instrument.js";
 import { toSseResponse } from "./sse.js";
-import { SURFACE_BASES, errorBody, presentedFor } from "../rpc/transport/surfaces.js";
+import { SURFACE_BASES, presentedFor, renderError } from "../rpc/transport/surfaces.js";
 
 const WITH_BODY = new Set(["POST", "PUT", "PATCH"]);
 
@@ -40,6 +39,7 @@ export function mountRest(app: H3, dispatcher: Dispatcher): MountedRoute[] {
   const routes: MountedRoute[] = [];
   const { log, config } = dispatcher.services;
   for (const method of Object.values(dispatcher.registry)) {
+    if (method.internal) continue;
     for (const binding of method.http) {
       const path = fullPath(binding);
       routes.push({ method: binding.method, path, pattern: new RegExp(`^${path.replace(/:\w+/g, "[^/]+")}/?$`) });
@@ -63,37 +63,33 @@ async function handleRest(
   limit: number,
 ): Promise<Response> {
   scope.log.operation = method.name;
-  const info: CallInfo = {
+  const facts: CallFacts = {
     requestId: scope.requestId,
     surface: binding.surface,
     presented: presentedFor(binding.surface, request),
     signal: scope.abort.signal,
     responseHeaders: scope.responseHeaders,
     ip: scope.ip,
+    onAuthenticated: (principal) => (scope.log.principal = { kind: principal.kind, userId: principal.userId }),
   };
-  const prepared = await dispatcher.authorize(method.name, info);
-  if (prepared.principal) scope.log.principal = { kind: prepared.principal.kind, userId: prepared.principal.userId };
-  if (binding.surface === "bridge" && prepared.principal) await enforceBridgeRate(principalRateKey(prepared.principal), dispatcher.services);
-
-  const body = WITH_BODY.has(binding.method) ? await readJsonBody(request, limit) : undefined;
-  if (body !== undefined && (typeof body !== "object" || body === null || Array.isArray(body))) {
-    throw new ServiceError("BAD_REQUEST", "Request body must be a JSON object");
-  }
-  const query: Record<string, string> = {};
-  for (const [name, value] of new URL(request.url).searchParams) query[name] = value;
-  const params = { ...query, ...(body as Record<string, unknown> | undefined), ...decodeParams(pathParams) };
-
-  const result = await dispatcher.run(prepared, params, info);
+  // Params are the query, the JSON body and the path parameters merged (path wins), read
+  // only once the caller is authenticated.
+  const readParams = async () => {
+    const body = WITH_BODY.has(binding.method) ? await readJsonBody(request, limit) : undefined;
+    if (body !== undefined && (typeof body !== "object" || body === null || Array.isArray(body))) {
+      throw new ServiceError("BAD_REQUEST", "Request body must be a JSON object");
+    }
+    const query: Record<string, string> = {};
+    for (const [name, value] of new URL(request.url).searchParams) query[name] = value;
+    return { ...query, ...(body as Record<string, unknown> | undefined), ...decodeParams(pathParams) };
+  };
+  const result = await dispatcher.dispatch(method.name, readParams, facts);
   if (isAsyncIterable(result)) {
     return toSseResponse(result, {
       done: method.stream?.done,
       headers: scope.responseHeaders,
       abort: scope.abort,
-      errorFrame: (error) => {
-        const serviceError = toServiceError(error);
-        if (serviceError.code === "INTERNAL") dispatcher.services.log.error({ requestId: scope.requestId, error: String(error) });
-        return errorBody(binding.surface, serviceError, scope.requestId);
-      },
+      errorFrame: (error) => renderError(binding.surface, error, scope.requestId, dispatcher.services.log).body,
     });
   }
   if (result === undefined) return new Response(null, { status: 204, headers: scope.responseHeaders });

@@ -1,5 +1,6 @@
 import type * as v from "valibot";
 import type { AuthSpec, Principal } from "./auth.js";
+import type { ErrorCode } from "./errors.js";
 import type { Services } from "./services.js";
 
 /** The HTTP surfaces of the service (DESIGN "Surfaces on one origin"). */
@@ -15,10 +16,23 @@ export interface HttpBinding {
   status?: number;
 }
 
-export interface CallContext {
+/**
+ * Cross-cutting rules a method declares; the dispatcher applies them on every transport
+ * (REST, `/rpc`, MCP, sockets), so none can be skipped by calling through another one.
+ */
+export interface Policies {
+  /**
+   * spec 8 GATEWAY_RATE_LIMIT_RPM: counts the call against the caller's per-credential
+   * budget for the bridge (shared across instances with STORAGE=redis).
+   */
+  rateLimit?: "bridge";
+}
+
+/** What a handler gets besides its params. `principal` is set whenever the method is not public. */
+export interface CallContext<P extends Principal | undefined = Principal | undefined> {
   requestId: string;
   surface: Surface | "rpc";
-  principal: Principal | undefined;
+  principal: P;
   services: Services;
   /** Aborted when the caller goes away. */
   signal: AbortSignal;
@@ -28,27 +42,42 @@ export interface CallContext {
   ip: string;
 }
 
+/** The context of a method with this auth spec: authenticated methods see a principal, no `!` needed. */
+export type ContextFor<A extends AuthSpec> = CallContext<A extends "public" ? Principal | undefined : Principal>;
+
 /** Framing of a streamed result over SSE. */
 export interface StreamOptions {
   /** A last `data:` line after the stream ends, e.g. `[DONE]` for chat. */
   done?: string;
 }
 
-export interface MethodDef<TSchema extends v.GenericSchema = v.GenericSchema, TResult = unknown> {
+export interface MethodDef<TSchema extends v.GenericSchema = v.GenericSchema, TResult = unknown, A extends AuthSpec = AuthSpec> {
   /** Dotted name, unique in the registry: `auth.register`. */
   name: string;
   summary: string;
   input: TSchema;
-  auth: AuthSpec;
+  /** The result's shape, for the OpenAPI document (streamed methods describe one item). */
+  output?: v.GenericSchema;
+  auth: A;
+  policies?: Policies;
+  /** Error codes the handler itself may raise, beyond auth and validation (OpenAPI responses). */
+  errors?: readonly ErrorCode[];
   http: readonly HttpBinding[];
+  /**
+   * A gate for a transport that is not a REST binding (an MCP request, a socket upgrade):
+   * reached only through `dispatch` by that transport, never over `/rpc` nor in OpenAPI.
+   */
+  internal?: boolean;
   stream?: StreamOptions;
-  handler(params: v.InferOutput<TSchema>, ctx: CallContext): Promise<TResult | AsyncIterable<unknown>> | TResult | AsyncIterable<unknown>;
+  handler(params: v.InferOutput<TSchema>, ctx: ContextFor<A>): Promise<TResult | AsyncIterable<unknown>> | TResult | AsyncIterable<unknown>;
 }
 
-export type AnyMethod = MethodDef<v.GenericSchema, unknown>;
+export type AnyMethod = Omit<MethodDef<v.GenericSchema, unknown>, "handler"> & {
+  handler(params: unknown, ctx: CallContext): unknown;
+};
 
 /** Declares one operation; the facade, JSON-RPC and OpenAPI are generated from it. */
-export function defineMethod<TSchema extends v.GenericSchema, TResult>(def: MethodDef<TSchema, TResult>): AnyMethod {
+export function defineMethod<TSchema extends v.GenericSchema, TResult, const A extends AuthSpec>(def: MethodDef<TSchema, TResult, A>): AnyMethod {
   return def as unknown as AnyMethod;
 }
 

@@ -1,48 +1,53 @@
 import { JSONRPCErrorException, JSONRPCServer } from "json-rpc-2.0";
-import { authenticate, type Presented } from "./auth.js";
+import { authenticate, type Presented, type Principal } from "./auth.js";
 import { isAsyncIterable, type AnyMethod, type CallContext, type Surface } from "./define.js";
-import type { Principal } from "./auth.js";
-import { ServiceError, toServiceError } from "./errors.js";
+import { ServiceError, describe, toServiceError } from "./errors.js";
+import { applyPolicies } from "./policies/apply.js";
 import type { Registry } from "./registry.js";
 import type { Services } from "./services.js";
 import { parseParams } from "./validate.js";
 
-/** What a transport knows about one call before the dispatcher takes over. */
-export interface CallInfo {
+/** What a transport knows about one call: the facts, never the decisions. */
+export interface CallFacts {
   requestId: string;
   surface: Surface | "rpc";
   presented: Presented;
   signal: AbortSignal;
+  /** A sink for response metadata (headers), error or not. */
   responseHeaders: Headers;
   ip: string;
+  /** Told who the caller is once authenticated (for the transport's log line). */
+  onAuthenticated?(principal: Principal, method: AnyMethod): void;
 }
 
-export interface Prepared {
-  method: AnyMethod;
-  principal: Principal | undefined;
-}
+/**
+ * The params of a call: a value, or a function that reads them (a REST body) and runs only
+ * once the caller is authenticated, so a caller without credentials learns nothing about the body.
+ */
+export type ParamsSource = unknown | ((method: AnyMethod) => unknown | Promise<unknown>);
 
 /** Streamed results returned over plain JSON-RPC are collected, up to this many items. */
 const MAX_COLLECTED_ITEMS = 10_000;
 
 /**
- * The one place an operation runs: look up the method, authenticate (before validation, so a
- * caller without credentials learns nothing about the body), validate, call the handler.
- * REST, JSON-RPC over HTTP and the WebSocket adapters all come through `call`.
+ * The one entry every transport calls (REST, `POST /rpc`, the MCP endpoint, the VM socket
+ * and the agent stream): look up the method, authenticate, apply the method's declared
+ * policies, read and validate the params, run the handler.
  */
 export class Dispatcher {
   readonly registry: Registry;
   readonly services: Services;
-  readonly jsonrpc: JSONRPCServer<CallInfo>;
+  readonly jsonrpc: JSONRPCServer<CallFacts>;
 
   constructor(registry: Registry, services: Services) {
     this.registry = registry;
     this.services = services;
-    this.jsonrpc = new JSONRPCServer<CallInfo>({ errorListener: () => undefined });
-    for (const name of Object.keys(registry)) {
-      this.jsonrpc.addMethod(name, async (params, info) => {
+    this.jsonrpc = new JSONRPCServer<CallFacts>({ errorListener: () => undefined });
+    for (const method of Object.values(registry)) {
+      if (method.internal) continue;
+      this.jsonrpc.addMethod(method.name, async (params, facts) => {
         try {
-          const result = await this.call(name, params ?? {}, info);
+          const result = await this.dispatch(method.name, params ?? {}, facts);
           if (!isAsyncIterable(result)) return result ?? null;
           const items: unknown[] = [];
           for await (const item of result) {
@@ -51,37 +56,29 @@ export class Dispatcher {
           }
           return items;
         } catch (error) {
-          throw this.toJsonRpcError(error, info.requestId);
+          throw this.toJsonRpcError(error, facts.requestId);
         }
       });
     }
   }
 
-  /** Looks up the method and authenticates the caller for it. */
-  async authorize(name: string, info: CallInfo): Promise<Prepared> {
+  async dispatch(name: string, params: ParamsSource, facts: CallFacts): Promise<unknown> {
     const method = this.registry[name];
     if (!method) throw new ServiceError("METHOD_NOT_FOUND", `Unknown method: ${name}`);
-    const principal = await authenticate(info.presented, method.auth, this.services);
-    return { method, principal };
-  }
-
-  /** Validates the params and runs the handler of an authorized call. */
-  async run(prepared: Prepared, rawParams: unknown, info: CallInfo): Promise<unknown> {
-    const params = parseParams(prepared.method.input, rawParams);
+    const principal = await authenticate(facts.presented, method.auth, this.services);
+    if (principal) facts.onAuthenticated?.(principal, method);
+    await applyPolicies(method, principal, this.services);
+    const raw = typeof params === "function" ? await (params as (method: AnyMethod) => unknown)(method) : params;
     const ctx: CallContext = {
-      requestId: info.requestId,
-      surface: info.surface,
-      principal: prepared.principal,
+      requestId: facts.requestId,
+      surface: facts.surface,
+      principal,
       services: this.services,
-      signal: info.signal,
-      responseHeaders: info.responseHeaders,
-      ip: info.ip,
+      signal: facts.signal,
+      responseHeaders: facts.responseHeaders,
+      ip: facts.ip,
     };
-    return prepared.method.handler(params, ctx);
-  }
-
-  async call(name: string, rawParams: unknown, info: CallInfo): Promise<unknown> {
-    return this.run(await this.authorize(name, info), rawParams, info);
+    return method.handler(parseParams(method.input, raw), ctx);
   }
 
   toJsonRpcError(error: unknown, requestId: string): JSONRPCErrorException {
@@ -96,7 +93,3 @@ export class Dispatcher {
   }
 }
 
-export function describe(error: unknown): string {
-  if (error instanceof Error) return `${error.name}: ${error.message}\n${error.stack ?? ""}`.slice(0, 4000);
-  return String(error);
-}

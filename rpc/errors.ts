@@ -78,3 +78,9 @@ export function toServiceError(error: unknown): ServiceError {
   if (isServiceError(error)) return error;
   return new ServiceError("INTERNAL", "Internal error", { cause: error });
 }
+
+/** An unexpected error for the log (never for a response body): name, message and stack, bounded. */
+export function describe(error: unknown): string {
+  if (error instanceof Error) return `${error.name}: ${error.message}\n${error.stack ?? ""}`.slice(0, 4000);
+  return String(error);
+}

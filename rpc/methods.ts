@@ -13,7 +13,7 @@ import { chatMethods } from "./chat/methods.js";
 import { modelMethods } from "./chat/model-methods.js";
 import { routingMethods } from "./tools/routing-methods.js";
 import { orchestratorAgentMethods } from "./agents/orchestrator-methods.js";
-import { localAgentMethods } from "./agents/methods.js";
+import { agentStreamMethods, localAgentMethods } from "./agents/methods.js";
 import { tenantMethods } from "./tenants/methods.js";
 
 /** Every operation the service offers in any mode. Adding one means adding its declaration to a domain list. */
@@ -31,6 +31,7 @@ export const allMethods: readonly AnyMethod[] = [
   ...chatMethods,
   ...routingMethods,
   ...tenantMethods,
+  ...agentStreamMethods,
 ];
 
 /**

@@ -1,34 +1,23 @@
-import * as v from "valibot";
-import type { Principal } from "../../rpc/auth.js";
-import { ServiceError, toServiceError } from "../../rpc/errors.js";
-import type { Services } from "../../rpc/services.js";
-import { agentRunsChannel, invokeAgent, type AgentRunMessage } from "../../rpc/agents/invoke.js";
-import { requireAgent } from "../../rpc/agents/records.js";
+import type { Presented, Principal } from "../../rpc/auth.js";
 import type { AgentEvent } from "../../rpc/agents/run.js";
+import type { WatchedEvent } from "../../rpc/agents/runs.js";
+import type { CallFacts, Dispatcher } from "../../rpc/dispatcher.js";
+import { ServiceError } from "../../rpc/errors.js";
+import type { Issue } from "../../rpc/validate.js";
+import { renderError } from "../../rpc/transport/surfaces.js";
 
 /** Runs one socket may have going at once; past it, `RATE_LIMITED` error frames. */
 export const MAX_RUNS_PER_SOCKET = 16;
 /** Agents one socket may watch at once. */
 export const MAX_SUBSCRIPTIONS_PER_SOCKET = 32;
 
-const AgentId = v.pipe(v.string("agentId must be a string"), v.minLength(1, "agentId is required"), v.maxLength(128, "agentId: at most 128 characters"));
-/** A client-chosen tag echoed on every frame of what the message started (optional). */
-const ClientTag = v.optional(v.pipe(v.string("id must be a string"), v.maxLength(128, "id: at most 128 characters")));
-
-const InvokeMessage = v.object({
-  type: v.optional(v.literal("invoke")),
-  id: ClientTag,
-  agentId: AgentId,
-  input: v.pipe(v.string("input must be a string"), v.minLength(1, "input is required"), v.maxLength(100_000, "input: at most 100000 characters")),
-});
-const SubscribeMessage = v.object({ type: v.picklist(["subscribe", "unsubscribe"]), id: ClientTag, agentId: AgentId });
-const CancelMessage = v.object({ type: v.literal("cancel"), id: ClientTag, runId: v.pipe(v.string("runId must be a string"), v.minLength(1, "runId is required")) });
-
 export type Frame = Record<string, unknown> & { type: string };
 
 export interface SessionOptions {
-  services: Services;
+  dispatcher: Dispatcher;
   principal: Principal;
+  /** The upgrade's credentials, presented again with every call the socket makes. */
+  presented: Presented;
   /** The upgrade's request id, in every log line of the socket. */
   requestId: string;
   send(frame: Frame): void;
@@ -41,17 +30,24 @@ interface LocalRun {
   controller: AbortController;
 }
 
+/** The message fields of the socket and the method params they become (spec 2.7 messages). */
+const FIELD_NAMES: Record<string, string> = { agent_id: "agentId", run_id: "runId" };
+
+type Message = Record<string, unknown> & { id?: unknown; type?: unknown };
+
 /**
- * One agent-stream socket (docs/agents-stream.md): invocations started from it, each framed
- * with its `runId` so many share the socket; subscriptions to runs started anywhere, fed
- * by the bus; errors as `error` frames, never a dropped socket. Closing cancels its runs.
+ * One agent-stream socket (docs/agents-stream.md), a codec over registry methods: `invoke`
+ * is `agents.invoke` (streamed), `subscribe` is `agents.subscribe`, `cancel` is
+ * `agents.cancel`, each through the dispatcher with the socket's credentials. Runs are framed
+ * with their `runId` so many share the socket; errors are `error` frames, never a dropped
+ * socket. Closing cancels the runs it started and ends its subscriptions.
  */
 export class AgentStreamSession {
   readonly #options: SessionOptions;
   readonly #runs = new Map<string, LocalRun>();
   /** Runs started here: their events reach the socket directly, not again through a subscription. */
   readonly #ownRuns = new Set<string>();
-  readonly #subscriptions = new Map<string, Promise<() => Promise<void>>>();
+  readonly #subscriptions = new Map<string, { controller: AbortController; ready: Promise<void> }>();
   #starting = 0;
   #closed = false;
 
@@ -70,7 +66,7 @@ export class AgentStreamSession {
     if (typeof message !== "object" || message === null || Array.isArray(message)) {
       return this.#error(new ServiceError("BAD_REQUEST", "Message must be a JSON object: {agentId, input} or {type: \"subscribe\", agentId}"), {});
     }
-    const record = message as Record<string, unknown>;
+    const record = message as Message;
     const tag = typeof record.id === "string" ? { id: record.id } : {};
     if (this.#options.orchestratorMode) {
       return this.#error(
@@ -79,17 +75,19 @@ export class AgentStreamSession {
       );
     }
     try {
+      if (record.id !== undefined && (typeof record.id !== "string" || record.id.length > 128)) {
+        throw new ServiceError("VALIDATION_FAILED", "Invalid request: id: a string of at most 128 characters", { details: { issues: [{ path: "id", message: "a string of at most 128 characters" }] } });
+      }
       switch (record.type) {
         case undefined:
         case "invoke":
-          return await this.#invoke(parse(InvokeMessage, record));
+          return await this.#invoke(record, tag);
         case "subscribe":
-        case "unsubscribe": {
-          const parsed = parse(SubscribeMessage, record);
-          return await (parsed.type === "subscribe" ? this.#subscribe(parsed) : this.#unsubscribe(parsed));
-        }
+          return await this.#subscribe(record, tag);
+        case "unsubscribe":
+          return await this.#unsubscribe(record, tag);
         case "cancel":
-          return this.#cancel(parse(CancelMessage, record));
+          return await this.#cancel(record);
         default:
           throw new ServiceError("BAD_REQUEST", `Unknown message type: ${JSON.stringify(record.type)}; use invoke (default), subscribe, unsubscribe or cancel`);
       }
@@ -104,112 +102,148 @@ export class AgentStreamSession {
     this.#closed = true;
     for (const [runId, run] of this.#runs) {
       run.controller.abort(new ServiceError("UNAVAILABLE", "The agent stream client disconnected"));
-      this.#options.services.log.info({ requestId: this.#options.requestId, event: "agent_stream.run_cancelled", runId, agentId: run.agentId, reason: "client_disconnected", closeCode: code });
+      this.#log({ event: "agent_stream.run_cancelled", runId, agentId: run.agentId, reason: "client_disconnected", closeCode: code });
     }
     this.#runs.clear();
-    const subscriptions = [...this.#subscriptions.values()];
+    for (const { controller } of this.#subscriptions.values()) controller.abort();
     this.#subscriptions.clear();
-    await Promise.all(subscriptions.map(async (pending) => (await pending.catch(() => async () => undefined))().catch(() => undefined)));
   }
 
-  async #invoke(message: v.InferOutput<typeof InvokeMessage>): Promise<void> {
-    const tag = message.id === undefined ? {} : { id: message.id };
+  #call(method: string, params: Record<string, unknown>, signal: AbortSignal): Promise<unknown> {
+    const facts: CallFacts = {
+      requestId: this.#options.requestId,
+      surface: "gateway",
+      presented: this.#options.presented,
+      signal,
+      responseHeaders: new Headers(),
+      ip: "",
+    };
+    return this.#options.dispatcher.dispatch(method, params, facts);
+  }
+
+  async #invoke(message: Message, tag: { id?: string }): Promise<void> {
     if (this.#runs.size + this.#starting >= MAX_RUNS_PER_SOCKET) {
       throw new ServiceError("RATE_LIMITED", `At most ${MAX_RUNS_PER_SOCKET} runs at once on one socket; wait for a done frame or open another socket`);
     }
     const controller = new AbortController();
     this.#starting += 1;
-    let handle: Awaited<ReturnType<typeof invokeAgent>>;
+    let events: AsyncIterable<AgentEvent & { runId: string }>;
     try {
-      handle = await invokeAgent(this.#options.services, this.#options.principal, message.agentId, message.input, controller.signal);
+      events = (await this.#call("agents.invoke", { agent_id: message.agentId, input: message.input, stream: true }, controller.signal)) as typeof events;
     } finally {
       this.#starting -= 1;
     }
-    const { runId, events } = handle;
+    const agentId = message.agentId as string;
+    let runId: string | undefined;
+    try {
+      for await (const { runId: id, ...event } of events) {
+        if (runId === undefined) {
+          runId = id;
+          this.#started(runId, agentId, controller);
+        }
+        this.#send(toFrame(runId, agentId, event as AgentEvent, tag));
+      }
+    } catch (error) {
+      this.#error(error, { ...tag, ...(runId ? { runId } : {}), agentId });
+    } finally {
+      if (runId !== undefined) {
+        const ended = runId;
+        this.#runs.delete(ended);
+        // Kept a moment longer so a late bus copy of the last event is still recognised.
+        setTimeout(() => this.#ownRuns.delete(ended), 5_000).unref();
+      }
+    }
+  }
+
+  #started(runId: string, agentId: string, controller: AbortController): void {
     this.#ownRuns.add(runId);
-    const { services, requestId } = this.#options;
-    services.log.info({ requestId, event: "agent_stream.run_started", runId, agentId: message.agentId, principal: { userId: this.#options.principal.userId } });
+    this.#log({ event: "agent_stream.run_started", runId, agentId, principal: { userId: this.#options.principal.userId } });
     if (this.#closed) {
       // The socket closed while the run was starting: nobody will read it.
       controller.abort(new ServiceError("UNAVAILABLE", "The agent stream client disconnected"));
-      services.log.info({ requestId, event: "agent_stream.run_cancelled", runId, agentId: message.agentId, reason: "client_disconnected" });
+      this.#log({ event: "agent_stream.run_cancelled", runId, agentId, reason: "client_disconnected" });
     } else {
-      this.#runs.set(runId, { agentId: message.agentId, controller });
-    }
-    try {
-      for await (const event of events) this.#send(toFrame(runId, message.agentId, event, tag));
-    } catch (error) {
-      this.#error(error, { ...tag, runId, agentId: message.agentId });
-    } finally {
-      this.#runs.delete(runId);
-      // Kept a moment longer so a late bus copy of the last event is still recognised.
-      setTimeout(() => this.#ownRuns.delete(runId), 5_000).unref();
+      this.#runs.set(runId, { agentId, controller });
     }
   }
 
-  async #subscribe(message: v.InferOutput<typeof SubscribeMessage>): Promise<void> {
-    const tag = message.id === undefined ? {} : { id: message.id };
-    const { services, principal } = this.#options;
-    // Only the owner may watch: another user's agent is the same 404 as a missing one.
-    const agent = await requireAgent(services, principal.userId, message.agentId);
-    if (!this.#subscriptions.has(agent.id)) {
-      if (this.#subscriptions.size >= MAX_SUBSCRIPTIONS_PER_SOCKET) {
-        throw new ServiceError("RATE_LIMITED", `At most ${MAX_SUBSCRIPTIONS_PER_SOCKET} subscriptions on one socket`);
-      }
-      const pending = services.store.bus.subscribe(agentRunsChannel(agent.id), (raw) => this.#fromBus(agent.id, raw));
-      this.#subscriptions.set(agent.id, pending);
+  async #subscribe(message: Message, tag: { id?: string }): Promise<void> {
+    const agentId = message.agentId;
+    const existing = typeof agentId === "string" ? this.#subscriptions.get(agentId) : undefined;
+    if (existing) {
+      await existing.ready;
+      this.#send({ type: "subscribed", agentId: agentId as string, ...tag });
+      return;
+    }
+    if (this.#subscriptions.size >= MAX_SUBSCRIPTIONS_PER_SOCKET) {
+      throw new ServiceError("RATE_LIMITED", `At most ${MAX_SUBSCRIPTIONS_PER_SOCKET} subscriptions on one socket`);
+    }
+    const controller = new AbortController();
+    let markReady!: () => void;
+    const ready = new Promise<void>((resolve) => (markReady = resolve));
+    const events = (await this.#call("agents.subscribe", { agent_id: agentId }, controller.signal)) as AsyncIterable<WatchedEvent>;
+    if (this.#closed) return void controller.abort();
+    const id = agentId as string;
+    this.#subscriptions.set(id, { controller, ready });
+    void (async () => {
       try {
-        await pending;
+        for await (const event of events) {
+          if (event.type === "subscribed") {
+            markReady();
+            this.#send({ type: "subscribed", agentId: event.agentId, ...tag });
+            continue;
+          }
+          const { runId, ...rest } = event;
+          // After whatever is already queued: a run started here has registered its id by then.
+          setImmediate(() => {
+            if (this.#closed || this.#ownRuns.has(runId) || this.#subscriptions.get(id)?.controller !== controller) return;
+            this.#send(toFrame(runId, id, rest as AgentEvent, {}));
+          });
+        }
       } catch (error) {
-        this.#subscriptions.delete(agent.id);
-        throw error;
+        this.#error(error, { ...tag, agentId: id });
+      } finally {
+        markReady();
       }
-      if (this.#closed) (await pending)().catch(() => undefined);
-    } else {
-      await this.#subscriptions.get(agent.id);
-    }
-    this.#send({ type: "subscribed", agentId: agent.id, ...tag });
+    })();
   }
 
-  async #unsubscribe(message: v.InferOutput<typeof SubscribeMessage>): Promise<void> {
-    const pending = this.#subscriptions.get(message.agentId);
+  async #unsubscribe(message: Message, tag: { id?: string }): Promise<void> {
+    if (typeof message.agentId !== "string") {
+      throw new ServiceError("VALIDATION_FAILED", "Invalid request: agentId is required", { details: { issues: [{ path: "agentId", message: "agentId is required" }] } });
+    }
+    const subscription = this.#subscriptions.get(message.agentId);
     this.#subscriptions.delete(message.agentId);
-    if (pending) await (await pending)();
-    this.#send({ type: "unsubscribed", agentId: message.agentId, ...(message.id === undefined ? {} : { id: message.id }) });
+    subscription?.controller.abort();
+    this.#send({ type: "unsubscribed", agentId: message.agentId, ...tag });
   }
 
-  #cancel(message: v.InferOutput<typeof CancelMessage>): void {
-    const run = this.#runs.get(message.runId);
-    // Only runs started on this socket can be cancelled from it.
-    if (!run) throw new ServiceError("NOT_FOUND", `No run ${message.runId} on this socket`);
-    run.controller.abort(new ServiceError("UNAVAILABLE", "Cancelled by the client"));
-    this.#options.services.log.info({ requestId: this.#options.requestId, event: "agent_stream.run_cancelled", runId: message.runId, agentId: run.agentId, reason: "client_cancel" });
+  async #cancel(message: Message): Promise<void> {
+    const result = (await this.#call("agents.cancel", { run_id: message.runId }, new AbortController().signal)) as { runId: string; agentId: string };
+    this.#log({ event: "agent_stream.run_cancelled", runId: result.runId, agentId: result.agentId, reason: "client_cancel" });
   }
 
-  #fromBus(agentId: string, raw: unknown): void {
-    const message = raw as Partial<AgentRunMessage> | null;
-    if (!message || typeof message.runId !== "string" || typeof message.event !== "object" || message.event === null) return;
-    const { runId, event } = message as AgentRunMessage;
-    // After whatever is already queued: a run started here has registered its id by then.
-    setImmediate(() => {
-      if (this.#closed || this.#ownRuns.has(runId) || !this.#subscriptions.has(agentId)) return;
-      this.#send(toFrame(runId, agentId, event, {}));
-    });
-  }
-
+  /** An error frame: masked and logged like every transport (renderError), then framed. */
   #error(error: unknown, context: Record<string, unknown>): void {
-    const serviceError = toServiceError(error);
-    if (serviceError.code === "INTERNAL") {
-      this.#options.services.log.error({ requestId: this.#options.requestId, event: "agent_stream.error", error: error instanceof Error ? `${error.name}: ${error.message}\n${error.stack ?? ""}` : String(error) });
-    }
+    const { error: rendered } = renderError("gateway", error, this.#options.requestId, this.#options.dispatcher.services.log);
+    // The socket's messages name fields agentId and runId where the methods say agent_id and run_id.
+    const rename = (text: string) => text.replace(/\b(agent_id|run_id)\b/g, (name) => FIELD_NAMES[name]!);
+    const details =
+      rendered.code === "VALIDATION_FAILED" && rendered.details && typeof rendered.details === "object"
+        ? { ...(rendered.details as object), issues: ((rendered.details as { issues?: Issue[] }).issues ?? []).map((issue) => ({ ...issue, path: rename(issue.path), message: rename(issue.message) })) }
+        : rendered.details;
     this.#send({
       type: "error",
       ...context,
-      code: serviceError.code,
-      status: serviceError.status,
-      message: serviceError.message,
-      ...(serviceError.details === undefined ? {} : { details: serviceError.details }),
+      code: rendered.code,
+      status: rendered.status,
+      message: rendered.code === "VALIDATION_FAILED" ? rename(rendered.message) : rendered.message,
+      ...(details === undefined ? {} : { details }),
     });
+  }
+
+  #log(fields: Record<string, unknown>): void {
+    this.#options.dispatcher.services.log.info({ requestId: this.#options.requestId, ...fields });
   }
 
   #send(frame: Frame): void {
@@ -243,11 +277,4 @@ export function toFrame(runId: string, agentId: string, event: AgentEvent, tag: 
     default:
       return { ...(event as unknown as Frame), ...base };
   }
-}
-
-function parse<T extends v.GenericSchema>(schema: T, value: unknown): v.InferOutput<T> {
-  const result = v.safeParse(schema, value);
-  if (result.success) return result.output;
-  const issues = result.issues.map((issue) => ({ path: v.getDotPath(issue) ?? "", message: issue.message }));
-  throw new ServiceError("VALIDATION_FAILED", issues.map((issue) => (issue.path ? `${issue.path}: ${issue.message}` : issue.message)).join("; "), { details: { issues } });
 }

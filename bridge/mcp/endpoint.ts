@@ -1,13 +1,13 @@
 import { randomUUID } from "node:crypto";
 import type { H3 } from "h3";
 import { isInitializeRequest, SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/sdk/types.js";
-import { authenticate, type Principal } from "../../rpc/auth.js";
+import type { Principal } from "../../rpc/auth.js";
 import type { Dispatcher } from "../../rpc/dispatcher.js";
 import { isServiceError, ServiceError } from "../../rpc/errors.js";
 import type { Services } from "../../rpc/services.js";
 import { readJsonBody } from "../../rpc/transport/body.js";
 import { instrument, jsonResponse, type RequestScope } from "../../rpc/transport/instrument.js";
-import { enforceBridgeRate, principalRateKey } from "../../rpc/policies/rate-limit.js";
+import { allowedOrigins, assertOrigin } from "../../rpc/transport/origin.js";
 import { SURFACE_BASES, presentedFor } from "../../rpc/transport/surfaces.js";
 import { JsonResponseTransport } from "./internal/json-transport.js";
 import { METADATA_PATH, protectedResourceMetadata, publicOrigin, wwwAuthenticate } from "./metadata.js";
@@ -32,15 +32,25 @@ export function mcpSessionsOf(services: Services): McpSessions | undefined {
   return tables.get(services);
 }
 
-/** spec 8 GATEWAY_CORS_ORIGINS doubles as the Origin allowlist (MCP "Security Warning": DNS rebinding). */
-function originAllowed(origin: string | null, allowed: readonly string[]): boolean {
-  if (!origin || allowed.includes("*")) return true;
-  return allowed.includes(origin.replace(/\/$/, ""));
-}
-
-async function principalOfRequest(request: Request, services: Services): Promise<Principal> {
+/**
+ * Admits one MCP request through the dispatcher (`bridge.mcp.connect`: credentials and the
+ * bridge rate limit), returning its principal. A 401 points the client at the protected-resource
+ * metadata (RFC 9728 §5.1).
+ */
+async function principalOfRequest(request: Request, dispatcher: Dispatcher, scope: RequestScope): Promise<Principal> {
+  const services = dispatcher.services;
   try {
-    return (await authenticate(presentedFor("bridge", request), { kinds: ["session", "gateway_key", "service"] }, services))!;
+    let principal: Principal | undefined;
+    await dispatcher.dispatch("bridge.mcp.connect", {}, {
+      requestId: scope.requestId,
+      surface: "bridge",
+      presented: presentedFor("bridge", request),
+      signal: scope.abort.signal,
+      responseHeaders: scope.responseHeaders,
+      ip: scope.ip,
+      onAuthenticated: (who) => (principal = who),
+    });
+    return principal!;
   } catch (error) {
     if (!isServiceError(error) || error.status !== 401) throw error;
     // RFC 9728 §5.1: point the client at the protected-resource metadata.
@@ -65,7 +75,8 @@ export function mcpTransport(bridge: ToolBridge): Transport {
 function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
   const services = dispatcher.services;
   const { config, log } = services;
-  const allowedOrigins = config.GATEWAY_CORS_ORIGINS.split(",").map((origin) => origin.trim().replace(/\/$/, "")).filter(Boolean);
+  // spec 8 GATEWAY_CORS_ORIGINS doubles as the Origin allowlist (MCP "Security Warning": DNS rebinding).
+  const origins = allowedOrigins(config);
   const sessions = new McpSessions(bridge.catalog, config.MCP_SESSION_IDLE_SECONDS);
   tables.set(services, sessions);
   services.onClose(() => sessions.close());
@@ -73,12 +84,9 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
   const handle = instrument("rpc", log, async (event, scope) => {
     scope.log.operation = "mcp";
     const request = event.req;
-    if (!originAllowed(request.headers.get("origin"), allowedOrigins)) {
-      throw new ServiceError("FORBIDDEN", `Origin ${request.headers.get("origin")} is not allowed`);
-    }
-    const principal = await principalOfRequest(request, services);
+    assertOrigin(request, origins);
+    const principal = await principalOfRequest(request, dispatcher, scope);
     scope.log.principal = { kind: principal.kind, userId: principal.userId };
-    await enforceBridgeRate(principalRateKey(principal), services);
 
     const version = request.headers.get("mcp-protocol-version");
     if (version !== null && !SUPPORTED_PROTOCOL_VERSIONS.includes(version)) {
@@ -90,7 +98,7 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
     const sessionId = request.headers.get(SESSION_HEADER);
     let parsedBody: unknown;
     if (request.method === "POST") {
-      parsedBody = await readBody(request, config.GATEWAY_MAX_PAYLOAD_BYTES);
+      parsedBody = await readJsonBody(request, config.GATEWAY_MAX_PAYLOAD_BYTES);
       if (parsedBody === undefined) throw new ServiceError("PARSE_ERROR", "Request body must be a JSON-RPC message");
     }
 
@@ -118,25 +126,6 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
   app.on("GET", METADATA_PATH, (event) => jsonResponse(protectedResourceMetadata(publicOrigin(config, event.req)), 200, new Headers({ "cache-control": "max-age=3600" })));
   // Clients that derive the well-known address from the full endpoint path find the same document.
   app.on("GET", `${METADATA_PATH}/mcp`, (event) => jsonResponse(protectedResourceMetadata(publicOrigin(config, event.req)), 200, new Headers({ "cache-control": "max-age=3600" })));
-}
-
-/**
- * The JSON-RPC body within GATEWAY_MAX_PAYLOAD_BYTES (spec 8). A body with a Content-Length
- * under the limit is read in one piece (the HTTP parser delivers exactly that many bytes),
- * which skips the web-stream conversion on the hot tools/call path; chunked bodies are counted
- * as they stream in.
- */
-async function readBody(request: Request, limit: number): Promise<unknown> {
-  const declared = Number(request.headers.get("content-length") ?? NaN);
-  const type = request.headers.get("content-type") ?? "";
-  if (!Number.isInteger(declared) || declared > limit || !/^application\/json\b/i.test(type.trim())) return readJsonBody(request, limit);
-  if (declared === 0) return undefined;
-  const text = await request.text();
-  try {
-    return JSON.parse(text);
-  } catch {
-    throw new ServiceError("PARSE_ERROR", "Malformed JSON in request body");
-  }
 }
 
 async function openSession(

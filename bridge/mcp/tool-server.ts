@@ -1,7 +1,7 @@
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
 import type { Principal } from "../../rpc/auth.js";
-import { describe } from "../../rpc/dispatcher.js";
+import { describe } from "../../rpc/errors.js";
 import { isServiceError } from "../../rpc/errors.js";
 import type { Services } from "../../rpc/services.js";
 import type { ToolDef } from "../../rpc/tools/types.js";

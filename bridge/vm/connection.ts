@@ -11,6 +11,7 @@ import { ServiceError } from "../../rpc/errors.js";
 import type { Logger } from "../../rpc/log.js";
 import type { ToolResult } from "../../rpc/tools/types.js";
 import { toToolResult, type VmTool } from "./protocol.js";
+import type { VmIdentity } from "../../rpc/tools/ports.js";
 
 /** The part of a crossws peer a connection needs (kept small so tests and adapters can supply one). */
 export interface VmPeer {
@@ -19,13 +20,6 @@ export interface VmPeer {
   terminate(): void;
 }
 
-export interface VmIdentity {
-  vmId: string;
-  agentId: string;
-  tenantId: string;
-  /** The user whose credential opened the socket ("service" for PLATFORM_SERVICE_KEY). */
-  userId: string;
-}
 
 export interface CallOptions {
   timeoutMs: number;

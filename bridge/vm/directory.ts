@@ -1,5 +1,5 @@
 import type { Store } from "../../storage/store.js";
-import type { VmIdentity } from "./connection.js";
+import type { VmIdentity } from "../../rpc/tools/ports.js";
 import type { VmTool } from "./protocol.js";
 
 /** Where a VM is connected and what it announced: what any instance needs to list or reach it. */

@@ -10,17 +10,12 @@ import { runAgent, type AgentEvent, type AgentMessage, type RunDependencies, typ
 import { EventQueue } from "./queue.js";
 import { agentTimestamp } from "./time.js";
 import { appendAgentLog } from "./logs.js";
+import { agentRunsChannel, trackRun, type AgentRunMessage } from "./runs.js";
 import { requireAgent } from "./records.js";
 import { lifecycleOf, runFinished, runStarted } from "./state.js";
 import { addTokens, requireTokens } from "../tenants/tenancy.js";
 
 /** The bus channel every event of every run of an agent is published on, as `{runId, event}`. */
-export const agentRunsChannel = (agentId: string) => `agent-runs:${agentId}`;
-
-export interface AgentRunMessage {
-  runId: string;
-  event: AgentEvent;
-}
 
 export interface InvokeHandle {
   runId: string;
@@ -53,7 +48,13 @@ export async function invokeAgent(services: Services, principal: Principal, agen
 
   const runId = newId("run");
   const started = agentTimestamp();
-  await runStarted(services, agent.id);
+  // Cancellable by `agents.cancel` from any instance, as well as by the caller going away.
+  const tracked = await trackRun(services, { runId, agentId: agent.id, userId: principal.userId, startedAt: started }, signal);
+  signal = tracked.signal;
+  await runStarted(services, agent.id).catch(async (error) => {
+    await tracked.untrack();
+    throw error;
+  });
   const queue = new EventQueue<AgentEvent>();
   try {
     await appendAgentLog(services, agent.id, {
@@ -64,6 +65,7 @@ export async function invokeAgent(services: Services, principal: Principal, agen
     });
   } catch (error) {
     await runFinished(services, agent.id, true).catch(() => undefined);
+    await tracked.untrack();
     throw error;
   }
 
@@ -99,7 +101,7 @@ export async function invokeAgent(services: Services, principal: Principal, agen
     },
   };
 
-  void drive(services, agent, runId, started, runAgent(deps, messages), queue);
+  void drive(services, agent, runId, started, runAgent(deps, messages), queue).finally(() => tracked.untrack());
   return { runId, events: queue };
 }
 

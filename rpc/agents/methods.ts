@@ -8,6 +8,7 @@ import { newId } from "../../storage/ids.js";
 import type { AgentConfig, AgentRecord } from "../../storage/repos/agents.js";
 import { agentTimestamp } from "./time.js";
 import { invokeAgent } from "./invoke.js";
+import { cancelRun, watchRuns } from "./runs.js";
 import { appendAgentLog, dropAgentLogs, readAgentLogs } from "./logs.js";
 import { agentView, requireAgent } from "./records.js";
 import { clearState, runningCount, transition, type Transition } from "./state.js";
@@ -267,7 +268,50 @@ export const localAgentMethods = [
     },
   }),
 
+  defineMethod({
+    name: "agents.subscribe",
+    summary:
+      "Watch the agent's runs, started on any instance: a `subscribed` event once watching, then each run's events (status, chunk, step, done) with its runId, until the caller goes away. The agent stream's `subscribe` message.",
+    input: v.object({ agent_id: AgentId }),
+    auth: AUTH,
+    http: [{ surface: "gateway", method: "GET", path: "/agents/:agent_id/events" }],
+    stream: {},
+    async handler(params, ctx) {
+      const agent = await owned(ctx, params.agent_id);
+      return watchRuns(ctx.services, agent.id, ctx.signal);
+    },
+  }),
+
+  defineMethod({
+    name: "agents.cancel",
+    summary:
+      "Cancel a running invocation of one of your agents, wherever it runs; it ends with status `cancelled`. A run that ended, never existed or is another user's is 404. The agent stream's `cancel` message.",
+    input: v.object({ run_id: v.pipe(v.string("run_id must be a string"), v.minLength(1, "run_id is required"), v.maxLength(128)) }),
+    auth: AUTH,
+    http: [{ surface: "gateway", method: "POST", path: "/agents/runs/:run_id/cancel" }],
+    async handler(params, ctx) {
+      const { runId, agentId } = await cancelRun(ctx.services, ctx.principal.userId, params.run_id);
+      return { runId, agentId, cancelled: true };
+    },
+  }),
+
   lifecycleMethod("deploy", "Deploy the agent (idle or error → deployed); 409 from any other status (docs/agents.md state machine)."),
   lifecycleMethod("pause", "Pause a deployed agent (deployed → paused); a paused agent refuses invocations with 409."),
   lifecycleMethod("resume", "Resume a paused agent (paused → deployed)."),
+];
+
+/**
+ * The agent stream's gate, served in both agent modes: in orchestrator-proxy mode the socket
+ * still opens and answers every message with a pointer to the orchestrator's stream.
+ */
+export const agentStreamMethods = [
+  defineMethod({
+    name: "agents.stream.connect",
+    summary: "Admits an agent-stream socket (`WS /gateway/v1/agents/stream`, spec 4.4): a session or Gateway key.",
+    input: v.object({}),
+    auth: AUTH,
+    internal: true,
+    http: [],
+    handler: (_params, ctx) => ({ userId: ctx.principal.userId }),
+  }),
 ];

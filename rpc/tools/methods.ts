@@ -15,6 +15,7 @@ export const toolMethods = [
     summary: "Every tool of the catalog (built-ins, upstream MCP servers, connected VMs), optionally of one category.",
     input: v.object({ category }),
     auth: { kinds: ["session", "gateway_key"] },
+    policies: { rateLimit: "bridge" },
     http: [
       { surface: "gateway", method: "GET", path: "/mcp/tools" },
       { surface: "bridge", method: "GET", path: "/v1/mcp/tools" },
@@ -52,5 +53,15 @@ export const toolMethods = [
     async handler(params, ctx) {
       return executeTool(ctx.services, params.tool, params.args, { principal: principalOf(ctx), signal: ctx.signal });
     },
+  }),
+  defineMethod({
+    name: "bridge.mcp.connect",
+    summary: "Admits one request to the MCP endpoint (spec 4.5): a session, Gateway key or the service credential, and the bridge rate limit.",
+    input: v.object({}),
+    auth: { kinds: ["session", "gateway_key", "service"] },
+    policies: { rateLimit: "bridge" },
+    internal: true,
+    http: [],
+    handler: () => undefined,
   }),
 ];

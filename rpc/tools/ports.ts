@@ -24,13 +24,17 @@ export interface VmToolInfo {
   category?: string;
 }
 
-/** A connected VM agent, on this instance or another (STORAGE=redis). */
-export interface VmPresence {
+/** Who a VM socket serves once admitted (docs/vm-agents.md). */
+export interface VmIdentity {
   vmId: string;
   agentId: string;
   tenantId: string;
   /** The user whose credential opened the socket ("service" for PLATFORM_SERVICE_KEY). */
   userId: string;
+}
+
+/** A connected VM agent, on this instance or another (STORAGE=redis). */
+export interface VmPresence extends VmIdentity {
   instanceId: string;
   connectionId: string;
   connectedAt: string;

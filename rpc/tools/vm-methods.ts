@@ -2,10 +2,47 @@ import * as v from "valibot";
 import { defineMethod } from "../define.js";
 import { principalOf } from "../auth.js";
 import { ServiceError } from "../errors.js";
+import type { Principal } from "../auth.js";
+import type { Services } from "../services.js";
 import { queryInt } from "../validate.js";
 import { catalogName, vmNotConnected } from "./sources.js";
+import type { VmIdentity } from "./ports.js";
+
+/** Ids are path-safe and MCP-name-safe (MCP allows `[A-Za-z0-9_.-]`). */
+const VmSafeId = (field: string) =>
+  v.pipe(
+    v.string(`${field} is required`),
+    v.regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, `${field}: letters, digits, _ . - (1-64, starting with a letter or digit)`),
+  );
+
+
+/** The tenant a VM serves: the caller's own unless it names a tenant it owns (403 otherwise). */
+async function tenantOf(principal: Principal, requested: string | undefined, services: Services): Promise<string> {
+  if (principal.kind === "service") return requested || "internal";
+  const user = await services.users.get(principal.userId);
+  if (!user) throw new ServiceError("UNAUTHORIZED", "Invalid or expired API key");
+  if (!requested || requested === user.tenantId) return user.tenantId;
+  const tenant = await services.tenants.getTenant(requested);
+  if (!tenant || tenant.ownerId !== user.id) throw new ServiceError("FORBIDDEN", `You cannot connect a VM for tenant ${requested}`);
+  return tenant.id;
+}
 
 export const vmToolMethods = [
+  defineMethod({
+    name: "bridge.vms.connect",
+    summary:
+      "Admits a VM agent's socket (`WS /bridge/agents/{agent_id}/ws?vmId=&tenantId=`, spec 4.5): the caller's credential, the bridge rate limit, valid ids, a tenant the caller owns.",
+    input: v.object({ agentId: VmSafeId("agent_id"), vmId: VmSafeId("vmId"), tenantId: v.optional(v.string()) }),
+    auth: { kinds: ["session", "gateway_key", "service"] },
+    // spec 8: upgrades count against the same per-credential budget as other bridge requests.
+    policies: { rateLimit: "bridge" },
+    internal: true,
+    http: [],
+    async handler(params, ctx): Promise<VmIdentity> {
+      const tenantId = await tenantOf(ctx.principal, params.tenantId || undefined, ctx.services);
+      return { vmId: params.vmId, agentId: params.agentId, tenantId, userId: ctx.principal.userId };
+    },
+  }),
   defineMethod({
     name: "bridge.tools.execute",
     summary:
@@ -19,6 +56,7 @@ export const vmToolMethods = [
     }),
     // spec 4.5: "used by internal services" — they may present PLATFORM_SERVICE_KEY.
     auth: { kinds: ["session", "gateway_key", "service"] },
+    policies: { rateLimit: "bridge" },
     http: [{ surface: "bridge", method: "POST", path: "/tools/execute" }],
     async handler(params, ctx) {
       const principal = principalOf(ctx);

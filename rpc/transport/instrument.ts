@@ -2,10 +2,8 @@ import { randomUUID } from "node:crypto";
 import { getRequestIP, type H3Event } from "h3";
 import { FastResponse } from "srvx";
 import type { Surface } from "../define.js";
-import { toServiceError } from "../errors.js";
-import { describe } from "../dispatcher.js";
 import type { Logger } from "../log.js";
-import { errorBody } from "./surfaces.js";
+import { renderError } from "./surfaces.js";
 
 export interface RequestScope {
   requestId: string;
@@ -26,13 +24,10 @@ export function jsonResponse(body: unknown, status: number, headers: Headers): R
   return new FastResponse(JSON.stringify(body), { status, headers: out });
 }
 
-/** Renders any thrown value in the surface's envelope; unexpected ones are masked and logged. */
-export function errorResponse(surface: Surface | "rpc", error: unknown, scope: RequestScope, log: Logger): Response {
-  const serviceError = toServiceError(error);
-  if (serviceError.code === "INTERNAL") log.error({ requestId: scope.requestId, error: describe(error) });
-  const headers = new Headers(scope.responseHeaders);
-  for (const [name, value] of Object.entries(serviceError.headers ?? {})) headers.set(name, value);
-  return jsonResponse(errorBody(surface, serviceError, scope.requestId), serviceError.status, headers);
+/** Renders any thrown value in the surface's envelope (renderError) as a response. */
+export function errorResponse(surface: Surface | "rpc", error: unknown, requestId: string, log: Logger, headers?: Headers): Response {
+  const rendered = renderError(surface, error, requestId, log, headers);
+  return jsonResponse(rendered.body, rendered.status, rendered.headers);
 }
 
 /**
@@ -58,7 +53,7 @@ export function instrument(surface: Surface | "rpc", log: Logger, handler: (even
     try {
       response = await handler(event, scope);
     } catch (error) {
-      response = errorResponse(surface, error, scope, log);
+      response = errorResponse(surface, error, scope.requestId, log, scope.responseHeaders);
     }
     log.info({
       requestId: scope.requestId,

@@ -1,5 +1,6 @@
 import type { Surface } from "../define.js";
-import type { ServiceError } from "../errors.js";
+import { describe, toServiceError, type ServiceError } from "../errors.js";
+import type { Logger } from "../log.js";
 import type { Presented } from "../auth.js";
 
 /** Base path of each surface on the one origin (DESIGN "Surfaces on one origin"). */
@@ -99,4 +100,25 @@ export function errorBody(surface: Surface | "rpc", error: ServiceError, request
         },
       };
   }
+}
+
+export interface RenderedError {
+  status: number;
+  body: unknown;
+  /** The error's own headers (`Retry-After`…) over the ones given. */
+  headers: Headers;
+  error: ServiceError;
+}
+
+/**
+ * The one way any transport turns a thrown value into an answer: unexpected errors are
+ * masked as INTERNAL and logged with the request id; the rest are rendered in the surface's
+ * envelope. REST, `/rpc`, MCP, socket upgrades and stream error frames all come through here.
+ */
+export function renderError(surface: Surface | "rpc", thrown: unknown, requestId: string, log: Logger, headers?: Headers): RenderedError {
+  const error = toServiceError(thrown);
+  if (error.code === "INTERNAL") log.error({ requestId, error: describe(thrown) });
+  const out = new Headers(headers);
+  for (const [name, value] of Object.entries(error.headers ?? {})) out.set(name, value);
+  return { status: error.status, body: errorBody(surface, error, requestId), headers: out, error };
 }

@@ -56,15 +56,25 @@ const SEQ_WIDTH = 12;
  * user's id simply is not there (the same 404 as a missing one). Logs live under the
  * agent with a zero-padded sequence number so key order is write order.
  */
+/** A run in progress: who may cancel it, wherever it runs. Removed when the run ends. */
+export interface AgentRunRecord {
+  runId: string;
+  agentId: string;
+  userId: string;
+  startedAt: string;
+}
+
 export class AgentsRepo {
   readonly #agents: Collection<AgentRecord>;
   readonly #logs: Collection<AgentLogEntry>;
   readonly #ownedTenants: Collection<OwnedTenant>;
+  readonly #runs: Collection<AgentRunRecord>;
 
   constructor(store: Store) {
     this.#agents = new Collection<AgentRecord>(store.kv, "agents");
     this.#logs = new Collection<AgentLogEntry>(store.kv, "agent-logs");
     this.#ownedTenants = new Collection<OwnedTenant>(store.kv, "tenant-owners");
+    this.#runs = new Collection<AgentRunRecord>(store.kv, "agent-runs");
   }
 
   get(ownerId: string, id: string): Promise<AgentRecord | null> {
@@ -108,5 +118,18 @@ export class AgentsRepo {
 
   async ownedTenantIds(ownerId: string): Promise<string[]> {
     return (await this.#ownedTenants.list(ownerId)).map((entry) => entry.id);
+  }
+
+  saveRun(run: AgentRunRecord): Promise<AgentRunRecord> {
+    return this.#runs.put([run.runId], run);
+  }
+
+  getRun(runId: string): Promise<AgentRunRecord | null> {
+    if (!Collection.validId(runId)) return Promise.resolve(null);
+    return this.#runs.get(runId);
+  }
+
+  removeRun(runId: string): Promise<void> {
+    return this.#runs.remove(runId);
   }
 }

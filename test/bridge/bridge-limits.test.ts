@@ -30,6 +30,32 @@ describe("GATEWAY_RATE_LIMIT_RPM on the bridge", () => {
     expect((await call(b)).status).toBe(503);
     expect((await server.request("/gateway/v1/auth/keys", { headers: bearer(a) })).status).toBe(200);
   });
+
+  it("applies the same budget to the method called over POST /rpc (a declared policy, not a REST detail)", async () => {
+    const token = (await registerUser(server)).token;
+    const viaRpc = (id: number) =>
+      server.request("/rpc", { method: "POST", headers: bearer(token), json: { jsonrpc: "2.0", id, method: "bridge.tools.execute", params: { tool_name: "t", vm_id: "none" } } });
+    for (const id of [1, 2, 3]) expect((await viaRpc(id)).body.error.data.code).toBe("UNAVAILABLE");
+    const limited = await viaRpc(4);
+    expect(limited.body.error).toMatchObject({ code: -32029, data: { code: "RATE_LIMITED", status: 429 } });
+    // REST and /rpc draw on one budget per credential.
+    const rest = await server.request("/bridge/tools/execute", { method: "POST", headers: bearer(token), json: { tool_name: "t", vm_id: "none" } });
+    expect(rest.status).toBe(429);
+  });
+
+  it("refuses a VM socket from a browser origin outside GATEWAY_CORS_ORIGINS, like the agent stream", async () => {
+    const isolated = await startTestServer({ GATEWAY_CORS_ORIGINS: "https://app.example" });
+    try {
+      const token = (await registerUser(isolated)).token;
+      const refused = await openSocket(vmSocketUrl(isolated.origin, "x", { vmId: "origin-vm" }), { headers: { ...bearer(token), origin: "https://evil.example" } }).catch((e) => e);
+      expect(refused.status).toBe(403);
+      const allowed = await openSocket(vmSocketUrl(isolated.origin, "x", { vmId: "origin-vm" }), { headers: { ...bearer(token), origin: "https://app.example/" } });
+      allowed.close();
+      expect(isolated.loggedErrors()).toEqual([]);
+    } finally {
+      await isolated.close();
+    }
+  });
 });
 
 describe("GATEWAY_CORS_ORIGINS", () => {

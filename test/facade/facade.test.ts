@@ -155,6 +155,31 @@ describe("JSON-RPC at POST /rpc", () => {
     const invalid = await rpc({ id: 1, method: 5 });
     expect(invalid.body.error.code).toBe(-32600);
   });
+
+  it("answers bodies that are no request object with -32600 and HTTP 400, never a 500", async () => {
+    for (const body of ["null", "42", '"x"', "true"]) {
+      const res = await server.request("/rpc", { method: "POST", headers: { ...bearer(token), "content-type": "application/json" }, body });
+      expect(res.status, body).toBe(400);
+      expect(res.body, body).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32600 } });
+    }
+    for (const body of ["[null]", "[1]", '[1, "x"]']) {
+      const res = await server.request("/rpc", { method: "POST", headers: { ...bearer(token), "content-type": "application/json" }, body });
+      expect(res.status, body).toBe(400);
+      expect(Array.isArray(res.body), body).toBe(true);
+      for (const reply of res.body) expect(reply).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32600 } });
+    }
+    // A batch mixing a valid request and garbage answers both, with 200.
+    const mixed = await server.request("/rpc", { method: "POST", headers: { ...bearer(token), "content-type": "application/json" }, body: JSON.stringify([{ jsonrpc: "2.0", id: 1, method: "auth.me" }, 7]) });
+    expect(mixed.status).toBe(200);
+    expect(mixed.body).toEqual([expect.objectContaining({ id: 1, result: expect.any(Object) }), expect.objectContaining({ id: null, error: expect.objectContaining({ code: -32600 }) })]);
+  });
+
+  it("does not offer transport gates (socket upgrades, MCP admission) as methods", async () => {
+    for (const method of ["bridge.vms.connect", "bridge.mcp.connect", "agents.stream.connect"]) {
+      const res = await rpc({ jsonrpc: "2.0", id: 1, method, params: {} });
+      expect(res.body.error.code, method).toBe(-32601);
+    }
+  });
 });
 
 describe("unexpected exceptions", () => {

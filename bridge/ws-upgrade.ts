@@ -1,0 +1,79 @@
+import { randomUUID } from "node:crypto";
+import type { Presented, Principal } from "../rpc/auth.js";
+import type { Dispatcher } from "../rpc/dispatcher.js";
+import { jsonResponse } from "../rpc/transport/instrument.js";
+import { assertOrigin, allowedOrigins } from "../rpc/transport/origin.js";
+import { presentedFor, renderError } from "../rpc/transport/surfaces.js";
+
+/** For clients that cannot set headers on a WebSocket (browsers): offer `bearer.<token>` next to the subprotocol. */
+const BEARER_PROTOCOL = "bearer.";
+
+export interface SocketGate {
+  /** The surface whose credentials and error envelope the upgrade uses. */
+  surface: "gateway" | "bridge";
+  /** The subprotocol the socket speaks; echoed back when offered (browsers require an echo). */
+  subprotocol: string;
+  /** Log event prefix, e.g. `vm` → `vm.upgrade`. */
+  event: string;
+  /** The internal registry method that authenticates and admits the socket (auth, policies, validation). */
+  method: string;
+  /** The gate method's params, read from the upgrade request (path and query). */
+  params(request: Request): Record<string, unknown>;
+}
+
+/** What an accepted upgrade leaves in the peer's context. */
+export interface Admitted<T> {
+  requestId: string;
+  principal: Principal;
+  /** The credentials the upgrade carried: calls made over the socket present them again, so a revoked key stops working at once. */
+  presented: Presented;
+  admitted: T;
+}
+
+function offeredProtocols(request: Request): string[] {
+  return (request.headers.get("sec-websocket-protocol") ?? "").split(",").map((p) => p.trim()).filter(Boolean);
+}
+
+/** spec 5: `Authorization: Bearer`, `X-API-Key`, or the `bearer.<token>` subprotocol. */
+function presentedOnUpgrade(surface: "gateway" | "bridge", request: Request): Presented {
+  const presented = presentedFor(surface, request);
+  if (presented.bearer || presented.apiKey) return presented;
+  const viaProtocol = offeredProtocols(request).find((p) => p.startsWith(BEARER_PROTOCOL));
+  return viaProtocol ? { bearer: viaProtocol.slice(BEARER_PROTOCOL.length) } : presented;
+}
+
+/**
+ * The `upgrade` hook both sockets share: the Origin check, credentials from a header or the
+ * bearer subprotocol, then the gate method through the dispatcher. A refusal is the surface's
+ * JSON error with its status (401 with `WWW-Authenticate`, 403, 400, 429), before any socket opens.
+ */
+export function defineSocketUpgrade<T>(dispatcher: Dispatcher, gate: SocketGate) {
+  const { log, config } = dispatcher.services;
+  const origins = allowedOrigins(config);
+  return async (request: Request) => {
+    const requestId = randomUUID();
+    let principal: Principal | undefined;
+    try {
+      assertOrigin(request, origins);
+      const presented = presentedOnUpgrade(gate.surface, request);
+      const admitted = (await dispatcher.dispatch(gate.method, () => gate.params(request), {
+        requestId,
+        surface: gate.surface,
+        presented,
+        signal: request.signal,
+        responseHeaders: new Headers(),
+        ip: "",
+        onAuthenticated: (who) => (principal = who),
+      })) as T;
+      log.info({ requestId, event: `${gate.event}.upgrade`, status: 101, principal: { kind: principal!.kind, userId: principal!.userId } });
+      const protocol = offeredProtocols(request).includes(gate.subprotocol) ? gate.subprotocol : undefined;
+      const context: Admitted<T> = { requestId, principal: principal!, presented, admitted };
+      return { headers: { "x-request-id": requestId }, ...(protocol ? { protocol } : {}), context: context as unknown as Record<string, unknown> };
+    } catch (error) {
+      const rendered = renderError(gate.surface, error, requestId, log, new Headers({ "x-request-id": requestId }));
+      if (rendered.status !== 500) log.info({ requestId, event: `${gate.event}.upgrade`, status: rendered.status });
+      if (rendered.status === 401) rendered.headers.set("www-authenticate", `Bearer realm="${gate.surface}"`);
+      return jsonResponse(rendered.body, rendered.status, rendered.headers);
+    }
+  };
+}
