@@ -3,7 +3,9 @@ import { setupServer } from "msw/node";
 import { http, HttpResponse } from "msw";
 import { bearer, registerUser, startTestServer, type TestServer } from "../helpers/server.js";
 import { connectStream, agentStreamUrl, type StreamClient } from "../helpers/agent-stream.js";
-import { eventually, openSocket } from "../helpers/vm.js";
+import { openSse } from "../helpers/sse.js";
+import { openSocket } from "../helpers/vm.js";
+import { eventually } from "../helpers/eventually.js";
 
 // A model provider that sends one chunk and then holds the stream open until the gateway aborts it.
 const SLOW_BASE = "http://slow-model.test/v1";
@@ -235,5 +237,53 @@ describe("orchestrator-proxy mode", () => {
     } finally {
       await proxied.close();
     }
+  });
+});
+
+describe("the stream's operations as methods (REST)", () => {
+  it("POST /agents/runs/{run_id}/cancel ends the owner's run; another user's cancel is the same 404 as an unknown run and changes nothing", async () => {
+    const slowAgent = await createAgent(token, "slow-1", "slow-rest-cancel");
+    const socket = await open();
+    socket.send({ agentId: slowAgent, input: "wait" });
+    const chunk = await socket.waitFor((frame) => frame.type === "chunk");
+
+    const other = await registerUser(server);
+    const theirs = await server.request(`/gateway/v1/agents/runs/${chunk.runId}/cancel`, { method: "POST", headers: bearer(other.token) });
+    const missing = await server.request("/gateway/v1/agents/runs/run_does_not_exist/cancel", { method: "POST", headers: bearer(other.token) });
+    expect(theirs.status).toBe(404);
+    expect(missing.status).toBe(404);
+    expect(theirs.body.error.message.replace(chunk.runId, "X")).toBe(missing.body.error.message.replace("run_does_not_exist", "X"));
+    expect(socket.frames.some((frame) => frame.type === "done" && frame.runId === chunk.runId)).toBe(false);
+
+    const mine = await server.request(`/gateway/v1/agents/runs/${chunk.runId}/cancel`, { method: "POST", headers: bearer(token) });
+    expect(mine.status).toBe(200);
+    expect(mine.body).toEqual({ runId: chunk.runId, agentId: slowAgent, cancelled: true });
+    expect((await socket.waitFor((frame) => frame.type === "done" && frame.runId === chunk.runId)).status).toBe("cancelled");
+    // Ended runs are gone: the same 404.
+    await eventually(async () => (await server.request(`/gateway/v1/agents/runs/${chunk.runId}/cancel`, { method: "POST", headers: bearer(token) })).status === 404);
+  });
+
+  it("GET /agents/{agent_id}/events streams the agent's runs over SSE; another user's agent is the same 404 as a missing one", async () => {
+    const sse = await openSse(server.url(`/gateway/v1/agents/${agentId}/events`), bearer(token));
+    try {
+      expect(sse.status).toBe(200);
+      expect(sse.headers["content-type"]).toContain("text/event-stream");
+      // The first event says the subscription is live: runs started after it are seen.
+      expect(await sse.waitFor(() => true)).toEqual({ type: "subscribed", agentId });
+      const invoked = await server.request(`/gateway/v1/agents/${agentId}/invoke`, { method: "POST", headers: bearer(token), json: { input: "watched over sse" } });
+      expect(invoked.status).toBe(200);
+      const done = await sse.waitFor((event) => event.type === "done" && event.runId === invoked.body.runId);
+      expect(done).toMatchObject({ result: { status: "completed", output: "watched over sse" } });
+      expect(sse.events.filter((event) => event.runId === invoked.body.runId).map((event) => event.type)).toEqual(expect.arrayContaining(["status", "chunk", "done"]));
+    } finally {
+      sse.close();
+    }
+
+    const other = await registerUser(server);
+    const theirs = await server.request(`/gateway/v1/agents/${agentId}/events`, { headers: bearer(other.token) });
+    const missing = await server.request("/gateway/v1/agents/agt_missing/events", { headers: bearer(other.token) });
+    expect(theirs.status).toBe(404);
+    expect(missing.status).toBe(404);
+    expect(theirs.body.error.code).toBe(missing.body.error.code);
   });
 });

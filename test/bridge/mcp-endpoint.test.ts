@@ -4,7 +4,8 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { LATEST_PROTOCOL_VERSION, McpError, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { mcpSessionsOf } from "../../bridge/mcp/endpoint.js";
 import { registerUser, startTestServer, type TestServer } from "../helpers/server.js";
-import { connectVm, eventually, vmSocketUrl, type TestVm } from "../helpers/vm.js";
+import { connectVm, vmSocketUrl, type TestVm } from "../helpers/vm.js";
+import { eventually } from "../helpers/eventually.js";
 import { watchListChanged } from "../helpers/mcp.js";
 
 let server: TestServer;

@@ -5,7 +5,8 @@ import { ToolListChangedNotificationSchema, type CallToolResult } from "@modelco
 import { TEST_JWT_SECRET, newUserBody } from "../helpers/server.js";
 import { dropRedisPrefix, uniqueRedisPrefix } from "../helpers/redis.js";
 import { startInstance, type Instance } from "../helpers/instances.js";
-import { connectVm, eventually, vmSocketUrl, type TestVm } from "../helpers/vm.js";
+import { connectVm, vmSocketUrl, type TestVm } from "../helpers/vm.js";
+import { eventually } from "../helpers/eventually.js";
 
 const prefix = uniqueRedisPrefix();
 let a: Instance;

@@ -7,7 +7,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { bearer, registerUser, startTestServer, type TestServer } from "../helpers/server.js";
 import { serveEverything, serveScripted, type ScriptedTool } from "../helpers/upstream.js";
-import { eventually } from "../helpers/vm.js";
+import { eventually } from "../helpers/eventually.js";
 import { watchListChanged } from "../helpers/mcp.js";
 
 const echoTool = (label: string): ScriptedTool => ({

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { bearer, registerUser, startTestServer, type TestServer } from "../helpers/server.js";
-import { connectVm, eventually, openSocket, vmSocketUrl } from "../helpers/vm.js";
+import { connectVm, openSocket, vmSocketUrl } from "../helpers/vm.js";
+import { eventually } from "../helpers/eventually.js";
 
 const SERVICE_KEY = "service-key-for-tests-0123456789";
 

@@ -1,6 +1,7 @@
 import { afterEach, expect, it, vi } from "vitest";
 import { registerUser, startTestServer, type TestServer } from "../helpers/server.js";
-import { connectVm, eventually, openSocket, vmSocketUrl } from "../helpers/vm.js";
+import { connectVm, openSocket, vmSocketUrl } from "../helpers/vm.js";
+import { eventually } from "../helpers/eventually.js";
 
 let server: TestServer | undefined;
 afterEach(async () => {

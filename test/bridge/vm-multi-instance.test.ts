@@ -2,7 +2,8 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { TEST_JWT_SECRET, newUserBody } from "../helpers/server.js";
 import { dropRedisPrefix, uniqueRedisPrefix } from "../helpers/redis.js";
 import { startInstance, instanceRequest, type Instance } from "../helpers/instances.js";
-import { connectVm, eventually, vmSocketUrl } from "../helpers/vm.js";
+import { connectVm, vmSocketUrl } from "../helpers/vm.js";
+import { eventually } from "../helpers/eventually.js";
 
 const prefix = uniqueRedisPrefix();
 let a: Instance;

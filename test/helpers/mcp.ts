@@ -1,7 +1,7 @@
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import type { Catalog } from "../../bridge/catalog.js";
-import { eventually } from "./vm.js";
+import { eventually } from "./eventually.js";
 
 /**
  * Counts `notifications/tools/list_changed` on `client`, once the bridge holds the client's

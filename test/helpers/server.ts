@@ -13,11 +13,14 @@ export interface TestServer extends RunningServer {
   request(path: string, init?: RequestInit & { json?: unknown }): Promise<{ status: number; headers: Headers; body: any }>;
   /** Errors the server logged (unexpected exceptions); a test fails when there are any it did not expect. */
   loggedErrors(): Record<string, unknown>[];
+  /** Says that error lines matching `match` are expected, so `close()` does not fail on them. */
+  allowLoggedErrors(match: (line: Record<string, unknown>) => boolean): void;
 }
 
 /**
  * The real server on 127.0.0.1:0 with memory storage unless `env` says otherwise. Close it in
- * afterAll; `close()` fails the test if the server logged an unexpected error.
+ * afterAll; `close()` fails the test if the server logged an error it was not told to expect
+ * (`allowLoggedErrors`).
  */
 export async function startTestServer(env: Record<string, string> = {}): Promise<TestServer> {
   const rawLogs: string[] = [];
@@ -25,6 +28,7 @@ export async function startTestServer(env: Record<string, string> = {}): Promise
   const server = await startServer(config, { logSink: (line) => rawLogs.push(line) });
   const logs = () => rawLogs.map((line) => JSON.parse(line) as Record<string, unknown>);
   const url = (path: string) => server.origin + path;
+  const allowed: ((line: Record<string, unknown>) => boolean)[] = [];
   return {
     ...server,
     logs,
@@ -45,8 +49,13 @@ export async function startTestServer(env: Record<string, string> = {}): Promise
       return { status: response.status, headers: response.headers, body };
     },
     loggedErrors: () => logs().filter((line) => line.level === "error"),
+    allowLoggedErrors(match) {
+      allowed.push(match);
+    },
     async close() {
       await server.close();
+      const unexpected = logs().filter((line) => line.level === "error" && !allowed.some((match) => match(line)));
+      if (unexpected.length) throw new Error(`The server logged unexpected errors:\n${unexpected.map((line) => JSON.stringify(line)).join("\n")}`);
     },
   };
 }

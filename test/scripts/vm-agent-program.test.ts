@@ -4,7 +4,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { bearer, registerUser, startTestServer, type TestServer } from "../helpers/server.js";
-import { eventually, vmSocketUrl } from "../helpers/vm.js";
+import { vmSocketUrl } from "../helpers/vm.js";
+import { eventually } from "../helpers/eventually.js";
 
 let server: TestServer;
 let root: string;

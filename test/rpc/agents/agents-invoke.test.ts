@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { setupServer } from "msw/node";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
-import { connectVm, eventually, vmSocketUrl, type TestVm } from "../../helpers/vm.js";
+import { connectVm, vmSocketUrl, type TestVm } from "../../helpers/vm.js";
+import { eventually } from "../../helpers/eventually.js";
 import { createToolCallingUpstream, toolReplies } from "../../../mocks/openai-tools.js";
 
 const BASE = "http://models.agents.test/v1";

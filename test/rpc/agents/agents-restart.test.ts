@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
 import { dropRedisPrefix, uniqueRedisPrefix } from "../../helpers/redis.js";
-import { eventually } from "../../helpers/vm.js";
+import { eventually } from "../../helpers/eventually.js";
 import { runStarted } from "../../../rpc/agents/state.js";
 
 const G = "/gateway/v1";
