@@ -1,5 +1,6 @@
 import type { Middleware } from "h3";
 import type { Config } from "../rpc/config.js";
+import { allowedOrigins } from "../rpc/transport/origin.js";
 import { surfaceOfPath } from "../rpc/transport/surfaces.js";
 
 const ALLOW_METHODS = "GET, POST, PUT, PATCH, DELETE, OPTIONS";
@@ -24,9 +25,14 @@ export function corsHeadersFor(origin: string, pathname: string, allowed: readon
   return listed ? { "access-control-allow-origin": origin, vary: "Origin" } : undefined;
 }
 
-/** CORS on every surface: preflights answered here (204), other responses get the headers added. */
+/**
+ * CORS on every surface: preflights answered here (204), other responses get the headers added.
+ * Written here rather than with h3's `handleCors`, which does not do the same job: it sends
+ * `Access-Control-Allow-Credentials: true` to origins it refuses, and its headers land on
+ * `event.res` where the responses this facade builds do not carry them.
+ */
 export function corsMiddleware(config: Pick<Config, "GATEWAY_CORS_ORIGINS">): Middleware {
-  const allowed = config.GATEWAY_CORS_ORIGINS.split(",").map((origin) => origin.trim().replace(/\/$/, "")).filter(Boolean);
+  const allowed = allowedOrigins(config);
   return async (event, next) => {
     const request = event.req;
     const origin = request.headers.get("origin");

@@ -1,3 +1,4 @@
+import { setCookie, type H3Event } from "h3";
 import * as v from "valibot";
 import { defineMethod, type CallContext } from "../define.js";
 import { ServiceError } from "../errors.js";
@@ -14,9 +15,17 @@ import { CONSOLE_COOKIE } from "../transport/surfaces.js";
  */
 const COOKIE_PATH = "/api";
 
-function cookie(ctx: CallContext, value: string, maxAgeSeconds: number): string {
-  const secure = ctx.services.config.PUBLIC_URL?.startsWith("https:") ? "; Secure" : "";
-  return `${CONSOLE_COOKIE}=${value}; Path=${COOKIE_PATH}; Max-Age=${maxAgeSeconds}; HttpOnly; SameSite=Lax${secure}`;
+/** Sets (or, with an empty value and 0, clears) the session cookie on the response, with h3's serializer. */
+function setSessionCookie(ctx: CallContext, value: string, maxAgeSeconds: number): void {
+  // h3's setCookie writes to the response headers only: the method's header sink is enough.
+  const sink = { res: { headers: ctx.responseHeaders } } as unknown as H3Event;
+  setCookie(sink, CONSOLE_COOKIE, value, {
+    path: COOKIE_PATH,
+    maxAge: maxAgeSeconds,
+    httpOnly: true,
+    sameSite: "lax",
+    secure: Boolean(ctx.services.config.PUBLIC_URL?.startsWith("https:")),
+  });
 }
 
 const Credentials = v.object({
@@ -36,7 +45,7 @@ export const consoleSessionMethods = [
       const user = await checkPassword(ctx.services, params.email, params.password);
       const { token, expiresAt } = await ctx.services.sessions.issue(user.id);
       const maxAge = Math.max(0, Math.floor((expiresAt.getTime() - Date.now()) / 1000));
-      ctx.responseHeaders.append("set-cookie", cookie(ctx, token, maxAge));
+      setSessionCookie(ctx, token, maxAge);
       ctx.responseHeaders.set("cache-control", "no-store");
       return { user: publicUser(user), expiresAt: expiresAt.toISOString() };
     },
@@ -65,7 +74,7 @@ export const consoleSessionMethods = [
     async handler(_params, ctx) {
       // Revoked server-side too: a copied cookie stops working, not just the browser's.
       await ctx.services.sessions.revoke(principalOf(ctx).session!);
-      ctx.responseHeaders.append("set-cookie", cookie(ctx, "", 0));
+      setSessionCookie(ctx, "", 0);
       return { success: true };
     },
   }),

@@ -1,3 +1,4 @@
+import { getCookie, type HTTPEvent } from "h3";
 import type { Surface } from "../define.js";
 import { describe, toServiceError, type ServiceError } from "../errors.js";
 import type { Logger } from "../log.js";
@@ -25,18 +26,6 @@ export function surfaceOfPath(pathname: string): Surface | undefined {
   return undefined;
 }
 
-function parseCookies(header: string | null): Record<string, string> {
-  const out: Record<string, string> = {};
-  if (!header) return out;
-  for (const part of header.split(";")) {
-    const index = part.indexOf("=");
-    if (index < 0) continue;
-    const name = part.slice(0, index).trim();
-    if (name && !(name in out)) out[name] = decodeURIComponent(part.slice(index + 1).trim());
-  }
-  return out;
-}
-
 /**
  * Reads the credential presentations a surface accepts (spec 5): Platform and Account take
  * a bearer key only; the console a cookie only; the Gateway, bridge and JSON-RPC a bearer
@@ -44,7 +33,7 @@ function parseCookies(header: string | null): Record<string, string> {
  */
 export function presentedFor(surface: Surface | "rpc", request: Request): Presented {
   if (surface === "console") {
-    const cookie = parseCookies(request.headers.get("cookie"))[CONSOLE_COOKIE];
+    const cookie = getCookie({ req: request } as HTTPEvent, CONSOLE_COOKIE);
     return cookie ? { cookie } : {};
   }
   const presented: Presented = {};
