@@ -1,14 +1,29 @@
+export interface SseReadOptions {
+  /** Called on every read from the body (an idle timer's touch). */
+  onActivity?(): void;
+  /**
+   * When it aborts (a timeout, the client gone), a pending read is cancelled and the signal's
+   * reason is thrown: a body does not always error on its own when its request is aborted
+   * after the headers arrived.
+   */
+  signal?: AbortSignal;
+  /** End at a `[DONE]` event without yielding it (OpenAI streams); otherwise `[DONE]` is data like any other. */
+  endAtDone?: boolean;
+}
+
 /**
- * Reads server-sent events from a byte stream and yields each event's `data` as it arrives
- * (multi-line data joined by "\n"), ending at `[DONE]` or the end of the stream. Nothing is
- * buffered beyond the event being read. When `signal` aborts (a timeout, the client gone), a
- * pending read is cancelled and the signal's reason is thrown: a body does not always error
- * on its own when its request is aborted after the headers arrived.
+ * Reads server-sent events from a byte stream and yields each event's `data` as soon as the
+ * event is complete (multi-line data joined by "\n"). Comments, keep-alives and events
+ * without data are dropped; nothing is buffered beyond the event being read. A reader that
+ * stops early (the caller went away) cancels the body, so the upstream stops sending.
+ * The one SSE splitter for model provider streams and the orchestrator relay.
  */
-export async function* readSseData(body: ReadableStream<Uint8Array>, onActivity: () => void, signal?: AbortSignal): AsyncGenerator<string> {
+export async function* readSseData(body: ReadableStream<Uint8Array>, options: SseReadOptions = {}): AsyncGenerator<string> {
+  const { onActivity, signal, endAtDone = false } = options;
   const reader = body.getReader();
   const decoder = new TextDecoder();
   let buffer = "";
+  let finished = false;
   const onAbort = () => void reader.cancel(signal?.reason).catch(() => undefined);
   signal?.addEventListener("abort", onAbort, { once: true });
   try {
@@ -16,7 +31,7 @@ export async function* readSseData(body: ReadableStream<Uint8Array>, onActivity:
       if (signal?.aborted) throw signal.reason;
       const { done, value } = await reader.read();
       if (signal?.aborted) throw signal.reason;
-      onActivity();
+      onActivity?.();
       if (done) break;
       buffer += decoder.decode(value, { stream: true });
       let boundary: RegExpExecArray | null;
@@ -25,14 +40,19 @@ export async function* readSseData(body: ReadableStream<Uint8Array>, onActivity:
         buffer = buffer.slice(boundary.index + boundary[0].length);
         const data = dataOf(event);
         if (data === undefined) continue;
-        if (data === "[DONE]") return;
+        if (endAtDone && data === "[DONE]") {
+          finished = true;
+          return;
+        }
         yield data;
       }
     }
     const tail = dataOf(buffer + decoder.decode());
-    if (tail !== undefined && tail !== "[DONE]") yield tail;
+    if (tail !== undefined && !(endAtDone && tail === "[DONE]")) yield tail;
+    finished = true;
   } finally {
     signal?.removeEventListener("abort", onAbort);
+    if (!finished) await reader.cancel().catch(() => undefined);
     reader.releaseLock();
   }
 }

@@ -4,7 +4,7 @@ import type { AuthSpec } from "../auth.js";
 import { principalOf } from "../auth.js";
 import { queryInt } from "../validate.js";
 import { orchestratorOf } from "./orchestrator/client.js";
-import { relaySseData } from "./orchestrator/sse-relay.js";
+import { readSseData } from "../sse-parse.js";
 
 /**
  * Agents in orchestrator-proxy mode (spec 4.4): served when ORCH_BASE_URL is set, instead of
@@ -140,7 +140,8 @@ export const orchestratorAgentMethods: readonly AnyMethod[] = [
         caller: { principal: principalOf(ctx), requestId: ctx.requestId },
         signal: ctx.signal,
       });
-      return relaySseData(body);
+      // Relayed event by event, unchanged, including a `[DONE]` marker.
+      return readSseData(body);
     },
   }),
 ];

@@ -83,7 +83,7 @@ export class OpenAiCompatibleProvider implements Provider {
 async function* parseChunks(body: ReadableStream<Uint8Array>, timer: IdleTimer, timeoutMs: number, id: string, signal: AbortSignal): AsyncGenerator<ChatChunk> {
   let finished = false;
   try {
-    for await (const data of readSseData(body, () => timer.touch(), signal)) {
+    for await (const data of readSseData(body, { onActivity: () => timer.touch(), signal, endAtDone: true })) {
       let chunk: ChatChunk;
       try {
         chunk = JSON.parse(data) as ChatChunk;
