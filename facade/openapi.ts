@@ -1,5 +1,7 @@
 import { toJsonSchema } from "@valibot/to-json-schema";
+import type { GenericSchema } from "valibot";
 import type { AnyMethod, HttpBinding, Surface } from "../rpc/define.js";
+import { ERROR_TABLE } from "../rpc/errors.js";
 import type { Registry } from "../rpc/registry.js";
 import { fullPath } from "./rest.js";
 
@@ -42,21 +44,63 @@ const ERROR_SCHEMA_OF: Record<Surface, string> = {
   bridge: "GatewayError",
 };
 
-function schemaOf(method: AnyMethod): JsonObject {
-  const schema = toJsonSchema(method.input, { errorMode: "ignore", target: "draft-2020-12" }) as JsonObject;
-  delete schema.$schema;
-  return schema;
+function jsonSchema(schema: GenericSchema): JsonObject {
+  const out = toJsonSchema(schema, { errorMode: "ignore", target: "draft-2020-12" }) as JsonObject;
+  delete out.$schema;
+  return out;
 }
 
-function security(method: AnyMethod, surface: Surface): JsonObject[] | undefined {
+/**
+ * The security requirements of one binding, from the method's declared credential kinds and
+ * what the surface reads (spec 5): each entry is an alternative. A session-only method does
+ * not advertise X-API-Key, which it refuses.
+ */
+function security(method: AnyMethod, surface: Surface): JsonObject[] {
   if (method.auth === "public") return [];
-  if (surface === "console") return [{ consoleSession: [] }];
-  if (surface === "gateway" || surface === "bridge") return [{ bearerAuth: [] }, { apiKeyHeader: [] }];
-  return [{ bearerAuth: [] }];
+  const kinds = new Set(method.auth.kinds);
+  const out: JsonObject[] = [];
+  if (kinds.has("console") && surface === "console") out.push({ consoleSession: [] });
+  if (kinds.has("session")) out.push({ sessionToken: [] });
+  const keyKinds = ["gateway_key", "platform_key", "account_key", "service"].filter((kind) => kinds.has(kind as never));
+  if (keyKinds.length) out.push({ apiKeyBearer: [] });
+  if ((surface === "gateway" || surface === "bridge") && (kinds.has("gateway_key") || kinds.has("service"))) out.push({ apiKeyHeader: [] });
+  return out;
 }
+
+/** The error statuses a binding can answer: from its auth, policies, input and declared errors. */
+function errorStatuses(method: AnyMethod, hasParams: boolean): number[] {
+  const statuses = new Set<number>();
+  if (hasParams) statuses.add(400);
+  if (method.auth !== "public") statuses.add(401);
+  if (method.auth !== "public" && method.auth.scopes?.length) statuses.add(method.auth.scopeError ? ERROR_TABLE[method.auth.scopeError].status : 403);
+  if (method.policies?.rateLimit) statuses.add(429);
+  for (const code of method.errors ?? []) statuses.add(ERROR_TABLE[code].status);
+  return [...statuses].sort((a, b) => a - b);
+}
+
+function errorResponse(surface: Surface, status?: number): JsonObject {
+  return {
+    description: status ? `Error (${ERROR_DESCRIPTIONS[status] ?? "see the error body"})` : "Error",
+    content: { "application/json": { schema: { $ref: `#/components/schemas/${ERROR_SCHEMA_OF[surface]}` } } },
+  };
+}
+
+const ERROR_DESCRIPTIONS: Record<number, string> = {
+  400: "invalid parameters",
+  401: "missing or invalid credential",
+  402: "insufficient credits",
+  403: "not allowed",
+  404: "not found",
+  409: "conflict with the current state",
+  413: "payload too large",
+  429: "rate limit or allowance reached",
+  502: "upstream failed",
+  503: "unavailable",
+  504: "upstream timed out",
+};
 
 function operation(method: AnyMethod, binding: HttpBinding, multiple: boolean): JsonObject {
-  const schema = schemaOf(method);
+  const schema = jsonSchema(method.input);
   const properties = (schema.properties ?? {}) as Record<string, JsonObject>;
   const required = new Set((schema.required ?? []) as string[]);
   const pathNames = [...binding.path.matchAll(/:(\w+)/g)].map((match) => match[1]!);
@@ -76,11 +120,12 @@ function operation(method: AnyMethod, binding: HttpBinding, multiple: boolean): 
       [String(binding.status ?? 200)]: {
         description: method.stream ? "Success; `text/event-stream` when `stream` is true" : "Success",
         content: {
-          "application/json": { schema: {} },
+          "application/json": { schema: method.output ? jsonSchema(method.output) : {} },
           ...(method.stream ? { "text/event-stream": { schema: { type: "string" } } } : {}),
         },
       },
-      default: { description: "Error", content: { "application/json": { schema: { $ref: `#/components/schemas/${ERROR_SCHEMA_OF[binding.surface]}` } } } },
+      ...Object.fromEntries(errorStatuses(method, Object.keys(properties).length > 0).map((status) => [String(status), errorResponse(binding.surface, status)])),
+      default: errorResponse(binding.surface),
     },
     "x-jsonrpc-method": method.name,
   };
@@ -90,8 +135,8 @@ function operation(method: AnyMethod, binding: HttpBinding, multiple: boolean): 
       content: { "application/json": { schema: { type: "object", properties: bodyProps, required: [...required].filter((name) => name in bodyProps) } } },
     };
   }
-  const sec = security(method, binding.surface);
-  if (sec) op.security = sec;
+  op.security = security(method, binding.surface);
+  if (method.auth !== "public" && method.auth.scopes?.length) op["x-required-scopes"] = method.auth.scopes;
   return op;
 }
 
@@ -99,6 +144,7 @@ function operation(method: AnyMethod, binding: HttpBinding, multiple: boolean): 
 export function buildOpenApi(registry: Registry, serverUrl?: string): JsonObject {
   const paths: Record<string, Record<string, JsonObject>> = {};
   for (const method of Object.values(registry)) {
+    if (method.internal) continue;
     for (const binding of method.http) {
       const path = fullPath(binding).replace(/:(\w+)/g, "{$1}");
       paths[path] ??= {};
@@ -119,8 +165,9 @@ export function buildOpenApi(registry: Registry, serverUrl?: string): JsonObject
     components: {
       schemas: ERROR_SCHEMAS,
       securitySchemes: {
-        bearerAuth: { type: "http", scheme: "bearer", description: "Session token or API key" },
-        apiKeyHeader: { type: "apiKey", in: "header", name: "X-API-Key" },
+        sessionToken: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "A session token from sign-in (`POST /gateway/v1/auth/login`)" },
+        apiKeyBearer: { type: "http", scheme: "bearer", description: "An API key of the kind the surface takes (Platform `sk-…`, Account personal, Gateway `sk_…`), or the service credential on bridge methods" },
+        apiKeyHeader: { type: "apiKey", in: "header", name: "X-API-Key", description: "A Gateway key (or the service credential) in a header" },
         consoleSession: { type: "apiKey", in: "cookie", name: "gw_console" },
       },
     },
