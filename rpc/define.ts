@@ -51,13 +51,21 @@ export interface StreamOptions {
   done?: string;
 }
 
-export interface MethodDef<TSchema extends v.GenericSchema = v.GenericSchema, TResult = unknown, A extends AuthSpec = AuthSpec> {
+type MaybePromise<T> = T | Promise<T>;
+
+/** What a handler must return: the declared output's shape when there is one. */
+export type ResultOf<O> = O extends v.GenericSchema ? v.InferInput<O> : unknown;
+
+export interface MethodDef<TSchema extends v.GenericSchema = v.GenericSchema, A extends AuthSpec = AuthSpec, O extends v.GenericSchema | undefined = undefined> {
   /** Dotted name, unique in the registry: `auth.register`. */
   name: string;
   summary: string;
   input: TSchema;
-  /** The result's shape, for the OpenAPI document (streamed methods describe one item). */
-  output?: v.GenericSchema;
+  /**
+   * The result's shape (non-streamed), for the OpenAPI document; the handler's return type is
+   * checked against it.
+   */
+  output?: O;
   auth: A;
   policies?: Policies;
   /** Error codes the handler itself may raise, beyond auth and validation (OpenAPI responses). */
@@ -69,15 +77,17 @@ export interface MethodDef<TSchema extends v.GenericSchema = v.GenericSchema, TR
    */
   internal?: boolean;
   stream?: StreamOptions;
-  handler(params: v.InferOutput<TSchema>, ctx: ContextFor<A>): Promise<TResult | AsyncIterable<unknown>> | TResult | AsyncIterable<unknown>;
+  handler(params: v.InferOutput<TSchema>, ctx: ContextFor<A>): MaybePromise<ResultOf<O> | AsyncIterable<unknown>>;
 }
 
-export type AnyMethod = Omit<MethodDef<v.GenericSchema, unknown>, "handler"> & {
+export type AnyMethod = Omit<MethodDef<v.GenericSchema, AuthSpec, v.GenericSchema | undefined>, "handler"> & {
   handler(params: unknown, ctx: CallContext): unknown;
 };
 
 /** Declares one operation; the facade, JSON-RPC and OpenAPI are generated from it. */
-export function defineMethod<TSchema extends v.GenericSchema, TResult, const A extends AuthSpec>(def: MethodDef<TSchema, TResult, A>): AnyMethod {
+export function defineMethod<TSchema extends v.GenericSchema, const A extends AuthSpec, O extends v.GenericSchema | undefined = undefined>(
+  def: MethodDef<TSchema, A, O>,
+): AnyMethod {
   return def as unknown as AnyMethod;
 }
 

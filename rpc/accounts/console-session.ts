@@ -2,10 +2,10 @@ import { setCookie, type H3Event } from "h3";
 import * as v from "valibot";
 import { defineMethod, type CallContext } from "../define.js";
 import { ServiceError } from "../errors.js";
-import { principalOf } from "../auth.js";
 import { checkPassword } from "./methods.js";
 import { publicUser } from "./accounts.js";
 import { CONSOLE_COOKIE } from "../transport/surfaces.js";
+import { Success, Timestamp, UserView } from "../views.js";
 
 /**
  * Console sign-in (spec 5: console key endpoints take a browser session cookie only). The
@@ -39,6 +39,8 @@ export const consoleSessionMethods = [
     summary: "Console sign-in: checks email and password and sets the HttpOnly `gw_console` session cookie.",
     input: Credentials,
     auth: "public",
+    output: v.object({ user: UserView, expiresAt: Timestamp }),
+    errors: ["UNAUTHORIZED", "RATE_LIMITED"],
     http: [{ surface: "console", method: "POST", path: "/session" }],
     async handler(params, ctx) {
       // Same throttled check as the Gateway login: failures per email end in 429.
@@ -56,9 +58,10 @@ export const consoleSessionMethods = [
     summary: "The user signed in to the console, and when the session ends.",
     input: v.object({}),
     auth: { kinds: ["console"] },
+    output: v.object({ user: UserView, expiresAt: Timestamp }),
     http: [{ surface: "console", method: "GET", path: "/session" }],
     async handler(_params, ctx) {
-      const principal = principalOf(ctx);
+      const principal = ctx.principal;
       const user = await ctx.services.users.get(principal.userId);
       if (!user) throw new ServiceError("UNAUTHORIZED", "Not signed in");
       return { user: publicUser(user), expiresAt: new Date(principal.session!.expiresAt).toISOString() };
@@ -73,7 +76,7 @@ export const consoleSessionMethods = [
     http: [{ surface: "console", method: "DELETE", path: "/session" }],
     async handler(_params, ctx) {
       // Revoked server-side too: a copied cookie stops working, not just the browser's.
-      await ctx.services.sessions.revoke(principalOf(ctx).session!);
+      await ctx.services.sessions.revoke(ctx.principal.session!);
       setSessionCookie(ctx, "", 0);
       return { success: true };
     },

@@ -2,12 +2,12 @@ import * as v from "valibot";
 import { RateLimiterRes } from "rate-limiter-flexible";
 import { defineMethod } from "../define.js";
 import { ServiceError } from "../errors.js";
-import { principalOf } from "../auth.js";
 import { burnPasswordCheck, passwordProblem, verifyPassword } from "../credentials/passwords.js";
 import { createAccount, publicUser } from "./accounts.js";
 import { UsersRepo } from "../../storage/repos/users.js";
 import { sha256Hex } from "../../storage/ids.js";
 import type { Services } from "../services.js";
+import { SessionIssued, Success, UserView } from "../views.js";
 
 const Email = v.pipe(v.string("email must be a string"), v.trim(), v.maxLength(254), v.email("email must be a valid email address"));
 const Password = v.pipe(v.string("password must be a string"), v.minLength(1, "password is required"), v.maxLength(256));
@@ -64,6 +64,8 @@ export const authMethods = [
       fullName: v.pipe(v.string("fullName must be a string"), v.trim(), v.minLength(1, "fullName is required"), v.maxLength(200)),
     }),
     auth: "public",
+    output: SessionIssued,
+    errors: ["VALIDATION_FAILED", "BAD_REQUEST", "CONFLICT"],
     http: [{ surface: "gateway", method: "POST", path: "/auth/register", status: 201 }],
     async handler(params, ctx) {
       const problem = passwordProblem(params.password);
@@ -78,6 +80,8 @@ export const authMethods = [
     summary: "Exchange an email and password for a session token.",
     input: Credentials,
     auth: "public",
+    output: SessionIssued,
+    errors: ["UNAUTHORIZED", "RATE_LIMITED"],
     http: [{ surface: "gateway", method: "POST", path: "/auth/login" }],
     async handler(params, ctx) {
       const user = await checkPassword(ctx.services, params.email, params.password);
@@ -90,9 +94,10 @@ export const authMethods = [
     summary: "Revoke the session token used for this request.",
     input: v.object({}),
     auth: { kinds: ["session"] },
+    output: Success,
     http: [{ surface: "gateway", method: "POST", path: "/auth/logout" }],
     async handler(_params, ctx) {
-      const session = principalOf(ctx).session!;
+      const session = ctx.principal.session!;
       await ctx.services.sessions.revoke(session);
       return { success: true };
     },
@@ -103,16 +108,17 @@ export const authMethods = [
     summary: "The signed-in user, their tenant and workspace, and how they authenticated.",
     input: v.object({}),
     auth: { kinds: ["session", "gateway_key"] },
+    output: v.object({ user: UserView, tenant: v.nullable(v.object({ id: v.string(), slug: v.string(), name: v.string(), plan: v.string() })), authenticatedBy: v.picklist(["session", "api_key"]) }),
     http: [{ surface: "gateway", method: "GET", path: "/auth/me" }],
     async handler(_params, ctx) {
-      const principal = principalOf(ctx);
+      const principal = ctx.principal;
       const user = await ctx.services.users.get(principal.userId);
       if (!user) throw new ServiceError("UNAUTHORIZED", "Invalid or expired credentials");
       const tenant = await ctx.services.tenants.getTenant(user.tenantId);
       return {
         user: publicUser(user),
         tenant: tenant && { id: tenant.id, slug: tenant.slug, name: tenant.name, plan: tenant.plan },
-        authenticatedBy: principal.kind === "session" ? "session" : "api_key",
+        authenticatedBy: principal.kind === "session" ? ("session" as const) : ("api_key" as const),
       };
     },
   }),

@@ -1,7 +1,7 @@
 import * as v from "valibot";
 import { defineMethod, type CallContext } from "../define.js";
 import { ServiceError } from "../errors.js";
-import { principalOf } from "../auth.js";
+import type { Principal } from "../auth.js";
 import { queryInt } from "../validate.js";
 import type { Services } from "../services.js";
 import { newId } from "../../storage/ids.js";
@@ -14,6 +14,7 @@ import { agentView, requireAgent } from "./records.js";
 import { clearState, runningCount, transition, type Transition } from "./state.js";
 import { releaseAgentSlot, takeAgentSlot, tenantFor } from "../tenants/tenancy.js";
 import type { AgentEvent, RunResult } from "./run.js";
+import { AgentView } from "../views.js";
 
 const AgentId = v.pipe(v.string("agent_id must be a string"), v.minLength(1, "agent_id is required"), v.maxLength(128));
 const Name = v.pipe(v.string("name must be a string"), v.trim(), v.minLength(1, "name is required"), v.maxLength(100, "name: at most 100 characters"));
@@ -104,7 +105,7 @@ function lifecycleMethod(action: Transition, summary: string) {
     auth: AUTH,
     http: [{ surface: "gateway", method: "POST", path: `/agents/:agent_id/${action}` }],
     async handler(params, ctx) {
-      const agent = await requireAgent(ctx.services, principalOf(ctx).userId, params.agent_id);
+      const agent = await requireAgent(ctx.services, ctx.principal.userId, params.agent_id);
       const status = await transition(ctx.services, agent, action);
       await appendAgentLog(ctx.services, agent.id, { event: `agent.${action}`, message: `Agent ${action === "deploy" ? "deployed" : action === "pause" ? "paused" : "resumed"}`, data: { status } });
       return agentView(ctx.services, agent);
@@ -112,8 +113,8 @@ function lifecycleMethod(action: Transition, summary: string) {
   });
 }
 
-async function owned(ctx: CallContext, agentId: string): Promise<AgentRecord> {
-  return requireAgent(ctx.services, principalOf(ctx).userId, agentId);
+async function owned(ctx: CallContext<Principal>, agentId: string): Promise<AgentRecord> {
+  return requireAgent(ctx.services, ctx.principal.userId, agentId);
 }
 
 /** Gateway agents by id, run here (spec 4.4 "API-gateway mode"); served when ORCH_BASE_URL is unset. */
@@ -123,9 +124,10 @@ export const localAgentMethods = [
     summary: "The caller's agents, oldest first, as a bare JSON array (spec 2.6).",
     input: v.object({}),
     auth: AUTH,
+    output: v.array(AgentView),
     http: [{ surface: "gateway", method: "GET", path: "/agents" }],
     async handler(_params, ctx) {
-      const agents = await ctx.services.agents.list(principalOf(ctx).userId);
+      const agents = await ctx.services.agents.list(ctx.principal.userId);
       return Promise.all(agents.map((agent) => agentView(ctx.services, agent)));
     },
   }),
@@ -143,9 +145,11 @@ export const localAgentMethods = [
       tenantId: v.optional(v.pipe(v.string("tenantId must be a string"), v.minLength(1), v.maxLength(128))),
     }),
     auth: AUTH,
+    output: AgentView,
+    errors: ["VALIDATION_FAILED", "FORBIDDEN", "NOT_FOUND"],
     http: [{ surface: "gateway", method: "POST", path: "/agents", status: 201 }],
     async handler(params, ctx) {
-      const principal = principalOf(ctx);
+      const principal = ctx.principal;
       await checkToolsAndModel(ctx.services, params.tools, params.model);
       const tenant = await tenantFor(ctx.services, principal, params.tenantId);
       await takeAgentSlot(ctx.services, tenant);
@@ -178,6 +182,8 @@ export const localAgentMethods = [
     summary: "One of the caller's agents; another user's id is the same 404 as a missing one.",
     input: v.object({ agent_id: AgentId }),
     auth: AUTH,
+    output: AgentView,
+    errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "GET", path: "/agents/:agent_id" }],
     async handler(params, ctx) {
       return agentView(ctx.services, await owned(ctx, params.agent_id));
@@ -189,6 +195,8 @@ export const localAgentMethods = [
     summary: "Change an agent's description and/or tools (spec 2.6: a partial update); tools must be in the catalog.",
     input: v.object({ agent_id: AgentId, description: v.optional(Description), tools: v.optional(Tools) }),
     auth: AUTH,
+    output: AgentView,
+    errors: ["NOT_FOUND", "VALIDATION_FAILED", "CONFLICT"],
     http: [{ surface: "gateway", method: "PUT", path: "/agents/:agent_id" }],
     async handler(params, ctx) {
       const agent = await owned(ctx, params.agent_id);
@@ -214,6 +222,7 @@ export const localAgentMethods = [
     summary: "Delete an agent with its logs; 409 while an invocation is running.",
     input: v.object({ agent_id: AgentId }),
     auth: AUTH,
+    errors: ["NOT_FOUND", "CONFLICT"],
     http: [{ surface: "gateway", method: "DELETE", path: "/agents/:agent_id" }],
     async handler(params, ctx) {
       const agent = await owned(ctx, params.agent_id);
@@ -242,11 +251,12 @@ export const localAgentMethods = [
       stream: v.optional(v.boolean("stream must be a boolean"), false),
     }),
     auth: AUTH,
+    errors: ["NOT_FOUND", "CONFLICT", "QUOTA_EXCEEDED"],
     http: [{ surface: "gateway", method: "POST", path: "/agents/:agent_id/invoke" }],
     stream: {},
     async handler(params, ctx) {
       const startedAt = agentTimestamp();
-      const { runId, events } = await invokeAgent(ctx.services, principalOf(ctx), params.agent_id, params.input, ctx.signal);
+      const { runId, events } = await invokeAgent(ctx.services, ctx.principal, params.agent_id, params.input, ctx.signal);
       if (params.stream) return framed(runId, events);
       for await (const event of events) {
         if (event.type === "done") return invokeResult(params.agent_id, runId, event.result, startedAt);
@@ -274,6 +284,7 @@ export const localAgentMethods = [
       "Watch the agent's runs, started on any instance: a `subscribed` event once watching, then each run's events (status, chunk, step, done) with its runId, until the caller goes away. The agent stream's `subscribe` message.",
     input: v.object({ agent_id: AgentId }),
     auth: AUTH,
+    errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "GET", path: "/agents/:agent_id/events" }],
     stream: {},
     async handler(params, ctx) {
@@ -288,6 +299,8 @@ export const localAgentMethods = [
       "Cancel a running invocation of one of your agents, wherever it runs; it ends with status `cancelled`. A run that ended, never existed or is another user's is 404. The agent stream's `cancel` message.",
     input: v.object({ run_id: v.pipe(v.string("run_id must be a string"), v.minLength(1, "run_id is required"), v.maxLength(128)) }),
     auth: AUTH,
+    output: v.object({ runId: v.string(), agentId: v.string(), cancelled: v.boolean() }),
+    errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "POST", path: "/agents/runs/:run_id/cancel" }],
     async handler(params, ctx) {
       const { runId, agentId } = await cancelRun(ctx.services, ctx.principal.userId, params.run_id);

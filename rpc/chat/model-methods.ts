@@ -3,6 +3,7 @@ import { defineMethod } from "../define.js";
 import { principalOf, unauthorized } from "../auth.js";
 import { ServiceError } from "../errors.js";
 import { requireCredits } from "./key-limits.js";
+import { ModelList } from "../views.js";
 
 export const modelMethods = [
   defineMethod({
@@ -10,6 +11,8 @@ export const modelMethods = [
     summary: "The model catalog (spec 2.1); not filtered per key. 402 when the workspace has no credits.",
     input: v.object({}),
     auth: { kinds: ["platform_key"] },
+    output: ModelList,
+    errors: ["INSUFFICIENT_CREDITS"],
     http: [{ surface: "platform", method: "GET", path: "/models" }],
     async handler(_params, ctx) {
       await requireCredits(ctx.services, principalOf(ctx));
@@ -46,6 +49,7 @@ export const modelMethods = [
     summary: "The runtime model list of the model router (spec 4.4).",
     input: v.object({}),
     auth: { kinds: ["session", "gateway_key"] },
+    output: ModelList,
     http: [{ surface: "gateway", method: "GET", path: "/models" }],
     handler(_params, ctx) {
       return { object: "list", data: ctx.services.models.list() };

@@ -1,10 +1,10 @@
 import * as v from "valibot";
 import { defineMethod } from "../define.js";
 import { ServiceError } from "../errors.js";
-import { principalOf } from "../auth.js";
 import { createKey } from "./create-key.js";
 import type { KeyRecord } from "../../storage/repos/keys.js";
 import { nowIso } from "../../storage/ids.js";
+import { AccountKeyView, WithSecret } from "../views.js";
 
 /** spec 5: personal keys carry `intelligence` and/or `compute`; keys made today carry both. */
 export const ACCOUNT_SCOPES = ["intelligence", "compute"] as const;
@@ -31,9 +31,10 @@ export const accountKeyMethods = [
     summary: "The signed-in user's personal (Account API) keys; never the secrets.",
     input: v.object({}),
     auth: SIGNED_IN,
+    output: v.object({ data: v.array(AccountKeyView) }),
     http: [{ surface: "account", method: "GET", path: "/keys" }],
     async handler(_params, ctx) {
-      const records = await ctx.services.keys.list(principalOf(ctx).userId, "account");
+      const records = await ctx.services.keys.list(ctx.principal.userId, "account");
       return { data: records.map(view) };
     },
   }),
@@ -52,9 +53,10 @@ export const accountKeyMethods = [
       ),
     }),
     auth: SIGNED_IN,
+    output: v.object({ ...AccountKeyView.entries, ...WithSecret.entries }),
     http: [{ surface: "account", method: "POST", path: "/keys", status: 201 }],
     async handler(params, ctx) {
-      const userId = principalOf(ctx).userId;
+      const userId = ctx.principal.userId;
       const { record, secret } = await createKey(ctx.services, {
         kind: "account",
         owner: userId,
@@ -72,9 +74,11 @@ export const accountKeyMethods = [
     summary: "Revoke one of the signed-in user's personal keys; it is refused with 401 from the next request on.",
     input: v.object({ id: v.pipe(v.string(), v.minLength(1)) }),
     auth: SIGNED_IN,
+    output: v.object({ id: v.string(), revoked: v.boolean() }),
+    errors: ["NOT_FOUND"],
     http: [{ surface: "account", method: "DELETE", path: "/keys/:id" }],
     async handler(params, ctx) {
-      const record = await ctx.services.keys.get(principalOf(ctx).userId, params.id);
+      const record = await ctx.services.keys.get(ctx.principal.userId, params.id);
       if (!record || record.kind !== "account") throw new ServiceError("NOT_FOUND", "Key not found");
       await ctx.services.keys.revoke(record, nowIso());
       return { id: record.id, revoked: true };

@@ -1,11 +1,11 @@
 import * as v from "valibot";
 import { defineMethod } from "../define.js";
 import { ServiceError } from "../errors.js";
-import { principalOf } from "../auth.js";
 import { createKey } from "./create-key.js";
 import type { KeyRecord } from "../../storage/repos/keys.js";
 import type { Services } from "../services.js";
 import { nowIso } from "../../storage/ids.js";
+import { ConsoleKeyView, Timestamp, WithSecret } from "../views.js";
 
 /** Scopes of a console-created platform key (spec 2.4: `chat:write` by default). */
 export const DEFAULT_PLATFORM_SCOPES = ["chat:write"];
@@ -76,9 +76,11 @@ export const consoleKeyMethods = [
       expiresAt: v.optional(v.nullable(ExpiresAt)),
     }),
     auth: CONSOLE_ONLY,
+    output: v.object({ id: v.string(), name: v.string(), key: WithSecret.entries.key, createdAt: Timestamp }),
+    errors: ["VALIDATION_FAILED"],
     http: [{ surface: "console", method: "POST", path: "/api-keys", status: 201 }],
     async handler(params, ctx) {
-      const principal = principalOf(ctx);
+      const principal = ctx.principal;
       const { record, secret } = await createKey(ctx.services, {
         kind: "platform",
         owner: workspaceOf(principal),
@@ -98,9 +100,10 @@ export const consoleKeyMethods = [
     summary: "The workspace's active platform keys, oldest first, as `{data: [...]}`; never the secrets.",
     input: v.object({}),
     auth: CONSOLE_ONLY,
+    output: v.object({ data: v.array(ConsoleKeyView) }),
     http: [{ surface: "console", method: "GET", path: "/api-keys" }],
     async handler(_params, ctx) {
-      const records = await ctx.services.keys.list(workspaceOf(principalOf(ctx)), "platform");
+      const records = await ctx.services.keys.list(workspaceOf(ctx.principal), "platform");
       return { data: records.map(consoleKeyView) };
     },
   }),
@@ -122,9 +125,11 @@ export const consoleKeyMethods = [
       ),
     ),
     auth: CONSOLE_ONLY,
+    output: ConsoleKeyView,
+    errors: ["NOT_FOUND", "VALIDATION_FAILED"],
     http: [{ surface: "console", method: "PATCH", path: "/api-keys/:id" }],
     async handler(params, ctx) {
-      const record = await ownKey(ctx.services, workspaceOf(principalOf(ctx)), params.id);
+      const record = await ownKey(ctx.services, workspaceOf(ctx.principal), params.id);
       const next: KeyRecord = { ...record };
       if (params.name !== undefined) next.name = params.name;
       if (params.spendLimit !== undefined) next.spendLimit = params.spendLimit;
@@ -140,9 +145,11 @@ export const consoleKeyMethods = [
     summary: "Revoke a platform key permanently; it is refused with 401 from the next request on.",
     input: v.object({ id: KeyId }),
     auth: CONSOLE_ONLY,
+    output: v.object({ id: v.string(), revoked: v.boolean() }),
+    errors: ["NOT_FOUND"],
     http: [{ surface: "console", method: "DELETE", path: "/api-keys/:id" }],
     async handler(params, ctx) {
-      const record = await ownKey(ctx.services, workspaceOf(principalOf(ctx)), params.id);
+      const record = await ownKey(ctx.services, workspaceOf(ctx.principal), params.id);
       await ctx.services.keys.revoke(record, nowIso());
       return { id: record.id, revoked: true };
     },

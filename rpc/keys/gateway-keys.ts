@@ -1,10 +1,10 @@
 import * as v from "valibot";
 import { defineMethod } from "../define.js";
 import { ServiceError } from "../errors.js";
-import { principalOf } from "../auth.js";
 import { createKey } from "./create-key.js";
 import type { KeyRecord } from "../../storage/repos/keys.js";
 import { nowIso } from "../../storage/ids.js";
+import { GatewayKeyView, WithSecret } from "../views.js";
 
 function view(record: KeyRecord) {
   return {
@@ -24,9 +24,10 @@ export const gatewayKeyMethods = [
     summary: "The caller's gateway API keys (never the secrets).",
     input: v.object({}),
     auth: { kinds: ["session", "gateway_key"] },
+    output: v.array(GatewayKeyView),
     http: [{ surface: "gateway", method: "GET", path: "/auth/keys" }],
     async handler(_params, ctx) {
-      const records = await ctx.services.keys.list(principalOf(ctx).userId, "gateway");
+      const records = await ctx.services.keys.list(ctx.principal.userId, "gateway");
       return records.map(view);
     },
   }),
@@ -40,9 +41,10 @@ export const gatewayKeyMethods = [
     }),
     // Keys are made by a signed-in user, never by another key.
     auth: { kinds: ["session"] },
+    output: v.object({ ...GatewayKeyView.entries, ...WithSecret.entries }),
     http: [{ surface: "gateway", method: "POST", path: "/auth/keys", status: 201 }],
     async handler(params, ctx) {
-      const userId = principalOf(ctx).userId;
+      const userId = ctx.principal.userId;
       const { record, secret } = await createKey(ctx.services, {
         kind: "gateway",
         owner: userId,
@@ -60,9 +62,11 @@ export const gatewayKeyMethods = [
     summary: "Revoke one of the caller's gateway keys; it is refused from the next request on.",
     input: v.object({ key_id: v.pipe(v.string(), v.minLength(1)) }),
     auth: { kinds: ["session"] },
+    output: v.object({ success: v.boolean(), id: v.string() }),
+    errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "DELETE", path: "/auth/keys/:key_id" }],
     async handler(params, ctx) {
-      const record = await ctx.services.keys.get(principalOf(ctx).userId, params.key_id);
+      const record = await ctx.services.keys.get(ctx.principal.userId, params.key_id);
       // Another user's key and a missing key are the same 404.
       if (!record || record.kind !== "gateway") throw new ServiceError("NOT_FOUND", "API key not found");
       await ctx.services.keys.revoke(record, nowIso());

@@ -1,12 +1,12 @@
 import * as v from "valibot";
 import { defineMethod } from "../define.js";
 import { ServiceError } from "../errors.js";
-import { principalOf } from "../auth.js";
 import type { Services } from "../services.js";
 import { newId, nowIso } from "../../storage/ids.js";
 import type { Tenant } from "../../storage/repos/tenants.js";
 import { agentCount, ownedTenant, tenantFor, tokensUsed } from "./tenancy.js";
 import { monthKey } from "../agents/time.js";
+import { TenantView } from "../views.js";
 
 const Slug = v.pipe(
   v.string("slug must be a string"),
@@ -50,9 +50,10 @@ export const tenantMethods = [
     summary: "The caller's tenants: the personal one first, then those created through POST /tenants, oldest first.",
     input: v.object({}),
     auth: AUTH,
+    output: v.array(TenantView),
     http: [{ surface: "gateway", method: "GET", path: "/tenants" }],
     async handler(_params, ctx) {
-      const principal = principalOf(ctx);
+      const principal = ctx.principal;
       const personal = await tenantFor(ctx.services, principal);
       const ids = await ctx.services.agents.ownedTenantIds(principal.userId);
       const created = (await Promise.all(ids.map((id) => ctx.services.tenants.getTenant(id))))
@@ -74,9 +75,11 @@ export const tenantMethods = [
       limits: v.optional(Limits, {}),
     }),
     auth: AUTH,
+    output: TenantView,
+    errors: ["CONFLICT", "VALIDATION_FAILED"],
     http: [{ surface: "gateway", method: "POST", path: "/tenants", status: 201 }],
     async handler(params, ctx) {
-      const principal = principalOf(ctx);
+      const principal = ctx.principal;
       const { config, store } = ctx.services;
       const id = newId("ten");
       if (!(await store.atomic.setIfAbsent(slugKey(params.slug), id))) {
@@ -113,9 +116,11 @@ export const tenantMethods = [
     summary: "One of the caller's tenants with its usage; another user's tenant is the same 404 as a missing one.",
     input: v.object({ tenant_id: TenantId }),
     auth: AUTH,
+    output: TenantView,
+    errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "GET", path: "/tenants/:tenant_id" }],
     async handler(params, ctx) {
-      return tenantView(ctx.services, await ownedTenant(ctx.services, principalOf(ctx), params.tenant_id));
+      return tenantView(ctx.services, await ownedTenant(ctx.services, ctx.principal, params.tenant_id));
     },
   }),
 
@@ -130,9 +135,11 @@ export const tenantMethods = [
       limits: v.optional(Limits),
     }),
     auth: AUTH,
+    output: TenantView,
+    errors: ["NOT_FOUND", "VALIDATION_FAILED"],
     http: [{ surface: "gateway", method: "PATCH", path: "/tenants/:tenant_id" }],
     async handler(params, ctx) {
-      const tenant = await ownedTenant(ctx.services, principalOf(ctx), params.tenant_id);
+      const tenant = await ownedTenant(ctx.services, ctx.principal, params.tenant_id);
       const updated: Tenant = {
         ...tenant,
         ...(params.name !== undefined ? { name: params.name } : {}),

@@ -1,7 +1,8 @@
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fullPath } from "../../facade/rest.js";
-import { startTestServer, type TestServer } from "../helpers/server.js";
+import * as v from "valibot";
+import { bearer, newUserBody, startTestServer, type TestServer } from "../helpers/server.js";
 
 describe("OpenAPI and docs", () => {
   let server: TestServer;
@@ -33,6 +34,44 @@ describe("OpenAPI and docs", () => {
     const register = document.paths["/gateway/v1/auth/register"].post;
     expect(register.requestBody.content["application/json"].schema.required).toEqual(expect.arrayContaining(["email", "password", "fullName"]));
     expect(document.paths["/gateway/v1/auth/keys/{key_id}"].delete.parameters[0]).toMatchObject({ name: "key_id", in: "path", required: true });
+  });
+
+  it("takes security, error responses and result shapes from each method's declaration", async () => {
+    const document = (await server.request("/openapi.json")).body;
+    const keys = document.paths["/gateway/v1/auth/keys"];
+    // Keys are made by a signed-in user only: no API-key scheme is offered for it.
+    expect(keys.post.security).toEqual([{ sessionToken: [] }]);
+    expect(keys.get.security).toEqual([{ sessionToken: [] }, { apiKeyBearer: [] }, { apiKeyHeader: [] }]);
+    expect(document.paths["/api/v1/chat/completions"].post.security).toEqual([{ apiKeyBearer: [] }]);
+    expect(document.paths["/bridge/health"].get.security).toEqual([]);
+    expect(keys.post.responses["201"].content["application/json"].schema.required).toEqual(expect.arrayContaining(["id", "key", "prefix"]));
+    expect(Object.keys(keys.post.responses)).toEqual(expect.arrayContaining(["201", "400", "401"]));
+    expect(document.paths["/bridge/tools/execute"].post.responses["429"]).toBeDefined();
+    // Internal gates are no operations.
+    expect(JSON.stringify(document)).not.toContain("bridge.vms.connect");
+  });
+
+  it("answers with the shapes the declarations promise", async () => {
+    const registry = server.dispatcher.registry;
+    const check = (name: string, body: unknown) => {
+      const result = v.safeParse(registry[name]!.output!, body);
+      expect(result.issues?.map((issue) => `${v.getDotPath(issue)}: ${issue.message}`) ?? [], name).toEqual([]);
+    };
+    const registered = await server.request("/gateway/v1/auth/register", { method: "POST", json: newUserBody() });
+    check("auth.register", registered.body);
+    const auth = bearer(registered.body.token);
+    check("auth.me", (await server.request("/gateway/v1/auth/me", { headers: auth })).body);
+    const created = await server.request("/gateway/v1/auth/keys", { method: "POST", headers: auth, json: { name: "shape" } });
+    check("auth.keys.create", created.body);
+    check("auth.keys.list", (await server.request("/gateway/v1/auth/keys", { headers: auth })).body);
+    check("tenants.list", (await server.request("/gateway/v1/tenants", { headers: auth })).body);
+    const models = (await server.request("/gateway/v1/models", { headers: auth })).body;
+    check("gateway.models.list", models);
+    const agent = await server.request("/gateway/v1/agents", { method: "POST", headers: auth, json: { name: "shaped", model: models.data[0].id, tools: [] } });
+    check("agents.create", agent.body);
+    check("agents.list", (await server.request("/gateway/v1/agents", { headers: auth })).body);
+    check("account.keys.create", (await server.request("/account/v1/keys", { method: "POST", headers: auth, json: { name: "personal" } })).body);
+    check("account.keys.list", (await server.request("/account/v1/keys", { headers: auth })).body);
   });
 
   it("renders an interactive docs page whose assets are served locally", async () => {

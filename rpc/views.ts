@@ -1,0 +1,104 @@
+import * as v from "valibot";
+
+/**
+ * Output shapes shared by several domains' method declarations (OpenAPI responses; handlers
+ * are type-checked against them). A domain's own shapes live next to its methods.
+ */
+
+export const Timestamp = v.pipe(v.string(), v.description("ISO 8601 timestamp"));
+export const NullableTimestamp = v.nullable(Timestamp);
+
+export const UserView = v.object({
+  id: v.string(),
+  email: v.string(),
+  fullName: v.string(),
+  tenantId: v.string(),
+  workspaceId: v.string(),
+  plan: v.string(),
+  createdAt: Timestamp,
+});
+
+export const SessionIssued = v.object({
+  user: UserView,
+  token: v.string(),
+  tokenType: v.pipe(v.string(), v.description("Always \"Bearer\"")),
+  expiresAt: Timestamp,
+});
+
+export const Success = v.object({ success: v.boolean() });
+
+export const GatewayKeyView = v.object({
+  id: v.string(),
+  name: v.string(),
+  description: v.string(),
+  prefix: v.string(),
+  createdAt: Timestamp,
+  lastUsedAt: NullableTimestamp,
+  expiresAt: NullableTimestamp,
+});
+
+export const AccountKeyView = v.object({
+  id: v.string(),
+  name: v.string(),
+  scopes: v.array(v.string()),
+  prefix: v.string(),
+  createdAt: Timestamp,
+  lastUsedAt: NullableTimestamp,
+});
+
+export const ConsoleKeyView = v.object({
+  id: v.string(),
+  name: v.string(),
+  createdAt: Timestamp,
+  expiresAt: NullableTimestamp,
+  lastUsedAt: NullableTimestamp,
+  scopes: v.array(v.string()),
+  spendLimit: v.nullable(v.number()),
+  rpmLimit: v.nullable(v.number()),
+  tpmLimit: v.nullable(v.number()),
+});
+
+/** The plaintext secret, in the create response only. */
+export const WithSecret = v.object({ key: v.pipe(v.string(), v.description("The key's secret: shown in this response only")) });
+
+export const TenantView = v.object({
+  id: v.string(),
+  slug: v.string(),
+  name: v.string(),
+  plan: v.string(),
+  region: v.string(),
+  limits: v.object({ agents: v.number(), tokensPerMonth: v.number() }),
+  usage: v.object({ agents: v.number(), tokensThisMonth: v.number(), month: v.pipe(v.string(), v.description("YYYY-MM (UTC)")) }),
+  ownerId: v.string(),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+});
+
+export const ModelEntry = v.object({
+  id: v.string(),
+  object: v.string(),
+  created: v.pipe(v.number(), v.description("Unix seconds")),
+  owned_by: v.string(),
+  context_window: v.number(),
+});
+
+export const ModelList = v.object({ object: v.string(), data: v.array(ModelEntry) });
+
+export const AgentView = v.object({
+  id: v.string(),
+  name: v.string(),
+  model: v.string(),
+  tools: v.array(v.string()),
+  status: v.picklist(["idle", "deployed", "paused", "running", "error"]),
+  description: v.string(),
+  config: v.object({
+    maxSteps: v.number(),
+    systemPrompt: v.optional(v.string()),
+    temperature: v.optional(v.number()),
+    maxTokens: v.optional(v.number()),
+    toolTimeoutSeconds: v.optional(v.number()),
+  }),
+  tenantId: v.string(),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+});
