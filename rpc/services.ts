@@ -14,6 +14,7 @@ import type { ToolBridgePorts, ToolCatalog, UpstreamRegistry, VmDirectory } from
 import { loadModels } from "./chat/models-config.js";
 import { ModelRouter } from "./chat/model-router.js";
 import { loadPlans, Plans } from "./chat/allowance.js";
+import { RevokedSessionsRepo } from "../storage/repos/revoked-sessions.js";
 import { ToolPlansRepo } from "../storage/repos/tool-plans.js";
 
 /** What handlers reach through `ctx.services`: storage, repositories, credentials, clients. */
@@ -118,7 +119,7 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
     models,
     plans: new Plans(planConfigs, store.atomic),
     toolPlans: new ToolPlansRepo(store),
-    sessions: new SessionTokens(secret, config.SESSION_TTL_SECONDS, store.atomic),
+    sessions: new SessionTokens(secret, config.SESSION_TTL_SECONDS, new RevokedSessionsRepo(store.atomic)),
     keyPrefixes: keyPrefixes(config.PLATFORM_KEY_SERVICE, config.ACCOUNT_KEY_PREFIX),
     loginLimiter: store.limiter({ name: "login", points: config.LOGIN_MAX_FAILURES, durationSeconds: config.LOGIN_WINDOW_SECONDS }),
     onClose(fn) {

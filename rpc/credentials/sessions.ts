@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { SignJWT, jwtVerify, errors as joseErrors } from "jose";
-import type { Atomic } from "../../storage/atomic.js";
+import type { RevokedSessionsRepo } from "../../storage/repos/revoked-sessions.js";
 
 export interface SessionClaims {
   userId: string;
@@ -15,12 +15,12 @@ const AUDIENCE = "gateway-session";
 export class SessionTokens {
   readonly #key: Uint8Array;
   readonly #ttlSeconds: number;
-  readonly #atomic: Atomic;
+  readonly #revoked: RevokedSessionsRepo;
 
-  constructor(secret: string, ttlSeconds: number, atomic: Atomic) {
+  constructor(secret: string, ttlSeconds: number, revoked: RevokedSessionsRepo) {
     this.#key = new TextEncoder().encode(secret);
     this.#ttlSeconds = ttlSeconds;
-    this.#atomic = atomic;
+    this.#revoked = revoked;
   }
 
   async issue(userId: string): Promise<{ token: string; expiresAt: Date }> {
@@ -48,7 +48,7 @@ export class SessionTokens {
         currentDate: new Date(),
       });
       if (!payload.sub || !payload.jti || !payload.exp) return undefined;
-      if (await this.#atomic.get(`revoked:${payload.jti}`)) return undefined;
+      if (await this.#revoked.isRevoked(payload.jti)) return undefined;
       return { userId: payload.sub, jti: payload.jti, expiresAt: payload.exp * 1000 };
     } catch (error) {
       if (error instanceof joseErrors.JOSEError) return undefined;
@@ -58,7 +58,7 @@ export class SessionTokens {
 
   async revoke(claims: SessionClaims): Promise<void> {
     const ttl = claims.expiresAt - Date.now();
-    if (ttl > 0) await this.#atomic.setIfAbsent(`revoked:${claims.jti}`, "1", ttl + 1000);
+    if (ttl > 0) await this.#revoked.revoke(claims.jti, ttl + 1000);
   }
 }
 

@@ -24,7 +24,6 @@ const Limits = v.object(
 const TenantId = v.pipe(v.string("tenant_id must be a string"), v.minLength(1), v.maxLength(128));
 
 const AUTH = { kinds: ["session", "gateway_key"] } as const;
-const slugKey = (slug: string) => `tenant-slug:${slug}`;
 
 /** A tenant as the API shows it, with how much of its limits is used. */
 async function tenantView(services: Services, tenant: Tenant) {
@@ -80,9 +79,9 @@ export const tenantMethods = [
     http: [{ surface: "gateway", method: "POST", path: "/tenants", status: 201 }],
     async handler(params, ctx) {
       const principal = ctx.principal;
-      const { config, store } = ctx.services;
+      const { config } = ctx.services;
       const id = newId("ten");
-      if (!(await store.atomic.setIfAbsent(slugKey(params.slug), id))) {
+      if (!(await ctx.services.tenants.claimSlug(params.slug, id))) {
         throw new ServiceError("CONFLICT", `The slug ${params.slug} is taken`, { details: { slug: params.slug } });
       }
       const now = nowIso();
@@ -104,7 +103,7 @@ export const tenantMethods = [
         await ctx.services.tenants.putTenant(tenant);
         await ctx.services.agents.addOwnedTenant(principal.userId, id);
       } catch (error) {
-        await store.atomic.compareAndSet(slugKey(params.slug), id, null).catch(() => undefined);
+        await ctx.services.tenants.releaseSlug(params.slug, id).catch(() => undefined);
         throw error;
       }
       return tenantView(ctx.services, tenant);

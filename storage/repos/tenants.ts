@@ -31,7 +31,10 @@ export class TenantsRepo {
   readonly tenants: Collection<Tenant>;
   readonly workspaces: Collection<Workspace>;
 
+  readonly #atomic: Store["atomic"];
+
   constructor(store: Store) {
+    this.#atomic = store.atomic;
     this.tenants = new Collection<Tenant>(store.kv, "tenants");
     this.workspaces = new Collection<Workspace>(store.kv, "workspaces");
   }
@@ -42,6 +45,16 @@ export class TenantsRepo {
 
   putTenant(tenant: Tenant) {
     return this.tenants.put([tenant.id], tenant);
+  }
+
+  /** Takes a slug for a tenant id; false when another tenant holds it. */
+  claimSlug(slug: string, tenantId: string): Promise<boolean> {
+    return this.#atomic.setIfAbsent(`tenant-slug:${slug}`, tenantId);
+  }
+
+  /** Gives a slug back, only if this tenant still holds it. */
+  async releaseSlug(slug: string, tenantId: string): Promise<void> {
+    await this.#atomic.compareAndSet(`tenant-slug:${slug}`, tenantId, null);
   }
 
   getWorkspace(id: string) {
