@@ -204,13 +204,20 @@ describe("subscribe", () => {
     // Its own run arrives once, not twice.
     watcher.send({ agentId, input: "own run" });
     const own = await watcher.waitFor((frame) => frame.type === "done" && frame.output === "own run");
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    // A run started elsewhere afterwards is seen through the subscription: by then a repeated
+    // copy of the own run would have arrived too (one bus, in order).
+    const after = await server.request(`/gateway/v1/agents/${agentId}/invoke`, { method: "POST", headers: bearer(token), json: { input: "after own" } });
+    await watcher.waitFor((frame) => frame.type === "done" && frame.runId === after.body.runId);
     expect(watcher.frames.filter((frame) => frame.type === "done" && frame.runId === own.runId)).toHaveLength(1);
 
     watcher.send({ type: "unsubscribe", agentId });
     await watcher.waitFor((frame) => frame.type === "unsubscribed");
+    // Another socket still subscribed sees the next run end: the unsubscribed one would have by then.
+    const other = await open();
+    other.send({ type: "subscribe", agentId });
+    await other.waitFor((frame) => frame.type === "subscribed");
     const later = await server.request(`/gateway/v1/agents/${agentId}/invoke`, { method: "POST", headers: bearer(token), json: { input: "unseen" } });
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await other.waitFor((frame) => frame.type === "done" && frame.runId === later.body.runId);
     expect(watcher.frames.some((frame) => frame.runId === later.body.runId)).toBe(false);
   });
 

@@ -128,8 +128,13 @@ describe.each(["memory", "fs", "redis"] as const)("storage driver %s", (driver) 
     await store.bus.publish("chan", { n: 1 });
     await vi.waitFor(() => expect(received).toEqual([{ n: 1 }]));
     await unsubscribe();
+    // A message on another channel published after it arrives after it: once that one is in,
+    // the unsubscribed one would have been too.
+    const sentinel: unknown[] = [];
+    await store.bus.subscribe("chan-after", (message) => sentinel.push(message));
     await store.bus.publish("chan", { n: 2 });
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await store.bus.publish("chan-after", { n: 3 });
+    await vi.waitFor(() => expect(sentinel).toEqual([{ n: 3 }]));
     expect(received).toEqual([{ n: 1 }]);
   });
 
