@@ -15,6 +15,12 @@ export interface SseOptions {
 /**
  * Serves an async iterable as server-sent events, one `data:` frame per item, each flushed
  * as it is produced. A client that disconnects cancels the iterator.
+ *
+ * Pull-based on purpose, where h3's `createEventStream` is push-based: an item is taken from
+ * the iterator only when the client has read the previous one, so a model's stream is read
+ * upstream no faster than the client reads it and nothing piles up in memory for a slow
+ * client; the end is reported once with how it ended (`onEnd`), which metering uses to bill
+ * a dropped stream for what was sent.
  */
 export function toSseResponse(items: AsyncIterable<unknown>, options: SseOptions): Response {
   const iterator = items[Symbol.asyncIterator]();

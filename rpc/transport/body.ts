@@ -16,6 +16,10 @@ function parseJson(text: string): unknown {
  * Reads a JSON body, refusing more than `limit` bytes whether or not Content-Length says so
  * (chunked uploads are counted as they arrive and cut off at the limit).
  * Returns undefined for an empty body.
+ *
+ * Not h3's `assertBodySize`: it wraps every body in a counting web stream behind a Proxy,
+ * which gives up the one-piece read below that the MCP tools/call benchmark measured
+ * (docs/benchmarks-bridge.md); its errors would also need mapping to this service's 413/415.
  */
 export async function readJsonBody(request: Request, limit: number): Promise<unknown> {
   const header = request.headers.get("content-length");
