@@ -6,8 +6,6 @@ export interface SseOptions {
   /** Renders an error raised mid-stream as the data of one last frame. */
   errorFrame(error: unknown): unknown;
   headers: Headers;
-  /** Called once the stream ends, however it ends. */
-  onEnd?(outcome: "done" | "error" | "cancelled"): void;
   /** Aborted when the client goes away, so the producer (an upstream request) stops too. */
   abort: AbortController;
 }
@@ -19,17 +17,12 @@ export interface SseOptions {
  * Pull-based on purpose, where h3's `createEventStream` is push-based: an item is taken from
  * the iterator only when the client has read the previous one, so a model's stream is read
  * upstream no faster than the client reads it and nothing piles up in memory for a slow
- * client; the end is reported once with how it ended (`onEnd`), which metering uses to bill
- * a dropped stream for what was sent.
+ * client; a client that goes away ends the iterator (`return()`), where chat metering
+ * settles a dropped stream for what was sent.
  */
 export function toSseResponse(items: AsyncIterable<unknown>, options: SseOptions): Response {
   const iterator = items[Symbol.asyncIterator]();
   let finished = false;
-  const finish = (outcome: "done" | "error" | "cancelled") => {
-    if (finished) return;
-    finished = true;
-    options.onEnd?.(outcome);
-  };
   const frame = (data: unknown) => encoder.encode(`data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`);
 
   const stream = new ReadableStream<Uint8Array>({
@@ -39,7 +32,7 @@ export function toSseResponse(items: AsyncIterable<unknown>, options: SseOptions
         if (done) {
           if (options.done) controller.enqueue(frame(options.done));
           controller.close();
-          finish("done");
+          finished = true;
           return;
         }
         controller.enqueue(frame(value));
@@ -47,12 +40,12 @@ export function toSseResponse(items: AsyncIterable<unknown>, options: SseOptions
         if (finished) return;
         controller.enqueue(frame(options.errorFrame(error)));
         controller.close();
-        finish("error");
+        finished = true;
       }
     },
     async cancel() {
       options.abort.abort();
-      finish("cancelled");
+      finished = true;
       await iterator.return?.().catch(() => undefined);
     },
   });
