@@ -80,6 +80,7 @@ function mountVmSocket(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): voi
         const requestId = randomUUID();
         try {
           const identity = await admit(request, services);
+          await bridge.vms.admit(identity);
           services.log.info({ requestId, event: "vm.upgrade", status: 101, vmId: identity.vmId, principal: { userId: identity.userId } });
           const protocol = offeredProtocols(request).includes(VM_SUBPROTOCOL) ? VM_SUBPROTOCOL : undefined;
           return { headers: { "x-request-id": requestId }, ...(protocol ? { protocol } : {}), context: { identity } satisfies PeerState };

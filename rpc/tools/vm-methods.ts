@@ -3,7 +3,16 @@ import { defineMethod } from "../define.js";
 import { principalOf } from "../auth.js";
 import { ServiceError } from "../errors.js";
 import { queryInt } from "../validate.js";
+import type { Services } from "../services.js";
 import { catalogName, vmNotConnected } from "./sources.js";
+
+/** A user reaches the VMs of their own tenant and of tenants they own (DESIGN "Ownership"). */
+async function reachesTenant(services: Services, userId: string, tenantId: string): Promise<boolean> {
+  const user = await services.users.get(userId);
+  if (!user) return false;
+  if (user.tenantId === tenantId) return true;
+  return (await services.tenants.getTenant(tenantId))?.ownerId === user.id;
+}
 
 export const vmToolMethods = [
   defineMethod({
@@ -24,8 +33,9 @@ export const vmToolMethods = [
       const principal = principalOf(ctx);
       const { vms, config } = ctx.services;
       const record = await vms.find(params.vm_id);
-      // Another user's VM answers exactly like a missing one, so VM ids cannot be probed.
-      if (!record || (principal.kind !== "service" && record.userId !== principal.userId)) throw vmNotConnected(params.vm_id);
+      // Another tenant's VM answers exactly like a missing one, so VM ids cannot be probed;
+      // internal services (PLATFORM_SERVICE_KEY) reach every VM.
+      if (!record || (principal.kind !== "service" && !(await reachesTenant(ctx.services, principal.userId, record.tenantId)))) throw vmNotConnected(params.vm_id);
       // The VM's own name, or its catalog name `vm__<vmId>__<tool>`.
       const prefix = catalogName(record.vmId, "");
       const tool = params.tool_name.startsWith(prefix) ? params.tool_name.slice(prefix.length) : params.tool_name;
