@@ -66,7 +66,7 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
   const services = dispatcher.services;
   const { config, log } = services;
   const allowedOrigins = config.GATEWAY_CORS_ORIGINS.split(",").map((origin) => origin.trim().replace(/\/$/, "")).filter(Boolean);
-  const sessions = new McpSessions(bridge.catalog, config.MCP_SESSION_IDLE_SECONDS);
+  const sessions = new McpSessions(bridge.catalog, config.MCP_SESSION_IDLE_SECONDS, config.MCP_MAX_SESSIONS_PER_USER);
   tables.set(services, sessions);
   services.onClose(() => sessions.close());
 
