@@ -37,7 +37,7 @@ describe.each(["fs", "redis"] as const)("upstream headers at rest (%s)", (storag
   let dir: string;
   let upstream: Awaited<ReturnType<typeof serveScripted>>;
   // fs: no DATA_ENCRYPTION_SECRET, so the server generates DATA_DIR/.data-encryption-secret.
-  const env = () =>
+  const env = (): Record<string, string> =>
     storage === "fs"
       ? { STORAGE: "fs", DATA_DIR: dir, DATA_ENCRYPTION_SECRET: "", MCP_SERVERS_ALLOW_PRIVATE: "true" }
       : { STORAGE: "redis", REDIS_PREFIX: prefix, MCP_SERVERS_ALLOW_PRIVATE: "true" };
