@@ -1,6 +1,6 @@
 import { EventEmitter } from "node:events";
 import { ServiceError } from "../rpc/errors.js";
-import type { CallOptions, ToolDef, ToolResult, ToolSource } from "../rpc/tools/types.js";
+import { toolScope, visibleIn, type CallOptions, type ToolDef, type ToolResult, type ToolScope, type ToolSource } from "../rpc/tools/types.js";
 
 /**
  * The one tool catalog behind REST (`/mcp/tools`), MCP (`tools/list`, `tools/call`) and
@@ -35,19 +35,25 @@ export class Catalog {
     return () => this.#events.off("changed", listener);
   }
 
-  async list(filter: { category?: string } = {}): Promise<ToolDef[]> {
+  /**
+   * The tools one scope sees (a tenant: shared tools and its own), sorted by name; without a
+   * scope every tool of every tenant, where names may repeat (counts and health only).
+   */
+  async list(filter: { category?: string; scope?: ToolScope } = {}): Promise<ToolDef[]> {
     const lists = await Promise.all([...this.#sources.values()].map((source) => source.list().catch(() => [] as ToolDef[])));
-    const tools = lists.flat();
-    return (filter.category ? tools.filter((tool) => tool.category === filter.category) : tools).sort((a, b) => a.name.localeCompare(b.name));
+    const { category, scope } = filter;
+    const tools = lists.flat().filter((tool) => (!category || tool.category === category) && (!scope || visibleIn(tool, scope)));
+    return tools.sort((a, b) => a.name.localeCompare(b.name));
   }
 
-  async get(name: string): Promise<ToolDef | undefined> {
-    return (await this.list()).find((tool) => tool.name === name);
+  /** A tool by name within a scope; another tenant's tool is undefined like a missing one. */
+  async get(name: string, scope: ToolScope): Promise<ToolDef | undefined> {
+    return (await this.list({ scope })).find((tool) => tool.name === name);
   }
 
-  /** Runs a tool by name; unknown names are NOT_FOUND. Argument validation happens before this. */
+  /** Runs a tool by name in the scope of `options.tenantId`; unknown names are NOT_FOUND. Argument validation happens before this. */
   async call(name: string, args: Record<string, unknown>, options: CallOptions): Promise<ToolResult> {
-    const tool = await this.get(name);
+    const tool = await this.get(name, toolScope(options.tenantId));
     if (!tool) throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
     const source = this.#sources.get(tool.source.id);
     if (!source) throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);

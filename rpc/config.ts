@@ -23,6 +23,12 @@ const ENV_SCHEMA = v.object({
   REDIS_PREFIX: v.optional(v.pipe(v.string(), v.regex(/^[\w.-]+$/, "letters, digits, _ . - only")), "gw"),
   /** HS256 secret for session tokens; at least 32 characters. Generated into DATA_DIR when unset (fs only). */
   GATEWAY_JWT_SECRET: v.optional(v.pipe(v.string(), v.minLength(32, "must be at least 32 characters"))),
+  /**
+   * Secret from which the key that encrypts secrets at rest (upstream MCP server headers,
+   * credential-like values in tool plans) is derived; at least 32 characters. Generated into
+   * DATA_DIR when unset (fs only); required with STORAGE=redis so every instance reads the same data.
+   */
+  DATA_ENCRYPTION_SECRET: v.optional(v.pipe(v.string(), v.minLength(32, "must be at least 32 characters"))),
   /** Lifetime of a session token in seconds. */
   SESSION_TTL_SECONDS: v.optional(intFrom(60, 60 * 60 * 24 * 30), "43200"),
   /** Service name inside platform keys: `sk-<name>-…` (spec 5). */
@@ -71,6 +77,8 @@ const ENV_SCHEMA = v.object({
   MCP_SERVERS_ALLOW_PRIVATE: v.optional(v.pipe(v.picklist(["true", "false"], "must be true or false"), v.transform((value) => value === "true")), "false"),
   /** An MCP session (Mcp-Session-Id) with no request and no open GET stream for this long ends; the client initializes again (404). */
   MCP_SESSION_IDLE_SECONDS: v.optional(intFrom(10, 7 * 24 * 3600), "1800"),
+  /** Open MCP sessions one user may hold on an instance; opening one more ends that user's least recently used session (its next request gets 404). */
+  MCP_MAX_SESSIONS_PER_USER: v.optional(intFrom(1, 100_000), "100"),
   /** `limits.agents` of a tenant made without limits: a personal tenant created on first use, or POST /tenants without `limits` (docs/agents.md). */
   TENANT_DEFAULT_AGENT_LIMIT: v.optional(intFrom(0, 1_000_000), "25"),
   /** `limits.tokensPerMonth` of such a tenant: model tokens its agent invocations may use per calendar month (UTC). */

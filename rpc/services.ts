@@ -16,6 +16,7 @@ import { ModelRouter } from "./chat/model-router.js";
 import { loadPlans, Plans } from "./chat/allowance.js";
 import { RevokedSessionsRepo } from "../storage/repos/revoked-sessions.js";
 import { ToolPlansRepo } from "../storage/repos/tool-plans.js";
+import { SecretBox } from "../storage/secret-box.js";
 
 /** What handlers reach through `ctx.services`: storage, repositories, credentials, clients. */
 export interface Services {
@@ -40,6 +41,8 @@ export interface Services {
   readonly plans: Plans;
   /** Stored tool plans (POST /mcp/plan, /mcp/execute), per user. */
   readonly toolPlans: ToolPlansRepo;
+  /** Encrypts secrets at rest (DATA_ENCRYPTION_SECRET). */
+  readonly secrets: SecretBox;
   readonly sessions: SessionTokens;
   readonly keyPrefixes: KeyPrefixes;
   /** Failed sign-ins per email. */
@@ -50,7 +53,7 @@ export interface Services {
 }
 
 /** Opens the tool bridge over the service's storage; the composition root passes the real one. */
-export type OpenToolBridge = (deps: { config: Config; log: Logger; store: Store }) => Promise<ToolBridgePorts>;
+export type OpenToolBridge = (deps: { config: Config; log: Logger; store: Store; secrets: SecretBox }) => Promise<ToolBridgePorts>;
 
 /** A bridge with no tools, for callers that never touch the catalog (the admin command). */
 export const noTools: OpenToolBridge = async () => ({
@@ -63,6 +66,9 @@ export const noTools: OpenToolBridge = async () => ({
     onChange: () => () => undefined,
   },
   vms: {
+    admit: async () => {
+      throw new Error("No tool bridge in this process");
+    },
     list: async () => [],
     find: async () => undefined,
     call: async (vmId) => {
@@ -76,7 +82,7 @@ export const noTools: OpenToolBridge = async () => ({
     },
     remove: async () => undefined,
     list: async () => [],
-    summary: () => [],
+    summary: () => ({ shared: [], tenants: { total: 0, healthy: 0, unhealthy: 0 } }),
   },
   close: async () => undefined,
 });
@@ -94,10 +100,20 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
     }
     secret = randomBytes(32).toString("base64url");
   }
+  let dataSecret = config.DATA_ENCRYPTION_SECRET ?? (await store.persistentSecret("data-encryption-secret"));
+  if (!dataSecret) {
+    if (config.STORAGE === "redis") {
+      await store.close();
+      throw new Error("DATA_ENCRYPTION_SECRET is required with STORAGE=redis: every instance must read the secrets the others stored");
+    }
+    // memory: nothing outlives the process, so a key of its own is enough.
+    dataSecret = randomBytes(32).toString("base64url");
+  }
+  const secrets = new SecretBox(dataSecret);
   const closers: (() => Promise<void> | void)[] = [() => store.close()];
   let tools: ToolBridgePorts;
   try {
-    tools = await openTools({ config, log, store });
+    tools = await openTools({ config, log, store, secrets });
   } catch (error) {
     await store.close();
     throw error;
@@ -118,7 +134,8 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
     upstream,
     models,
     plans: new Plans(planConfigs, store.atomic),
-    toolPlans: new ToolPlansRepo(store),
+    toolPlans: new ToolPlansRepo(store, secrets),
+    secrets,
     sessions: new SessionTokens(secret, config.SESSION_TTL_SECONDS, new RevokedSessionsRepo(store.atomic)),
     keyPrefixes: keyPrefixes(config.PLATFORM_KEY_SERVICE, config.ACCOUNT_KEY_PREFIX),
     loginLimiter: store.limiter({ name: "login", points: config.LOGIN_MAX_FAILURES, durationSeconds: config.LOGIN_WINDOW_SECONDS }),

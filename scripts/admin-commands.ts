@@ -9,6 +9,7 @@ import { passwordProblem } from "../rpc/credentials/passwords.js";
 import { loadPlans } from "../rpc/chat/allowance.js";
 import { newId, nowIso } from "../storage/ids.js";
 import type { User } from "../storage/repos/users.js";
+import { McpServersRepo } from "../storage/repos/mcp-servers.js";
 
 /**
  * Operator commands (issue: "an admin command grants credits and creates workspaces' first
@@ -43,9 +44,17 @@ Commands:
   create-key       --workspace <id> --name <n> [--rpm <n>] [--tpm <n>] [--spend <credits>] [--expires <ISO date>]
                    A platform key (scope chat:write); the plaintext is printed once.
   set-plan         --email <e> --plan <id>    The user's Account API plan (one of PLANS_JSON, default free|pro).
+  add-mcp-server   --name <n> --url <u> [--category <c>] [--header "Name: value"]… [--header-env "Name=ENV_VAR"]…
+                   An upstream MCP server shared with every tenant (tenants register their own
+                   at POST /gateway/v1/mcp/servers). --header-env reads a value from the
+                   environment, so a secret stays out of the command line. Values are encrypted
+                   at rest with DATA_ENCRYPTION_SECRET; running servers connect it (Redis: at
+                   once; fs: within 15 s).
+  list-mcp-servers                            The shared servers (header names only).
+  remove-mcp-server --name <n>                Removes a shared server from every tenant's catalog.
   help             This text.`;
 
-type Flags = Record<string, string | boolean | undefined>;
+type Flags = Record<string, string | boolean | string[] | undefined>;
 
 function parse(args: string[]): { command: string; flags: Flags } {
   const [command, ...rest] = args;
@@ -67,6 +76,10 @@ function parse(args: string[]): { command: string; flags: Flags } {
         expires: { type: "string" },
         plan: { type: "string" },
         default: { type: "boolean" },
+        url: { type: "string" },
+        category: { type: "string" },
+        header: { type: "string", multiple: true },
+        "header-env": { type: "string", multiple: true },
       },
     });
     return { command, flags: values };
@@ -104,6 +117,28 @@ async function existingWorkspace(services: Services, id: string) {
 }
 
 const credits = (micro: number) => micro / MICRO;
+
+/** `--header "Name: value"` and `--header-env "Name=ENV_VAR"` as a header map. */
+function headerFlags(flags: Flags): Record<string, string> {
+  const headers: Record<string, string> = {};
+  const token = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+  const list = (value: Flags[string]) => (Array.isArray(value) ? value : []);
+  for (const raw of list(flags.header)) {
+    const at = raw.indexOf(":");
+    const name = raw.slice(0, at).trim();
+    if (at < 1 || !token.test(name)) throw new AdminError(`--header must be "Name: value", got ${JSON.stringify(raw.slice(0, 40))}`, 2);
+    headers[name] = raw.slice(at + 1).trim();
+  }
+  for (const raw of list(flags["header-env"])) {
+    const [name = "", variable = ""] = raw.split("=", 2).map((part) => part.trim());
+    if (!token.test(name) || !variable) throw new AdminError(`--header-env must be "Name=ENV_VAR", got ${JSON.stringify(raw)}`, 2);
+    const value = process.env[variable];
+    if (value === undefined || value === "") throw new AdminError(`--header-env ${name}: environment variable ${variable} is not set`, 2);
+    headers[name] = value;
+  }
+  if (Object.keys(headers).length > 32) throw new AdminError("at most 32 headers", 2);
+  return headers;
+}
 
 /** Runs one command; returns what to print (JSON-serialisable). Throws AdminError on bad input. */
 export async function runAdmin(args: string[], services: Services): Promise<unknown> {
@@ -213,6 +248,36 @@ export async function runAdmin(args: string[], services: Services): Promise<unkn
       if (!plans[plan]) throw new AdminError(`Unknown plan ${JSON.stringify(plan)}; configured plans: ${Object.keys(plans).join(", ")}`, 2);
       await services.users.put({ ...user, plan });
       return { user: user.id, email: user.email, plan, previous: user.plan };
+    }
+
+    case "add-mcp-server": {
+      const name = required(flags, "name");
+      // The same rules as POST /gateway/v1/mcp/servers (rpc/tools/mcp-server-methods.ts).
+      if (!/^[A-Za-z0-9][A-Za-z0-9-]{0,47}$/.test(name) || name.toLowerCase() === "vm") throw new AdminError("--name: 1-48 letters, digits or '-' (not `vm`)", 2);
+      const url = required(flags, "url");
+      if (!/^https?:\/\//i.test(url) || !URL.canParse(url)) throw new AdminError("--url must be an absolute http or https URL", 2);
+      const category = typeof flags.category === "string" ? flags.category : "mcp";
+      if (!/^[a-z0-9][a-z0-9_-]{0,31}$/.test(category)) throw new AdminError("--category: lowercase letters, digits, _ or -", 2);
+      const headers = headerFlags(flags);
+      const repo = new McpServersRepo(services.store, services.secrets);
+      const record = { name, url, headers, category, tenantId: null, createdBy: "admin", createdAt: nowIso() };
+      if (!(await repo.create(record))) throw new AdminError(`An MCP server named ${name} is already shared, or a tenant uses the name`);
+      await repo.announce({ op: "added", tenantId: null, name, from: "admin" });
+      return { name, url, category, headers: Object.keys(headers), shared: true, createdAt: record.createdAt };
+    }
+
+    case "list-mcp-servers": {
+      const servers = (await new McpServersRepo(services.store, services.secrets).list()).filter((record) => record.tenantId === null);
+      return servers.map((record) => ({ name: record.name, url: record.url, category: record.category, headers: Object.keys(record.headers), createdAt: record.createdAt }));
+    }
+
+    case "remove-mcp-server": {
+      const name = required(flags, "name");
+      const repo = new McpServersRepo(services.store, services.secrets);
+      if (!(await repo.get(null, name))) throw new AdminError(`No shared MCP server named ${name}`);
+      await repo.remove(null, name);
+      await repo.announce({ op: "removed", tenantId: null, name, from: "admin" });
+      return { success: true, name };
     }
 
     default:

@@ -28,13 +28,21 @@ const DEBOUNCE_MS = 20;
  */
 export class McpSessions {
   readonly #sessions = new Map<string, McpSession>();
+  /** Session ids per user, in the order they opened. */
+  readonly #byUser = new Map<string, Set<string>>();
   readonly #idleMs: number;
+  readonly #maxPerUser: number;
   readonly #sweep: NodeJS.Timeout;
   readonly #unsubscribe: () => void;
   #debounce: NodeJS.Timeout | undefined;
 
-  constructor(catalog: Catalog, idleSeconds: number) {
+  /**
+   * @param maxPerUser MCP_MAX_SESSIONS_PER_USER: sessions one user may hold here; a client that
+   *   initializes in a loop would otherwise keep a server and transport alive per call.
+   */
+  constructor(catalog: Catalog, idleSeconds: number, maxPerUser = 100) {
     this.#idleMs = idleSeconds * 1000;
+    this.#maxPerUser = maxPerUser;
     this.#sweep = setInterval(() => this.#expire(), Math.min(60_000, this.#idleMs / 2));
     this.#sweep.unref();
     this.#unsubscribe = catalog.onChange(() => {
@@ -59,12 +67,37 @@ export class McpSessions {
     return this.#sessions.get(id);
   }
 
+  /** Adds a session; past MCP_MAX_SESSIONS_PER_USER the user's least recently used other session ends (its next request gets 404). */
   add(session: McpSession): void {
     this.#sessions.set(session.id, session);
+    let ids = this.#byUser.get(session.userId);
+    if (!ids) this.#byUser.set(session.userId, (ids = new Set()));
+    ids.add(session.id);
+    while (ids.size > this.#maxPerUser) {
+      const oldest = this.#leastRecentlyUsed(ids, session.id);
+      if (!oldest) break;
+      void this.#end(oldest);
+    }
   }
 
   delete(id: string): void {
+    const session = this.#sessions.get(id);
+    if (!session) return;
     this.#sessions.delete(id);
+    const ids = this.#byUser.get(session.userId);
+    ids?.delete(id);
+    if (ids?.size === 0) this.#byUser.delete(session.userId);
+  }
+
+  /** The session with the oldest last request among `ids` (the first opened on a tie), never `keep`. */
+  #leastRecentlyUsed(ids: Set<string>, keep: string): McpSession | undefined {
+    let oldest: McpSession | undefined;
+    for (const id of ids) {
+      const candidate = this.#sessions.get(id);
+      if (!candidate || id === keep) continue;
+      if (!oldest || candidate.lastSeen < oldest.lastSeen) oldest = candidate;
+    }
+    return oldest;
   }
 
   notifyListChanged(): void {
@@ -97,7 +130,7 @@ export class McpSessions {
   }
 
   async #end(session: McpSession): Promise<void> {
-    this.#sessions.delete(session.id);
+    this.delete(session.id);
     await session.server.close().catch(() => undefined);
   }
 

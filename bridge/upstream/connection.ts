@@ -48,7 +48,8 @@ export class UpstreamConnection implements ToolSource {
 
   constructor(record: McpServerRecord, settings: ConnectionSettings) {
     this.record = record;
-    this.id = `mcp:${record.name}`;
+    // One source per server and owner: two tenants may each have a server called `docs`.
+    this.id = record.tenantId === null ? `mcp:${record.name}` : `mcp:${record.tenantId}/${record.name}`;
     this.#settings = settings;
   }
 
@@ -133,7 +134,8 @@ export class UpstreamConnection implements ToolSource {
       description: tool.description ?? tool.title ?? "",
       inputSchema: tool.inputSchema as Record<string, unknown>,
       category: this.record.category,
-      source: { kind: "mcp", id: this.id },
+      source: { kind: "mcp", id: this.id, server: this.record.name },
+      ...(this.record.tenantId === null ? {} : { owner: this.record.tenantId }),
     }));
   }
 

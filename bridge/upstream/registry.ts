@@ -4,87 +4,85 @@ import { ServiceError } from "../../rpc/errors.js";
 import type { Config } from "../../rpc/config.js";
 import type { Logger } from "../../rpc/log.js";
 import type { Store } from "../../storage/store.js";
-import { McpServersRepo, type McpServerRecord } from "../../storage/repos/mcp-servers.js";
+import type { SecretBox } from "../../storage/secret-box.js";
+import { McpServersRepo, type McpServerEvent, type McpServerRecord } from "../../storage/repos/mcp-servers.js";
 import type { Catalog } from "../catalog.js";
 import { isPrivateAddress } from "../../rpc/policies/private-address.js";
-import { UpstreamConnection, type Health } from "./connection.js";
+import type { UpstreamRegisterInput, UpstreamServerView, UpstreamSummary } from "../../rpc/tools/ports.js";
+import { UpstreamConnection } from "./connection.js";
 
-/** Bus channel on which instances tell each other a server was registered or removed. */
-const CHANNEL = "mcp-servers";
+/**
+ * How often stored registrations are compared with this instance's connections. Redis tells
+ * every instance at once over the bus; this catches what the bus cannot carry on fs: a shared
+ * server the admin command (another process) registered or removed.
+ */
+const RESYNC_MS = 15_000;
 
-interface ServerEvent {
-  op: "added" | "removed";
-  name: string;
-  from: string;
-}
+/** `vm__<vmId>__<tool>` is the VM tools' namespace: a server named `vm` could shadow them. */
+const RESERVED_NAMES = new Set(["vm"]);
 
-export interface ServerView {
-  name: string;
-  url: string;
-  category: string;
-  /** Names of the headers sent upstream; values are secrets and never shown. */
-  headers: string[];
-  health: Health;
-  lastError: string | null;
-  toolCount: number;
-  tools: string[];
-  connectedAt: string | null;
-  createdAt: string;
-}
-
-export interface RegisterInput {
-  name: string;
-  url: string;
-  headers: Record<string, string>;
-  category: string;
-  createdBy: string;
-}
+/** One key per server across owners: the same name may exist once per tenant and once shared. */
+const refOf = (tenantId: string | null, name: string) => `${tenantId ?? "*"}/${name}`;
 
 /**
  * The registered upstream MCP servers of this instance: loads them from storage at start,
  * keeps one connection each, and follows registrations made on other instances through the
- * bus (DESIGN "More than one instance").
+ * bus (DESIGN "More than one instance"). Each server belongs to a tenant, or is shared by an
+ * operator (DESIGN "Ownership"); its tools carry that owner into the catalog.
  */
 export class UpstreamServers {
   readonly repo: McpServersRepo;
   readonly #connections = new Map<string, UpstreamConnection>();
   readonly #instance = randomUUID();
   readonly #catalog: Catalog;
-  readonly #store: Store;
   readonly #config: Config;
   readonly #log: Logger;
   #unsubscribe: (() => Promise<void>) | undefined;
+  #resync: NodeJS.Timeout | undefined;
 
-  constructor(deps: { catalog: Catalog; store: Store; config: Config; log: Logger }) {
+  constructor(deps: { catalog: Catalog; store: Store; secrets: SecretBox; config: Config; log: Logger }) {
     this.#catalog = deps.catalog;
-    this.#store = deps.store;
     this.#config = deps.config;
     this.#log = deps.log;
-    this.repo = new McpServersRepo(deps.store);
+    this.repo = new McpServersRepo(deps.store, deps.secrets);
   }
 
   /** Subscribes to the bus, then connects every stored server in the background. */
   async start(): Promise<void> {
-    this.#unsubscribe = await this.#store.bus.subscribe(CHANNEL, (message) => void this.#onEvent(message as ServerEvent));
+    this.#unsubscribe = await this.repo.subscribe((event) => void this.#onEvent(event));
     for (const record of await this.repo.list()) void this.#attach(record).connect();
+    this.#resync = setInterval(() => void this.#sync().catch((error) => this.#log.error({ error: `mcp-servers resync: ${(error as Error).message}` })), RESYNC_MS);
+    this.#resync.unref();
   }
 
-  async #onEvent(event: ServerEvent): Promise<void> {
+  async #onEvent(event: McpServerEvent): Promise<void> {
     if (!event || event.from === this.#instance) return;
     try {
+      const tenantId = event.tenantId ?? null;
       if (event.op === "removed") {
-        await this.#detach(event.name);
+        await this.#detach(tenantId, event.name);
         return;
       }
-      const record = await this.repo.get(event.name);
-      if (record && !this.#connections.has(record.name)) await this.#attach(record).connect();
+      const record = await this.repo.get(tenantId, event.name);
+      if (record && !this.#connections.has(refOf(tenantId, record.name))) await this.#attach(record).connect();
     } catch (error) {
       this.#log.error({ error: `mcp-servers event ${event.op} ${event.name}: ${(error as Error).message}` });
     }
   }
 
+  /** Connects stored servers this instance does not hold, and drops the ones no longer stored. */
+  async #sync(): Promise<void> {
+    const records = await this.repo.list();
+    const stored = new Set(records.map((record) => refOf(record.tenantId, record.name)));
+    for (const record of records) if (!this.#connections.has(refOf(record.tenantId, record.name))) void this.#attach(record).connect();
+    for (const connection of [...this.#connections.values()]) {
+      if (!stored.has(refOf(connection.record.tenantId, connection.record.name))) await this.#detach(connection.record.tenantId, connection.record.name);
+    }
+  }
+
   #attach(record: McpServerRecord): UpstreamConnection {
-    const existing = this.#connections.get(record.name);
+    const ref = refOf(record.tenantId, record.name);
+    const existing = this.#connections.get(ref);
     if (existing) return existing;
     const connection = new UpstreamConnection(record, {
       timeoutMs: this.#config.GATEWAY_TIMEOUT_SECONDS * 1000,
@@ -92,54 +90,76 @@ export class UpstreamServers {
       onChange: () => this.#catalog.changed(),
       log: this.#log,
     });
-    this.#connections.set(record.name, connection);
+    this.#connections.set(ref, connection);
     this.#catalog.addSource(connection);
     return connection;
   }
 
-  async #detach(name: string): Promise<boolean> {
-    const connection = this.#connections.get(name);
+  async #detach(tenantId: string | null, name: string): Promise<boolean> {
+    const ref = refOf(tenantId, name);
+    const connection = this.#connections.get(ref);
     if (!connection) return false;
-    this.#connections.delete(name);
+    this.#connections.delete(ref);
     this.#catalog.removeSource(connection.id);
     await connection.close();
     return true;
   }
 
   /**
-   * Stores and connects a server, waiting for the first connection attempt so the answer
-   * says whether it is healthy. A server that is down is still registered (and retried).
+   * Stores and connects a tenant's server, waiting for the first connection attempt so the
+   * answer says whether it is healthy. A server that is down is still registered (and retried).
+   * 409 when the tenant already has the name or a shared server uses it.
    */
-  async register(input: RegisterInput): Promise<ServerView> {
+  async register(input: UpstreamRegisterInput): Promise<UpstreamServerView> {
+    if (RESERVED_NAMES.has(input.name.toLowerCase())) throw new ServiceError("CONFLICT", `The name ${input.name} is reserved`);
     await this.#checkAddress(input.url);
     const record: McpServerRecord = { ...input, createdAt: new Date().toISOString() };
     if (!(await this.repo.create(record))) throw new ServiceError("CONFLICT", `An MCP server named ${input.name} is already registered`);
     const connection = this.#attach(record);
-    await this.#store.bus.publish(CHANNEL, { op: "added", name: record.name, from: this.#instance } satisfies ServerEvent);
+    await this.repo.announce({ op: "added", tenantId: record.tenantId, name: record.name, from: this.#instance });
     await connection.connect();
     return view(connection);
   }
 
-  async remove(name: string): Promise<void> {
-    const record = await this.repo.get(name);
-    if (!record) throw new ServiceError("NOT_FOUND", `No MCP server named ${name}`);
-    await this.repo.remove(name);
-    await this.#detach(name);
-    await this.#store.bus.publish(CHANNEL, { op: "removed", name, from: this.#instance } satisfies ServerEvent);
+  /** Removes a tenant's server; another tenant's name answers exactly like a missing one. */
+  async remove(tenantId: string, name: string): Promise<void> {
+    const record = await this.repo.get(tenantId, name);
+    if (!record) {
+      if (await this.repo.get(null, name)) throw new ServiceError("FORBIDDEN", `MCP server ${name} is shared by the operators; only they can remove it`);
+      throw new ServiceError("NOT_FOUND", `No MCP server named ${name}`);
+    }
+    await this.repo.remove(tenantId, name);
+    await this.#detach(tenantId, name);
+    await this.repo.announce({ op: "removed", tenantId, name, from: this.#instance });
   }
 
-  /** Every stored server, with this instance's view of its health. */
-  async list(): Promise<ServerView[]> {
-    const records = await this.repo.list();
-    return records.map((record) => {
-      const connection = this.#connections.get(record.name);
-      return connection ? view(connection) : view(new UpstreamConnection(record, { timeoutMs: 0, maxRetries: 0, onChange: () => undefined, log: this.#log }));
-    });
+  /** The tenant's servers and the shared ones, with this instance's view of their health. */
+  async list(tenantId: string): Promise<UpstreamServerView[]> {
+    const records = (await this.repo.list()).filter((record) => record.tenantId === tenantId || record.tenantId === null);
+    return records
+      .map((record) => {
+        const connection = this.#connections.get(refOf(record.tenantId, record.name));
+        return connection ? view(connection) : view(new UpstreamConnection(record, { timeoutMs: 0, maxRetries: 0, onChange: () => undefined, log: this.#log }));
+      })
+      .sort((a, b) => a.name.localeCompare(b.name) || Number(a.shared) - Number(b.shared));
   }
 
-  /** Health of the servers this instance holds, for `/bridge/health`. */
-  summary(): { name: string; health: Health; toolCount: number; lastError: string | null }[] {
-    return [...this.#connections.values()].map((c) => ({ name: c.record.name, health: c.health, toolCount: c.toolCount, lastError: c.lastError ?? null }));
+  /**
+   * Health for the public `/bridge/health`: shared servers by name; tenants' servers only as
+   * counts, so their names (and errors naming their URLs) stay with their tenant.
+   */
+  summary(): UpstreamSummary {
+    const shared: UpstreamSummary["shared"] = [];
+    const tenants = { total: 0, healthy: 0, unhealthy: 0 };
+    for (const c of this.#connections.values()) {
+      if (c.record.tenantId === null) shared.push({ name: c.record.name, health: c.health, toolCount: c.toolCount, lastError: c.lastError ?? null });
+      else {
+        tenants.total += 1;
+        if (c.health === "healthy") tenants.healthy += 1;
+        if (c.health === "unhealthy") tenants.unhealthy += 1;
+      }
+    }
+    return { shared, tenants };
   }
 
   /**
@@ -161,6 +181,7 @@ export class UpstreamServers {
   }
 
   async close(): Promise<void> {
+    clearInterval(this.#resync);
     await this.#unsubscribe?.().catch(() => undefined);
     const connections = [...this.#connections.values()];
     this.#connections.clear();
@@ -168,13 +189,14 @@ export class UpstreamServers {
   }
 }
 
-function view(connection: UpstreamConnection): ServerView {
+function view(connection: UpstreamConnection): UpstreamServerView {
   const { record } = connection;
   return {
     name: record.name,
     url: record.url,
     category: record.category,
     headers: Object.keys(record.headers),
+    shared: record.tenantId === null,
     health: connection.health,
     lastError: connection.lastError ?? null,
     toolCount: connection.toolCount,

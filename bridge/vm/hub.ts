@@ -13,6 +13,8 @@ import { CLOSE, registerParams, type VmTool } from "./protocol.js";
 import { VmDirectory, type VmRecord } from "./directory.js";
 import { vmToolSource } from "./source.js";
 import { vmNotConnected } from "../../rpc/tools/sources.js";
+import { VmOwnersRepo } from "../../storage/repos/vm-owners.js";
+import { admitVmOwner } from "./ownership.js";
 
 export interface VmHubOptions {
   config: Config;
@@ -60,6 +62,8 @@ const REMOTE_GRACE_MS = 500;
 export class VmHub {
   readonly instanceId = randomUUID().slice(0, 12);
   readonly directory: VmDirectory;
+  /** vmId → owning tenant, in storage so every instance applies the same rule. */
+  readonly owners: VmOwnersRepo;
   readonly #local = new Map<string, VmConnection>();
   readonly #server = new JSONRPCServer<VmConnection>({ errorListener: () => undefined });
   readonly #remote = new Map<string, { resolve: (r: ToolResult) => void; reject: (e: ServiceError) => void; cleanup: () => void }>();
@@ -70,6 +74,7 @@ export class VmHub {
 
   constructor(options: VmHubOptions) {
     this.#opts = options;
+    this.owners = new VmOwnersRepo(options.store);
     this.directory = new VmDirectory(options.store, this.instanceId, options.config.VM_HEARTBEAT_SECONDS * 3_000, () => this.#localRecords());
     this.#server.addMethod("tools/register", (params, conn) => this.#register(conn, params));
     this.#server.addMethod("ping", () => ({}));
@@ -127,6 +132,11 @@ export class VmHub {
   }
 
   // --- socket lifecycle (bridge/vm/socket.ts) ---
+
+  /** Before the upgrade: 403 when the vmId belongs to another tenant (bridge/vm/ownership.ts). */
+  admit(identity: VmIdentity): Promise<void> {
+    return admitVmOwner(this.owners, identity);
+  }
 
   /** A VM socket opened. A previous socket with the same vmId (here or on another instance) is replaced. */
   attach(identity: VmIdentity, peer: VmPeer): VmConnection {

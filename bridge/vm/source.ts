@@ -33,13 +33,15 @@ export function vmToolSource(hub: VmDirectory): ToolSource {
           inputSchema: tool.inputSchema,
           category: tool.category ?? "vm",
           source: { kind: "vm" as const, id: VM_SOURCE_ID },
+          // A VM's tools belong to the tenant that owns its vmId (bridge/vm/ownership.ts).
+          owner: record.tenantId,
         })),
       );
     },
     async call(name, args, options) {
       const found = await resolve(name);
       // A caller scoped to a tenant never reaches another tenant's VM (same answer as an unknown tool).
-      if (!found || (options.tenantId && found.record.tenantId !== options.tenantId)) throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
+      if (!found || (options.tenantId !== undefined && found.record.tenantId !== options.tenantId)) throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
       if (options.vmId && options.vmId !== found.record.vmId) throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
       return hub.call(found.record.vmId, found.tool.name, args, { timeoutMs: options.timeoutMs, signal: options.signal });
     },

@@ -42,7 +42,7 @@ export async function invokeAgent(services: Services, principal: Principal, agen
   await requireTokens(services, tenant);
   const model = services.models.resolve(agent.model);
 
-  const catalog = await services.catalog.list();
+  const catalog = await services.catalog.list({ scope: { tenantId: agent.tenantId } });
   const tools: ToolDef[] = catalog.filter((tool) => agent.tools.includes(tool.name));
   const missing = agent.tools.filter((name) => !tools.some((tool) => tool.name === name));
 
@@ -96,7 +96,7 @@ export async function invokeAgent(services: Services, principal: Principal, agen
     },
     callTool(name, args, toolSignal) {
       const seconds = agent.config.toolTimeoutSeconds ?? services.config.GATEWAY_TIMEOUT_SECONDS;
-      // VM tools answer only for the agent's own tenant (bridge/vm/source.ts).
+      // Upstream and VM tools answer only for the agent's own tenant (DESIGN "Ownership").
       return services.catalog.call(name, args, { timeoutMs: Math.round(seconds * 1000), signal: toolSignal, tenantId: agent.tenantId });
     },
   };

@@ -41,8 +41,9 @@ const Config = v.strictObject(
 const AUTH = { kinds: ["session", "gateway_key"] } as const;
 
 /** 400 naming every tool not in the catalog and a model the router does not serve. */
-async function checkToolsAndModel(services: Services, tools: string[], model?: string): Promise<void> {
-  const known = new Set((await services.catalog.list()).map((tool) => tool.name));
+async function checkToolsAndModel(services: Services, tenantId: string, tools: string[], model?: string): Promise<void> {
+  // Only tools the agent's tenant sees: another tenant's server or VM is as unknown as a missing one.
+  const known = new Set((await services.catalog.list({ scope: { tenantId } })).map((tool) => tool.name));
   const unknownTools = tools.filter((name) => !known.has(name));
   let modelProblem: string | undefined;
   if (model !== undefined) {
@@ -150,8 +151,8 @@ export const localAgentMethods = [
     http: [{ surface: "gateway", method: "POST", path: "/agents", status: 201 }],
     async handler(params, ctx) {
       const principal = ctx.principal;
-      await checkToolsAndModel(ctx.services, params.tools, params.model);
       const tenant = await tenantFor(ctx.services, principal, params.tenantId);
+      await checkToolsAndModel(ctx.services, tenant.id, params.tools, params.model);
       await takeAgentSlot(ctx.services, tenant);
       const now = agentTimestamp();
       const agent: AgentRecord = {
@@ -200,7 +201,7 @@ export const localAgentMethods = [
     http: [{ surface: "gateway", method: "PUT", path: "/agents/:agent_id" }],
     async handler(params, ctx) {
       const agent = await owned(ctx, params.agent_id);
-      if (params.tools) await checkToolsAndModel(ctx.services, params.tools);
+      if (params.tools) await checkToolsAndModel(ctx.services, agent.tenantId, params.tools);
       const updated: AgentRecord = {
         ...agent,
         ...(params.description !== undefined ? { description: params.description } : {}),

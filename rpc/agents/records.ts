@@ -1,7 +1,7 @@
 import { ServiceError } from "../errors.js";
 import type { Services } from "../services.js";
 import type { AgentRecord } from "../../storage/repos/agents.js";
-import { statusOf } from "./state.js";
+import { statusChangedAt, statusOf } from "./state.js";
 
 /** The caller's agent; another user's id and a missing one are the same 404. */
 export async function requireAgent(services: Services, userId: string, agentId: string): Promise<AgentRecord> {
@@ -12,16 +12,18 @@ export async function requireAgent(services: Services, userId: string, agentId: 
 
 /** The agent as every response shows it: spec 2.6 fields, plus its tenant. */
 export async function agentView(services: Services, agent: AgentRecord) {
+  const [status, changedAt] = await Promise.all([statusOf(services, agent.id), statusChangedAt(services, agent.id)]);
   return {
     id: agent.id,
     name: agent.name,
     model: agent.model,
     tools: agent.tools,
-    status: await statusOf(services, agent.id),
+    status,
     description: agent.description,
     config: agent.config,
     tenantId: agent.tenantId,
     createdAt: agent.createdAt,
-    updatedAt: agent.updatedAt,
+    // A status change (deploy, pause, resume, a run starting or ending) is an update too.
+    updatedAt: changedAt && changedAt > agent.updatedAt ? changedAt : agent.updatedAt,
   };
 }

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { ServiceError } from "../errors.js";
 import type { Services } from "../services.js";
 import type { AgentRecord } from "../../storage/repos/agents.js";
+import { agentTimestamp } from "./time.js";
 
 /**
  * The agent state machine (docs/agents.md "Status"). Stored: the lifecycle state
@@ -28,6 +29,24 @@ function runningKey(services: Services, id: string): string {
   return `agent-running:${boot}:${id}`;
 }
 const errorKey = (id: string) => `agent-error:${id}`;
+const changedKey = (id: string) => `agent-status-at:${id}`;
+
+/**
+ * Records that the agent's status changed, for its `updatedAt` (spec 2.6). Kept beside the
+ * state values rather than in the record, so a status change never rewrites the record a
+ * concurrent PUT is writing. Strictly increasing: two changes in one millisecond still differ.
+ */
+async function statusChanged(services: Services, agentId: string): Promise<void> {
+  const { atomic } = services.store;
+  const current = await atomic.get(changedKey(agentId));
+  const after = current ? Date.parse(`${current}Z`) + 1 : 0;
+  await atomic.compareAndSet(changedKey(agentId), current, agentTimestamp(new Date(Math.max(Date.now(), after))));
+}
+
+/** When the agent's status last changed (null: never since it was created). */
+export function statusChangedAt(services: Services, agentId: string): Promise<string | null> {
+  return services.store.atomic.get(changedKey(agentId));
+}
 
 export async function lifecycleOf(services: Services, agentId: string): Promise<Lifecycle> {
   return ((await services.store.atomic.get(lifecycleKey(agentId))) as Lifecycle | null) ?? "idle";
@@ -50,8 +69,10 @@ export async function statusOf(services: Services, agentId: string): Promise<Age
   return lifecycle;
 }
 
-export function runStarted(services: Services, agentId: string): Promise<number> {
-  return services.store.atomic.adjust(runningKey(services, agentId), 1);
+export async function runStarted(services: Services, agentId: string): Promise<number> {
+  const running = await services.store.atomic.adjust(runningKey(services, agentId), 1);
+  await statusChanged(services, agentId);
+  return running;
 }
 
 /** Ends one invocation: the count goes down; the error mark follows the outcome. */
@@ -62,6 +83,7 @@ export async function runFinished(services: Services, agentId: string, failed: b
   const key = runningKey(services, agentId);
   // Back to zero: the key goes, so finished agents leave nothing behind.
   if ((await atomic.adjust(key, -1)) <= 0) await atomic.compareAndSet(key, "0", null);
+  await statusChanged(services, agentId);
 }
 
 export type Transition = "deploy" | "pause" | "resume";
@@ -87,11 +109,17 @@ export async function transition(services: Services, agent: AgentRecord, name: T
     throw conflict("The agent changed state concurrently; try again", await statusOf(services, agent.id));
   }
   if (name === "deploy") await services.store.atomic.delete(errorKey(agent.id));
+  await statusChanged(services, agent.id);
   return statusOf(services, agent.id);
 }
 
 /** Removes every state value of a deleted agent. */
 export async function clearState(services: Services, agentId: string): Promise<void> {
   const { atomic } = services.store;
-  await Promise.all([atomic.delete(lifecycleKey(agentId)), atomic.delete(errorKey(agentId)), atomic.delete(runningKey(services, agentId))]);
+  await Promise.all([
+    atomic.delete(lifecycleKey(agentId)),
+    atomic.delete(errorKey(agentId)),
+    atomic.delete(runningKey(services, agentId)),
+    atomic.delete(changedKey(agentId)),
+  ]);
 }

@@ -1,17 +1,18 @@
 import type { Principal } from "../auth.js";
 import { ServiceError } from "../errors.js";
 import type { Services } from "../services.js";
-import type { ToolDef, ToolResult } from "./types.js";
+import type { ToolDef, ToolResult, ToolScope } from "./types.js";
 import { assertArgs } from "./validate-args.js";
+import { scopeOfPrincipal } from "./visible-tools.js";
 
 export interface ExecuteOptions {
   principal: Principal;
   signal?: AbortSignal;
 }
 
-/** The catalog entry of `name`, or NOT_FOUND (404 over REST). */
-export async function requireTool(services: Services, name: string): Promise<ToolDef> {
-  const tool = await services.catalog.get(name);
+/** The catalog entry of `name` in the caller's scope, or NOT_FOUND (404 over REST) — another tenant's tool included. */
+export async function requireTool(services: Services, name: string, scope: ToolScope): Promise<ToolDef> {
+  const tool = await services.catalog.get(name, scope);
   if (!tool) throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
   return tool;
 }
@@ -22,14 +23,14 @@ export async function requireTool(services: Services, name: string): Promise<Too
  * source within GATEWAY_TIMEOUT_SECONDS (spec 8).
  */
 export async function executeTool(services: Services, name: string, args: unknown, options: ExecuteOptions): Promise<ToolResult> {
-  const tool = await requireTool(services, name);
+  const scope = await scopeOfPrincipal(services, options.principal);
+  const tool = await requireTool(services, name, scope);
   assertArgs(name, tool.inputSchema, args ?? {});
-  // VM tools are scoped to the caller's tenant (bridge/vm/source.ts).
-  const tenantId = (await services.users.get(options.principal.userId))?.tenantId;
+  // Upstream and VM tools resolve only within the caller's tenant (DESIGN "Ownership").
   return services.catalog.call(name, (args ?? {}) as Record<string, unknown>, {
     timeoutMs: services.config.GATEWAY_TIMEOUT_SECONDS * 1000,
     signal: options.signal,
-    tenantId,
+    tenantId: "tenantId" in scope ? scope.tenantId : undefined,
   });
 }
 

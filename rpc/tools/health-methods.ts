@@ -24,7 +24,7 @@ async function probeStorage(kv: { getItem(key: string): Promise<unknown> }): Pro
 export const bridgeHealthMethods = [
   defineMethod({
     name: "bridge.health",
-    summary: "Bridge health (spec 4.5): storage, upstream MCP servers with their health, connected VM agents. Public; `status` is `degraded` when storage fails or a server is unhealthy.",
+    summary: "Bridge health (spec 4.5): storage, shared upstream MCP servers with their health (tenants' servers as counts), connected VM agents. Public; `status` is `degraded` when storage fails or a shared server is unhealthy.",
     input: v.object({}),
     auth: "public",
     http: [{ surface: "bridge", method: "GET", path: "/health" }],
@@ -34,11 +34,14 @@ export const bridgeHealthMethods = [
       const servers = upstream.summary();
       const stats = vms.stats();
       const tools = await catalog.list();
-      const ok = storage.ok && servers.every((server) => server.health !== "unhealthy");
+      // A tenant's server that is down is that tenant's concern, not the bridge's.
+      const ok = storage.ok && servers.shared.every((server) => server.health !== "unhealthy");
       return {
         status: ok ? "ok" : "degraded",
         storage,
-        mcpServers: servers,
+        // Public: shared servers by name; tenants' servers counted, their names stay private.
+        mcpServers: servers.shared,
+        tenantMcpServers: servers.tenants,
         vms: { connected: stats.connected, inFlight: stats.inFlight },
         tools: tools.length,
       };

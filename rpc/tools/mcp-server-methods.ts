@@ -1,17 +1,34 @@
 import * as v from "valibot";
-import { defineMethod } from "../define.js";
+import { defineMethod, type CallContext } from "../define.js";
 import { principalOf } from "../auth.js";
+import { ServiceError } from "../errors.js";
+import { ownedTenant } from "../tenants/tenancy.js";
+
+const tenantId = v.optional(v.pipe(v.string("tenantId must be a string"), v.minLength(1), v.maxLength(128)));
+
+/**
+ * The tenant a server request acts for (DESIGN "Ownership"): the caller's personal tenant, or
+ * a tenant they own when `tenantId` names it; any other id is the same 404 as a missing tenant.
+ */
+async function ownerOf(ctx: CallContext, requested?: string): Promise<string> {
+  const principal = principalOf(ctx);
+  const user = await ctx.services.users.get(principal.userId);
+  if (!user) throw new ServiceError("UNAUTHORIZED", "Invalid or expired API key");
+  if (!requested || requested === user.tenantId) return user.tenantId;
+  return (await ownedTenant(ctx.services, principal, requested)).id;
+}
 
 /** Upstream MCP servers whose tools join the catalog (spec 4.4 `GET, POST /mcp/servers`). */
 export const mcpServerMethods = [
   defineMethod({
     name: "mcp.servers.list",
-    summary: "Registered upstream MCP servers with their health (connecting, healthy, unhealthy), last error and tool count.",
-    input: v.object({}),
+    summary:
+      "The upstream MCP servers of the caller's tenant (or of `tenantId`, a tenant they own) and the ones operators shared (`shared: true`), with their health (connecting, healthy, unhealthy), last error and tool count.",
+    input: v.object({ tenantId }),
     auth: { kinds: ["session", "gateway_key"] },
     http: [{ surface: "gateway", method: "GET", path: "/mcp/servers" }],
-    async handler(_params, ctx) {
-      const servers = await ctx.services.upstream.list();
+    async handler(params, ctx) {
+      const servers = await ctx.services.upstream.list(await ownerOf(ctx, params.tenantId));
       return { servers, count: servers.length };
     },
   }),
@@ -19,7 +36,7 @@ export const mcpServerMethods = [
   defineMethod({
     name: "mcp.servers.register",
     summary:
-      "Register an upstream MCP server (Streamable HTTP). Its tools appear as `<name>__<tool>`. Answers 201 after the first connection attempt, with the health it reached: a server that is down is kept and retried.",
+      "Register an upstream MCP server (Streamable HTTP) for the caller's tenant (or `tenantId`, a tenant they own): only that tenant sees its tools, as `<name>__<tool>`. Header values are encrypted at rest and never shown. Answers 201 after the first connection attempt, with the health it reached: a server that is down is kept and retried. 409 when the tenant (or a shared server) has the name.",
     input: v.object({
       // No underscores: `<server>__<tool>` must split unambiguously.
       name: v.pipe(v.string("name must be a string"), v.regex(/^[A-Za-z0-9][A-Za-z0-9-]{0,47}$/, "name: 1-48 letters, digits or '-'")),
@@ -32,22 +49,25 @@ export const mcpServerMethods = [
         {},
       ),
       category: v.optional(v.pipe(v.string(), v.regex(/^[a-z0-9][a-z0-9_-]{0,31}$/, "category: lowercase letters, digits, _ or -")), "mcp"),
+      tenantId,
     }),
     auth: { kinds: ["session", "gateway_key"] },
     http: [{ surface: "gateway", method: "POST", path: "/mcp/servers", status: 201 }],
     async handler(params, ctx) {
-      return ctx.services.upstream.register({ ...params, createdBy: principalOf(ctx).userId });
+      const { tenantId: requested, ...server } = params;
+      return ctx.services.upstream.register({ ...server, tenantId: await ownerOf(ctx, requested), createdBy: principalOf(ctx).userId });
     },
   }),
 
   defineMethod({
     name: "mcp.servers.delete",
-    summary: "Unregister an upstream MCP server; its tools leave the catalog on every instance.",
-    input: v.object({ name: v.pipe(v.string(), v.minLength(1), v.maxLength(48)) }),
+    summary:
+      "Unregister one of the tenant's upstream MCP servers; its tools leave the catalog on every instance. Another tenant's server is the same 404 as a missing one; a shared server is 403.",
+    input: v.object({ name: v.pipe(v.string(), v.minLength(1), v.maxLength(48)), tenantId }),
     auth: { kinds: ["session", "gateway_key"] },
     http: [{ surface: "gateway", method: "DELETE", path: "/mcp/servers/:name" }],
     async handler(params, ctx) {
-      await ctx.services.upstream.remove(params.name);
+      await ctx.services.upstream.remove(await ownerOf(ctx, params.tenantId), params.name);
       return { success: true, name: params.name };
     },
   }),

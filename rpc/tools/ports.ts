@@ -1,4 +1,4 @@
-import type { CallOptions, JsonSchema, ToolDef, ToolResult } from "./types.js";
+import type { CallOptions, JsonSchema, ToolDef, ToolResult, ToolScope } from "./types.js";
 
 /**
  * What the rpc domains need of the tool bridge, as interfaces on `services`. The bridge
@@ -8,9 +8,11 @@ import type { CallOptions, JsonSchema, ToolDef, ToolResult } from "./types.js";
 
 /** The one tool catalog behind REST, MCP and agents. */
 export interface ToolCatalog {
-  list(filter?: { category?: string }): Promise<ToolDef[]>;
-  get(name: string): Promise<ToolDef | undefined>;
-  /** Runs a tool by name; unknown names are NOT_FOUND. */
+  /** The tools of one scope (rpc/tools/types.ts ToolScope); without a scope every tool (counts, health). */
+  list(filter?: { category?: string; scope?: ToolScope }): Promise<ToolDef[]>;
+  /** A tool by its name within a scope. */
+  get(name: string, scope: ToolScope): Promise<ToolDef | undefined>;
+  /** Runs a tool by name within the scope of `options.tenantId`; unknown names (and other tenants' tools) are NOT_FOUND. */
   call(name: string, args: Record<string, unknown>, options: CallOptions): Promise<ToolResult>;
   /** Subscribes to "the tool list changed"; returns the unsubscribe function. */
   onChange(listener: () => void): () => void;
@@ -43,6 +45,8 @@ export interface VmPresence extends VmIdentity {
 
 /** Connected VM agents across instances. */
 export interface VmDirectory {
+  /** Decides whether a socket for this identity may open: the first tenant to connect a vmId owns it (403 otherwise). */
+  admit(identity: VmIdentity): Promise<void>;
   list(): Promise<VmPresence[]>;
   find(vmId: string): Promise<VmPresence | undefined>;
   /** Calls a tool on a VM wherever it is connected; UNAVAILABLE when none is. */
@@ -58,8 +62,10 @@ export interface UpstreamServerView {
   name: string;
   url: string;
   category: string;
-  /** Names of the headers sent upstream; values are secrets and never shown. */
+  /** Names of the headers sent upstream; values are secrets, encrypted at rest and never shown. */
   headers: string[];
+  /** Registered by an operator for every tenant (`npm run admin -- add-mcp-server`); tenants cannot delete it. */
+  shared: boolean;
   health: UpstreamHealth;
   lastError: string | null;
   toolCount: number;
@@ -74,15 +80,28 @@ export interface UpstreamRegisterInput {
   headers: Record<string, string>;
   category: string;
   createdBy: string;
+  /** The owning tenant: only its members list the server, see its tools, call or delete it. */
+  tenantId: string;
 }
 
-/** The registered upstream MCP servers. */
+/** Health for the public /bridge/health: shared servers by name, tenants' servers only counted. */
+export interface UpstreamSummary {
+  shared: { name: string; health: UpstreamHealth; toolCount: number; lastError: string | null }[];
+  tenants: { total: number; healthy: number; unhealthy: number };
+}
+
+/**
+ * The registered upstream MCP servers. A tenant's server is invisible to every other tenant:
+ * each method answers for another tenant's name exactly as for a missing one.
+ */
 export interface UpstreamRegistry {
   register(input: UpstreamRegisterInput): Promise<UpstreamServerView>;
-  remove(name: string): Promise<void>;
-  list(): Promise<UpstreamServerView[]>;
+  /** NOT_FOUND for a name the tenant does not have; FORBIDDEN for a shared server. */
+  remove(tenantId: string, name: string): Promise<void>;
+  /** The tenant's servers and the shared ones. */
+  list(tenantId: string): Promise<UpstreamServerView[]>;
   /** Health of this instance's connections, for /bridge/health. */
-  summary(): { name: string; health: UpstreamHealth; toolCount: number; lastError: string | null }[];
+  summary(): UpstreamSummary;
 }
 
 /** The bridge as the rpc domains see it; `close` runs at shutdown. */

@@ -165,7 +165,8 @@ export const routingMethods = [
       const userId = principalOf(ctx).userId;
       let plan: ToolPlan;
       if (params.planId) {
-        const stored = await toolPlans.get(userId, params.planId);
+        // The stored credentials opened for the run; the answer below is redacted again.
+        const stored = await toolPlans.forRun(userId, params.planId);
         if (!stored) throw new ServiceError("NOT_FOUND", `Unknown plan: ${params.planId}`);
         plan = stored;
       } else {
@@ -174,10 +175,12 @@ export const routingMethods = [
         const steps = params.steps!.map((step) => ({ server: tools.get(step.tool)?.server ?? "unknown", tool: step.tool, args: step.args, reason: step.reason ?? "Given by the caller" }));
         // Checked before the plan is stored: an invalid request leaves nothing behind.
         await checkSteps(router(ctx), steps, scope);
-        plan = await toolPlans.put(newPlan({ input: "", steps: toSteps(steps), planner: { kind: "caller" }, unmatched: [], createdBy: userId, tenantId: scope.tenantId }));
+        plan = newPlan({ input: "", steps: toSteps(steps), planner: { kind: "caller" }, unmatched: [], createdBy: userId, tenantId: scope.tenantId });
+        await toolPlans.put(plan);
       }
       const scope = await scopeOf(ctx, plan.tenantId);
-      return executePlan(ctx.services, toolPlans, router(ctx), plan, scope, ctx.signal);
+      // Stored with credential-like values sealed, shown redacted (docs/routing.md).
+      return toolPlans.redacted(await executePlan(ctx.services, toolPlans, router(ctx), plan, scope, ctx.signal));
     },
   }),
 

@@ -9,8 +9,31 @@ export interface ToolDef {
   description: string;
   inputSchema: JsonSchema;
   category: string;
-  /** Where the tool runs. */
-  source: { kind: "builtin" | "mcp" | "vm"; id: string };
+  /** Where the tool runs; `server` is an upstream MCP server's own name. */
+  source: { kind: "builtin" | "mcp" | "vm"; id: string; server?: string };
+  /**
+   * The tenant the tool belongs to (its upstream MCP server's or VM's); absent for tools every
+   * tenant sees (built-ins, servers an operator shared). Names are unique within one scope,
+   * not across the whole catalog: two tenants may each have a server called `docs`.
+   */
+  owner?: string;
+}
+
+/**
+ * Whose view of the catalog (DESIGN "Ownership"): a tenant sees shared tools and its own;
+ * internal services (PLATFORM_SERVICE_KEY) see shared tools and every VM's, never a tenant's
+ * private upstream servers (those run with the tenant's stored credentials).
+ */
+export type ToolScope = { tenantId: string } | { service: true };
+
+/** The scope of a call or listing: a tenant's, or with none given the internal services'. */
+export function toolScope(tenantId: string | undefined): ToolScope {
+  return tenantId === undefined ? { service: true } : { tenantId };
+}
+
+export function visibleIn(tool: ToolDef, scope: ToolScope): boolean {
+  if (tool.owner === undefined) return true;
+  return "tenantId" in scope ? tool.owner === scope.tenantId : tool.source.kind === "vm";
 }
 
 /** MCP's CallToolResult shape: what every source returns. */
@@ -24,7 +47,7 @@ export interface CallOptions {
   signal?: AbortSignal;
   /** Upper bound for the call; the source fails it with TIMEOUT past this. */
   timeoutMs: number;
-  /** Principal context for sources that scope tools (tenant, VM). */
+  /** The caller's tenant: only its tools and shared ones resolve (absent: internal services, see ToolScope). */
   tenantId?: string;
   vmId?: string;
 }

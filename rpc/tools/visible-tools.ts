@@ -1,29 +1,26 @@
 import type { Principal } from "../auth.js";
 import type { Services } from "../services.js";
-import type { ToolDef } from "./types.js";
-import { catalogName } from "./sources.js";
+import type { ToolDef, ToolScope } from "./types.js";
 
 /**
- * The catalog as one caller sees it: VM tools only of VMs serving the caller's tenant, so a
- * listing never reveals another tenant's VM ids (calling them is already refused with the
- * same 404 as an unknown tool, bridge/vm/source.ts). Internal services (PLATFORM_SERVICE_KEY)
- * see everything.
+ * The catalog scope of a caller (DESIGN "Ownership"): a user sees the built-ins, shared
+ * upstream servers, and the upstream servers and VMs of their own tenant; another tenant's
+ * tools are not listed, and calling one is refused with the same 404 as an unknown tool.
+ * Internal services (PLATFORM_SERVICE_KEY) see shared tools and every VM's.
  */
-export async function visibleTools(services: Services, principal: Principal, filter: { category?: string } = {}): Promise<ToolDef[]> {
-  const tools = await services.catalog.list(filter);
-  if (principal.kind === "service" || !tools.some((tool) => tool.source.kind === "vm")) return tools;
+export async function scopeOfPrincipal(services: Services, principal: Principal): Promise<ToolScope> {
+  if (principal.kind === "service") return { service: true };
   const tenantId = (await services.users.get(principal.userId))?.tenantId;
-  const own = new Set<string>();
-  for (const record of await services.vms.list()) {
-    if (record.tenantId !== tenantId) continue;
-    for (const tool of record.tools) own.add(catalogName(record.vmId, tool.name));
-  }
-  return tools.filter((tool) => tool.source.kind !== "vm" || own.has(tool.name));
+  // A user without a record has no tenant: the shared tools only (no tenant id matches "").
+  return { tenantId: tenantId ?? "" };
+}
+
+/** The catalog as one caller sees it. */
+export async function visibleTools(services: Services, principal: Principal, filter: { category?: string } = {}): Promise<ToolDef[]> {
+  return services.catalog.list({ ...filter, scope: await scopeOfPrincipal(services, principal) });
 }
 
 /** One tool if this caller may see it. */
 export async function visibleTool(services: Services, principal: Principal, name: string): Promise<ToolDef | undefined> {
-  const tool = await services.catalog.get(name);
-  if (!tool || tool.source.kind !== "vm") return tool;
-  return (await visibleTools(services, principal, { category: tool.category })).find((candidate) => candidate.name === name);
+  return services.catalog.get(name, await scopeOfPrincipal(services, principal));
 }

@@ -15,7 +15,6 @@ const VmSafeId = (field: string) =>
     v.regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, `${field}: letters, digits, _ . - (1-64, starting with a letter or digit)`),
   );
 
-
 /** The tenant a VM serves: the caller's own unless it names a tenant it owns (403 otherwise). */
 async function tenantOf(principal: Principal, requested: string | undefined, services: Services): Promise<string> {
   if (principal.kind === "service") return requested || "internal";
@@ -25,6 +24,14 @@ async function tenantOf(principal: Principal, requested: string | undefined, ser
   const tenant = await services.tenants.getTenant(requested);
   if (!tenant || tenant.ownerId !== user.id) throw new ServiceError("FORBIDDEN", `You cannot connect a VM for tenant ${requested}`);
   return tenant.id;
+}
+
+/** A user reaches the VMs of their own tenant and of tenants they own (DESIGN "Ownership"). */
+async function reachesTenant(services: Services, userId: string, tenantId: string): Promise<boolean> {
+  const user = await services.users.get(userId);
+  if (!user) return false;
+  if (user.tenantId === tenantId) return true;
+  return (await services.tenants.getTenant(tenantId))?.ownerId === user.id;
 }
 
 export const vmToolMethods = [
@@ -40,7 +47,10 @@ export const vmToolMethods = [
     http: [],
     async handler(params, ctx): Promise<VmIdentity> {
       const tenantId = await tenantOf(ctx.principal, params.tenantId || undefined, ctx.services);
-      return { vmId: params.vmId, agentId: params.agentId, tenantId, userId: ctx.principal.userId };
+      const identity: VmIdentity = { vmId: params.vmId, agentId: params.agentId, tenantId, userId: ctx.principal.userId };
+      // The first tenant to connect a vmId owns it; another tenant's socket is refused (403).
+      await ctx.services.vms.admit(identity);
+      return identity;
     },
   }),
   defineMethod({
@@ -62,8 +72,9 @@ export const vmToolMethods = [
       const principal = principalOf(ctx);
       const { vms, config } = ctx.services;
       const record = await vms.find(params.vm_id);
-      // Another user's VM answers exactly like a missing one, so VM ids cannot be probed.
-      if (!record || (principal.kind !== "service" && record.userId !== principal.userId)) throw vmNotConnected(params.vm_id);
+      // Another tenant's VM answers exactly like a missing one, so VM ids cannot be probed;
+      // internal services (PLATFORM_SERVICE_KEY) reach every VM.
+      if (!record || (principal.kind !== "service" && !(await reachesTenant(ctx.services, principal.userId, record.tenantId)))) throw vmNotConnected(params.vm_id);
       // The VM's own name, or its catalog name `vm__<vmId>__<tool>`.
       const prefix = catalogName(record.vmId, "");
       const tool = params.tool_name.startsWith(prefix) ? params.tool_name.slice(prefix.length) : params.tool_name;

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ToolListChangedNotificationSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { TEST_JWT_SECRET, newUserBody } from "../helpers/server.js";
+import { TEST_JWT_SECRET, TEST_DATA_SECRET, newUserBody } from "../helpers/server.js";
 import { dropRedisPrefix, uniqueRedisPrefix } from "../helpers/redis.js";
 import { startInstance, type Instance } from "../helpers/instances.js";
 import { connectVm, vmSocketUrl, type TestVm } from "../helpers/vm.js";
@@ -15,7 +15,7 @@ let client: Client | undefined;
 let vm: TestVm | undefined;
 
 beforeAll(async () => {
-  const env = { STORAGE: "redis", REDIS_PREFIX: prefix, GATEWAY_JWT_SECRET: TEST_JWT_SECRET, LOG_LEVEL: "error", GATEWAY_RATE_LIMIT_RPM: "10000" };
+  const env = { STORAGE: "redis", REDIS_PREFIX: prefix, GATEWAY_JWT_SECRET: TEST_JWT_SECRET, DATA_ENCRYPTION_SECRET: TEST_DATA_SECRET, LOG_LEVEL: "error", GATEWAY_RATE_LIMIT_RPM: "10000" };
   [a, b] = await Promise.all([startInstance(env), startInstance(env)]);
 }, 60_000);
 afterAll(async () => {

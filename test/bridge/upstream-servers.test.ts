@@ -110,20 +110,26 @@ describe("upstream MCP servers", () => {
     expect(overMcp.structuredContent).toMatchObject({ error: { code: "TIMEOUT" } });
   });
 
-  it("registers a server that is down as unhealthy, with the reason, and shows it in /bridge/health", async () => {
+  it("registers a server that is down as unhealthy, with the reason; public /bridge/health only counts tenants' servers", async () => {
     const down = await server.request("/gateway/v1/mcp/servers", { method: "POST", headers, json: { name: "down", url: "http://127.0.0.1:9/mcp" } });
     expect(down.status).toBe(201);
     expect(down.body.health).toBe("unhealthy");
     expect(down.body.lastError).toMatch(/ECONNREFUSED|fetch failed/);
     expect(down.body.tools).toEqual([]);
 
-    const health = await server.request("/bridge/health");
-    expect(health.status).toBe(200);
-    expect(health.body.status).toBe("degraded");
-    const byName = Object.fromEntries(health.body.mcpServers.map((entry: { name: string }) => [entry.name, entry]));
-    expect(byName.everything).toMatchObject({ health: "healthy" });
+    const listed = await server.request("/gateway/v1/mcp/servers", { headers });
+    const byName = Object.fromEntries(listed.body.servers.map((entry: { name: string }) => [entry.name, entry]));
+    expect(byName.everything).toMatchObject({ health: "healthy", shared: false });
     expect(byName.scripted).toMatchObject({ health: "healthy", toolCount: 3 });
     expect(byName.down).toMatchObject({ health: "unhealthy", toolCount: 0 });
+
+    // Public: a tenant's server is neither named nor a reason to call the bridge degraded.
+    const health = await server.request("/bridge/health");
+    expect(health.status).toBe(200);
+    expect(health.body.status).toBe("ok");
+    expect(health.body.mcpServers).toEqual([]);
+    expect(health.body.tenantMcpServers).toEqual({ total: 3, healthy: 2, unhealthy: 1 });
+    expect(JSON.stringify(health.body)).not.toContain("down");
 
     expect((await server.request("/gateway/v1/mcp/servers/down", { method: "DELETE", headers })).status).toBe(200);
     expect((await server.request("/gateway/v1/mcp/servers/down", { method: "DELETE", headers })).status).toBe(404);
@@ -137,8 +143,8 @@ describe("upstream MCP servers", () => {
     const call = await server.request("/gateway/v1/mcp/tools/execute?tool=gone__echo", { method: "POST", headers, json: { args: { message: "x" } } });
     expect(call.status).toBe(502);
     expect(call.body.error.message).toMatch(/^MCP server gone is unreachable/);
-    const health = await server.request("/bridge/health");
-    expect(health.body.mcpServers.find((entry: { name: string }) => entry.name === "gone")).toMatchObject({ health: "unhealthy" });
+    const listed = await server.request("/gateway/v1/mcp/servers", { headers });
+    expect(listed.body.servers.find((entry: { name: string }) => entry.name === "gone")).toMatchObject({ health: "unhealthy" });
     // Its tools left the catalog.
     expect((await server.request("/gateway/v1/mcp/tools/gone__echo", { headers })).status).toBe(404);
     await server.request("/gateway/v1/mcp/servers/gone", { method: "DELETE", headers });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { TEST_JWT_SECRET, newUserBody } from "../helpers/server.js";
+import { TEST_JWT_SECRET, TEST_DATA_SECRET, newUserBody } from "../helpers/server.js";
 import { dropRedisPrefix, uniqueRedisPrefix } from "../helpers/redis.js";
 import { startInstance, instanceRequest, type Instance } from "../helpers/instances.js";
 import { connectVm, vmSocketUrl } from "../helpers/vm.js";
@@ -12,7 +12,7 @@ let b: Instance;
 const request = instanceRequest;
 
 beforeAll(async () => {
-  const env = { STORAGE: "redis", REDIS_PREFIX: prefix, GATEWAY_JWT_SECRET: TEST_JWT_SECRET, LOG_LEVEL: "error", VM_HEARTBEAT_SECONDS: "5" };
+  const env = { STORAGE: "redis", REDIS_PREFIX: prefix, GATEWAY_JWT_SECRET: TEST_JWT_SECRET, DATA_ENCRYPTION_SECRET: TEST_DATA_SECRET, LOG_LEVEL: "error", VM_HEARTBEAT_SECONDS: "5" };
   [a, b] = await Promise.all([startInstance(env), startInstance(env)]);
 }, 60_000);
 afterAll(async () => {

@@ -2,6 +2,8 @@ import { loadConfig } from "../../rpc/config.js";
 import { startServer, type RunningServer } from "../../facade/server.js";
 
 export const TEST_JWT_SECRET = "test-secret-that-is-at-least-32-characters-long";
+/** DATA_ENCRYPTION_SECRET of test servers (required with Redis); pass `""` to have fs generate one. */
+export const TEST_DATA_SECRET = "test-data-encryption-secret-of-32-characters-or-more";
 
 export interface TestServer extends RunningServer {
   /** Every log line the server wrote, parsed. */
@@ -24,7 +26,7 @@ export interface TestServer extends RunningServer {
  */
 export async function startTestServer(env: Record<string, string> = {}): Promise<TestServer> {
   const rawLogs: string[] = [];
-  const config = loadConfig({ STORAGE: "memory", LOG_LEVEL: "info", GATEWAY_JWT_SECRET: TEST_JWT_SECRET, ...env, PORT: env.PORT ?? "0", HOST: "127.0.0.1" });
+  const config = loadConfig({ STORAGE: "memory", LOG_LEVEL: "info", GATEWAY_JWT_SECRET: TEST_JWT_SECRET, DATA_ENCRYPTION_SECRET: TEST_DATA_SECRET, ...env, PORT: env.PORT ?? "0", HOST: "127.0.0.1" });
   const server = await startServer(config, { logSink: (line) => rawLogs.push(line) });
   const logs = () => rawLogs.map((line) => JSON.parse(line) as Record<string, unknown>);
   const url = (path: string) => server.origin + path;

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
@@ -13,6 +13,8 @@ export interface UpstreamMcp {
   url: string;
   /** Sessions initialized so far (each gateway connection is one). */
   sessions(): number;
+  /** Headers of every request received, oldest first. */
+  requestHeaders: IncomingHttpHeaders[];
   close(): Promise<void>;
 }
 
@@ -24,7 +26,9 @@ export async function serveMcp(factory: () => Connectable): Promise<UpstreamMcp>
   const transports = new Map<string, StreamableHTTPServerTransport>();
   const servers: Connectable[] = [];
   let initialized = 0;
+  const requestHeaders: IncomingHttpHeaders[] = [];
   const http = createServer(async (req: IncomingMessage, res: ServerResponse) => {
+    requestHeaders.push(req.headers);
     if (!req.url?.startsWith("/mcp")) return res.writeHead(404).end();
     const sessionId = req.headers["mcp-session-id"];
     const existing = typeof sessionId === "string" ? transports.get(sessionId) : undefined;
@@ -50,6 +54,7 @@ export async function serveMcp(factory: () => Connectable): Promise<UpstreamMcp>
   return {
     url: `http://127.0.0.1:${port}/mcp`,
     sessions: () => initialized,
+    requestHeaders,
     async close() {
       await Promise.all(servers.map((server) => server.close().catch(() => undefined)));
       http.closeAllConnections();

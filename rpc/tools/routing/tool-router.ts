@@ -1,10 +1,10 @@
-import type { ToolDef } from "../types.js";
+import { toolScope, type ToolDef } from "../types.js";
 import type { ToolCatalog, VmDirectory, VmPresence } from "../ports.js";
 
 import { buildIndex, rank, type Ranked, type RoutableTool, type ToolIndex } from "./ranker.js";
 import { NAMESPACE_SEPARATOR, catalogName } from "../sources.js";
 
-/** Who is asking: VM tools are routable only within the caller's tenant. */
+/** Who is asking: upstream servers and VMs are routable only within their tenant (shared servers and built-ins by everyone). */
 export interface RouteScope {
   tenantId: string | undefined;
 }
@@ -32,7 +32,7 @@ const MAX_CACHED_VIEWS = 256;
 function locate(tool: ToolDef, vmOf: Map<string, VmPresence>): { server: string; localName: string; tenantId?: string } {
   if (tool.source.kind === "builtin") return { server: "builtin", localName: tool.name };
   if (tool.source.kind === "mcp") {
-    const server = tool.source.id.replace(/^mcp:/, "");
+    const server = tool.source.server ?? tool.source.id.replace(/^mcp:/, "");
     const prefix = server + NAMESPACE_SEPARATOR;
     return { server, localName: tool.name.startsWith(prefix) ? tool.name.slice(prefix.length) : tool.name };
   }
@@ -77,8 +77,9 @@ export class ToolRouter {
     return this.#generation;
   }
 
-  async #all(): Promise<Located[]> {
-    const [tools, vms] = await Promise.all([this.#catalog.list(), this.#vms.list()]);
+  async #all(scope: RouteScope): Promise<Located[]> {
+    // The catalog leaves out other tenants' upstream servers and VMs; names are unique within a scope.
+    const [tools, vms] = await Promise.all([this.#catalog.list({ scope: toolScope(scope.tenantId) }), this.#vms.list()]);
     const vmOf = new Map<string, VmPresence>();
     for (const record of vms) for (const tool of record.tools) vmOf.set(catalogName(record.vmId, tool.name), record);
     return tools.map((tool) => {
@@ -105,10 +106,10 @@ export class ToolRouter {
     let view = this.#views.get(key);
     if (!view) {
       const generation = this.#generation;
-      view = this.#all().then((tools) =>
+      view = this.#all(scope).then((tools) =>
         buildIndex(
           tools
-            // VM tools belong to their tenant; builtin and upstream tools to everyone.
+            // VM tools belong to their tenant (checked again against the directory's presence records).
             .filter((tool) => tool.tenantId === undefined || (tool.tenantId !== "" && tool.tenantId === scope.tenantId))
             .map(({ tenantId: _tenant, ...tool }) => tool),
         ),

@@ -18,7 +18,10 @@ async function seed(server: TestServer) {
   const run = (await server.request(`${G}/agents/${agent.id}/invoke`, { method: "POST", headers: bearer(token), json: { input: "remember me" } })).body;
   expect(run.status).toBe("completed");
   const logs = (await server.request(`${G}/agents/${agent.id}/logs`, { headers: bearer(token) })).body.logs;
-  return { token, tenant, agent: { ...agent, status: "deployed" }, logs, tokens: run.usage.total_tokens as number };
+  // As shown after the deploy and the run: `updatedAt` follows status changes.
+  const shown = (await server.request(`${G}/agents/${agent.id}`, { headers: bearer(token) })).body;
+  expect(shown).toEqual({ ...agent, status: "deployed", updatedAt: shown.updatedAt });
+  return { token, tenant, agent: shown, logs, tokens: run.usage.total_tokens as number };
 }
 
 async function verify(server: TestServer, seeded: Awaited<ReturnType<typeof seed>>) {
@@ -54,7 +57,10 @@ describe("agents survive a restart", () => {
     const seeded = await seed(first);
     // A run in flight when the process stops dies with it: the next start does not show it running.
     await runStarted(first.services, seeded.agent.id);
-    expect((await first.request(`${G}/agents/${seeded.agent.id}`, { headers: bearer(seeded.token) })).body.status).toBe("running");
+    const running = (await first.request(`${G}/agents/${seeded.agent.id}`, { headers: bearer(seeded.token) })).body;
+    expect(running.status).toBe("running");
+    // The run's start was a status change; the restart keeps that time while the status reads deployed again.
+    seeded.agent = { ...seeded.agent, updatedAt: running.updatedAt };
     await first.close();
     expect((await readdir(dir)).length).toBeGreaterThan(0);
     const second = await startTestServer(env);
