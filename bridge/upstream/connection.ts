@@ -6,6 +6,8 @@ import type { Logger } from "../../rpc/log.js";
 import type { McpServerRecord } from "../../storage/repos/mcp-servers.js";
 import type { CallOptions, ToolDef, ToolResult, ToolSource } from "../../rpc/tools/types.js";
 import { NAMESPACE_SEPARATOR } from "../../rpc/tools/sources.js";
+import { AddressRefused } from "../../rpc/policies/outbound-guard.js";
+import type { GuardedFetch } from "../../rpc/policies/guarded-fetch.js";
 
 export type Health = "connecting" | "healthy" | "unhealthy";
 
@@ -18,6 +20,11 @@ export interface ConnectionSettings {
   /** Called whenever this server's tool list or health changes. */
   onChange(): void;
   log: Logger;
+  /**
+   * Every request to the server goes through this fetch: the address rule is applied to the
+   * address each new socket connects to, on connect and every reconnect (docs/security.md).
+   */
+  fetch?: GuardedFetch;
 }
 
 // Reconnection of an unhealthy server: from 1 s, doubling, capped at a minute.
@@ -82,6 +89,8 @@ export class UpstreamConnection implements ToolSource {
         return;
       } catch (error) {
         this.lastError = describeError(error, this.#settings.timeoutMs);
+        // The address rule will refuse again at once: no quick retries, only the slow reconnect.
+        if (error instanceof AddressRefused) break;
       }
     }
     if (this.#closed) return;
@@ -91,7 +100,10 @@ export class UpstreamConnection implements ToolSource {
   async #connectOnce(): Promise<void> {
     await this.#dropClient();
     const client = new Client({ name: "chat-agent-tool-gateway", version: "0.1.0" }, { capabilities: {} });
-    const transport = new StreamableHTTPClientTransport(new URL(this.record.url), { requestInit: { headers: this.record.headers } });
+    const transport = new StreamableHTTPClientTransport(new URL(this.record.url), {
+      requestInit: { headers: this.record.headers },
+      ...(this.#settings.fetch ? { fetch: this.#settings.fetch } : {}),
+    });
     client.onerror = () => undefined;
     client.onclose = () => {
       if (this.#client === client && !this.#closed) this.#markUnhealthy("connection closed");

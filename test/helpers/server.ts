@@ -1,5 +1,5 @@
 import { loadConfig } from "../../rpc/config.js";
-import { startServer, type RunningServer } from "../../facade/server.js";
+import { startServer, type RunningServer, type StartOptions } from "../../facade/server.js";
 
 export const TEST_JWT_SECRET = "test-secret-that-is-at-least-32-characters-long";
 
@@ -19,10 +19,10 @@ export interface TestServer extends RunningServer {
  * The real server on 127.0.0.1:0 with memory storage unless `env` says otherwise. Close it in
  * afterAll; `close()` fails the test if the server logged an unexpected error.
  */
-export async function startTestServer(env: Record<string, string> = {}): Promise<TestServer> {
+export async function startTestServer(env: Record<string, string> = {}, options: Pick<StartOptions, "resolveHost"> = {}): Promise<TestServer> {
   const rawLogs: string[] = [];
   const config = loadConfig({ STORAGE: "memory", LOG_LEVEL: "info", GATEWAY_JWT_SECRET: TEST_JWT_SECRET, ...env, PORT: env.PORT ?? "0", HOST: "127.0.0.1" });
-  const server = await startServer(config, { logSink: (line) => rawLogs.push(line) });
+  const server = await startServer(config, { ...options, logSink: (line) => rawLogs.push(line) });
   const logs = () => rawLogs.map((line) => JSON.parse(line) as Record<string, unknown>);
   const url = (path: string) => server.origin + path;
   return {
