@@ -1,6 +1,7 @@
 import { EventEmitter } from "node:events";
 import { ServiceError } from "../rpc/errors.js";
 import type { CallOptions, ToolDef, ToolResult, ToolSource } from "../rpc/tools/types.js";
+import { withinBounds } from "../rpc/tools/tool-bounds.js";
 
 /**
  * The one tool catalog behind REST (`/mcp/tools`), MCP (`tools/list`, `tools/call`) and
@@ -37,7 +38,9 @@ export class Catalog {
 
   async list(filter: { category?: string } = {}): Promise<ToolDef[]> {
     const lists = await Promise.all([...this.#sources.values()].map((source) => source.list().catch(() => [] as ToolDef[])));
-    const tools = lists.flat();
+    // Sources refuse oversized announcements themselves; this keeps one that slipped through
+    // (a future source, a record written by an older instance) from breaking every listing.
+    const tools = lists.flat().filter((tool) => withinBounds(tool.inputSchema));
     return (filter.category ? tools.filter((tool) => tool.category === filter.category) : tools).sort((a, b) => a.name.localeCompare(b.name));
   }
 

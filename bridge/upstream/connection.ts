@@ -8,6 +8,12 @@ import type { CallOptions, ToolDef, ToolResult, ToolSource } from "../../rpc/too
 import { NAMESPACE_SEPARATOR } from "../../rpc/tools/sources.js";
 import { AddressRefused } from "../../rpc/policies/outbound-guard.js";
 import type { GuardedFetch } from "../../rpc/policies/guarded-fetch.js";
+import { announcementProblem, TOOL_BOUNDS } from "../../rpc/tools/tool-bounds.js";
+
+/** An announcement outside the bounds (docs/security.md "Input bounds"): the server is marked unhealthy with it. */
+class OutOfBounds extends Error {
+  override name = "OutOfBounds";
+}
 
 export type Health = "connecting" | "healthy" | "unhealthy";
 
@@ -90,7 +96,7 @@ export class UpstreamConnection implements ToolSource {
       } catch (error) {
         this.lastError = describeError(error, this.#settings.timeoutMs);
         // The address rule will refuse again at once: no quick retries, only the slow reconnect.
-        if (error instanceof AddressRefused) break;
+        if (error instanceof AddressRefused || error instanceof OutOfBounds) break;
       }
     }
     if (this.#closed) return;
@@ -137,9 +143,13 @@ export class UpstreamConnection implements ToolSource {
     for (let page = 0; page < MAX_PAGES; page += 1) {
       const result = await client.listTools(cursor ? { cursor } : {}, { timeout: this.#settings.timeoutMs });
       tools.push(...result.tools);
+      // Stop paging as soon as the count is out of bounds: no need to read the rest.
+      if (tools.length > TOOL_BOUNDS.maxToolsPerSource) break;
       cursor = result.nextCursor;
       if (!cursor) break;
     }
+    const problem = announcementProblem(tools);
+    if (problem) throw new OutOfBounds(`MCP server ${this.record.name} ${problem.startsWith("tool ") ? "announced " : ""}${problem}`);
     return tools.map((tool) => ({
       name: `${this.record.name}${NAMESPACE_SEPARATOR}${tool.name}`,
       description: tool.description ?? tool.title ?? "",
@@ -162,6 +172,7 @@ export class UpstreamConnection implements ToolSource {
         return;
       } catch (error) {
         lastError = error;
+        if (error instanceof OutOfBounds) break;
       }
     }
     this.#markUnhealthy(describeError(lastError, this.#settings.timeoutMs));
