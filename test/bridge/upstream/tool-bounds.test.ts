@@ -106,7 +106,7 @@ describe("upstream MCP servers: bounded announcements", () => {
       const found = servers.find((candidate) => candidate.name === "changing");
       return found?.health === "unhealthy" ? found : undefined;
     });
-    expect(entry.lastError).toMatch(/tool nested: inputSchema is deeper than 32 levels/);
+    expect(entry!.lastError).toMatch(/tool nested: inputSchema is deeper than 32 levels/);
     const names = await listingAnswersForEveryone();
     expect(names).toContain("calculator");
     expect(names.some((name) => name.startsWith("changing__"))).toBe(false);
