@@ -3,6 +3,7 @@ import { defineMethod } from "../define.js";
 import { ServiceError } from "../errors.js";
 import { principalOf } from "../auth.js";
 import { createKey } from "./create-key.js";
+import { KEYS_NEED_A_SESSION } from "./session-only.js";
 import type { KeyRecord } from "../../storage/repos/keys.js";
 import { nowIso } from "../../storage/ids.js";
 
@@ -38,8 +39,8 @@ export const gatewayKeyMethods = [
       name: v.pipe(v.string("name must be a string"), v.trim(), v.minLength(1, "name is required"), v.maxLength(100)),
       description: v.optional(v.pipe(v.string("description must be a string"), v.maxLength(500)), ""),
     }),
-    // Keys are made by a signed-in user, never by another key.
-    auth: { kinds: ["session"] },
+    // Keys are made by a signed-in user, never by another key (spec 5).
+    auth: KEYS_NEED_A_SESSION,
     http: [{ surface: "gateway", method: "POST", path: "/auth/keys", status: 201 }],
     async handler(params, ctx) {
       const userId = principalOf(ctx).userId;
@@ -59,7 +60,7 @@ export const gatewayKeyMethods = [
     name: "auth.keys.delete",
     summary: "Revoke one of the caller's gateway keys; it is refused from the next request on.",
     input: v.object({ key_id: v.pipe(v.string(), v.minLength(1)) }),
-    auth: { kinds: ["session"] },
+    auth: KEYS_NEED_A_SESSION,
     http: [{ surface: "gateway", method: "DELETE", path: "/auth/keys/:key_id" }],
     async handler(params, ctx) {
       const record = await ctx.services.keys.get(principalOf(ctx).userId, params.key_id);

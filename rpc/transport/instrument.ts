@@ -31,7 +31,11 @@ export function errorResponse(surface: Surface | "rpc", error: unknown, scope: R
   const serviceError = toServiceError(error);
   if (serviceError.code === "INTERNAL") log.error({ requestId: scope.requestId, error: describe(error) });
   const headers = new Headers(scope.responseHeaders);
-  for (const [name, value] of Object.entries(serviceError.headers ?? {})) headers.set(name, value);
+  for (const [name, value] of Object.entries(serviceError.headers ?? {})) {
+    // spec 7.2: Platform 429s carry no Retry-After, whoever set the limit; clients back off on their own.
+    if (surface === "platform" && name.toLowerCase() === "retry-after") continue;
+    headers.set(name, value);
+  }
   return jsonResponse(errorBody(surface, serviceError, scope.requestId), serviceError.status, headers);
 }
 
