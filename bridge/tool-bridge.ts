@@ -1,5 +1,4 @@
 import type { OpenToolBridge } from "../rpc/services.js";
-import type { ResolveHost } from "../rpc/policies/outbound-guard.js";
 import { Catalog } from "./catalog.js";
 import { BuiltinSource } from "./builtin/source.js";
 import { UpstreamServers } from "./upstream/registry.js";
@@ -17,20 +16,15 @@ export interface ToolBridge {
  * Opens the bridge over the service's storage. Returns a function for `createServices` and
  * a getter for the concrete parts, which the bridge's own transports (MCP endpoint, sockets) use.
  */
-export interface ToolBridgeOptions {
-  /** Name resolution for outbound connections (upstream MCP servers, http_fetch); tests inject one. */
-  resolveHost?: ResolveHost;
-}
-
-export function defineToolBridge(options: ToolBridgeOptions = {}): { open: OpenToolBridge; get(): ToolBridge } {
+export function defineToolBridge(): { open: OpenToolBridge; get(): ToolBridge } {
   let bridge: ToolBridge | undefined;
   return {
-    async open({ config, log, store }) {
+    async open({ config, log, store, resolveHost }) {
       const catalog = new Catalog();
       const vms = new VmHub({ config, log, store, catalog });
       await vms.start();
-      catalog.addSource(new BuiltinSource({ resolveHost: options.resolveHost }));
-      const upstream = new UpstreamServers({ config, log, store, catalog, resolveHost: options.resolveHost });
+      catalog.addSource(new BuiltinSource({ resolveHost }));
+      const upstream = new UpstreamServers({ config, log, store, catalog, resolveHost });
       try {
         await upstream.start();
       } catch (error) {

@@ -41,8 +41,8 @@ export interface StartOptions {
  */
 export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
   const log = createLogger(config.LOG_LEVEL, options.logSink);
-  const tools = defineToolBridge({ resolveHost: options.resolveHost });
-  const services = await createServices(config, log, tools.open);
+  const tools = defineToolBridge();
+  const services = await createServices(config, log, tools.open, { resolveHost: options.resolveHost });
   const bridge = tools.get();
   try {
     const dispatcher = new Dispatcher(createRegistry(methodsFor(config)), services);
