@@ -1,6 +1,7 @@
 import { EventEmitter } from "node:events";
 import { ServiceError } from "../rpc/errors.js";
 import { toolScope, visibleIn, type CallOptions, type ToolDef, type ToolResult, type ToolScope, type ToolSource } from "../rpc/tools/types.js";
+import { withinBounds } from "../rpc/tools/tool-bounds.js";
 
 /**
  * The one tool catalog behind REST (`/mcp/tools`), MCP (`tools/list`, `tools/call`) and
@@ -42,7 +43,9 @@ export class Catalog {
   async list(filter: { category?: string; scope?: ToolScope } = {}): Promise<ToolDef[]> {
     const lists = await Promise.all([...this.#sources.values()].map((source) => source.list().catch(() => [] as ToolDef[])));
     const { category, scope } = filter;
-    const tools = lists.flat().filter((tool) => (!category || tool.category === category) && (!scope || visibleIn(tool, scope)));
+    // Sources refuse oversized announcements themselves; this keeps one that slipped through
+    // (a future source, a record written by an older instance) from breaking every listing.
+    const tools = lists.flat().filter((tool) => withinBounds(tool.inputSchema) && (!category || tool.category === category) && (!scope || visibleIn(tool, scope)));
     return tools.sort((a, b) => a.name.localeCompare(b.name));
   }
 

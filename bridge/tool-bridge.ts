@@ -19,12 +19,12 @@ export interface ToolBridge {
 export function defineToolBridge(): { open: OpenToolBridge; get(): ToolBridge } {
   let bridge: ToolBridge | undefined;
   return {
-    async open({ config, log, store, secrets }) {
+    async open({ config, log, store, secrets, resolveHost }) {
       const catalog = new Catalog();
       const vms = new VmHub({ config, log, store, catalog });
       await vms.start();
-      catalog.addSource(new BuiltinSource());
-      const upstream = new UpstreamServers({ config, log, store, secrets, catalog });
+      catalog.addSource(new BuiltinSource({ resolveHost }));
+      const upstream = new UpstreamServers({ config, log, store, secrets, catalog, resolveHost });
       try {
         await upstream.start();
       } catch (error) {

@@ -10,6 +10,7 @@ import { buildApp } from "./app.js";
 import { bridgeTransports } from "../bridge/transports.js";
 import { defineToolBridge, type ToolBridge } from "../bridge/tool-bridge.js";
 import { SURFACE_BASES } from "../rpc/transport/surfaces.js";
+import type { ResolveHost } from "../rpc/policies/outbound-guard.js";
 
 export interface RunningServer {
   /** Origin the server listens on, e.g. `http://127.0.0.1:8787`. */
@@ -26,6 +27,11 @@ export interface RunningServer {
 export interface StartOptions {
   /** Where log lines go (default stdout). */
   logSink?: LogSink;
+  /**
+   * Name resolution for every outbound connection the address rule guards (default: the
+   * system resolver). Tests pass one so a public-looking name resolves to loopback.
+   */
+  resolveHost?: ResolveHost;
 }
 
 /**
@@ -36,7 +42,7 @@ export interface StartOptions {
 export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
   const log = createLogger(config.LOG_LEVEL, options.logSink);
   const tools = defineToolBridge();
-  const services = await createServices(config, log, tools.open);
+  const services = await createServices(config, log, tools.open, { resolveHost: options.resolveHost });
   const bridge = tools.get();
   try {
     const dispatcher = new Dispatcher(createRegistry(methodsFor(config)), services);

@@ -3,12 +3,14 @@ import { ServiceError, type ErrorCode } from "./errors.js";
 import type { Services } from "./services.js";
 import { parseKey } from "./credentials/api-keys.js";
 import { looksLikeJwt, type SessionClaims } from "./credentials/sessions.js";
+import { addressedToBridge, verifyServiceToken } from "./credentials/service-tokens.js";
 import type { KeyKind, KeyRecord } from "../storage/repos/keys.js";
 import { sha256Hex, nowIso } from "../storage/ids.js";
 
 /**
  * How a caller proved who it is. Each kind is read from one presentation only (spec 5).
- * `service` is PLATFORM_SERVICE_KEY presented by an internal service (bridge methods that list it only).
+ * `service` is PLATFORM_SERVICE_KEY, or a service token signed with SERVICE_JWT_SECRET, presented
+ * by an internal service (bridge methods that list it only; docs/service-tokens.md).
  */
 export type CredentialKind = "session" | "console" | "gateway_key" | "platform_key" | "account_key" | "service";
 
@@ -20,6 +22,11 @@ export type AuthSpec =
       scopes?: readonly string[];
       /** Error code for a missing scope; FORBIDDEN unless the surface names another (spec 7.1). */
       scopeError?: ErrorCode;
+      /**
+       * A route for signed-in users only: a valid API key gets 403 with this message rather
+       * than a 401 that would send its holder looking for a typo.
+       */
+      keyRefusal?: string;
     };
 
 /** The credentials a request carried, as the transport found them; nothing is trusted yet. */
@@ -71,7 +78,7 @@ const TOUCH_INTERVAL_MS = 60_000;
 export async function authenticate(presented: Presented, spec: AuthSpec, services: Services): Promise<Principal | undefined> {
   if (spec === "public") return undefined;
   const allowed = new Set(spec.kinds);
-  const principal = await resolve(presented, allowed, services);
+  const principal = await resolve(presented, allowed, services, spec.keyRefusal);
   if (spec.scopes?.length && !principal.scopes.includes("*")) {
     const missing = spec.scopes.filter((scope) => !principal.scopes.includes(scope));
     if (missing.length) {
@@ -83,7 +90,7 @@ export async function authenticate(presented: Presented, spec: AuthSpec, service
   return principal;
 }
 
-async function resolve(presented: Presented, allowed: Set<CredentialKind>, services: Services): Promise<Principal> {
+async function resolve(presented: Presented, allowed: Set<CredentialKind>, services: Services, keyRefusal?: string): Promise<Principal> {
   if (allowed.has("console") && presented.cookie) {
     const claims = await services.sessions.verify(presented.cookie);
     if (!claims) throw new ServiceError("UNAUTHORIZED", "Session expired or signed out; sign in again", { details: { reason: "invalid" } });
@@ -97,6 +104,12 @@ async function resolve(presented: Presented, allowed: Set<CredentialKind>, servi
   if (!token) throw unauthorized("missing");
   // spec 5: internal services reach the bridge with PLATFORM_SERVICE_KEY; only methods listing "service" take it.
   if (allowed.has("service") && isServiceKey(token, services.config.PLATFORM_SERVICE_KEY)) return SERVICE_PRINCIPAL;
+  // spec 5: SERVICE_JWT_SECRET signs the service tokens the bridge accepts (aud "bridge").
+  if (allowed.has("service") && presented.bearer && looksLikeJwt(presented.bearer) && addressedToBridge(presented.bearer)) {
+    const secret = services.config.SERVICE_JWT_SECRET;
+    if (!secret || !(await verifyServiceToken(presented.bearer, secret))) throw unauthorized("invalid");
+    return SERVICE_PRINCIPAL;
+  }
 
   if (presented.bearer && looksLikeJwt(presented.bearer)) {
     if (!allowed.has("session")) throw unauthorized("missing");
@@ -115,10 +128,11 @@ async function resolve(presented: Presented, allowed: Set<CredentialKind>, servi
     throw unauthorized(known ? "invalid" : "missing");
   }
   const kind = KIND_OF_KEY[keyKind];
-  if (!allowed.has(kind)) throw unauthorized("missing");
+  if (!allowed.has(kind) && !keyRefusal) throw unauthorized("missing");
   const record = await services.keys.findByHash(sha256Hex(token));
   if (!record || record.kind !== keyKind) throw unauthorized("invalid");
   if (record.expiresAt && Date.parse(record.expiresAt) <= Date.now()) throw unauthorized("invalid");
+  if (!allowed.has(kind)) throw new ServiceError("FORBIDDEN", keyRefusal!, { details: { reason: "session_required" } });
   if (!record.lastUsedAt || Date.now() - Date.parse(record.lastUsedAt) >= TOUCH_INTERVAL_MS) {
     record.lastUsedAt = nowIso();
     await services.keys.update(record);

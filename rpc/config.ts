@@ -38,6 +38,11 @@ const ENV_SCHEMA = v.object({
   /** Failed sign-ins allowed per email per LOGIN_WINDOW_SECONDS before 429. */
   LOGIN_MAX_FAILURES: v.optional(intFrom(1, 1000), "5"),
   LOGIN_WINDOW_SECONDS: v.optional(intFrom(1, 86400), "900"),
+  /**
+   * Password hashes (scrypt) run at once, process-wide; the rest wait their turn. scrypt shares
+   * libuv's thread pool with fs, so an unbounded login flood stalls storage. `0` = unbounded.
+   */
+  PASSWORD_HASH_CONCURRENCY: v.optional(intFrom(0, 64), "2"),
   /** Largest request body accepted on any surface (spec 8: 1 MiB). */
   GATEWAY_MAX_PAYLOAD_BYTES: v.optional(intFrom(1024), "1048576"),
   /** Upper bound in seconds for a tool call or upstream request made by the bridge (spec 8). */

@@ -3,6 +3,8 @@ import type { Config } from "./config.js";
 import type { Logger } from "./log.js";
 import { keyPrefixes, type KeyPrefixes } from "./credentials/api-keys.js";
 import { SessionTokens } from "./credentials/sessions.js";
+import { setHashConcurrency } from "./credentials/passwords.js";
+import { systemResolver, type ResolveHost } from "./policies/outbound-guard.js";
 import { openStore, type Store } from "../storage/store.js";
 import { UsersRepo } from "../storage/repos/users.js";
 import { KeysRepo } from "../storage/repos/keys.js";
@@ -47,13 +49,23 @@ export interface Services {
   readonly keyPrefixes: KeyPrefixes;
   /** Failed sign-ins per email. */
   readonly loginLimiter: RateLimiterAbstract;
+  /**
+   * Name resolution for every outbound connection the address rule guards (OutboundGuard in
+   * rpc/policies: upstream MCP servers, http_fetch, webhooks); tests inject one.
+   */
+  readonly resolveHost: ResolveHost;
   /** Registers cleanup to run on shutdown, last registered first. */
   onClose(fn: () => Promise<void> | void): void;
   close(): Promise<void>;
 }
 
 /** Opens the tool bridge over the service's storage; the composition root passes the real one. */
-export type OpenToolBridge = (deps: { config: Config; log: Logger; store: Store; secrets: SecretBox }) => Promise<ToolBridgePorts>;
+export type OpenToolBridge = (deps: { config: Config; log: Logger; store: Store; secrets: SecretBox; resolveHost: ResolveHost }) => Promise<ToolBridgePorts>;
+
+export interface ServicesOptions {
+  /** Name resolution for guarded outbound connections (default: the system resolver). */
+  resolveHost?: ResolveHost;
+}
 
 /** A bridge with no tools, for callers that never touch the catalog (the admin command). */
 export const noTools: OpenToolBridge = async () => ({
@@ -87,10 +99,13 @@ export const noTools: OpenToolBridge = async () => ({
   close: async () => undefined,
 });
 
-export async function createServices(config: Config, log: Logger, openTools: OpenToolBridge): Promise<Services> {
+export async function createServices(config: Config, log: Logger, openTools: OpenToolBridge, options: ServicesOptions = {}): Promise<Services> {
+  const resolveHost = options.resolveHost ?? systemResolver;
   // Validated before storage opens: a bad models or plans document stops the start (ConfigError).
   const models = new ModelRouter(loadModels(config), config, process.env);
   const planConfigs = loadPlans(config);
+  // Process-wide, like the thread pool it protects.
+  setHashConcurrency(config.PASSWORD_HASH_CONCURRENCY);
   const store = await openStore(config);
   let secret = config.GATEWAY_JWT_SECRET ?? (await store.persistentSecret("jwt-secret"));
   if (!secret) {
@@ -113,7 +128,7 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
   const closers: (() => Promise<void> | void)[] = [() => store.close()];
   let tools: ToolBridgePorts;
   try {
-    tools = await openTools({ config, log, store, secrets });
+    tools = await openTools({ config, log, store, secrets, resolveHost });
   } catch (error) {
     await store.close();
     throw error;
@@ -138,6 +153,7 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
     secrets,
     sessions: new SessionTokens(secret, config.SESSION_TTL_SECONDS, new RevokedSessionsRepo(store.atomic)),
     keyPrefixes: keyPrefixes(config.PLATFORM_KEY_SERVICE, config.ACCOUNT_KEY_PREFIX),
+    resolveHost,
     loginLimiter: store.limiter({ name: "login", points: config.LOGIN_MAX_FAILURES, durationSeconds: config.LOGIN_WINDOW_SECONDS }),
     onClose(fn) {
       closers.push(fn);

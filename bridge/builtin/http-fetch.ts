@@ -1,9 +1,8 @@
-import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
-import { isIP, type LookupFunction } from "node:net";
+import { isIP } from "node:net";
 import { errorResult, okResult, type BuiltinTool } from "./internal/tool.js";
-import { isPrivateAddress } from "../../rpc/policies/private-address.js";
+import { AddressRefused, OutboundGuard, type ResolveHost } from "../../rpc/policies/outbound-guard.js";
 
 export interface HttpFetchOptions {
   /**
@@ -11,30 +10,13 @@ export interface HttpFetchOptions {
    * turn it on to exercise the success path against a local server without any network.
    */
   allowPrivateAddresses?: boolean;
+  /** Name resolution (default: the system resolver); tests inject one (docs/security.md). */
+  resolveHost?: ResolveHost;
 }
 
 const DEFAULT_MAX_BYTES = 256 * 1024;
 const MAX_BYTES = 1024 * 1024;
 const MAX_REDIRECTS = 5;
-
-class Refused extends Error {}
-
-/**
- * Resolves the host and refuses it when ANY address is private. Used as the socket's own
- * lookup, so the address checked is the address connected to (no DNS-rebinding window).
- */
-function guardedLookup(allowPrivate: boolean): LookupFunction {
-  return (hostname, options, callback) => {
-    dnsLookup(hostname, { ...options, all: true }, (error, addresses: LookupAddress[]) => {
-      if (error) return callback(error, "", 0);
-      const bad = allowPrivate ? undefined : addresses.find((entry) => isPrivateAddress(entry.address));
-      if (bad) return callback(new Refused(`Refused: ${hostname} resolves to a private or loopback address (${bad.address})`), "", 0);
-      if (options.all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, addresses);
-      const first = addresses[0]!;
-      callback(null, first.address, first.family);
-    });
-  };
-}
 
 interface Fetched {
   status: number;
@@ -45,18 +27,24 @@ interface Fetched {
   location?: string;
 }
 
-function once(url: URL, init: { method: string; headers: Record<string, string>; body?: string; maxBytes: number; signal: AbortSignal; allowPrivate: boolean }): Promise<Fetched> {
+function once(url: URL, init: { method: string; headers: Record<string, string>; body?: string; maxBytes: number; signal: AbortSignal; guard: OutboundGuard }): Promise<Fetched> {
   return new Promise((resolve, reject) => {
+    // Sockets skip `lookup` for a literal address: checked here; names are checked by the
+    // guard's lookup on the address actually connected to (no DNS-rebinding window).
     const literal = url.hostname.replace(/^\[|\]$/g, "");
-    if (isIP(literal) && !init.allowPrivate && isPrivateAddress(literal)) {
-      reject(new Refused(`Refused: ${literal} is a private or loopback address`));
+    try {
+      if (isIP(literal)) init.guard.checkAddress(literal);
+    } catch (error) {
+      reject(error);
       return;
     }
     const send = url.protocol === "https:" ? httpsRequest : httpRequest;
     const req = send(url, {
       method: init.method,
       headers: { "user-agent": "chat-agent-tool-gateway/http_fetch", ...init.headers },
-      lookup: guardedLookup(init.allowPrivate),
+      // A fresh socket per fetch (agent: false): nothing kept alive between users' calls.
+      agent: false,
+      lookup: init.guard.lookup,
       signal: init.signal,
     });
     req.on("error", reject);
@@ -97,7 +85,7 @@ function once(url: URL, init: { method: string; headers: Record<string, string>;
 }
 
 export function httpFetch(options: HttpFetchOptions = {}): BuiltinTool {
-  const allowPrivate = options.allowPrivateAddresses === true;
+  const guard = new OutboundGuard({ allowPrivate: options.allowPrivateAddresses === true, resolve: options.resolveHost });
   return {
     name: "http_fetch",
     description:
@@ -128,7 +116,7 @@ export function httpFetch(options: HttpFetchOptions = {}): BuiltinTool {
       try {
         for (let hop = 0; ; hop += 1) {
           if (url.protocol !== "http:" && url.protocol !== "https:") return errorResult(`Refused: only http and https URLs are fetched (${url.protocol})`);
-          const fetched = await once(url, { ...current, headers: (args.headers as Record<string, string> | undefined) ?? {}, maxBytes, signal, allowPrivate });
+          const fetched = await once(url, { ...current, headers: (args.headers as Record<string, string> | undefined) ?? {}, maxBytes, signal, guard });
           // Redirects are followed by hand so every hop goes through the address check.
           if (fetched.location && fetched.status >= 300 && fetched.status < 400 && hop < MAX_REDIRECTS) {
             url = new URL(fetched.location, url);
@@ -140,7 +128,7 @@ export function httpFetch(options: HttpFetchOptions = {}): BuiltinTool {
           return okResult(`HTTP ${fetched.status} ${fetched.url}${fetched.truncated ? ` (truncated at ${maxBytes} bytes)` : ""}\n\n${text}`, structured);
         }
       } catch (error) {
-        if (error instanceof Refused) return errorResult(error.message);
+        if (error instanceof AddressRefused) return errorResult(error.message);
         if (signal.aborted) return errorResult(`Timed out after ${Math.round(timeoutMs)} ms fetching ${url}`);
         return errorResult(`Fetch failed: ${(error as Error).message}`);
       }

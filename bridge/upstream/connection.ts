@@ -6,6 +6,14 @@ import type { Logger } from "../../rpc/log.js";
 import type { McpServerRecord } from "../../storage/repos/mcp-servers.js";
 import type { CallOptions, ToolDef, ToolResult, ToolSource } from "../../rpc/tools/types.js";
 import { NAMESPACE_SEPARATOR } from "../../rpc/tools/sources.js";
+import { AddressRefused } from "../../rpc/policies/outbound-guard.js";
+import type { GuardedFetch } from "../../rpc/policies/guarded-fetch.js";
+import { announcementProblem, TOOL_BOUNDS } from "../../rpc/tools/tool-bounds.js";
+
+/** An announcement outside the bounds (docs/security.md "Input bounds"): the server is marked unhealthy with it. */
+class OutOfBounds extends Error {
+  override name = "OutOfBounds";
+}
 
 export type Health = "connecting" | "healthy" | "unhealthy";
 
@@ -18,6 +26,11 @@ export interface ConnectionSettings {
   /** Called whenever this server's tool list or health changes. */
   onChange(): void;
   log: Logger;
+  /**
+   * Every request to the server goes through this fetch: the address rule is applied to the
+   * address each new socket connects to, on connect and every reconnect (docs/security.md).
+   */
+  fetch?: GuardedFetch;
 }
 
 // Reconnection of an unhealthy server: from 1 s, doubling, capped at a minute.
@@ -83,6 +96,8 @@ export class UpstreamConnection implements ToolSource {
         return;
       } catch (error) {
         this.lastError = describeError(error, this.#settings.timeoutMs);
+        // The address rule will refuse again at once: no quick retries, only the slow reconnect.
+        if (error instanceof AddressRefused || error instanceof OutOfBounds) break;
       }
     }
     if (this.#closed) return;
@@ -92,7 +107,10 @@ export class UpstreamConnection implements ToolSource {
   async #connectOnce(): Promise<void> {
     await this.#dropClient();
     const client = new Client({ name: "chat-agent-tool-gateway", version: "0.1.0" }, { capabilities: {} });
-    const transport = new StreamableHTTPClientTransport(new URL(this.record.url), { requestInit: { headers: this.record.headers } });
+    const transport = new StreamableHTTPClientTransport(new URL(this.record.url), {
+      requestInit: { headers: this.record.headers },
+      ...(this.#settings.fetch ? { fetch: this.#settings.fetch } : {}),
+    });
     client.onerror = () => undefined;
     client.onclose = () => {
       if (this.#client === client && !this.#closed) this.#markUnhealthy("connection closed");
@@ -126,9 +144,13 @@ export class UpstreamConnection implements ToolSource {
     for (let page = 0; page < MAX_PAGES; page += 1) {
       const result = await client.listTools(cursor ? { cursor } : {}, { timeout: this.#settings.timeoutMs });
       tools.push(...result.tools);
+      // Stop paging as soon as the count is out of bounds: no need to read the rest.
+      if (tools.length > TOOL_BOUNDS.maxToolsPerSource) break;
       cursor = result.nextCursor;
       if (!cursor) break;
     }
+    const problem = announcementProblem(tools);
+    if (problem) throw new OutOfBounds(`MCP server ${this.record.name} ${problem.startsWith("tool ") ? "announced " : ""}${problem}`);
     return tools.map((tool) => ({
       name: `${this.record.name}${NAMESPACE_SEPARATOR}${tool.name}`,
       description: tool.description ?? tool.title ?? "",
@@ -152,6 +174,7 @@ export class UpstreamConnection implements ToolSource {
         return;
       } catch (error) {
         lastError = error;
+        if (error instanceof OutOfBounds) break;
       }
     }
     this.#markUnhealthy(describeError(lastError, this.#settings.timeoutMs));

@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import { lookup } from "node:dns/promises";
 import { ServiceError } from "../../rpc/errors.js";
 import type { Config } from "../../rpc/config.js";
 import type { Logger } from "../../rpc/log.js";
@@ -7,8 +6,9 @@ import type { Store } from "../../storage/store.js";
 import type { SecretBox } from "../../storage/secret-box.js";
 import { McpServersRepo, type McpServerEvent, type McpServerRecord } from "../../storage/repos/mcp-servers.js";
 import type { Catalog } from "../catalog.js";
-import { isPrivateAddress } from "../../rpc/policies/private-address.js";
 import type { UpstreamRegisterInput, UpstreamServerView, UpstreamSummary } from "../../rpc/tools/ports.js";
+import { AddressRefused, OutboundGuard, type ResolveHost } from "../../rpc/policies/outbound-guard.js";
+import { toGuardedFetch, type GuardedFetch } from "../../rpc/policies/guarded-fetch.js";
 import { UpstreamConnection } from "./connection.js";
 
 /**
@@ -37,11 +37,20 @@ export class UpstreamServers {
   readonly #catalog: Catalog;
   readonly #config: Config;
   readonly #log: Logger;
+  readonly #guard: OutboundGuard;
+  readonly #fetch: GuardedFetch;
   #unsubscribe: (() => Promise<void>) | undefined;
   #resync: NodeJS.Timeout | undefined;
 
-  constructor(deps: { catalog: Catalog; store: Store; secrets: SecretBox; config: Config; log: Logger }) {
+  constructor(deps: { catalog: Catalog; store: Store; secrets: SecretBox; config: Config; log: Logger; resolveHost?: ResolveHost }) {
     this.#catalog = deps.catalog;
+    // Servers stored while MCP_SERVERS_ALLOW_PRIVATE was on are refused at connect once it is off.
+    this.#guard = new OutboundGuard({
+      allowPrivate: deps.config.MCP_SERVERS_ALLOW_PRIVATE,
+      resolve: deps.resolveHost,
+      hint: "private addresses need MCP_SERVERS_ALLOW_PRIVATE=true",
+    });
+    this.#fetch = toGuardedFetch(this.#guard);
     this.#config = deps.config;
     this.#log = deps.log;
     this.repo = new McpServersRepo(deps.store, deps.secrets);
@@ -89,6 +98,7 @@ export class UpstreamServers {
       maxRetries: this.#config.GATEWAY_MAX_RETRIES,
       onChange: () => this.#catalog.changed(),
       log: this.#log,
+      fetch: this.#fetch,
     });
     this.#connections.set(ref, connection);
     this.#catalog.addSource(connection);
@@ -165,18 +175,17 @@ export class UpstreamServers {
   /**
    * An upstream address is reached from inside the deployment, so private and loopback
    * addresses are refused unless MCP_SERVERS_ALLOW_PRIVATE says the operator wants them.
+   * Checked here for a clear 403 at registration, and again by the guarded fetch on every
+   * connection (the name may resolve elsewhere later).
    */
   async #checkAddress(url: string): Promise<void> {
-    if (this.#config.MCP_SERVERS_ALLOW_PRIVATE) return;
-    const host = new URL(url).hostname.replace(/^\[|\]$/g, "");
-    let addresses: { address: string }[];
+    if (this.#guard.allowPrivate) return;
+    const host = new URL(url).hostname;
     try {
-      addresses = await lookup(host, { all: true });
-    } catch {
+      await this.#guard.resolve(host);
+    } catch (error) {
+      if (error instanceof AddressRefused) throw new ServiceError("FORBIDDEN", `MCP server address refused: ${error.message}`);
       throw new ServiceError("VALIDATION_FAILED", `Cannot resolve the MCP server's host: ${host}`, { details: { issues: [{ path: "url", message: "host does not resolve" }] } });
-    }
-    if (addresses.some((entry) => isPrivateAddress(entry.address))) {
-      throw new ServiceError("FORBIDDEN", `MCP server address ${host} is private or loopback; set MCP_SERVERS_ALLOW_PRIVATE=true to allow it`);
     }
   }
 
@@ -186,6 +195,7 @@ export class UpstreamServers {
     const connections = [...this.#connections.values()];
     this.#connections.clear();
     await Promise.all(connections.map((connection) => connection.close()));
+    this.#guard.close();
   }
 }
 

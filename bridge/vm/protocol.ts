@@ -1,5 +1,6 @@
 import * as v from "valibot";
 import type { ToolResult } from "../../rpc/tools/types.js";
+import { schemaProblem, TOOL_BOUNDS } from "../../rpc/tools/tool-bounds.js";
 
 /**
  * The VM-agent socket protocol (docs/vm-agents.md): JSON-RPC 2.0 in both directions.
@@ -10,8 +11,8 @@ import type { ToolResult } from "../../rpc/tools/types.js";
 export const VM_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 export const TOOL_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 
-/** Tools one VM may announce; keeps one misbehaving VM from flooding every catalog. */
-export const MAX_TOOLS_PER_VM = 256;
+/** Tools one VM may announce; keeps one misbehaving VM from flooding every catalog (docs/security.md "Input bounds"). */
+export const MAX_TOOLS_PER_VM = TOOL_BOUNDS.maxToolsPerSource;
 
 /** WebSocket close codes the bridge uses (4000–4999 are for applications, RFC 6455 7.4.2). */
 export const CLOSE = {
@@ -23,7 +24,7 @@ export const CLOSE = {
   shutdown: 1001,
 } as const;
 
-const toolSchema = v.object({
+const toolFields = v.object({
   name: v.pipe(v.string("name must be a string"), v.regex(TOOL_NAME, "name: letters, digits, _ . - (1-64, starting with a letter or digit)")),
   description: v.optional(v.pipe(v.string("description must be a string"), v.maxLength(4096)), ""),
   inputSchema: v.optional(
@@ -35,6 +36,16 @@ const toolSchema = v.object({
   ),
   category: v.optional(v.pipe(v.string("category must be a string"), v.regex(/^[\w.-]{1,64}$/, "category: letters, digits, _ . -"))),
 });
+
+// Bounded schemas: deeper than 32 levels or larger than 64 KiB is refused (tool-bounds.ts).
+const toolSchema = v.pipe(
+  toolFields,
+  v.rawCheck(({ dataset, addIssue }) => {
+    if (!dataset.typed) return;
+    const problem = schemaProblem(dataset.value.inputSchema);
+    if (problem) addIssue({ message: `tool ${dataset.value.name}: ${problem}` });
+  }),
+);
 
 export const registerParams = v.object({
   tools: v.pipe(

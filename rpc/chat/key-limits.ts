@@ -24,15 +24,12 @@ export async function requireCredits(services: Services, principal: Principal): 
   if (balance <= 0) throw new ServiceError("INSUFFICIENT_CREDITS", "Insufficient credits", { type: "insufficient_quota" });
 }
 
-function retryAfter(ttlMs: number): Record<string, string> {
-  return { "Retry-After": String(Math.max(1, Math.ceil(ttlMs / 1000))) };
-}
-
 /**
  * Admits a Platform chat request against its key's limits, all counted in the shared atomic
  * store so every instance on one Redis sees the same totals:
  * - spendLimit (credits, lifetime of the key): 402 once reached;
- * - rpmLimit: requests per minute, 429 + Retry-After past it (an atomic increment per request,
+ * - rpmLimit: requests per minute, 429 past it, without Retry-After (spec 7.2: clients apply
+ *   their own backoff) (an atomic increment per request,
  *   so N instances together admit exactly the limit);
  * - tpmLimit: tokens per minute; the prompt is reserved at admission (429 if it does not fit)
  *   and the difference to the metered usage is added when the request settles.
@@ -46,17 +43,17 @@ export async function admitPlatformChat(services: Services, principal: Principal
     throw new ServiceError("INSUFFICIENT_CREDITS", `This API key has reached its spend limit of ${key.spendLimit} credits`, { type: "insufficient_quota" });
   }
   if (key?.rpmLimit != null) {
-    const { value, ttlMs } = await atomic.increment(rpmKey(key), 1, WINDOW_MS);
+    const { value } = await atomic.increment(rpmKey(key), 1, WINDOW_MS);
     if (value > key.rpmLimit) {
-      throw new ServiceError("RATE_LIMITED", `Rate limit reached for this API key: ${key.rpmLimit} requests per minute`, { headers: retryAfter(ttlMs) });
+      throw new ServiceError("RATE_LIMITED", `Rate limit reached for this API key: ${key.rpmLimit} requests per minute`);
     }
   }
   let reserved = 0;
   if (key?.tpmLimit != null) {
-    const { value, ttlMs } = await atomic.increment(tpmKey(key), promptTokens, WINDOW_MS);
+    const { value } = await atomic.increment(tpmKey(key), promptTokens, WINDOW_MS);
     if (value > key.tpmLimit) {
       await atomic.increment(tpmKey(key), -promptTokens, WINDOW_MS);
-      throw new ServiceError("RATE_LIMITED", `Rate limit reached for this API key: ${key.tpmLimit} tokens per minute`, { headers: retryAfter(ttlMs) });
+      throw new ServiceError("RATE_LIMITED", `Rate limit reached for this API key: ${key.tpmLimit} tokens per minute`);
     }
     reserved = promptTokens;
   }

@@ -1,13 +1,42 @@
 import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from "node:crypto";
+import { Semaphore } from "./internal/semaphore.js";
 
 /** OWASP's first scrypt configuration: N=2^17, r=8, p=1 (about 128 MiB and half a second here). */
 const PARAMS = { N: 2 ** 17, r: 8, p: 1 } as const;
 const KEY_LENGTH = 32;
 
+/** Default of PASSWORD_HASH_CONCURRENCY: half of libuv's default pool of four threads. */
+export const DEFAULT_HASH_CONCURRENCY = 2;
+
+/**
+ * scrypt runs on libuv's thread pool, which fs also uses: 40 concurrent failed logins used to
+ * hold every pool thread for seconds, and an fs-backed read waited behind them (13 s for
+ * `GET /auth/keys`). At most this many hashes run at once; the rest queue here, in the event
+ * loop, leaving pool threads to storage (docs/benchmarks.md "Login flood").
+ */
+const hashSlots = new Semaphore(DEFAULT_HASH_CONCURRENCY);
+
+/** Sets how many password hashes may run at once (PASSWORD_HASH_CONCURRENCY; 0 = unbounded). */
+export function setHashConcurrency(limit: number): void {
+  hashSlots.limit = limit === 0 ? Infinity : limit;
+}
+
+/** Hashes running and queued, and the most ever run at once. */
+export function hashingStats(): { held: number; waiting: number; peak: number } {
+  return hashSlots.stats();
+}
+
+export function resetHashingPeak(): void {
+  hashSlots.resetPeak();
+}
+
 function derive(password: string, salt: Buffer, params: { N: number; r: number; p: number }): Promise<Buffer> {
   const options: ScryptOptions = { ...params, maxmem: 256 * params.N * params.r + 1024 * 1024 };
-  return new Promise((resolve, reject) =>
-    scrypt(password.normalize("NFKC"), salt, KEY_LENGTH, options, (error, key) => (error ? reject(error) : resolve(key))),
+  return hashSlots.run(
+    () =>
+      new Promise((resolve, reject) =>
+        scrypt(password.normalize("NFKC"), salt, KEY_LENGTH, options, (error, key) => (error ? reject(error) : resolve(key))),
+      ),
   );
 }
 

@@ -5,6 +5,7 @@ import { createKey } from "./create-key.js";
 import type { KeyRecord } from "../../storage/repos/keys.js";
 import { nowIso } from "../../storage/ids.js";
 import { AccountKeyView, WithSecret } from "../views.js";
+import { KEYS_NEED_A_SESSION } from "./session-only.js";
 
 /** spec 5: personal keys carry `intelligence` and/or `compute`; keys made today carry both. */
 export const ACCOUNT_SCOPES = ["intelligence", "compute"] as const;
@@ -23,7 +24,7 @@ function view(record: KeyRecord) {
 
 // Personal keys are managed by the signed-in user (a Gateway session token), never by a key:
 // a leaked key cannot mint or revoke others (spec 2.4 "created in account settings").
-const SIGNED_IN = { kinds: ["session"] } as const;
+const SIGNED_IN = KEYS_NEED_A_SESSION;
 
 export const accountKeyMethods = [
   defineMethod({

@@ -2,6 +2,7 @@ import * as v from "valibot";
 import { defineMethod } from "../define.js";
 import { ServiceError } from "../errors.js";
 import { createKey } from "./create-key.js";
+import { KEYS_NEED_A_SESSION } from "./session-only.js";
 import type { KeyRecord } from "../../storage/repos/keys.js";
 import { nowIso } from "../../storage/ids.js";
 import { GatewayKeyView, WithSecret } from "../views.js";
@@ -39,8 +40,8 @@ export const gatewayKeyMethods = [
       name: v.pipe(v.string("name must be a string"), v.trim(), v.minLength(1, "name is required"), v.maxLength(100)),
       description: v.optional(v.pipe(v.string("description must be a string"), v.maxLength(500)), ""),
     }),
-    // Keys are made by a signed-in user, never by another key.
-    auth: { kinds: ["session"] },
+    // Keys are made by a signed-in user, never by another key (spec 5).
+    auth: KEYS_NEED_A_SESSION,
     output: v.object({ ...GatewayKeyView.entries, ...WithSecret.entries }),
     http: [{ surface: "gateway", method: "POST", path: "/auth/keys", status: 201 }],
     async handler(params, ctx) {
@@ -61,7 +62,7 @@ export const gatewayKeyMethods = [
     name: "auth.keys.delete",
     summary: "Revoke one of the caller's gateway keys; it is refused from the next request on.",
     input: v.object({ key_id: v.pipe(v.string(), v.minLength(1)) }),
-    auth: { kinds: ["session"] },
+    auth: KEYS_NEED_A_SESSION,
     output: v.object({ success: v.boolean(), id: v.string() }),
     errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "DELETE", path: "/auth/keys/:key_id" }],

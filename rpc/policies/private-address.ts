@@ -1,63 +1,81 @@
-import { BlockList, isIP } from "node:net";
+import { isIP } from "node:net";
+import ipaddr from "ipaddr.js";
 
 /**
- * Addresses a server-side fetch must never reach (SSRF): loopback, private, link-local
- * (cloud metadata at 169.254.169.254), carrier-grade NAT, multicast, reserved and the
- * unspecified address, in both families.
+ * The address rule for every outbound connection the service makes on a user's behalf
+ * (upstream MCP servers, `http_fetch`, webhooks): only public unicast addresses
+ * (docs/security.md "Outbound connections"). Classification is ipaddr.js's `range()`, not
+ * hand-written prefixes, so loopback, private, link-local (cloud metadata at
+ * 169.254.169.254), unique-local, unspecified, multicast, carrier-grade NAT, broadcast and
+ * every reserved block are refused in both families.
+ *
+ * IPv6 forms that carry an IPv4 address are judged by that address or refused outright:
+ * - IPv4-mapped `::ffff:a.b.c.d`, SIIT `::ffff:0:a.b.c.d` (RFC 6145) and the well-known NAT64
+ *   prefix `64:ff9b::/96` (RFC 6052) reach the embedded IPv4 address: allowed only when it is
+ *   public unicast itself;
+ * - IPv4-compatible `::a.b.c.d` (deprecated, RFC 4291), local-use NAT64 `64:ff9b:1::/48`
+ *   (RFC 8215), 6to4 `2002::/16` (deprecated, RFC 7526) and Teredo `2001::/32` are refused
+ *   whatever they embed: no public server needs them, and each is a way around the IPv4 rule.
  */
-const blocked = new BlockList();
-for (const [net, prefix] of [
-  ["0.0.0.0", 8],
-  ["10.0.0.0", 8],
-  ["100.64.0.0", 10],
-  ["127.0.0.0", 8],
-  ["169.254.0.0", 16],
-  ["172.16.0.0", 12],
-  ["192.0.0.0", 24],
-  ["192.0.2.0", 24],
-  ["192.168.0.0", 16],
-  ["198.18.0.0", 15],
-  ["198.51.100.0", 24],
-  ["203.0.113.0", 24],
-  ["224.0.0.0", 4],
-  ["240.0.0.0", 4],
-] as const) blocked.addSubnet(net, prefix, "ipv4");
-for (const [net, prefix] of [
-  ["::", 128],
-  ["::1", 128],
-  ["64:ff9b:1::", 48],
-  ["100::", 64],
-  ["2001:db8::", 32],
-  ["fc00::", 7],
-  ["fe80::", 10],
-  ["fec0::", 10],
-  ["ff00::", 8],
-] as const) blocked.addSubnet(net, prefix, "ipv6");
 
-/** The IPv4 address inside an IPv4-mapped/compatible or NAT64 IPv6 address, if any. */
-function embeddedIpv4(address: string): string | undefined {
-  const lower = address.toLowerCase();
-  const dotted = /^(?:::ffff:|::|64:ff9b::)(\d+\.\d+\.\d+\.\d+)$/.exec(lower);
-  if (dotted) return dotted[1];
-  const hex = /^(?:::ffff:|64:ff9b::)([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(lower);
-  if (hex) {
-    const high = parseInt(hex[1]!, 16);
-    const low = parseInt(hex[2]!, 16);
-    return [high >> 8, high & 255, low >> 8, low & 255].join(".");
-  }
-  return undefined;
+/** Why `address` may not be connected to, or undefined when it is public unicast. */
+export function addressRefusal(address: string): string | undefined {
+  const bare = address.replace(/^\[|\]$/g, "");
+  // A zone (`fe80::1%eth0`) only exists on link-local and site-scoped addresses.
+  if (bare.includes("%")) return "a scoped (zone) address";
+  const family = isIP(bare);
+  if (family === 4) return ipv4Refusal(ipaddr.IPv4.parse(bare));
+  if (family === 6) return ipv6Refusal(canonicalIpv6(bare));
+  // Not an address at all: refuse rather than guess.
+  return "not an IP address";
 }
 
-/** True for an address a fetch on a user's behalf must refuse. */
+/** True for an address a connection on a user's behalf must refuse. */
 export function isPrivateAddress(address: string): boolean {
-  const bare = address.replace(/^\[|\]$/g, "").replace(/%.*$/, "");
-  const family = isIP(bare);
-  if (family === 4) return blocked.check(bare, "ipv4");
-  if (family === 6) {
-    const v4 = embeddedIpv4(bare);
-    if (v4) return blocked.check(v4, "ipv4");
-    return blocked.check(bare, "ipv6");
+  return addressRefusal(address) !== undefined;
+}
+
+function ipv4Refusal(address: ipaddr.IPv4): string | undefined {
+  const range = address.range();
+  return range === "unicast" ? undefined : `${range} address`;
+}
+
+/**
+ * Parses through the WHATWG URL parser first: ipaddr.js reads `::127.0.0.1` as IPv4-mapped
+ * (`::ffff:127.0.0.1`) while the socket layer connects to IPv4-compatible `::7f00:1`; the URL
+ * parser gives the form the connection will use.
+ */
+function canonicalIpv6(address: string): ipaddr.IPv6 {
+  const hostname = new URL(`http://[${address}]/`).hostname.replace(/^\[|\]$/g, "");
+  return ipaddr.IPv6.parse(hostname);
+}
+
+const NAT64_LOCAL = ipaddr.IPv6.parse("64:ff9b:1::");
+
+function ipv6Refusal(address: ipaddr.IPv6): string | undefined {
+  const range = address.range();
+  const parts = address.parts;
+  const embeddedV4 = () => ipaddr.IPv4.parse(`${parts[6]! >> 8}.${parts[6]! & 255}.${parts[7]! >> 8}.${parts[7]! & 255}`);
+  switch (range) {
+    case "unicast":
+      // ::/96 other than :: and ::1 (both classified above) is IPv4-compatible.
+      if (parts.slice(0, 6).every((part) => part === 0)) return "IPv4-compatible IPv6 address";
+      return undefined;
+    case "ipv4Mapped":
+    case "rfc6145": {
+      const refusal = ipv4Refusal(embeddedV4());
+      return refusal ? `IPv6 address embedding a ${refusal}` : undefined;
+    }
+    case "rfc6052": {
+      if (address.match(NAT64_LOCAL, 48)) return "local-use NAT64 address";
+      const refusal = ipv4Refusal(embeddedV4());
+      return refusal ? `NAT64 address embedding a ${refusal}` : undefined;
+    }
+    case "6to4":
+      return "6to4 address";
+    case "teredo":
+      return "Teredo address";
+    default:
+      return `${range} address`;
   }
-  // Not an address at all: refuse rather than guess.
-  return true;
 }

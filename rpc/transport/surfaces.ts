@@ -108,6 +108,10 @@ export function renderError(surface: Surface | "rpc", thrown: unknown, requestId
   const error = toServiceError(thrown);
   if (error.code === "INTERNAL") log.error({ requestId, error: describe(thrown) });
   const out = new Headers(headers);
-  for (const [name, value] of Object.entries(error.headers ?? {})) out.set(name, value);
+  for (const [name, value] of Object.entries(error.headers ?? {})) {
+    // spec 7.2: Platform 429s carry no Retry-After, whoever set the limit; clients back off on their own.
+    if (surface === "platform" && name.toLowerCase() === "retry-after") continue;
+    out.set(name, value);
+  }
   return { status: error.status, body: errorBody(surface, error, requestId), headers: out, error };
 }

@@ -153,10 +153,24 @@ describe("Gateway auth and keys", () => {
       expect(res.status).toBe(401);
     });
 
-    it("does not let a key create another key", async () => {
+    it("does not let a key create or delete keys: 403 saying to sign in (a bad key stays 401)", async () => {
       const created = await server.request(`${G}/auth/keys`, { method: "POST", headers: bearer(alice.token), json: { name: "a" } });
-      const res = await server.request(`${G}/auth/keys`, { method: "POST", headers: { "x-api-key": created.body.key }, json: { name: "b" } });
-      expect(res.status).toBe(401);
+      for (const headers of [{ "x-api-key": created.body.key }, bearer(created.body.key)]) {
+        const res = await server.request(`${G}/auth/keys`, { method: "POST", headers, json: { name: "b" } });
+        expect(res.status).toBe(403);
+        expect(res.body.error).toMatchObject({ code: "FORBIDDEN", message: "API keys cannot manage keys; sign in" });
+        const del = await server.request(`${G}/auth/keys/${created.body.id}`, { method: "DELETE", headers });
+        expect(del.status).toBe(403);
+        expect(del.body.error.message).toBe("API keys cannot manage keys; sign in");
+      }
+      // Over /rpc too: the same method, the same answer.
+      const rpc = await server.request("/rpc", { method: "POST", headers: { "x-api-key": created.body.key }, json: { jsonrpc: "2.0", id: 1, method: "auth.keys.create", params: { name: "c" } } });
+      expect(rpc.body.error).toMatchObject({ code: -32003, message: "API keys cannot manage keys; sign in" });
+      // A revoked (or mistyped) key is still a 401.
+      await server.request(`${G}/auth/keys/${created.body.id}`, { method: "DELETE", headers: bearer(alice.token) });
+      const revoked = await server.request(`${G}/auth/keys`, { method: "POST", headers: { "x-api-key": created.body.key }, json: { name: "d" } });
+      expect(revoked.status).toBe(401);
+      expect((await server.request(`${G}/auth/keys`, { headers: bearer(alice.token) })).body.map((key: { name: string }) => key.name)).not.toContain("b");
     });
 
     it("gives another user's key id the same 404 as a missing one", async () => {

@@ -57,8 +57,9 @@ describe("personal keys", () => {
   it("cannot be managed with a key, and another user's key is not found", async () => {
     const created = await personalKey();
     const withKey = await server.request("/account/v1/keys", { method: "POST", headers: bearer(created.key), json: { name: "minted" } });
-    expect(withKey.status).toBe(401);
-    expect(withKey.body).toEqual({ error: expect.any(String), code: "UNAUTHORIZED" });
+    // A valid key on a session-only route: 403 saying what to do, not a 401 that reads like a bad key.
+    expect(withKey.status).toBe(403);
+    expect(withKey.body).toEqual({ error: "API keys cannot manage keys; sign in", code: "FORBIDDEN" });
     const other = await registerUser(server);
     const foreign = await server.request(`/account/v1/keys/${created.id}`, { method: "DELETE", headers: bearer(other.token) });
     expect(foreign.status).toBe(404);

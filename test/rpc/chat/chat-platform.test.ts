@@ -240,6 +240,7 @@ describe("errors forwarded from the model router (spec 7.2)", () => {
     const raw = await chat({ model: "remote-a", messages: userMessage("x") });
     expect(raw.status).toBe(429);
     expect(raw.body).toEqual(body);
+    expect(raw.headers.get("retry-after")).toBeNull();
   });
 
   it("relays a {detail} body verbatim with the provider's status", async () => {

@@ -1,0 +1,69 @@
+import { request as httpRequest, type IncomingMessage } from "node:http";
+import { request as httpsRequest } from "node:https";
+import { isIP } from "node:net";
+import { Readable } from "node:stream";
+import type { OutboundGuard } from "./outbound-guard.js";
+
+/** The `fetch` signature clients such as the MCP SDK accept in place of the global one. */
+export type GuardedFetch = (url: string | URL, init?: RequestInit) => Promise<Response>;
+
+const NULL_BODY_STATUSES = new Set([101, 204, 205, 304]);
+
+function bodyOf(body: RequestInit["body"]): string | Uint8Array | undefined {
+  if (body === undefined || body === null) return undefined;
+  if (typeof body === "string") return body;
+  if (body instanceof Uint8Array) return body;
+  if (body instanceof ArrayBuffer) return new Uint8Array(body);
+  if (body instanceof URLSearchParams) return body.toString();
+  throw new TypeError("guarded fetch: only string and byte bodies are supported");
+}
+
+/**
+ * A `fetch` whose every connection goes through `guard` (node:http with the guard's `lookup`
+ * and agents, so the address checked is the address connected to). Redirects are not
+ * followed: the caller sees the 3xx and decides (a followed redirect would still be checked,
+ * but a client that does not expect one is better told).
+ */
+export function toGuardedFetch(guard: OutboundGuard): GuardedFetch {
+  return (input, init = {}) =>
+    new Promise<Response>((resolve, reject) => {
+      const url = new URL(String(input));
+      if (url.protocol !== "http:" && url.protocol !== "https:") {
+        reject(new TypeError(`guarded fetch: unsupported protocol ${url.protocol}`));
+        return;
+      }
+      let body: string | Uint8Array | undefined;
+      try {
+        // Literal addresses never reach `lookup`: checked here.
+        const literal = url.hostname.replace(/^\[|\]$/g, "");
+        if (isIP(literal)) guard.checkAddress(literal);
+        body = bodyOf(init.body);
+      } catch (error) {
+        reject(error);
+        return;
+      }
+      const headers: Record<string, string> = {};
+      new Headers(init.headers).forEach((value, name) => {
+        headers[name] = value;
+      });
+      const send = url.protocol === "https:" ? httpsRequest : httpRequest;
+      const req = send(url, { method: init.method ?? "GET", headers, agent: guard.agent(url.protocol), lookup: guard.lookup, signal: init.signal ?? undefined });
+      req.once("error", reject);
+      req.once("response", (res: IncomingMessage) => {
+        const responseHeaders = new Headers();
+        for (let i = 0; i < res.rawHeaders.length; i += 2) responseHeaders.append(res.rawHeaders[i]!, res.rawHeaders[i + 1]!);
+        const status = res.statusCode ?? 502;
+        const empty = NULL_BODY_STATUSES.has(status) || init.method === "HEAD";
+        if (empty) res.resume();
+        resolve(
+          new Response(empty ? null : (Readable.toWeb(res) as ReadableStream<Uint8Array>), {
+            status: status < 200 || status > 599 ? 502 : status,
+            statusText: res.statusMessage,
+            headers: responseHeaders,
+          }),
+        );
+      });
+      if (body !== undefined) req.write(body);
+      req.end();
+    });
+}
