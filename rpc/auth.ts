@@ -79,6 +79,23 @@ export async function authenticate(presented: Presented, spec: AuthSpec, service
   if (spec === "public") return undefined;
   const allowed = new Set(spec.kinds);
   const principal = await resolve(presented, allowed, services, spec.keyRefusal);
+  requireScopes(principal, spec);
+  return principal;
+}
+
+/**
+ * Holds a principal a transport already authenticated within the same request (an MCP
+ * request admitted by its gate) to another method's auth: its credential kind must be one the
+ * method takes (else 401, as for a credential of another kind) and it must hold the scopes.
+ */
+export function admitPrincipal(principal: Principal, spec: AuthSpec): Principal | undefined {
+  if (spec === "public") return principal;
+  if (!spec.kinds.includes(principal.kind)) throw unauthorized("missing");
+  requireScopes(principal, spec);
+  return principal;
+}
+
+function requireScopes(principal: Principal, spec: Exclude<AuthSpec, "public">): void {
   if (spec.scopes?.length && !principal.scopes.includes("*")) {
     const missing = spec.scopes.filter((scope) => !principal.scopes.includes(scope));
     if (missing.length) {
@@ -87,7 +104,6 @@ export async function authenticate(presented: Presented, spec: AuthSpec, service
       });
     }
   }
-  return principal;
 }
 
 async function resolve(presented: Presented, allowed: Set<CredentialKind>, services: Services, keyRefusal?: string): Promise<Principal> {

@@ -1,7 +1,8 @@
 import { JSONRPCErrorException, JSONRPCServer } from "json-rpc-2.0";
-import { authenticate, type Presented, type Principal } from "./auth.js";
+import { admitPrincipal, authenticate, type Presented, type Principal } from "./auth.js";
 import { isAsyncIterable, type AnyMethod, type CallContext, type Surface } from "./define.js";
-import { ServiceError, describe, toServiceError } from "./errors.js";
+import { ServiceError } from "./errors.js";
+import { renderError } from "./transport/surfaces.js";
 import { applyPolicies } from "./policies/apply.js";
 import type { Registry } from "./registry.js";
 import type { Services } from "./services.js";
@@ -18,6 +19,12 @@ export interface CallFacts {
   ip: string;
   /** Told who the caller is once authenticated (for the transport's log line). */
   onAuthenticated?(principal: Principal, method: AnyMethod): void;
+  /**
+   * The caller as a gate method already authenticated it within this same request (MCP: one
+   * HTTP request, admitted by `bridge.mcp.connect`, carries the tools/call): held to this
+   * method's credential kinds and scopes instead of being looked up again.
+   */
+  authenticated?: Principal;
 }
 
 /**
@@ -65,7 +72,7 @@ export class Dispatcher {
   async dispatch(name: string, params: ParamsSource, facts: CallFacts): Promise<unknown> {
     const method = this.registry[name];
     if (!method) throw new ServiceError("METHOD_NOT_FOUND", `Unknown method: ${name}`);
-    const principal = await authenticate(facts.presented, method.auth, this.services);
+    const principal = facts.authenticated ? admitPrincipal(facts.authenticated, method.auth) : await authenticate(facts.presented, method.auth, this.services);
     if (principal) facts.onAuthenticated?.(principal, method);
     await applyPolicies(method, principal, this.services);
     const raw = typeof params === "function" ? await (params as (method: AnyMethod) => unknown)(method) : params;
@@ -82,8 +89,7 @@ export class Dispatcher {
   }
 
   toJsonRpcError(error: unknown, requestId: string): JSONRPCErrorException {
-    const serviceError = toServiceError(error);
-    if (serviceError.code === "INTERNAL") this.services.log.error({ requestId, error: describe(error) });
+    const serviceError = renderError("rpc", error, requestId, this.services.log).error;
     return new JSONRPCErrorException(serviceError.message, serviceError.rpcCode, {
       code: serviceError.code,
       status: serviceError.status,

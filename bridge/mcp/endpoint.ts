@@ -105,13 +105,14 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
     if (!sessionId) {
       const initializing = request.method === "POST" && (Array.isArray(parsedBody) ? parsedBody.some(isInitializeRequest) : isInitializeRequest(parsedBody));
       if (!initializing) throw new ServiceError("BAD_REQUEST", "Mcp-Session-Id header is required; start a session with an initialize request");
-      return openSession(request, parsedBody, principal, services, sessions, scope);
+      return openSession(request, parsedBody, principal, dispatcher, sessions, scope);
     }
 
     const session = sessions.get(sessionId);
     // A session of another user answers exactly like an ended one.
     if (!session || session.userId !== principal.userId) throw new ServiceError("NOT_FOUND", "Session not found; it ended or never existed: initialize a new one");
     session.principal = principal;
+    session.requestId = scope.requestId;
     session.lastSeen = Date.now();
     const response = await session.transport.handleRequest(request, parsedBody === undefined ? undefined : { parsedBody });
     if (request.method === "GET" && response.status === 200 && response.body) {
@@ -132,12 +133,13 @@ async function openSession(
   request: Request,
   parsedBody: unknown,
   principal: Principal,
-  services: Services,
+  dispatcher: Dispatcher,
   sessions: McpSessions,
   scope: RequestScope,
 ): Promise<Response> {
+  const services = dispatcher.services;
   let session: McpSession | undefined;
-  const server = createToolServer(services, () => session?.principal ?? principal);
+  const server = createToolServer(dispatcher, () => (session ? { principal: session.principal, requestId: session.requestId } : { principal, requestId: scope.requestId }));
   const transport = new JsonResponseTransport({
     sessionIdGenerator: () => randomUUID(),
     // Replies as one JSON body: tools/call has nothing to stream, and a plain response is
@@ -145,7 +147,7 @@ async function openSession(
     enableJsonResponse: true,
     maxRequestBodySize: services.config.GATEWAY_MAX_PAYLOAD_BYTES,
     onsessioninitialized: (id) => {
-      session = { id, userId: principal.userId, principal, server, transport, lastSeen: Date.now(), streamOpen: false, pendingListChanged: false };
+      session = { id, userId: principal.userId, principal, requestId: scope.requestId, server, transport, lastSeen: Date.now(), streamOpen: false, pendingListChanged: false };
       sessions.add(session);
     },
     onsessionclosed: (id) => sessions.delete(id),

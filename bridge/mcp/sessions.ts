@@ -9,6 +9,8 @@ export interface McpSession {
   userId: string;
   /** The credential of the latest request (another key of the same user may follow). */
   principal: Principal;
+  /** The latest request's id, for the log lines of what it runs. */
+  requestId: string;
   server: Server;
   transport: JsonResponseTransport;
   lastSeen: number;

@@ -1,12 +1,9 @@
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
 import type { Principal } from "../../rpc/auth.js";
-import { describe } from "../../rpc/errors.js";
-import { isServiceError } from "../../rpc/errors.js";
-import type { Services } from "../../rpc/services.js";
+import type { Dispatcher } from "../../rpc/dispatcher.js";
 import type { ToolDef } from "../../rpc/tools/types.js";
-import { executeTool } from "../../rpc/tools/execute.js";
-import { visibleTools } from "../../rpc/tools/visible-tools.js";
+import { renderError } from "../../rpc/transport/surfaces.js";
 
 /** tools/list page size; the cursor is an opaque offset into the sorted catalog. */
 const PAGE_SIZE = 500;
@@ -24,11 +21,31 @@ function decodeCursor(cursor: string | undefined): number {
   return offset;
 }
 
+/** Who is calling in the HTTP request being served, as the endpoint admitted them. */
+export interface McpCaller {
+  principal: Principal;
+  requestId: string;
+}
+
 /**
- * One MCP server per session, answering tools/list and tools/call from the catalog. The
- * low-level `Server` takes JSON Schemas as they come from built-ins, upstream servers and VMs.
+ * One MCP server per session, a codec over registry methods: tools/list is
+ * `bridge.mcp.tools.list`, tools/call is `bridge.mcp.tools.call`, both through the dispatcher
+ * with the caller the endpoint admitted for this request. The low-level `Server` takes JSON
+ * Schemas as they come from built-ins, upstream servers and VMs.
  */
-export function createToolServer(services: Services, principal: () => Principal): Server {
+export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller): Server {
+  const call = (method: string, params: unknown, signal: AbortSignal) => {
+    const { principal, requestId } = caller();
+    return dispatcher.dispatch(method, params, {
+      requestId,
+      surface: "bridge",
+      presented: {},
+      authenticated: principal,
+      signal,
+      responseHeaders: new Headers(),
+      ip: "",
+    });
+  };
   const server = new Server(
     { name: "chat-agent-tool-gateway", title: "Tool bridge", version: "0.1.0" },
     {
@@ -37,8 +54,8 @@ export function createToolServer(services: Services, principal: () => Principal)
     },
   );
 
-  server.setRequestHandler(ListToolsRequestSchema, async (request) => {
-    const tools = await visibleTools(services, principal());
+  server.setRequestHandler(ListToolsRequestSchema, async (request, extra) => {
+    const tools = (await call("bridge.mcp.tools.list", {}, extra.signal)) as ToolDef[];
     const offset = decodeCursor(request.params?.cursor);
     const page = tools.slice(offset, offset + PAGE_SIZE);
     const next = offset + PAGE_SIZE < tools.length ? Buffer.from(String(offset + PAGE_SIZE)).toString("base64url") : undefined;
@@ -48,12 +65,11 @@ export function createToolServer(services: Services, principal: () => Principal)
   server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
     const { name, arguments: args } = request.params;
     try {
-      return (await executeTool(services, name, args ?? {}, { principal: principal(), signal: extra.signal })) as CallToolResult;
-    } catch (error) {
-      if (!isServiceError(error)) {
-        services.log.error({ error: describe(error), mcp: "tools/call", tool: name });
-        throw new McpError(ErrorCode.InternalError, "Internal error");
-      }
+      return (await call("bridge.mcp.tools.call", { name, arguments: args ?? {} }, extra.signal)) as CallToolResult;
+    } catch (thrown) {
+      // Masked and logged like every transport's errors.
+      const { error } = renderError("bridge", thrown, caller().requestId, dispatcher.services.log);
+      if (error.code === "INTERNAL") throw new McpError(ErrorCode.InternalError, "Internal error");
       // MCP 2025-11-25 "Error Handling": an unknown tool is a protocol error (-32602) ...
       if (error.code === "NOT_FOUND") throw new McpError(ErrorCode.InvalidParams, error.message);
       // ... while bad arguments and failures of the tool itself are results the model can read.

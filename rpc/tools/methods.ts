@@ -64,4 +64,25 @@ export const toolMethods = [
     http: [],
     handler: () => undefined,
   }),
+  defineMethod({
+    name: "bridge.mcp.tools.list",
+    summary: "MCP `tools/list`: the catalog as the caller's tenant sees it, with JSON Schemas.",
+    input: v.object({}),
+    auth: { kinds: ["session", "gateway_key", "service"] },
+    internal: true,
+    http: [],
+    handler: (_params, ctx) => visibleTools(ctx.services, ctx.principal),
+  }),
+  defineMethod({
+    name: "bridge.mcp.tools.call",
+    summary: "MCP `tools/call`: runs a catalog tool for the caller after checking its arguments against the tool's schema.",
+    input: v.object({
+      name: v.pipe(v.string("name must be a string"), v.minLength(1, "name is required"), v.maxLength(256)),
+      arguments: v.optional(v.record(v.string(), v.unknown(), "arguments must be an object"), {}),
+    }),
+    auth: { kinds: ["session", "gateway_key", "service"] },
+    internal: true,
+    http: [],
+    handler: (params, ctx) => executeTool(ctx.services, params.name, params.arguments, { principal: ctx.principal, signal: ctx.signal }),
+  }),
 ];

@@ -19,6 +19,7 @@ describe("McpSessions cap", () => {
       id,
       userId,
       principal: { kind: "session", userId, scopes: ["*"] },
+      requestId: `req-${id}`,
       server: { close: async () => void (closed = true), sendToolListChanged: async () => undefined } as never,
       transport: {} as never,
       lastSeen: Date.now(),

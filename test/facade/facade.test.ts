@@ -175,7 +175,7 @@ describe("JSON-RPC at POST /rpc", () => {
   });
 
   it("does not offer transport gates (socket upgrades, MCP admission) as methods", async () => {
-    for (const method of ["bridge.vms.connect", "bridge.mcp.connect", "agents.stream.connect"]) {
+    for (const method of ["bridge.vms.connect", "bridge.mcp.connect", "bridge.mcp.tools.list", "bridge.mcp.tools.call", "agents.stream.connect"]) {
       const res = await rpc({ jsonrpc: "2.0", id: 1, method, params: {} });
       expect(res.body.error.code, method).toBe(-32601);
     }
