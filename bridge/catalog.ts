@@ -3,6 +3,15 @@ import { ServiceError } from "../rpc/errors.js";
 import { toolScope, visibleIn, type CallOptions, type ToolDef, type ToolResult, type ToolScope, type ToolSource } from "../rpc/tools/types.js";
 import { withinBounds } from "../rpc/tools/tool-bounds.js";
 
+/** A log message of one source: `owner` is the tenant whose source it is (undefined: shared). */
+export interface SourceLog {
+  owner: string | undefined;
+  /** The source's name, e.g. the upstream server's; the message's own logger is appended. */
+  logger: string;
+  level: "debug" | "info" | "notice" | "warning" | "error" | "critical" | "alert" | "emergency";
+  data: unknown;
+}
+
 /**
  * The one tool catalog behind REST (`/mcp/tools`), MCP (`tools/list`, `tools/call`) and
  * agents. Emits `changed` whenever a source is added, removed or reports new tools, so open
@@ -29,6 +38,16 @@ export class Catalog {
   /** Tells listeners the tool list changed (a source calls this when its own list changes). */
   changed(): void {
     this.#events.emit("changed");
+  }
+
+  /** A source's log message (MCP `notifications/message`), for the sessions allowed to see that source. */
+  log(entry: SourceLog): void {
+    this.#events.emit("log", entry);
+  }
+
+  onLog(listener: (entry: SourceLog) => void): () => void {
+    this.#events.on("log", listener);
+    return () => this.#events.off("log", listener);
   }
 
   onChange(listener: () => void): () => void {

@@ -4,6 +4,7 @@ import { ServiceError } from "../rpc/errors.js";
 import type { Transport } from "../rpc/transport/mount.js";
 import { mountDocs } from "./docs.js";
 import { corsMiddleware } from "./cors.js";
+import { hostCheckMiddleware } from "./host-check.js";
 import { instrument, jsonResponse } from "../rpc/transport/instrument.js";
 import { mountJsonRpc } from "./jsonrpc.js";
 import { buildOpenApi } from "./openapi.js";
@@ -17,6 +18,7 @@ import { SURFACE_BASES, surfaceOfPath } from "../rpc/transport/surfaces.js";
  */
 export function buildApp(dispatcher: Dispatcher, transports: readonly Transport[] = []): H3 {
   const app = new H3({ silent: true });
+  app.use(hostCheckMiddleware(dispatcher.services.config, dispatcher.services.log));
   app.use(corsMiddleware(dispatcher.services.config));
   const routes: MountedRoute[] = mountRest(app, dispatcher);
   mountJsonRpc(app, dispatcher);

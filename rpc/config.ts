@@ -15,6 +15,13 @@ const ENV_SCHEMA = v.object({
   HOST: v.optional(v.pipe(v.string(), v.minLength(1)), "127.0.0.1"),
   /** Public origin used in printed URLs and metadata documents (defaults to http://HOST:PORT). */
   PUBLIC_URL: v.optional(v.pipe(v.string(), v.url("must be an absolute URL"))),
+  /**
+   * Host names (with or without port) requests may carry in `Host`, comma-separated, for
+   * deployments behind a proxy. Unset: when bound to a loopback address only loopback names
+   * and PUBLIC_URL's host are served (DNS-rebinding protection, MCP "Security Warning");
+   * bound elsewhere, any.
+   */
+  ALLOWED_HOSTS: v.optional(v.pipe(v.string(), v.minLength(1))),
   /** Persistence driver: `fs` keeps everything under DATA_DIR; `redis` shares state between instances. */
   STORAGE: v.optional(v.picklist(["memory", "fs", "redis"], "must be memory, fs or redis"), "fs"),
   DATA_DIR: v.optional(v.pipe(v.string(), v.minLength(1)), "./data"),

@@ -9,10 +9,12 @@ import { readJsonBody } from "../../rpc/transport/body.js";
 import { instrument, jsonResponse, type RequestScope } from "../../rpc/transport/instrument.js";
 import { allowedOrigins, assertOrigin } from "../../rpc/transport/origin.js";
 import { SURFACE_BASES, presentedFor } from "../../rpc/transport/surfaces.js";
+import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
 import { JsonResponseTransport } from "./internal/json-transport.js";
 import { METADATA_PATH, protectedResourceMetadata, publicOrigin, wwwAuthenticate } from "./metadata.js";
 import { McpSessions, type McpSession } from "./sessions.js";
 import { createToolServer } from "./tool-server.js";
+import { scopeOfPrincipal } from "../../rpc/tools/visible-tools.js";
 import type { Transport } from "../../rpc/transport/mount.js";
 import type { ToolBridge } from "../tool-bridge.js";
 
@@ -83,7 +85,7 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
 
   const handle = instrument("rpc", log, async (event, scope) => {
     scope.log.operation = "mcp";
-    const request = event.req;
+    let request: Request = event.req;
     assertOrigin(request, origins);
     const principal = await principalOfRequest(request, dispatcher, scope);
     scope.log.principal = { kind: principal.kind, userId: principal.userId };
@@ -100,12 +102,16 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
     if (request.method === "POST") {
       parsedBody = await readJsonBody(request, config.GATEWAY_MAX_PAYLOAD_BYTES);
       if (parsedBody === undefined) throw new ServiceError("PARSE_ERROR", "Request body must be a JSON-RPC message");
+      request = acceptingJson(request);
     }
 
     if (!sessionId) {
       const initializing = request.method === "POST" && (Array.isArray(parsedBody) ? parsedBody.some(isInitializeRequest) : isInitializeRequest(parsedBody));
-      if (!initializing) throw new ServiceError("BAD_REQUEST", "Mcp-Session-Id header is required; start a session with an initialize request");
-      return openSession(request, parsedBody, principal, dispatcher, sessions, scope);
+      if (initializing) return openSession(request, parsedBody, principal, dispatcher, sessions, scope);
+      // Plain JSON-RPC (spec 2.7: `{jsonrpc, id, method: "tools/list"}` with bearer auth, perhaps
+      // through a proxy that forwards JSON-RPC): answered statelessly, same catalog and limits.
+      if (request.method === "POST") return answerStateless(request, parsedBody, principal, dispatcher, scope);
+      throw new ServiceError("BAD_REQUEST", "Mcp-Session-Id header is required for a GET stream; start a session with an initialize request");
     }
 
     const session = sessions.get(sessionId);
@@ -138,6 +144,7 @@ async function openSession(
   scope: RequestScope,
 ): Promise<Response> {
   const services = dispatcher.services;
+  const toolScope = await scopeOfPrincipal(services, principal);
   let session: McpSession | undefined;
   const server = createToolServer(dispatcher, () => (session ? { principal: session.principal, requestId: session.requestId } : { principal, requestId: scope.requestId }));
   const transport = new JsonResponseTransport({
@@ -147,7 +154,7 @@ async function openSession(
     enableJsonResponse: true,
     maxRequestBodySize: services.config.GATEWAY_MAX_PAYLOAD_BYTES,
     onsessioninitialized: (id) => {
-      session = { id, userId: principal.userId, principal, requestId: scope.requestId, server, transport, lastSeen: Date.now(), streamOpen: false, pendingListChanged: false };
+      session = { id, userId: principal.userId, principal, requestId: scope.requestId, scope: toolScope, server, transport, lastSeen: Date.now(), streamOpen: false, pendingListChanged: false };
       sessions.add(session);
     },
     onsessionclosed: (id) => sessions.delete(id),
@@ -159,6 +166,40 @@ async function openSession(
   const response = await transport.handleRequest(request, { parsedBody });
   if (!session) await server.close().catch(() => undefined);
   return withHeaders(response, scope);
+}
+
+/**
+ * This endpoint answers POSTs with one JSON body (never an SSE stream), so `Accept:
+ * application/json` alone is enough: the SDK transport, which wants both types listed, is
+ * handed the request with `text/event-stream` added.
+ */
+function acceptingJson(request: Request): Request {
+  const accept = request.headers.get("accept") ?? "";
+  if (/text\/event-stream/i.test(accept) && /application\/json/i.test(accept)) return request;
+  if (accept && !/application\/json|\*\/\*/i.test(accept)) return request; // the transport answers 406
+  const headers = new Headers(request.headers);
+  headers.set("accept", "application/json, text/event-stream");
+  return new Request(request.url, { method: request.method, headers, signal: request.signal });
+}
+
+/**
+ * A POST without a session and without `initialize`: a server and transport for this one
+ * request (the SDK's stateless mode), the same tool codec, closed when the answer is out.
+ */
+async function answerStateless(request: Request, parsedBody: unknown, principal: Principal, dispatcher: Dispatcher, scope: RequestScope): Promise<Response> {
+  const server = createToolServer(dispatcher, () => ({ principal, requestId: scope.requestId }));
+  const transport = new WebStandardStreamableHTTPServerTransport({
+    sessionIdGenerator: undefined,
+    enableJsonResponse: true,
+    maxRequestBodySize: dispatcher.services.config.GATEWAY_MAX_PAYLOAD_BYTES,
+  });
+  await server.connect(transport);
+  try {
+    const response = await transport.handleRequest(request, { parsedBody });
+    return withHeaders(response, scope);
+  } finally {
+    await server.close().catch(() => undefined);
+  }
 }
 
 /** Adds the request id (and other scope headers) to the SDK's response. */

@@ -1,7 +1,8 @@
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { JsonResponseTransport } from "./internal/json-transport.js";
 import type { Principal } from "../../rpc/auth.js";
-import type { Catalog } from "../catalog.js";
+import type { Catalog, SourceLog } from "../catalog.js";
+import type { ToolScope } from "../../rpc/tools/types.js";
 
 export interface McpSession {
   id: string;
@@ -11,6 +12,8 @@ export interface McpSession {
   principal: Principal;
   /** The latest request's id, for the log lines of what it runs. */
   requestId: string;
+  /** Whose sources' log messages this session may receive (the catalog scope of its user). */
+  scope: ToolScope;
   server: Server;
   transport: JsonResponseTransport;
   lastSeen: number;
@@ -36,6 +39,7 @@ export class McpSessions {
   readonly #maxPerUser: number;
   readonly #sweep: NodeJS.Timeout;
   readonly #unsubscribe: () => void;
+  readonly #unsubscribeLog: () => void;
   #debounce: NodeJS.Timeout | undefined;
 
   /**
@@ -47,6 +51,7 @@ export class McpSessions {
     this.#maxPerUser = maxPerUser;
     this.#sweep = setInterval(() => this.#expire(), Math.min(60_000, this.#idleMs / 2));
     this.#sweep.unref();
+    this.#unsubscribeLog = catalog.onLog((entry) => this.relayLog(entry));
     this.#unsubscribe = catalog.onChange(() => {
       if (this.#debounce) return;
       this.#debounce = setTimeout(() => {
@@ -109,6 +114,18 @@ export class McpSessions {
     }
   }
 
+  /**
+   * A source's log message to every session whose user sees that source (a tenant's server:
+   * that tenant's sessions; a shared one: everyone's), each filtered by its logging/setLevel.
+   */
+  relayLog(entry: SourceLog): void {
+    for (const session of this.#sessions.values()) {
+      const sees = entry.owner === undefined || ("tenantId" in session.scope && session.scope.tenantId === entry.owner);
+      if (!sees || !session.streamOpen) continue;
+      void session.server.sendLoggingMessage({ level: entry.level, logger: entry.logger, data: entry.data }, session.id).catch(() => undefined);
+    }
+  }
+
   /** Called when a session's GET stream opened: deliver what it missed. */
   streamOpened(session: McpSession): void {
     session.streamOpen = true;
@@ -138,6 +155,7 @@ export class McpSessions {
 
   async close(): Promise<void> {
     clearInterval(this.#sweep);
+    this.#unsubscribeLog();
     clearTimeout(this.#debounce);
     this.#unsubscribe();
     await Promise.all([...this.#sessions.values()].map((session) => this.#end(session)));

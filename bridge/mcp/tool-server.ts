@@ -49,7 +49,8 @@ export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller
   const server = new Server(
     { name: "chat-agent-tool-gateway", title: "Tool bridge", version: "0.1.0" },
     {
-      capabilities: { tools: { listChanged: true } },
+      // logging: the SDK answers logging/setLevel per session and filters sendLoggingMessage by it.
+      capabilities: { tools: { listChanged: true }, logging: {} },
       instructions: "Tools of the gateway's catalog: built-ins, upstream MCP servers (`<server>__<tool>`) and connected VM agents (`vm__<vmId>__<tool>`).",
     },
   );
@@ -64,11 +65,19 @@ export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller
 
   server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
     const { name, arguments: args } = request.params;
+    const started = performance.now();
+    // The gateway's own messages (logger "gateway"), delivered on the session's GET stream.
+    const note = (level: "debug" | "warning" | "error", data: Record<string, unknown>) => {
+      if (extra.sessionId) void server.sendLoggingMessage({ level, logger: "gateway", data: { tool: name, durationMs: Math.round(performance.now() - started), ...data } }, extra.sessionId).catch(() => undefined);
+    };
     try {
-      return (await call("bridge.mcp.tools.call", { name, arguments: args ?? {} }, extra.signal)) as CallToolResult;
+      const result = (await call("bridge.mcp.tools.call", { name, arguments: args ?? {} }, extra.signal)) as CallToolResult;
+      note(result.isError ? "warning" : "debug", { message: result.isError ? "tool answered with an error" : "tool call finished" });
+      return result;
     } catch (thrown) {
       // Masked and logged like every transport's errors.
       const { error } = renderError("bridge", thrown, caller().requestId, dispatcher.services.log);
+      note("error", { message: error.message, code: error.code });
       if (error.code === "INTERNAL") throw new McpError(ErrorCode.InternalError, "Internal error");
       // MCP 2025-11-25 "Error Handling": an unknown tool is a protocol error (-32602) ...
       if (error.code === "NOT_FOUND") throw new McpError(ErrorCode.InvalidParams, error.message);

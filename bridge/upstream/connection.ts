@@ -1,6 +1,6 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { ErrorCode, McpError, ToolListChangedNotificationSchema, type Tool } from "@modelcontextprotocol/sdk/types.js";
+import { ErrorCode, McpError, LoggingMessageNotificationSchema, ToolListChangedNotificationSchema, type Tool } from "@modelcontextprotocol/sdk/types.js";
 import { ServiceError } from "../../rpc/errors.js";
 import type { Logger } from "../../rpc/log.js";
 import type { McpServerRecord } from "../../storage/repos/mcp-servers.js";
@@ -9,6 +9,7 @@ import { NAMESPACE_SEPARATOR } from "../../rpc/tools/sources.js";
 import { AddressRefused } from "../../rpc/policies/outbound-guard.js";
 import type { GuardedFetch } from "../../rpc/policies/guarded-fetch.js";
 import { announcementProblem, TOOL_BOUNDS } from "../../rpc/tools/tool-bounds.js";
+import type { SourceLog } from "../catalog.js";
 
 /** An announcement outside the bounds (docs/security.md "Input bounds"): the server is marked unhealthy with it. */
 class OutOfBounds extends Error {
@@ -25,6 +26,8 @@ export interface ConnectionSettings {
   maxRetries: number;
   /** Called whenever this server's tool list or health changes. */
   onChange(): void;
+  /** A log message the server sent (`notifications/message`). */
+  onLog?(params: { level: SourceLog["level"]; logger?: string; data?: unknown }): void;
   log: Logger;
   /**
    * Every request to the server goes through this fetch: the address rule is applied to the
@@ -119,9 +122,15 @@ export class UpstreamConnection implements ToolSource {
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
       this.refresh().catch(() => undefined);
     });
+    // Relayed to the sessions that see this server, each filtered by its own logging/setLevel.
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
+      this.#settings.onLog?.(notification.params);
+    });
     this.#client = client;
     try {
       await client.connect(transport, { timeout: this.#settings.timeoutMs });
+      // Everything the server logs comes here; each client session filters by its own level.
+      if (client.getServerCapabilities()?.logging) await client.setLoggingLevel("debug", { timeout: this.#settings.timeoutMs }).catch(() => undefined);
       this.#tools = await this.#listTools(client);
     } catch (error) {
       if (this.#client === client) this.#client = undefined;

@@ -97,6 +97,7 @@ export class UpstreamServers {
       timeoutMs: this.#config.GATEWAY_TIMEOUT_SECONDS * 1000,
       maxRetries: this.#config.GATEWAY_MAX_RETRIES,
       onChange: () => this.#catalog.changed(),
+      onLog: (params) => this.#catalog.log({ owner: record.tenantId ?? undefined, logger: record.name, level: params.level, data: params.data, ...(params.logger ? { logger: `${record.name}/${params.logger}` } : {}) }),
       log: this.#log,
       fetch: this.#fetch,
     });

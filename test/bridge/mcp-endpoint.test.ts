@@ -190,8 +190,8 @@ describe("MCP endpoint over raw HTTP", () => {
     expect(own.status).toBe(200);
   });
 
-  it("needs a session id for anything but initialize, and refuses bodies over the payload limit", async () => {
-    const res = await fetch(server.url("/bridge/mcp/"), { method: "POST", headers: { ...MCP_ACCEPT, authorization: `Bearer ${token}` }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }) });
+  it("needs a session id for a GET stream (a POST without one is answered statelessly), and refuses bodies over the payload limit", async () => {
+    const res = await fetch(server.url("/bridge/mcp/"), { headers: { accept: "text/event-stream", authorization: `Bearer ${token}` } });
     expect(res.status).toBe(400);
     const big = await fetch(server.url("/bridge/mcp/"), {
       method: "POST",

@@ -20,6 +20,7 @@ describe("McpSessions cap", () => {
       userId,
       principal: { kind: "session", userId, scopes: ["*"] },
       requestId: `req-${id}`,
+      scope: { tenantId: "ten_test" },
       server: { close: async () => void (closed = true), sendToolListChanged: async () => undefined } as never,
       transport: {} as never,
       lastSeen: Date.now(),

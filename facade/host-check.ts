@@ -1,0 +1,52 @@
+import type { Middleware } from "h3";
+import ipaddr from "ipaddr.js";
+import type { Config } from "../rpc/config.js";
+import { ServiceError } from "../rpc/errors.js";
+import { instrument } from "../rpc/transport/instrument.js";
+import type { Logger } from "../rpc/log.js";
+import { surfaceOfPath } from "../rpc/transport/surfaces.js";
+
+/** The host part of a `Host` header or URL host: lowercased, without port, IPv6 brackets kept off. */
+function hostName(value: string): string {
+  const host = value.trim().toLowerCase();
+  if (host.startsWith("[")) return host.slice(1, host.indexOf("]"));
+  const colon = host.lastIndexOf(":");
+  return colon > 0 && host.indexOf(":") === colon ? host.slice(0, colon) : host;
+}
+
+function isLoopback(host: string): boolean {
+  if (host === "localhost" || host.endsWith(".localhost")) return true;
+  if (!ipaddr.isValid(host)) return false;
+  const address = ipaddr.process(host);
+  return address.range() === "loopback";
+}
+
+/**
+ * Which `Host` values the service answers (DNS-rebinding protection): ALLOWED_HOSTS when set
+ * (plus PUBLIC_URL's host); otherwise, when bound to a loopback address, loopback names and
+ * addresses and PUBLIC_URL's host; otherwise any. Undefined means "any".
+ */
+export function hostRule(config: Pick<Config, "HOST" | "PUBLIC_URL" | "ALLOWED_HOSTS">): ((host: string) => boolean) | undefined {
+  const listed = new Set((config.ALLOWED_HOSTS ?? "").split(",").map((entry) => hostName(entry)).filter(Boolean));
+  if (config.PUBLIC_URL) listed.add(hostName(new URL(config.PUBLIC_URL).host));
+  if (config.ALLOWED_HOSTS) return (host) => listed.has(hostName(host));
+  if (!isLoopback(hostName(config.HOST))) return undefined;
+  return (host) => {
+    const name = hostName(host);
+    return isLoopback(name) || listed.has(name);
+  };
+}
+
+/** 403 in the surface's envelope, before anything else runs, for a `Host` the service does not answer. */
+export function hostCheckMiddleware(config: Config, log: Logger): Middleware {
+  const allowed = hostRule(config);
+  return (event, next) => {
+    if (!allowed) return next();
+    const host = event.req.headers.get("host") ?? "";
+    if (host && allowed(host)) return next();
+    const surface = surfaceOfPath(event.url.pathname) ?? "gateway";
+    return instrument(surface, log, async () => {
+      throw new ServiceError("FORBIDDEN", `Host ${host || "(none)"} is not served here; set ALLOWED_HOSTS to serve it`);
+    })(event);
+  };
+}
