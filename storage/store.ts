@@ -8,7 +8,8 @@ import memoryDriver from "unstorage/drivers/memory";
 import redisDriver from "unstorage/drivers/redis";
 import { LocalAtomic, type Atomic } from "./atomic.js";
 import { MemoryBus, RedisBus, type Bus } from "./bus.js";
-import { atomicFsDriver } from "./fs-driver.js";
+import { atomicFsDriver, removeOrphanTempFiles } from "./fs-driver.js";
+import { fsInterProcessLock } from "./fs-lock.js";
 import { RedisAtomic } from "./redis-atomic.js";
 
 export interface LimiterOptions {
@@ -50,11 +51,14 @@ function connectRedis(url: string): Redis {
 
 export async function openStore(options: StoreOptions): Promise<Store> {
   if (options.STORAGE === "redis") return openRedisStore(options);
-  const kv =
-    options.STORAGE === "fs"
-      ? createStorage({ driver: atomicFsDriver({ base: resolve(options.DATA_DIR) }) })
-      : createStorage({ driver: memoryDriver() });
-  const atomic = new LocalAtomic(kv);
+  const fs = options.STORAGE === "fs";
+  // Crash consistency (docs/crash-consistency.md): a write cut by kill -9 left a temporary
+  // file and never touched its record; those of dead processes go before anything reads.
+  if (fs) await removeOrphanTempFiles(resolve(options.DATA_DIR));
+  const kv = fs ? createStorage({ driver: atomicFsDriver({ base: resolve(options.DATA_DIR) }) }) : createStorage({ driver: memoryDriver() });
+  // fs: the admin command and the server may share DATA_DIR, so every read-modify-write also
+  // takes an inter-process lock (proper-lockfile).
+  const atomic = new LocalAtomic(kv, fs ? await fsInterProcessLock(resolve(options.DATA_DIR)) : undefined);
   const bus = new MemoryBus();
   return {
     driver: options.STORAGE,
