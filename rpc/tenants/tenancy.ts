@@ -5,9 +5,9 @@ import type { Tenant } from "../../storage/repos/tenants.js";
 import { nowIso } from "../../storage/ids.js";
 import { monthKey } from "../agents/time.js";
 import { personalTenant } from "../accounts/accounts.js";
+import type { Charge } from "../chat/holds.js";
 
 const slotsKey = (tenantId: string) => `tenant-agent-slots:${tenantId}`;
-const tokensKey = (tenantId: string, month: string) => `tenant-tokens:${tenantId}:${month}`;
 
 /**
  * The tenant an agent is created in: the named one when the caller owns it (else the same
@@ -52,25 +52,35 @@ export async function agentCount(services: Services, tenantId: string): Promise<
   return Math.max(0, -(await services.store.atomic.balance(slotsKey(tenantId))));
 }
 
-/** Tokens the tenant's invocations used this calendar month (UTC). */
-export function tokensUsed(services: Services, tenantId: string, now = new Date()): Promise<number> {
-  return services.store.atomic.balance(tokensKey(tenantId, monthKey(now)));
+/** Tokens the tenant's invocations used this calendar month (UTC), settled requests only. */
+export async function tokensUsed(services: Services, tenantId: string, now = new Date()): Promise<number> {
+  return (await services.ledger.state(services.ledger.tenantTokens(tenantId, monthKey(now)))).value;
 }
 
-export function addTokens(services: Services, tenantId: string, tokens: number, now = new Date()): Promise<number> {
-  return services.store.atomic.adjust(tokensKey(tenantId, monthKey(now)), tokens);
-}
-
-/** 429 once the month's `limits.tokensPerMonth` is spent; checked before every model turn. */
-export async function requireTokens(services: Services, tenant: Tenant): Promise<void> {
-  const used = await tokensUsed(services, tenant.id);
-  if (used >= tenant.limits.tokensPerMonth) {
-    const now = new Date();
-    const nextMonth = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1));
-    throw new ServiceError("QUOTA_EXCEEDED", `Token allowance spent: tenant ${tenant.slug} used ${used} of ${tenant.limits.tokensPerMonth} tokens this month`, {
-      details: { tenantId: tenant.id, used, limit: tenant.limits.tokensPerMonth, resetsAt: nextMonth.toISOString() },
-      headers: { "Retry-After": String(Math.max(1, Math.ceil((nextMonth.getTime() - now.getTime()) / 1000))) },
-      type: "insufficient_quota",
-    });
-  }
+/**
+ * The tenant's month as a charge of one model turn that may use up to `tokens` (prompt plus
+ * output cap): the hold is refused with 429 once what is left of `limits.tokensPerMonth`,
+ * less what turns in flight hold, cannot cover it (docs/agents.md "Limits").
+ */
+export function tenantTokensCharge(services: Services, tenant: Tenant, tokens: number, now = new Date()): Charge {
+  const limit = tenant.limits.tokensPerMonth;
+  return {
+    account: services.ledger.tenantTokens(tenant.id, monthKey(now)),
+    amount: tokens,
+    limit,
+    refuse: ({ value: used, held }, requested) => {
+      const nextMonth = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1));
+      return new ServiceError(
+        "QUOTA_EXCEEDED",
+        `Token allowance spent: tenant ${tenant.slug} used ${used} of ${limit} tokens this month` +
+          (used < limit ? ` and the rest cannot cover this model turn (up to ${requested} tokens${held ? `, ${held} held by turns in flight` : ""})` : ""),
+        {
+          details: { tenantId: tenant.id, used, held, requested, limit, resetsAt: nextMonth.toISOString() },
+          headers: { "Retry-After": String(Math.max(1, Math.ceil((nextMonth.getTime() - now.getTime()) / 1000))) },
+          type: "insufficient_quota",
+        },
+      );
+    },
+    used: (usage) => usage.total_tokens,
+  };
 }
