@@ -88,12 +88,17 @@ export interface Atomic {
 /** A lock shared by every process on one DATA_DIR; resolves to its release. */
 export type InterProcessLock = (key: string) => Promise<() => Promise<void>>;
 
-/** What LocalAtomic stores per key: the value, its expiry, and the holds on it (id → [amount, expiresAt]). */
+/**
+ * What LocalAtomic stores per key: the value, its expiry, and the holds on it
+ * (id → [amount, expiresAt, pid of the process that placed it]).
+ */
 interface Durable {
   v: string;
   exp?: number;
-  holds?: Record<string, [number, number]>;
+  holds?: Record<string, HoldEntry>;
 }
+
+type HoldEntry = [amount: number, expiresAt: number, pid?: number];
 
 /**
  * In-process implementation for the memory and fs drivers. Durable values (claims,
@@ -196,7 +201,7 @@ export class LocalAtomic implements Atomic {
           const record: Durable = { v: String(account.value + (line.commit ? line.amount : 0)), holds: account.holds };
           const exp = account.exp ?? (line.windowMs ? now + line.windowMs : undefined);
           if (exp) record.exp = exp;
-          if (!line.commit) record.holds = { ...account.holds, [id]: [line.amount, now + leaseMs] };
+          if (!line.commit) record.holds = { ...account.holds, [id]: [line.amount, now + leaseMs, process.pid] };
           return this.#write(line.key, tidy(record));
         }),
       );
@@ -228,7 +233,7 @@ export class LocalAtomic implements Atomic {
       for (const key of keys) {
         const item = await this.#raw(key);
         if (!item?.holds?.[id]) continue;
-        item.holds[id] = [item.holds[id]![0], now + leaseMs];
+        item.holds[id] = [item.holds[id]![0], now + leaseMs, process.pid];
         await this.#write(key, item);
       }
     });
@@ -303,15 +308,40 @@ function keepHolds(item: Durable | null): { holds?: Durable["holds"] } {
   return item?.holds ? { holds: item.holds } : {};
 }
 
-/** An account as of `now`: a window that ran out starts again at 0; expired holds are gone. */
+/**
+ * Whether the process that placed a hold is gone (fs: the server was killed). Its holds are
+ * released at once rather than at the end of their lease (docs/crash-consistency.md).
+ */
+const deadPids = new Map<number, boolean>();
+function processGone(pid: number | undefined): boolean {
+  if (pid === undefined || pid === process.pid) return false;
+  let gone = deadPids.get(pid);
+  if (gone === undefined) {
+    try {
+      process.kill(pid, 0);
+      gone = false;
+    } catch (error) {
+      gone = (error as NodeJS.ErrnoException).code === "ESRCH";
+    }
+    // Only a death is remembered: a live process may die later.
+    if (gone) deadPids.set(pid, true);
+  }
+  return gone;
+}
+
+/**
+ * An account as of `now`: a window that ran out starts again at 0; expired holds, and holds
+ * of a process that no longer runs, are gone.
+ */
 function ledgerState(item: Durable | null, now: number) {
   const windowLive = !!item && (item.exp === undefined || item.exp > now);
   const value = windowLive ? Number(item!.v ?? 0) : 0;
-  const holds: Record<string, [number, number]> = {};
+  const holds: Record<string, HoldEntry> = {};
   let held = 0;
-  for (const [id, [amount, expiresAt]] of Object.entries(item?.holds ?? {})) {
-    if (expiresAt <= now) continue;
-    holds[id] = [amount, expiresAt];
+  for (const [id, entry] of Object.entries(item?.holds ?? {})) {
+    const [amount, expiresAt, pid] = entry;
+    if (expiresAt <= now || processGone(pid)) continue;
+    holds[id] = entry;
     held += amount;
   }
   return { value, held, holds, exp: windowLive ? item?.exp : undefined };

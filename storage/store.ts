@@ -1,4 +1,4 @@
-import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { link, mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { randomBytes } from "node:crypto";
 import { Redis } from "ioredis";
@@ -70,13 +70,18 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       if (options.STORAGE !== "fs") return undefined;
       const dir = resolve(options.DATA_DIR);
       const path = join(dir, `.${name}`);
+      const read = async () => (await readFile(path, "utf8")).trim();
       try {
-        return (await readFile(path, "utf8")).trim();
+        return await read();
       } catch {
         await mkdir(dir, { recursive: true });
-        const secret = randomBytes(32).toString("base64url");
-        await writeFile(path, secret, { mode: 0o600, flag: "wx" }).catch(() => undefined);
-        return (await readFile(path, "utf8")).trim();
+        // Written whole, then linked into place (fails if another process got there first):
+        // a kill mid-write never leaves a truncated secret.
+        const tmp = `${path}.${process.pid}-${randomBytes(6).toString("hex")}.tmp`;
+        await writeFile(tmp, randomBytes(32).toString("base64url"), { mode: 0o600 });
+        await link(tmp, path).catch(() => undefined);
+        await rm(tmp, { force: true });
+        return read();
       }
     },
     async close() {

@@ -7,7 +7,6 @@ import { monthKey } from "../agents/time.js";
 import { personalTenant } from "../accounts/accounts.js";
 import type { Charge } from "../chat/holds.js";
 
-const slotsKey = (tenantId: string) => `tenant-agent-slots:${tenantId}`;
 
 /**
  * The tenant an agent is created in: the named one when the caller owns it (else the same
@@ -31,25 +30,25 @@ export async function ownedTenant(services: Services, principal: Principal, tena
 }
 
 /**
- * Takes one of the tenant's `limits.agents` slots, atomically: the slot counter runs
- * downwards from 0 and a debit that would pass `-limit` is refused, so two concurrent
- * creates can never both take the last slot (403, docs/agents.md "Limits").
+ * Creates an agent in the tenant unless that would pass `limits.agents` (403,
+ * docs/agents.md "Limits"). The count is the tenant's agent records, read and extended under
+ * the tenant's lock, so two concurrent creates can never both take the last place, and a
+ * process killed at any point leaves the count equal to the agents (docs/crash-consistency.md).
  */
-export async function takeAgentSlot(services: Services, tenant: Tenant): Promise<void> {
-  const { ok, balance } = await services.store.atomic.debit(slotsKey(tenant.id), 1, -tenant.limits.agents);
-  if (!ok) {
-    throw new ServiceError("FORBIDDEN", `Agent limit reached: tenant ${tenant.slug} may have ${tenant.limits.agents} agent(s); delete one or raise limits.agents`, {
-      details: { tenantId: tenant.id, limit: tenant.limits.agents, agents: -balance },
-    });
-  }
+export function createInTenant<T>(services: Services, tenant: Tenant, create: () => Promise<T>): Promise<T> {
+  return services.agents.withTenantLock(tenant.id, async () => {
+    const agents = await services.agents.countInTenant(tenant.ownerId, tenant.id);
+    if (agents >= tenant.limits.agents) {
+      throw new ServiceError("FORBIDDEN", `Agent limit reached: tenant ${tenant.slug} may have ${tenant.limits.agents} agent(s); delete one or raise limits.agents`, {
+        details: { tenantId: tenant.id, limit: tenant.limits.agents, agents },
+      });
+    }
+    return create();
+  });
 }
 
-export async function releaseAgentSlot(services: Services, tenantId: string): Promise<void> {
-  await services.store.atomic.adjust(slotsKey(tenantId), 1);
-}
-
-export async function agentCount(services: Services, tenantId: string): Promise<number> {
-  return Math.max(0, -(await services.store.atomic.balance(slotsKey(tenantId))));
+export function agentCount(services: Services, tenant: Tenant): Promise<number> {
+  return services.agents.countInTenant(tenant.ownerId, tenant.id);
 }
 
 /** Tokens the tenant's invocations used this calendar month (UTC), settled requests only. */

@@ -44,6 +44,14 @@ export class TenantsRepo {
     return this.tenants.put([tenant.id], tenant);
   }
 
+  removeTenant(id: string) {
+    return this.tenants.remove(id);
+  }
+
+  removeWorkspace(id: string) {
+    return this.workspaces.remove(id);
+  }
+
   getWorkspace(id: string) {
     return Collection.validId(id) ? this.workspaces.get(id) : Promise.resolve(null);
   }
