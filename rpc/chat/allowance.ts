@@ -2,7 +2,7 @@ import * as v from "valibot";
 import { ConfigError, type Config } from "../config.js";
 import { ServiceError } from "../errors.js";
 import type { LedgerRepo } from "../../storage/repos/ledger.js";
-import type { Charge } from "./holds.js";
+import type { Charge } from "./charge.js";
 
 /**
  * Account API plans (DESIGN "Identity and money"): an allowance of tokens per window, shared

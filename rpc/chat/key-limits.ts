@@ -2,7 +2,8 @@ import type { Services } from "../services.js";
 import { ServiceError } from "../errors.js";
 import type { Principal } from "../auth.js";
 import type { RoutedModel } from "./model-router.js";
-import { placeHold, type Charge, type Hold } from "./holds.js";
+import { placeHold, type Hold } from "./holds.js";
+import type { Charge } from "./charge.js";
 import { usageOf } from "./tokens.js";
 
 /** rpmLimit and tpmLimit count per minute (docs/models-and-chat.md). */

@@ -5,7 +5,7 @@ import type { Tenant } from "../../storage/repos/tenants.js";
 import { nowIso } from "../../storage/ids.js";
 import { monthKey } from "../agents/time.js";
 import { personalTenant } from "../accounts/accounts.js";
-import type { Charge } from "../chat/holds.js";
+import type { Charge } from "../chat/charge.js";
 
 
 /**
