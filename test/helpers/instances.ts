@@ -8,9 +8,13 @@ export interface Instance {
   stop(): Promise<void>;
 }
 
-/** Starts test/fixtures/start-instance.ts as a child process and waits for its origin. */
+/**
+ * Starts test/fixtures/start-instance.ts as a child process and waits for its origin. The
+ * server is that very process (`node --import tsx`, not the tsx CLI, which runs the script in
+ * a grandchild), so `process.kill("SIGKILL")` kills the server itself.
+ */
 export function startInstance(env: Record<string, string>, timeoutMs = 30_000): Promise<Instance> {
-  const child = spawn(join("node_modules", ".bin", "tsx"), ["test/fixtures/start-instance.ts"], {
+  const child = spawn(process.execPath, ["--import", "tsx", "test/fixtures/start-instance.ts"], {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
