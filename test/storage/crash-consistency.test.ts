@@ -72,8 +72,8 @@ function deadPid(): number {
 }
 
 interface Batch {
-  ackedUsers: { email: string; password: string }[];
-  pendingUsers: { email: string; password: string }[];
+  ackedUsers: { email: string; password: string; fullName: string }[];
+  pendingUsers: { email: string; password: string; fullName: string }[];
   ackedAgents: string[];
 }
 
