@@ -37,7 +37,7 @@ local function reap(h, z, now)
     local amount = redis.call('HGET', h, id)
     if amount then
       redis.call('HDEL', h, id)
-      redis.call('HINCRBY', h, '_held', -tonumber(amount))
+      redis.call('HINCRBY', h, '_held', 0 - tonumber(amount))
     end
     redis.call('ZREM', z, id)
   end
@@ -95,7 +95,7 @@ for i = 1, #KEYS / 3 do
   local amount = redis.call('HGET', h, id)
   if amount then
     redis.call('HDEL', h, id)
-    redis.call('HINCRBY', h, '_held', -tonumber(amount))
+    redis.call('HINCRBY', h, '_held', 0 - tonumber(amount))
     redis.call('ZREM', z, id)
   end
   tidy(h, z)

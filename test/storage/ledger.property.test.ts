@@ -74,8 +74,21 @@ async function open(driver: StoreOptions["STORAGE"]): Promise<Store> {
 describe.each([
   ["memory", 150],
   ["fs", 25],
-  ["redis", 40],
+  ["redis", 80],
 ] as const)("ledger on %s", (driver, numRuns) => {
+  it("holds and settles zero amounts (a free request) without error", async () => {
+    const store = await open(driver);
+    try {
+      const ledger = new LedgerRepo(store);
+      const credits = ledger.credits("ws_zero");
+      expect(await ledger.hold("h_zero", [{ account: credits, amount: 0 }], LEASE)).toBeNull();
+      await ledger.settle("h_zero", [{ account: credits, used: 0 }]);
+      expect(await ledger.state(credits)).toMatchObject({ value: 0, held: 0 });
+    } finally {
+      await store.close();
+    }
+  });
+
   it("keeps available + held = granted − settled and never admits past the balance", async () => {
     const store = await open(driver);
     const ledger = new LedgerRepo(store);
