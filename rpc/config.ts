@@ -76,6 +76,12 @@ const ENV_SCHEMA = v.object({
   MODELS_JSON: v.optional(v.pipe(v.string(), v.minLength(1))),
   /** Seconds to wait for an upstream model's first byte, and between streamed chunks (a model may override). */
   MODEL_TIMEOUT_SECONDS: v.optional(intFrom(1, 3600), "60"),
+  /**
+   * Lease of a credit hold (docs/models-and-chat.md "Holds"): a hold whose process died is
+   * released this long after it was placed or last renewed. A request in flight renews its
+   * holds every half lease, so only a dead process's holds ever expire.
+   */
+  HOLD_LEASE_SECONDS: v.optional(intFrom(5, 86_400), "300"),
   /** Account API plans as JSON `{"<plan>": {tokensPerWindow, windowSeconds, name?}}` (docs/models-and-chat.md); unset: built-in free and pro. A model lists its plans in the models document. */
   PLANS_JSON: v.optional(v.pipe(v.string(), v.minLength(1))),
   /**

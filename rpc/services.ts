@@ -10,6 +10,7 @@ import { UsersRepo } from "../storage/repos/users.js";
 import { KeysRepo } from "../storage/repos/keys.js";
 import { TenantsRepo } from "../storage/repos/tenants.js";
 import { CreditsRepo } from "../storage/repos/credits.js";
+import { LedgerRepo } from "../storage/repos/ledger.js";
 import { AgentsRepo } from "../storage/repos/agents.js";
 import type { RateLimiterAbstract } from "rate-limiter-flexible";
 import type { ToolBridgePorts, ToolCatalog, UpstreamRegistry, VmDirectory } from "./tools/ports.js";
@@ -29,6 +30,8 @@ export interface Services {
   readonly keys: KeysRepo;
   readonly tenants: TenantsRepo;
   readonly credits: CreditsRepo;
+  /** Holds and settlements on every account that limits spending (credits, key limits, plans, tenant tokens). */
+  readonly ledger: LedgerRepo;
   /** Gateway agents (by id), their logs, and the index of tenants each user created. */
   readonly agents: AgentsRepo;
   /** The one tool catalog (built-ins, upstream MCP servers, VMs). */
@@ -135,6 +138,7 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
   }
   closers.push(() => tools.close());
   const { catalog, vms, upstream } = tools;
+  const ledger = new LedgerRepo(store);
   return {
     config,
     log,
@@ -143,12 +147,13 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
     keys: new KeysRepo(store),
     tenants: new TenantsRepo(store),
     credits: new CreditsRepo(store),
+    ledger,
     agents: new AgentsRepo(store),
     catalog,
     vms,
     upstream,
     models,
-    plans: new Plans(planConfigs, store.atomic),
+    plans: new Plans(planConfigs, ledger),
     toolPlans: new ToolPlansRepo(store, secrets),
     secrets,
     sessions: new SessionTokens(secret, config.SESSION_TTL_SECONDS, new RevokedSessionsRepo(store.atomic)),

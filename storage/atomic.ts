@@ -1,9 +1,54 @@
 import type { Storage } from "unstorage";
 
 /**
+ * One account of a hold (the ledger, DESIGN "Money"). An account is an integer value at a
+ * key plus the holds placed on it:
+ * - `balance` accounts hold what is left (workspace credits): a hold is admitted while
+ *   `value − held − amount ≥ limit` (limit defaults to 0);
+ * - `usage` accounts count what was used (a key's spend, tokens per minute, a plan's
+ *   allowance, a tenant's month): admitted while `value + held + amount ≤ limit`; without a
+ *   limit the hold is still recorded, so a later limit sees the requests in flight.
+ */
+export interface HoldLine {
+  key: string;
+  kind: "balance" | "usage";
+  /** What the request may cost at most on this account (integer ≥ 0). */
+  amount: number;
+  limit?: number;
+  /** A usage counted in a window of this length that starts when the account is first touched. */
+  windowMs?: number;
+  /** Counted into the value at once rather than held (a requests-per-minute counter). */
+  commit?: boolean;
+}
+
+/** Why a hold was refused: the first line that did not fit, and that account's state. */
+export interface HoldRefusal {
+  index: number;
+  value: number;
+  held: number;
+  /** Time left in the line's window (0 without one). */
+  ttlMs: number;
+}
+
+/** Ends a hold on one account: its amount is released and `delta` added to the value. */
+export interface SettleLine {
+  key: string;
+  /** Added to the value: negative for a balance (the cost), positive for a usage. */
+  delta: number;
+  windowMs?: number;
+}
+
+export interface AccountState {
+  value: number;
+  held: number;
+  ttlMs: number;
+}
+
+/**
  * Operations unstorage cannot make atomic. Never read-modify-write a shared value through
- * getItem/setItem: go through one of these, which is atomic within a process (local) or
- * across every process on one Redis (redis).
+ * getItem/setItem: go through one of these, which is atomic within a process and across
+ * processes on one DATA_DIR (local, with an inter-process lock on fs) or across every process
+ * on one Redis (redis).
  */
 export interface Atomic {
   /** Adds `by` to a counter that expires `ttlMs` after its first increment. */
@@ -22,26 +67,55 @@ export interface Atomic {
   debit(key: string, amount: number, floor?: number): Promise<{ ok: boolean; balance: number }>;
   /** Reads an integer balance (0 when absent). */
   balance(key: string): Promise<number>;
+  /**
+   * Places hold `id` on every line at once, or on none: null when admitted, else the first
+   * line that did not fit. Expired holds of those accounts are released first (the lease of a
+   * process that died). One atomic step (one round trip on Redis).
+   */
+  hold(id: string, lines: HoldLine[], leaseMs: number): Promise<HoldRefusal | null>;
+  /**
+   * Ends hold `id` on every line at once: releases what is still held and adds each delta.
+   * A hold that already expired is not released twice; the delta is still applied (usage
+   * that happened is counted). One atomic step.
+   */
+  settle(id: string, lines: SettleLine[]): Promise<void>;
+  /** Pushes the lease of hold `id` on these accounts to `leaseMs` from now (long requests). */
+  renew(id: string, keys: string[], leaseMs: number): Promise<void>;
+  /** An account's value, what is held on it (live holds only) and its window's time left. */
+  account(key: string): Promise<AccountState>;
 }
 
+/** A lock shared by every process on one DATA_DIR; resolves to its release. */
+export type InterProcessLock = (key: string) => Promise<() => Promise<void>>;
+
+/**
+ * What LocalAtomic stores per key: the value, its expiry, and the holds on it
+ * (id → [amount, expiresAt, pid of the process that placed it]).
+ */
 interface Durable {
   v: string;
   exp?: number;
+  holds?: Record<string, HoldEntry>;
 }
+
+type HoldEntry = [amount: number, expiresAt: number, pid?: number];
 
 /**
  * In-process implementation for the memory and fs drivers. Durable values (claims,
- * balances) live in the unstorage instance, so with fs they survive a restart; each key is
- * serialized through its own promise chain. Expiring counters are rate windows and live in
- * memory only.
+ * balances, ledger accounts) live in the unstorage instance, so with fs they survive a
+ * restart; each key is serialized through its own promise chain and, on fs, an inter-process
+ * lock, so the admin command and the server can share one DATA_DIR. Expiring counters
+ * (`increment`) are rate windows and live in memory only.
  */
 export class LocalAtomic implements Atomic {
   readonly #kv: Storage;
+  readonly #interProcess: InterProcessLock | undefined;
   readonly #counters = new Map<string, { value: number; expiresAt: number }>();
   readonly #locks = new Map<string, Promise<unknown>>();
 
-  constructor(kv: Storage) {
+  constructor(kv: Storage, interProcess?: InterProcessLock) {
     this.#kv = kv;
+    this.#interProcess = interProcess;
   }
 
   async increment(key: string, by: number, ttlMs: number) {
@@ -62,70 +136,148 @@ export class LocalAtomic implements Atomic {
   }
 
   setIfAbsent(key: string, value: string, ttlMs?: number) {
-    return this.#locked(key, async () => {
-      if ((await this.#read(key)) !== null) return false;
-      await this.#write(key, value, ttlMs);
+    return this.#locked([key], async () => {
+      const item = await this.#raw(key);
+      if (live(item)) return false;
+      await this.#write(key, { ...keepHolds(item), v: value, ...expiry(ttlMs) });
       return true;
     });
   }
 
-  get(key: string) {
-    return this.#read(key);
+  async get(key: string) {
+    const item = await this.#raw(key);
+    return live(item) ? item!.v : null;
   }
 
   delete(key: string) {
-    return this.#locked(key, () => this.#kv.removeItem(this.#path(key)));
+    return this.#locked([key], () => this.#kv.removeItem(this.#path(key)));
   }
 
   compareAndSet(key: string, expected: string | null, next: string | null, ttlMs?: number) {
-    return this.#locked(key, async () => {
-      if ((await this.#read(key)) !== expected) return false;
+    return this.#locked([key], async () => {
+      const item = await this.#raw(key);
+      if ((live(item) ? item!.v : null) !== expected) return false;
       if (next === null) await this.#kv.removeItem(this.#path(key));
-      else await this.#write(key, next, ttlMs);
+      else await this.#write(key, { ...keepHolds(item), v: next, ...expiry(ttlMs) });
       return true;
     });
   }
 
   adjust(key: string, delta: number) {
-    return this.#locked(key, async () => {
-      const balance = Number((await this.#read(key)) ?? 0) + delta;
-      await this.#write(key, String(balance));
+    return this.#locked([key], async () => {
+      const item = await this.#raw(key);
+      const balance = valueOf(item) + delta;
+      await this.#write(key, { ...item, v: String(balance) });
       return balance;
     });
   }
 
   debit(key: string, amount: number, floor = 0) {
-    return this.#locked(key, async () => {
-      const current = Number((await this.#read(key)) ?? 0);
+    return this.#locked([key], async () => {
+      const item = await this.#raw(key);
+      const current = valueOf(item);
       if (current - amount < floor) return { ok: false, balance: current };
-      await this.#write(key, String(current - amount));
+      await this.#write(key, { ...item, v: String(current - amount) });
       return { ok: true, balance: current - amount };
     });
   }
 
   async balance(key: string) {
-    return Number((await this.#read(key)) ?? 0);
+    return valueOf(await this.#raw(key));
+  }
+
+  hold(id: string, lines: HoldLine[], leaseMs: number) {
+    return this.#locked(lines.map((line) => line.key), async () => {
+      const now = Date.now();
+      const items = await Promise.all(lines.map((line) => this.#raw(line.key)));
+      const accounts = items.map((item) => ledgerState(item, now));
+      for (const [index, line] of lines.entries()) {
+        const { value, held, exp } = accounts[index]!;
+        if (!fits(line, value, held)) return { index, value, held, ttlMs: exp ? exp - now : 0 };
+      }
+      await Promise.all(
+        lines.map((line, index) => {
+          const account = accounts[index]!;
+          const record: Durable = { v: String(account.value + (line.commit ? line.amount : 0)), holds: account.holds };
+          const exp = account.exp ?? (line.windowMs ? now + line.windowMs : undefined);
+          if (exp) record.exp = exp;
+          if (!line.commit) record.holds = { ...account.holds, [id]: [line.amount, now + leaseMs, process.pid] };
+          return this.#write(line.key, tidy(record));
+        }),
+      );
+      return null;
+    });
+  }
+
+  settle(id: string, lines: SettleLine[]) {
+    return this.#locked(lines.map((line) => line.key), async () => {
+      const now = Date.now();
+      const items = await Promise.all(lines.map((line) => this.#raw(line.key)));
+      await Promise.all(
+        lines.map((line, index) => {
+          const account = ledgerState(items[index]!, now);
+          const holds = { ...account.holds };
+          delete holds[id];
+          const record: Durable = { v: String(account.value + line.delta), holds };
+          const exp = account.exp ?? (line.windowMs && line.delta ? now + line.windowMs : undefined);
+          if (exp) record.exp = exp;
+          return this.#write(line.key, tidy(record));
+        }),
+      );
+    });
+  }
+
+  renew(id: string, keys: string[], leaseMs: number) {
+    return this.#locked(keys, async () => {
+      const now = Date.now();
+      for (const key of keys) {
+        const item = await this.#raw(key);
+        if (!item?.holds?.[id]) continue;
+        item.holds[id] = [item.holds[id]![0], now + leaseMs, process.pid];
+        await this.#write(key, item);
+      }
+    });
+  }
+
+  async account(key: string): Promise<AccountState> {
+    const now = Date.now();
+    const { value, held, exp } = ledgerState(await this.#raw(key), now);
+    return { value, held, ttlMs: exp ? exp - now : 0 };
   }
 
   #path(key: string) {
     return `atomic:${key}`;
   }
 
-  async #read(key: string): Promise<string | null> {
-    const item = (await this.#kv.getItem(this.#path(key))) as Durable | null;
-    if (!item) return null;
-    if (item.exp !== undefined && item.exp <= Date.now()) return null;
-    return item.v;
+  async #raw(key: string): Promise<Durable | null> {
+    return ((await this.#kv.getItem(this.#path(key))) as Durable | null) ?? null;
   }
 
-  #write(key: string, value: string, ttlMs?: number) {
-    const item: Durable = ttlMs ? { v: value, exp: Date.now() + ttlMs } : { v: value };
-    return this.#kv.setItem(this.#path(key), item);
+  #write(key: string, item: Durable) {
+    return this.#kv.setItem(this.#path(key), item as never);
   }
 
-  #locked<T>(key: string, fn: () => Promise<T>): Promise<T> {
+  /** Runs `fn` holding every key (in a fixed order, so two multi-key calls never deadlock). */
+  #locked<T>(keys: string[], fn: () => Promise<T>): Promise<T> {
+    const sorted = [...new Set(keys)].sort();
+    const run = sorted.reduceRight<() => Promise<T>>((inner, key) => () => this.#lockOne(key, inner), fn);
+    return run();
+  }
+
+  #lockOne<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    const interProcess = this.#interProcess;
+    const body = interProcess
+      ? async () => {
+          const release = await interProcess(key);
+          try {
+            return await fn();
+          } finally {
+            await release();
+          }
+        }
+      : fn;
     const previous = this.#locks.get(key) ?? Promise.resolve();
-    const run = previous.then(fn, fn);
+    const run = previous.then(body, body);
     const settled = run.catch(() => undefined);
     this.#locks.set(key, settled);
     void settled.then(() => {
@@ -138,4 +290,69 @@ export class LocalAtomic implements Atomic {
     if (this.#counters.size < 10_000) return;
     for (const [key, entry] of this.#counters) if (entry.expiresAt <= now) this.#counters.delete(key);
   }
+}
+
+function live(item: Durable | null): boolean {
+  return !!item && item.v !== undefined && (item.exp === undefined || item.exp > Date.now());
+}
+
+function valueOf(item: Durable | null): number {
+  return live(item) ? Number(item!.v) : 0;
+}
+
+function expiry(ttlMs?: number): { exp?: number } {
+  return ttlMs ? { exp: Date.now() + ttlMs } : {};
+}
+
+function keepHolds(item: Durable | null): { holds?: Durable["holds"] } {
+  return item?.holds ? { holds: item.holds } : {};
+}
+
+/**
+ * Whether the process that placed a hold is gone (fs: the server was killed). Its holds are
+ * released at once rather than at the end of their lease (docs/crash-consistency.md).
+ */
+const deadPids = new Map<number, boolean>();
+function processGone(pid: number | undefined): boolean {
+  if (pid === undefined || pid === process.pid) return false;
+  let gone = deadPids.get(pid);
+  if (gone === undefined) {
+    try {
+      process.kill(pid, 0);
+      gone = false;
+    } catch (error) {
+      gone = (error as NodeJS.ErrnoException).code === "ESRCH";
+    }
+    // Only a death is remembered: a live process may die later.
+    if (gone) deadPids.set(pid, true);
+  }
+  return gone;
+}
+
+/**
+ * An account as of `now`: a window that ran out starts again at 0; expired holds, and holds
+ * of a process that no longer runs, are gone.
+ */
+function ledgerState(item: Durable | null, now: number) {
+  const windowLive = !!item && (item.exp === undefined || item.exp > now);
+  const value = windowLive ? Number(item!.v ?? 0) : 0;
+  const holds: Record<string, HoldEntry> = {};
+  let held = 0;
+  for (const [id, entry] of Object.entries(item?.holds ?? {})) {
+    const [amount, expiresAt, pid] = entry;
+    if (expiresAt <= now || processGone(pid)) continue;
+    holds[id] = entry;
+    held += amount;
+  }
+  return { value, held, holds, exp: windowLive ? item?.exp : undefined };
+}
+
+export function fits(line: HoldLine, value: number, held: number): boolean {
+  if (line.kind === "balance") return value - held - line.amount >= (line.limit ?? 0);
+  return line.limit === undefined || value + held + line.amount <= line.limit;
+}
+
+function tidy(record: Durable): Durable {
+  if (record.holds && Object.keys(record.holds).length === 0) delete record.holds;
+  return record;
 }

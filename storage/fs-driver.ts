@@ -1,8 +1,11 @@
 import { randomBytes } from "node:crypto";
-import { mkdir, rename, writeFile } from "node:fs/promises";
+import { mkdir, readdir, rename, rm, writeFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { defineDriver } from "unstorage";
 import fsDriver from "unstorage/drivers/fs";
+
+/** `<record>.<pid>-<random>.tmp`: the writer's pid tells a later start whether it is still alive. */
+const TEMP = /\.(?:(\d+)-)?[0-9a-f]{12}\.tmp$/;
 
 /**
  * unstorage's fs driver, except that every write goes to a temporary file that is then
@@ -20,7 +23,7 @@ export const atomicFsDriver = defineDriver((options: { base: string }) => {
   const write = async (key: string, value: string) => {
     const path = pathOf(key);
     await mkdir(dirname(path), { recursive: true });
-    const tmp = `${path}.${randomBytes(6).toString("hex")}.tmp`;
+    const tmp = `${path}.${process.pid}-${randomBytes(6).toString("hex")}.tmp`;
     await writeFile(tmp, value, "utf8");
     await rename(tmp, path);
   };
@@ -35,3 +38,38 @@ export const atomicFsDriver = defineDriver((options: { base: string }) => {
     },
   };
 });
+
+function alive(pid: number): boolean {
+  if (pid === process.pid) return true;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/**
+ * Deletes the temporary files of writers that are gone (killed between write and rename),
+ * leaving those of live processes (the admin command writing beside the server). Returns how
+ * many went. Run when an fs store opens.
+ */
+export async function removeOrphanTempFiles(base: string): Promise<number> {
+  let entries: string[];
+  try {
+    entries = await readdir(base, { recursive: true });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return 0;
+    throw error;
+  }
+  let removed = 0;
+  for (const entry of entries) {
+    const match = TEMP.exec(entry);
+    if (!match) continue;
+    const pid = match[1] ? Number(match[1]) : undefined;
+    if (pid !== undefined && alive(pid)) continue;
+    await rm(join(base, entry), { force: true });
+    removed += 1;
+  }
+  return removed;
+}

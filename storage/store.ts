@@ -1,4 +1,4 @@
-import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { link, mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { randomBytes } from "node:crypto";
 import { Redis } from "ioredis";
@@ -8,7 +8,8 @@ import memoryDriver from "unstorage/drivers/memory";
 import redisDriver from "unstorage/drivers/redis";
 import { LocalAtomic, type Atomic } from "./atomic.js";
 import { MemoryBus, RedisBus, type Bus } from "./bus.js";
-import { atomicFsDriver } from "./fs-driver.js";
+import { atomicFsDriver, removeOrphanTempFiles } from "./fs-driver.js";
+import { fsInterProcessLock } from "./fs-lock.js";
 import { RedisAtomic } from "./redis-atomic.js";
 
 export interface LimiterOptions {
@@ -50,11 +51,14 @@ function connectRedis(url: string): Redis {
 
 export async function openStore(options: StoreOptions): Promise<Store> {
   if (options.STORAGE === "redis") return openRedisStore(options);
-  const kv =
-    options.STORAGE === "fs"
-      ? createStorage({ driver: atomicFsDriver({ base: resolve(options.DATA_DIR) }) })
-      : createStorage({ driver: memoryDriver() });
-  const atomic = new LocalAtomic(kv);
+  const fs = options.STORAGE === "fs";
+  // Crash consistency (docs/crash-consistency.md): a write cut by kill -9 left a temporary
+  // file and never touched its record; those of dead processes go before anything reads.
+  if (fs) await removeOrphanTempFiles(resolve(options.DATA_DIR));
+  const kv = fs ? createStorage({ driver: atomicFsDriver({ base: resolve(options.DATA_DIR) }) }) : createStorage({ driver: memoryDriver() });
+  // fs: the admin command and the server may share DATA_DIR, so every read-modify-write also
+  // takes an inter-process lock (proper-lockfile).
+  const atomic = new LocalAtomic(kv, fs ? await fsInterProcessLock(resolve(options.DATA_DIR)) : undefined);
   const bus = new MemoryBus();
   return {
     driver: options.STORAGE,
@@ -66,13 +70,18 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       if (options.STORAGE !== "fs") return undefined;
       const dir = resolve(options.DATA_DIR);
       const path = join(dir, `.${name}`);
+      const read = async () => (await readFile(path, "utf8")).trim();
       try {
-        return (await readFile(path, "utf8")).trim();
+        return await read();
       } catch {
         await mkdir(dir, { recursive: true });
-        const secret = randomBytes(32).toString("base64url");
-        await writeFile(path, secret, { mode: 0o600, flag: "wx" }).catch(() => undefined);
-        return (await readFile(path, "utf8")).trim();
+        // Written whole, then linked into place (fails if another process got there first):
+        // a kill mid-write never leaves a truncated secret.
+        const tmp = `${path}.${process.pid}-${randomBytes(6).toString("hex")}.tmp`;
+        await writeFile(tmp, randomBytes(32).toString("base64url"), { mode: 0o600 });
+        await link(tmp, path).catch(() => undefined);
+        await rm(tmp, { force: true });
+        return read();
       }
     },
     async close() {

@@ -26,11 +26,15 @@ export function personalTenant(services: Services, user: User, slug: string, now
 
 /**
  * A user with a personal tenant and a default workspace (DESIGN "Identity and money").
- * The email is claimed atomically first, so two concurrent registrations cannot both win;
- * if a later write fails the claim is released and no half-registered user remains.
+ * Crash-consistent by construction (docs/crash-consistency.md): the records are written
+ * first, under fresh ids nothing points to yet, and the email is claimed last, atomically —
+ * the claim is the commit. Two concurrent registrations cannot both win; a process killed
+ * before the claim leaves unreachable records and a free email; the loser of a race removes
+ * its records.
  */
 export async function createAccount(services: Services, input: { email: string; password: string; fullName: string }): Promise<User> {
   const email = UsersRepo.normalizeEmail(input.email);
+  if (await services.users.byEmail(email)) throw emailTaken();
   const passwordHash = await hashPassword(input.password);
   const now = nowIso();
   const user: User = {
@@ -43,27 +47,27 @@ export async function createAccount(services: Services, input: { email: string; 
     plan: "free",
     createdAt: now,
   };
+  const slugBase = email.split("@")[0]!.toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-|-$/g, "") || "user";
+  await services.tenants.putTenant(personalTenant(services, user, `${slugBase}-${user.tenantId.slice(-6).toLowerCase()}`, now));
+  await services.tenants.putWorkspace({
+    id: user.workspaceId,
+    tenantId: user.tenantId,
+    name: "Default",
+    status: "active",
+    createdAt: now,
+    updatedAt: now,
+  });
+  await services.users.put(user);
   if (!(await services.users.claimEmail(email, user.id))) {
-    throw new ServiceError("CONFLICT", "An account with this email already exists");
-  }
-  try {
-    const slugBase = email.split("@")[0]!.toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-|-$/g, "") || "user";
-    await services.tenants.putTenant(personalTenant(services, user, `${slugBase}-${user.tenantId.slice(-6).toLowerCase()}`, now));
-    await services.tenants.putWorkspace({
-      id: user.workspaceId,
-      tenantId: user.tenantId,
-      name: "Default",
-      status: "active",
-      createdAt: now,
-      updatedAt: now,
-    });
-    await services.users.put(user);
-  } catch (error) {
-    await services.users.releaseEmail(email, user.id).catch(() => undefined);
-    throw error;
+    await services.users.remove(user).catch(() => undefined);
+    await services.tenants.removeWorkspace(user.workspaceId).catch(() => undefined);
+    await services.tenants.removeTenant(user.tenantId).catch(() => undefined);
+    throw emailTaken();
   }
   return user;
 }
+
+const emailTaken = () => new ServiceError("CONFLICT", "An account with this email already exists");
 
 /** The fields of a user that may leave the service. */
 export function publicUser(user: User) {

@@ -2,7 +2,7 @@ import type { Principal } from "../auth.js";
 import { ServiceError, toServiceError } from "../errors.js";
 import type { Services } from "../services.js";
 import type { ChatChunk, ProviderResult } from "../chat/types.js";
-import { countPromptTokens, countTokens } from "../chat/tokens.js";
+import { countPromptTokens, countTokens, usageOf } from "../chat/tokens.js";
 import type { ToolDef } from "../tools/types.js";
 import { newId } from "../../storage/ids.js";
 import type { AgentRecord } from "../../storage/repos/agents.js";
@@ -13,7 +13,10 @@ import { appendAgentLog } from "./logs.js";
 import { agentRunsChannel, trackRun, type AgentRunMessage } from "./runs.js";
 import { requireAgent } from "./records.js";
 import { lifecycleOf, runFinished, runStarted } from "./state.js";
-import { addTokens, requireTokens } from "../tenants/tenancy.js";
+import { tenantTokensCharge } from "../tenants/tenancy.js";
+import { placeHold, type Hold } from "../chat/holds.js";
+import type { RoutedModel } from "../chat/model-router.js";
+import type { Tenant } from "../../storage/repos/tenants.js";
 
 /** The bus channel every event of every run of an agent is published on, as `{runId, event}`. */
 
@@ -28,7 +31,8 @@ export interface InvokeHandle {
  * agent's tools as functions, tool calls run through the catalog (built-in, upstream MCP,
  * VM) and their results are fed back until the model answers or `config.maxSteps` rounds
  * have run (rpc/agents/run.ts). Refusals throw before anything starts: NOT_FOUND (not the
- * caller's agent), CONFLICT (paused), QUOTA_EXCEEDED (tenant tokens spent), the router's
+ * caller's agent), CONFLICT (paused), QUOTA_EXCEEDED (the tenant's month cannot cover the
+ * first model turn: its hold is placed before anything starts), the router's
  * model errors. Every event is also published on `agentRunsChannel(agentId)`, so a client
  * on another instance can watch. `signal` cancels the run (it ends `cancelled`).
  */
@@ -39,8 +43,18 @@ export async function invokeAgent(services: Services, principal: Principal, agen
   }
   const tenant = await services.tenants.getTenant(agent.tenantId);
   if (!tenant) throw new ServiceError("NOT_FOUND", `The agent's tenant no longer exists: ${agent.tenantId}`);
-  await requireTokens(services, tenant);
   const model = services.models.resolve(agent.model);
+  const turnHold = (current: Tenant, messages: readonly AgentMessage[]): Promise<Hold> => {
+    const prompt = countPromptTokens(messages);
+    const output = agent.config.maxTokens ?? services.models.outputCap(model, prompt);
+    return placeHold(services, [tenantTokensCharge(services, current, prompt + output)]);
+  };
+
+  const messages: AgentMessage[] = [];
+  if (agent.config.systemPrompt) messages.push({ role: "system", content: agent.config.systemPrompt });
+  messages.push({ role: "user", content: input });
+  // The first turn's hold is placed before the run starts, so a spent month is a 429 here.
+  let firstHold: Hold | undefined = await turnHold(tenant, messages);
 
   const catalog = await services.catalog.list({ scope: { tenantId: agent.tenantId } });
   const tools: ToolDef[] = catalog.filter((tool) => agent.tools.includes(tool.name));
@@ -49,12 +63,18 @@ export async function invokeAgent(services: Services, principal: Principal, agen
   const runId = newId("run");
   const started = agentTimestamp();
   // Cancellable by `agents.cancel` from any instance, as well as by the caller going away.
-  const tracked = await trackRun(services, { runId, agentId: agent.id, userId: principal.userId, startedAt: started }, signal);
-  signal = tracked.signal;
-  await runStarted(services, agent.id).catch(async (error) => {
-    await tracked.untrack();
+  const tracked = await trackRun(services, { runId, agentId: agent.id, userId: principal.userId, startedAt: started }, signal).catch(async (error) => {
+    await firstHold?.release().catch(() => undefined);
     throw error;
   });
+  signal = tracked.signal;
+  try {
+    await runStarted(services, agent.id);
+  } catch (error) {
+    await firstHold.release().catch(() => undefined);
+    await tracked.untrack();
+    throw error;
+  }
   const queue = new EventQueue<AgentEvent>();
   try {
     await appendAgentLog(services, agent.id, {
@@ -65,23 +85,23 @@ export async function invokeAgent(services: Services, principal: Principal, agen
     });
   } catch (error) {
     await runFinished(services, agent.id, true).catch(() => undefined);
+    await firstHold.release().catch(() => undefined);
     await tracked.untrack();
     throw error;
   }
-
-  const messages: AgentMessage[] = [];
-  if (agent.config.systemPrompt) messages.push({ role: "system", content: agent.config.systemPrompt });
-  messages.push({ role: "user", content: input });
 
   const deps: RunDependencies = {
     tools,
     maxSteps: agent.config.maxSteps,
     signal,
     async complete(request, turnSignal) {
-      // Checked before every model turn, so a long run stops once the month's allowance is spent.
-      const current = await services.tenants.getTenant(agent.tenantId);
-      if (current) await requireTokens(services, current);
-      const result = await model.provider.complete(
+      // A hold before every model turn, so a long run stops once the month cannot cover the next one.
+      let hold = firstHold;
+      firstHold = undefined;
+      if (!hold) hold = await turnHold((await services.tenants.getTenant(agent.tenantId)) ?? tenant, request.messages);
+      let result: ProviderResult;
+      try {
+        result = await model.provider.complete(
         {
           model: agent.model,
           messages: request.messages,
@@ -92,7 +112,11 @@ export async function invokeAgent(services: Services, principal: Principal, agen
         },
         turnSignal,
       );
-      return await metered(services, agent.tenantId, result, countPromptTokens(request.messages));
+      } catch (error) {
+        await hold.release().catch(() => undefined);
+        throw error;
+      }
+      return await metered(services, hold, model, result, countPromptTokens(request.messages));
     },
     callTool(name, args, toolSignal) {
       const seconds = agent.config.toolTimeoutSeconds ?? services.config.GATEWAY_TIMEOUT_SECONDS;
@@ -163,26 +187,26 @@ async function drive(
 }
 
 /**
- * Counts a model turn's tokens against the tenant's month as they are reported. A provider
- * that reports no usage is counted by estimate (rpc/models/tokens.ts) so the allowance holds.
+ * Settles a model turn's hold to the tokens it reported, exactly once, however the turn ends.
+ * A provider that reports no usage is counted by estimate (rpc/chat/tokens.ts) so the
+ * allowance holds.
  */
-async function metered(services: Services, tenantId: string, result: ProviderResult, promptEstimate: number): Promise<ProviderResult> {
+async function metered(services: Services, hold: Hold, model: RoutedModel, result: ProviderResult, promptEstimate: number): Promise<ProviderResult> {
+  const settle = (usage: ChatChunk["usage"] & object) => hold.settle(usage, services.models.cost(model, usage)).catch((error: unknown) => {
+    services.log.error({ event: "agent.metering", error: String(error) });
+  });
   if (result.kind === "completion") {
     const usage = result.completion.usage;
     const content = result.completion.choices[0]?.message.content ?? "";
-    await addTokens(services, tenantId, usage?.total_tokens ?? promptEstimate + countTokens(content));
+    await settle(usage ?? usageOf(promptEstimate, countTokens(content)));
     return result;
   }
   const source = result.chunks;
   async function* chunks(): AsyncGenerator<ChatChunk> {
-    let reported = false;
     let text = "";
     try {
       for await (const chunk of source) {
-        if (chunk.usage) {
-          reported = true;
-          await addTokens(services, tenantId, chunk.usage.total_tokens ?? 0);
-        }
+        if (chunk.usage) await settle(chunk.usage);
         for (const choice of chunk.choices ?? []) {
           text += choice.delta?.content ?? "";
           for (const call of choice.delta?.tool_calls ?? []) text += (call.function?.name ?? "") + (call.function?.arguments ?? "");
@@ -190,7 +214,8 @@ async function metered(services: Services, tenantId: string, result: ProviderRes
         yield chunk;
       }
     } finally {
-      if (!reported) await addTokens(services, tenantId, promptEstimate + countTokens(text)).catch(() => undefined);
+      // Settled once: a no-op when the usage chunk came.
+      await settle(usageOf(promptEstimate, countTokens(text)));
     }
   }
   return { kind: "stream", chunks: chunks() };

@@ -12,7 +12,7 @@ import { cancelRun, watchRuns } from "./runs.js";
 import { appendAgentLog, dropAgentLogs, readAgentLogs } from "./logs.js";
 import { agentView, requireAgent } from "./records.js";
 import { clearState, runningCount, transition, type Transition } from "./state.js";
-import { releaseAgentSlot, takeAgentSlot, tenantFor } from "../tenants/tenancy.js";
+import { createInTenant, tenantFor } from "../tenants/tenancy.js";
 import type { AgentEvent, RunResult } from "./run.js";
 import { AgentView } from "../views.js";
 
@@ -153,7 +153,6 @@ export const localAgentMethods = [
       const principal = ctx.principal;
       const tenant = await tenantFor(ctx.services, principal, params.tenantId);
       await checkToolsAndModel(ctx.services, tenant.id, params.tools, params.model);
-      await takeAgentSlot(ctx.services, tenant);
       const now = agentTimestamp();
       const agent: AgentRecord = {
         id: newId("agt"),
@@ -167,12 +166,7 @@ export const localAgentMethods = [
         createdAt: now,
         updatedAt: now,
       };
-      try {
-        await ctx.services.agents.put(agent);
-      } catch (error) {
-        await releaseAgentSlot(ctx.services, tenant.id).catch(() => undefined);
-        throw error;
-      }
+      await createInTenant(ctx.services, tenant, () => ctx.services.agents.put(agent));
       await appendAgentLog(ctx.services, agent.id, { event: "agent.created", message: `Agent ${agent.name} created`, data: { model: agent.model, tools: agent.tools } });
       return agentView(ctx.services, agent);
     },
@@ -230,12 +224,11 @@ export const localAgentMethods = [
       if ((await runningCount(ctx.services, agent.id)) > 0) {
         throw new ServiceError("CONFLICT", "The agent is running; delete it once its invocations finish", { details: { status: "running" } });
       }
-      // Two concurrent deletes: only one frees the tenant's slot; the other is a 404.
+      // Two concurrent deletes: only one removes the agent and its state; the other is a 404.
       if (!(await ctx.services.store.atomic.setIfAbsent(`agent-deleting:${agent.id}`, "1", 60_000))) {
         throw new ServiceError("NOT_FOUND", `Agent not found: ${agent.id}`);
       }
       await ctx.services.agents.remove(agent);
-      await releaseAgentSlot(ctx.services, agent.tenantId);
       await clearState(ctx.services, agent.id);
       await dropAgentLogs(ctx.services, agent.id);
       return { success: true };

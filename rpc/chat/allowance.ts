@@ -1,7 +1,8 @@
 import * as v from "valibot";
 import { ConfigError, type Config } from "../config.js";
 import { ServiceError } from "../errors.js";
-import type { Atomic } from "../../storage/atomic.js";
+import type { LedgerRepo } from "../../storage/repos/ledger.js";
+import type { Charge } from "./charge.js";
 
 /**
  * Account API plans (DESIGN "Identity and money"): an allowance of tokens per window, shared
@@ -46,14 +47,14 @@ export interface PlanStatus {
   remaining: number;
 }
 
-/** Per-user allowance counters in the shared atomic store, so every instance sees one total. */
+/** Per-user allowance accounts on the ledger, so every instance sees one total and requests in flight hold their share. */
 export class Plans {
   readonly #plans: Record<string, PlanConfig>;
-  readonly #atomic: Atomic;
+  readonly #ledger: LedgerRepo;
 
-  constructor(plans: Record<string, PlanConfig>, atomic: Atomic) {
+  constructor(plans: Record<string, PlanConfig>, ledger: LedgerRepo) {
     this.#plans = plans;
-    this.#atomic = atomic;
+    this.#ledger = ledger;
   }
 
   /** The user's plan; an id no longer configured falls back to `free`, else the first plan. */
@@ -63,29 +64,37 @@ export class Plans {
     return { id, plan: this.#plans[id]! };
   }
 
-  #key(userId: string) {
-    return `plan-usage:${userId}`;
+  #account(userId: string, plan: PlanConfig) {
+    return this.#ledger.planTokens(userId, plan.windowSeconds * 1000);
   }
 
+  /** `used`: tokens settled in the window; `remaining` also leaves out what requests in flight hold. */
   async status(userId: string, planId: string): Promise<PlanStatus> {
     const { id, plan } = this.resolve(planId);
-    const used = await this.#atomic.counter(this.#key(userId));
-    return { id, name: plan.name ?? id, tokensPerWindow: plan.tokensPerWindow, windowSeconds: plan.windowSeconds, used, remaining: Math.max(0, plan.tokensPerWindow - used) };
+    const { value: used, held } = await this.#ledger.state(this.#account(userId, plan));
+    return { id, name: plan.name ?? id, tokensPerWindow: plan.tokensPerWindow, windowSeconds: plan.windowSeconds, used, remaining: Math.max(0, plan.tokensPerWindow - used - held) };
   }
 
-  /** 429 insufficient_quota once the window's allowance is spent (spec 7.1). */
-  async admit(userId: string, planId: string): Promise<void> {
-    const status = await this.status(userId, planId);
-    if (status.remaining <= 0) {
-      throw new ServiceError("QUOTA_EXCEEDED", `You have used the ${status.name} plan's allowance of ${status.tokensPerWindow} tokens for this period`, {
-        type: "insufficient_quota",
-      });
-    }
-  }
-
-  async record(userId: string, planId: string, tokens: number): Promise<void> {
-    if (tokens <= 0) return;
-    const { plan } = this.resolve(planId);
-    await this.#atomic.increment(this.#key(userId), tokens, plan.windowSeconds * 1000);
+  /**
+   * The plan allowance as a charge of a request that may use up to `tokens`: refused with 429
+   * insufficient_quota (spec 7.1) when the window's allowance cannot cover it.
+   */
+  charge(userId: string, planId: string, tokens: number): Charge {
+    const { id, plan } = this.resolve(planId);
+    const name = plan.name ?? id;
+    return {
+      account: this.#account(userId, plan),
+      amount: tokens,
+      limit: plan.tokensPerWindow,
+      refuse: ({ value, held }, amount) =>
+        new ServiceError(
+          "QUOTA_EXCEEDED",
+          value >= plan.tokensPerWindow
+            ? `You have used the ${name} plan's allowance of ${plan.tokensPerWindow} tokens for this period`
+            : `The ${name} plan's allowance of ${plan.tokensPerWindow} tokens for this period cannot cover this request: ${value} used, ${held} held by requests in flight, up to ${amount} needed (lower max_tokens)`,
+          { type: "insufficient_quota" },
+        ),
+      used: (usage) => usage.total_tokens,
+    };
   }
 }

@@ -1,73 +1,82 @@
 import type { Services } from "../services.js";
 import { ServiceError } from "../errors.js";
-import type { KeyRecord } from "../../storage/repos/keys.js";
 import type { Principal } from "../auth.js";
 import type { RoutedModel } from "./model-router.js";
-import type { Settle } from "./run-chat.js";
+import { placeHold, type Hold } from "./holds.js";
+import type { Charge } from "./charge.js";
+import { usageOf } from "./tokens.js";
 
 /** rpmLimit and tpmLimit count per minute (docs/models-and-chat.md). */
 const WINDOW_MS = 60_000;
 export const MICRO_PER_CREDIT = 1_000_000;
 
-const rpmKey = (key: KeyRecord) => `key-rpm:${key.id}`;
-const tpmKey = (key: KeyRecord) => `key-tpm:${key.id}`;
-const spendKey = (key: KeyRecord) => `key-spend:${key.id}`;
+const insufficientCredits = () => new ServiceError("INSUFFICIENT_CREDITS", "Insufficient credits", { type: "insufficient_quota" });
 
-/** Micro-credits a key has spent since it was created. */
-export function keySpend(services: Services, key: KeyRecord): Promise<number> {
-  return services.store.atomic.balance(spendKey(key));
-}
-
-/** spec 7.2: 402 before any model runs, on every Platform endpoint. */
+/** spec 7.2: 402 before any model runs, on every Platform endpoint, when the balance is zero or below. */
 export async function requireCredits(services: Services, principal: Principal): Promise<void> {
   const balance = await services.credits.balance(principal.workspaceId!);
-  if (balance <= 0) throw new ServiceError("INSUFFICIENT_CREDITS", "Insufficient credits", { type: "insufficient_quota" });
+  if (balance <= 0) throw insufficientCredits();
+}
+
+function retryAfter(ttlMs: number): Record<string, string> {
+  return { "Retry-After": String(Math.max(1, Math.ceil(ttlMs / 1000))) };
 }
 
 /**
- * Admits a Platform chat request against its key's limits, all counted in the shared atomic
- * store so every instance on one Redis sees the same totals:
- * - spendLimit (credits, lifetime of the key): 402 once reached;
- * - rpmLimit: requests per minute, 429 past it, without Retry-After (spec 7.2: clients apply
- *   their own backoff) (an atomic increment per request,
- *   so N instances together admit exactly the limit);
- * - tpmLimit: tokens per minute; the prompt is reserved at admission (429 if it does not fit)
- *   and the difference to the metered usage is added when the request settles.
- * Returns how to settle the request once its model is known (none: refused by the router,
- * nothing to charge): charge the workspace and the key's spend, true up tpm.
+ * Admits a Platform chat request by placing one hold (rpc/chat/holds.ts) for the most it can
+ * cost — the prompt at the input price plus `max_tokens` (or the model's output cap) at the
+ * output price — on every account that limits it, in this order of refusal:
+ * - the workspace's credits: 402 `Insufficient credits` when the balance, less what requests
+ *   in flight hold, cannot cover it (OpenRouter's rule; spec 7.2 before any model runs);
+ * - the key's spendLimit (credits, lifetime): 402 when spend + holds + this would pass it;
+ * - rpmLimit: requests per minute, counted at once, 429 past it;
+ * - tpmLimit: tokens per minute, prompt + output cap held, 429.
+ * (The 429s carry Retry-After, which the Platform renderer drops: spec 7.2.)
+ * One atomic step, so N instances on one Redis together never admit past any of them. The
+ * hold settles to the metered cost when the request ends, however it ends.
  */
-export async function admitPlatformChat(services: Services, principal: Principal, promptTokens: number): Promise<(model: RoutedModel | undefined) => Settle> {
+export function holdPlatformChat(services: Services, principal: Principal, model: RoutedModel, promptTokens: number, maxTokens?: number): Promise<Hold> {
+  const { ledger, models } = services;
   const key = principal.key;
-  const { atomic } = services.store;
-  if (key?.spendLimit != null && (await keySpend(services, key)) >= key.spendLimit * MICRO_PER_CREDIT) {
-    throw new ServiceError("INSUFFICIENT_CREDITS", `This API key has reached its spend limit of ${key.spendLimit} credits`, { type: "insufficient_quota" });
-  }
-  if (key?.rpmLimit != null) {
-    const { value } = await atomic.increment(rpmKey(key), 1, WINDOW_MS);
-    if (value > key.rpmLimit) {
-      throw new ServiceError("RATE_LIMITED", `Rate limit reached for this API key: ${key.rpmLimit} requests per minute`);
+  const output = models.outputCap(model, promptTokens, maxTokens);
+  const maxCost = models.cost(model, usageOf(promptTokens, output));
+  const cost = (_usage: unknown, cost: number) => cost;
+  const charges: Charge[] = [
+    // A free request still needs a positive balance (spec 7.2: zero or below is 402).
+    { account: ledger.credits(principal.workspaceId!), amount: maxCost, limit: maxCost > 0 ? 0 : 1, refuse: insufficientCredits, used: cost },
+  ];
+  if (key) {
+    charges.push(
+      key.spendLimit != null
+        ? {
+            account: ledger.keySpend(key.id),
+            amount: maxCost,
+            limit: key.spendLimit * MICRO_PER_CREDIT,
+            refuse: () => new ServiceError("INSUFFICIENT_CREDITS", `This API key has reached its spend limit of ${key.spendLimit} credits`, { type: "insufficient_quota" }),
+            used: cost,
+          }
+        : { account: ledger.keySpend(key.id), amount: 0, track: true, used: cost },
+    );
+    if (key.rpmLimit != null) {
+      const limit = key.rpmLimit;
+      charges.push({
+        account: ledger.keyRequests(key.id, WINDOW_MS),
+        amount: 1,
+        limit,
+        commit: true,
+        refuse: ({ ttlMs }) => new ServiceError("RATE_LIMITED", `Rate limit reached for this API key: ${limit} requests per minute`, { headers: retryAfter(ttlMs) }),
+      });
+    }
+    if (key.tpmLimit != null) {
+      const limit = key.tpmLimit;
+      charges.push({
+        account: ledger.keyTokens(key.id, WINDOW_MS),
+        amount: promptTokens + output,
+        limit,
+        refuse: ({ ttlMs }) => new ServiceError("RATE_LIMITED", `Rate limit reached for this API key: ${limit} tokens per minute`, { headers: retryAfter(ttlMs) }),
+        used: (usage) => usage.total_tokens,
+      });
     }
   }
-  let reserved = 0;
-  if (key?.tpmLimit != null) {
-    const { value } = await atomic.increment(tpmKey(key), promptTokens, WINDOW_MS);
-    if (value > key.tpmLimit) {
-      await atomic.increment(tpmKey(key), -promptTokens, WINDOW_MS);
-      throw new ServiceError("RATE_LIMITED", `Rate limit reached for this API key: ${key.tpmLimit} tokens per minute`);
-    }
-    reserved = promptTokens;
-  }
-  return (model) => async (usage) => {
-    const cost = model ? services.models.cost(model, usage) : 0;
-    // Three independent counters: written concurrently (one round trip with Redis, not three).
-    const writes: Promise<unknown>[] = [];
-    if (cost > 0) {
-      writes.push(services.credits.charge(principal.workspaceId!, cost));
-      if (key) writes.push(atomic.adjust(spendKey(key), cost));
-    }
-    if (key?.tpmLimit != null && usage.total_tokens !== reserved) {
-      writes.push(atomic.increment(tpmKey(key), usage.total_tokens - reserved, WINDOW_MS));
-    }
-    await Promise.all(writes);
-  };
+  return placeHold(services, charges);
 }

@@ -1,10 +1,12 @@
 import { defineMethod, type CallContext } from "../define.js";
 import { principalOf } from "../auth.js";
-import { countPromptTokens, usageOf } from "./tokens.js";
-import { ChatBody, runChat, toChatRequest, type ChatBodyInput, type Settle } from "./run-chat.js";
-import { admitPlatformChat, requireCredits } from "./key-limits.js";
-import { admitUserChat } from "./user-allowance.js";
+import { countPromptTokens } from "./tokens.js";
+import { ChatBody, runChat, toChatRequest, type ChatBodyInput } from "./run-chat.js";
+import { holdPlatformChat, requireCredits } from "./key-limits.js";
+import { holdUserChat, userPlan } from "./user-allowance.js";
 import type { RoutedModel } from "./model-router.js";
+import type { Hold } from "./holds.js";
+import type { ChatRequest } from "./types.js";
 
 /**
  * From here on the request has reached the router (spec 4.2): the response carries
@@ -15,32 +17,58 @@ function enterRouter(ctx: CallContext): void {
   ctx.responseHeaders.set("X-Service-Request-Id", ctx.requestId);
 }
 
-async function routeAndRun(ctx: CallContext, body: ChatBodyInput, settleFor: (model: RoutedModel | undefined) => Settle, plan?: string) {
-  enterRouter(ctx);
+/**
+ * The one path of every chat surface: resolve the model (its price and output cap size the
+ * hold), place the hold before anything runs, then run and settle (rpc/chat/run-chat.ts).
+ * A model the router refuses is refused after `beforeRouterError` (the 402 check of a
+ * workspace without credits comes first on the Platform API).
+ */
+async function holdAndRun(
+  ctx: CallContext,
+  body: ChatBodyInput,
+  plan: string | undefined,
+  hold: (model: RoutedModel, request: ChatRequest, promptTokens: number) => Promise<Hold>,
+  beforeRouterError?: () => Promise<void>,
+) {
   const request = toChatRequest(body);
   let model: RoutedModel;
   try {
     model = ctx.services.models.resolve(request.model, plan);
   } catch (error) {
-    await settleFor(undefined)(usageOf(0, 0), true);
+    await beforeRouterError?.();
+    enterRouter(ctx);
     throw error;
   }
-  return runChat(ctx, { model, request, includeUsage: body.stream_options?.include_usage === true, settle: settleFor(model) });
+  const promptTokens = countPromptTokens(request.messages);
+  const held = await hold(model, request, promptTokens);
+  enterRouter(ctx);
+  return runChat(ctx, {
+    model,
+    request,
+    promptTokens,
+    includeUsage: body.stream_options?.include_usage === true,
+    settle: (usage) => held.settle(usage, ctx.services.models.cost(model, usage)),
+  });
 }
 
 export const chatMethods = [
   defineMethod({
     name: "platform.chat.completions",
-    summary: "Chat completion billed to the key's workspace (spec 4.2); SSE chunks ending in [DONE] when stream is true.",
+    summary:
+      "Chat completion billed to the key's workspace (spec 4.2); SSE chunks ending in [DONE] when stream is true. 402 when the credits left cannot cover the most the request can cost (prompt plus max_tokens).",
     input: ChatBody,
     auth: { kinds: ["platform_key"], scopes: ["chat:write"] },
     http: [{ surface: "platform", method: "POST", path: "/chat/completions" }],
     stream: { done: "[DONE]" },
     async handler(params, ctx) {
       const principal = principalOf(ctx);
-      await requireCredits(ctx.services, principal);
-      const settleFor = await admitPlatformChat(ctx.services, principal, countPromptTokens(params.messages!));
-      return routeAndRun(ctx, params, settleFor);
+      return holdAndRun(
+        ctx,
+        params,
+        undefined,
+        (model, request, promptTokens) => holdPlatformChat(ctx.services, principal, model, promptTokens, request.max_tokens),
+        () => requireCredits(ctx.services, principal),
+      );
     },
   }),
 
@@ -52,8 +80,9 @@ export const chatMethods = [
     http: [{ surface: "account", method: "POST", path: "/chat/completions" }],
     stream: { done: "[DONE]" },
     async handler(params, ctx) {
-      const { planId, settle } = await admitUserChat(ctx, principalOf(ctx).userId);
-      return routeAndRun(ctx, params, () => settle, planId);
+      const userId = principalOf(ctx).userId;
+      const planId = await userPlan(ctx, userId);
+      return holdAndRun(ctx, params, planId, (model, request, promptTokens) => holdUserChat(ctx, userId, planId, model, promptTokens, request.max_tokens));
     },
   }),
 
@@ -65,8 +94,9 @@ export const chatMethods = [
     http: [{ surface: "gateway", method: "POST", path: "/chat/completions" }],
     stream: { done: "[DONE]" },
     async handler(params, ctx) {
-      const { planId, settle } = await admitUserChat(ctx, principalOf(ctx).userId);
-      return routeAndRun(ctx, params, () => settle, planId);
+      const userId = principalOf(ctx).userId;
+      const planId = await userPlan(ctx, userId);
+      return holdAndRun(ctx, params, planId, (model, request, promptTokens) => holdUserChat(ctx, userId, planId, model, promptTokens, request.max_tokens));
     },
   }),
 ];

@@ -5,6 +5,9 @@ import { EchoProvider } from "./providers/echo.js";
 import { OpenAiCompatibleProvider } from "./providers/openai-compatible.js";
 import type { Provider, Usage } from "./types.js";
 
+/** Completion tokens a hold reserves when neither the request nor the model sets a cap. */
+const DEFAULT_OUTPUT_CAP = 4096;
+
 /** One catalog entry as every surface lists it (spec 2.1). */
 export interface CatalogEntry {
   id: string;
@@ -76,6 +79,17 @@ export class ModelRouter {
       });
     }
     return model;
+  }
+
+  /**
+   * The most completion tokens a request can produce: its `max_tokens` as sent (OpenRouter's
+   * rule), else the model's `maxOutputTokens` (default 4096) within what the context window
+   * leaves after the prompt.
+   */
+  outputCap(model: RoutedModel, promptTokens: number, maxTokens?: number): number {
+    if (maxTokens !== undefined) return maxTokens;
+    const { contextWindow, maxOutputTokens } = model.config;
+    return Math.max(1, Math.min(maxOutputTokens ?? DEFAULT_OUTPUT_CAP, contextWindow - promptTokens));
   }
 
   /** Micro-credits for `usage` at the model's price per 1,000 tokens, rounded up. */

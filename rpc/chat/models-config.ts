@@ -21,6 +21,12 @@ const Common = {
   /** A listed model that is not public is refused with 403 (spec 2.1, 7.2). */
   public: v.optional(v.boolean(), true),
   price: v.optional(Price, { input: 1000, output: 2000 }),
+  /**
+   * Most completion tokens a request may produce when it sets no `max_tokens`: what a hold
+   * reserves for the answer (docs/models-and-chat.md "Holds"). Default 4096, never more than
+   * the context window.
+   */
+  maxOutputTokens: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1))),
   /** Account plans that may use the model; all plans when absent. */
   plans: v.optional(v.array(v.pipe(v.string(), v.minLength(1)))),
 };

@@ -50,6 +50,8 @@ export interface RunOptions {
   request: ChatRequest;
   /** The client asked for `stream_options.include_usage`. */
   includeUsage: boolean;
+  /** The prompt's token count (rpc/chat/tokens.ts), billed when the model reports none. */
+  promptTokens?: number;
   settle: Settle;
 }
 
@@ -62,7 +64,7 @@ export interface RunOptions {
 export async function runChat(ctx: CallContext, options: RunOptions): Promise<ChatCompletion | AsyncIterable<ChatChunk>> {
   const { model, request, includeUsage } = options;
   const settleOnce = once(options.settle, ctx);
-  const promptEstimate = countPromptTokens(request.messages);
+  const promptEstimate = options.promptTokens ?? countPromptTokens(request.messages);
   let result;
   try {
     result = await model.provider.complete(request, ctx.signal);
@@ -77,7 +79,7 @@ export async function runChat(ctx: CallContext, options: RunOptions): Promise<Ch
     return { ...completion, model: model.id };
   }
   const chunks = result.chunks;
-  return (async function* relay(): AsyncGenerator<ChatChunk> {
+  const relay = (async function* relay(): AsyncGenerator<ChatChunk> {
     let streamed = "";
     try {
       for await (const chunk of chunks) {
@@ -96,6 +98,39 @@ export async function runChat(ctx: CallContext, options: RunOptions): Promise<Ch
       await settleOnce(usageOf(promptEstimate, countTokens(streamed)), true);
     }
   })();
+  // A generator that never started skips its `finally` on return(): a client gone before the
+  // first frame would leave the hold to its lease. Settle it here instead.
+  let started = false;
+  return {
+    [Symbol.asyncIterator]() {
+      return {
+        next() {
+          started = true;
+          return relay.next();
+        },
+        async return(value?: unknown) {
+          if (!started) {
+            started = true;
+            await settleOnce(usageOf(promptEstimate, 0), true);
+            void drain(chunks);
+          }
+          return relay.return(value as never);
+        },
+        throw(error?: unknown) {
+          return relay.throw(error);
+        },
+      };
+    },
+  };
+}
+
+/** Closes an upstream stream nobody will read (its request is aborted with the call's signal). */
+async function drain(chunks: AsyncIterable<unknown>): Promise<void> {
+  try {
+    await chunks[Symbol.asyncIterator]().return?.();
+  } catch {
+    // already closed
+  }
 }
 
 function once(settle: Settle, ctx: CallContext): Settle {

@@ -1,15 +1,21 @@
 import type { CallContext } from "../define.js";
 import { unauthorized } from "../auth.js";
-import type { Settle } from "./run-chat.js";
+import type { RoutedModel } from "./model-router.js";
+import { placeHold, type Hold } from "./holds.js";
 
-/**
- * Account and Gateway chat draw on the user's plan allowance (spec 1: the same allowance as
- * the web chat): 429 insufficient_quota once it is spent, tokens recorded when a request settles.
- */
-export async function admitUserChat(ctx: CallContext, userId: string): Promise<{ planId: string; settle: Settle }> {
+/** The user's plan id (Account and Gateway chat draw on it; spec 1: the same allowance as the web chat). */
+export async function userPlan(ctx: CallContext, userId: string): Promise<string> {
   const user = await ctx.services.users.get(userId);
   if (!user) throw unauthorized("invalid");
-  const { id: planId } = ctx.services.plans.resolve(user.plan);
-  await ctx.services.plans.admit(userId, planId);
-  return { planId, settle: (usage) => ctx.services.plans.record(userId, planId, usage.total_tokens) };
+  return ctx.services.plans.resolve(user.plan).id;
+}
+
+/**
+ * Holds the most a request can use of the user's plan allowance — prompt tokens plus
+ * `max_tokens` (or the model's output cap) — before the model runs: 429 insufficient_quota
+ * when what is left of the window, less what requests in flight hold, cannot cover it.
+ */
+export function holdUserChat(ctx: CallContext, userId: string, planId: string, model: RoutedModel, promptTokens: number, maxTokens?: number): Promise<Hold> {
+  const output = ctx.services.models.outputCap(model, promptTokens, maxTokens);
+  return placeHold(ctx.services, [ctx.services.plans.charge(userId, planId, promptTokens + output)]);
 }

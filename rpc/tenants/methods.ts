@@ -27,7 +27,7 @@ const AUTH = { kinds: ["session", "gateway_key"] } as const;
 
 /** A tenant as the API shows it, with how much of its limits is used. */
 async function tenantView(services: Services, tenant: Tenant) {
-  const [agents, tokens] = await Promise.all([agentCount(services, tenant.id), tokensUsed(services, tenant.id)]);
+  const [agents, tokens] = await Promise.all([agentCount(services, tenant), tokensUsed(services, tenant.id)]);
   return {
     id: tenant.id,
     slug: tenant.slug,

@@ -5,9 +5,8 @@ import type { Tenant } from "../../storage/repos/tenants.js";
 import { nowIso } from "../../storage/ids.js";
 import { monthKey } from "../agents/time.js";
 import { personalTenant } from "../accounts/accounts.js";
+import type { Charge } from "../chat/charge.js";
 
-const slotsKey = (tenantId: string) => `tenant-agent-slots:${tenantId}`;
-const tokensKey = (tenantId: string, month: string) => `tenant-tokens:${tenantId}:${month}`;
 
 /**
  * The tenant an agent is created in: the named one when the caller owns it (else the same
@@ -31,46 +30,56 @@ export async function ownedTenant(services: Services, principal: Principal, tena
 }
 
 /**
- * Takes one of the tenant's `limits.agents` slots, atomically: the slot counter runs
- * downwards from 0 and a debit that would pass `-limit` is refused, so two concurrent
- * creates can never both take the last slot (403, docs/agents.md "Limits").
+ * Creates an agent in the tenant unless that would pass `limits.agents` (403,
+ * docs/agents.md "Limits"). The count is the tenant's agent records, read and extended under
+ * the tenant's lock, so two concurrent creates can never both take the last place, and a
+ * process killed at any point leaves the count equal to the agents (docs/crash-consistency.md).
  */
-export async function takeAgentSlot(services: Services, tenant: Tenant): Promise<void> {
-  const { ok, balance } = await services.store.atomic.debit(slotsKey(tenant.id), 1, -tenant.limits.agents);
-  if (!ok) {
-    throw new ServiceError("FORBIDDEN", `Agent limit reached: tenant ${tenant.slug} may have ${tenant.limits.agents} agent(s); delete one or raise limits.agents`, {
-      details: { tenantId: tenant.id, limit: tenant.limits.agents, agents: -balance },
-    });
-  }
+export function createInTenant<T>(services: Services, tenant: Tenant, create: () => Promise<T>): Promise<T> {
+  return services.agents.withTenantLock(tenant.id, async () => {
+    const agents = await services.agents.countInTenant(tenant.ownerId, tenant.id);
+    if (agents >= tenant.limits.agents) {
+      throw new ServiceError("FORBIDDEN", `Agent limit reached: tenant ${tenant.slug} may have ${tenant.limits.agents} agent(s); delete one or raise limits.agents`, {
+        details: { tenantId: tenant.id, limit: tenant.limits.agents, agents },
+      });
+    }
+    return create();
+  });
 }
 
-export async function releaseAgentSlot(services: Services, tenantId: string): Promise<void> {
-  await services.store.atomic.adjust(slotsKey(tenantId), 1);
+export function agentCount(services: Services, tenant: Tenant): Promise<number> {
+  return services.agents.countInTenant(tenant.ownerId, tenant.id);
 }
 
-export async function agentCount(services: Services, tenantId: string): Promise<number> {
-  return Math.max(0, -(await services.store.atomic.balance(slotsKey(tenantId))));
+/** Tokens the tenant's invocations used this calendar month (UTC), settled requests only. */
+export async function tokensUsed(services: Services, tenantId: string, now = new Date()): Promise<number> {
+  return (await services.ledger.state(services.ledger.tenantTokens(tenantId, monthKey(now)))).value;
 }
 
-/** Tokens the tenant's invocations used this calendar month (UTC). */
-export function tokensUsed(services: Services, tenantId: string, now = new Date()): Promise<number> {
-  return services.store.atomic.balance(tokensKey(tenantId, monthKey(now)));
-}
-
-export function addTokens(services: Services, tenantId: string, tokens: number, now = new Date()): Promise<number> {
-  return services.store.atomic.adjust(tokensKey(tenantId, monthKey(now)), tokens);
-}
-
-/** 429 once the month's `limits.tokensPerMonth` is spent; checked before every model turn. */
-export async function requireTokens(services: Services, tenant: Tenant): Promise<void> {
-  const used = await tokensUsed(services, tenant.id);
-  if (used >= tenant.limits.tokensPerMonth) {
-    const now = new Date();
-    const nextMonth = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1));
-    throw new ServiceError("QUOTA_EXCEEDED", `Token allowance spent: tenant ${tenant.slug} used ${used} of ${tenant.limits.tokensPerMonth} tokens this month`, {
-      details: { tenantId: tenant.id, used, limit: tenant.limits.tokensPerMonth, resetsAt: nextMonth.toISOString() },
-      headers: { "Retry-After": String(Math.max(1, Math.ceil((nextMonth.getTime() - now.getTime()) / 1000))) },
-      type: "insufficient_quota",
-    });
-  }
+/**
+ * The tenant's month as a charge of one model turn that may use up to `tokens` (prompt plus
+ * output cap): the hold is refused with 429 once what is left of `limits.tokensPerMonth`,
+ * less what turns in flight hold, cannot cover it (docs/agents.md "Limits").
+ */
+export function tenantTokensCharge(services: Services, tenant: Tenant, tokens: number, now = new Date()): Charge {
+  const limit = tenant.limits.tokensPerMonth;
+  return {
+    account: services.ledger.tenantTokens(tenant.id, monthKey(now)),
+    amount: tokens,
+    limit,
+    refuse: ({ value: used, held }, requested) => {
+      const nextMonth = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1));
+      return new ServiceError(
+        "QUOTA_EXCEEDED",
+        `Token allowance spent: tenant ${tenant.slug} used ${used} of ${limit} tokens this month` +
+          (used < limit ? ` and the rest cannot cover this model turn (up to ${requested} tokens${held ? `, ${held} held by turns in flight` : ""})` : ""),
+        {
+          details: { tenantId: tenant.id, used, held, requested, limit, resetsAt: nextMonth.toISOString() },
+          headers: { "Retry-After": String(Math.max(1, Math.ceil((nextMonth.getTime() - now.getTime()) / 1000))) },
+          type: "insufficient_quota",
+        },
+      );
+    },
+    used: (usage) => usage.total_tokens,
+  };
 }

@@ -1,5 +1,10 @@
+import { randomBytes } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import { Collection } from "../collection.js";
 import type { Store } from "../store.js";
+
+/** A tenant's agent lock is a lease: a process killed while holding it frees it after this. */
+const TENANT_LOCK_MS = 10_000;
 
 /** Per-agent settings (docs/agents.md "config"). */
 export interface AgentConfig {
@@ -69,8 +74,10 @@ export class AgentsRepo {
   readonly #logs: Collection<AgentLogEntry>;
   readonly #ownedTenants: Collection<OwnedTenant>;
   readonly #runs: Collection<AgentRunRecord>;
+  readonly #store: Store;
 
   constructor(store: Store) {
+    this.#store = store;
     this.#agents = new Collection<AgentRecord>(store.kv, "agents");
     this.#logs = new Collection<AgentLogEntry>(store.kv, "agent-logs");
     this.#ownedTenants = new Collection<OwnedTenant>(store.kv, "tenant-owners");
@@ -85,6 +92,31 @@ export class AgentsRepo {
   async list(ownerId: string): Promise<AgentRecord[]> {
     const agents = await this.#agents.list(ownerId);
     return agents.sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
+  }
+
+  /** How many agents a tenant has: its records, counted (every agent of a tenant lives under the tenant's owner). */
+  async countInTenant(ownerId: string, tenantId: string): Promise<number> {
+    return (await this.#agents.list(ownerId)).filter((agent) => agent.tenantId === tenantId).length;
+  }
+
+  /**
+   * Runs `fn` as the only creator of agents in the tenant, on every instance: a claim with a
+   * lease, so a process killed while holding it blocks the others for at most
+   * TENANT_LOCK_MS. Waiters poll every few milliseconds.
+   */
+  async withTenantLock<T>(tenantId: string, fn: () => Promise<T>): Promise<T> {
+    const key = `tenant-agents-lock:${tenantId}`;
+    const token = randomBytes(9).toString("base64url");
+    const deadline = Date.now() + TENANT_LOCK_MS * 2;
+    while (!(await this.#store.atomic.setIfAbsent(key, token, TENANT_LOCK_MS))) {
+      if (Date.now() > deadline) throw new Error(`The agents of tenant ${tenantId} stayed locked`);
+      await sleep(3 + Math.random() * 12);
+    }
+    try {
+      return await fn();
+    } finally {
+      await this.#store.atomic.compareAndSet(key, token, null).catch(() => undefined);
+    }
   }
 
   put(agent: AgentRecord): Promise<AgentRecord> {

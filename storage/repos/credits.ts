@@ -1,5 +1,8 @@
 import type { Store } from "../store.js";
 
+/** Where a workspace's balance lives (also an account of the ledger, storage/repos/ledger.ts). */
+export const creditsKey = (workspaceId: string) => `credits:${workspaceId}`;
+
 /**
  * Workspace credit balances in integer micro-credits (1 credit = 1,000,000). Every change is
  * one atomic operation, so concurrent requests on any number of instances neither lose nor
@@ -13,7 +16,7 @@ export class CreditsRepo {
   }
 
   #key(workspaceId: string) {
-    return `credits:${workspaceId}`;
+    return creditsKey(workspaceId);
   }
 
   balance(workspaceId: string): Promise<number> {

@@ -57,6 +57,14 @@ export class TenantsRepo {
     await this.#atomic.compareAndSet(`tenant-slug:${slug}`, tenantId, null);
   }
 
+  removeTenant(id: string) {
+    return this.tenants.remove(id);
+  }
+
+  removeWorkspace(id: string) {
+    return this.workspaces.remove(id);
+  }
+
   getWorkspace(id: string) {
     return Collection.validId(id) ? this.workspaces.get(id) : Promise.resolve(null);
   }

@@ -30,9 +30,21 @@ export class UsersRepo {
     return `email:${sha256Hex(UsersRepo.normalizeEmail(email))}`;
   }
 
-  /** Claims the email for `userId`; false when another user holds it. */
-  claimEmail(email: string, userId: string): Promise<boolean> {
-    return this.#store.atomic.setIfAbsent(this.#emailKey(email), userId);
+  /**
+   * Claims the email for `userId` (whose record is already written); false when another
+   * user holds it. A claim whose user record does not exist — left by a registration that
+   * claimed first and was killed before writing the user, as older versions did — is taken
+   * over, atomically.
+   */
+  async claimEmail(email: string, userId: string): Promise<boolean> {
+    const key = this.#emailKey(email);
+    if (await this.#store.atomic.setIfAbsent(key, userId)) return true;
+    const holder = await this.#store.atomic.get(key);
+    if (holder === null) return this.#store.atomic.setIfAbsent(key, userId);
+    if (holder === userId) return true;
+    if (await this.get(holder)) return false;
+    if (await this.#store.atomic.compareAndSet(key, holder, userId)) return true;
+    return (await this.#store.atomic.get(key)) === userId;
   }
 
   releaseEmail(email: string, userId: string): Promise<boolean> {
@@ -50,5 +62,10 @@ export class UsersRepo {
 
   put(user: User): Promise<User> {
     return this.#users.put([user.id], user);
+  }
+
+  /** Removes a user record nothing points to (a registration that lost its email claim). */
+  remove(user: User): Promise<void> {
+    return this.#users.remove(user.id);
   }
 }

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
+import { TEST_DATA_SECRET } from "./server.js";
 
 export interface Instance {
   origin: string;
@@ -8,10 +9,15 @@ export interface Instance {
   stop(): Promise<void>;
 }
 
-/** Starts test/fixtures/start-instance.ts as a child process and waits for its origin. */
+/**
+ * Starts test/fixtures/start-instance.ts as a child process and waits for its origin. The
+ * server is that very process (`node --import tsx`, not the tsx CLI, which runs the script in
+ * a grandchild), so `process.kill("SIGKILL")` kills the server itself.
+ */
 export function startInstance(env: Record<string, string>, timeoutMs = 30_000): Promise<Instance> {
-  const child = spawn(join("node_modules", ".bin", "tsx"), ["test/fixtures/start-instance.ts"], {
-    env: { ...process.env, ...env },
+  const child = spawn(process.execPath, ["--import", "tsx", "test/fixtures/start-instance.ts"], {
+    // Every instance of a test shares the secrets a deployment shares (README "Deploying").
+    env: { ...process.env, DATA_ENCRYPTION_SECRET: TEST_DATA_SECRET, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const stderr: string[] = [];

@@ -73,11 +73,26 @@ describe.each(["memory", "fs", "redis"] as const)("storage driver %s", (driver) 
     expect(() => things.key("../etc")).toThrow();
   });
 
+  const userRecord = (id: string) => ({ id, email: "same@example.com", fullName: "", passwordHash: "x", tenantId: "ten_1", workspaceId: "ws_1", plan: "free", createdAt: "" });
+
   it("lets exactly one of many concurrent claims of an email win", async () => {
     const users = new UsersRepo(store);
+    // Registration writes the user record first and claims the email last (the claim commits it).
+    for (let i = 0; i < 12; i++) await users.put(userRecord(`usr_${i}`));
     const results = await Promise.all(Array.from({ length: 12 }, (_, i) => users.claimEmail("Same@Example.com", `usr_${i}`)));
     expect(results.filter(Boolean)).toHaveLength(1);
+    await users.put(userRecord("usr_x"));
     expect(await users.claimEmail("same@example.com", "usr_x")).toBe(false);
+  });
+
+  it("hands over an email claimed by a registration that never wrote its user (killed mid-way)", async () => {
+    const users = new UsersRepo(store);
+    expect(await users.claimEmail("left@example.com", "usr_gone")).toBe(true);
+    expect(await users.byEmail("left@example.com")).toBeNull();
+    await users.put({ ...userRecord("usr_new"), email: "left@example.com" });
+    const claims = await Promise.all([users.claimEmail("left@example.com", "usr_new"), users.claimEmail("left@example.com", "usr_new")]);
+    expect(claims).toEqual([true, true]);
+    expect((await users.byEmail("left@example.com"))?.id).toBe("usr_new");
   });
 
   it("finds keys by hash and forgets them once revoked", async () => {

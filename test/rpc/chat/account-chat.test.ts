@@ -3,12 +3,13 @@ import OpenAI, { APIError } from "openai";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
 import { openaiClient, platformAccount, userMessage } from "../../helpers/chat.js";
 import { createKey } from "../../../rpc/keys/create-key.js";
+import { countPromptTokens } from "../../../rpc/chat/tokens.js";
 
 /** Account API (spec 4.1, 5, 7.1): personal keys, plan-aware catalog, chat on the plan allowance. */
 
 const MODELS = { models: { "acct-echo": { provider: "echo" }, "pro-echo": { provider: "echo", plans: ["pro"] }, hidden: { provider: "echo", public: false } } };
 // A tiny allowance so a test can spend it: any request is more than one token.
-const PLANS = { free: { name: "Free", tokensPerWindow: 1_000_000, windowSeconds: 3600 }, tiny: { name: "Tiny", tokensPerWindow: 1, windowSeconds: 3600 }, pro: { tokensPerWindow: 1_000_000, windowSeconds: 3600 } };
+const PLANS = { free: { name: "Free", tokensPerWindow: 1_000_000, windowSeconds: 3600 }, tiny: { name: "Tiny", tokensPerWindow: countPromptTokens(userMessage("spend the allowance")) + 1, windowSeconds: 3600 }, pro: { tokensPerWindow: 1_000_000, windowSeconds: 3600 } };
 
 let server: TestServer;
 let user: Awaited<ReturnType<typeof registerUser>>;
@@ -148,7 +149,9 @@ describe("POST /account/v1/chat/completions", () => {
     await server.services.users.put({ ...userRecord, plan: "tiny" });
     const { key } = await personalKey(spender.token);
     const client = openaiClient(server, "/account/v1", key);
-    await client.chat.completions.create({ model: "acct-echo", messages: userMessage("spend the allowance") });
+    // The allowance covers exactly one request's prompt and max_tokens 1.
+    await expect(client.chat.completions.create({ model: "acct-echo", messages: userMessage("spend the allowance"), max_tokens: 2 })).rejects.toBeInstanceOf(OpenAI.RateLimitError);
+    await client.chat.completions.create({ model: "acct-echo", messages: userMessage("spend the allowance"), max_tokens: 1 });
     const res = await server.request("/account/v1/chat/completions", { method: "POST", headers: bearer(key), json: { model: "acct-echo", messages: userMessage("x") } });
     expect(res.status).toBe(429);
     expect(res.body).toEqual({ error: { message: expect.stringMatching(/Tiny/), type: "insufficient_quota" } });

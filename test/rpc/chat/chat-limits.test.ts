@@ -66,19 +66,19 @@ describe("rpmLimit and tpmLimit (per key, per minute)", () => {
   it("refuses requests past tpmLimit with 429 and no Retry-After, counting metered tokens", async () => {
     const messages = userMessage("x");
     const prompt = countPromptTokens(messages);
-    // Room for one request (prompt + 1 completion token), not two.
+    // Room for one request (prompt + max_tokens held, prompt + 1 metered), not two.
     const { key } = await consoleKey(server, account, { tpmLimit: prompt + 2 });
     const client = openaiClient(server, "/api/v1", key);
-    const first = await client.chat.completions.create({ model: "echo-cheap", messages });
+    const first = await client.chat.completions.create({ model: "echo-cheap", messages, max_tokens: 1 });
     expect(first.usage!.total_tokens).toBe(prompt + 1);
-    const error = (await client.chat.completions.create({ model: "echo-cheap", messages }).catch((e: unknown) => e)) as APIError;
+    const error = (await client.chat.completions.create({ model: "echo-cheap", messages, max_tokens: 1 }).catch((e: unknown) => e)) as APIError;
     expect(error).toBeInstanceOf(OpenAI.RateLimitError);
     expect(error.message).toMatch(/tokens per minute/);
     expect(error.headers?.get("retry-after")).toBeNull();
 
     // A prompt larger than the whole limit never fits.
     const { key: tiny } = await consoleKey(server, account, { tpmLimit: 3 });
-    const res = await server.request("/api/v1/chat/completions", { method: "POST", headers: bearer(tiny), json: { model: "echo-cheap", messages } });
+    const res = await server.request("/api/v1/chat/completions", { method: "POST", headers: bearer(tiny), json: { model: "echo-cheap", messages, max_tokens: 1 } });
     expect(res.status).toBe(429);
     expect(res.body.error.type).toBe("rate_limit_error");
     expect(res.headers.get("retry-after")).toBeNull();
@@ -96,16 +96,17 @@ describe("rpmLimit and tpmLimit (per key, per minute)", () => {
 });
 
 describe("spendLimit, expiresAt, lastUsedAt", () => {
-  it("refuses a key once its spendLimit (credits) is reached", async () => {
+  it("refuses a key once its spendLimit (credits) cannot cover a request's most", async () => {
     const messages = userMessage("x");
+    // max_tokens 1: the hold is exactly what the echo model then costs.
     const perRequest = costOf({ prompt_tokens: countPromptTokens(messages), completion_tokens: 1 }, { input: 100_000, output: 100_000 });
     // Two requests fit under the limit, the third is refused.
-    const { key } = await consoleKey(server, account, { spendLimit: (perRequest * 1.5) / 1_000_000 });
+    const { key } = await consoleKey(server, account, { spendLimit: (perRequest * 2) / 1_000_000 });
     const client = openaiClient(server, "/api/v1", key);
     const before = await balance();
-    await client.chat.completions.create({ model: "echo-dear", messages });
-    await client.chat.completions.create({ model: "echo-dear", messages });
-    const error = (await client.chat.completions.create({ model: "echo-dear", messages }).catch((e: unknown) => e)) as APIError;
+    await client.chat.completions.create({ model: "echo-dear", messages, max_tokens: 1 });
+    await client.chat.completions.create({ model: "echo-dear", messages, max_tokens: 1 });
+    const error = (await client.chat.completions.create({ model: "echo-dear", messages, max_tokens: 1 }).catch((e: unknown) => e)) as APIError;
     expect(error.status).toBe(402);
     expect(error.error).toMatchObject({ type: "insufficient_quota" });
     expect(error.message).toMatch(/spend limit/);
@@ -221,15 +222,33 @@ describe("credits: metered usage at the model's price", () => {
     await vi.waitFor(async () => expect(before - (await balance())).toBe(expected));
   });
 
-  it("never runs a model once credits are spent: a balance driven to zero gets 402", async () => {
+  it("never runs a model the balance cannot cover: exactly one request's most, then 402, never below zero", async () => {
     const poor = await platformAccount(server, 0);
-    await server.services.credits.grant(poor.workspaceId, 1); // one micro-credit
+    const messages = userMessage("spend it");
+    const most = costOf({ prompt_tokens: countPromptTokens(messages), completion_tokens: 2 }, { input: 1000, output: 2000 });
+    await server.services.credits.grant(poor.workspaceId, most);
     const client = openaiClient(server, "/api/v1", poor.key);
-    await client.chat.completions.create({ model: "echo-cheap", messages: userMessage("spend it") });
-    expect(await server.services.credits.balance(poor.workspaceId)).toBeLessThanOrEqual(0);
-    const error = (await client.chat.completions.create({ model: "echo-cheap", messages: userMessage("again") }).catch((e: unknown) => e)) as APIError;
+    const error = (await client.chat.completions.create({ model: "echo-cheap", messages, max_tokens: 3 }).catch((e: unknown) => e)) as APIError;
+    // A positive balance that cannot cover max_tokens is refused before any model runs (OpenRouter's rule).
     expect(error.status).toBe(402);
     expect(error.error).toMatchObject({ message: "Insufficient credits", type: "insufficient_quota" });
+    expect(error.headers?.get("x-service-request-id")).toBeNull();
+    await client.chat.completions.create({ model: "echo-cheap", messages, max_tokens: 2 });
+    expect(await server.services.credits.balance(poor.workspaceId)).toBe(0);
+    const again = (await client.chat.completions.create({ model: "echo-cheap", messages: userMessage("again"), max_tokens: 1 }).catch((e: unknown) => e)) as APIError;
+    expect(again.status).toBe(402);
+  });
+
+  it("holds the model's output cap when max_tokens is absent", async () => {
+    const poor = await platformAccount(server, 0);
+    const messages = userMessage("short");
+    const prompt = countPromptTokens(messages);
+    // echo-cheap: no maxOutputTokens, so 4096 completion tokens are held.
+    await server.services.credits.grant(poor.workspaceId, costOf({ prompt_tokens: prompt, completion_tokens: 4096 }, { input: 1000, output: 2000 }) - 1);
+    const client = openaiClient(server, "/api/v1", poor.key);
+    await expect(client.chat.completions.create({ model: "echo-cheap", messages })).rejects.toMatchObject({ status: 402 });
+    await server.services.credits.grant(poor.workspaceId, 1);
+    await client.chat.completions.create({ model: "echo-cheap", messages });
   });
 });
 

@@ -36,8 +36,9 @@ async function createTenant(limits?: Record<string, number>, token = alice.token
   expect(res.status, JSON.stringify(res.body)).toBe(201);
   return res.body;
 }
+// maxTokens 2: each model turn holds its prompt estimate plus 2 tokens of the tenant's month.
 const createAgent = (tenantId: string | undefined, name = "a", model = "metered") =>
-  server.request(`${G}/agents`, { method: "POST", headers: as(alice.token), json: { name, model, tools: [], description: "", config: {}, ...(tenantId ? { tenantId } : {}) } });
+  server.request(`${G}/agents`, { method: "POST", headers: as(alice.token), json: { name, model, tools: [], description: "", config: { maxTokens: 2 }, ...(tenantId ? { tenantId } : {}) } });
 const invoke = (id: string) => server.request(`${G}/agents/${id}/invoke`, { method: "POST", headers: as(alice.token), json: { input: "hi" } });
 
 describe("tenants", () => {
@@ -115,16 +116,17 @@ describe("tenant limits", () => {
     expect(results.filter((res) => res.status === 403)).toHaveLength(4);
   });
 
-  it("refuses invocations with 429 once the month's tokens are spent", async () => {
+  it("refuses invocations with 429 once the month's tokens cannot cover a model turn", async () => {
     upstream.script("metered", () => ({ text: "ok", usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } }));
-    const tenant = await createTenant({ agents: 5, tokensPerMonth: 20 });
+    // A turn holds 8 (prompt "hi") + 2 (maxTokens) and uses 15: 10 ≤ 39, 15 + 10 ≤ 39, 30 + 10 > 39.
+    const tenant = await createTenant({ agents: 5, tokensPerMonth: 39 });
     const agent = (await createAgent(tenant.id)).body;
     expect((await invoke(agent.id)).body.status).toBe("completed");
     expect((await invoke(agent.id)).body.status).toBe("completed");
     const refused = await invoke(agent.id);
     expect(refused.status).toBe(429);
     expect(refused.body.error.message).toContain("Token allowance spent");
-    expect(refused.body.error.details).toMatchObject({ used: 30, limit: 20 });
+    expect(refused.body.error.details).toMatchObject({ used: 30, limit: 39, requested: 10 });
     expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
     expect(upstream.calls).toHaveLength(2);
     expect((await server.request(`${G}/tenants/${tenant.id}`, { headers: as(alice.token) })).body.usage.tokensThisMonth).toBe(30);
@@ -135,8 +137,9 @@ describe("tenant limits", () => {
 
   it("stops a run mid-way when the allowance runs out between model turns", async () => {
     upstream.script("metered", () => ({ toolCalls: [{ name: "calculator", arguments: { expression: "1+1" } }] }));
-    const tenant = await createTenant({ agents: 5, tokensPerMonth: 20 });
-    const created = await server.request(`${G}/agents`, { method: "POST", headers: as(alice.token), json: { name: "loop", model: "metered", tools: ["calculator"], tenantId: tenant.id } });
+    // Turn holds: 10, then 19 (the tool round adds to the prompt), then 28; each turn uses 15.
+    const tenant = await createTenant({ agents: 5, tokensPerMonth: 40 });
+    const created = await server.request(`${G}/agents`, { method: "POST", headers: as(alice.token), json: { name: "loop", model: "metered", tools: ["calculator"], tenantId: tenant.id, config: { maxTokens: 2 } } });
     const res = await invoke(created.body.id);
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ status: "error", error: expect.stringContaining("Token allowance spent"), usage: { total_tokens: 30 } });

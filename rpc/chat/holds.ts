@@ -1,0 +1,45 @@
+import type { Services } from "../services.js";
+import type { LedgerHoldLine, LedgerSettleLine } from "../../storage/repos/ledger.js";
+import type { Usage } from "./types.js";
+import type { Charge } from "./charge.js";
+
+
+export interface Hold {
+  /** Settles every account to the metered usage and releases the rest. Exactly once: later calls do nothing. */
+  settle(usage: Usage, cost: number): Promise<void>;
+  /** Releases the hold without charging (nothing ran). */
+  release(): Promise<void>;
+}
+
+/**
+ * Places one hold across every charge, atomically (one round trip on Redis), or throws the
+ * first refused charge's error. While the request runs the hold's lease is renewed every half
+ * lease, so only a process that died leaves a hold to expire.
+ */
+export async function placeHold(services: Services, charges: Charge[]): Promise<Hold> {
+  const { ledger } = services;
+  const id = ledger.newHoldId();
+  const leaseMs = services.config.HOLD_LEASE_SECONDS * 1000;
+  const held = charges.filter((charge) => !charge.track);
+  const lines: LedgerHoldLine[] = held.map(({ account, amount, limit, commit }) => ({ account, amount, ...(limit !== undefined ? { limit } : {}), ...(commit ? { commit } : {}) }));
+  const refusal = await ledger.hold(id, lines, leaseMs);
+  if (refusal) {
+    const charge = held[refusal.index]!;
+    throw charge.refuse!(refusal, Math.ceil(charge.amount));
+  }
+  const open = charges.filter((charge) => !charge.commit);
+  const renewed = open.filter((charge) => !charge.track).map((charge) => charge.account);
+  const timer = renewed.length ? setInterval(() => void ledger.renew(id, renewed, leaseMs).catch(() => undefined), leaseMs / 2) : undefined;
+  timer?.unref();
+  let done = false;
+  const end = async (lines: LedgerSettleLine[]) => {
+    if (done) return;
+    done = true;
+    if (timer) clearInterval(timer);
+    await ledger.settle(id, lines);
+  };
+  return {
+    settle: (usage, cost) => end(open.map((charge) => ({ account: charge.account, used: charge.used?.(usage, cost) ?? 0 }))),
+    release: () => end(open.filter((charge) => !charge.track).map((charge) => ({ account: charge.account, used: 0 }))),
+  };
+}

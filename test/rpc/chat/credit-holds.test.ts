@@ -1,0 +1,159 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { setupServer } from "msw/node";
+import { APIError } from "openai";
+import { startTestServer, type TestServer } from "../../helpers/server.js";
+import { openaiClient, platformAccount, userMessage, type PlatformAccount } from "../../helpers/chat.js";
+import { dropRedisPrefix, uniqueRedisPrefix } from "../../helpers/redis.js";
+import { countPromptTokens } from "../../../rpc/chat/tokens.js";
+import { createOpenAiUpstream } from "../../../mocks/openai-upstream.js";
+
+/**
+ * Credits are reserved before a model runs (docs/models-and-chat.md "Holds"): credits for
+ * exactly N requests and 5×N concurrent requests through the official client admit exactly N,
+ * and the balance never ends below zero — on memory, fs, and two instances on one Redis.
+ */
+
+const UPSTREAM = "http://holds.upstream.test/v1";
+const upstream = createOpenAiUpstream(UPSTREAM);
+const msw = setupServer(...upstream.handlers);
+const PRICE = { input: 1000, output: 2000 };
+const MODELS = { models: { echo: { provider: "echo", price: PRICE }, vendor: { provider: "openai-compatible", baseURL: UPSTREAM, upstreamModel: "vendor-holds", price: PRICE } } };
+const messages = userMessage("x");
+// max_tokens 1 and a one-token message: the echo model costs exactly what it holds.
+const perRequest = Math.ceil((countPromptTokens(messages) * PRICE.input + 1 * PRICE.output) / 1000);
+const N = 8;
+
+const dirs: string[] = [];
+const prefixes: string[] = [];
+beforeAll(() => msw.listen({ onUnhandledRequest: "bypass" }));
+afterAll(async () => {
+  msw.close();
+  for (const dir of dirs) await rm(dir, { recursive: true, force: true });
+  for (const prefix of prefixes) await dropRedisPrefix(prefix);
+});
+
+async function burst(servers: TestServer[], account: PlatformAccount) {
+  const results = await Promise.all(
+    Array.from({ length: 5 * N }, async (_, i) => {
+      const client = openaiClient(servers[i % servers.length]!, "/api/v1", account.key);
+      try {
+        if (i % 2) {
+          const stream = await client.chat.completions.create({ model: "echo", messages, max_tokens: 1, stream: true });
+          for await (const _chunk of stream) {
+            // drain
+          }
+        } else {
+          await client.chat.completions.create({ model: "echo", messages, max_tokens: 1 });
+        }
+        return 200;
+      } catch (error) {
+        return (error as APIError).status ?? 0;
+      }
+    }),
+  );
+  return { ok: results.filter((status) => status === 200).length, refused: results.filter((status) => status === 402).length, other: results.filter((s) => s !== 200 && s !== 402) };
+}
+
+describe.each(["memory", "fs", "redis"] as const)("credit holds on %s", (driver) => {
+  let servers: TestServer[];
+
+  beforeAll(async () => {
+    const env: Record<string, string> = { STORAGE: driver, MODELS_JSON: JSON.stringify(MODELS) };
+    if (driver === "fs") {
+      const dir = await mkdtemp(join(tmpdir(), "gw-holds-"));
+      dirs.push(dir);
+      env.DATA_DIR = dir;
+    }
+    if (driver === "redis") {
+      const prefix = uniqueRedisPrefix();
+      prefixes.push(prefix);
+      env.REDIS_PREFIX = prefix;
+      servers = await Promise.all([startTestServer(env), startTestServer(env)]);
+    } else {
+      servers = [await startTestServer(env)];
+    }
+  });
+  afterAll(async () => {
+    for (const server of servers ?? []) {
+      expect(server.loggedErrors()).toEqual([]);
+      await server.close();
+    }
+  });
+
+  it(`credits for exactly ${N} requests admit ${N} of ${5 * N} concurrent ones, and the balance ends at zero`, async () => {
+    const account = await platformAccount(servers[0]!, 0);
+    await servers[0]!.services.credits.grant(account.workspaceId, N * perRequest);
+    const { ok, refused, other } = await burst(servers, account);
+    expect(other).toEqual([]);
+    expect(ok).toBe(N);
+    expect(refused).toBe(4 * N);
+    const { ledger } = servers[0]!.services;
+    expect(await ledger.state(ledger.credits(account.workspaceId))).toMatchObject({ value: 0, held: 0 });
+  });
+
+  it("never admits past a key's spendLimit under concurrency either", async () => {
+    const account = await platformAccount(servers[0]!, 100);
+    const { withCookie } = await import("../../helpers/console.js");
+    const patched = await servers[0]!.request(`/api/api-keys/${account.keyId}`, { method: "PATCH", headers: withCookie(account.cookie), json: { spendLimit: (3 * perRequest) / 1_000_000 } });
+    expect(patched.status).toBe(200);
+    const { ok, refused } = await burst(servers, account);
+    expect(ok).toBe(3);
+    expect(refused).toBe(5 * N - 3);
+  });
+});
+
+describe("a hold ends exactly once, however the request ends", () => {
+  let server: TestServer;
+  let account: PlatformAccount;
+  const state = () => server.services.ledger.state(server.services.ledger.credits(account.workspaceId));
+
+  beforeAll(async () => {
+    server = await startTestServer({ MODELS_JSON: JSON.stringify(MODELS), HOLD_LEASE_SECONDS: "60" });
+    account = await platformAccount(server, 1);
+  });
+  afterAll(async () => {
+    expect(server.loggedErrors()).toEqual([]);
+    await server.close();
+  });
+
+  it("releases the whole hold when the upstream fails", async () => {
+    upstream.script("vendor-holds", { kind: "error", status: 500, body: { error: { message: "boom", type: "server_error" } } });
+    const before = await state();
+    await expect(openaiClient(server, "/api/v1", account.key).chat.completions.create({ model: "vendor", messages })).rejects.toBeInstanceOf(APIError);
+    expect(await state()).toEqual({ ...before, held: 0 });
+  });
+
+  it("settles to what was streamed when the client drops, and releases the rest", async () => {
+    upstream.script("vendor-holds", { kind: "stream", words: ["one", " two", " three"], hangAfter: 2 });
+    const before = await state();
+    const controller = new AbortController();
+    const stream = await openaiClient(server, "/api/v1", account.key).chat.completions.create({ model: "vendor", messages, stream: true, max_tokens: 100 }, { signal: controller.signal });
+    const iterator = stream[Symbol.asyncIterator]();
+    await iterator.next();
+    // In flight: the most the request can cost is held.
+    expect((await state()).held).toBe(Math.ceil((countPromptTokens(messages) * PRICE.input + 100 * PRICE.output) / 1000));
+    controller.abort();
+    await vi.waitFor(async () => expect((await state()).held).toBe(0));
+    expect(before.value - (await state()).value).toBeGreaterThan(0);
+    expect(before.value - (await state()).value).toBeLessThan(perRequest * 100);
+  });
+
+  it("releases a hold left by a process that died once its lease runs out", async () => {
+    const { ledger } = server.services;
+    const balance = (await state()).value;
+    // What a killed process leaves behind: a hold on the whole balance that nobody settles.
+    expect(await ledger.hold("hold_dead", [{ account: ledger.credits(account.workspaceId), amount: balance }], 60_000)).toBeNull();
+    const client = openaiClient(server, "/api/v1", account.key);
+    await expect(client.chat.completions.create({ model: "echo", messages, max_tokens: 1 })).rejects.toMatchObject({ status: 402 });
+    vi.useFakeTimers({ toFake: ["Date"], now: Date.now() + 61_000 });
+    try {
+      await client.chat.completions.create({ model: "echo", messages, max_tokens: 1 });
+      expect(await state()).toEqual({ value: balance - perRequest, held: 0, ttlMs: 0 });
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+});
