@@ -16,7 +16,7 @@ import type { RateLimiterAbstract } from "rate-limiter-flexible";
 import type { ToolBridgePorts, ToolCatalog, UpstreamRegistry, VmDirectory } from "./tools/ports.js";
 import { loadModels } from "./chat/models-config.js";
 import { ModelRouter } from "./chat/model-router.js";
-import { loadPlans, Plans } from "./chat/allowance.js";
+import { Allowance, loadPlans } from "./chat/allowance.js";
 import { RevokedSessionsRepo } from "../storage/repos/revoked-sessions.js";
 import { ToolPlansRepo } from "../storage/repos/tool-plans.js";
 import { SecretBox } from "../storage/secret-box.js";
@@ -42,8 +42,8 @@ export interface Services {
   readonly upstream: UpstreamRegistry;
   /** The model router (the spec's "model gateway"): ids to providers, prices. */
   readonly models: ModelRouter;
-  /** Account API plans and their per-user allowance counters. */
-  readonly plans: Plans;
+  /** The Account API plans and each user's allowance in its window (chat; not tool plans). */
+  readonly allowance: Allowance;
   /** Stored tool plans (POST /mcp/plan, /mcp/execute), per user. */
   readonly toolPlans: ToolPlansRepo;
   /** Encrypts secrets at rest (DATA_ENCRYPTION_SECRET). */
@@ -153,7 +153,7 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
     vms,
     upstream,
     models,
-    plans: new Plans(planConfigs, ledger),
+    allowance: new Allowance(planConfigs, ledger),
     toolPlans: new ToolPlansRepo(store, secrets),
     secrets,
     sessions: new SessionTokens(secret, config.SESSION_TTL_SECONDS, new RevokedSessionsRepo(store.atomic)),

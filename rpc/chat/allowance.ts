@@ -48,7 +48,7 @@ export interface PlanStatus {
 }
 
 /** Per-user allowance accounts on the ledger, so every instance sees one total and requests in flight hold their share. */
-export class Plans {
+export class Allowance {
   readonly #plans: Record<string, PlanConfig>;
   readonly #ledger: LedgerRepo;
 

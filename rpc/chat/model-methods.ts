@@ -34,7 +34,7 @@ export const modelMethods = [
       }
       const user = await ctx.services.users.get(principal.userId);
       if (!user) throw unauthorized("invalid");
-      const plan = await ctx.services.plans.status(user.id, user.plan);
+      const plan = await ctx.services.allowance.status(user.id, user.plan);
       const usable = new Set(ctx.services.models.usableIds(plan.id));
       return {
         object: "list",

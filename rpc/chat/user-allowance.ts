@@ -7,7 +7,7 @@ import { placeHold, type Hold } from "./holds.js";
 export async function userPlan(ctx: CallContext, userId: string): Promise<string> {
   const user = await ctx.services.users.get(userId);
   if (!user) throw unauthorized("invalid");
-  return ctx.services.plans.resolve(user.plan).id;
+  return ctx.services.allowance.resolve(user.plan).id;
 }
 
 /**
@@ -17,5 +17,5 @@ export async function userPlan(ctx: CallContext, userId: string): Promise<string
  */
 export function holdUserChat(ctx: CallContext, userId: string, planId: string, model: RoutedModel, promptTokens: number, maxTokens?: number): Promise<Hold> {
   const output = ctx.services.models.outputCap(model, promptTokens, maxTokens);
-  return placeHold(ctx.services, [ctx.services.plans.charge(userId, planId, promptTokens + output)]);
+  return placeHold(ctx.services, [ctx.services.allowance.charge(userId, planId, promptTokens + output)]);
 }
