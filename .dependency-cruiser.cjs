@@ -34,6 +34,13 @@ module.exports = {
       to: { path: "^(bridge|scripts|bench|mocks)/" },
     },
     {
+      name: "keys-live-in-storage",
+      comment: "Storage keys are built by repositories: code above storage/ uses repositories, not the raw atomic primitives (types may be shared).",
+      severity: "error",
+      from: { path: "^(rpc|facade|bridge)/" },
+      to: { path: "^storage/(atomic|redis-atomic)\\.ts$", dependencyTypesNot: ["type-only"] },
+    },
+    {
       name: "no-internal-from-outside",
       comment: "A file in an internal/ folder is private to the folder that holds it.",
       severity: "error",

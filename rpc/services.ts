@@ -19,6 +19,7 @@ import { ModelRouter } from "./chat/model-router.js";
 import { Allowance, loadPlans } from "./chat/allowance.js";
 import { RevokedSessionsRepo } from "../storage/repos/revoked-sessions.js";
 import { ToolPlansRepo } from "../storage/repos/tool-plans.js";
+import { AgentStateRepo } from "../storage/repos/agent-state.js";
 import { SecretBox } from "../storage/secret-box.js";
 
 /** What handlers reach through `ctx.services`: storage, repositories, credentials, clients. */
@@ -46,6 +47,8 @@ export interface Services {
   readonly allowance: Allowance;
   /** Stored tool plans (POST /mcp/plan, /mcp/execute), per user. */
   readonly toolPlans: ToolPlansRepo;
+  /** Agents' live state: lifecycle, running counts, status times, log sequence. */
+  readonly agentState: AgentStateRepo;
   /** Encrypts secrets at rest (DATA_ENCRYPTION_SECRET). */
   readonly secrets: SecretBox;
   readonly sessions: SessionTokens;
@@ -155,6 +158,7 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
     models,
     allowance: new Allowance(planConfigs, ledger),
     toolPlans: new ToolPlansRepo(store, secrets),
+    agentState: new AgentStateRepo(store),
     secrets,
     sessions: new SessionTokens(secret, config.SESSION_TTL_SECONDS, new RevokedSessionsRepo(store.atomic)),
     keyPrefixes: keyPrefixes(config.PLATFORM_KEY_SERVICE, config.ACCOUNT_KEY_PREFIX),

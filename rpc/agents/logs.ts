@@ -2,10 +2,8 @@ import type { Services } from "../services.js";
 import type { AgentLogEntry, AgentLogLevel } from "../../storage/repos/agents.js";
 import { agentTimestamp } from "./time.js";
 
-const seqKey = (agentId: string) => `agent-log-seq:${agentId}`;
-
 /**
- * Appends one persisted log line. The sequence comes from `store.atomic`, so lines written
+ * Appends one persisted log line. The sequence is atomic in storage, so lines written
  * by concurrent invocations (or instances) never share a slot; past AGENT_LOG_MAX_ENTRIES
  * the oldest line is dropped.
  */
@@ -14,7 +12,7 @@ export async function appendAgentLog(
   agentId: string,
   entry: { level?: AgentLogLevel; event: string; message: string; runId?: string; data?: Record<string, unknown> },
 ): Promise<AgentLogEntry> {
-  const seq = await services.store.atomic.adjust(seqKey(agentId), 1);
+  const seq = await services.agentState.nextLogSeq(agentId);
   const line: AgentLogEntry = { seq, time: agentTimestamp(), level: entry.level ?? "info", event: entry.event, message: entry.message };
   if (entry.runId) line.runId = entry.runId;
   if (entry.data) line.data = entry.data;
@@ -32,5 +30,5 @@ export async function readAgentLogs(services: Services, agentId: string, lines: 
 
 export async function dropAgentLogs(services: Services, agentId: string): Promise<void> {
   await services.agents.clearLogs(agentId);
-  await services.store.atomic.delete(seqKey(agentId));
+  await services.agentState.dropLogSeq(agentId);
 }

@@ -225,7 +225,7 @@ export const localAgentMethods = [
         throw new ServiceError("CONFLICT", "The agent is running; delete it once its invocations finish", { details: { status: "running" } });
       }
       // Two concurrent deletes: only one removes the agent and its state; the other is a 404.
-      if (!(await ctx.services.store.atomic.setIfAbsent(`agent-deleting:${agent.id}`, "1", 60_000))) {
+      if (!(await ctx.services.agentState.claimDelete(agent.id, 60_000))) {
         throw new ServiceError("NOT_FOUND", `Agent not found: ${agent.id}`);
       }
       await ctx.services.agents.remove(agent);

@@ -1,35 +1,18 @@
-import { randomBytes } from "node:crypto";
 import { ServiceError } from "../errors.js";
 import type { Services } from "../services.js";
 import type { AgentRecord } from "../../storage/repos/agents.js";
+import type { AgentLifecycle } from "../../storage/repos/agent-state.js";
 import { agentTimestamp } from "./time.js";
 
 /**
  * The agent state machine (docs/agents.md "Status"). Stored: the lifecycle state
  * (`idle` → `deployed` ⇄ `paused`) and whether the last invocation ended in error.
  * Derived: `running` while at least one invocation is in flight. Every value lives in
- * `store.atomic`, so transitions are compare-and-set (two concurrent deploys: one 409) and
- * concurrent invocations each add and remove their own count.
+ * storage (storage/repos/agent-state.ts), so transitions are compare-and-set (two concurrent
+ * deploys: one 409) and concurrent invocations each add and remove their own count.
  */
-export type Lifecycle = "idle" | "deployed" | "paused";
+export type Lifecycle = AgentLifecycle;
 export type AgentStatus = Lifecycle | "running" | "error";
-
-const lifecycleKey = (id: string) => `agent-state:${id}`;
-const boots = new WeakMap<object, string>();
-
-/**
- * With Redis the running count is shared by every instance. The memory and fs drivers serve
- * one process, so the count is scoped to this start: a count left behind by a process that
- * stopped mid-run (its runs died with it) is never read again.
- */
-function runningKey(services: Services, id: string): string {
-  if (services.store.driver === "redis") return `agent-running:${id}`;
-  let boot = boots.get(services.store);
-  if (!boot) boots.set(services.store, (boot = randomBytes(6).toString("hex")));
-  return `agent-running:${boot}:${id}`;
-}
-const errorKey = (id: string) => `agent-error:${id}`;
-const changedKey = (id: string) => `agent-status-at:${id}`;
 
 /**
  * Records that the agent's status changed, for its `updatedAt` (spec 2.6). Kept beside the
@@ -37,23 +20,22 @@ const changedKey = (id: string) => `agent-status-at:${id}`;
  * concurrent PUT is writing. Strictly increasing: two changes in one millisecond still differ.
  */
 async function statusChanged(services: Services, agentId: string): Promise<void> {
-  const { atomic } = services.store;
-  const current = await atomic.get(changedKey(agentId));
+  const current = await services.agentState.changedAt(agentId);
   const after = current ? Date.parse(`${current}Z`) + 1 : 0;
-  await atomic.compareAndSet(changedKey(agentId), current, agentTimestamp(new Date(Math.max(Date.now(), after))));
+  await services.agentState.setChangedAt(agentId, current, agentTimestamp(new Date(Math.max(Date.now(), after))));
 }
 
 /** When the agent's status last changed (null: never since it was created). */
 export function statusChangedAt(services: Services, agentId: string): Promise<string | null> {
-  return services.store.atomic.get(changedKey(agentId));
+  return services.agentState.changedAt(agentId);
 }
 
 export async function lifecycleOf(services: Services, agentId: string): Promise<Lifecycle> {
-  return ((await services.store.atomic.get(lifecycleKey(agentId))) as Lifecycle | null) ?? "idle";
+  return services.agentState.lifecycle(agentId);
 }
 
 export async function runningCount(services: Services, agentId: string): Promise<number> {
-  return Math.max(0, await services.store.atomic.balance(runningKey(services, agentId)));
+  return services.agentState.running(agentId);
 }
 
 /** `running` > `paused` > `error` > `deployed` / `idle`. */
@@ -61,7 +43,7 @@ export async function statusOf(services: Services, agentId: string): Promise<Age
   const [lifecycle, running, failed] = await Promise.all([
     lifecycleOf(services, agentId),
     runningCount(services, agentId),
-    services.store.atomic.get(errorKey(agentId)),
+    services.agentState.failed(agentId),
   ]);
   if (running > 0) return "running";
   if (lifecycle === "paused") return "paused";
@@ -70,19 +52,16 @@ export async function statusOf(services: Services, agentId: string): Promise<Age
 }
 
 export async function runStarted(services: Services, agentId: string): Promise<number> {
-  const running = await services.store.atomic.adjust(runningKey(services, agentId), 1);
+  const running = await services.agentState.addRunning(agentId, 1);
   await statusChanged(services, agentId);
   return running;
 }
 
 /** Ends one invocation: the count goes down; the error mark follows the outcome. */
 export async function runFinished(services: Services, agentId: string, failed: boolean): Promise<void> {
-  const { atomic } = services.store;
-  if (failed) await atomic.compareAndSet(errorKey(agentId), null, "1");
-  else await atomic.delete(errorKey(agentId));
-  const key = runningKey(services, agentId);
-  // Back to zero: the key goes, so finished agents leave nothing behind.
-  if ((await atomic.adjust(key, -1)) <= 0) await atomic.compareAndSet(key, "0", null);
+  const state = services.agentState;
+  await state.markFailed(agentId, failed);
+  if ((await state.addRunning(agentId, -1)) <= 0) await state.dropRunningIfZero(agentId);
   await statusChanged(services, agentId);
 }
 
@@ -103,23 +82,15 @@ export async function transition(services: Services, agent: AgentRecord, name: T
   if (current !== rule.from) throw conflict(rule.refuse[current] ?? `Cannot ${name} from ${current}`, await statusOf(services, agent.id));
   // Deploying swaps what serves invocations: not while any is in flight.
   if (name === "deploy" && (await runningCount(services, agent.id)) > 0) throw conflict("The agent is running; deploy once its invocations finish", "running");
-  const expected = current === "idle" ? null : current;
-  const next = rule.to === "idle" ? null : rule.to;
-  if (!(await services.store.atomic.compareAndSet(lifecycleKey(agent.id), expected, next))) {
+  if (!(await services.agentState.setLifecycle(agent.id, current, rule.to))) {
     throw conflict("The agent changed state concurrently; try again", await statusOf(services, agent.id));
   }
-  if (name === "deploy") await services.store.atomic.delete(errorKey(agent.id));
+  if (name === "deploy") await services.agentState.markFailed(agent.id, false);
   await statusChanged(services, agent.id);
   return statusOf(services, agent.id);
 }
 
 /** Removes every state value of a deleted agent. */
-export async function clearState(services: Services, agentId: string): Promise<void> {
-  const { atomic } = services.store;
-  await Promise.all([
-    atomic.delete(lifecycleKey(agentId)),
-    atomic.delete(errorKey(agentId)),
-    atomic.delete(runningKey(services, agentId)),
-    atomic.delete(changedKey(agentId)),
-  ]);
+export function clearState(services: Services, agentId: string): Promise<void> {
+  return services.agentState.clear(agentId);
 }
