@@ -102,3 +102,68 @@ export const AgentView = v.object({
   createdAt: Timestamp,
   updatedAt: Timestamp,
 });
+
+/** MCP's CallToolResult, as every tool source answers. */
+export const ToolResultView = v.object({
+  content: v.array(v.object({ type: v.string(), text: v.optional(v.string()) })),
+  structuredContent: v.optional(v.record(v.string(), v.unknown())),
+  isError: v.optional(v.boolean()),
+});
+
+export const ToolView = v.object({
+  name: v.string(),
+  description: v.string(),
+  category: v.string(),
+  inputSchema: v.record(v.string(), v.unknown()),
+  source: v.picklist(["builtin", "mcp", "vm"]),
+});
+
+export const UpstreamServerView = v.object({
+  name: v.string(),
+  url: v.string(),
+  category: v.string(),
+  headers: v.pipe(v.array(v.string()), v.description("Names of the headers sent upstream; their values are never shown")),
+  shared: v.boolean(),
+  health: v.picklist(["connecting", "healthy", "unhealthy"]),
+  lastError: v.nullable(v.string()),
+  toolCount: v.number(),
+  tools: v.array(v.string()),
+  connectedAt: NullableTimestamp,
+  createdAt: Timestamp,
+});
+
+const Usage = v.object({ prompt_tokens: v.number(), completion_tokens: v.number(), total_tokens: v.number() });
+
+/** A chat completion (OpenAI's shape); `stream: true` answers `chat.completion.chunk` events instead. */
+export const ChatCompletionView = v.object({
+  id: v.string(),
+  object: v.string(),
+  created: v.optional(v.number()),
+  model: v.string(),
+  choices: v.array(v.object({ index: v.optional(v.number()), message: v.object({ role: v.string(), content: v.nullable(v.string()) }), finish_reason: v.nullable(v.string()) })),
+  usage: v.optional(Usage),
+});
+
+export const ToolPlanView = v.object({
+  id: v.string(),
+  input: v.string(),
+  status: v.string(),
+  steps: v.array(v.object({ index: v.number(), tool: v.string(), status: v.string() })),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+});
+
+export const AgentRunView = v.object({
+  runId: v.string(),
+  agentId: v.string(),
+  status: v.picklist(["completed", "max_steps", "error", "cancelled"]),
+  output: v.string(),
+  steps: v.array(v.unknown()),
+  usage: Usage,
+  error: v.optional(v.string()),
+  startedAt: Timestamp,
+  finishedAt: Timestamp,
+});
+
+/** Relayed from the orchestrator as it answered (spec 4.4 "API-gateway mode"). */
+export const Relayed = v.pipe(v.unknown(), v.description("The orchestrator's answer, relayed unchanged"));

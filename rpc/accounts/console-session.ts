@@ -73,6 +73,7 @@ export const consoleSessionMethods = [
     summary: "Console sign-out: revokes the session and clears the cookie.",
     input: v.object({}),
     auth: { kinds: ["console"] },
+    output: Success,
     http: [{ surface: "console", method: "DELETE", path: "/session" }],
     async handler(_params, ctx) {
       // Revoked server-side too: a copied cookie stops working, not just the browser's.

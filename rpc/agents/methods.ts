@@ -15,6 +15,7 @@ import { clearState, runningCount, transition, type Transition } from "./state.j
 import { createInTenant, tenantFor } from "../tenants/tenancy.js";
 import type { AgentEvent, RunResult } from "./run.js";
 import { AgentView } from "../views.js";
+import { AgentRunView, Success, Timestamp } from "../views.js";
 
 const AgentId = v.pipe(v.string("agent_id must be a string"), v.minLength(1, "agent_id is required"), v.maxLength(128));
 const Name = v.pipe(v.string("name must be a string"), v.trim(), v.minLength(1, "name is required"), v.maxLength(100, "name: at most 100 characters"));
@@ -104,6 +105,8 @@ function lifecycleMethod(action: Transition, summary: string) {
     summary,
     input: v.object({ agent_id: AgentId }),
     auth: AUTH,
+    output: AgentView,
+    errors: ["NOT_FOUND", "CONFLICT"],
     http: [{ surface: "gateway", method: "POST", path: `/agents/:agent_id/${action}` }],
     async handler(params, ctx) {
       const agent = await requireAgent(ctx.services, ctx.principal.userId, params.agent_id);
@@ -217,6 +220,7 @@ export const localAgentMethods = [
     summary: "Delete an agent with its logs; 409 while an invocation is running.",
     input: v.object({ agent_id: AgentId }),
     auth: AUTH,
+    output: Success,
     errors: ["NOT_FOUND", "CONFLICT"],
     http: [{ surface: "gateway", method: "DELETE", path: "/agents/:agent_id" }],
     async handler(params, ctx) {
@@ -245,6 +249,7 @@ export const localAgentMethods = [
       stream: v.optional(v.boolean("stream must be a boolean"), false),
     }),
     auth: AUTH,
+    output: AgentRunView,
     errors: ["NOT_FOUND", "CONFLICT", "QUOTA_EXCEEDED"],
     http: [{ surface: "gateway", method: "POST", path: "/agents/:agent_id/invoke" }],
     stream: {},
@@ -264,6 +269,8 @@ export const localAgentMethods = [
     summary: "The agent's last `lines` log entries (default 100, at most 1000), newest last: invocations started and finished, steps, errors, transitions.",
     input: v.object({ agent_id: AgentId, lines: v.optional(queryInt(1, 1000), 100) }),
     auth: AUTH,
+    output: v.object({ agentId: v.string(), logs: v.array(v.object({ seq: v.number(), time: Timestamp, level: v.string(), event: v.string(), message: v.string() })) }),
+    errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "GET", path: "/agents/:agent_id/logs" }],
     async handler(params, ctx) {
       const agent = await owned(ctx, params.agent_id);
@@ -278,6 +285,7 @@ export const localAgentMethods = [
       "Watch the agent's runs, started on any instance: a `subscribed` event once watching, then each run's events (status, chunk, step, done) with its runId, until the caller goes away. The agent stream's `subscribe` message.",
     input: v.object({ agent_id: AgentId }),
     auth: AUTH,
+    output: v.pipe(v.object({ type: v.string(), agentId: v.optional(v.string()), runId: v.optional(v.string()) }), v.description("Each SSE event: `subscribed`, then status, chunk, step and done events of runs")),
     errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "GET", path: "/agents/:agent_id/events" }],
     stream: {},

@@ -1,4 +1,5 @@
 import * as v from "valibot";
+import { Relayed } from "../views.js";
 import { defineMethod, type AnyMethod, type CallContext, type HttpVerb } from "../define.js";
 import type { AuthSpec } from "../auth.js";
 import { principalOf } from "../auth.js";
@@ -57,6 +58,7 @@ function agentAction(action: string, verb: HttpVerb & ("GET" | "POST"), summary:
     summary,
     input: v.looseObject({ name: AGENT_NAME, ...extraInput }),
     auth: AUTH,
+    output: Relayed,
     http: [{ surface: "gateway", method: verb, path: `/agents/:name/${action}` }],
     async handler(params, ctx) {
       const others = rest(params);
@@ -75,6 +77,7 @@ export const orchestratorAgentMethods: readonly AnyMethod[] = [
     summary: "Agents known to the orchestrator (orchestrator-proxy mode); query parameters are passed on.",
     input: v.looseObject({}),
     auth: AUTH,
+    output: Relayed,
     http: [{ surface: "gateway", method: "GET", path: "/agents" }],
     handler: (params, ctx) => call(ctx, "GET", "/agents", { query: queryOf(params) }),
   }),
@@ -90,6 +93,7 @@ export const orchestratorAgentMethods: readonly AnyMethod[] = [
       config: v.optional(v.record(v.string(), v.unknown(), "config must be an object")),
     }),
     auth: AUTH,
+    output: Relayed,
     http: [{ surface: "gateway", method: "POST", path: "/agents", status: 201 }],
     handler: (params, ctx) => call(ctx, "POST", "/agents", { body: params }),
   }),
@@ -99,6 +103,7 @@ export const orchestratorAgentMethods: readonly AnyMethod[] = [
     summary: "One agent by name, as the orchestrator describes it.",
     input: v.object({ name: AGENT_NAME }),
     auth: AUTH,
+    output: Relayed,
     http: [{ surface: "gateway", method: "GET", path: "/agents/:name" }],
     handler: (params, ctx) => call(ctx, "GET", agentPath(params.name), {}),
   }),
@@ -108,6 +113,7 @@ export const orchestratorAgentMethods: readonly AnyMethod[] = [
     summary: "The last `tail` log lines of an agent (orchestrator-proxy mode).",
     input: v.object({ name: AGENT_NAME, tail: v.optional(queryInt(1, 10_000)) }),
     auth: AUTH,
+    output: Relayed,
     http: [{ surface: "gateway", method: "GET", path: "/agents/:name/logs" }],
     handler: (params, ctx) => call(ctx, "GET", agentPath(params.name, "logs"), { query: params.tail === undefined ? {} : { tail: params.tail } }),
   }),
@@ -129,6 +135,7 @@ export const orchestratorAgentMethods: readonly AnyMethod[] = [
     summary: "The agent's live event stream, relayed from the orchestrator event by event (SSE).",
     input: v.looseObject({ name: AGENT_NAME }),
     auth: AUTH,
+    output: Relayed,
     http: [{ surface: "gateway", method: "GET", path: "/agents/:name/stream" }],
     stream: {},
     async handler(params, ctx) {

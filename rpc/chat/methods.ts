@@ -7,6 +7,7 @@ import { holdUserChat, userPlan } from "./user-allowance.js";
 import type { RoutedModel } from "./model-router.js";
 import type { Hold } from "./holds.js";
 import type { ChatRequest } from "./types.js";
+import { ChatCompletionView } from "../views.js";
 
 /**
  * From here on the request has reached the router (spec 4.2): the response carries
@@ -58,6 +59,8 @@ export const chatMethods = [
       "Chat completion billed to the key's workspace (spec 4.2); SSE chunks ending in [DONE] when stream is true. 402 when the credits left cannot cover the most the request can cost (prompt plus max_tokens).",
     input: ChatBody,
     auth: { kinds: ["platform_key"], scopes: ["chat:write"] },
+    output: ChatCompletionView,
+    errors: ["INSUFFICIENT_CREDITS", "RATE_LIMITED", "FORBIDDEN", "UPSTREAM", "TIMEOUT"],
     http: [{ surface: "platform", method: "POST", path: "/chat/completions" }],
     stream: { done: "[DONE]" },
     async handler(params, ctx) {
@@ -77,6 +80,8 @@ export const chatMethods = [
     summary: "Chat completion on the account's plan allowance (spec 4.1); needs scope intelligence.",
     input: ChatBody,
     auth: { kinds: ["account_key"], scopes: ["intelligence"], scopeError: "INSUFFICIENT_CAPABILITY" },
+    output: ChatCompletionView,
+    errors: ["QUOTA_EXCEEDED", "FORBIDDEN", "INSUFFICIENT_CAPABILITY", "UPSTREAM", "TIMEOUT"],
     http: [{ surface: "account", method: "POST", path: "/chat/completions" }],
     stream: { done: "[DONE]" },
     async handler(params, ctx) {
@@ -91,6 +96,8 @@ export const chatMethods = [
     summary: "Chat completion through the model router for a signed-in user or gateway key (spec 4.4), on the user's plan allowance.",
     input: ChatBody,
     auth: { kinds: ["session", "gateway_key"] },
+    output: ChatCompletionView,
+    errors: ["FORBIDDEN", "UPSTREAM", "TIMEOUT"],
     http: [{ surface: "gateway", method: "POST", path: "/chat/completions" }],
     stream: { done: "[DONE]" },
     async handler(params, ctx) {

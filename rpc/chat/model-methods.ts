@@ -3,7 +3,7 @@ import { defineMethod } from "../define.js";
 import { principalOf, unauthorized } from "../auth.js";
 import { ServiceError } from "../errors.js";
 import { requireCredits } from "./key-limits.js";
-import { ModelList } from "../views.js";
+import { ModelEntry, ModelList } from "../views.js";
 
 export const modelMethods = [
   defineMethod({
@@ -25,6 +25,8 @@ export const modelMethods = [
     summary: "The model catalog with the account's current plan, its allowance and which models it unlocks (spec 2.1, 4.1).",
     input: v.object({}),
     auth: { kinds: ["account_key"] },
+    output: v.object({ object: v.string(), plan: v.object({ id: v.string(), name: v.string(), tokensPerWindow: v.number(), windowSeconds: v.number(), used: v.number(), remaining: v.number() }), data: v.array(v.object({ ...ModelEntry.entries, available: v.boolean() })) }),
+    errors: ["INSUFFICIENT_CAPABILITY"],
     http: [{ surface: "account", method: "GET", path: "/models" }],
     async handler(_params, ctx) {
       const principal = principalOf(ctx);

@@ -3,6 +3,7 @@ import { defineMethod, type CallContext } from "../define.js";
 import { principalOf } from "../auth.js";
 import { ServiceError } from "../errors.js";
 import { ownedTenant } from "../tenants/tenancy.js";
+import { UpstreamServerView } from "../views.js";
 
 const tenantId = v.optional(v.pipe(v.string("tenantId must be a string"), v.minLength(1), v.maxLength(128)));
 
@@ -26,6 +27,7 @@ export const mcpServerMethods = [
       "The upstream MCP servers of the caller's tenant (or of `tenantId`, a tenant they own) and the ones operators shared (`shared: true`), with their health (connecting, healthy, unhealthy), last error and tool count.",
     input: v.object({ tenantId }),
     auth: { kinds: ["session", "gateway_key"] },
+    output: v.object({ servers: v.array(UpstreamServerView), count: v.number() }),
     http: [{ surface: "gateway", method: "GET", path: "/mcp/servers" }],
     async handler(params, ctx) {
       const servers = await ctx.services.upstream.list(await ownerOf(ctx, params.tenantId));
@@ -52,6 +54,8 @@ export const mcpServerMethods = [
       tenantId,
     }),
     auth: { kinds: ["session", "gateway_key"] },
+    output: UpstreamServerView,
+    errors: ["CONFLICT", "FORBIDDEN", "VALIDATION_FAILED", "NOT_FOUND"],
     http: [{ surface: "gateway", method: "POST", path: "/mcp/servers", status: 201 }],
     async handler(params, ctx) {
       const { tenantId: requested, ...server } = params;
@@ -65,6 +69,8 @@ export const mcpServerMethods = [
       "Unregister one of the tenant's upstream MCP servers; its tools leave the catalog on every instance. Another tenant's server is the same 404 as a missing one; a shared server is 403.",
     input: v.object({ name: v.pipe(v.string(), v.minLength(1), v.maxLength(48)), tenantId }),
     auth: { kinds: ["session", "gateway_key"] },
+    output: v.object({ success: v.boolean(), name: v.string() }),
+    errors: ["NOT_FOUND", "FORBIDDEN"],
     http: [{ surface: "gateway", method: "DELETE", path: "/mcp/servers/:name" }],
     async handler(params, ctx) {
       await ctx.services.upstream.remove(await ownerOf(ctx, params.tenantId), params.name);

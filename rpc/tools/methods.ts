@@ -4,6 +4,7 @@ import { principalOf } from "../auth.js";
 import { ServiceError } from "../errors.js";
 import { executeTool, toolView } from "./execute.js";
 import { visibleTool, visibleTools } from "./visible-tools.js";
+import { ToolResultView, ToolView } from "../views.js";
 
 const category = v.optional(v.pipe(v.string("category must be a string"), v.minLength(1), v.maxLength(64)));
 const toolName = v.pipe(v.string("tool must be a string"), v.minLength(1, "tool is required"), v.maxLength(256));
@@ -15,6 +16,7 @@ export const toolMethods = [
     summary: "Every tool of the catalog (built-ins, upstream MCP servers, connected VMs), optionally of one category.",
     input: v.object({ category }),
     auth: { kinds: ["session", "gateway_key"] },
+    output: v.object({ tools: v.array(ToolView), count: v.number() }),
     policies: { rateLimit: "bridge" },
     http: [
       { surface: "gateway", method: "GET", path: "/mcp/tools" },
@@ -32,6 +34,8 @@ export const toolMethods = [
     summary: "One tool of the catalog with its JSON Schema; 404 for an unknown name.",
     input: v.object({ name: toolName }),
     auth: { kinds: ["session", "gateway_key"] },
+    output: ToolView,
+    errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "GET", path: "/mcp/tools/:name" }],
     async handler(params, ctx) {
       const tool = await visibleTool(ctx.services, principalOf(ctx), params.name);
@@ -49,6 +53,8 @@ export const toolMethods = [
       args: v.optional(v.record(v.string(), v.unknown(), "args must be an object"), {}),
     }),
     auth: { kinds: ["session", "gateway_key"] },
+    output: ToolResultView,
+    errors: ["NOT_FOUND", "VALIDATION_FAILED", "TIMEOUT", "UNAVAILABLE", "BAD_GATEWAY"],
     http: [{ surface: "gateway", method: "POST", path: "/mcp/tools/execute" }],
     async handler(params, ctx) {
       return executeTool(ctx.services, params.tool, params.args, { principal: principalOf(ctx), signal: ctx.signal });

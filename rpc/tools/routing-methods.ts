@@ -11,6 +11,7 @@ import { makePlan, plannerModel, type DraftStep } from "./routing/planner.js";
 import { checkSteps, executePlan } from "./routing/executor.js";
 import { extractArgs } from "./routing/args.js";
 import { vmNotConnected } from "./sources.js";
+import { ToolPlanView, ToolResultView } from "../views.js";
 
 const input = v.pipe(v.string("input must be a string"), v.trim(), v.minLength(1, "input is required"), v.maxLength(10_000, "input is at most 10000 characters"));
 const tenantId = v.optional(v.pipe(v.string("tenantId must be a string"), v.minLength(1), v.maxLength(128)));
@@ -53,6 +54,8 @@ export const routingMethods = [
     summary: "The tools the router can choose from for the caller, each with its server (`builtin`, an upstream MCP server's name, or `vm:<vmId>`).",
     input: v.object({ tenantId }),
     auth: { kinds: ["session", "gateway_key"] },
+    output: v.object({ tools: v.array(v.object({ server: v.string(), name: v.string(), tool: v.string(), description: v.string(), category: v.string() })), count: v.number() }),
+    errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "GET", path: "/mcp/router/tools" }],
     async handler(params, ctx) {
       const tools = await router(ctx).tools(await scopeOf(ctx, params.tenantId));
@@ -69,6 +72,8 @@ export const routingMethods = [
       "The best tool for a request in words (BM25 over tool names, descriptions, categories and argument schemas) with the runners-up. `preferredMcp` wins when that server has any match. No match: 200 with `tool: null`.",
     input: v.object({ input, tenantId, preferredMcp }),
     auth: { kinds: ["session", "gateway_key"] },
+    output: v.object({ server: v.nullable(v.string()), tool: v.nullable(v.string()), score: v.number(), alternatives: v.array(v.unknown()), reason: v.optional(v.string()) }),
+    errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "POST", path: "/mcp/route" }],
     async handler(params, ctx) {
       const routed = await router(ctx).route(params.input, await scopeOf(ctx, params.tenantId), { preferredMcp: params.preferredMcp || undefined });
@@ -88,6 +93,8 @@ export const routingMethods = [
       maxSteps: v.optional(v.pipe(v.number("maxSteps must be a number"), v.integer("maxSteps must be an integer"), v.minValue(1, "maxSteps is at least 1"), v.maxValue(100))),
     }),
     auth: { kinds: ["session", "gateway_key"] },
+    output: ToolPlanView,
+    errors: ["NOT_FOUND", "VALIDATION_FAILED"],
     http: [{ surface: "gateway", method: "POST", path: "/mcp/plan", status: 201 }],
     async handler(params, ctx) {
       const { config, models, toolPlans } = ctx.services;
@@ -113,6 +120,7 @@ export const routingMethods = [
     summary: "The caller's tool plans, newest first.",
     input: v.object({}),
     auth: { kinds: ["session", "gateway_key"] },
+    output: v.object({ plans: v.array(ToolPlanView), count: v.number() }),
     http: [{ surface: "gateway", method: "GET", path: "/mcp/plans" }],
     async handler(_params, ctx) {
       const plans = await ctx.services.toolPlans.list(principalOf(ctx).userId);
@@ -125,6 +133,8 @@ export const routingMethods = [
     summary: "One of the caller's tool plans with each step's result; another user's plan is 404 like a missing one.",
     input: v.object({ id: v.pipe(v.string(), v.minLength(1), v.maxLength(128)) }),
     auth: { kinds: ["session", "gateway_key"] },
+    output: ToolPlanView,
+    errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "GET", path: "/mcp/plans/:id" }],
     async handler(params, ctx) {
       const plan = await ctx.services.toolPlans.get(principalOf(ctx).userId, params.id);
@@ -159,6 +169,8 @@ export const routingMethods = [
       v.check((body) => (body.planId === undefined) !== (body.steps === undefined), "give either planId or steps"),
     ),
     auth: { kinds: ["session", "gateway_key"] },
+    output: ToolPlanView,
+    errors: ["NOT_FOUND", "VALIDATION_FAILED", "CONFLICT"],
     http: [{ surface: "gateway", method: "POST", path: "/mcp/execute" }],
     async handler(params, ctx) {
       const { toolPlans } = ctx.services;
@@ -197,6 +209,8 @@ export const routingMethods = [
       tenantId,
     }),
     auth: { kinds: ["session", "gateway_key"] },
+    output: v.object({ executed: v.boolean(), result: v.optional(ToolResultView) }),
+    errors: ["NOT_FOUND", "VALIDATION_FAILED"],
     http: [{ surface: "gateway", method: "POST", path: "/mcp/ask" }],
     async handler(params, ctx) {
       let scope = await scopeOf(ctx, params.tenantId);

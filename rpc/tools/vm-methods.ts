@@ -7,6 +7,7 @@ import type { Services } from "../services.js";
 import { queryInt } from "../validate.js";
 import { catalogName, vmNotConnected } from "./sources.js";
 import type { VmIdentity } from "./ports.js";
+import { ToolResultView } from "../views.js";
 
 /** Ids are path-safe and MCP-name-safe (MCP allows `[A-Za-z0-9_.-]`). */
 const VmSafeId = (field: string) =>
@@ -66,6 +67,8 @@ export const vmToolMethods = [
     }),
     // spec 4.5: "used by internal services" — they may present PLATFORM_SERVICE_KEY.
     auth: { kinds: ["session", "gateway_key", "service"] },
+    output: ToolResultView,
+    errors: ["NOT_FOUND", "UNAVAILABLE", "TIMEOUT", "BAD_GATEWAY"],
     policies: { rateLimit: "bridge" },
     http: [{ surface: "bridge", method: "POST", path: "/tools/execute" }],
     async handler(params, ctx) {

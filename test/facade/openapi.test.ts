@@ -72,6 +72,19 @@ describe("OpenAPI and docs", () => {
     check("agents.list", (await server.request("/gateway/v1/agents", { headers: auth })).body);
     check("account.keys.create", (await server.request("/account/v1/keys", { method: "POST", headers: auth, json: { name: "personal" } })).body);
     check("account.keys.list", (await server.request("/account/v1/keys", { headers: auth })).body);
+    check("mcp.tools.list", (await server.request("/gateway/v1/mcp/tools", { headers: auth })).body);
+    check("mcp.tools.execute", (await server.request("/gateway/v1/mcp/tools/execute?tool=calculator", { method: "POST", headers: auth, json: { args: { expression: "1+2" } } })).body);
+    check("mcp.servers.list", (await server.request("/gateway/v1/mcp/servers", { headers: auth })).body);
+    check("bridge.health", (await server.request("/bridge/health")).body);
+    check("gateway.chat.completions", (await server.request("/gateway/v1/chat/completions", { method: "POST", headers: auth, json: { model: models.data[0].id, messages: [{ role: "user", content: "shape" }] } })).body);
+    check("agents.invoke", (await server.request(`/gateway/v1/agents/${agent.body.id}/invoke`, { method: "POST", headers: auth, json: { input: "hi" } })).body);
+    check("agents.logs", (await server.request(`/gateway/v1/agents/${agent.body.id}/logs`, { headers: auth })).body);
+    check("agents.deploy", (await server.request(`/gateway/v1/agents/${agent.body.id}/deploy`, { method: "POST", headers: auth })).body);
+  });
+
+  it("declares a result shape for every operation it documents", () => {
+    const undeclared = Object.values(server.dispatcher.registry).filter((method) => !method.internal && !method.output).map((method) => method.name);
+    expect(undeclared).toEqual([]);
   });
 
   it("renders an interactive docs page whose assets are served locally", async () => {
