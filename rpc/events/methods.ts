@@ -64,7 +64,13 @@ export const eventMethods = [
       topic: Dotted("topic"),
       type: Dotted("type"),
       source: v.optional(v.pipe(v.string(), v.minLength(1), v.maxLength(200)), "api"),
-      payload: v.optional(v.record(v.string(), v.unknown(), "payload must be a JSON object"), {}),
+      payload: v.optional(
+        v.pipe(
+          v.custom<Record<string, unknown>>((value) => typeof value === "object" && value !== null && !Array.isArray(value), "payload must be a JSON object"),
+          v.record(v.string(), v.unknown()),
+        ),
+        {},
+      ),
     }),
     auth: AUTH,
     output: EventView,
