@@ -209,7 +209,7 @@ describe("webhooks with the address rule on (the default)", () => {
         const record = await strict.services.webhooks.getDelivery(id);
         return record && record.attempts.length === 1 ? record : undefined;
       });
-      expect(delivery.attempts[0]).toMatchObject({ statusCode: null, error: expect.stringContaining("Refused") });
+      expect(delivery!.attempts[0]).toMatchObject({ statusCode: null, error: expect.stringContaining("Refused") });
       expect(receiver.received.length).toBe(before);
     } finally {
       rebound = false;
