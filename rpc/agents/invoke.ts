@@ -14,6 +14,7 @@ import { agentRunsChannel, trackRun, type AgentRunMessage } from "./runs.js";
 import { requireAgent } from "./records.js";
 import { lifecycleOf, runFinished, runStarted } from "./state.js";
 import { addTokens, requireTokens } from "../tenants/tenancy.js";
+import { emitEvent } from "../events/publish.js";
 
 /** The bus channel every event of every run of an agent is published on, as `{runId, event}`. */
 
@@ -57,6 +58,7 @@ export async function invokeAgent(services: Services, principal: Principal, agen
   });
   const queue = new EventQueue<AgentEvent>();
   try {
+    emitEvent(services, agent.tenantId, "agent.invoked", { agentId: agent.id, runId, model: agent.model });
     await appendAgentLog(services, agent.id, {
       event: "invocation.started",
       message: `Invocation ${runId} started`,
@@ -140,6 +142,9 @@ async function drive(
           message: `Invocation ${runId} ended: ${result.status}${result.error ? ` (${result.error})` : ""}`,
           runId,
           data: { status: result.status, steps: result.steps.length, usage: result.usage, startedAt, ...(result.error ? { error: result.error } : {}) },
+        });
+        emitEvent(services, agent.tenantId, result.status === "completed" ? "agent.completed" : result.status === "cancelled" ? "agent.cancelled" : "agent.failed", {
+          agentId: agent.id, runId, status: result.status, steps: result.steps.length, ...(result.error ? { error: result.error } : {}),
         });
         // The status is back before anyone sees `done`: a caller that reads the agent next sees it idle.
         finished = true;

@@ -15,6 +15,7 @@ import { clearState, runningCount, transition, type Transition } from "./state.j
 import { releaseAgentSlot, takeAgentSlot, tenantFor } from "../tenants/tenancy.js";
 import type { AgentEvent, RunResult } from "./run.js";
 import { AgentView } from "../views.js";
+import { emitEvent } from "../events/publish.js";
 
 const AgentId = v.pipe(v.string("agent_id must be a string"), v.minLength(1, "agent_id is required"), v.maxLength(128));
 const Name = v.pipe(v.string("name must be a string"), v.trim(), v.minLength(1, "name is required"), v.maxLength(100, "name: at most 100 characters"));
@@ -108,6 +109,7 @@ function lifecycleMethod(action: Transition, summary: string) {
     async handler(params, ctx) {
       const agent = await requireAgent(ctx.services, ctx.principal.userId, params.agent_id);
       const status = await transition(ctx.services, agent, action);
+      emitEvent(ctx.services, agent.tenantId, `agent.${action === "deploy" ? "deployed" : action === "pause" ? "paused" : "resumed"}`, { agentId: agent.id, status });
       await appendAgentLog(ctx.services, agent.id, { event: `agent.${action}`, message: `Agent ${action === "deploy" ? "deployed" : action === "pause" ? "paused" : "resumed"}`, data: { status } });
       return agentView(ctx.services, agent);
     },
@@ -173,6 +175,7 @@ export const localAgentMethods = [
         await releaseAgentSlot(ctx.services, tenant.id).catch(() => undefined);
         throw error;
       }
+      emitEvent(ctx.services, agent.tenantId, "agent.created", { agentId: agent.id, name: agent.name, model: agent.model });
       await appendAgentLog(ctx.services, agent.id, { event: "agent.created", message: `Agent ${agent.name} created`, data: { model: agent.model, tools: agent.tools } });
       return agentView(ctx.services, agent);
     },
@@ -238,6 +241,7 @@ export const localAgentMethods = [
       await releaseAgentSlot(ctx.services, agent.tenantId);
       await clearState(ctx.services, agent.id);
       await dropAgentLogs(ctx.services, agent.id);
+      emitEvent(ctx.services, agent.tenantId, "agent.deleted", { agentId: agent.id, name: agent.name });
       return { success: true };
     },
   }),

@@ -20,3 +20,11 @@ export function emitEvent(services: Services, tenantId: string | undefined, type
     services.log.error({ msg: "event not published", type, tenantId, error: String((error as Error)?.message ?? error) });
   });
 }
+
+/** emitEvent under the user's personal tenant (keys belong to a user, not to a tenant). */
+export function emitUserEvent(services: Services, userId: string, type: string, data: Record<string, unknown>): void {
+  void services.users.get(userId).then(
+    (user) => emitEvent(services, user?.tenantId, type, data),
+    () => undefined,
+  );
+}
