@@ -30,9 +30,9 @@ describe("the service's own events (docs/events.md catalog)", () => {
       const list = await types();
       return wanted.every((type) => list.some((event) => event.type === type)) ? list : undefined;
     });
-    expect(seen.find((event) => event.type === "key.created")!.payload).toMatchObject({ keyId: key.id, kind: "gateway" });
-    expect(seen.find((event) => event.type === "agent.created")!.payload).toMatchObject({ agentId: agent.id });
-    expect(JSON.stringify(seen)).not.toContain(key.key);
+    expect(seen!.find((event) => event.type === "key.created")!.payload).toMatchObject({ keyId: key.id, kind: "gateway" });
+    expect(seen!.find((event) => event.type === "agent.created")!.payload).toMatchObject({ agentId: agent.id });
+    expect(JSON.stringify(seen!)).not.toContain(key.key);
   });
 
   it("never fails the operation when publishing fails", async () => {

@@ -69,7 +69,7 @@ it("each due webhook attempt is made by exactly one instance, first attempts and
     const id = String(request.headers["webhook-id"]);
     perDelivery.set(id, (perDelivery.get(id) ?? 0) + 1);
   }
-  for (const delivery of deliveries) {
+  for (const delivery of deliveries!) {
     expect(delivery.attemptCount).toBe(2);
     expect(perDelivery.get(delivery.id)).toBe(2);
   }

@@ -37,10 +37,10 @@ it("a pending delivery survives a restart on fs, and the secret is never on disk
     server = await startTestServer(env);
     try {
       vi.useFakeTimers({ toFake: ["Date"] });
-      vi.setSystemTime(Date.parse(delivery.nextAttemptAt!) + 1);
+      vi.setSystemTime(Date.parse(delivery!.nextAttemptAt!) + 1);
       expect(await server.services.webhookWorker.tick()).toBe(1);
       vi.useRealTimers();
-      const after = await server.services.webhooks.getDelivery(delivery.id);
+      const after = await server.services.webhooks.getDelivery(delivery!.id);
       expect(after).toMatchObject({ status: "succeeded" });
       expect(after!.attempts.map((a) => a.statusCode)).toEqual([500, 200]);
       expect(receiver.received.at(-1)!.error).toBeUndefined();
