@@ -14,7 +14,7 @@ const AUTH = { kinds: ["session", "gateway_key"] } as const;
 const Dotted = (field: string) =>
   v.pipe(v.string(`${field} must be a string`), v.maxLength(100, `${field}: at most 100 characters`), v.regex(/^[a-z0-9]+(\.[a-z0-9_-]+)*$/, `${field}: dotted lowercase name such as agent.created`));
 /** Consumer group names become storage key segments and Redis group names. */
-const Consumer = v.pipe(v.string("consumer must be a string"), v.regex(/^[A-Za-z0-9_.-]{1,64}$/, "consumer: letters, digits, _ . - (1-64)"));
+const Consumer = v.pipe(v.string("consumer must be a string"), v.regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, "consumer: a letter or digit, then letters, digits, _ . - (1-64)"));
 const TenantId = v.pipe(v.string("tenantId must be a string"), v.minLength(1), v.maxLength(128));
 const EventId = v.pipe(v.string(), v.minLength(1), v.maxLength(128));
 

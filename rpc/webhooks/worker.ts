@@ -46,6 +46,8 @@ export class WebhookWorker {
   readonly #inFlight = new Set<Promise<unknown>>();
   #timer: NodeJS.Timeout | undefined;
   #closed = false;
+  /** Aborts attempts in flight when the service closes, so shutdown never waits for a slow receiver. */
+  readonly #closing = new AbortController();
 
   constructor(deps: WebhookWorkerDeps) {
     this.#deps = deps;
@@ -77,6 +79,7 @@ export class WebhookWorker {
   async close() {
     this.#closed = true;
     clearTimeout(this.#timer);
+    this.#closing.abort();
     await Promise.allSettled([...this.#inFlight]);
     this.#guard.close();
   }
@@ -178,7 +181,8 @@ export class WebhookWorker {
     if (sub.previousSecret && sub.previousUntil && Date.parse(sub.previousUntil) > started) secrets.push(sub.previousSecret);
     const signature = secrets.map((sealed) => new Webhook(this.#deps.secrets.open(sealed)).sign(delivery.id, timestamp, delivery.body)).join(" ");
     const timeoutMs = this.#deps.config.WEBHOOKS_TIMEOUT_SECONDS * 1000;
-    const signal = AbortSignal.timeout(timeoutMs);
+    const timeout = AbortSignal.timeout(timeoutMs);
+    const signal = AbortSignal.any([timeout, this.#closing.signal]);
     try {
       const res = await this.#fetch(sub.url, {
         method: "POST",
@@ -202,8 +206,12 @@ export class WebhookWorker {
         response,
       };
     } catch (error) {
-      const timedOut = signal.aborted;
-      return { at, statusCode: null, durationMs: Date.now() - started, error: timedOut ? `no answer within ${timeoutMs / 1000} s (WEBHOOKS_TIMEOUT_SECONDS)` : describe(error) };
+      const error_ = timeout.aborted
+        ? `no answer within ${timeoutMs / 1000} s (WEBHOOKS_TIMEOUT_SECONDS)`
+        : this.#closing.signal.aborted
+          ? "interrupted by shutdown"
+          : describe(error);
+      return { at, statusCode: null, durationMs: Date.now() - started, error: error_ };
     }
   }
 

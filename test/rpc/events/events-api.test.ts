@@ -37,6 +37,8 @@ describe("events on the Gateway API", () => {
     const big = await call(alice, "POST", "/events", { topic: "orders", type: "a.b", payload: { blob: "x".repeat(2000) } });
     expect(big.status).toBe(413);
     expect((await call(alice, "POST", "/events", { tenantId: "ten_missing", topic: "orders", type: "a.b" })).status).toBe(404);
+    // Consumer group names become storage keys: no path-like names.
+    for (const consumer of ["..", ".hidden", "a/b", "x".repeat(65)]) expect((await call(alice, "POST", `/events/consume?topic=orders&consumer=${encodeURIComponent(consumer)}`)).status).toBe(400);
   });
 
   it("consumes with leases; ack, a second ack, an unknown id; nack to dead letters and requeue", async () => {
