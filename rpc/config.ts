@@ -105,6 +105,18 @@ const ENV_SCHEMA = v.object({
   AGENT_DEFAULT_MAX_STEPS: v.optional(intFrom(1, 100), "8"),
   /** Log lines kept per agent (GET /agents/{id}/logs); older lines are dropped. */
   AGENT_LOG_MAX_ENTRIES: v.optional(intFrom(10, 1_000_000), "1000"),
+  /** Deliveries of one event to one consumer group before it is dead-lettered (docs/events.md). */
+  EVENTS_MAX_DELIVERIES: v.optional(intFrom(1, 1000), "5"),
+  /** Seconds events are kept on the bus (Redis: MINID trimming of the streams); default 7 days. */
+  EVENTS_RETENTION: v.optional(intFrom(60), "604800"),
+  /** Largest JSON `payload` of a published event, in bytes. */
+  EVENTS_MAX_PAYLOAD_BYTES: v.optional(intFrom(2, 1_048_576), "65536"),
+  /** Allow webhook URLs on private or loopback addresses. Off: a subscription must not reach inside the deployment (SSRF); checked at creation and at every delivery. */
+  WEBHOOKS_ALLOW_PRIVATE: v.optional(v.pipe(v.picklist(["true", "false"], "must be true or false"), v.transform((value) => value === "true")), "false"),
+  /** Seconds a webhook receiver has to answer one attempt. */
+  WEBHOOKS_TIMEOUT_SECONDS: v.optional(intFrom(1, 120), "15"),
+  /** How often each instance looks for due webhook deliveries, in ms; 0 turns the background loop off (attempts then run on dispatch, retry, or an explicit tick). */
+  WEBHOOKS_POLL_MS: v.optional(intFrom(0, 3_600_000), "1000"),
   /** `info` writes one JSON line per request; `silent` writes none. */
   LOG_LEVEL: v.optional(v.picklist(["info", "error", "silent"], "must be info, error or silent"), "info"),
 });

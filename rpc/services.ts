@@ -21,6 +21,11 @@ import { RevokedSessionsRepo } from "../storage/repos/revoked-sessions.js";
 import { ToolPlansRepo } from "../storage/repos/tool-plans.js";
 import { AgentStateRepo } from "../storage/repos/agent-state.js";
 import { SecretBox } from "../storage/secret-box.js";
+import type { EventLog } from "../storage/events/event-log.js";
+import { LocalEventLog } from "../storage/events/local-event-log.js";
+import { RedisEventLog } from "../storage/events/redis-event-log.js";
+import { WebhooksRepo } from "../storage/repos/webhooks.js";
+import { WebhookWorker } from "./webhooks/worker.js";
 
 /** What handlers reach through `ctx.services`: storage, repositories, credentials, clients. */
 export interface Services {
@@ -51,6 +56,12 @@ export interface Services {
   readonly agentState: AgentStateRepo;
   /** Encrypts secrets at rest (DATA_ENCRYPTION_SECRET). */
   readonly secrets: SecretBox;
+  /** The event bus (docs/events.md): Redis Streams on Redis, in process on memory and fs. */
+  readonly events: EventLog;
+  /** Webhook subscriptions and deliveries (docs/webhooks.md). */
+  readonly webhooks: WebhooksRepo;
+  /** Sends due webhook deliveries; `tick()` runs one pass. */
+  readonly webhookWorker: WebhookWorker;
   readonly sessions: SessionTokens;
   readonly keyPrefixes: KeyPrefixes;
   /** Failed sign-ins per email. */
@@ -142,7 +153,38 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
   closers.push(() => tools.close());
   const { catalog, vms, upstream } = tools;
   const ledger = new LedgerRepo(store);
-  return {
+  const eventOptions = { maxDeliveries: config.EVENTS_MAX_DELIVERIES, retentionMs: config.EVENTS_RETENTION * 1000 };
+  const events: EventLog =
+    store.driver === "redis" && store.duplicateRedis
+      ? new RedisEventLog(store.duplicateRedis(), config.REDIS_PREFIX, eventOptions)
+      : new LocalEventLog(store.kv, { ...eventOptions, persist: store.driver === "fs" });
+  closers.push(() => events.close());
+  const webhooks = new WebhooksRepo(store);
+  let services: Services | undefined;
+  const webhookWorker = new WebhookWorker({
+    config,
+    log,
+    repo: webhooks,
+    secrets,
+    resolveHost,
+    // spec-free catalog entry (docs/events.md): a delivery out of attempts is itself an event,
+    // except for deliveries of that event (no chain of failures about failures).
+    async onFailed(delivery) {
+      if (delivery.eventType === "webhook.delivery.failed" || !services) return;
+      const last = delivery.attempts.at(-1);
+      await services.events
+        .publish({
+          tenantId: delivery.tenantId,
+          topic: "webhook",
+          type: "webhook.delivery.failed",
+          source: "gateway",
+          payload: { deliveryId: delivery.id, subscriptionId: delivery.subscriptionId, eventId: delivery.eventId, attempts: delivery.attempts.length, lastStatusCode: last?.statusCode ?? null, lastError: last?.error ?? null },
+        })
+        .then((event) => webhookWorker.fanOut(event));
+    },
+  });
+  closers.push(() => webhookWorker.close());
+  services = {
     config,
     log,
     store,
@@ -160,6 +202,9 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
     toolPlans: new ToolPlansRepo(store, secrets),
     agentState: new AgentStateRepo(store),
     secrets,
+    events,
+    webhooks,
+    webhookWorker,
     sessions: new SessionTokens(secret, config.SESSION_TTL_SECONDS, new RevokedSessionsRepo(store.atomic)),
     keyPrefixes: keyPrefixes(config.PLATFORM_KEY_SERVICE, config.ACCOUNT_KEY_PREFIX),
     resolveHost,
@@ -171,4 +216,6 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
       for (const fn of closers.reverse()) await fn();
     },
   };
+  webhookWorker.start();
+  return services;
 }

@@ -17,6 +17,7 @@ import { tenantTokensCharge } from "../tenants/tenancy.js";
 import { placeHold, type Hold } from "../chat/holds.js";
 import type { RoutedModel } from "../chat/model-router.js";
 import type { Tenant } from "../../storage/repos/tenants.js";
+import { emitEvent } from "../events/publish.js";
 
 /** The bus channel every event of every run of an agent is published on, as `{runId, event}`. */
 
@@ -77,6 +78,7 @@ export async function invokeAgent(services: Services, principal: Principal, agen
   }
   const queue = new EventQueue<AgentEvent>();
   try {
+    emitEvent(services, agent.tenantId, "agent.invoked", { agentId: agent.id, runId, model: agent.model });
     await appendAgentLog(services, agent.id, {
       event: "invocation.started",
       message: `Invocation ${runId} started`,
@@ -164,6 +166,9 @@ async function drive(
           message: `Invocation ${runId} ended: ${result.status}${result.error ? ` (${result.error})` : ""}`,
           runId,
           data: { status: result.status, steps: result.steps.length, usage: result.usage, startedAt, ...(result.error ? { error: result.error } : {}) },
+        });
+        emitEvent(services, agent.tenantId, result.status === "completed" ? "agent.completed" : result.status === "cancelled" ? "agent.cancelled" : "agent.failed", {
+          agentId: agent.id, runId, status: result.status, steps: result.steps.length, ...(result.error ? { error: result.error } : {}),
         });
         // The status is back before anyone sees `done`: a caller that reads the agent next sees it idle.
         finished = true;

@@ -16,6 +16,7 @@ import { createInTenant, tenantFor } from "../tenants/tenancy.js";
 import type { AgentEvent, RunResult } from "./run.js";
 import { AgentView } from "../views.js";
 import { AgentRunView, Success, Timestamp } from "../views.js";
+import { emitEvent } from "../events/publish.js";
 
 const AgentId = v.pipe(v.string("agent_id must be a string"), v.minLength(1, "agent_id is required"), v.maxLength(128));
 const Name = v.pipe(v.string("name must be a string"), v.trim(), v.minLength(1, "name is required"), v.maxLength(100, "name: at most 100 characters"));
@@ -111,6 +112,7 @@ function lifecycleMethod(action: Transition, summary: string) {
     async handler(params, ctx) {
       const agent = await requireAgent(ctx.services, ctx.principal.userId, params.agent_id);
       const status = await transition(ctx.services, agent, action);
+      emitEvent(ctx.services, agent.tenantId, `agent.${action === "deploy" ? "deployed" : action === "pause" ? "paused" : "resumed"}`, { agentId: agent.id, status });
       await appendAgentLog(ctx.services, agent.id, { event: `agent.${action}`, message: `Agent ${action === "deploy" ? "deployed" : action === "pause" ? "paused" : "resumed"}`, data: { status } });
       return agentView(ctx.services, agent);
     },
@@ -170,6 +172,7 @@ export const localAgentMethods = [
         updatedAt: now,
       };
       await createInTenant(ctx.services, tenant, () => ctx.services.agents.put(agent));
+      emitEvent(ctx.services, agent.tenantId, "agent.created", { agentId: agent.id, name: agent.name, model: agent.model });
       await appendAgentLog(ctx.services, agent.id, { event: "agent.created", message: `Agent ${agent.name} created`, data: { model: agent.model, tools: agent.tools } });
       return agentView(ctx.services, agent);
     },
@@ -235,6 +238,7 @@ export const localAgentMethods = [
       await ctx.services.agents.remove(agent);
       await clearState(ctx.services, agent.id);
       await dropAgentLogs(ctx.services, agent.id);
+      emitEvent(ctx.services, agent.tenantId, "agent.deleted", { agentId: agent.id, name: agent.name });
       return { success: true };
     },
   }),

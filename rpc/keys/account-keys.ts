@@ -6,6 +6,7 @@ import type { KeyRecord } from "../../storage/repos/keys.js";
 import { nowIso } from "../../storage/ids.js";
 import { AccountKeyView, WithSecret } from "../views.js";
 import { KEYS_NEED_A_SESSION } from "./session-only.js";
+import { emitUserEvent } from "../events/publish.js";
 
 /** spec 5: personal keys carry `intelligence` and/or `compute`; keys made today carry both. */
 export const ACCOUNT_SCOPES = ["intelligence", "compute"] as const;
@@ -66,6 +67,7 @@ export const accountKeyMethods = [
         scopes: params.scopes ?? [...ACCOUNT_SCOPES],
       });
       ctx.responseHeaders.set("cache-control", "no-store");
+      emitUserEvent(ctx.services, userId, "key.created", { keyId: record.id, kind: "account", name: record.name });
       return { ...view(record), key: secret };
     },
   }),
@@ -82,6 +84,7 @@ export const accountKeyMethods = [
       const record = await ctx.services.keys.get(ctx.principal.userId, params.id);
       if (!record || record.kind !== "account") throw new ServiceError("NOT_FOUND", "Key not found");
       await ctx.services.keys.revoke(record, nowIso());
+      emitUserEvent(ctx.services, record.userId, "key.revoked", { keyId: record.id, kind: "account" });
       return { id: record.id, revoked: true };
     },
   }),

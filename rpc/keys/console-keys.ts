@@ -6,6 +6,7 @@ import type { KeyRecord } from "../../storage/repos/keys.js";
 import type { Services } from "../services.js";
 import { nowIso } from "../../storage/ids.js";
 import { ConsoleKeyView, Timestamp, WithSecret } from "../views.js";
+import { emitUserEvent } from "../events/publish.js";
 
 /** Scopes of a console-created platform key (spec 2.4: `chat:write` by default). */
 export const DEFAULT_PLATFORM_SCOPES = ["chat:write"];
@@ -90,6 +91,7 @@ export const consoleKeyMethods = [
         expiresAt: params.expiresAt ?? null,
       });
       ctx.responseHeaders.set("cache-control", "no-store");
+      emitUserEvent(ctx.services, principal.userId, "key.created", { keyId: record.id, kind: "platform", name: record.name });
       // spec 4.3: exactly {id, name, key, createdAt}.
       return { id: record.id, name: record.name, key: secret, createdAt: record.createdAt };
     },
@@ -151,6 +153,7 @@ export const consoleKeyMethods = [
     async handler(params, ctx) {
       const record = await ownKey(ctx.services, workspaceOf(ctx.principal), params.id);
       await ctx.services.keys.revoke(record, nowIso());
+      emitUserEvent(ctx.services, record.userId, "key.revoked", { keyId: record.id, kind: "platform" });
       return { id: record.id, revoked: true };
     },
   }),

@@ -6,6 +6,7 @@ import { KEYS_NEED_A_SESSION } from "./session-only.js";
 import type { KeyRecord } from "../../storage/repos/keys.js";
 import { nowIso } from "../../storage/ids.js";
 import { GatewayKeyView, WithSecret } from "../views.js";
+import { emitUserEvent } from "../events/publish.js";
 
 function view(record: KeyRecord) {
   return {
@@ -54,6 +55,7 @@ export const gatewayKeyMethods = [
         description: params.description,
         scopes: ["*"],
       });
+      emitUserEvent(ctx.services, userId, "key.created", { keyId: record.id, kind: "gateway", name: record.name });
       return { ...view(record), key: secret };
     },
   }),
@@ -71,6 +73,7 @@ export const gatewayKeyMethods = [
       // Another user's key and a missing key are the same 404.
       if (!record || record.kind !== "gateway") throw new ServiceError("NOT_FOUND", "API key not found");
       await ctx.services.keys.revoke(record, nowIso());
+      emitUserEvent(ctx.services, ctx.principal.userId, "key.revoked", { keyId: record.id, kind: "gateway" });
       return { success: true, id: record.id };
     },
   }),

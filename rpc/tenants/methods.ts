@@ -7,6 +7,7 @@ import type { Tenant } from "../../storage/repos/tenants.js";
 import { agentCount, ownedTenant, tenantFor, tokensUsed } from "./tenancy.js";
 import { monthKey } from "../agents/time.js";
 import { TenantView } from "../views.js";
+import { emitEvent } from "../events/publish.js";
 
 const Slug = v.pipe(
   v.string("slug must be a string"),
@@ -151,6 +152,7 @@ export const tenantMethods = [
         updatedAt: nowIso(),
       };
       await ctx.services.tenants.putTenant(updated);
+      emitEvent(ctx.services, updated.id, "tenant.updated", { tenantId: updated.id, fields: Object.keys(params).filter((key) => key !== "tenant_id") });
       return tenantView(ctx.services, updated);
     },
   }),

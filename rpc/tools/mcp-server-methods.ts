@@ -4,6 +4,7 @@ import { principalOf } from "../auth.js";
 import { ServiceError } from "../errors.js";
 import { ownedTenant } from "../tenants/tenancy.js";
 import { UpstreamServerView } from "../views.js";
+import { emitEvent } from "../events/publish.js";
 
 const tenantId = v.optional(v.pipe(v.string("tenantId must be a string"), v.minLength(1), v.maxLength(128)));
 
@@ -59,7 +60,10 @@ export const mcpServerMethods = [
     http: [{ surface: "gateway", method: "POST", path: "/mcp/servers", status: 201 }],
     async handler(params, ctx) {
       const { tenantId: requested, ...server } = params;
-      return ctx.services.upstream.register({ ...server, tenantId: await ownerOf(ctx, requested), createdBy: principalOf(ctx).userId });
+      const tenantId = await ownerOf(ctx, requested);
+      const registered = await ctx.services.upstream.register({ ...server, tenantId, createdBy: principalOf(ctx).userId });
+      emitEvent(ctx.services, tenantId, "mcp.server.registered", { name: server.name, url: server.url });
+      return registered;
     },
   }),
 
@@ -73,7 +77,9 @@ export const mcpServerMethods = [
     errors: ["NOT_FOUND", "FORBIDDEN"],
     http: [{ surface: "gateway", method: "DELETE", path: "/mcp/servers/:name" }],
     async handler(params, ctx) {
-      await ctx.services.upstream.remove(await ownerOf(ctx, params.tenantId), params.name);
+      const tenantId = await ownerOf(ctx, params.tenantId);
+      await ctx.services.upstream.remove(tenantId, params.name);
+      emitEvent(ctx.services, tenantId, "mcp.server.removed", { name: params.name });
       return { success: true, name: params.name };
     },
   }),

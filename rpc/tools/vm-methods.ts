@@ -8,6 +8,7 @@ import { queryInt } from "../validate.js";
 import { catalogName, vmNotConnected } from "./sources.js";
 import type { VmIdentity } from "./ports.js";
 import { ToolResultView } from "../views.js";
+import { emitEvent } from "../events/publish.js";
 
 /** Ids are path-safe and MCP-name-safe (MCP allows `[A-Za-z0-9_.-]`). */
 const VmSafeId = (field: string) =>
@@ -51,6 +52,7 @@ export const vmToolMethods = [
       const identity: VmIdentity = { vmId: params.vmId, agentId: params.agentId, tenantId, userId: ctx.principal.userId };
       // The first tenant to connect a vmId owns it; another tenant's socket is refused (403).
       await ctx.services.vms.admit(identity);
+      emitEvent(ctx.services, tenantId, "vm.connected", { vmId: identity.vmId, agentId: identity.agentId });
       return identity;
     },
   }),
