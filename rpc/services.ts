@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import type { Config } from "./config.js";
+import { ConfigError, type Config } from "./config.js";
 import type { Logger } from "./log.js";
 import { keyPrefixes, type KeyPrefixes } from "./credentials/api-keys.js";
 import { SessionTokens } from "./credentials/sessions.js";
@@ -111,7 +111,7 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
   if (!secret) {
     if (config.STORAGE === "redis") {
       await store.close();
-      throw new Error("GATEWAY_JWT_SECRET is required with STORAGE=redis: every instance must verify the same tokens");
+      throw new ConfigError(["GATEWAY_JWT_SECRET is required with STORAGE=redis: set the same secret (32+ characters) on every instance, so each verifies the others' tokens"]);
     }
     secret = randomBytes(32).toString("base64url");
   }
@@ -119,7 +119,7 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
   if (!dataSecret) {
     if (config.STORAGE === "redis") {
       await store.close();
-      throw new Error("DATA_ENCRYPTION_SECRET is required with STORAGE=redis: every instance must read the secrets the others stored");
+      throw new ConfigError(["DATA_ENCRYPTION_SECRET is required with STORAGE=redis: set the same secret (32+ characters) on every instance, so each reads the secrets the others stored"]);
     }
     // memory: nothing outlives the process, so a key of its own is enough.
     dataSecret = randomBytes(32).toString("base64url");
