@@ -26,7 +26,8 @@ export function trackInFlight(server: Server, lifecycle: Lifecycle): InFlight {
   let count = 0;
   const waiters = new Set<() => void>();
   server.on("request", (req, res) => {
-    if (lifecycle.draining) res.setHeader("connection", "close");
+    // Node then answers `Connection: close` and ends the connection after this response.
+    if (lifecycle.draining) res.shouldKeepAlive = false;
     if (isSubscription(req)) return;
     count += 1;
     res.once("close", () => {
