@@ -20,8 +20,12 @@ export function buildApp(dispatcher: Dispatcher, transports: readonly Transport[
   app.use(corsMiddleware(dispatcher.services.config));
   const routes: MountedRoute[] = mountRest(app, dispatcher);
   mountJsonRpc(app, dispatcher);
-  let openapi: unknown;
-  mountDocs(app, () => (openapi ??= buildOpenApi(dispatcher.registry)));
+  let openapi: { origin: string; document: unknown } | undefined;
+  const documentFor = (origin: string) => {
+    if (openapi?.origin !== origin) openapi = { origin, document: buildOpenApi(dispatcher.registry, origin) };
+    return openapi.document;
+  };
+  mountDocs(app, documentFor, dispatcher.services.config.PUBLIC_URL);
   for (const transport of transports) transport(app, dispatcher);
 
   app.on("GET", "/", () =>

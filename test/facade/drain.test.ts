@@ -66,7 +66,11 @@ describe("drain", () => {
 
     const json = chat(server, account, { model: "slow-json" });
     const stream = chat(server, account, { model: "slow-stream", stream: true });
-    await eventually(() => expect(jsonCalls).toBe(1) && expect(upstream.calls).toHaveLength(1));
+    await eventually(() => {
+      expect(jsonCalls).toBe(1);
+      expect(upstream.calls).toHaveLength(1);
+      return true;
+    });
 
     const drained = server.drain(10_000);
     expect(server.lifecycle.draining).toBe(true);
@@ -75,7 +79,7 @@ describe("drain", () => {
     setTimeout(() => (releaseJson(), releaseStream()), 200);
     const jsonResponse = await json;
     expect(jsonResponse.status).toBe(200);
-    expect((await jsonResponse.json()).choices[0].message.content).toBe("slow answer");
+    expect(((await jsonResponse.json()) as any).choices[0].message.content).toBe("slow answer");
     const streamResponse = await stream;
     expect(streamResponse.status).toBe(200);
     const frames = sseData(await streamResponse.text());
