@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
+import { TEST_REDIS_URL } from "./redis.js";
 
 export interface Instance {
   origin: string;
@@ -11,7 +12,7 @@ export interface Instance {
 /** Starts test/fixtures/start-instance.ts as a child process and waits for its origin. */
 export function startInstance(env: Record<string, string>, timeoutMs = 30_000): Promise<Instance> {
   const child = spawn(join("node_modules", ".bin", "tsx"), ["test/fixtures/start-instance.ts"], {
-    env: { ...process.env, ...env },
+    env: { ...process.env, REDIS_URL: TEST_REDIS_URL, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const stderr: string[] = [];
