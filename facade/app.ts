@@ -44,7 +44,7 @@ export function buildApp(dispatcher: Dispatcher, transports: readonly Transport[
   app.all("/**", (event) => {
     const pathname = new URL(event.req.url).pathname;
     const surface = surfaceOfPath(pathname) ?? "gateway";
-    return instrument(surface, dispatcher.services.log, async (_event, scope) => {
+    return instrument(surface, dispatcher.services, async (_event, scope) => {
       const allowed = [...new Set(routes.filter((route) => route.pattern.test(pathname)).map((route) => route.method))];
       if (allowed.length > 0) {
         scope.responseHeaders.set("allow", allowed.join(", "));

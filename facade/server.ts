@@ -14,6 +14,7 @@ import { SURFACE_BASES } from "../rpc/transport/surfaces.js";
 import type { ResolveHost } from "../rpc/policies/outbound-guard.js";
 import { healthTransport, type Lifecycle } from "./health.js";
 import { trackInFlight } from "./drain.js";
+import { metricsTransport } from "./metrics.js";
 
 export interface RunningServer {
   /** Origin the server listens on, e.g. `http://127.0.0.1:8787`. */
@@ -58,8 +59,9 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   const bridge = tools.get();
   try {
     const dispatcher = new Dispatcher(createRegistry(methodsFor(config)), services);
+    services.metrics.knowOperations(Object.keys(dispatcher.registry));
     const lifecycle: Lifecycle = { draining: false };
-    const app = buildApp(dispatcher, [healthTransport(lifecycle), ...bridgeTransports(bridge)]);
+    const app = buildApp(dispatcher, [healthTransport(lifecycle), metricsTransport, ...bridgeTransports(bridge)]);
     const server = serve(app, {
       port: config.PORT,
       hostname: config.HOST,

@@ -19,11 +19,14 @@ import { loadPlans, Plans } from "./chat/allowance.js";
 import { RevokedSessionsRepo } from "../storage/repos/revoked-sessions.js";
 import { ToolPlansRepo } from "../storage/repos/tool-plans.js";
 import { SecretBox } from "../storage/secret-box.js";
+import { Metrics } from "./metrics.js";
 
 /** What handlers reach through `ctx.services`: storage, repositories, credentials, clients. */
 export interface Services {
   readonly config: Config;
   readonly log: Logger;
+  /** Prometheus metrics of this service (GET /metrics). */
+  readonly metrics: Metrics;
   readonly store: Store;
   readonly users: UsersRepo;
   readonly keys: KeysRepo;
@@ -107,6 +110,8 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
   // Process-wide, like the thread pool it protects.
   setHashConcurrency(config.PASSWORD_HASH_CONCURRENCY);
   const store = await openStore(config);
+  const metrics = new Metrics();
+  metrics.observeStorage(store.kv);
   let secret = config.GATEWAY_JWT_SECRET ?? (await store.persistentSecret("jwt-secret"));
   if (!secret) {
     if (config.STORAGE === "redis") {
@@ -135,9 +140,12 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
   }
   closers.push(() => tools.close());
   const { catalog, vms, upstream } = tools;
+  countToolCalls(catalog, metrics);
+  metrics.gauge("gateway_vm_sockets", "VM-agent sockets connected to this instance", () => vms.stats().connected);
   return {
     config,
     log,
+    metrics,
     store,
     users: new UsersRepo(store),
     keys: new KeysRepo(store),
@@ -161,5 +169,20 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
     async close() {
       for (const fn of closers.reverse()) await fn();
     },
+  };
+}
+
+/** Counts every catalog call by source and outcome, whichever transport or agent made it. */
+function countToolCalls(catalog: ToolCatalog, metrics: Metrics): void {
+  const call = catalog.call.bind(catalog);
+  catalog.call = async (name, args, options) => {
+    try {
+      const result = await call(name, args, options);
+      metrics.toolCall(name, result.isError ? "tool_error" : "ok");
+      return result;
+    } catch (error) {
+      metrics.toolCall(name, "failed");
+      throw error;
+    }
   };
 }
