@@ -6,6 +6,9 @@ import { bearer, startTestServer, type TestServer } from "../helpers/server.js";
 import { loopbackFetch, platformAccount, sseData, type PlatformAccount } from "../helpers/chat.js";
 import { createOpenAiUpstream } from "../../mocks/openai-upstream.js";
 import { eventually } from "../helpers/eventually.js";
+import { connectStream } from "../helpers/agent-stream.js";
+import { connectVm, vmSocketUrl } from "../helpers/vm.js";
+import { registerUser } from "../helpers/server.js";
 
 /** Issue 13 "Graceful drain": in-flight requests and streams finish; new connections are refused. */
 
@@ -103,6 +106,17 @@ describe("drain", () => {
     expect(Date.now() - started).toBeLessThan(5_000);
     expect(await hanging).toBe("cut");
     server.allowLoggedErrors(() => true);
+    await server.close();
+  });
+
+  it("closes agent streams and VM sockets with 1001 so clients reconnect elsewhere", async () => {
+    const server = await startTestServer();
+    const user = await registerUser(server);
+    const stream = await connectStream(server.origin, { token: user.token });
+    const vm = await connectVm(vmSocketUrl(server.origin, "agent-1", { vmId: "vm-drain" }), user.token);
+    await server.drain(1000);
+    expect((await stream.closed).code).toBe(1001);
+    expect((await vm.closed).code).toBe(1001);
     await server.close();
   });
 
