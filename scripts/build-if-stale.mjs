@@ -24,9 +24,19 @@ function newest(path) {
 
 const built = existsSync(STAMP) ? statSync(STAMP).mtimeMs : 0;
 const sources = Math.max(...SOURCES.map((dir) => newest(join(root, dir))), ...CONFIGS.map((file) => newest(join(root, file))));
+const tsc = join(root, "node_modules", "typescript", "bin", "tsc");
+if ((built < sources || process.argv.includes("--force")) && !existsSync(tsc)) {
+  // An image installed without dev dependencies: run what was built, or say what is missing.
+  if (existsSync(join(root, "dist", "scripts", "start.js")) && !process.argv.includes("--force")) {
+    process.stderr.write("dist/ looks older than the sources, but TypeScript is not installed: running dist/ as built\n");
+    process.exit(0);
+  }
+  process.stderr.write("Cannot compile: TypeScript is not installed (npm install, with dev dependencies, then npm run build)\n");
+  process.exit(1);
+}
 if (built < sources || process.argv.includes("--force")) {
   process.stderr.write("Compiling to dist/ (npm run build)…\n");
-  const result = spawnSync(process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-p", join(root, "tsconfig.build.json")], { stdio: "inherit" });
+  const result = spawnSync(process.execPath, [tsc, "-p", join(root, "tsconfig.build.json")], { stdio: "inherit" });
   if (result.status !== 0) process.exit(result.status ?? 1);
   const { writeFileSync } = await import("node:fs");
   writeFileSync(STAMP, new Date().toISOString() + "\n");
