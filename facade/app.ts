@@ -18,12 +18,16 @@ import { SURFACE_BASES, surfaceOfPath } from "../rpc/transport/surfaces.js";
  */
 export function buildApp(dispatcher: Dispatcher, transports: readonly Transport[] = []): H3 {
   const app = new H3({ silent: true });
-  app.use(hostCheckMiddleware(dispatcher.services.config, dispatcher.services.log));
+  app.use(hostCheckMiddleware(dispatcher.services.config, dispatcher.services));
   app.use(corsMiddleware(dispatcher.services.config));
   const routes: MountedRoute[] = mountRest(app, dispatcher);
   mountJsonRpc(app, dispatcher);
-  let openapi: unknown;
-  mountDocs(app, () => (openapi ??= buildOpenApi(dispatcher.registry)));
+  let openapi: { origin: string; document: unknown } | undefined;
+  const documentFor = (origin: string) => {
+    if (openapi?.origin !== origin) openapi = { origin, document: buildOpenApi(dispatcher.registry, origin) };
+    return openapi.document;
+  };
+  mountDocs(app, documentFor, dispatcher.services.config.PUBLIC_URL);
   for (const transport of transports) transport(app, dispatcher);
 
   app.on("GET", "/", () =>
@@ -42,7 +46,7 @@ export function buildApp(dispatcher: Dispatcher, transports: readonly Transport[
   app.all("/**", (event) => {
     const pathname = new URL(event.req.url).pathname;
     const surface = surfaceOfPath(pathname) ?? "gateway";
-    return instrument(surface, dispatcher.services.log, async (_event, scope) => {
+    return instrument(surface, dispatcher.services, async (_event, scope) => {
       const allowed = [...new Set(routes.filter((route) => route.pattern.test(pathname)).map((route) => route.method))];
       if (allowed.length > 0) {
         scope.responseHeaders.set("allow", allowed.join(", "));

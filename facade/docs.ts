@@ -28,11 +28,15 @@ const PAGE = `<!doctype html>
 </body>
 </html>`;
 
-/** `/openapi.json` and an interactive reference at `/docs`, rendered by Swagger UI served locally. */
-export function mountDocs(app: H3, document: () => unknown) {
+/**
+ * `/openapi.json` and an interactive reference at `/docs`, rendered by Swagger UI served locally.
+ * `document` gets the origin clients reach the service at (PUBLIC_URL, else the request's), for
+ * the document's `servers` entry.
+ */
+export function mountDocs(app: H3, document: (origin: string) => unknown, publicUrl?: string) {
   const dir = dirname(createRequire(import.meta.url).resolve("swagger-ui-dist/package.json"));
   const cache = new Map<string, Buffer>();
-  app.on("GET", "/openapi.json", () => new Response(JSON.stringify(document()), { headers: { "content-type": "application/json; charset=utf-8" } }));
+  app.on("GET", "/openapi.json", (event) => new Response(JSON.stringify(document((publicUrl ?? new URL(event.req.url).origin).replace(/\/$/, ""))), { headers: { "content-type": "application/json; charset=utf-8" } }));
   app.on("GET", "/docs", () => new Response(PAGE, { headers: { "content-type": "text/html; charset=utf-8" } }));
   app.on("GET", "/docs/assets/:file", async (event) => {
     const file = event.context.params?.file ?? "";

@@ -2,8 +2,7 @@ import type { Middleware } from "h3";
 import ipaddr from "ipaddr.js";
 import type { Config } from "../rpc/config.js";
 import { ServiceError } from "../rpc/errors.js";
-import { instrument } from "../rpc/transport/instrument.js";
-import type { Logger } from "../rpc/log.js";
+import { instrument, type Observers } from "../rpc/transport/instrument.js";
 import { surfaceOfPath } from "../rpc/transport/surfaces.js";
 
 /** The host part of a `Host` header or URL host: lowercased, without port, IPv6 brackets kept off. */
@@ -38,14 +37,14 @@ export function hostRule(config: Pick<Config, "HOST" | "PUBLIC_URL" | "ALLOWED_H
 }
 
 /** 403 in the surface's envelope, before anything else runs, for a `Host` the service does not answer. */
-export function hostCheckMiddleware(config: Config, log: Logger): Middleware {
+export function hostCheckMiddleware(config: Config, observers: Observers): Middleware {
   const allowed = hostRule(config);
   return (event, next) => {
     if (!allowed) return next();
     const host = event.req.headers.get("host") ?? "";
     if (host && allowed(host)) return next();
     const surface = surfaceOfPath(event.url.pathname) ?? "gateway";
-    return instrument(surface, log, async () => {
+    return instrument(surface, observers, async () => {
       throw new ServiceError("FORBIDDEN", `Host ${host || "(none)"} is not served here; set ALLOWED_HOSTS to serve it`);
     })(event);
   };

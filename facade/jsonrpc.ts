@@ -24,7 +24,7 @@ export function mountJsonRpc(app: H3, dispatcher: Dispatcher) {
   app.on(
     "POST",
     "/rpc",
-    instrument("rpc", log, async (event, scope) => {
+    instrument("rpc", dispatcher.services, async (event, scope) => {
       const request = event.req;
       const body = await readJsonBody(request, config.GATEWAY_MAX_PAYLOAD_BYTES);
       if (body === undefined) throw new ServiceError("INVALID_REQUEST", "Empty request");
@@ -38,6 +38,7 @@ export function mountJsonRpc(app: H3, dispatcher: Dispatcher) {
         signal: scope.abort.signal,
         responseHeaders: new Headers(),
         ip: scope.ip,
+        traceparent: scope.traceparent,
       };
       // JSON-RPC 2.0 §4, §6: anything but an object is an Invalid Request (-32600), alone or
       // inside a batch; the library is only handed objects.

@@ -7,6 +7,14 @@ import { fullPath } from "./rest.js";
 
 type JsonObject = Record<string, unknown>;
 
+const SURFACE_DESCRIPTIONS: Record<Surface, string> = {
+  platform: "Metered chat completions and the model catalog for software serving third parties (platform keys `sk-…`).",
+  console: "Platform key management for a signed-in browser session (cookie).",
+  account: "Chat and the model catalog on a user's own account (personal keys).",
+  gateway: "Auth, keys, agents, the tool catalog and routing, tenants and models (sessions or gateway keys).",
+  bridge: "The tool bridge: tool execution on VMs, upstream MCP servers and health.",
+};
+
 const SURFACE_TITLES: Record<Surface, string> = {
   platform: "Platform API",
   console: "Console keys",
@@ -78,11 +86,12 @@ function errorStatuses(method: AnyMethod, hasParams: boolean): number[] {
   return [...statuses].sort((a, b) => a - b);
 }
 
-function errorResponse(surface: Surface, status?: number): JsonObject {
-  return {
-    description: status ? `Error (${ERROR_DESCRIPTIONS[status] ?? "see the error body"})` : "Error",
-    content: { "application/json": { schema: { $ref: `#/components/schemas/${ERROR_SCHEMA_OF[surface]}` } } },
-  };
+function errorResponse(surface: Surface, status?: number | "4XX"): JsonObject {
+  // spec 7.1: the Account API refuses credentials with a flat {error, code}.
+  const schema = surface === "account" && (status === 401 || status === 403) ? "FlatError" : ERROR_SCHEMA_OF[surface];
+  const description =
+    status === "4XX" ? "Any other client error (a malformed request, a method not allowed here, a body too large)" : status ? `Error (${ERROR_DESCRIPTIONS[status] ?? "see the error body"})` : "Error";
+  return { description, content: { "application/json": { schema: { $ref: `#/components/schemas/${schema}` } } } };
 }
 
 const ERROR_DESCRIPTIONS: Record<number, string> = {
@@ -125,6 +134,7 @@ function operation(method: AnyMethod, binding: HttpBinding, multiple: boolean): 
         },
       },
       ...Object.fromEntries(errorStatuses(method, Object.keys(properties).length > 0).map((status) => [String(status), errorResponse(binding.surface, status)])),
+      "4XX": errorResponse(binding.surface, "4XX"),
       default: errorResponse(binding.surface),
     },
     "x-jsonrpc-method": method.name,
@@ -139,6 +149,48 @@ function operation(method: AnyMethod, binding: HttpBinding, multiple: boolean): 
   if (method.auth !== "public" && method.auth.scopes?.length) op["x-required-scopes"] = method.auth.scopes;
   return op;
 }
+
+const JSON_RPC_ERROR = {
+  type: "object",
+  required: ["code", "message"],
+  properties: {
+    code: { type: "integer", description: "-32700 parse error, -32600 invalid request, -32601 unknown method, -32602 invalid params, -320xx service errors (-32001 = 401, -32003 = 403, -32004 = 404, -32029 = 429)" },
+    message: { type: "string" },
+    data: { type: "object", properties: { code: { type: "string" }, status: { type: "integer" }, requestId: { type: "string" } } },
+  },
+};
+const JSON_RPC_REQUEST = {
+  type: "object",
+  required: ["jsonrpc", "method"],
+  properties: { jsonrpc: { const: "2.0" }, id: { type: ["string", "integer", "null"] }, method: { type: "string" }, params: { type: "object" } },
+};
+const JSON_RPC_RESPONSE = {
+  type: "object",
+  required: ["jsonrpc", "id"],
+  properties: { jsonrpc: { const: "2.0" }, id: { type: ["string", "integer", "null"] }, result: {}, error: JSON_RPC_ERROR },
+};
+
+/** `POST /rpc`: the dispatcher's methods by name (facade/jsonrpc.ts), each with its own credentials. */
+const JSON_RPC_PATH = {
+  post: {
+    operationId: "rpc",
+    summary: "Call any operation by name over JSON-RPC 2.0 (single or batch of up to 50; notifications get 202)",
+    description:
+      "The method is an operation's `x-jsonrpc-method`; params are its parameters as one object. Credentials are the Gateway's (session token, `X-API-Key`, bearer key), checked per method: errors come back as JSON-RPC errors with HTTP 200, except a request that is not JSON-RPC (400).",
+    tags: ["JSON-RPC"],
+    requestBody: {
+      required: true,
+      content: { "application/json": { schema: { oneOf: [JSON_RPC_REQUEST, { type: "array", minItems: 1, maxItems: 50, items: JSON_RPC_REQUEST }] } } },
+    },
+    responses: {
+      "200": { description: "The response, or the batch's responses", content: { "application/json": { schema: { oneOf: [JSON_RPC_RESPONSE, { type: "array", items: JSON_RPC_RESPONSE }] } } } },
+      "202": { description: "Only notifications: no body" },
+      "400": { description: "Parse error or invalid request", content: { "application/json": { schema: JSON_RPC_RESPONSE } } },
+      "413": { description: "Body larger than GATEWAY_MAX_PAYLOAD_BYTES", content: { "application/json": { schema: JSON_RPC_RESPONSE } } },
+    },
+    security: [{ sessionToken: [] }, { apiKeyBearer: [] }, { apiKeyHeader: [] }, {}],
+  },
+};
 
 /** OpenAPI 3.1, generated from the same registry as the routes. */
 export function buildOpenApi(registry: Registry, serverUrl?: string): JsonObject {
@@ -159,9 +211,12 @@ export function buildOpenApi(registry: Registry, serverUrl?: string): JsonObject
       description:
         "Every operation is also callable over JSON-RPC 2.0 at `POST /rpc` under the name in `x-jsonrpc-method`, with the Gateway's credentials.",
     },
-    ...(serverUrl ? { servers: [{ url: serverUrl }] } : {}),
-    tags: Object.values(SURFACE_TITLES).map((name) => ({ name })),
-    paths,
+    ...(serverUrl ? { servers: [{ url: serverUrl, description: "This instance; each surface is a base path on it" }] } : {}),
+    tags: [
+      ...(Object.entries(SURFACE_TITLES) as [Surface, string][]).map(([surface, name]) => ({ name, description: SURFACE_DESCRIPTIONS[surface] })),
+      { name: "JSON-RPC", description: "Every operation above by its `x-jsonrpc-method` name, over JSON-RPC 2.0." },
+    ],
+    paths: { ...paths, "/rpc": JSON_RPC_PATH },
     components: {
       schemas: ERROR_SCHEMAS,
       securitySchemes: {

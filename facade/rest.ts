@@ -46,7 +46,7 @@ export function mountRest(app: H3, dispatcher: Dispatcher): MountedRoute[] {
       app.on(
         binding.method,
         path,
-        instrument(binding.surface, log, (event, scope) => handleRest(event.req, event.context.params, method, binding, dispatcher, scope, config.GATEWAY_MAX_PAYLOAD_BYTES)),
+        instrument(binding.surface, dispatcher.services, (event, scope) => handleRest(event.req, event.context.params, method, binding, dispatcher, scope, config.GATEWAY_MAX_PAYLOAD_BYTES)),
       );
     }
   }
@@ -70,6 +70,8 @@ async function handleRest(
     signal: scope.abort.signal,
     responseHeaders: scope.responseHeaders,
     ip: scope.ip,
+    traceparent: scope.traceparent,
+    logFields: scope.log,
     onAuthenticated: (principal) => (scope.log.principal = { kind: principal.kind, userId: principal.userId }),
   };
   // Params are the query, the JSON body and the path parameters merged (path wins), read
@@ -89,6 +91,8 @@ async function handleRest(
       done: method.stream?.done,
       headers: scope.responseHeaders,
       abort: scope.abort,
+      // The request's log line and metrics wait for the stream's end (tokens, full duration).
+      onEnd: scope.defer(),
       errorFrame: (error) => renderError(binding.surface, error, scope.requestId, dispatcher.services.log).body,
     });
   }

@@ -1,3 +1,4 @@
+import type { Server as NodeServer } from "node:http";
 import { serve } from "h3";
 import { plugin as crossws } from "crossws/server";
 import type { Config } from "../rpc/config.js";
@@ -11,6 +12,9 @@ import { bridgeTransports } from "../bridge/transports.js";
 import { defineToolBridge, type ToolBridge } from "../bridge/tool-bridge.js";
 import { SURFACE_BASES } from "../rpc/transport/surfaces.js";
 import type { ResolveHost } from "../rpc/policies/outbound-guard.js";
+import { healthTransport, type Lifecycle } from "./health.js";
+import { trackInFlight } from "./drain.js";
+import { metricsTransport } from "./metrics.js";
 
 export interface RunningServer {
   /** Origin the server listens on, e.g. `http://127.0.0.1:8787`. */
@@ -21,6 +25,15 @@ export interface RunningServer {
   /** The concrete tool bridge behind `services.catalog`, `vms` and `upstream`. */
   bridge: ToolBridge;
   dispatcher: Dispatcher;
+  /** `draining` turns true when drain() starts (/readyz answers 503 from then on). */
+  lifecycle: Lifecycle;
+  /**
+   * Graceful stop: /readyz turns 503, the listening socket closes (new connections are
+   * refused), in-flight requests and streams run up to `graceMs`, then sockets get 1001, MCP
+   * streams end, background work stops and storage closes last. Idempotent.
+   */
+  drain(graceMs: number): Promise<void>;
+  /** Stops at once (drain with no grace). */
   close(): Promise<void>;
 }
 
@@ -46,7 +59,9 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   const bridge = tools.get();
   try {
     const dispatcher = new Dispatcher(createRegistry(methodsFor(config)), services);
-    const app = buildApp(dispatcher, bridgeTransports(bridge));
+    services.metrics.knowOperations(Object.keys(dispatcher.registry));
+    const lifecycle: Lifecycle = { draining: false };
+    const app = buildApp(dispatcher, [healthTransport(lifecycle), metricsTransport, ...bridgeTransports(bridge)]);
     const server = serve(app, {
       port: config.PORT,
       hostname: config.HOST,
@@ -55,6 +70,9 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       // spec 8: GATEWAY_MAX_PAYLOAD_BYTES also bounds WebSocket messages (ws closes with 1009 past it).
       plugins: [crossws({ options: { node: { serverOptions: { maxPayload: config.GATEWAY_MAX_PAYLOAD_BYTES } } } })],
     });
+    // No TLS nor HTTP/2 here: srvx made a node:http server.
+    const node = server.node!.server as NodeServer;
+    const inFlight = trackInFlight(node, lifecycle);
     await server.ready();
     const listening = new URL(server.url!);
     const origin = (config.PUBLIC_URL ?? listening.origin).replace(/\/$/, "");
@@ -68,17 +86,30 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       openapi: origin + "/openapi.json",
       docs: origin + "/docs",
     };
-    return {
+    let draining: Promise<void> | undefined;
+    const running: RunningServer = {
       origin: listening.origin,
       urls,
       services,
       bridge,
       dispatcher,
-      async close() {
-        await server.close(true);
-        await services.close();
+      lifecycle,
+      drain(graceMs) {
+        return (draining ??= (async () => {
+          lifecycle.draining = true;
+          // Stops listening: new connections are refused; idle keep-alive ones close now.
+          if (node.listening) node.close(() => undefined);
+          await inFlight.settled(graceMs);
+          // Past the grace (or with none): whatever is still open is cut.
+          await server.close(true);
+          await services.close();
+        })());
+      },
+      close() {
+        return running.drain(0);
       },
     };
+    return running;
   } catch (error) {
     await services.close();
     throw error;

@@ -8,6 +8,8 @@ export interface SseOptions {
   headers: Headers;
   /** Aborted when the client goes away, so the producer (an upstream request) stops too. */
   abort: AbortController;
+  /** Called once when the stream ends: finished, failed or cancelled by the client. */
+  onEnd?(): void;
 }
 
 /**
@@ -23,6 +25,12 @@ export interface SseOptions {
 export function toSseResponse(items: AsyncIterable<unknown>, options: SseOptions): Response {
   const iterator = items[Symbol.asyncIterator]();
   let finished = false;
+  let ended = false;
+  const end = () => {
+    if (ended) return;
+    ended = true;
+    options.onEnd?.();
+  };
   const frame = (data: unknown) => encoder.encode(`data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`);
 
   const stream = new ReadableStream<Uint8Array>({
@@ -33,6 +41,7 @@ export function toSseResponse(items: AsyncIterable<unknown>, options: SseOptions
           if (options.done) controller.enqueue(frame(options.done));
           controller.close();
           finished = true;
+          end();
           return;
         }
         controller.enqueue(frame(value));
@@ -41,12 +50,14 @@ export function toSseResponse(items: AsyncIterable<unknown>, options: SseOptions
         controller.enqueue(frame(options.errorFrame(error)));
         controller.close();
         finished = true;
+        end();
       }
     },
     async cancel() {
       options.abort.abort();
       finished = true;
       await iterator.return?.().catch(() => undefined);
+      end();
     },
   });
 

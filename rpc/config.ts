@@ -59,7 +59,17 @@ const ENV_SCHEMA = v.object({
   /** Requests per minute per credential on the bridge, shared across instances (spec 8). */
   GATEWAY_RATE_LIMIT_RPM: v.optional(intFrom(1, 1_000_000), "120"),
   /** Allowed browser origins, comma-separated, or `*` (spec 8). Also the MCP endpoint's Origin allowlist. */
-  GATEWAY_CORS_ORIGINS: v.optional(v.pipe(v.string(), v.minLength(1)), "*"),
+  GATEWAY_CORS_ORIGINS: v.optional(
+    v.pipe(
+      v.string(),
+      v.minLength(1),
+      v.check(
+        (value) => value.split(",").every((entry) => entry.trim() === "*" || /^https?:\/\/[^/\s,]+\/?$/.test(entry.trim())),
+        "each entry must be * or an origin such as https://app.example.com (scheme, host and optional port, no path)",
+      ),
+    ),
+    "*",
+  ),
   /** Orchestrator base URL; when set, Gateway agents are proxied to it by name (spec 4.4). */
   ORCH_BASE_URL: v.optional(v.pipe(v.string(), v.url("must be an absolute URL"))),
   /** Manager (billing and usage) base URL for the Gateway's billing proxy. */
@@ -117,6 +127,13 @@ const ENV_SCHEMA = v.object({
   WEBHOOKS_TIMEOUT_SECONDS: v.optional(intFrom(1, 120), "15"),
   /** How often each instance looks for due webhook deliveries, in ms; 0 turns the background loop off (attempts then run on dispatch, retry, or an explicit tick). */
   WEBHOOKS_POLL_MS: v.optional(intFrom(0, 3_600_000), "1000"),
+  /**
+   * Seconds a stopping process (SIGTERM/SIGINT) lets in-flight requests and streams finish
+   * before it cuts them; below the usual 30 s an orchestrator waits before SIGKILL.
+   */
+  SHUTDOWN_GRACE_SECONDS: v.optional(intFrom(0, 3600), "25"),
+  /** Bearer token GET /metrics requires when set; unset, /metrics is open (scrape it on a private port or network). */
+  METRICS_TOKEN: v.optional(v.pipe(v.string(), v.minLength(16, "must be at least 16 characters"))),
   /** `info` writes one JSON line per request; `silent` writes none. */
   LOG_LEVEL: v.optional(v.picklist(["info", "error", "silent"], "must be info, error or silent"), "info"),
 });
@@ -126,7 +143,8 @@ export const CONFIG_KEYS = Object.keys(ENV_SCHEMA.entries) as (keyof Config)[];
 
 export class ConfigError extends Error {
   constructor(readonly problems: string[]) {
-    super(`Invalid configuration:\n  ${problems.join("\n  ")}`);
+    // One line, so a failed start reads as one log line (issue: config errors are one line).
+    super(`Invalid configuration: ${problems.join("; ")}`);
     this.name = "ConfigError";
   }
 }

@@ -40,6 +40,10 @@ export interface CallContext<P extends Principal | undefined = Principal | undef
   responseHeaders: Headers;
   /** The caller's address, for throttling. */
   ip: string;
+  /** The caller's W3C `traceparent`, passed on to model providers, the orchestrator and the manager. */
+  traceparent?: string;
+  /** Extra fields for the request's log line (chat: model, tokens, cost, latencies). */
+  logFields?: Record<string, unknown>;
 }
 
 /** The context of a method with this auth spec: authenticated methods see a principal, no `!` needed. */

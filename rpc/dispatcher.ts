@@ -17,6 +17,10 @@ export interface CallFacts {
   /** A sink for response metadata (headers), error or not. */
   responseHeaders: Headers;
   ip: string;
+  /** The caller's W3C `traceparent`, when it sent a well-formed one. */
+  traceparent?: string;
+  /** Extra fields for the transport's log line. */
+  logFields?: Record<string, unknown>;
   /** Told who the caller is once authenticated (for the transport's log line). */
   onAuthenticated?(principal: Principal, method: AnyMethod): void;
   /**
@@ -74,7 +78,8 @@ export class Dispatcher {
     if (!method) throw new ServiceError("METHOD_NOT_FOUND", `Unknown method: ${name}`);
     const principal = facts.authenticated ? admitPrincipal(facts.authenticated, method.auth) : await authenticate(facts.presented, method.auth, this.services);
     if (principal) facts.onAuthenticated?.(principal, method);
-    await applyPolicies(method, principal, this.services);
+    // spec 4.2: the Platform API adds no header but X-Service-Request-Id.
+    await applyPolicies(method, principal, this.services, facts.surface === "platform" ? undefined : facts.responseHeaders);
     const raw = typeof params === "function" ? await (params as (method: AnyMethod) => unknown)(method) : params;
     const ctx: CallContext = {
       requestId: facts.requestId,
@@ -84,6 +89,8 @@ export class Dispatcher {
       signal: facts.signal,
       responseHeaders: facts.responseHeaders,
       ip: facts.ip,
+      traceparent: facts.traceparent,
+      logFields: facts.logFields,
     };
     return method.handler(parseParams(method.input, raw), ctx);
   }

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import type { Config } from "./config.js";
+import { ConfigError, type Config } from "./config.js";
 import type { Logger } from "./log.js";
 import { keyPrefixes, type KeyPrefixes } from "./credentials/api-keys.js";
 import { SessionTokens } from "./credentials/sessions.js";
@@ -26,11 +26,14 @@ import { LocalEventLog } from "../storage/events/local-event-log.js";
 import { RedisEventLog } from "../storage/events/redis-event-log.js";
 import { WebhooksRepo } from "../storage/repos/webhooks.js";
 import { WebhookWorker } from "./webhooks/worker.js";
+import { Metrics } from "./metrics.js";
 
 /** What handlers reach through `ctx.services`: storage, repositories, credentials, clients. */
 export interface Services {
   readonly config: Config;
   readonly log: Logger;
+  /** Prometheus metrics of this service (GET /metrics). */
+  readonly metrics: Metrics;
   readonly store: Store;
   readonly users: UsersRepo;
   readonly keys: KeysRepo;
@@ -124,11 +127,13 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
   // Process-wide, like the thread pool it protects.
   setHashConcurrency(config.PASSWORD_HASH_CONCURRENCY);
   const store = await openStore(config);
+  const metrics = new Metrics();
+  metrics.observeStorage(store.kv);
   let secret = config.GATEWAY_JWT_SECRET ?? (await store.persistentSecret("jwt-secret"));
   if (!secret) {
     if (config.STORAGE === "redis") {
       await store.close();
-      throw new Error("GATEWAY_JWT_SECRET is required with STORAGE=redis: every instance must verify the same tokens");
+      throw new ConfigError(["GATEWAY_JWT_SECRET is required with STORAGE=redis: set the same secret (32+ characters) on every instance, so each verifies the others' tokens"]);
     }
     secret = randomBytes(32).toString("base64url");
   }
@@ -136,7 +141,7 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
   if (!dataSecret) {
     if (config.STORAGE === "redis") {
       await store.close();
-      throw new Error("DATA_ENCRYPTION_SECRET is required with STORAGE=redis: every instance must read the secrets the others stored");
+      throw new ConfigError(["DATA_ENCRYPTION_SECRET is required with STORAGE=redis: set the same secret (32+ characters) on every instance, so each reads the secrets the others stored"]);
     }
     // memory: nothing outlives the process, so a key of its own is enough.
     dataSecret = randomBytes(32).toString("base64url");
@@ -184,9 +189,12 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
     },
   });
   closers.push(() => webhookWorker.close());
+  countToolCalls(catalog, metrics);
+  metrics.gauge("gateway_vm_sockets", "VM-agent sockets connected to this instance", () => vms.stats().connected);
   services = {
     config,
     log,
+    metrics,
     store,
     users: new UsersRepo(store),
     keys: new KeysRepo(store),
@@ -218,4 +226,19 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
   };
   webhookWorker.start();
   return services;
+}
+
+/** Counts every catalog call by source and outcome, whichever transport or agent made it. */
+function countToolCalls(catalog: ToolCatalog, metrics: Metrics): void {
+  const call = catalog.call.bind(catalog);
+  catalog.call = async (name, args, options) => {
+    try {
+      const result = await call(name, args, options);
+      metrics.toolCall(name, result.isError ? "tool_error" : "ok");
+      return result;
+    } catch (error) {
+      metrics.toolCall(name, "failed");
+      throw error;
+    }
+  };
 }

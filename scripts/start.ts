@@ -1,27 +1,40 @@
-import { ConfigError, loadConfig } from "../rpc/config.js";
 import { startServer } from "../facade/server.js";
+import { loadConfig } from "../rpc/config.js";
+import { startupFailure } from "./startup-errors.js";
 
+// One process: `npm start` runs this file compiled (dist/scripts/start.js) with plain node, so
+// the signals sent to `npm start` reach it (npm forwards SIGTERM and SIGINT to its child).
+let server;
 let config;
 try {
   config = loadConfig(process.env);
+  server = await startServer(config);
 } catch (error) {
-  if (error instanceof ConfigError) {
-    process.stderr.write(`${error.message}\n`);
-    process.exit(1);
-  }
-  throw error;
+  // Every bad start is one line naming the variable and the fix, and exit code 1.
+  process.stderr.write(`${startupFailure(error, config ?? process.env)}\n`);
+  process.exit(1);
 }
-
-const server = await startServer(config);
 process.stderr.write(`Gateway listening (storage: ${config.STORAGE}${config.STORAGE === "fs" ? ` in ${config.DATA_DIR}` : ""})\n`);
 for (const [name, url] of Object.entries(server.urls)) process.stderr.write(`  ${name.padEnd(12)} ${url}\n`);
 
-let stopping = false;
+let stopping: { signal: string; at: number } | undefined;
 const stop = async (signal: string) => {
-  if (stopping) return;
-  stopping = true;
-  process.stderr.write(`${signal}: shutting down\n`);
-  await server.close();
+  if (stopping) {
+    // Ctrl-C in a terminal reaches this process twice (from the terminal, and forwarded by
+    // npm): the same signal within a second is that one keystroke, not a second request.
+    if (stopping.signal === signal && Date.now() - stopping.at < 1000) return;
+    // A second signal: the operator wants out now.
+    process.stderr.write(`${signal} again: exiting now\n`);
+    process.exit(1);
+  }
+  stopping = { signal, at: Date.now() };
+  process.stderr.write(`${signal}: draining (up to ${config.SHUTDOWN_GRACE_SECONDS} s), then shutting down\n`);
+  try {
+    await server.drain(config.SHUTDOWN_GRACE_SECONDS * 1000);
+  } catch (error) {
+    process.stderr.write(`shutdown: ${(error as Error).message}\n`);
+    process.exit(1);
+  }
   process.exit(0);
 };
 process.on("SIGINT", () => void stop("SIGINT"));

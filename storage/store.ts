@@ -100,7 +100,8 @@ async function openRedisStore(options: StoreOptions): Promise<Store> {
   } catch (error) {
     client.disconnect();
     subscriber.disconnect();
-    throw new Error(`Redis at ${options.REDIS_URL} did not answer: ${(error as Error).message}`);
+    // The code lets the start script name REDIS_URL in its one-line message.
+    throw Object.assign(new Error(`Redis at ${options.REDIS_URL} did not answer: ${(error as Error).message}`), { code: "REDIS_UNREACHABLE" });
   }
   const kv = createStorage({ driver: redisDriver({ url: options.REDIS_URL, base: `${prefix}:kv`, maxRetriesPerRequest: 2 }) });
   const atomic = new RedisAtomic(client, prefix);

@@ -19,6 +19,11 @@ type PeerState = Partial<Admitted<unknown>> & { session?: AgentStreamSession };
 export function agentStreamTransport(app: H3, dispatcher: Dispatcher): void {
   const { log, config } = dispatcher.services;
   const orchestratorMode = Boolean(config.ORCH_BASE_URL);
+  // On shutdown every stream gets 1001 (going away), so clients reconnect to another instance.
+  const open = new Set<{ close(code?: number, reason?: string): void }>();
+  dispatcher.services.onClose(() => {
+    for (const peer of open) peer.close(1001, "server shutting down");
+  });
   app.on(
     "GET",
     AGENT_STREAM_PATH,
@@ -33,6 +38,7 @@ export function agentStreamTransport(app: H3, dispatcher: Dispatcher): void {
       open(peer) {
         const state = peer.context as PeerState;
         if (!state.principal || !state.requestId || !state.presented) return peer.close(1011, "no identity");
+        open.add(peer);
         state.session = new AgentStreamSession({
           dispatcher,
           principal: state.principal,
@@ -53,6 +59,7 @@ export function agentStreamTransport(app: H3, dispatcher: Dispatcher): void {
       },
       close(peer, details) {
         const state = peer.context as PeerState;
+        open.delete(peer);
         log.info({ requestId: state.requestId, event: "agent_stream.close", code: details.code });
         void state.session?.close(details.code);
       },

@@ -82,8 +82,9 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
   const sessions = new McpSessions(bridge.catalog, config.MCP_SESSION_IDLE_SECONDS, config.MCP_MAX_SESSIONS_PER_USER);
   tables.set(services, sessions);
   services.onClose(() => sessions.close());
+  services.metrics.gauge("gateway_mcp_sessions", "MCP sessions open on this instance", () => sessions.size);
 
-  const handle = instrument("rpc", log, async (event, scope) => {
+  const handle = instrument("rpc", services, async (event, scope) => {
     scope.log.operation = "mcp";
     let request: Request = event.req;
     assertOrigin(request, origins);

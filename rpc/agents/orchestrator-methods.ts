@@ -43,7 +43,7 @@ function call(ctx: CallContext, method: "GET" | "POST", path: string, extra: { q
     method,
     path,
     ...extra,
-    caller: { principal: principalOf(ctx), requestId: ctx.requestId },
+    caller: { principal: principalOf(ctx), requestId: ctx.requestId, traceparent: ctx.traceparent },
     signal: ctx.signal,
   });
 }
@@ -144,7 +144,7 @@ export const orchestratorAgentMethods: readonly AnyMethod[] = [
         method: "GET",
         path: agentPath(params.name, "stream"),
         query: queryOf(rest(params)),
-        caller: { principal: principalOf(ctx), requestId: ctx.requestId },
+        caller: { principal: principalOf(ctx), requestId: ctx.requestId, traceparent: ctx.traceparent },
         signal: ctx.signal,
       });
       // Relayed event by event, unchanged, including a `[DONE]` marker.

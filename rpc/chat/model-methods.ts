@@ -4,6 +4,28 @@ import { principalOf, unauthorized } from "../auth.js";
 import { ServiceError } from "../errors.js";
 import { requireCredits } from "./key-limits.js";
 import { ModelEntry, ModelList } from "../views.js";
+import type { CallContext } from "../define.js";
+import type { Principal } from "../auth.js";
+
+// spec 2.1: the catalog is not filtered per key, so one id answers like the list it is in.
+const ModelId = v.object({ model_id: v.pipe(v.string(), v.minLength(1), v.maxLength(256)) });
+
+function findModel(ctx: CallContext, id: string) {
+  const entry = ctx.services.models.list().find((candidate) => candidate.id === id);
+  if (!entry) throw new ServiceError("NOT_FOUND", `The model '${id}' does not exist`);
+  return entry;
+}
+
+/** spec 5: an Account key reads the catalog with either scope; returns the user's plan status. */
+async function accountPlan(ctx: CallContext<Principal>) {
+  const principal = ctx.principal;
+  if (!principal.scopes.some((scope) => scope === "intelligence" || scope === "compute")) {
+    throw new ServiceError("INSUFFICIENT_CAPABILITY", "This key lacks the intelligence or compute scope");
+  }
+  const user = await ctx.services.users.get(principal.userId);
+  if (!user) throw unauthorized("invalid");
+  return ctx.services.allowance.status(user.id, user.plan);
+}
 
 export const modelMethods = [
   defineMethod({
@@ -29,14 +51,7 @@ export const modelMethods = [
     errors: ["INSUFFICIENT_CAPABILITY"],
     http: [{ surface: "account", method: "GET", path: "/models" }],
     async handler(_params, ctx) {
-      const principal = principalOf(ctx);
-      // spec 5: the catalog is open to either scope.
-      if (!principal.scopes.some((scope) => scope === "intelligence" || scope === "compute")) {
-        throw new ServiceError("INSUFFICIENT_CAPABILITY", "This key lacks the intelligence or compute scope");
-      }
-      const user = await ctx.services.users.get(principal.userId);
-      if (!user) throw unauthorized("invalid");
-      const plan = await ctx.services.allowance.status(user.id, user.plan);
+      const plan = await accountPlan(ctx);
       const usable = new Set(ctx.services.models.usableIds(plan.id));
       return {
         object: "list",
@@ -55,6 +70,50 @@ export const modelMethods = [
     http: [{ surface: "gateway", method: "GET", path: "/models" }],
     handler(_params, ctx) {
       return { object: "list", data: ctx.services.models.list() };
+    },
+  }),
+
+  // What `openai.models.retrieve(id)` calls, with the list's credential and 402 rules.
+  defineMethod({
+    name: "platform.models.get",
+    summary: "One model of the catalog (spec 2.1), as `GET /models` lists it; 404 for an unknown id, 402 when the workspace has no credits.",
+    input: ModelId,
+    auth: { kinds: ["platform_key"] },
+    output: ModelEntry,
+    errors: ["INSUFFICIENT_CREDITS", "NOT_FOUND"],
+    http: [{ surface: "platform", method: "GET", path: "/models/:model_id" }],
+    async handler(params, ctx) {
+      await requireCredits(ctx.services, principalOf(ctx));
+      return findModel(ctx, params.model_id);
+    },
+  }),
+
+  defineMethod({
+    name: "account.models.get",
+    summary: "One model of the catalog with `available`: whether the account's current plan unlocks it; 404 for an unknown id.",
+    input: ModelId,
+    auth: { kinds: ["account_key"] },
+    output: v.object({ ...ModelEntry.entries, available: v.boolean() }),
+    errors: ["NOT_FOUND", "INSUFFICIENT_CAPABILITY"],
+    errors: ["NOT_FOUND", "INSUFFICIENT_CAPABILITY"],
+    http: [{ surface: "account", method: "GET", path: "/models/:model_id" }],
+    async handler(params, ctx) {
+      const plan = await accountPlan(ctx);
+      const entry = findModel(ctx, params.model_id);
+      return { ...entry, available: ctx.services.models.usableIds(plan.id).includes(entry.id) };
+    },
+  }),
+
+  defineMethod({
+    name: "gateway.models.get",
+    summary: "One model of the model router's list; 404 for an unknown id.",
+    input: ModelId,
+    auth: { kinds: ["session", "gateway_key"] },
+    output: ModelEntry,
+    errors: ["NOT_FOUND"],
+    http: [{ surface: "gateway", method: "GET", path: "/models/:model_id" }],
+    handler(params, ctx) {
+      return findModel(ctx, params.model_id);
     },
   }),
 ];

@@ -2,6 +2,7 @@ import * as v from "valibot";
 import type { CallContext } from "../define.js";
 import type { RoutedModel } from "./model-router.js";
 import { countPromptTokens, countTokens, usageOf } from "./tokens.js";
+import { observeChat } from "./observe-chat.js";
 import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from "./types.js";
 
 const Message = v.object({
@@ -63,11 +64,16 @@ export interface RunOptions {
  */
 export async function runChat(ctx: CallContext, options: RunOptions): Promise<ChatCompletion | AsyncIterable<ChatChunk>> {
   const { model, request, includeUsage } = options;
-  const settleOnce = once(options.settle, ctx);
+  const observe = observeChat(ctx, model);
+  const settleOnce = once(async (usage, estimated) => {
+    observe.metered(usage, estimated);
+    await options.settle(usage, estimated);
+  }, ctx);
   const promptEstimate = options.promptTokens ?? countPromptTokens(request.messages);
   let result;
   try {
-    result = await model.provider.complete(request, ctx.signal);
+    result = await model.provider.complete(request, ctx.signal, { traceparent: ctx.traceparent });
+    observe.answered();
   } catch (error) {
     await settleOnce(usageOf(0, 0), true);
     throw error;
@@ -83,7 +89,11 @@ export async function runChat(ctx: CallContext, options: RunOptions): Promise<Ch
     let streamed = "";
     try {
       for await (const chunk of chunks) {
-        for (const choice of chunk.choices ?? []) if (typeof choice.delta?.content === "string") streamed += choice.delta.content;
+        for (const choice of chunk.choices ?? []) {
+          if (typeof choice.delta?.content !== "string" || choice.delta.content === "") continue;
+          streamed += choice.delta.content;
+          observe.token();
+        }
         if (chunk.usage) await settleOnce(chunk.usage, false);
         if (!includeUsage) {
           if (chunk.usage && (chunk.choices?.length ?? 0) === 0) continue;

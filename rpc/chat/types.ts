@@ -80,5 +80,5 @@ export interface Provider {
    * Runs one request. Errors before the first byte are thrown (so the caller answers with a
    * status); errors after it surface from the iterator. `signal` aborts the upstream call.
    */
-  complete(request: ChatRequest, signal: AbortSignal): Promise<ProviderResult>;
+  complete(request: ChatRequest, signal: AbortSignal, trace?: { traceparent?: string }): Promise<ProviderResult>;
 }

@@ -16,16 +16,21 @@ export function principalRateKey(principal: Principal): string {
  * spec 8 GATEWAY_RATE_LIMIT_RPM: requests per minute per credential on the bridge (REST
  * methods on surface "bridge", the MCP endpoint, VM socket upgrades). Counters live in
  * `services.store.limiter`, so with STORAGE=redis every instance shares them.
- * Throws RATE_LIMITED (429) with `Retry-After` and `X-RateLimit-*` headers.
+ * Throws RATE_LIMITED (429) with `Retry-After` and `X-RateLimit-*` headers; an admitted call
+ * gets `X-RateLimit-Limit`, `-Remaining` and `-Reset` (seconds until the window resets) in
+ * `headers`, the de facto names most HTTP APIs use.
  */
-export async function enforceBridgeRate(principalKey: string, services: Services): Promise<void> {
+export async function enforceBridgeRate(principalKey: string, services: Services, headers?: Headers): Promise<void> {
   let limiter = limiters.get(services);
   if (!limiter) {
     limiter = services.store.limiter({ name: "bridge-rpm", points: services.config.GATEWAY_RATE_LIMIT_RPM, durationSeconds: 60 });
     limiters.set(services, limiter);
   }
   try {
-    await limiter.consume(principalKey, 1);
+    const admitted = await limiter.consume(principalKey, 1);
+    headers?.set("x-ratelimit-limit", String(services.config.GATEWAY_RATE_LIMIT_RPM));
+    headers?.set("x-ratelimit-remaining", String(Math.max(0, admitted.remainingPoints)));
+    headers?.set("x-ratelimit-reset", String(Math.max(0, Math.ceil(admitted.msBeforeNext / 1000))));
   } catch (error) {
     if (!(error instanceof RateLimiterRes)) throw error;
     const retryAfter = Math.max(1, Math.ceil(error.msBeforeNext / 1000));
@@ -34,6 +39,7 @@ export async function enforceBridgeRate(principalKey: string, services: Services
         "retry-after": String(retryAfter),
         "x-ratelimit-limit": String(services.config.GATEWAY_RATE_LIMIT_RPM),
         "x-ratelimit-remaining": "0",
+        "x-ratelimit-reset": String(retryAfter),
       },
       details: { limit: services.config.GATEWAY_RATE_LIMIT_RPM, windowSeconds: 60, retryAfterSeconds: retryAfter },
     });

@@ -1,10 +1,10 @@
 import * as v from "valibot";
 import { defineMethod } from "../define.js";
 
-/** Bound on the storage probe, so a hung Redis makes health fail instead of hang. */
+/** Bound on the storage probe (bridge health, /readyz), so a hung Redis makes health fail instead of hang. */
 const PROBE_TIMEOUT_MS = 2000;
 
-async function probeStorage(kv: { getItem(key: string): Promise<unknown> }): Promise<{ ok: boolean; error?: string }> {
+export async function probeStorage(kv: { getItem(key: string): Promise<unknown> }): Promise<{ ok: boolean; error?: string }> {
   let timer: NodeJS.Timeout | undefined;
   try {
     await Promise.race([

@@ -3,7 +3,26 @@ import { getRequestIP, type H3Event } from "h3";
 import { FastResponse } from "srvx";
 import type { Surface } from "../define.js";
 import type { Logger } from "../log.js";
+import type { Metrics } from "../metrics.js";
+import { toServiceError } from "../errors.js";
 import { renderError } from "./surfaces.js";
+
+/** What instrument() needs of the services: where log lines and metrics go. */
+export interface Observers {
+  log: Logger;
+  metrics?: Metrics;
+}
+
+// A client's X-Request-Id is kept when it is sane: 1 to 128 visible ASCII characters.
+const SANE_REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
+// W3C Trace Context: version-traceid-parentid-flags, lowercase hex, ids not all zeros.
+const TRACEPARENT = /^[0-9a-f]{2}-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$/;
+
+/** The caller's `traceparent` when well-formed (passed on to model providers, orchestrator, manager). */
+export function traceparentOf(request: Request): string | undefined {
+  const value = request.headers.get("traceparent")?.trim().toLowerCase();
+  return value && TRACEPARENT.test(value) && !value.startsWith("ff") ? value : undefined;
+}
 
 export interface RequestScope {
   requestId: string;
@@ -12,8 +31,15 @@ export interface RequestScope {
   /** Aborted when the client disconnects. */
   abort: AbortController;
   ip: string;
-  /** Filled in by the handler for the log line. */
-  log: { operation?: string; principal?: { kind: string; userId: string } };
+  /** The caller's W3C `traceparent`, when well-formed. */
+  traceparent?: string;
+  /**
+   * For a streamed answer: the log line and metrics wait until the returned function is called
+   * (the stream's end), so they carry its full duration and what the stream metered.
+   */
+  defer(): () => void;
+  /** Filled in by the handler for the log line (chat adds model, tokens, cost, latencies). */
+  log: { operation?: string; principal?: { kind: string; userId: string }; [field: string]: unknown };
 }
 
 // srvx (the server under h3) sends its own Response class straight to the socket, without
@@ -31,40 +57,66 @@ export function errorResponse(surface: Surface | "rpc", error: unknown, requestI
 }
 
 /**
- * Wraps a route: a request id, an abort signal tied to the client, the surface's error
- * envelope, and one JSON log line per request.
+ * Wraps a route: a request id (the client's X-Request-Id when sane), an abort signal tied to
+ * the client, the surface's error envelope, one JSON log line and the HTTP metrics per request.
  */
-export function instrument(surface: Surface | "rpc", log: Logger, handler: (event: H3Event, scope: RequestScope) => Promise<Response>) {
+export function instrument(surface: Surface | "rpc", observers: Observers, handler: (event: H3Event, scope: RequestScope) => Promise<Response>) {
+  const { log, metrics } = observers;
   return async (event: H3Event): Promise<Response> => {
     const started = performance.now();
     const request = event.req;
     const abort = new AbortController();
     request.signal?.addEventListener("abort", () => abort.abort(), { once: true });
+    let deferred: Promise<void> | undefined;
+    const incoming = request.headers.get("x-request-id");
     const scope: RequestScope = {
-      requestId: randomUUID(),
+      requestId: incoming && SANE_REQUEST_ID.test(incoming) ? incoming : randomUUID(),
       responseHeaders: new Headers(),
       abort,
       ip: getRequestIP(event) ?? "unknown",
+      traceparent: traceparentOf(request),
       log: {},
+      defer() {
+        let release!: () => void;
+        deferred = new Promise<void>((resolve) => (release = resolve));
+        return () => release();
+      },
     };
     // spec 4.2: X-Service-Request-Id is the only service-specific header on the Platform API.
     if (surface !== "platform") scope.responseHeaders.set("x-request-id", scope.requestId);
     let response: Response;
+    let refusal: string | undefined;
     try {
       response = await handler(event, scope);
     } catch (error) {
       response = errorResponse(surface, error, scope.requestId, log, scope.responseHeaders);
+      if (response.status === 402 || response.status === 429) refusal = toServiceError(error).code;
     }
-    log.info({
-      requestId: scope.requestId,
-      surface,
-      method: request.method,
-      path: new URL(request.url).pathname,
-      status: response.status,
-      durationMs: Math.round((performance.now() - started) * 100) / 100,
-      ...(scope.log.operation ? { operation: scope.log.operation } : {}),
-      ...(scope.log.principal ? { principal: scope.log.principal } : {}),
-    });
+    const finish = () => {
+      const seconds = (performance.now() - started) / 1000;
+      if (metrics) {
+        const labels = { surface, operation: metrics.operation(scope.log.operation), status: String(response.status) };
+        metrics.httpRequests.inc(labels);
+        metrics.httpDuration.observe(labels, seconds);
+        // Relayed upstream 402/429s and limits answered without a thrown error count as `other`.
+        if (response.status === 402 || response.status === 429) metrics.refusals.inc({ status: String(response.status), reason: refusal ?? "other" });
+      }
+      const { operation, principal, ...extra } = scope.log;
+      log.info({
+        requestId: scope.requestId,
+        surface,
+        method: request.method,
+        path: new URL(request.url).pathname,
+        status: response.status,
+        durationMs: Math.round(seconds * 100_000) / 100,
+        ...(operation ? { operation } : {}),
+        ...(principal ? { principal } : {}),
+        ...extra,
+      });
+    };
+    // An error answer is never a stream, whatever the handler deferred.
+    if (deferred && response.status < 400) void deferred.then(finish);
+    else finish();
     return response;
   };
 }

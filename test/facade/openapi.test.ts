@@ -1,3 +1,7 @@
+import { execFile } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fullPath } from "../../facade/rest.js";
@@ -34,6 +38,32 @@ describe("OpenAPI and docs", () => {
     const register = document.paths["/gateway/v1/auth/register"].post;
     expect(register.requestBody.content["application/json"].schema.required).toEqual(expect.arrayContaining(["email", "password", "fullName"]));
     expect(document.paths["/gateway/v1/auth/keys/{key_id}"].delete.parameters[0]).toMatchObject({ name: "key_id", in: "path", required: true });
+  });
+
+  it("passes `redocly lint` with no error and every operation declaring its 4xx answers", async () => {
+    const document = (await server.request("/openapi.json")).body;
+    expect(document.servers).toEqual([expect.objectContaining({ url: server.origin })]);
+    expect(document.paths["/rpc"].post.responses).toHaveProperty("400");
+    const dir = await mkdtemp(join(tmpdir(), "openapi-lint-"));
+    try {
+      const file = join(dir, "openapi.json");
+      await writeFile(file, JSON.stringify(document));
+      const stdout = await new Promise<string>((resolve, reject) =>
+        execFile(
+          process.execPath,
+          [join("node_modules", "@redocly", "cli", "bin", "cli.js"), "lint", file, "--format=json"],
+          { env: { ...process.env, REDOCLY_TELEMETRY: "off", REDOCLY_SUPPRESS_UPDATE_NOTICE: "true" }, maxBuffer: 16 * 1024 * 1024 },
+          // redocly exits 1 when it finds errors: the report on stdout says which.
+          (error, out) => (out ? resolve(out) : reject(error)),
+        ),
+      );
+      const report = JSON.parse(stdout) as { totals: { errors: number }; problems: { ruleId: string; message: string; location: { pointer: string }[] }[] };
+      const shown = (ruleIds: (id: string) => boolean) => report.problems.filter((p) => ruleIds(p.ruleId)).map((p) => `${p.ruleId} ${p.location[0]?.pointer}: ${p.message}`);
+      expect(shown((id) => id === "operation-4xx-response")).toEqual([]);
+      expect(report.totals.errors, shown(() => true).join("\n")).toBe(0);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it("takes security, error responses and result shapes from each method's declaration", async () => {

@@ -1,15 +1,53 @@
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { createServer } from "node:net";
 import { Redis } from "ioredis";
 
-/** Fails fast, with a clear message, when the Redis the storage and multi-instance tests need is down. */
-export default async function setup() {
-  const redis = new Redis(process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379", { maxRetriesPerRequest: 1, lazyConnect: true, retryStrategy: () => null });
+async function answers(url: string): Promise<boolean> {
+  const redis = new Redis(url, { maxRetriesPerRequest: 1, lazyConnect: true, retryStrategy: () => null });
   redis.on("error", () => undefined);
   try {
     await redis.connect();
     await redis.ping();
-  } catch (error) {
-    throw new Error(`The test suite needs Redis at ${process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379"} (start it with .ci/run or redis-server): ${(error as Error).message}`);
+    return true;
+  } catch {
+    return false;
   } finally {
     redis.disconnect();
   }
+}
+
+async function freePort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+  const { port } = probe.address() as { port: number };
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+  return port;
+}
+
+/**
+ * The storage and multi-instance tests need a real Redis. When nothing answers at
+ * TEST_REDIS_URL (default redis://127.0.0.1:6379) and `redis-server` is installed, a private
+ * one is started on a free port for this run (no persistence) and stopped afterwards; the
+ * test workers inherit TEST_REDIS_URL pointing at it. Neither: one line saying what to install.
+ */
+export default async function setup() {
+  const wanted = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
+  if (await answers(wanted)) return;
+  if (spawnSync("redis-server", ["--version"], { stdio: "ignore" }).error) {
+    throw new Error(`Nothing answers at ${wanted} and redis-server is not on the PATH: install Redis (e.g. apt-get install redis-server), or set TEST_REDIS_URL to a running one`);
+  }
+  const port = await freePort();
+  const child: ChildProcess = spawn("redis-server", ["--bind", "127.0.0.1", "--port", String(port), "--save", "", "--appendonly", "no"], { stdio: "ignore" });
+  const url = `redis://127.0.0.1:${port}`;
+  for (let i = 0; i < 100 && !(await answers(url)); i++) await new Promise((resolve) => setTimeout(resolve, 50));
+  if (!(await answers(url))) {
+    child.kill("SIGKILL");
+    throw new Error(`Started redis-server on port ${port} for the tests, but it does not answer`);
+  }
+  process.env.TEST_REDIS_URL = url;
+  return async () => {
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    child.kill("SIGTERM");
+    await exited;
+  };
 }

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
 import { TEST_DATA_SECRET } from "./server.js";
+import { TEST_REDIS_URL } from "./redis.js";
 
 export interface Instance {
   origin: string;
@@ -17,7 +18,7 @@ export interface Instance {
 export function startInstance(env: Record<string, string>, timeoutMs = 30_000): Promise<Instance> {
   const child = spawn(process.execPath, ["--import", "tsx", "test/fixtures/start-instance.ts"], {
     // Every instance of a test shares the secrets a deployment shares (README "Deploying").
-    env: { ...process.env, DATA_ENCRYPTION_SECRET: TEST_DATA_SECRET, ...env },
+    env: { ...process.env, REDIS_URL: TEST_REDIS_URL, DATA_ENCRYPTION_SECRET: TEST_DATA_SECRET, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const stderr: string[] = [];

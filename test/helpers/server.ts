@@ -1,5 +1,6 @@
 import { loadConfig } from "../../rpc/config.js";
 import { startServer, type RunningServer, type StartOptions } from "../../facade/server.js";
+import { TEST_REDIS_URL } from "./redis.js";
 
 export const TEST_JWT_SECRET = "test-secret-that-is-at-least-32-characters-long";
 /** DATA_ENCRYPTION_SECRET of test servers (required with Redis); pass `""` to have fs generate one. */
@@ -26,7 +27,7 @@ export interface TestServer extends RunningServer {
  */
 export async function startTestServer(env: Record<string, string> = {}, options: Pick<StartOptions, "resolveHost"> = {}): Promise<TestServer> {
   const rawLogs: string[] = [];
-  const config = loadConfig({ STORAGE: "memory", LOG_LEVEL: "info", GATEWAY_JWT_SECRET: TEST_JWT_SECRET, DATA_ENCRYPTION_SECRET: TEST_DATA_SECRET, ...env, PORT: env.PORT ?? "0", HOST: "127.0.0.1" });
+  const config = loadConfig({ STORAGE: "memory", REDIS_URL: TEST_REDIS_URL, LOG_LEVEL: "info", GATEWAY_JWT_SECRET: TEST_JWT_SECRET, DATA_ENCRYPTION_SECRET: TEST_DATA_SECRET, ...env, PORT: env.PORT ?? "0", HOST: "127.0.0.1" });
   const server = await startServer(config, { ...options, logSink: (line) => rawLogs.push(line) });
   const logs = () => rawLogs.map((line) => JSON.parse(line) as Record<string, unknown>);
   const url = (path: string) => server.origin + path;

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bearer, registerUser, startTestServer } from "../helpers/server.js";
 import { serveScripted } from "../helpers/upstream.js";
-import { dropRedisPrefix, uniqueRedisPrefix } from "../helpers/redis.js";
+import { TEST_REDIS_URL, dropRedisPrefix, uniqueRedisPrefix } from "../helpers/redis.js";
 import { rawFiles, rawRedis } from "../helpers/raw-storage.js";
 import { eventually } from "../helpers/eventually.js";
 import { openStore } from "../../storage/store.js";
@@ -100,7 +100,7 @@ describe.each(["fs", "redis"] as const)("upstream headers at rest (%s)", (storag
     const other = await registerUser(seed);
     await seed.close();
     // The record as the previous version wrote it: `mcp-servers:<name>`, plaintext headers, no owner.
-    const store = await openStore({ STORAGE: storage, DATA_DIR: dir, REDIS_URL: "redis://127.0.0.1:6379", REDIS_PREFIX: prefix });
+    const store = await openStore({ STORAGE: storage, DATA_DIR: dir, REDIS_URL: TEST_REDIS_URL, REDIS_PREFIX: prefix });
     await store.kv.setItem("mcp-servers:legacy", {
       name: "legacy",
       url: upstream.url,

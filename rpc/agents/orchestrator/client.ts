@@ -10,6 +10,8 @@ import { toOrchestratorError, unreachable, timedOut } from "./errors.js";
 export interface Caller {
   principal: Principal;
   requestId: string;
+  /** The caller's W3C traceparent, passed on unchanged. */
+  traceparent?: string;
 }
 
 export interface OrchestratorRequest {
@@ -136,6 +138,7 @@ export class OrchestratorClient {
       "x-credential-kind": principal.kind,
     };
     if (principal.workspaceId) headers["x-workspace-id"] = principal.workspaceId;
+    if (caller.traceparent) headers.traceparent = caller.traceparent;
     const token = await this.serviceToken(principal);
     if (token) headers.authorization = `Bearer ${token}`;
     return headers;

@@ -24,7 +24,7 @@ export class OpenAiCompatibleProvider implements Provider {
     this.#options = options;
   }
 
-  async complete(request: ChatRequest, signal: AbortSignal): Promise<ProviderResult> {
+  async complete(request: ChatRequest, signal: AbortSignal, trace: { traceparent?: string } = {}): Promise<ProviderResult> {
     const { config, id, env } = this.#options;
     const timeoutMs = (config.timeoutSeconds ?? this.#options.timeoutSeconds) * 1000;
     let apiKey: string | undefined;
@@ -47,7 +47,12 @@ export class OpenAiCompatibleProvider implements Provider {
       response = await ofetch.raw(url, {
         method: "POST",
         body,
-        headers: { accept: request.stream ? "text/event-stream" : "application/json", ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
+        headers: {
+          accept: request.stream ? "text/event-stream" : "application/json",
+          ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}),
+          // W3C Trace Context: the caller's trace continues at the provider.
+          ...(trace.traceparent ? { traceparent: trace.traceparent } : {}),
+        },
         signal: combined,
         retry: 0,
         ignoreResponseError: true,

@@ -1,0 +1,94 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { Storage } from "unstorage";
+
+/**
+ * Prometheus metrics of one running service (`services.metrics`), scraped at `GET /metrics`.
+ * Every label value is bounded: surfaces, operation names from the registry (anything else is
+ * `other`), HTTP statuses, error codes, model ids from the models document, tool source kinds.
+ * Never a path, an id or a user's input.
+ */
+
+// Process metrics (CPU, memory, event-loop lag, GC, handles) exist once per process, however
+// many services a test process starts: one registry, merged into each scrape.
+let processRegistry: Registry | undefined;
+function processMetrics(): Registry {
+  if (!processRegistry) {
+    processRegistry = new Registry();
+    collectDefaultMetrics({ register: processRegistry, eventLoopMonitoringPrecision: 20 });
+  }
+  return processRegistry;
+}
+
+const SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+const STORAGE_SECONDS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1];
+
+export type ToolSource = "builtin" | "mcp" | "vm";
+
+export class Metrics {
+  readonly registry = new Registry();
+  /** Operation names that may appear as a label (the registry's, plus the transports' own). */
+  readonly #operations = new Set<string>(["mcp", "not_found"]);
+
+  readonly httpRequests = new Counter({ name: "gateway_http_requests_total", help: "HTTP requests answered, by surface, operation and status", labelNames: ["surface", "operation", "status"] as const, registers: [this.registry] });
+  readonly httpDuration = new Histogram({ name: "gateway_http_request_duration_seconds", help: "Time to answer, to the end of the stream for streamed answers", labelNames: ["surface", "operation", "status"] as const, buckets: SECONDS, registers: [this.registry] });
+  readonly refusals = new Counter({ name: "gateway_refusals_total", help: "402 and 429 answers, by status and reason (the error code)", labelNames: ["status", "reason"] as const, registers: [this.registry] });
+  readonly upstreamLatency = new Histogram({ name: "gateway_model_upstream_latency_seconds", help: "Time until a model provider answered (its response headers), by model", labelNames: ["model"] as const, buckets: SECONDS, registers: [this.registry] });
+  readonly timeToFirstToken = new Histogram({ name: "gateway_model_time_to_first_token_seconds", help: "Time from the request to the first streamed content, by model", labelNames: ["model"] as const, buckets: SECONDS, registers: [this.registry] });
+  readonly tokens = new Counter({ name: "gateway_chat_tokens_total", help: "Metered chat tokens, by model, surface and kind (input, output)", labelNames: ["model", "surface", "kind"] as const, registers: [this.registry] });
+  readonly credits = new Counter({ name: "gateway_chat_cost_microcredits_total", help: "Cost of chat usage at the model's price, in micro-credits, by model and surface", labelNames: ["model", "surface"] as const, registers: [this.registry] });
+  readonly toolCalls = new Counter({ name: "gateway_tool_calls_total", help: "Tool calls through the catalog, by source (builtin, mcp, vm) and outcome (ok, tool_error, failed)", labelNames: ["source", "outcome"] as const, registers: [this.registry] });
+  readonly storageLatency = new Histogram({ name: "gateway_storage_operation_seconds", help: "Latency of key-value storage operations, by operation", labelNames: ["operation"] as const, buckets: STORAGE_SECONDS, registers: [this.registry] });
+
+  /** Allows these operation names as label values. */
+  knowOperations(names: Iterable<string>): void {
+    for (const name of names) this.#operations.add(name);
+  }
+
+  /** The label for an operation: its name when known, else `other` (a JSON-RPC body may name anything). */
+  operation(name: string | undefined): string {
+    if (name === undefined) return "none";
+    return this.#operations.has(name) ? name : "other";
+  }
+
+  /** A gauge read at scrape time (MCP sessions, VM sockets). */
+  gauge(name: string, help: string, read: () => number): void {
+    new Gauge({
+      name,
+      help,
+      registers: [this.registry],
+      collect() {
+        this.set(read());
+      },
+    });
+  }
+
+  /** Counts a tool call's outcome; `name` only decides the source kind. */
+  toolCall(name: string, outcome: "ok" | "tool_error" | "failed"): void {
+    const source: ToolSource = name.startsWith("vm__") ? "vm" : name.includes("__") ? "mcp" : "builtin";
+    this.toolCalls.inc({ source, outcome });
+  }
+
+  /** Times every key-value operation of `kv` (wraps its methods in place). */
+  observeStorage(kv: Storage): void {
+    const target = kv as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
+    for (const operation of ["getItem", "getItems", "setItem", "setItems", "removeItem", "hasItem", "getKeys", "getItemRaw", "setItemRaw"]) {
+      const original = target[operation];
+      if (typeof original !== "function") continue;
+      const histogram = this.storageLatency;
+      target[operation] = async function timed(this: unknown, ...args: unknown[]) {
+        const end = histogram.startTimer({ operation });
+        try {
+          return await original.apply(kv, args);
+        } finally {
+          end();
+        }
+      };
+    }
+  }
+
+  /** The exposition text: this service's metrics and the process's. */
+  async scrape(): Promise<{ contentType: string; body: string }> {
+    const merged = Registry.merge([processMetrics(), this.registry]);
+    return { contentType: merged.contentType, body: await merged.metrics() };
+  }
+}

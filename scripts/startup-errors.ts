@@ -1,0 +1,30 @@
+import { ConfigError } from "../rpc/config.js";
+
+type Env = Record<string, unknown>;
+
+/**
+ * The one line a failed start prints (then exit code 1): which variable is wrong and how to
+ * fix it, never a stack trace. Errors nobody anticipated still get one line.
+ */
+export function startupFailure(error: unknown, env: Env): string {
+  const line = (text: string) => text.replace(/\s*\n\s*/g, " ");
+  if (error instanceof ConfigError) return line(error.message);
+  const code = (error as NodeJS.ErrnoException)?.code;
+  const message = (error as Error)?.message ?? String(error);
+  const host = String(env.HOST ?? "127.0.0.1");
+  const port = String(env.PORT ?? "8787");
+  switch (code) {
+    case "REDIS_UNREACHABLE":
+      return line(`Invalid configuration: REDIS_URL=${String(env.REDIS_URL ?? "redis://127.0.0.1:6379")}: Redis did not answer (${message.replace(/^.*did not answer: /, "")}); start Redis there or point REDIS_URL at a running one`);
+    case "EADDRINUSE":
+      return `Invalid configuration: PORT=${port}: ${host}:${port} is already in use; stop the process holding it or choose another PORT (0 picks a free one)`;
+    case "EACCES":
+      return `Invalid configuration: PORT=${port}: not allowed to bind ${host}:${port}; choose a PORT above 1023`;
+    case "ENOTFOUND":
+    case "EAI_AGAIN":
+    case "EADDRNOTAVAIL":
+      return `Invalid configuration: HOST=${host}: cannot bind (${code}); use an address of this machine, e.g. 127.0.0.1 (local only) or 0.0.0.0 (every interface)`;
+    default:
+      return line(`Start failed: ${message}${code ? ` (${code})` : ""}`);
+  }
+}
