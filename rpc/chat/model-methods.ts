@@ -95,7 +95,6 @@ export const modelMethods = [
     auth: { kinds: ["account_key"] },
     output: v.object({ ...ModelEntry.entries, available: v.boolean() }),
     errors: ["NOT_FOUND", "INSUFFICIENT_CAPABILITY"],
-    errors: ["NOT_FOUND", "INSUFFICIENT_CAPABILITY"],
     http: [{ surface: "account", method: "GET", path: "/models/:model_id" }],
     async handler(params, ctx) {
       const plan = await accountPlan(ctx);
