@@ -14,6 +14,11 @@ export interface HttpBinding {
   path: string;
   /** Status of a successful answer (default 200). */
   status?: number;
+  /**
+   * Request headers read as params when the query and body do not carry them, header name
+   * (lowercase) → param name; e.g. `x-client-id` → `clientId` for the update check.
+   */
+  headerParams?: Readonly<Record<string, string>>;
 }
 
 /**

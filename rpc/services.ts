@@ -19,6 +19,7 @@ import { loadPlans, Plans } from "./chat/allowance.js";
 import { RevokedSessionsRepo } from "../storage/repos/revoked-sessions.js";
 import { ToolPlansRepo } from "../storage/repos/tool-plans.js";
 import { SecretBox } from "../storage/secret-box.js";
+import { ReleasesRepo } from "../storage/repos/releases.js";
 
 /** What handlers reach through `ctx.services`: storage, repositories, credentials, clients. */
 export interface Services {
@@ -43,6 +44,8 @@ export interface Services {
   readonly plans: Plans;
   /** Stored tool plans (POST /mcp/plan, /mcp/execute), per user. */
   readonly toolPlans: ToolPlansRepo;
+  /** Component releases and their rollouts (docs/updates.md). */
+  readonly releases: ReleasesRepo;
   /** Encrypts secrets at rest (DATA_ENCRYPTION_SECRET). */
   readonly secrets: SecretBox;
   readonly sessions: SessionTokens;
@@ -150,6 +153,7 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
     models,
     plans: new Plans(planConfigs, store.atomic),
     toolPlans: new ToolPlansRepo(store, secrets),
+    releases: new ReleasesRepo(store),
     secrets,
     sessions: new SessionTokens(secret, config.SESSION_TTL_SECONDS, new RevokedSessionsRepo(store.atomic)),
     keyPrefixes: keyPrefixes(config.PLATFORM_KEY_SERVICE, config.ACCOUNT_KEY_PREFIX),
