@@ -20,6 +20,8 @@ import { RevokedSessionsRepo } from "../storage/repos/revoked-sessions.js";
 import { ToolPlansRepo } from "../storage/repos/tool-plans.js";
 import { SecretBox } from "../storage/secret-box.js";
 import { ReleasesRepo } from "../storage/repos/releases.js";
+import { ModelRegistryRepo } from "../storage/repos/model-registry.js";
+import { ModelRegistry } from "./model-registry/registry.js";
 
 /** What handlers reach through `ctx.services`: storage, repositories, credentials, clients. */
 export interface Services {
@@ -46,6 +48,8 @@ export interface Services {
   readonly toolPlans: ToolPlansRepo;
   /** Component releases and their rollouts (docs/updates.md). */
   readonly releases: ReleasesRepo;
+  /** Catalog metadata, statuses the router obeys, and health per model (docs/model-registry.md). */
+  readonly modelRegistry: ModelRegistry;
   /** Encrypts secrets at rest (DATA_ENCRYPTION_SECRET). */
   readonly secrets: SecretBox;
   readonly sessions: SessionTokens;
@@ -138,6 +142,14 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
   }
   closers.push(() => tools.close());
   const { catalog, vms, upstream } = tools;
+  const modelRegistry = new ModelRegistry(new ModelRegistryRepo(store), models, store.bus, config);
+  try {
+    await modelRegistry.start();
+  } catch (error) {
+    for (const fn of closers.reverse()) await fn();
+    throw error;
+  }
+  closers.push(() => modelRegistry.stop());
   return {
     config,
     log,
@@ -154,6 +166,7 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
     plans: new Plans(planConfigs, store.atomic),
     toolPlans: new ToolPlansRepo(store, secrets),
     releases: new ReleasesRepo(store),
+    modelRegistry,
     secrets,
     sessions: new SessionTokens(secret, config.SESSION_TTL_SECONDS, new RevokedSessionsRepo(store.atomic)),
     keyPrefixes: keyPrefixes(config.PLATFORM_KEY_SERVICE, config.ACCOUNT_KEY_PREFIX),

@@ -21,6 +21,7 @@ async function routeAndRun(ctx: CallContext, body: ChatBodyInput, settleFor: (mo
   let model: RoutedModel;
   try {
     model = ctx.services.models.resolve(request.model, plan);
+    ctx.services.models.annotate(model.id, ctx.responseHeaders);
   } catch (error) {
     await settleFor(undefined)(usageOf(0, 0), true);
     throw error;
