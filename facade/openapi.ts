@@ -74,7 +74,7 @@ function errorStatuses(method: AnyMethod, hasParams: boolean): number[] {
   if (method.auth !== "public") statuses.add(401);
   if (method.auth !== "public" && method.auth.scopes?.length) statuses.add(method.auth.scopeError ? ERROR_TABLE[method.auth.scopeError].status : 403);
   if (method.auth !== "public" && method.auth.operator) statuses.add(403);
-  if (method.policies?.rateLimit) statuses.add(429);
+  if (method.policies?.rateLimit || method.policies?.ingest) statuses.add(429);
   for (const code of method.errors ?? []) statuses.add(ERROR_TABLE[code].status);
   return [...statuses].sort((a, b) => a - b);
 }

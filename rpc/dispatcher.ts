@@ -2,7 +2,7 @@ import { JSONRPCErrorException, JSONRPCServer } from "json-rpc-2.0";
 import { authenticate, type Presented, type Principal } from "./auth.js";
 import { isAsyncIterable, type AnyMethod, type CallContext, type Surface } from "./define.js";
 import { ServiceError, describe, toServiceError } from "./errors.js";
-import { applyPolicies } from "./policies/apply.js";
+import { applyParamPolicies, applyPolicies } from "./policies/apply.js";
 import type { Registry } from "./registry.js";
 import type { Services } from "./services.js";
 import { parseParams } from "./validate.js";
@@ -78,7 +78,9 @@ export class Dispatcher {
       responseHeaders: facts.responseHeaders,
       ip: facts.ip,
     };
-    return method.handler(parseParams(method.input, raw), ctx);
+    const parsed = parseParams(method.input, raw);
+    await applyParamPolicies(method, principal, parsed, this.services);
+    return method.handler(parsed, ctx);
   }
 
   toJsonRpcError(error: unknown, requestId: string): JSONRPCErrorException {

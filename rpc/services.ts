@@ -22,6 +22,8 @@ import { SecretBox } from "../storage/secret-box.js";
 import { ReleasesRepo } from "../storage/repos/releases.js";
 import { ModelRegistryRepo } from "../storage/repos/model-registry.js";
 import { ModelRegistry } from "./model-registry/registry.js";
+import { openTelemetry } from "../storage/repos/telemetry.js";
+import type { TelemetryStore } from "../storage/repos/telemetry-model.js";
 
 /** What handlers reach through `ctx.services`: storage, repositories, credentials, clients. */
 export interface Services {
@@ -50,6 +52,8 @@ export interface Services {
   readonly releases: ReleasesRepo;
   /** Catalog metadata, statuses the router obeys, and health per model (docs/model-registry.md). */
   readonly modelRegistry: ModelRegistry;
+  /** Telemetry events and their summaries, per tenant (docs/telemetry.md). */
+  readonly telemetry: TelemetryStore;
   /** Encrypts secrets at rest (DATA_ENCRYPTION_SECRET). */
   readonly secrets: SecretBox;
   readonly sessions: SessionTokens;
@@ -167,6 +171,7 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
     toolPlans: new ToolPlansRepo(store, secrets),
     releases: new ReleasesRepo(store),
     modelRegistry,
+    telemetry: openTelemetry(store, config.TELEMETRY_RETENTION_DAYS),
     secrets,
     sessions: new SessionTokens(secret, config.SESSION_TTL_SECONDS, new RevokedSessionsRepo(store.atomic)),
     keyPrefixes: keyPrefixes(config.PLATFORM_KEY_SERVICE, config.ACCOUNT_KEY_PREFIX),
