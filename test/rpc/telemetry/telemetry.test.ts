@@ -13,7 +13,7 @@ function event(overrides: Record<string, unknown> = {}) {
 for (const driver of ["memory", "redis"] as const) {
   describe(`telemetry on ${driver}`, () => {
     const prefix = uniqueRedisPrefix();
-    const env = driver === "redis" ? { STORAGE: "redis", REDIS_URL: TEST_REDIS_URL, REDIS_PREFIX: prefix } : {};
+    const env: Record<string, string> = driver === "redis" ? { STORAGE: "redis", REDIS_URL: TEST_REDIS_URL, REDIS_PREFIX: prefix } : {};
     let server: TestServer;
     let other: TestServer | undefined;
     let alice: Record<string, string>;
