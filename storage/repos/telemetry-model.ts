@@ -75,10 +75,11 @@ export const hourOf = (ms: number) => Math.floor(ms / HOUR_MS);
 export const dayOf = (ms: number) => new Date(ms).toISOString().slice(0, 10);
 
 /**
- * Histogram buckets for metric percentiles on Redis: logarithmic, 1 % wide, so p50 and p95 are
- * within 1 % of the exact value (docs/telemetry.md); zero and negatives get their own buckets.
+ * Histogram buckets for metric percentiles on Redis: logarithmic, 2 % wide, each read as its
+ * geometric middle, so p50 and p95 are within 1 % of the exact value (docs/telemetry.md); zero
+ * and negatives get their own buckets. A value range of 1 to 10^6 needs at most 700 buckets.
  */
-const GROWTH = Math.log(1.01);
+const GROWTH = Math.log(1.02);
 export function bucketOf(value: number): string {
   if (value === 0) return "0";
   return `${value > 0 ? "+" : "-"}${Math.floor(Math.log(Math.abs(value)) / GROWTH)}`;

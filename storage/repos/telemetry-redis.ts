@@ -4,7 +4,6 @@ import {
   type ListQuery, type Summary, type SummaryQuery, type SummaryRow, type TelemetryEvent, type TelemetryStore,
 } from "./telemetry-model.js";
 
-const SEP = "\u001f";
 const ALL = "*";
 /** Events read per round trip while filtering a list page; a page scans at most 10 of these. */
 const SCAN_CHUNK = 1_000;
@@ -12,11 +11,41 @@ const PRUNE_EVERY_MS = 60_000;
 const pad = (ts: number) => String(ts).padStart(13, "0");
 
 /**
+ * One batch in one script call: the events, then every counter, HyperLogLog, histogram bucket,
+ * maximum and expiry the batch touches, aggregated in process first. One command instead of
+ * hundreds, applied atomically.
+ */
+const INGEST = `
+local i = 1
+local function take() local v = ARGV[i]; i = i + 1; return v end
+local ev = take()
+local n = tonumber(take())
+for s = 1, n, 200 do
+  local args = {}
+  for j = s, math.min(n, s + 199) do args[#args + 1] = 0; args[#args + 1] = ARGV[i]; i = i + 1 end
+  redis.call('ZADD', ev, unpack(args))
+end
+n = tonumber(take())
+for _ = 1, n do local k = take(); local f = take(); redis.call('HINCRBY', k, f, take()) end
+n = tonumber(take())
+for _ = 1, n do
+  local k = take(); local c = tonumber(take())
+  local args = {}
+  for _ = 1, c do args[#args + 1] = take() end
+  redis.call('PFADD', k, unpack(args))
+end
+n = tonumber(take())
+for _ = 1, n do local k = take(); local m = take(); redis.call('ZADD', k, 'GT', take(), m) end
+n = tonumber(take())
+for _ = 1, n do local k = take(); redis.call('PEXPIREAT', k, take()) end
+return 1`;
+
+/**
  * Telemetry on Redis (docs/telemetry.md). Events: one sorted set per tenant, members
  * `<ms>|<id>|<json>` at score 0, so lexicographic ranges are time ranges. Summaries: per tenant
  * and UTC hour, a hash of counts per name/component/version, HyperLogLogs of client ids, and per
- * numeric attribute a histogram of 1 %-wide buckets plus the exact maximum, all updated in
- * the batch's one MULTI, aggregated in process first, and expiring after the retention.
+ * numeric attribute and group a histogram of 2 %-wide buckets plus the exact maximum, expiring
+ * after the retention. A summary reads these hour keys, never the events.
  */
 export class RedisTelemetry implements TelemetryStore {
   readonly #redis: Redis;
@@ -28,6 +57,7 @@ export class RedisTelemetry implements TelemetryStore {
     this.#redis = redis;
     this.#prefix = `${prefix}:tm:`;
     this.#retentionMs = retentionDays * 86_400_000;
+    redis.defineCommand("telemetryIngest", { numberOfKeys: 0, lua: INGEST });
   }
 
   #t(tenantId: string) {
@@ -37,57 +67,60 @@ export class RedisTelemetry implements TelemetryStore {
   async ingest(tenantId: string, events: readonly TelemetryEvent[]) {
     if (events.length === 0) return;
     const t = this.#t(tenantId);
-    const counts = new Map<string, Map<string, number>>();
+    const counts = new Map<string, number>(); // "key\0field" → by
     const clients = new Map<string, Set<string>>();
-    const histograms = new Map<string, Map<string, number>>();
-    const maxima = new Map<string, Map<string, number>>();
+    const maxima = new Map<string, number>(); // "key\0member" → value
     const expiries = new Map<string, number>();
-    const bump = <K>(map: Map<string, Map<K, number>>, key: string, field: K, by = 1) => {
-      let inner = map.get(key);
-      if (!inner) map.set(key, (inner = new Map()));
-      inner.set(field, (inner.get(field) ?? 0) + by);
-    };
     const members: string[] = [];
+    const bump = (key: string, field: string) => {
+      const id = `${key}\u0000${field}`;
+      counts.set(id, (counts.get(id) ?? 0) + 1);
+    };
     for (const event of events) {
       const ts = Date.parse(event.timestamp);
       const hour = hourOf(ts);
       const h = `${t}:h:${hour}`;
       const expireAt = (hour + 1) * HOUR_MS + this.#retentionMs;
-      members.push(0 as never, `${pad(ts)}|${event.id}|${JSON.stringify(event)}`);
-      const groups = [ALL, ...DIMENSIONS.map((dim) => `${dim}${SEP}${event[dim]}`)];
+      members.push(`${pad(ts)}|${event.id}|${JSON.stringify(event)}`);
+      const groups = [ALL, ...DIMENSIONS.map((dim) => `${dim}:${event[dim]}`)];
+      expiries.set(`${h}:c`, expireAt);
       for (const group of groups) {
-        bump(counts, `${h}:c`, group);
-        const hll = `${h}:u:${group === ALL ? ALL : group.replace(SEP, ":")}`;
+        bump(`${h}:c`, group);
+        const hll = `${h}:u:${group}`;
         let set = clients.get(hll);
         if (!set) clients.set(hll, (set = new Set()));
         set.add(event.clientId);
         expiries.set(hll, expireAt);
       }
-      expiries.set(`${h}:c`, expireAt);
       for (const [attr, value] of Object.entries(event.attributes)) {
         if (typeof value !== "number" || !Number.isFinite(value)) continue;
         const bucket = bucketOf(value);
         for (const group of groups) {
-          bump(histograms, `${h}:m:${attr}`, `${group}${SEP}${bucket}`);
-          const current = maxima.get(`${h}:x:${attr}`)?.get(group);
-          if (current === undefined || value > current) {
-            let inner = maxima.get(`${h}:x:${attr}`);
-            if (!inner) maxima.set(`${h}:x:${attr}`, (inner = new Map()));
-            inner.set(group, value);
-          }
+          const histogram = `${h}:m:${attr}:${group}`;
+          bump(histogram, bucket);
+          expiries.set(histogram, expireAt);
+          const maxId = `${h}:x:${attr}\u0000${group}`;
+          const current = maxima.get(maxId);
+          if (current === undefined || value > current) maxima.set(maxId, value);
         }
-        expiries.set(`${h}:m:${attr}`, expireAt);
         expiries.set(`${h}:x:${attr}`, expireAt);
       }
     }
-    const multi = this.#redis.multi();
-    multi.zadd(`${t}:ev`, ...(members as unknown as [number, string]));
-    for (const [key, fields] of counts) for (const [field, by] of fields) multi.hincrby(key, field, by);
-    for (const [key, set] of clients) multi.pfadd(key, ...set);
-    for (const [key, fields] of histograms) for (const [field, by] of fields) multi.hincrby(key, field, by);
-    for (const [key, fields] of maxima) for (const [member, value] of fields) multi.zadd(key, "GT", value, member);
-    for (const [key, at] of expiries) multi.pexpireat(key, at);
-    await multi.exec();
+    const args: (string | number)[] = [`${t}:ev`, members.length, ...members, counts.size];
+    for (const [id, by] of counts) {
+      const cut = id.indexOf("\u0000");
+      args.push(id.slice(0, cut), id.slice(cut + 1), by);
+    }
+    args.push(clients.size);
+    for (const [key, set] of clients) args.push(key, set.size, ...set);
+    args.push(maxima.size);
+    for (const [id, value] of maxima) {
+      const cut = id.indexOf("\u0000");
+      args.push(id.slice(0, cut), id.slice(cut + 1), value);
+    }
+    args.push(expiries.size);
+    for (const [key, at] of expiries) args.push(key, at);
+    await (this.#redis as unknown as { telemetryIngest(...args: (string | number)[]): Promise<unknown> }).telemetryIngest(...args);
     const last = this.#pruned.get(tenantId) ?? 0;
     if (Date.now() - last > PRUNE_EVERY_MS) {
       this.#pruned.set(tenantId, Date.now());
@@ -110,8 +143,7 @@ export class RedisTelemetry implements TelemetryStore {
         if (out.length === query.limit) return { events: out, cursor: encodeCursor(Date.parse(event.timestamp), event.id) };
       }
       if (chunk.length < SCAN_CHUNK) return { events: out, cursor: null };
-      const lastMember = chunk[chunk.length - 1]!;
-      const [ts, id] = lastMember.split("|", 2);
+      const [ts, id] = chunk[chunk.length - 1]!.split("|", 2);
       min = `(${ts}|${id}|~`;
     }
     // Scanned enough for one request: the caller continues from here.
@@ -123,82 +155,77 @@ export class RedisTelemetry implements TelemetryStore {
     const t = this.#t(tenantId);
     const hours: number[] = [];
     for (let hour = hourOf(query.since); hour < hourOf(query.until); hour += 1) hours.push(hour);
-    const read = this.#redis.pipeline();
-    for (const hour of hours) read.hgetall(`${t}:h:${hour}:c`);
-    if (query.metric !== undefined) {
-      for (const hour of hours) {
-        read.hgetall(`${t}:h:${hour}:m:${query.metric}`);
-        read.zrange(`${t}:h:${hour}:x:${query.metric}`, 0, -1, "WITHSCORES");
-      }
-    }
-    const results = ((await read.exec()) ?? []).map(([error, value]) => {
-      if (error) throw error;
-      return value;
-    });
-    const countsOf = results.slice(0, hours.length) as Record<string, string>[];
-    const metricOf = (i: number) => (query.metric === undefined ? undefined : { hist: results[hours.length + 2 * i] as Record<string, string>, max: results[hours.length + 2 * i + 1] as string[] });
+    const counts = (await exec(this.#redis, hours.map((hour) => ["hgetall", `${t}:h:${hour}:c`]))) as Record<string, string>[];
 
-    // group key → counts, HLL keys, histogram and max
-    interface Acc { count: number; hlls: string[]; hist: Map<string, number>; max: number | null }
-    const acc = new Map<string, Acc>();
-    const total: Acc = { count: 0, hlls: [], hist: new Map(), max: null };
-    const into = (target: Acc, count: number, hll: string, metric: ReturnType<typeof metricOf>, group: string) => {
-      target.count += count;
-      target.hlls.push(hll);
-      if (!metric) return;
-      for (const [field, n] of Object.entries(metric.hist ?? {})) {
-        const cut = field.lastIndexOf(SEP);
-        if (field.slice(0, cut) !== group) continue;
-        const bucket = field.slice(cut + 1);
-        target.hist.set(bucket, (target.hist.get(bucket) ?? 0) + Number(n));
-      }
-      for (let i = 0; i + 1 < (metric.max ?? []).length; i += 2) {
-        if (metric.max[i] !== group) continue;
-        const value = Number(metric.max[i + 1]);
-        if (target.max === null || value > target.max) target.max = value;
-      }
+    interface Acc { count: number; hlls: string[]; hist: Map<string, number>; max: number | null; parts: [hour: number, group: string][] }
+    const fresh = (): Acc => ({ count: 0, hlls: [], hist: new Map(), max: null, parts: [] });
+    const total = fresh();
+    const rows = new Map<string, Acc>();
+    const add = (row: Acc, hour: number, group: string, count: number) => {
+      row.count += count;
+      row.hlls.push(`${t}:h:${hour}:u:${group}`);
+      row.parts.push([hour, group]);
     };
     hours.forEach((hour, i) => {
-      const counts = countsOf[i] ?? {};
-      const all = Number(counts[ALL] ?? 0);
+      const hourCounts = counts[i] ?? {};
+      const all = Number(hourCounts[ALL] ?? 0);
       if (!all) return;
-      const h = `${t}:h:${hour}`;
-      const metric = metricOf(i);
-      into(total, all, `${h}:u:${ALL}`, metric, ALL);
+      add(total, hour, ALL, all);
       if (query.groupBy === "day") {
         const day = dayOf(hour * HOUR_MS);
-        if (!acc.has(day)) acc.set(day, { count: 0, hlls: [], hist: new Map(), max: null });
-        into(acc.get(day)!, all, `${h}:u:${ALL}`, metric, ALL);
+        if (!rows.has(day)) rows.set(day, fresh());
+        add(rows.get(day)!, hour, ALL, all);
         return;
       }
-      for (const [field, n] of Object.entries(counts)) {
-        if (!field.startsWith(query.groupBy + SEP)) continue;
-        const value = field.slice(query.groupBy.length + 1);
-        if (!acc.has(value)) acc.set(value, { count: 0, hlls: [], hist: new Map(), max: null });
-        into(acc.get(value)!, Number(n), `${h}:u:${query.groupBy}:${value}`, metric, field);
+      for (const [group, n] of Object.entries(hourCounts)) {
+        if (!group.startsWith(`${query.groupBy}:`)) continue;
+        const value = group.slice(query.groupBy.length + 1);
+        if (!rows.has(value)) rows.set(value, fresh());
+        add(rows.get(value)!, hour, group, Number(n));
       }
     });
-    const rows = [["", total] as const, ...acc];
-    const distinct = this.#redis.pipeline();
-    for (const [, row] of rows) distinct.pfcount(row.hlls.length ? row.hlls : [`${t}:none`]);
-    const counted = ((await distinct.exec()) ?? []).map(([error, value]) => {
-      if (error) throw error;
-      return Number(value);
-    });
+
+    const ordered = [total, ...rows.values()];
+    const commands: (string | string[])[][] = ordered.map((row) => ["pfcount", row.hlls.length ? row.hlls : [`${t}:none`]]);
+    const metric = query.metric;
+    if (metric !== undefined) {
+      for (const row of ordered) for (const [hour, group] of row.parts) commands.push(["hgetall", `${t}:h:${hour}:m:${metric}:${group}`], ["zscore", `${t}:h:${hour}:x:${metric}`, group]);
+    }
+    const replies = await exec(this.#redis, commands);
+    let at = ordered.length;
+    if (metric !== undefined) {
+      for (const row of ordered) {
+        for (let p = 0; p < row.parts.length; p += 1) {
+          const histogram = replies[at++] as Record<string, string>;
+          const max = replies[at++] as string | null;
+          for (const [bucket, n] of Object.entries(histogram ?? {})) row.hist.set(bucket, (row.hist.get(bucket) ?? 0) + Number(n));
+          if (max !== null && (row.max === null || Number(max) > row.max)) row.max = Number(max);
+        }
+      }
+    }
     const view = (row: Acc, clients: number): SummaryRow => ({
       count: row.count,
       clients: row.count ? clients : 0,
-      ...(query.metric !== undefined ? { metric: statsOfHistogram(row.hist, row.max) } : {}),
+      ...(metric !== undefined ? { metric: statsOfHistogram(row.hist, row.max) } : {}),
     });
     return {
-      total: view(total, counted[0]!),
-      groups: [...acc].map(([key, row], i) => ({ key, ...view(row, counted[i + 1]!) })),
+      total: view(total, Number(replies[0])),
+      groups: [...rows].map(([key, row], i) => ({ key, ...view(row, Number(replies[i + 1])) })),
     };
   }
 
   async prune(tenantId: string, before: number) {
     await this.#redis.zremrangebylex(`${this.#t(tenantId)}:ev`, "-", `(${pad(before)}`);
   }
+}
+
+async function exec(redis: Redis, commands: (string | string[])[][]): Promise<unknown[]> {
+  if (commands.length === 0) return [];
+  const pipeline = redis.pipeline(commands.map(([name, ...rest]) => [name as string, ...rest.flat()]));
+  return ((await pipeline.exec()) ?? []).map(([error, value]) => {
+    if (error) throw error;
+    return value;
+  });
 }
 
 function parseMember(member: string): TelemetryEvent {
