@@ -36,7 +36,8 @@ const VERSIONS = Array.from({ length: 10 }, (_, i) => `1.${i}.0`);
 
 function startServer(): Promise<{ child: ChildProcess; origin: string }> {
   const child = fork("bench/internal/server.ts", [], {
-    execArgv: ["--import", "tsx"],
+    // BENCH_SERVER_NODE_ARGS, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof", profiles the server.
+    execArgv: ["--import", "tsx", ...(process.env.BENCH_SERVER_NODE_ARGS?.split(" ").filter(Boolean) ?? [])],
     env: {
       ...process.env,
       STORAGE: "redis",

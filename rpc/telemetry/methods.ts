@@ -1,7 +1,8 @@
 import * as v from "valibot";
 import { defineMethod } from "../define.js";
 import { ServiceError } from "../errors.js";
-import { newId, nowIso } from "../../storage/ids.js";
+import { randomBytes } from "node:crypto";
+import { nowIso } from "../../storage/ids.js";
 import { HOUR_MS, decodeCursor, type TelemetryEvent } from "../../storage/repos/telemetry-model.js";
 import { callerTenant } from "../policies/telemetry-ingest.js";
 import { EventSchema, MAX_FUTURE_MS } from "./event-schema.js";
@@ -47,6 +48,8 @@ export const telemetryMethods = [
       const now = Date.now();
       const oldest = now - ctx.services.config.TELEMETRY_RETENTION_DAYS * DAY_MS;
       const receivedAt = nowIso();
+      // One random draw per batch, not per event (it showed in the ingest profile): a random batch part and the index.
+      const batchId = `tev_${randomBytes(9).toString("base64url").replace(/[-_]/g, "x")}`;
       const accepted: TelemetryEvent[] = [];
       const results = params.events.map((raw, index) => {
         const parsed = v.safeParse(EventSchema, raw);
@@ -57,7 +60,7 @@ export const telemetryMethods = [
         const ts = typeof event.timestamp === "number" ? event.timestamp : Date.parse(event.timestamp);
         if (ts > now + MAX_FUTURE_MS) return { index, status: "rejected" as const, errors: ["timestamp: more than 5 minutes in the future"] };
         if (ts < oldest) return { index, status: "rejected" as const, errors: [`timestamp: older than the ${ctx.services.config.TELEMETRY_RETENTION_DAYS}-day retention`] };
-        const id = newId("tev");
+        const id = `${batchId}${index.toString(36).padStart(2, "0")}`;
         accepted.push({ id, name: event.name, timestamp: new Date(ts).toISOString(), component: event.component, version: event.version, clientId: event.clientId, attributes: event.attributes, receivedAt });
         return { index, status: "accepted" as const, id };
       });
