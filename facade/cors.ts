@@ -4,9 +4,9 @@ import { allowedOrigins } from "../rpc/transport/origin.js";
 import { surfaceOfPath } from "../rpc/transport/surfaces.js";
 
 const ALLOW_METHODS = "GET, POST, PUT, PATCH, DELETE, OPTIONS";
-const DEFAULT_ALLOW_HEADERS = "authorization, content-type, x-api-key, mcp-session-id, mcp-protocol-version, last-event-id";
-/** Headers a browser client needs to read: request ids, rate limits, the MCP session. */
-const EXPOSE_HEADERS = "x-request-id, x-service-request-id, retry-after, x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset, mcp-session-id, mcp-protocol-version, www-authenticate";
+const DEFAULT_ALLOW_HEADERS = "authorization, content-type, x-api-key, mcp-session-id, mcp-protocol-version, last-event-id, x-client-id, if-none-match";
+/** Headers a browser client needs to read: request ids, rate limits, the MCP session, model deprecation, update-check ETags. */
+const EXPOSE_HEADERS = "x-request-id, x-service-request-id, retry-after, x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset, mcp-session-id, mcp-protocol-version, www-authenticate, deprecation, x-model-warning, etag";
 
 /**
  * The CORS headers for one request, or undefined when the origin gets none.

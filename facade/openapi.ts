@@ -81,7 +81,8 @@ function errorStatuses(method: AnyMethod, hasParams: boolean): number[] {
   if (hasParams) statuses.add(400);
   if (method.auth !== "public") statuses.add(401);
   if (method.auth !== "public" && method.auth.scopes?.length) statuses.add(method.auth.scopeError ? ERROR_TABLE[method.auth.scopeError].status : 403);
-  if (method.policies?.rateLimit) statuses.add(429);
+  if (method.auth !== "public" && method.auth.operator) statuses.add(403);
+  if (method.policies?.rateLimit || method.policies?.ingest) statuses.add(429);
   for (const code of method.errors ?? []) statuses.add(ERROR_TABLE[code].status);
   return [...statuses].sort((a, b) => a - b);
 }
@@ -120,6 +121,9 @@ function operation(method: AnyMethod, binding: HttpBinding, multiple: boolean): 
     if (binding.method === "GET" || binding.method === "DELETE") parameters.push({ name, in: "query", required: required.has(name), schema: prop });
     else bodyProps[name] = prop;
   }
+  for (const [header, name] of Object.entries(binding.headerParams ?? {})) {
+    parameters.push({ name: header, in: "header", required: false, description: `Same as \`${name}\` when that is not given`, schema: properties[name] ?? { type: "string" } });
+  }
   const op: JsonObject = {
     operationId: multiple ? `${method.name}.${binding.surface}` : method.name,
     summary: method.summary,
@@ -147,6 +151,7 @@ function operation(method: AnyMethod, binding: HttpBinding, multiple: boolean): 
   }
   op.security = security(method, binding.surface);
   if (method.auth !== "public" && method.auth.scopes?.length) op["x-required-scopes"] = method.auth.scopes;
+  if (method.auth !== "public" && method.auth.operator) op["x-operator-only"] = true;
   return op;
 }
 

@@ -83,6 +83,10 @@ async function handleRest(
     }
     const query: Record<string, string> = {};
     for (const [name, value] of new URL(request.url).searchParams) query[name] = value;
+    for (const [header, name] of Object.entries(binding.headerParams ?? {})) {
+      const value = request.headers.get(header);
+      if (value !== null && query[name] === undefined) query[name] = value;
+    }
     return { ...query, ...(body as Record<string, unknown> | undefined), ...decodeParams(pathParams) };
   };
   const result = await dispatcher.dispatch(method.name, readParams, facts);
@@ -97,5 +101,16 @@ async function handleRest(
     });
   }
   if (result === undefined) return new Response(null, { status: 204, headers: scope.responseHeaders });
+  // A conditional GET whose ETag (set by the method) still matches: 304 without a body (RFC 9110 13.1.2).
+  const etag = scope.responseHeaders.get("etag");
+  if (etag && binding.method === "GET" && ifNoneMatch(request.headers.get("if-none-match"), etag)) {
+    return new Response(null, { status: 304, headers: scope.responseHeaders });
+  }
   return jsonResponse(result, binding.status ?? 200, scope.responseHeaders);
+}
+
+function ifNoneMatch(header: string | null, etag: string): boolean {
+  if (!header) return false;
+  const weak = (tag: string) => tag.trim().replace(/^W\//, "");
+  return header.split(",").some((tag) => tag.trim() === "*" || weak(tag) === weak(etag));
 }

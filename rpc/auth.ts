@@ -27,6 +27,12 @@ export type AuthSpec =
        * than a 401 that would send its holder looking for a typo.
        */
       keyRefusal?: string;
+      /**
+       * Operators only (DESIGN "Ownership": they publish releases and edit the model registry):
+       * the service credential (PLATFORM_SERVICE_KEY), or a user the admin command flagged
+       * with `grant-operator`. Anyone else authenticated gets 403 FORBIDDEN.
+       */
+      operator?: boolean;
     };
 
 /** The credentials a request carried, as the transport found them; nothing is trusted yet. */
@@ -104,6 +110,21 @@ function requireScopes(principal: Principal, spec: Exclude<AuthSpec, "public">):
       });
     }
   }
+}
+
+/** 403 unless the method is open to everyone authenticated or the caller is an operator (DESIGN "Ownership"). */
+export async function requireOperator(principal: Principal | undefined, spec: AuthSpec, services: Services): Promise<void> {
+  if (spec === "public" || !spec.operator || !principal) return;
+  if (!(await isOperator(principal, services))) {
+    throw new ServiceError("FORBIDDEN", "Only operators may do this", { details: { reason: "operator_required" } });
+  }
+}
+
+/** The service credential, or a user flagged operator (`npm run admin -- grant-operator`). */
+export async function isOperator(principal: Principal, services: Services): Promise<boolean> {
+  if (principal.kind === "service") return true;
+  const user = await services.users.get(principal.userId);
+  return user?.operator === true;
 }
 
 async function resolve(presented: Presented, allowed: Set<CredentialKind>, services: Services, keyRefusal?: string): Promise<Principal> {

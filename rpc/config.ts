@@ -92,6 +92,14 @@ const ENV_SCHEMA = v.object({
    * holds every half lease, so only a dead process's holds ever expire.
    */
   HOLD_LEASE_SECONDS: v.optional(intFrom(5, 86_400), "300"),
+  /** How long a model's active health probe is reused, shared by every instance (docs/model-registry.md). */
+  MODEL_HEALTH_TTL_SECONDS: v.optional(intFrom(1, 86400), "30"),
+  /** Time an active probe (the upstream's models list) may take before the model counts as down; over half of it is degraded. */
+  MODEL_HEALTH_PROBE_TIMEOUT_MS: v.optional(intFrom(50, 60_000), "5000"),
+  /** Days telemetry events and their counts are kept (docs/telemetry.md). */
+  TELEMETRY_RETENTION_DAYS: v.optional(intFrom(1, 3650), "30"),
+  /** Telemetry events a tenant may send per minute, shared across instances; past it a batch gets 429. */
+  TELEMETRY_INGEST_PER_MINUTE: v.optional(intFrom(1, 100_000_000), "60000"),
   /** Account API plans as JSON `{"<plan>": {tokensPerWindow, windowSeconds, name?}}` (docs/models-and-chat.md); unset: built-in free and pro. A model lists its plans in the models document. */
   PLANS_JSON: v.optional(v.pipe(v.string(), v.minLength(1))),
   /**

@@ -14,6 +14,11 @@ export interface HttpBinding {
   path: string;
   /** Status of a successful answer (default 200). */
   status?: number;
+  /**
+   * Request headers read as params when the query and body do not carry them, header name
+   * (lowercase) → param name; e.g. `x-client-id` → `clientId` for the update check.
+   */
+  headerParams?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -26,6 +31,11 @@ export interface Policies {
    * budget for the bridge (shared across instances with STORAGE=redis).
    */
   rateLimit?: "bridge";
+  /**
+   * TELEMETRY_INGEST_PER_MINUTE: counts the events of the validated batch (`params.events`)
+   * against the caller's tenant, shared across instances (rpc/policies/telemetry-ingest.ts).
+   */
+  ingest?: "telemetry";
 }
 
 /** What a handler gets besides its params. `principal` is set whenever the method is not public. */

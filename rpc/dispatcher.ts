@@ -1,9 +1,9 @@
 import { JSONRPCErrorException, JSONRPCServer } from "json-rpc-2.0";
-import { admitPrincipal, authenticate, type Presented, type Principal } from "./auth.js";
+import { admitPrincipal, authenticate, requireOperator, type Presented, type Principal } from "./auth.js";
 import { isAsyncIterable, type AnyMethod, type CallContext, type Surface } from "./define.js";
 import { ServiceError } from "./errors.js";
 import { renderError } from "./transport/surfaces.js";
-import { applyPolicies } from "./policies/apply.js";
+import { applyParamPolicies, applyPolicies } from "./policies/apply.js";
 import type { Registry } from "./registry.js";
 import type { Services } from "./services.js";
 import { parseParams } from "./validate.js";
@@ -77,6 +77,7 @@ export class Dispatcher {
     const method = this.registry[name];
     if (!method) throw new ServiceError("METHOD_NOT_FOUND", `Unknown method: ${name}`);
     const principal = facts.authenticated ? admitPrincipal(facts.authenticated, method.auth) : await authenticate(facts.presented, method.auth, this.services);
+    await requireOperator(principal, method.auth, this.services);
     if (principal) facts.onAuthenticated?.(principal, method);
     // spec 4.2: the Platform API adds no header but X-Service-Request-Id.
     await applyPolicies(method, principal, this.services, facts.surface === "platform" ? undefined : facts.responseHeaders);
@@ -92,7 +93,9 @@ export class Dispatcher {
       traceparent: facts.traceparent,
       logFields: facts.logFields,
     };
-    return method.handler(parseParams(method.input, raw), ctx);
+    const parsed = parseParams(method.input, raw);
+    await applyParamPolicies(method, principal, parsed, this.services);
+    return method.handler(parsed, ctx);
   }
 
   toJsonRpcError(error: unknown, requestId: string): JSONRPCErrorException {

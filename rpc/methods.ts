@@ -17,6 +17,9 @@ import { agentStreamMethods, localAgentMethods } from "./agents/methods.js";
 import { tenantMethods } from "./tenants/methods.js";
 import { eventMethods } from "./events/methods.js";
 import { webhookMethods } from "./webhooks/methods.js";
+import { updateMethods } from "./updates/methods.js";
+import { modelRegistryMethods } from "./model-registry/methods.js";
+import { telemetryMethods } from "./telemetry/methods.js";
 
 /** Every operation the service offers in any mode. Adding one means adding its declaration to a domain list. */
 export const allMethods: readonly AnyMethod[] = [
@@ -35,6 +38,9 @@ export const allMethods: readonly AnyMethod[] = [
   ...tenantMethods,
   ...eventMethods,
   ...webhookMethods,
+  ...updateMethods,
+  ...modelRegistryMethods,
+  ...telemetryMethods,
   ...agentStreamMethods,
 ];
 

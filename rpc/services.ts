@@ -27,6 +27,11 @@ import { RedisEventLog } from "../storage/events/redis-event-log.js";
 import { WebhooksRepo } from "../storage/repos/webhooks.js";
 import { WebhookWorker } from "./webhooks/worker.js";
 import { Metrics } from "./metrics.js";
+import { ReleasesRepo } from "../storage/repos/releases.js";
+import { ModelRegistryRepo } from "../storage/repos/model-registry.js";
+import { ModelRegistry } from "./model-registry/registry.js";
+import { openTelemetry } from "../storage/repos/telemetry.js";
+import type { TelemetryStore } from "../storage/repos/telemetry-model.js";
 
 /** What handlers reach through `ctx.services`: storage, repositories, credentials, clients. */
 export interface Services {
@@ -57,6 +62,12 @@ export interface Services {
   readonly toolPlans: ToolPlansRepo;
   /** Agents' live state: lifecycle, running counts, status times, log sequence. */
   readonly agentState: AgentStateRepo;
+  /** Component releases and their rollouts (docs/updates.md). */
+  readonly releases: ReleasesRepo;
+  /** Catalog metadata, statuses the router obeys, and health per model (docs/model-registry.md). */
+  readonly modelRegistry: ModelRegistry;
+  /** Telemetry events and their summaries, per tenant (docs/telemetry.md). */
+  readonly telemetry: TelemetryStore;
   /** Encrypts secrets at rest (DATA_ENCRYPTION_SECRET). */
   readonly secrets: SecretBox;
   /** The event bus (docs/events.md): Redis Streams on Redis, in process on memory and fs. */
@@ -157,6 +168,14 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
   }
   closers.push(() => tools.close());
   const { catalog, vms, upstream } = tools;
+  const modelRegistry = new ModelRegistry(new ModelRegistryRepo(store), models, store.bus, config);
+  try {
+    await modelRegistry.start();
+  } catch (error) {
+    for (const fn of closers.reverse()) await fn();
+    throw error;
+  }
+  closers.push(() => modelRegistry.stop());
   const ledger = new LedgerRepo(store);
   const eventOptions = { maxDeliveries: config.EVENTS_MAX_DELIVERIES, retentionMs: config.EVENTS_RETENTION * 1000 };
   const events: EventLog =
@@ -209,6 +228,9 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
     allowance: new Allowance(planConfigs, ledger),
     toolPlans: new ToolPlansRepo(store, secrets),
     agentState: new AgentStateRepo(store),
+    releases: new ReleasesRepo(store),
+    modelRegistry,
+    telemetry: openTelemetry(store, config.TELEMETRY_RETENTION_DAYS),
     secrets,
     events,
     webhooks,

@@ -44,6 +44,8 @@ Commands:
   create-key       --workspace <id> --name <n> [--rpm <n>] [--tpm <n>] [--spend <credits>] [--expires <ISO date>]
                    A platform key (scope chat:write); the plaintext is printed once.
   set-plan         --email <e> --plan <id>    The user's Account API plan (one of PLANS_JSON, default free|pro).
+  grant-operator   --email <e>                The user may publish releases and edit the model registry.
+  revoke-operator  --email <e>                Takes that back.
   add-mcp-server   --name <n> --url <u> [--category <c>] [--header "Name: value"]… [--header-env "Name=ENV_VAR"]…
                    An upstream MCP server shared with every tenant (tenants register their own
                    at POST /gateway/v1/mcp/servers). --header-env reads a value from the
@@ -248,6 +250,14 @@ export async function runAdmin(args: string[], services: Services): Promise<unkn
       if (!plans[plan]) throw new AdminError(`Unknown plan ${JSON.stringify(plan)}; configured plans: ${Object.keys(plans).join(", ")}`, 2);
       await services.users.put({ ...user, plan });
       return { user: user.id, email: user.email, plan, previous: user.plan };
+    }
+
+    case "grant-operator":
+    case "revoke-operator": {
+      const user = await userByEmail(services, required(flags, "email"));
+      const operator = command === "grant-operator";
+      await services.users.put({ ...user, operator });
+      return { user: user.id, email: user.email, operator, previous: user.operator === true };
     }
 
     case "add-mcp-server": {

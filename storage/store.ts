@@ -27,6 +27,8 @@ export interface Store {
   readonly bus: Bus;
   /** A rate limiter whose counters are shared by every instance on the same Redis. */
   limiter(options: LimiterOptions): RateLimiterAbstract;
+  /** REDIS_PREFIX (redis driver only), for repositories that keep keys of their own. */
+  readonly prefix?: string;
   /** A new Redis connection (redis driver only), for callers that need their own subscriber. */
   duplicateRedis?(): Redis;
   /** Reads a secret persisted beside the data (fs), creating it on first use. */
@@ -109,6 +111,7 @@ async function openRedisStore(options: StoreOptions): Promise<Store> {
   const extra: Redis[] = [];
   return {
     driver: "redis",
+    prefix,
     kv,
     atomic,
     bus,

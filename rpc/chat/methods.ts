@@ -35,6 +35,7 @@ async function holdAndRun(
   let model: RoutedModel;
   try {
     model = ctx.services.models.resolve(request.model, plan);
+    ctx.services.models.annotate(model.id, ctx.responseHeaders);
   } catch (error) {
     await beforeRouterError?.();
     enterRouter(ctx);

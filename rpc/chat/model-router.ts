@@ -4,6 +4,16 @@ import type { ModelConfig } from "./models-config.js";
 import { EchoProvider } from "./providers/echo.js";
 import { OpenAiCompatibleProvider } from "./providers/openai-compatible.js";
 import type { Provider, Usage } from "./types.js";
+import { observedProvider, type CallObserver } from "./observed-provider.js";
+
+/** What the model registry says about a model the router serves (docs/model-registry.md). */
+export interface RegistryStatus {
+  status: "active" | "deprecated" | "disabled";
+  /** When it was deprecated (ISO), for the `Deprecation` header. */
+  deprecatedAt?: string;
+  /** Shown in the warning header, e.g. "use gpt-5 instead". */
+  note?: string;
+}
 
 /** Completion tokens a hold reserves when neither the request nor the model sets a cap. */
 const DEFAULT_OUTPUT_CAP = 4096;
@@ -30,15 +40,51 @@ export interface RoutedModel {
 export class ModelRouter {
   readonly #models = new Map<string, RoutedModel>();
   readonly #created = Math.floor(Date.now() / 1000);
+  readonly #registry = new Map<string, RegistryStatus>();
+  #observer: CallObserver | undefined;
+  /** The environment upstream keys are read from (apiKeyEnv). */
+  readonly env: Record<string, string | undefined>;
 
   constructor(models: Record<string, ModelConfig>, config: Pick<Config, "MODEL_TIMEOUT_SECONDS">, env: Record<string, string | undefined>) {
+    this.env = env;
     for (const [id, entry] of Object.entries(models)) {
       const provider =
         entry.provider === "echo"
           ? new EchoProvider(id)
           : new OpenAiCompatibleProvider({ id, config: entry, timeoutSeconds: config.MODEL_TIMEOUT_SECONDS, env });
-      this.#models.set(id, { id, config: entry, provider });
+      this.#models.set(id, { id, config: entry, provider: observedProvider(id, provider, () => this.#observer) });
     }
+  }
+
+  /** Every provider call's outcome goes to `observer` (the model registry's passive health). */
+  observe(observer: CallObserver | undefined): void {
+    this.#observer = observer;
+  }
+
+  /** The model registry's status of a served model: `disabled` is refused like a non-public one. */
+  setRegistryStatus(id: string, status: RegistryStatus): void {
+    this.#registry.set(id, status);
+  }
+
+  /** The routed model of an id, whatever its status (for health probes). */
+  get(id: string): RoutedModel | undefined {
+    return this.#models.get(id);
+  }
+
+  /**
+   * Marks a response that used a deprecated model (docs/model-registry.md): `Deprecation`
+   * (RFC 9745) with when, and `X-Model-Warning` saying which model and what to do.
+   */
+  annotate(id: string, headers: Headers): void {
+    const entry = this.#registry.get(id);
+    if (entry?.status !== "deprecated") return;
+    const since = entry.deprecatedAt ? Math.floor(Date.parse(entry.deprecatedAt) / 1000) : undefined;
+    headers.set("Deprecation", since !== undefined && Number.isFinite(since) ? `@${since}` : "true");
+    headers.set("X-Model-Warning", `The model '${id}' is deprecated${entry.note ? `: ${entry.note}` : ""}`.replace(/[^\x20-\x7e]/g, "?"));
+  }
+
+  #disabled(id: string): boolean {
+    return this.#registry.get(id)?.status === "disabled";
   }
 
   /** Every listed model, public or not (spec 2.1: the catalog is not filtered per key). */
@@ -55,7 +101,7 @@ export class ModelRouter {
   /** Ids a chat request may use (optionally only those a plan allows). */
   usableIds(plan?: string): string[] {
     return [...this.#models.values()]
-      .filter(({ config }) => config.public && (!plan || !config.plans || config.plans.includes(plan)))
+      .filter(({ id, config }) => config.public && !this.#disabled(id) && (!plan || !config.plans || config.plans.includes(plan)))
       .map(({ id }) => id);
   }
 
@@ -66,7 +112,7 @@ export class ModelRouter {
   resolve(id: string, plan?: string): RoutedModel {
     if (this.#models.size === 0) throw new ServiceError("UNAVAILABLE", "Chat service not configured: no models are set up");
     const model = this.#models.get(id);
-    if (!model || !model.config.public) {
+    if (!model || !model.config.public || this.#disabled(id)) {
       const usable = this.usableIds();
       throw new ServiceError("MODEL_NOT_AVAILABLE", `The model '${id}' is not available on this API. Usable models: ${usable.join(", ") || "none"}`, {
         details: { usable },

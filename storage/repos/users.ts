@@ -10,6 +10,8 @@ export interface User {
   tenantId: string;
   workspaceId: string;
   plan: string;
+  /** Set by `npm run admin -- grant-operator`: may publish releases and edit the model registry. */
+  operator?: boolean;
   createdAt: string;
 }
 

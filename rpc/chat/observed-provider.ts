@@ -1,0 +1,81 @@
+import type { ChatRequest, Provider, ProviderResult } from "./types.js";
+
+/** One finished provider call, for the model registry's passive health (docs/model-registry.md). */
+export interface CallSample {
+  model: string;
+  ok: boolean;
+  /** Request sent until the answer ended (the last chunk when streamed). */
+  latencyMs: number;
+  /** Request sent until the first byte of the answer (the first chunk when streamed). */
+  ttftMs?: number;
+  error?: string;
+  at: number;
+}
+
+export type CallObserver = (sample: CallSample) => void;
+
+/** Client mistakes (4xx other than 408 and 429) and calls the client abandoned say nothing about the upstream. */
+function countsAsFailure(error: unknown, signal: AbortSignal): boolean {
+  if (signal.aborted) return false;
+  const status = (error as { status?: unknown })?.status;
+  return !(typeof status === "number" && status >= 400 && status < 500 && status !== 408 && status !== 429);
+}
+
+function describeError(error: unknown): string {
+  const status = (error as { status?: unknown })?.status;
+  const message = error instanceof Error ? error.message : String(error);
+  return (typeof status === "number" ? `${status} ` : "") + message.slice(0, 300);
+}
+
+/**
+ * Wraps a provider so every call reports its outcome and timings once, without changing what
+ * the caller sees. Streams are timed to their first chunk (TTFT) and their end.
+ */
+export function observedProvider(id: string, provider: Provider, observe: () => CallObserver | undefined): Provider {
+  return {
+    async complete(request: ChatRequest, signal: AbortSignal, trace?: { traceparent?: string }): Promise<ProviderResult> {
+      // Durations on the monotonic clock; wall-clock time only for when it happened.
+      const started = performance.now();
+      const report = (ok: boolean, ttftMs?: number, error?: unknown) => {
+        const observer = observe();
+        if (!observer) return;
+        const sample: CallSample = { model: id, ok, latencyMs: Math.round(performance.now() - started), at: Date.now() };
+        if (ttftMs !== undefined) sample.ttftMs = ttftMs;
+        if (error !== undefined) sample.error = describeError(error);
+        observer(sample);
+      };
+      let result: ProviderResult;
+      try {
+        result = await provider.complete(request, signal, trace);
+      } catch (error) {
+        if (countsAsFailure(error, signal)) report(false, undefined, error);
+        throw error;
+      }
+      if (result.kind === "completion") {
+        const elapsed = Math.round(performance.now() - started);
+        report(true, elapsed);
+        return result;
+      }
+      const chunks = result.chunks;
+      return {
+        kind: "stream",
+        chunks: (async function* timed() {
+          let ttftMs: number | undefined;
+          let failed: unknown;
+          try {
+            for await (const chunk of chunks) {
+              ttftMs ??= Math.round(performance.now() - started);
+              yield chunk;
+            }
+          } catch (error) {
+            failed = error;
+            throw error;
+          } finally {
+            if (failed === undefined) report(true, ttftMs);
+            else if (countsAsFailure(failed, signal)) report(false, ttftMs, failed);
+          }
+        })(),
+      };
+    },
+  };
+}
