@@ -15,6 +15,7 @@ import { routingMethods } from "./tools/routing-methods.js";
 import { orchestratorAgentMethods } from "./agents/orchestrator-methods.js";
 import { agentStreamMethods, localAgentMethods } from "./agents/methods.js";
 import { tenantMethods } from "./tenants/methods.js";
+import { memberMethods } from "./tenants/member-methods.js";
 
 /** Every operation the service offers in any mode. Adding one means adding its declaration to a domain list. */
 export const allMethods: readonly AnyMethod[] = [
@@ -31,6 +32,7 @@ export const allMethods: readonly AnyMethod[] = [
   ...chatMethods,
   ...routingMethods,
   ...tenantMethods,
+  ...memberMethods,
   ...agentStreamMethods,
 ];
 

@@ -9,6 +9,7 @@ import { openStore, type Store } from "../storage/store.js";
 import { UsersRepo } from "../storage/repos/users.js";
 import { KeysRepo } from "../storage/repos/keys.js";
 import { TenantsRepo } from "../storage/repos/tenants.js";
+import { MembersRepo } from "../storage/repos/members.js";
 import { CreditsRepo } from "../storage/repos/credits.js";
 import { LedgerRepo } from "../storage/repos/ledger.js";
 import { AgentsRepo } from "../storage/repos/agents.js";
@@ -29,6 +30,8 @@ export interface Services {
   readonly users: UsersRepo;
   readonly keys: KeysRepo;
   readonly tenants: TenantsRepo;
+  /** Tenant members and their roles (docs/tenants.md). */
+  readonly members: MembersRepo;
   readonly credits: CreditsRepo;
   /** Holds and settlements on every account that limits spending (credits, key limits, plans, tenant tokens). */
   readonly ledger: LedgerRepo;
@@ -146,6 +149,7 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
     users: new UsersRepo(store),
     keys: new KeysRepo(store),
     tenants: new TenantsRepo(store),
+    members: new MembersRepo(store),
     credits: new CreditsRepo(store),
     ledger,
     agents: new AgentsRepo(store),

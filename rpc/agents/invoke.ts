@@ -37,7 +37,7 @@ export interface InvokeHandle {
  * on another instance can watch. `signal` cancels the run (it ends `cancelled`).
  */
 export async function invokeAgent(services: Services, principal: Principal, agentId: string, input: string, signal: AbortSignal): Promise<InvokeHandle> {
-  const agent = await requireAgent(services, principal.userId, agentId);
+  const agent = await requireAgent(services, principal.userId, agentId, "member");
   if ((await lifecycleOf(services, agent.id)) === "paused") {
     throw new ServiceError("CONFLICT", "The agent is paused; resume it before invoking", { details: { status: "paused" } });
   }

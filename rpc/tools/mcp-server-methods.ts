@@ -1,21 +1,17 @@
 import * as v from "valibot";
 import { defineMethod, type CallContext } from "../define.js";
 import { principalOf } from "../auth.js";
-import { ServiceError } from "../errors.js";
-import { ownedTenant } from "../tenants/tenancy.js";
+import { tenantOrPersonal, type Role } from "../tenants/access.js";
 
 const tenantId = v.optional(v.pipe(v.string("tenantId must be a string"), v.minLength(1), v.maxLength(128)));
 
 /**
  * The tenant a server request acts for (DESIGN "Ownership"): the caller's personal tenant, or
- * a tenant they own when `tenantId` names it; any other id is the same 404 as a missing tenant.
+ * a tenant they are a member of, with at least `need`, when `tenantId` names it; a non-member
+ * gets the same 404 as for a missing tenant (rpc/tenants/access.ts).
  */
-async function ownerOf(ctx: CallContext, requested?: string): Promise<string> {
-  const principal = principalOf(ctx);
-  const user = await ctx.services.users.get(principal.userId);
-  if (!user) throw new ServiceError("UNAUTHORIZED", "Invalid or expired API key");
-  if (!requested || requested === user.tenantId) return user.tenantId;
-  return (await ownedTenant(ctx.services, principal, requested)).id;
+async function ownerOf(ctx: CallContext, requested: string | undefined, need: Role): Promise<string> {
+  return (await tenantOrPersonal(ctx.services, principalOf(ctx), requested, need)).id;
 }
 
 /** Upstream MCP servers whose tools join the catalog (spec 4.4 `GET, POST /mcp/servers`). */
@@ -28,7 +24,7 @@ export const mcpServerMethods = [
     auth: { kinds: ["session", "gateway_key"] },
     http: [{ surface: "gateway", method: "GET", path: "/mcp/servers" }],
     async handler(params, ctx) {
-      const servers = await ctx.services.upstream.list(await ownerOf(ctx, params.tenantId));
+      const servers = await ctx.services.upstream.list(await ownerOf(ctx, params.tenantId, "viewer"));
       return { servers, count: servers.length };
     },
   }),
@@ -55,7 +51,7 @@ export const mcpServerMethods = [
     http: [{ surface: "gateway", method: "POST", path: "/mcp/servers", status: 201 }],
     async handler(params, ctx) {
       const { tenantId: requested, ...server } = params;
-      return ctx.services.upstream.register({ ...server, tenantId: await ownerOf(ctx, requested), createdBy: principalOf(ctx).userId });
+      return ctx.services.upstream.register({ ...server, tenantId: await ownerOf(ctx, requested, "member"), createdBy: principalOf(ctx).userId });
     },
   }),
 
@@ -67,7 +63,7 @@ export const mcpServerMethods = [
     auth: { kinds: ["session", "gateway_key"] },
     http: [{ surface: "gateway", method: "DELETE", path: "/mcp/servers/:name" }],
     async handler(params, ctx) {
-      await ctx.services.upstream.remove(await ownerOf(ctx, params.tenantId), params.name);
+      await ctx.services.upstream.remove(await ownerOf(ctx, params.tenantId, "owner"), params.name);
       return { success: true, name: params.name };
     },
   }),
