@@ -16,6 +16,7 @@ import { orchestratorAgentMethods } from "./agents/orchestrator-methods.js";
 import { agentStreamMethods, localAgentMethods } from "./agents/methods.js";
 import { tenantMethods } from "./tenants/methods.js";
 import { memberMethods } from "./tenants/member-methods.js";
+import { workspaceMethods } from "./workspaces/methods.js";
 
 /** Every operation the service offers in any mode. Adding one means adding its declaration to a domain list. */
 export const allMethods: readonly AnyMethod[] = [
@@ -33,6 +34,7 @@ export const allMethods: readonly AnyMethod[] = [
   ...routingMethods,
   ...tenantMethods,
   ...memberMethods,
+  ...workspaceMethods,
   ...agentStreamMethods,
 ];
 
