@@ -17,6 +17,7 @@ import { agentStreamMethods, localAgentMethods } from "./agents/methods.js";
 import { tenantMethods } from "./tenants/methods.js";
 import { memberMethods } from "./tenants/member-methods.js";
 import { workspaceMethods } from "./workspaces/methods.js";
+import { artifactMethods } from "./workspaces/artifact-methods.js";
 import { billingProxyMethods } from "./billing/proxy.js";
 
 /** Every operation the service offers in any mode. Adding one means adding its declaration to a domain list. */
@@ -36,6 +37,7 @@ export const allMethods: readonly AnyMethod[] = [
   ...tenantMethods,
   ...memberMethods,
   ...workspaceMethods,
+  ...artifactMethods,
   ...billingProxyMethods,
   ...agentStreamMethods,
 ];

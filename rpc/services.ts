@@ -10,6 +10,7 @@ import { UsersRepo } from "../storage/repos/users.js";
 import { KeysRepo } from "../storage/repos/keys.js";
 import { TenantsRepo } from "../storage/repos/tenants.js";
 import { MembersRepo } from "../storage/repos/members.js";
+import { ArtifactsRepo } from "../storage/repos/artifacts.js";
 import { CreditsRepo } from "../storage/repos/credits.js";
 import { LedgerRepo } from "../storage/repos/ledger.js";
 import { AgentsRepo } from "../storage/repos/agents.js";
@@ -32,6 +33,8 @@ export interface Services {
   readonly tenants: TenantsRepo;
   /** Tenant members and their roles (docs/tenants.md). */
   readonly members: MembersRepo;
+  /** Workspace files (docs/tenants.md "Artifacts"). */
+  readonly artifacts: ArtifactsRepo;
   readonly credits: CreditsRepo;
   /** Holds and settlements on every account that limits spending (credits, key limits, plans, tenant tokens). */
   readonly ledger: LedgerRepo;
@@ -150,6 +153,7 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
     keys: new KeysRepo(store),
     tenants: new TenantsRepo(store),
     members: new MembersRepo(store),
+    artifacts: new ArtifactsRepo(store),
     credits: new CreditsRepo(store),
     ledger,
     agents: new AgentsRepo(store),

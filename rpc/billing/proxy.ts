@@ -4,6 +4,7 @@ import type { Principal } from "../auth.js";
 import { ServiceError } from "../errors.js";
 import { signServiceToken } from "../credentials/service-tokens.js";
 import { tenantOrPersonal } from "../tenants/access.js";
+import { RawRequestInput } from "../validate.js";
 
 /** RFC 9110 7.6.1: headers for one connection only, never forwarded; plus what a proxy sets itself. */
 const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length"]);
@@ -26,12 +27,6 @@ export const ProxyPath = v.pipe(
   v.check((path) => !/[\\\u0000-\u001f]/.test(path), "path must not contain backslashes or control characters"),
 );
 
-const RawRequestSchema = v.object({
-  method: v.picklist(["GET", "POST", "PUT", "PATCH", "DELETE"]),
-  search: v.string(),
-  headers: v.record(v.string(), v.string()),
-  body: v.optional(v.instance(Uint8Array)),
-});
 
 function forwardedHeaders(request: RawRequest): Headers {
   const connectionListed = new Set((request.headers.connection ?? "").split(",").map((name) => name.trim().toLowerCase()));
@@ -105,7 +100,7 @@ export const billingProxyMethods = [
     name: "billing.proxy",
     summary:
       "Pass-through to the billing manager (MANAGER_BASE_URL/{path}) with the query and body; the caller's identity goes as X-Gateway-User-Id, X-Gateway-Tenant-Id, X-Gateway-Workspace-Id and a short-lived service token, never the caller's credential. 503 when MANAGER_BASE_URL is unset, 502 when the manager is down, 504 past GATEWAY_TIMEOUT_SECONDS.",
-    input: v.object({ path: ProxyPath, request: RawRequestSchema }),
+    input: v.object({ path: ProxyPath, request: RawRequestInput }),
     auth: { kinds: ["session", "gateway_key"] },
     errors: ["VALIDATION_FAILED", "BAD_GATEWAY", "UNAVAILABLE", "TIMEOUT", "PAYLOAD_TOO_LARGE"],
     http: (["GET", "POST", "PUT", "PATCH", "DELETE"] as const).map((method) => ({ surface: "gateway" as const, method, path: "/billing/**:path", raw: true })),

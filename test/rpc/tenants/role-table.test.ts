@@ -32,6 +32,7 @@ const tokens = {} as Record<Role, string>;
 let tenantId = "";
 let agentId = "";
 let workspaceId = "";
+let artifactId = "";
 
 /** A fresh user id to add (each allowed add needs one that is not a member yet). */
 async function freshUser(): Promise<string> {
@@ -60,6 +61,10 @@ const CALLS: Record<string, () => Promise<{ method: string; path: string; json?:
   "POST /workspaces": async () => ({ method: "POST", path: "/workspaces", json: { tenantId, name: "More" } }),
   "GET /workspaces/{workspace}": async () => ({ method: "GET", path: `/workspaces/${workspaceId}` }),
   "PATCH /workspaces/{workspace}?status=active": async () => ({ method: "PATCH", path: `/workspaces/${workspaceId}?status=active` }),
+  "GET /workspaces/{workspace}/artifacts": async () => ({ method: "GET", path: `/workspaces/${workspaceId}/artifacts` }),
+  "POST /workspaces/{workspace}/artifacts": async () => ({ method: "POST", path: `/workspaces/${workspaceId}/artifacts`, json: { name: "a.txt", content: "aGk=" } }),
+  "GET /workspaces/{workspace}/artifacts/{artifact}/content": async () => ({ method: "GET", path: `/workspaces/${workspaceId}/artifacts/${artifactId}/content` }),
+  "DELETE /workspaces/{workspace}/artifacts/{artifact}": async () => ({ method: "DELETE", path: `/workspaces/${workspaceId}/artifacts/${artifactId}` }),
 };
 
 const rows = readTable();
@@ -81,6 +86,8 @@ beforeAll(async () => {
   agentId = agent.body.id;
   const workspace = await server.request(`${G}/workspaces`, { method: "POST", headers: bearer(owner.token), json: { tenantId, name: "Walked" } });
   workspaceId = workspace.body.id;
+  const artifact = await server.request(`${G}/workspaces/${workspaceId}/artifacts`, { method: "POST", headers: bearer(owner.token), json: { name: "kept.txt", content: "aGk=" } });
+  artifactId = artifact.body.id;
 }, 60_000);
 afterAll(async () => {
   await server?.close();
