@@ -19,6 +19,7 @@ import { memberMethods } from "./tenants/member-methods.js";
 import { workspaceMethods } from "./workspaces/methods.js";
 import { artifactMethods } from "./workspaces/artifact-methods.js";
 import { billingProxyMethods } from "./billing/proxy.js";
+import { usageMethods } from "./billing/usage-methods.js";
 
 /** Every operation the service offers in any mode. Adding one means adding its declaration to a domain list. */
 export const allMethods: readonly AnyMethod[] = [
@@ -38,6 +39,7 @@ export const allMethods: readonly AnyMethod[] = [
   ...memberMethods,
   ...workspaceMethods,
   ...artifactMethods,
+  ...usageMethods,
   ...billingProxyMethods,
   ...agentStreamMethods,
 ];

@@ -11,6 +11,7 @@ import { KeysRepo } from "../storage/repos/keys.js";
 import { TenantsRepo } from "../storage/repos/tenants.js";
 import { MembersRepo } from "../storage/repos/members.js";
 import { ArtifactsRepo } from "../storage/repos/artifacts.js";
+import { UsageRepo } from "../storage/repos/usage.js";
 import { CreditsRepo } from "../storage/repos/credits.js";
 import { LedgerRepo } from "../storage/repos/ledger.js";
 import { AgentsRepo } from "../storage/repos/agents.js";
@@ -35,6 +36,8 @@ export interface Services {
   readonly members: MembersRepo;
   /** Workspace files (docs/tenants.md "Artifacts"). */
   readonly artifacts: ArtifactsRepo;
+  /** The gateway's own metering, per tenant and day (docs/billing.md "Usage"). */
+  readonly usage: UsageRepo;
   readonly credits: CreditsRepo;
   /** Holds and settlements on every account that limits spending (credits, key limits, plans, tenant tokens). */
   readonly ledger: LedgerRepo;
@@ -154,6 +157,7 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
     tenants: new TenantsRepo(store),
     members: new MembersRepo(store),
     artifacts: new ArtifactsRepo(store),
+    usage: new UsageRepo(store),
     credits: new CreditsRepo(store),
     ledger,
     agents: new AgentsRepo(store),

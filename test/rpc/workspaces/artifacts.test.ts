@@ -35,7 +35,7 @@ for (const driver of ["memory", "fs", "redis"] as const) {
       const bytes = randomBytes(1000);
       const up = await fetch(server.url(`${base()}?name=${encodeURIComponent("report é.bin")}`), { method: "POST", headers: { ...bearer(alice.token), "content-type": "application/x-test" }, body: bytes });
       expect(up.status).toBe(201);
-      const artifact = await up.json();
+      const artifact = (await up.json()) as any;
       const sha = createHash("sha256").update(bytes).digest("hex");
       expect(artifact).toMatchObject({ name: "report é.bin", contentType: "application/x-test", size: 1000, sha256: sha, workspaceId: ws });
       const meta = await server.request(`${base()}/${artifact.id}`, { headers: bearer(alice.token) });
@@ -81,13 +81,13 @@ for (const driver of ["memory", "fs", "redis"] as const) {
       const raw = (query: string, body?: Uint8Array, type = "application/octet-stream") => fetch(server.url(`${base()}${query}`), { method: "POST", headers: { ...bearer(alice.token), "content-type": type }, body });
       const noName = await raw("", new Uint8Array([1]));
       expect(noName.status).toBe(400);
-      expect((await noName.json()).error.message).toContain("name");
+      expect(((await noName.json()) as any).error.message).toContain("name");
       const empty = await raw("?name=x");
       expect(empty.status).toBe(400);
-      expect((await empty.json()).error.message).toContain("empty");
+      expect(((await empty.json()) as any).error.message).toContain("empty");
       const big = await raw("?name=x", new Uint8Array(LIMIT + 1));
       expect(big.status).toBe(413);
-      expect((await big.json()).error.code).toBe("PAYLOAD_TOO_LARGE");
+      expect(((await big.json()) as any).error.code).toBe("PAYLOAD_TOO_LARGE");
       const badBase64 = await server.request(base(), { method: "POST", headers: bearer(alice.token), json: { name: "x", content: "not base64!" } });
       expect(badBase64.status).toBe(400);
       expect(badBase64.body.error.message).toContain("not valid base64");
@@ -100,7 +100,7 @@ for (const driver of ["memory", "fs", "redis"] as const) {
       await server.request(`${G}/workspaces/${ws}?status=archived`, { method: "PATCH", headers: bearer(alice.token) });
       const archived = await raw("?name=x", new Uint8Array([1]));
       expect(archived.status).toBe(403);
-      expect((await archived.json()).error.message).toContain("archived");
+      expect(((await archived.json()) as any).error.message).toContain("archived");
       await server.request(`${G}/workspaces/${ws}?status=active`, { method: "PATCH", headers: bearer(alice.token) });
       expect((await raw("?name=x", new Uint8Array([1]))).status).toBe(201);
     });
