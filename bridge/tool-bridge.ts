@@ -19,12 +19,12 @@ export interface ToolBridge {
 export function defineToolBridge(): { open: OpenToolBridge; get(): ToolBridge } {
   let bridge: ToolBridge | undefined;
   return {
-    async open({ config, log, store, secrets, resolveHost }) {
+    async open({ config, log, store, secrets, resolveHost, emit }) {
       const catalog = new Catalog();
-      const vms = new VmHub({ config, log, store, catalog });
+      const vms = new VmHub({ config, log, store, catalog, emit });
       await vms.start();
       catalog.addSource(new BuiltinSource({ resolveHost }));
-      const upstream = new UpstreamServers({ config, log, store, secrets, catalog, resolveHost });
+      const upstream = new UpstreamServers({ config, log, store, secrets, catalog, resolveHost, emit });
       try {
         await upstream.start();
       } catch (error) {

@@ -118,6 +118,8 @@ function operation(method: AnyMethod, binding: HttpBinding, multiple: boolean): 
   const bodyProps: Record<string, JsonObject> = {};
   for (const [name, prop] of Object.entries(properties)) {
     if (pathNames.includes(name)) continue;
+    // A raw binding takes the query and body as they come (rpc/define.ts RawRequest).
+    if (binding.raw) continue;
     if (binding.method === "GET" || binding.method === "DELETE") parameters.push({ name, in: "query", required: required.has(name), schema: prop });
     else bodyProps[name] = prop;
   }
@@ -125,7 +127,9 @@ function operation(method: AnyMethod, binding: HttpBinding, multiple: boolean): 
     parameters.push({ name: header, in: "header", required: false, description: `Same as \`${name}\` when that is not given`, schema: properties[name] ?? { type: "string" } });
   }
   const op: JsonObject = {
-    operationId: multiple ? `${method.name}.${binding.surface}` : method.name,
+    operationId: multiple
+      ? `${method.name}.${binding.surface}${method.http.filter((other) => other.surface === binding.surface).length > 1 ? `.${binding.method.toLowerCase()}` : ""}`
+      : method.name,
     summary: method.summary,
     tags: [SURFACE_TITLES[binding.surface]],
     parameters,
@@ -148,6 +152,9 @@ function operation(method: AnyMethod, binding: HttpBinding, multiple: boolean): 
       required: [...required].some((name) => name in bodyProps),
       content: { "application/json": { schema: { type: "object", properties: bodyProps, required: [...required].filter((name) => name in bodyProps) } } },
     };
+  }
+  if (binding.raw && binding.method !== "GET" && binding.method !== "DELETE") {
+    op.requestBody = { required: false, content: { "*/*": { schema: {} } } };
   }
   op.security = security(method, binding.surface);
   if (method.auth !== "public" && method.auth.scopes?.length) op["x-required-scopes"] = method.auth.scopes;
@@ -203,7 +210,7 @@ export function buildOpenApi(registry: Registry, serverUrl?: string): JsonObject
   for (const method of Object.values(registry)) {
     if (method.internal) continue;
     for (const binding of method.http) {
-      const path = fullPath(binding).replace(/:(\w+)/g, "{$1}");
+      const path = fullPath(binding).replace(/\*\*:(\w+)/g, ":$1").replace(/:(\w+)/g, "{$1}");
       paths[path] ??= {};
       paths[path][binding.method.toLowerCase()] = operation(method, binding, method.http.length > 1);
     }

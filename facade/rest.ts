@@ -1,8 +1,8 @@
 import type { H3 } from "h3";
-import { isAsyncIterable, type AnyMethod, type HttpBinding } from "../rpc/define.js";
+import { RawReply, isAsyncIterable, type AnyMethod, type HttpBinding, type RawRequest } from "../rpc/define.js";
 import type { CallFacts, Dispatcher } from "../rpc/dispatcher.js";
 import { ServiceError } from "../rpc/errors.js";
-import { readJsonBody } from "../rpc/transport/body.js";
+import { readJsonBody, readRawBody } from "../rpc/transport/body.js";
 import { instrument, jsonResponse, type RequestScope } from "../rpc/transport/instrument.js";
 import { toSseResponse } from "./sse.js";
 import { SURFACE_BASES, presentedFor, renderError } from "../rpc/transport/surfaces.js";
@@ -42,7 +42,7 @@ export function mountRest(app: H3, dispatcher: Dispatcher): MountedRoute[] {
     if (method.internal) continue;
     for (const binding of method.http) {
       const path = fullPath(binding);
-      routes.push({ method: binding.method, path, pattern: new RegExp(`^${path.replace(/:\w+/g, "[^/]+")}/?$`) });
+      routes.push({ method: binding.method, path, pattern: new RegExp(`^${path.replace(/\*\*:\w+/g, ".+").replace(/:\w+/g, "[^/]+")}/?$`) });
       app.on(
         binding.method,
         path,
@@ -76,6 +76,13 @@ async function handleRest(
   };
   // Params are the query, the JSON body and the path parameters merged (path wins), read
   // only once the caller is authenticated.
+  const readRaw = async () => {
+    const headers: Record<string, string> = {};
+    request.headers.forEach((value, name) => (headers[name] = value));
+    const body = WITH_BODY.has(binding.method) || binding.method === "DELETE" ? await readRawBody(request, limit) : undefined;
+    const raw: RawRequest = { method: binding.method, search: new URL(request.url).search, headers, ...(body ? { body } : {}) };
+    return { ...decodeParams(pathParams), request: raw };
+  };
   const readParams = async () => {
     const body = WITH_BODY.has(binding.method) ? await readJsonBody(request, limit) : undefined;
     if (body !== undefined && (typeof body !== "object" || body === null || Array.isArray(body))) {
@@ -89,7 +96,12 @@ async function handleRest(
     }
     return { ...query, ...(body as Record<string, unknown> | undefined), ...decodeParams(pathParams) };
   };
-  const result = await dispatcher.dispatch(method.name, readParams, facts);
+  const result = await dispatcher.dispatch(method.name, binding.raw ? readRaw : readParams, facts);
+  if (result instanceof RawReply) {
+    const headers = new Headers(scope.responseHeaders);
+    result.headers.forEach((value, name) => headers.set(name, value));
+    return new Response(result.body as ConstructorParameters<typeof Response>[0], { status: result.status, headers });
+  }
   if (isAsyncIterable(result)) {
     return toSseResponse(result, {
       done: method.stream?.done,

@@ -19,6 +19,38 @@ export interface HttpBinding {
    * (lowercase) → param name; e.g. `x-client-id` → `clientId` for the update check.
    */
   headerParams?: Readonly<Record<string, string>>;
+  /**
+   * The request is handed to the method as it came, not merged into JSON params: the path
+   * parameters plus `request: RawRequest` (the billing proxy, raw uploads). The body is still
+   * capped at GATEWAY_MAX_PAYLOAD_BYTES (413).
+   */
+  raw?: boolean;
+}
+
+/** A request as a `raw` binding hands it over. Credentials are among the headers: never forward them. */
+export interface RawRequest {
+  method: HttpVerb;
+  /** The query string with its `?`, or "". */
+  search: string;
+  headers: Record<string, string>;
+  body?: Uint8Array;
+}
+
+/**
+ * An answer that is not JSON (a file's bytes, a relayed upstream answer): REST sends its
+ * status, headers and body as they are, a stream without buffering it; JSON-RPC sees its
+ * status and content type only.
+ */
+export class RawReply {
+  constructor(
+    readonly status: number,
+    readonly headers: Headers,
+    readonly body: ReadableStream<Uint8Array> | Uint8Array | null,
+  ) {}
+
+  toJSON() {
+    return { status: this.status, contentType: this.headers.get("content-type") };
+  }
 }
 
 /**

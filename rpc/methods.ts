@@ -20,6 +20,11 @@ import { webhookMethods } from "./webhooks/methods.js";
 import { updateMethods } from "./updates/methods.js";
 import { modelRegistryMethods } from "./model-registry/methods.js";
 import { telemetryMethods } from "./telemetry/methods.js";
+import { memberMethods } from "./tenants/member-methods.js";
+import { workspaceMethods } from "./workspaces/methods.js";
+import { artifactMethods } from "./workspaces/artifact-methods.js";
+import { billingProxyMethods } from "./billing/proxy.js";
+import { usageMethods } from "./billing/usage-methods.js";
 
 /** Every operation the service offers in any mode. Adding one means adding its declaration to a domain list. */
 export const allMethods: readonly AnyMethod[] = [
@@ -41,6 +46,11 @@ export const allMethods: readonly AnyMethod[] = [
   ...updateMethods,
   ...modelRegistryMethods,
   ...telemetryMethods,
+  ...memberMethods,
+  ...workspaceMethods,
+  ...artifactMethods,
+  ...usageMethods,
+  ...billingProxyMethods,
   ...agentStreamMethods,
 ];
 

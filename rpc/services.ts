@@ -9,6 +9,9 @@ import { openStore, type Store } from "../storage/store.js";
 import { UsersRepo } from "../storage/repos/users.js";
 import { KeysRepo } from "../storage/repos/keys.js";
 import { TenantsRepo } from "../storage/repos/tenants.js";
+import { MembersRepo } from "../storage/repos/members.js";
+import { ArtifactsRepo } from "../storage/repos/artifacts.js";
+import { UsageRepo } from "../storage/repos/usage.js";
 import { CreditsRepo } from "../storage/repos/credits.js";
 import { LedgerRepo } from "../storage/repos/ledger.js";
 import { AgentsRepo } from "../storage/repos/agents.js";
@@ -32,6 +35,7 @@ import { ModelRegistryRepo } from "../storage/repos/model-registry.js";
 import { ModelRegistry } from "./model-registry/registry.js";
 import { openTelemetry } from "../storage/repos/telemetry.js";
 import type { TelemetryStore } from "../storage/repos/telemetry-model.js";
+import { emitEvent } from "./events/publish.js";
 
 /** What handlers reach through `ctx.services`: storage, repositories, credentials, clients. */
 export interface Services {
@@ -43,6 +47,12 @@ export interface Services {
   readonly users: UsersRepo;
   readonly keys: KeysRepo;
   readonly tenants: TenantsRepo;
+  /** Tenant members and their roles (docs/tenants.md). */
+  readonly members: MembersRepo;
+  /** Workspace files (docs/tenants.md "Artifacts"). */
+  readonly artifacts: ArtifactsRepo;
+  /** The gateway's own metering, per tenant and day (docs/billing.md "Usage"). */
+  readonly usage: UsageRepo;
   readonly credits: CreditsRepo;
   /** Holds and settlements on every account that limits spending (credits, key limits, plans, tenant tokens). */
   readonly ledger: LedgerRepo;
@@ -91,7 +101,10 @@ export interface Services {
 }
 
 /** Opens the tool bridge over the service's storage; the composition root passes the real one. */
-export type OpenToolBridge = (deps: { config: Config; log: Logger; store: Store; secrets: SecretBox; resolveHost: ResolveHost }) => Promise<ToolBridgePorts>;
+/** Publishes one of the service's own events under a tenant (rpc/events/publish.ts); never fails. */
+export type EmitEvent = (tenantId: string | undefined, type: string, data: Record<string, unknown>) => void;
+
+export type OpenToolBridge = (deps: { config: Config; log: Logger; store: Store; secrets: SecretBox; resolveHost: ResolveHost; emit: EmitEvent }) => Promise<ToolBridgePorts>;
 
 export interface ServicesOptions {
   /** Name resolution for guarded outbound connections (default: the system resolver). */
@@ -159,9 +172,15 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
   }
   const secrets = new SecretBox(dataSecret);
   const closers: (() => Promise<void> | void)[] = [() => store.close()];
+  let services: Services | undefined;
   let tools: ToolBridgePorts;
   try {
-    tools = await openTools({ config, log, store, secrets, resolveHost });
+    // Events the bridge observes (a VM leaving, an upstream server's health) go on the bus
+    // once the services exist; before that there is no tenant listening yet.
+    const emit: EmitEvent = (tenantId, type, data) => {
+      if (services) emitEvent(services, tenantId, type, data);
+    };
+    tools = await openTools({ config, log, store, secrets, resolveHost, emit });
   } catch (error) {
     await store.close();
     throw error;
@@ -184,7 +203,6 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
       : new LocalEventLog(store.kv, { ...eventOptions, persist: store.driver === "fs" });
   closers.push(() => events.close());
   const webhooks = new WebhooksRepo(store);
-  let services: Services | undefined;
   const webhookWorker = new WebhookWorker({
     config,
     log,
@@ -218,6 +236,9 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
     users: new UsersRepo(store),
     keys: new KeysRepo(store),
     tenants: new TenantsRepo(store),
+    members: new MembersRepo(store),
+    artifacts: new ArtifactsRepo(store),
+    usage: new UsageRepo(store),
     credits: new CreditsRepo(store),
     ledger,
     agents: new AgentsRepo(store),

@@ -25,3 +25,11 @@ export const queryInt = (min: number, max: number) =>
     v.minValue(min),
     v.maxValue(max),
   );
+
+/** The `request` param of a raw binding (rpc/define.ts RawRequest). */
+export const RawRequestInput = v.object({
+  method: v.picklist(["GET", "POST", "PUT", "PATCH", "DELETE"]),
+  search: v.string(),
+  headers: v.record(v.string(), v.string()),
+  body: v.optional(v.instance(Uint8Array)),
+});

@@ -69,7 +69,8 @@ export const TenantView = v.object({
   region: v.string(),
   limits: v.object({ agents: v.number(), tokensPerMonth: v.number() }),
   usage: v.object({ agents: v.number(), tokensThisMonth: v.number(), month: v.pipe(v.string(), v.description("YYYY-MM (UTC)")) }),
-  ownerId: v.string(),
+  ownerId: v.pipe(v.string(), v.description("The user who created the tenant")),
+  role: v.optional(v.pipe(v.picklist(["viewer", "member", "admin", "owner"]), v.description("The caller's role in the tenant"))),
   createdAt: Timestamp,
   updatedAt: Timestamp,
 });

@@ -176,7 +176,7 @@ export async function runAdmin(args: string[], services: Services): Promise<unkn
         id: newId("ws"),
         tenantId: user.tenantId,
         name: typeof flags.name === "string" && flags.name.trim() ? flags.name.trim() : "Workspace",
-        status: "active",
+        status: "active" as const,
         createdAt: now,
         updatedAt: now,
       };

@@ -5,7 +5,7 @@ import { Redis } from "ioredis";
 import { RateLimiterMemory, RateLimiterRedis, type RateLimiterAbstract } from "rate-limiter-flexible";
 import { createStorage, type Storage } from "unstorage";
 import memoryDriver from "unstorage/drivers/memory";
-import redisDriver from "unstorage/drivers/redis";
+import { rawRedisDriver } from "./redis-raw-driver.js";
 import { LocalAtomic, type Atomic } from "./atomic.js";
 import { MemoryBus, RedisBus, type Bus } from "./bus.js";
 import { atomicFsDriver, removeOrphanTempFiles } from "./fs-driver.js";
@@ -105,7 +105,7 @@ async function openRedisStore(options: StoreOptions): Promise<Store> {
     // The code lets the start script name REDIS_URL in its one-line message.
     throw Object.assign(new Error(`Redis at ${options.REDIS_URL} did not answer: ${(error as Error).message}`), { code: "REDIS_UNREACHABLE" });
   }
-  const kv = createStorage({ driver: redisDriver({ url: options.REDIS_URL, base: `${prefix}:kv`, maxRetriesPerRequest: 2 }) });
+  const kv = createStorage({ driver: rawRedisDriver({ url: options.REDIS_URL, base: `${prefix}:kv`, maxRetriesPerRequest: 2, client }) });
   const atomic = new RedisAtomic(client, prefix);
   const bus = new RedisBus(client, subscriber, prefix);
   const extra: Redis[] = [];

@@ -26,6 +26,8 @@ export interface ConnectionSettings {
   maxRetries: number;
   /** Called whenever this server's tool list or health changes. */
   onChange(): void;
+  /** The server became healthy or unhealthy (not called while it stays so). */
+  onHealth?(health: "healthy" | "unhealthy", lastError: string | null): void;
   /** A log message the server sent (`notifications/message`). */
   onLog?(params: { level: SourceLog["level"]; logger?: string; data?: unknown }): void;
   log: Logger;
@@ -141,10 +143,12 @@ export class UpstreamConnection implements ToolSource {
       await client.close().catch(() => undefined);
       return;
     }
+    const was = this.health;
     this.health = "healthy";
     this.lastError = undefined;
     this.connectedAt = new Date().toISOString();
     this.#settings.onChange();
+    if (was !== "healthy") this.#settings.onHealth?.("healthy", null);
   }
 
   async #listTools(client: Client): Promise<ToolDef[]> {
@@ -218,11 +222,13 @@ export class UpstreamConnection implements ToolSource {
 
   #markUnhealthy(reason: string): void {
     const wasListing = this.health === "healthy" && this.#tools.length > 0;
+    const was = this.health;
     this.health = "unhealthy";
     this.lastError = reason;
     this.#tools = [];
     void this.#dropClient();
     if (wasListing || this.#failures === 0) this.#settings.onChange();
+    if (was !== "unhealthy") this.#settings.onHealth?.("unhealthy", reason);
     this.#scheduleReconnect();
   }
 

@@ -10,6 +10,7 @@ import type { UpstreamRegisterInput, UpstreamServerView, UpstreamSummary } from 
 import { AddressRefused, OutboundGuard, type ResolveHost } from "../../rpc/policies/outbound-guard.js";
 import { toGuardedFetch, type GuardedFetch } from "../../rpc/policies/guarded-fetch.js";
 import { UpstreamConnection } from "./connection.js";
+import type { EmitEvent } from "../../rpc/services.js";
 
 /**
  * How often stored registrations are compared with this instance's connections. Redis tells
@@ -38,12 +39,14 @@ export class UpstreamServers {
   readonly #config: Config;
   readonly #log: Logger;
   readonly #guard: OutboundGuard;
+  readonly #emit: EmitEvent | undefined;
   readonly #fetch: GuardedFetch;
   #unsubscribe: (() => Promise<void>) | undefined;
   #resync: NodeJS.Timeout | undefined;
 
-  constructor(deps: { catalog: Catalog; store: Store; secrets: SecretBox; config: Config; log: Logger; resolveHost?: ResolveHost }) {
+  constructor(deps: { catalog: Catalog; store: Store; secrets: SecretBox; config: Config; log: Logger; resolveHost?: ResolveHost; emit?: EmitEvent }) {
     this.#catalog = deps.catalog;
+    this.#emit = deps.emit;
     // Servers stored while MCP_SERVERS_ALLOW_PRIVATE was on are refused at connect once it is off.
     this.#guard = new OutboundGuard({
       allowPrivate: deps.config.MCP_SERVERS_ALLOW_PRIVATE,
@@ -97,6 +100,8 @@ export class UpstreamServers {
       timeoutMs: this.#config.GATEWAY_TIMEOUT_SECONDS * 1000,
       maxRetries: this.#config.GATEWAY_MAX_RETRIES,
       onChange: () => this.#catalog.changed(),
+      // Shared servers have no tenant to tell (docs/events.md).
+      onHealth: (health, lastError) => this.#emit?.(record.tenantId ?? undefined, "mcp.server.health_changed", { name: record.name, health, lastError }),
       onLog: (params) => this.#catalog.log({ owner: record.tenantId ?? undefined, logger: record.name, level: params.level, data: params.data, ...(params.logger ? { logger: `${record.name}/${params.logger}` } : {}) }),
       log: this.#log,
       fetch: this.#fetch,

@@ -15,12 +15,15 @@ import { vmToolSource } from "./source.js";
 import { vmNotConnected } from "../../rpc/tools/sources.js";
 import { VmOwnersRepo } from "../../storage/repos/vm-owners.js";
 import { admitVmOwner } from "./ownership.js";
+import type { EmitEvent } from "../../rpc/services.js";
 
 export interface VmHubOptions {
   config: Config;
   log: Logger;
   store: Store;
   catalog: Catalog;
+  /** The service's own events (docs/events.md): `vm.disconnected`. */
+  emit?: EmitEvent;
 }
 
 export interface VmCallOptions {
@@ -157,6 +160,7 @@ export class VmHub {
     if (this.#local.get(conn.vmId) !== conn) return; // already replaced
     this.#local.delete(conn.vmId);
     this.#opts.log.info({ event: "vm.disconnected", vmId: conn.vmId, connectionId: conn.id, code });
+    this.#opts.emit?.(conn.identity.tenantId, "vm.disconnected", { vmId: conn.vmId, agentId: conn.identity.agentId, closeCode: code ?? null });
     void this.#announce(conn, "left");
   }
 

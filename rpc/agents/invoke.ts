@@ -12,6 +12,7 @@ import { agentTimestamp } from "./time.js";
 import { appendAgentLog } from "./logs.js";
 import { agentRunsChannel, trackRun, type AgentRunMessage } from "./runs.js";
 import { requireAgent } from "./records.js";
+import { recordAgentRun, recordUsage } from "../billing/metering.js";
 import { lifecycleOf, runFinished, runStarted } from "./state.js";
 import { tenantTokensCharge } from "../tenants/tenancy.js";
 import { placeHold, type Hold } from "../chat/holds.js";
@@ -38,17 +39,32 @@ export interface InvokeHandle {
  * on another instance can watch. `signal` cancels the run (it ends `cancelled`).
  */
 export async function invokeAgent(services: Services, principal: Principal, agentId: string, input: string, signal: AbortSignal): Promise<InvokeHandle> {
-  const agent = await requireAgent(services, principal.userId, agentId);
+  const agent = await requireAgent(services, principal.userId, agentId, "member");
   if ((await lifecycleOf(services, agent.id)) === "paused") {
     throw new ServiceError("CONFLICT", "The agent is paused; resume it before invoking", { details: { status: "paused" } });
   }
   const tenant = await services.tenants.getTenant(agent.tenantId);
   if (!tenant) throw new ServiceError("NOT_FOUND", `The agent's tenant no longer exists: ${agent.tenantId}`);
   const model = services.models.resolve(agent.model);
-  const turnHold = (current: Tenant, messages: readonly AgentMessage[]): Promise<Hold> => {
+  const turnHold = async (current: Tenant, messages: readonly AgentMessage[]): Promise<Hold> => {
     const prompt = countPromptTokens(messages);
     const output = agent.config.maxTokens ?? services.models.outputCap(model, prompt);
-    return placeHold(services, [tenantTokensCharge(services, current, prompt + output)]);
+    const hold = await placeHold(services, [tenantTokensCharge(services, current, prompt + output)]);
+    // Each settled model turn is counted in the tenant's metering (docs/billing.md "Usage").
+    let settled = false;
+    return {
+      // Like the hold, counted once however many times a turn's end is reported.
+      settle: async (usage, cost) => {
+        if (settled) return;
+        settled = true;
+        await hold.settle(usage, cost);
+        await recordUsage(services, undefined, { surface: "agent", model: agent.model, credits: false, agentId: agent.id, tenantId: agent.tenantId }, usage, cost);
+      },
+      release: () => {
+        settled = true;
+        return hold.release();
+      },
+    };
   };
 
   const messages: AgentMessage[] = [];
@@ -69,6 +85,7 @@ export async function invokeAgent(services: Services, principal: Principal, agen
     throw error;
   });
   signal = tracked.signal;
+  await recordAgentRun(services, agent.tenantId, agent.id, agent.model);
   try {
     await runStarted(services, agent.id);
   } catch (error) {

@@ -13,6 +13,7 @@ import { appendAgentLog, dropAgentLogs, readAgentLogs } from "./logs.js";
 import { agentView, requireAgent } from "./records.js";
 import { clearState, runningCount, transition, type Transition } from "./state.js";
 import { createInTenant, tenantFor } from "../tenants/tenancy.js";
+import { requireTenantAccess, tenantsOf, type Role } from "../tenants/access.js";
 import type { AgentEvent, RunResult } from "./run.js";
 import { AgentView } from "../views.js";
 import { AgentRunView, Success, Timestamp } from "../views.js";
@@ -110,7 +111,7 @@ function lifecycleMethod(action: Transition, summary: string) {
     errors: ["NOT_FOUND", "CONFLICT"],
     http: [{ surface: "gateway", method: "POST", path: `/agents/:agent_id/${action}` }],
     async handler(params, ctx) {
-      const agent = await requireAgent(ctx.services, ctx.principal.userId, params.agent_id);
+      const agent = await requireAgent(ctx.services, ctx.principal.userId, params.agent_id, "member");
       const status = await transition(ctx.services, agent, action);
       emitEvent(ctx.services, agent.tenantId, `agent.${action === "deploy" ? "deployed" : action === "pause" ? "paused" : "resumed"}`, { agentId: agent.id, status });
       await appendAgentLog(ctx.services, agent.id, { event: `agent.${action}`, message: `Agent ${action === "deploy" ? "deployed" : action === "pause" ? "paused" : "resumed"}`, data: { status } });
@@ -119,21 +120,30 @@ function lifecycleMethod(action: Transition, summary: string) {
   });
 }
 
-async function owned(ctx: CallContext<Principal>, agentId: string): Promise<AgentRecord> {
-  return requireAgent(ctx.services, ctx.principal.userId, agentId);
+async function owned(ctx: CallContext<Principal>, agentId: string, need: Role = "viewer"): Promise<AgentRecord> {
+  return requireAgent(ctx.services, ctx.principal.userId, agentId, need);
 }
 
 /** Gateway agents by id, run here (spec 4.4 "API-gateway mode"); served when ORCH_BASE_URL is unset. */
 export const localAgentMethods = [
   defineMethod({
     name: "agents.list",
-    summary: "The caller's agents, oldest first, as a bare JSON array (spec 2.6).",
-    input: v.object({}),
+    summary: "The agents of every tenant the caller is a member of (or of `tenantId` only), oldest first, as a bare JSON array (spec 2.6).",
+    input: v.object({ tenantId: v.optional(v.pipe(v.string("tenantId must be a string"), v.minLength(1), v.maxLength(128))) }),
     auth: AUTH,
     output: v.array(AgentView),
     http: [{ surface: "gateway", method: "GET", path: "/agents" }],
-    async handler(_params, ctx) {
-      const agents = await ctx.services.agents.list(ctx.principal.userId);
+    async handler(params, ctx) {
+      const tenants = params.tenantId
+        ? [await requireTenantAccess(ctx.services, ctx.principal, params.tenantId, "viewer")]
+        : (await tenantsOf(ctx.services, ctx.principal)).map(({ tenant }) => tenant);
+      const wanted = new Set(tenants.map((tenant) => tenant.id));
+      // Every agent of a tenant lives under the tenant's creator: one listing per creator.
+      const partitions = [...new Set(tenants.map((tenant) => tenant.ownerId))];
+      const agents = (await Promise.all(partitions.map((owner) => ctx.services.agents.list(owner))))
+        .flat()
+        .filter((agent) => wanted.has(agent.tenantId))
+        .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
       return Promise.all(agents.map((agent) => agentView(ctx.services, agent)));
     },
   }),
@@ -167,7 +177,8 @@ export const localAgentMethods = [
         description: params.description,
         config: configOf(ctx.services, params.config),
         tenantId: tenant.id,
-        ownerId: principal.userId,
+        ownerId: tenant.ownerId,
+        createdBy: principal.userId,
         createdAt: now,
         updatedAt: now,
       };
@@ -180,7 +191,7 @@ export const localAgentMethods = [
 
   defineMethod({
     name: "agents.get",
-    summary: "One of the caller's agents; another user's id is the same 404 as a missing one.",
+    summary: "An agent of a tenant the caller is a member of; a non-member gets the same 404 as for a missing agent.",
     input: v.object({ agent_id: AgentId }),
     auth: AUTH,
     output: AgentView,
@@ -200,7 +211,7 @@ export const localAgentMethods = [
     errors: ["NOT_FOUND", "VALIDATION_FAILED", "CONFLICT"],
     http: [{ surface: "gateway", method: "PUT", path: "/agents/:agent_id" }],
     async handler(params, ctx) {
-      const agent = await owned(ctx, params.agent_id);
+      const agent = await owned(ctx, params.agent_id, "member");
       if (params.tools) await checkToolsAndModel(ctx.services, agent.tenantId, params.tools);
       const updated: AgentRecord = {
         ...agent,
@@ -220,14 +231,14 @@ export const localAgentMethods = [
 
   defineMethod({
     name: "agents.delete",
-    summary: "Delete an agent with its logs; 409 while an invocation is running.",
+    summary: "Owners: delete an agent with its logs; 409 while an invocation is running.",
     input: v.object({ agent_id: AgentId }),
     auth: AUTH,
     output: Success,
     errors: ["NOT_FOUND", "CONFLICT"],
     http: [{ surface: "gateway", method: "DELETE", path: "/agents/:agent_id" }],
     async handler(params, ctx) {
-      const agent = await owned(ctx, params.agent_id);
+      const agent = await owned(ctx, params.agent_id, "owner");
       if ((await runningCount(ctx.services, agent.id)) > 0) {
         throw new ServiceError("CONFLICT", "The agent is running; delete it once its invocations finish", { details: { status: "running" } });
       }
@@ -309,7 +320,12 @@ export const localAgentMethods = [
     errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "POST", path: "/agents/runs/:run_id/cancel" }],
     async handler(params, ctx) {
-      const { runId, agentId } = await cancelRun(ctx.services, ctx.principal.userId, params.run_id);
+      const { runId, agentId } = await cancelRun(ctx.services, ctx.principal.userId, params.run_id, (agentId) =>
+        requireAgent(ctx.services, ctx.principal.userId, agentId, "member").then(
+          () => true,
+          () => false,
+        ),
+      );
       return { runId, agentId, cancelled: true };
     },
   }),

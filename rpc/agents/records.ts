@@ -2,11 +2,20 @@ import { ServiceError } from "../errors.js";
 import type { Services } from "../services.js";
 import type { AgentRecord } from "../../storage/repos/agents.js";
 import { statusChangedAt, statusOf } from "./state.js";
+import { roleAllows, roleIn, type Role } from "../tenants/access.js";
 
-/** The caller's agent; another user's id and a missing one are the same 404. */
-export async function requireAgent(services: Services, userId: string, agentId: string): Promise<AgentRecord> {
-  const agent = await services.agents.get(userId, agentId);
-  if (!agent) throw new ServiceError("NOT_FOUND", `Agent not found: ${agentId}`);
+/**
+ * An agent of a tenant the caller is a member of, with at least `need` (rpc/tenants/access.ts):
+ * a non-member gets the same 404 as for a missing agent, a member whose role is too weak 403.
+ */
+export async function requireAgent(services: Services, userId: string, agentId: string, need: Role = "viewer"): Promise<AgentRecord> {
+  const agent = await services.agents.find(agentId, userId);
+  const tenant = agent ? await services.tenants.getTenant(agent.tenantId) : null;
+  const role = tenant ? await roleIn(services, userId, tenant) : null;
+  if (!agent || !tenant || !role) throw new ServiceError("NOT_FOUND", `Agent not found: ${agentId}`);
+  if (!roleAllows(role, need)) {
+    throw new ServiceError("FORBIDDEN", `Your role in tenant ${tenant.slug} is ${role}; this needs ${need} or above`, { details: { tenantId: tenant.id, role, required: need } });
+  }
   return agent;
 }
 

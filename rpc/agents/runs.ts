@@ -78,9 +78,9 @@ export async function trackRun(
  * Cancels a run of the caller's, on this instance or another. A run that ended, never
  * existed or is another user's is the same 404.
  */
-export async function cancelRun(services: Services, userId: string, runId: string): Promise<{ runId: string; agentId: string }> {
+export async function cancelRun(services: Services, userId: string, runId: string, mayCancel?: (agentId: string) => Promise<boolean>): Promise<{ runId: string; agentId: string }> {
   const record = await services.agents.getRun(runId);
-  if (!record || record.userId !== userId) throw new ServiceError("NOT_FOUND", `No running run ${runId}`);
+  if (!record || (record.userId !== userId && !(await mayCancel?.(record.agentId)))) throw new ServiceError("NOT_FOUND", `No running run ${runId}`);
   const local = localRuns(services).controllers.get(runId);
   if (local) local.abort(cancelledByClient());
   else await services.store.bus.publish(CANCEL_CHANNEL, { runId } satisfies CancelMessage);

@@ -8,6 +8,7 @@ import type { RoutedModel } from "./model-router.js";
 import type { Hold } from "./holds.js";
 import type { ChatRequest } from "./types.js";
 import { ChatCompletionView } from "../views.js";
+import { recordUsage, type Meter } from "../billing/metering.js";
 
 /**
  * From here on the request has reached the router (spec 4.2): the response carries
@@ -29,7 +30,8 @@ async function holdAndRun(
   body: ChatBodyInput,
   plan: string | undefined,
   hold: (model: RoutedModel, request: ChatRequest, promptTokens: number) => Promise<Hold>,
-  beforeRouterError?: () => Promise<void>,
+  beforeRouterError: (() => Promise<void>) | undefined,
+  meter: Pick<Meter, "surface" | "credits">,
 ) {
   const request = toChatRequest(body);
   let model: RoutedModel;
@@ -49,7 +51,12 @@ async function holdAndRun(
     request,
     promptTokens,
     includeUsage: body.stream_options?.include_usage === true,
-    settle: (usage) => held.settle(usage, ctx.services.models.cost(model, usage)),
+    // Settled on the ledger, then counted in the metering with the same amounts (docs/billing.md "Usage").
+    settle: async (usage) => {
+      const cost = ctx.services.models.cost(model, usage);
+      await held.settle(usage, cost);
+      await recordUsage(ctx.services, ctx.principal, { ...meter, model: model.id }, usage, cost);
+    },
   });
 }
 
@@ -72,6 +79,7 @@ export const chatMethods = [
         undefined,
         (model, request, promptTokens) => holdPlatformChat(ctx.services, principal, model, promptTokens, request.max_tokens),
         () => requireCredits(ctx.services, principal),
+        { surface: "platform", credits: true },
       );
     },
   }),
@@ -88,7 +96,10 @@ export const chatMethods = [
     async handler(params, ctx) {
       const userId = principalOf(ctx).userId;
       const planId = await userPlan(ctx, userId);
-      return holdAndRun(ctx, params, planId, (model, request, promptTokens) => holdUserChat(ctx, userId, planId, model, promptTokens, request.max_tokens));
+      return holdAndRun(ctx, params, planId, (model, request, promptTokens) => holdUserChat(ctx, userId, planId, model, promptTokens, request.max_tokens), undefined, {
+        surface: "account",
+        credits: false,
+      });
     },
   }),
 
@@ -104,7 +115,10 @@ export const chatMethods = [
     async handler(params, ctx) {
       const userId = principalOf(ctx).userId;
       const planId = await userPlan(ctx, userId);
-      return holdAndRun(ctx, params, planId, (model, request, promptTokens) => holdUserChat(ctx, userId, planId, model, promptTokens, request.max_tokens));
+      return holdAndRun(ctx, params, planId, (model, request, promptTokens) => holdUserChat(ctx, userId, planId, model, promptTokens, request.max_tokens), undefined, {
+        surface: "gateway",
+        credits: false,
+      });
     },
   }),
 ];

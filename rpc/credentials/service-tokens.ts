@@ -1,4 +1,4 @@
-import { decodeJwt, errors as joseErrors, jwtVerify } from "jose";
+import { SignJWT, decodeJwt, errors as joseErrors, jwtVerify } from "jose";
 
 /**
  * Service tokens the bridge accepts from internal services (spec 5: `SERVICE_JWT_SECRET`),
@@ -54,4 +54,22 @@ export async function verifyServiceToken(token: string, secret: string): Promise
     if (error instanceof joseErrors.JOSEError) return undefined;
     throw error;
   }
+}
+
+/**
+ * Signs a short-lived service token (HS256, SERVICE_JWT_SECRET) for a call this service makes
+ * to an internal one — the billing proxy's calls to the manager (docs/billing.md): `iss`
+ * "gateway", `aud` the service called, `sub` the user the call acts for.
+ */
+export function signServiceToken(secret: string, claims: { audience: string; subject: string; ttlSeconds: number; extra?: Record<string, string> }): Promise<string> {
+  let key = keys.get(secret);
+  if (!key) keys.set(secret, (key = new TextEncoder().encode(secret)));
+  return new SignJWT({ ...claims.extra })
+    .setProtectedHeader({ alg: "HS256", typ: "JWT" })
+    .setIssuer("gateway")
+    .setAudience(claims.audience)
+    .setSubject(claims.subject)
+    .setIssuedAt()
+    .setExpirationTime(Math.floor(Date.now() / 1000) + claims.ttlSeconds)
+    .sign(key);
 }

@@ -1,11 +1,11 @@
 import * as v from "valibot";
 import { defineMethod } from "../define.js";
-import { ServiceError } from "../errors.js";
+import { isServiceError, ServiceError } from "../errors.js";
 import { queryInt } from "../validate.js";
 import type { Services } from "../services.js";
 import type { Principal } from "../auth.js";
 import type { EventRecord, SettleResult } from "../../storage/events/event-log.js";
-import { requireTenantAccess, tenantOrPersonal } from "../tenants/access.js";
+import { requireTenantAccess, TENANT_ACCESS, tenantOrPersonal, type Role } from "../tenants/access.js";
 import { publishEvent } from "./publish.js";
 
 const AUTH = { kinds: ["session", "gateway_key"] } as const;
@@ -32,13 +32,15 @@ const Page = <T extends v.GenericSchema>(item: T) => v.object({ data: v.array(it
 const Settled = (status: string) => v.object({ id: v.string(), consumer: v.string(), status: v.pipe(v.string(), v.description(status)) });
 
 /** An event of a tenant the caller reaches; anything else is the same 404 as an unknown id. */
-async function reachableEvent(services: Services, principal: Principal, id: string): Promise<EventRecord> {
+async function reachableEvent(services: Services, principal: Principal, id: string, need: Role = "member"): Promise<EventRecord> {
   const event = await services.events.get(id);
   const notFound = new ServiceError("NOT_FOUND", `Event not found: ${id}`);
   if (!event) throw notFound;
   try {
-    await requireTenantAccess(services, principal, event.tenantId);
-  } catch {
+    await requireTenantAccess(services, principal, event.tenantId, need);
+  } catch (error) {
+    // A member without the role gets 403; anyone else the same 404 as a missing event.
+    if (isServiceError(error) && error.code === "FORBIDDEN") throw error;
     throw notFound;
   }
   return event;
@@ -80,7 +82,7 @@ export const eventMethods = [
     errors: ["NOT_FOUND", "PAYLOAD_TOO_LARGE"],
     http: [{ surface: "gateway", method: "POST", path: "/events", status: 201 }],
     async handler(params, ctx) {
-      const tenant = await tenantOrPersonal(ctx.services, ctx.principal, params.tenantId);
+      const tenant = await tenantOrPersonal(ctx.services, ctx.principal, params.tenantId, TENANT_ACCESS.publish);
       const size = Buffer.byteLength(JSON.stringify(params.payload));
       const limit = ctx.services.config.EVENTS_MAX_PAYLOAD_BYTES;
       if (size > limit) throw new ServiceError("PAYLOAD_TOO_LARGE", `payload is ${size} bytes; the limit is ${limit} (EVENTS_MAX_PAYLOAD_BYTES)`, { details: { size, limit } });
@@ -139,7 +141,7 @@ export const eventMethods = [
     errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "POST", path: "/events/consume" }],
     async handler(params, ctx) {
-      const tenant = await tenantOrPersonal(ctx.services, ctx.principal, params.tenantId);
+      const tenant = await tenantOrPersonal(ctx.services, ctx.principal, params.tenantId, TENANT_ACCESS.use);
       const leases = await ctx.services.events.consume({ tenantId: tenant.id, topic: params.topic, consumer: params.consumer, max: params.max, leaseMs: params.leaseSeconds * 1000 });
       return {
         consumer: params.consumer,

@@ -4,7 +4,9 @@ import { ServiceError } from "../errors.js";
 import type { Services } from "../services.js";
 import { newId, nowIso } from "../../storage/ids.js";
 import type { Tenant } from "../../storage/repos/tenants.js";
-import { agentCount, ownedTenant, tenantFor, tokensUsed } from "./tenancy.js";
+import type { Role } from "../../storage/repos/members.js";
+import { agentCount, tokensUsed } from "./tenancy.js";
+import { requireTenantAccess, roleIn, tenantsOf } from "./access.js";
 import { monthKey } from "../agents/time.js";
 import { TenantView } from "../views.js";
 import { emitEvent } from "../events/publish.js";
@@ -27,7 +29,7 @@ const TenantId = v.pipe(v.string("tenant_id must be a string"), v.minLength(1), 
 const AUTH = { kinds: ["session", "gateway_key"] } as const;
 
 /** A tenant as the API shows it, with how much of its limits is used. */
-async function tenantView(services: Services, tenant: Tenant) {
+async function tenantView(services: Services, tenant: Tenant, role?: Role | null) {
   const [agents, tokens] = await Promise.all([agentCount(services, tenant), tokensUsed(services, tenant.id)]);
   return {
     id: tenant.id,
@@ -38,6 +40,7 @@ async function tenantView(services: Services, tenant: Tenant) {
     limits: tenant.limits,
     usage: { agents, tokensThisMonth: tokens, month: monthKey() },
     ownerId: tenant.ownerId,
+    ...(role ? { role } : {}),
     createdAt: tenant.createdAt,
     updatedAt: tenant.updatedAt,
   };
@@ -47,19 +50,14 @@ async function tenantView(services: Services, tenant: Tenant) {
 export const tenantMethods = [
   defineMethod({
     name: "tenants.list",
-    summary: "The caller's tenants: the personal one first, then those created through POST /tenants, oldest first.",
+    summary: "The tenants the caller is a member of, with their role: the personal one first, then the others, oldest first.",
     input: v.object({}),
     auth: AUTH,
     output: v.array(TenantView),
     http: [{ surface: "gateway", method: "GET", path: "/tenants" }],
     async handler(_params, ctx) {
-      const principal = ctx.principal;
-      const personal = await tenantFor(ctx.services, principal);
-      const ids = await ctx.services.agents.ownedTenantIds(principal.userId);
-      const created = (await Promise.all(ids.map((id) => ctx.services.tenants.getTenant(id))))
-        .filter((tenant): tenant is Tenant => tenant !== null && tenant.ownerId === principal.userId && tenant.id !== personal.id)
-        .sort((a, b) => a.createdAt.localeCompare(b.createdAt));
-      return Promise.all([personal, ...created].map((tenant) => tenantView(ctx.services, tenant)));
+      const tenants = await tenantsOf(ctx.services, ctx.principal);
+      return Promise.all(tenants.map(({ tenant, role }) => tenantView(ctx.services, tenant, role)));
     },
   }),
 
@@ -103,30 +101,32 @@ export const tenantMethods = [
       try {
         await ctx.services.tenants.putTenant(tenant);
         await ctx.services.agents.addOwnedTenant(principal.userId, id);
+        await ctx.services.members.seed(id, principal.userId, now);
       } catch (error) {
         await ctx.services.tenants.releaseSlug(params.slug, id).catch(() => undefined);
         throw error;
       }
-      return tenantView(ctx.services, tenant);
+      return tenantView(ctx.services, tenant, "owner");
     },
   }),
 
   defineMethod({
     name: "tenants.get",
-    summary: "One of the caller's tenants with its usage; another user's tenant is the same 404 as a missing one.",
+    summary: "A tenant the caller is a member of (any role), with its usage and the caller's role; a non-member gets the same 404 as for a missing tenant.",
     input: v.object({ tenant_id: TenantId }),
     auth: AUTH,
     output: TenantView,
     errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "GET", path: "/tenants/:tenant_id" }],
     async handler(params, ctx) {
-      return tenantView(ctx.services, await ownedTenant(ctx.services, ctx.principal, params.tenant_id));
+      const tenant = await requireTenantAccess(ctx.services, ctx.principal, params.tenant_id, "viewer");
+      return tenantView(ctx.services, tenant, await roleIn(ctx.services, ctx.principal.userId, tenant));
     },
   }),
 
   defineMethod({
     name: "tenants.update",
-    summary: "Change a tenant's name, plan, region or limits (each limit on its own). Lowering limits.agents below the current count blocks new agents only.",
+    summary: "Admins: change a tenant's name, plan, region or limits (each limit on its own). Lowering limits.agents below the current count blocks new agents only.",
     input: v.object({
       tenant_id: TenantId,
       name: v.optional(Name),
@@ -136,10 +136,10 @@ export const tenantMethods = [
     }),
     auth: AUTH,
     output: TenantView,
-    errors: ["NOT_FOUND", "VALIDATION_FAILED"],
+    errors: ["NOT_FOUND", "FORBIDDEN", "VALIDATION_FAILED"],
     http: [{ surface: "gateway", method: "PATCH", path: "/tenants/:tenant_id" }],
     async handler(params, ctx) {
-      const tenant = await ownedTenant(ctx.services, ctx.principal, params.tenant_id);
+      const tenant = await requireTenantAccess(ctx.services, ctx.principal, params.tenant_id, "admin");
       const updated: Tenant = {
         ...tenant,
         ...(params.name !== undefined ? { name: params.name } : {}),
@@ -153,7 +153,7 @@ export const tenantMethods = [
       };
       await ctx.services.tenants.putTenant(updated);
       emitEvent(ctx.services, updated.id, "tenant.updated", { tenantId: updated.id, fields: Object.keys(params).filter((key) => key !== "tenant_id") });
-      return tenantView(ctx.services, updated);
+      return tenantView(ctx.services, updated, await roleIn(ctx.services, ctx.principal.userId, updated));
     },
   }),
 ];

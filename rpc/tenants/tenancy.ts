@@ -2,31 +2,23 @@ import { ServiceError } from "../errors.js";
 import type { Principal } from "../auth.js";
 import type { Services } from "../services.js";
 import type { Tenant } from "../../storage/repos/tenants.js";
-import { nowIso } from "../../storage/ids.js";
 import { monthKey } from "../agents/time.js";
-import { personalTenant } from "../accounts/accounts.js";
+import { requireTenantAccess, tenantOrPersonal, type Role } from "./access.js";
 import type { Charge } from "../chat/charge.js";
 
 
 /**
- * The tenant an agent is created in: the named one when the caller owns it (else the same
- * 404 as a missing one), or the caller's personal tenant — made on first use with
+ * The tenant an agent is created in: the named one when the caller is a member with at least
+ * `need` (rpc/tenants/access.ts), or the caller's personal tenant — made on first use with
  * TENANT_DEFAULT_AGENT_LIMIT and TENANT_DEFAULT_TOKENS_PER_MONTH when it does not exist yet.
  */
-export async function tenantFor(services: Services, principal: Principal, tenantId?: string): Promise<Tenant> {
-  if (tenantId) return ownedTenant(services, principal, tenantId);
-  const user = await services.users.get(principal.userId);
-  if (!user) throw new ServiceError("UNAUTHORIZED", "Invalid or expired API key");
-  const existing = await services.tenants.getTenant(user.tenantId);
-  if (existing) return existing;
-  return services.tenants.putTenant(personalTenant(services, user, `personal-${user.tenantId.slice(-8).toLowerCase()}`, nowIso()));
+export function tenantFor(services: Services, principal: Principal, tenantId?: string, need: Role = "member"): Promise<Tenant> {
+  return tenantOrPersonal(services, principal, tenantId, need);
 }
 
-/** A tenant the caller owns; another user's tenant and a missing one are the same 404. */
-export async function ownedTenant(services: Services, principal: Principal, tenantId: string): Promise<Tenant> {
-  const tenant = await services.tenants.getTenant(tenantId);
-  if (!tenant || tenant.ownerId !== principal.userId) throw new ServiceError("NOT_FOUND", `Tenant not found: ${tenantId}`);
-  return tenant;
+/** A tenant the caller reaches with at least `need`; a non-member and a missing tenant are the same 404. */
+export function ownedTenant(services: Services, principal: Principal, tenantId: string, need: Role = "viewer"): Promise<Tenant> {
+  return requireTenantAccess(services, principal, tenantId, need);
 }
 
 /**

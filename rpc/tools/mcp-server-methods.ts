@@ -2,22 +2,19 @@ import * as v from "valibot";
 import { defineMethod, type CallContext } from "../define.js";
 import { principalOf } from "../auth.js";
 import { ServiceError } from "../errors.js";
-import { ownedTenant } from "../tenants/tenancy.js";
 import { UpstreamServerView } from "../views.js";
 import { emitEvent } from "../events/publish.js";
+import { tenantOrPersonal, type Role } from "../tenants/access.js";
 
 const tenantId = v.optional(v.pipe(v.string("tenantId must be a string"), v.minLength(1), v.maxLength(128)));
 
 /**
  * The tenant a server request acts for (DESIGN "Ownership"): the caller's personal tenant, or
- * a tenant they own when `tenantId` names it; any other id is the same 404 as a missing tenant.
+ * a tenant they are a member of, with at least `need`, when `tenantId` names it; a non-member
+ * gets the same 404 as for a missing tenant (rpc/tenants/access.ts).
  */
-async function ownerOf(ctx: CallContext, requested?: string): Promise<string> {
-  const principal = principalOf(ctx);
-  const user = await ctx.services.users.get(principal.userId);
-  if (!user) throw new ServiceError("UNAUTHORIZED", "Invalid or expired API key");
-  if (!requested || requested === user.tenantId) return user.tenantId;
-  return (await ownedTenant(ctx.services, principal, requested)).id;
+async function ownerOf(ctx: CallContext, requested: string | undefined, need: Role): Promise<string> {
+  return (await tenantOrPersonal(ctx.services, principalOf(ctx), requested, need)).id;
 }
 
 /** Upstream MCP servers whose tools join the catalog (spec 4.4 `GET, POST /mcp/servers`). */
@@ -31,7 +28,7 @@ export const mcpServerMethods = [
     output: v.object({ servers: v.array(UpstreamServerView), count: v.number() }),
     http: [{ surface: "gateway", method: "GET", path: "/mcp/servers" }],
     async handler(params, ctx) {
-      const servers = await ctx.services.upstream.list(await ownerOf(ctx, params.tenantId));
+      const servers = await ctx.services.upstream.list(await ownerOf(ctx, params.tenantId, "viewer"));
       return { servers, count: servers.length };
     },
   }),
@@ -60,7 +57,7 @@ export const mcpServerMethods = [
     http: [{ surface: "gateway", method: "POST", path: "/mcp/servers", status: 201 }],
     async handler(params, ctx) {
       const { tenantId: requested, ...server } = params;
-      const tenantId = await ownerOf(ctx, requested);
+      const tenantId = await ownerOf(ctx, requested, "member");
       const registered = await ctx.services.upstream.register({ ...server, tenantId, createdBy: principalOf(ctx).userId });
       emitEvent(ctx.services, tenantId, "mcp.server.registered", { name: server.name, url: server.url });
       return registered;
@@ -77,7 +74,7 @@ export const mcpServerMethods = [
     errors: ["NOT_FOUND", "FORBIDDEN"],
     http: [{ surface: "gateway", method: "DELETE", path: "/mcp/servers/:name" }],
     async handler(params, ctx) {
-      const tenantId = await ownerOf(ctx, params.tenantId);
+      const tenantId = await ownerOf(ctx, params.tenantId, "owner");
       await ctx.services.upstream.remove(tenantId, params.name);
       emitEvent(ctx.services, tenantId, "mcp.server.removed", { name: params.name });
       return { success: true, name: params.name };

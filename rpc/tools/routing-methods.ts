@@ -1,4 +1,5 @@
 import * as v from "valibot";
+import { tenantOrPersonal, type Role } from "../tenants/access.js";
 import { defineMethod, type CallContext } from "../define.js";
 import { principalOf } from "../auth.js";
 import { ServiceError } from "../errors.js";
@@ -19,17 +20,12 @@ const preferredMcp = v.optional(v.pipe(v.string("preferredMcp must be a string")
 const args = v.record(v.string(), v.unknown(), "args must be an object");
 
 /**
- * The tenant whose tools a request may route to: the caller's own, or one they own when
- * `tenantId` names it. Any other id answers like a missing tenant (404).
+ * The tenant whose tools a request may route to: the caller's own, or one they are a member
+ * of (with at least `need`) when `tenantId` names it. A non-member gets the same 404 as for a
+ * missing tenant (rpc/tenants/access.ts).
  */
-async function scopeOf(ctx: CallContext, requested?: string): Promise<RouteScope> {
-  const principal = principalOf(ctx);
-  const user = await ctx.services.users.get(principal.userId);
-  if (!user) throw new ServiceError("UNAUTHORIZED", "Invalid or expired API key");
-  if (!requested || requested === user.tenantId) return { tenantId: user.tenantId };
-  const tenant = await ctx.services.tenants.getTenant(requested);
-  if (!tenant || tenant.ownerId !== user.id) throw new ServiceError("NOT_FOUND", `Unknown tenant: ${requested}`);
-  return { tenantId: tenant.id };
+async function scopeOf(ctx: CallContext, requested?: string, need: Role = "viewer"): Promise<RouteScope> {
+  return { tenantId: (await tenantOrPersonal(ctx.services, principalOf(ctx), requested, need)).id };
 }
 
 const router = (ctx: CallContext) => routerFor(ctx.services);
@@ -98,7 +94,7 @@ export const routingMethods = [
     http: [{ surface: "gateway", method: "POST", path: "/mcp/plan", status: 201 }],
     async handler(params, ctx) {
       const { config, models, toolPlans } = ctx.services;
-      const scope = await scopeOf(ctx, params.tenantId);
+      const scope = await scopeOf(ctx, params.tenantId, "member");
       const maxSteps = Math.min(params.maxSteps ?? config.ROUTER_MAX_STEPS, config.ROUTER_MAX_STEPS);
       const preferred = params.preferredMcp || undefined;
       const draft = await makePlan(router(ctx), plannerModel(models, config.ROUTER_MODEL), params.input, scope, { preferredMcp: preferred, maxSteps, signal: ctx.signal });
@@ -182,7 +178,7 @@ export const routingMethods = [
         if (!stored) throw new ServiceError("NOT_FOUND", `Unknown plan: ${params.planId}`);
         plan = stored;
       } else {
-        const scope = await scopeOf(ctx, params.tenantId);
+        const scope = await scopeOf(ctx, params.tenantId, "member");
         const tools = new Map((await router(ctx).tools(scope)).map((tool) => [tool.name, tool]));
         const steps = params.steps!.map((step) => ({ server: tools.get(step.tool)?.server ?? "unknown", tool: step.tool, args: step.args, reason: step.reason ?? "Given by the caller" }));
         // Checked before the plan is stored: an invalid request leaves nothing behind.
@@ -190,7 +186,8 @@ export const routingMethods = [
         plan = newPlan({ input: "", steps: toSteps(steps), planner: { kind: "caller" }, unmatched: [], createdBy: userId, tenantId: scope.tenantId });
         await toolPlans.put(plan);
       }
-      const scope = await scopeOf(ctx, plan.tenantId);
+      // A plan runs with its tenant's tools only while the caller is still a member there.
+      const scope = await scopeOf(ctx, plan.tenantId, "member");
       // Stored with credential-like values sealed, shown redacted (docs/routing.md).
       return toolPlans.redacted(await executePlan(ctx.services, toolPlans, router(ctx), plan, scope, ctx.signal));
     },
@@ -213,14 +210,14 @@ export const routingMethods = [
     errors: ["NOT_FOUND", "VALIDATION_FAILED"],
     http: [{ surface: "gateway", method: "POST", path: "/mcp/ask" }],
     async handler(params, ctx) {
-      let scope = await scopeOf(ctx, params.tenantId);
+      let scope = await scopeOf(ctx, params.tenantId, params.approve ? "member" : "viewer");
       let onlyServer: string | undefined;
       if (params.vmId) {
         const record = await ctx.services.vms.find(params.vmId);
         // Another tenant's VM answers exactly like a missing one (bridge/tools/execute does the same).
         if (!record) throw vmNotConnected(params.vmId);
         try {
-          scope = await scopeOf(ctx, record.tenantId);
+          scope = await scopeOf(ctx, record.tenantId, params.approve ? "member" : "viewer");
         } catch {
           throw vmNotConnected(params.vmId);
         }

@@ -3,6 +3,7 @@ import { defineMethod } from "../define.js";
 import { principalOf } from "../auth.js";
 import { ServiceError } from "../errors.js";
 import type { Principal } from "../auth.js";
+import { reaches, tenantOrPersonal } from "../tenants/access.js";
 import type { Services } from "../services.js";
 import { queryInt } from "../validate.js";
 import { catalogName, vmNotConnected } from "./sources.js";
@@ -17,23 +18,20 @@ const VmSafeId = (field: string) =>
     v.regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, `${field}: letters, digits, _ . - (1-64, starting with a letter or digit)`),
   );
 
-/** The tenant a VM serves: the caller's own unless it names a tenant it owns (403 otherwise). */
+/**
+ * The tenant a VM serves: the caller's own unless it names a tenant where the caller is a
+ * member (role member or above); otherwise 403, as a socket upgrade has no 404 to hide behind.
+ */
 async function tenantOf(principal: Principal, requested: string | undefined, services: Services): Promise<string> {
   if (principal.kind === "service") return requested || "internal";
-  const user = await services.users.get(principal.userId);
-  if (!user) throw new ServiceError("UNAUTHORIZED", "Invalid or expired API key");
-  if (!requested || requested === user.tenantId) return user.tenantId;
-  const tenant = await services.tenants.getTenant(requested);
-  if (!tenant || tenant.ownerId !== user.id) throw new ServiceError("FORBIDDEN", `You cannot connect a VM for tenant ${requested}`);
-  return tenant.id;
-}
-
-/** A user reaches the VMs of their own tenant and of tenants they own (DESIGN "Ownership"). */
-async function reachesTenant(services: Services, userId: string, tenantId: string): Promise<boolean> {
-  const user = await services.users.get(userId);
-  if (!user) return false;
-  if (user.tenantId === tenantId) return true;
-  return (await services.tenants.getTenant(tenantId))?.ownerId === user.id;
+  try {
+    return (await tenantOrPersonal(services, principal, requested, "member")).id;
+  } catch (error) {
+    if (error instanceof ServiceError && (error.code === "NOT_FOUND" || error.code === "FORBIDDEN")) {
+      throw new ServiceError("FORBIDDEN", `You cannot connect a VM for tenant ${requested}`);
+    }
+    throw error;
+  }
 }
 
 export const vmToolMethods = [
@@ -79,7 +77,7 @@ export const vmToolMethods = [
       const record = await vms.find(params.vm_id);
       // Another tenant's VM answers exactly like a missing one, so VM ids cannot be probed;
       // internal services (PLATFORM_SERVICE_KEY) reach every VM.
-      if (!record || (principal.kind !== "service" && !(await reachesTenant(ctx.services, principal.userId, record.tenantId)))) throw vmNotConnected(params.vm_id);
+      if (!record || (principal.kind !== "service" && !(await reaches(ctx.services, principal.userId, record.tenantId, "member")))) throw vmNotConnected(params.vm_id);
       // The VM's own name, or its catalog name `vm__<vmId>__<tool>`.
       const prefix = catalogName(record.vmId, "");
       const tool = params.tool_name.startsWith(prefix) ? params.tool_name.slice(prefix.length) : params.tool_name;

@@ -55,3 +55,24 @@ export async function readJsonBody(request: Request, limit: number): Promise<unk
   }
   return parseJson(Buffer.concat(chunks, size).toString("utf8"));
 }
+
+/** Reads a body as bytes, whatever its type, refusing more than `limit` (413); undefined when empty. */
+export async function readRawBody(request: Request, limit: number): Promise<Uint8Array | undefined> {
+  const header = request.headers.get("content-length");
+  if (header !== null && Number(header) > limit) throw tooLarge(limit);
+  if (!request.body) return undefined;
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel().catch(() => undefined);
+      throw tooLarge(limit);
+    }
+    chunks.push(value);
+  }
+  return size === 0 ? undefined : new Uint8Array(Buffer.concat(chunks, size));
+}

@@ -1,12 +1,12 @@
 import * as v from "valibot";
 import { defineMethod } from "../define.js";
-import { ServiceError } from "../errors.js";
+import { isServiceError, ServiceError } from "../errors.js";
 import { queryInt } from "../validate.js";
 import type { Services } from "../services.js";
 import type { Principal } from "../auth.js";
 import { newId, nowIso } from "../../storage/ids.js";
 import type { WebhookDelivery, WebhookSubscription } from "../../storage/repos/webhooks.js";
-import { requireTenantAccess, tenantOrPersonal } from "../tenants/access.js";
+import { TENANT_ACCESS, tenantAccess, tenantOrPersonal } from "../tenants/access.js";
 import { FILTER_PATTERN, matchesFilter } from "./filter.js";
 import { ROTATION_GRACE_MS, WebhookWorker } from "./worker.js";
 
@@ -64,8 +64,11 @@ async function reachable<T extends { tenantId: string }>(services: Services, pri
   const notFound = new ServiceError("NOT_FOUND", `${what} not found: ${id}`);
   if (!record) throw notFound;
   try {
-    await requireTenantAccess(services, principal, record.tenantId);
-  } catch {
+    // Managing webhooks is for the tenant's admins (docs/tenants.md); a non-member gets the
+    // same 404 as for a missing record, a member without the role a 403.
+    await tenantAccess(services, principal, record.tenantId, "webhooks");
+  } catch (error) {
+    if (isServiceError(error) && error.code === "FORBIDDEN") throw error;
     throw notFound;
   }
   return record;
@@ -84,7 +87,7 @@ export const webhookMethods = [
     errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "GET", path: "/webhooks/subscriptions" }],
     async handler(params, ctx) {
-      const tenant = await tenantOrPersonal(ctx.services, ctx.principal, params.tenantId);
+      const tenant = await tenantOrPersonal(ctx.services, ctx.principal, params.tenantId, TENANT_ACCESS.webhooks);
       const subs = await ctx.services.webhooks.listSubscriptions(tenant.id);
       return { data: subs.sort((a, b) => a.createdAt.localeCompare(b.createdAt)).map(subscriptionView) };
     },
@@ -106,7 +109,7 @@ export const webhookMethods = [
     errors: ["NOT_FOUND", "VALIDATION_FAILED"],
     http: [{ surface: "gateway", method: "POST", path: "/webhooks/subscriptions", status: 201 }],
     async handler(params, ctx) {
-      const tenant = await tenantOrPersonal(ctx.services, ctx.principal, params.tenantId);
+      const tenant = await tenantOrPersonal(ctx.services, ctx.principal, params.tenantId, TENANT_ACCESS.webhooks);
       const url = await ctx.services.webhookWorker.checkUrl(params.url);
       const secret = WebhookWorker.newSecret();
       const now = nowIso();
@@ -217,7 +220,7 @@ export const webhookMethods = [
       if (params.eventId) {
         event = await reachable(services, principal, await services.events.get(params.eventId), "Event", params.eventId);
       } else {
-        const tenant = await tenantOrPersonal(services, principal, params.tenantId ?? only?.tenantId);
+        const tenant = await tenantOrPersonal(services, principal, params.tenantId ?? only?.tenantId, TENANT_ACCESS.webhooks);
         event = await services.events.publish({ tenantId: tenant.id, topic: "webhook", type: "webhook.ping", source: "gateway", payload: { message: "ping" } });
       }
       if (only && only.tenantId !== event.tenantId) throw new ServiceError("NOT_FOUND", `Webhook subscription not found: ${only.id}`);
@@ -244,7 +247,7 @@ export const webhookMethods = [
     async handler(params, ctx) {
       const { services, principal } = ctx;
       const sub = params.subscriptionId ? await subscription(services, principal, params.subscriptionId) : undefined;
-      const tenant = sub ? { id: sub.tenantId } : await tenantOrPersonal(services, principal, params.tenantId);
+      const tenant = sub ? { id: sub.tenantId } : await tenantOrPersonal(services, principal, params.tenantId, TENANT_ACCESS.webhooks);
       // Cursor: `createdAt|id` of the last item of the previous page.
       const all = (await services.webhooks.listDeliveries(tenant.id))
         .filter((d) => (!sub || d.subscriptionId === sub.id) && (!params.status || d.status === params.status))

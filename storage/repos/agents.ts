@@ -30,7 +30,10 @@ export interface AgentRecord {
   description: string;
   config: AgentConfig;
   tenantId: string;
+  /** The partition the record lives under: the tenant's creator (`Tenant.ownerId`), whoever created the agent. */
   ownerId: string;
+  /** The member who created the agent (absent on agents made before tenant members). */
+  createdBy?: string;
   /** ISO 8601 UTC without a zone suffix (spec 2.6). */
   createdAt: string;
   updatedAt: string;
@@ -84,6 +87,17 @@ export class AgentsRepo {
     this.#runs = new Collection<AgentRunRecord>(store.kv, "agent-runs");
   }
 
+  /**
+   * An agent by id alone, for members of its tenant who are not its partition owner: an
+   * index `agent-owner:<id>` names the partition (written before the record). Agents written
+   * before the index existed are found under `fallbackOwner` (the caller) only.
+   */
+  async find(id: string, fallbackOwner: string): Promise<AgentRecord | null> {
+    if (!Collection.validId(id)) return null;
+    const owner = await this.#store.atomic.get(`agent-owner:${id}`);
+    return (owner ? await this.get(owner, id) : null) ?? (await this.get(fallbackOwner, id));
+  }
+
   get(ownerId: string, id: string): Promise<AgentRecord | null> {
     if (!Collection.validId(ownerId) || !Collection.validId(id)) return Promise.resolve(null);
     return this.#agents.get(ownerId, id);
@@ -119,12 +133,14 @@ export class AgentsRepo {
     }
   }
 
-  put(agent: AgentRecord): Promise<AgentRecord> {
+  async put(agent: AgentRecord): Promise<AgentRecord> {
+    await this.#store.atomic.setIfAbsent(`agent-owner:${agent.id}`, agent.ownerId);
     return this.#agents.put([agent.ownerId, agent.id], agent);
   }
 
-  remove(agent: AgentRecord): Promise<void> {
-    return this.#agents.remove(agent.ownerId, agent.id);
+  async remove(agent: AgentRecord): Promise<void> {
+    await this.#agents.remove(agent.ownerId, agent.id);
+    await this.#store.atomic.delete(`agent-owner:${agent.id}`);
   }
 
   appendLog(agentId: string, entry: AgentLogEntry): Promise<AgentLogEntry> {

@@ -29,7 +29,7 @@ describe("OpenAPI and docs", () => {
     // Every REST binding of every method appears, with its JSON-RPC name.
     for (const method of Object.values(server.dispatcher.registry)) {
       for (const binding of method.http) {
-        const path = fullPath(binding).replace(/:(\w+)/g, "{$1}");
+        const path = fullPath(binding).replace(/\*\*:(\w+)/g, ":$1").replace(/:(\w+)/g, "{$1}");
         const op = document.paths[path]?.[binding.method.toLowerCase()];
         expect(op, `${binding.method} ${path}`).toBeDefined();
         expect(op["x-jsonrpc-method"]).toBe(method.name);

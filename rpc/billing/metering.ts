@@ -1,0 +1,59 @@
+import type { Principal } from "../auth.js";
+import type { Services } from "../services.js";
+import type { Usage } from "../chat/types.js";
+
+/** Where a metered request is counted (docs/billing.md "Usage"). */
+export interface Meter {
+  surface: "platform" | "account" | "gateway" | "agent";
+  model: string;
+  /** True when the request's cost is taken from a workspace's credits (the Platform API). */
+  credits: boolean;
+  agentId?: string;
+  /** The agent's tenant; otherwise the workspace's (platform) or the user's personal tenant. */
+  tenantId?: string;
+}
+
+const day = (at = new Date()) => at.toISOString().slice(0, 10);
+
+/**
+ * Counts one settled request in the gateway's own metering, right after the ledger settled it:
+ * `credits` is the amount the ledger took, rounded the same way (storage/repos/ledger.ts), so
+ * the sums reconcile exactly with the balance. A failure is logged, never the caller's error.
+ */
+export async function recordUsage(services: Services, principal: Principal | undefined, meter: Meter, usage: Usage, cost: number): Promise<void> {
+  try {
+    const workspaceId = meter.surface === "platform" ? principal?.workspaceId : undefined;
+    let tenantId = meter.tenantId;
+    if (!tenantId && workspaceId) tenantId = (await services.tenants.getWorkspace(workspaceId))?.tenantId;
+    if (!tenantId && principal) tenantId = (await services.users.get(principal.userId))?.tenantId;
+    if (!tenantId) return;
+    await services.usage.record(
+      tenantId,
+      {
+        day: day(),
+        surface: meter.surface,
+        model: meter.model,
+        ...(workspaceId ? { workspaceId } : {}),
+        ...(principal?.key ? { keyId: principal.key.id } : {}),
+        ...(meter.agentId ? { agentId: meter.agentId } : {}),
+      },
+      {
+        requests: 1,
+        inputTokens: usage.prompt_tokens,
+        outputTokens: usage.completion_tokens,
+        credits: meter.credits ? Math.max(0, Math.ceil(cost)) : 0,
+      },
+    );
+  } catch (error) {
+    services.log.error({ event: "usage.metering", error: String(error) });
+  }
+}
+
+/** Counts an agent run as it starts. */
+export async function recordAgentRun(services: Services, tenantId: string, agentId: string, model: string): Promise<void> {
+  try {
+    await services.usage.record(tenantId, { day: day(), surface: "agent", model, agentId }, { agentRuns: 1 });
+  } catch (error) {
+    services.log.error({ event: "usage.metering", error: String(error) });
+  }
+}

@@ -1,0 +1,109 @@
+import * as v from "valibot";
+import { defineMethod, RawReply, type CallContext, type HttpVerb, type RawRequest } from "../define.js";
+import type { Principal } from "../auth.js";
+import { ServiceError } from "../errors.js";
+import { signServiceToken } from "../credentials/service-tokens.js";
+import { tenantOrPersonal } from "../tenants/access.js";
+import { RawRequestInput } from "../validate.js";
+
+/** RFC 9110 7.6.1: headers for one connection only, never forwarded; plus what a proxy sets itself. */
+const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length"]);
+/** The caller's own credentials: the manager gets the caller's identity and a service token instead. */
+const CREDENTIALS = new Set(["authorization", "x-api-key", "cookie"]);
+/** Headers the gateway sets towards the manager; a caller cannot forge them. */
+const IDENTITY = ["x-gateway-user-id", "x-gateway-tenant-id", "x-gateway-workspace-id", "x-request-id"];
+/** Answer headers relayed besides the status and body. */
+const RELAYED = ["content-type", "cache-control", "etag", "last-modified", "content-disposition", "location", "retry-after"];
+/** RFC 9110 9.2.2: methods a retry cannot repeat the effect of. */
+const IDEMPOTENT = new Set<HttpVerb>(["GET", "PUT", "DELETE"]);
+const TOKEN_TTL_SECONDS = 60;
+
+/** `/billing/{path}`: `..` or `.` segments are refused (400), never forwarded. */
+export const ProxyPath = v.pipe(
+  v.string("path must be a string"),
+  v.minLength(1, "path is required"),
+  v.maxLength(2048),
+  v.check((path) => !path.split("/").some((segment) => segment === ".." || segment === "."), "path must not contain '.' or '..' segments"),
+  v.check((path) => !/[\\\u0000-\u001f]/.test(path), "path must not contain backslashes or control characters"),
+);
+
+
+function forwardedHeaders(request: RawRequest): Headers {
+  const connectionListed = new Set((request.headers.connection ?? "").split(",").map((name) => name.trim().toLowerCase()));
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(request.headers)) {
+    const lower = name.toLowerCase();
+    if (HOP_BY_HOP.has(lower) || CREDENTIALS.has(lower) || connectionListed.has(lower) || IDENTITY.includes(lower) || lower.startsWith("x-gateway-")) continue;
+    headers.set(lower, value);
+  }
+  return headers;
+}
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
+  });
+
+/**
+ * Forwards one call to MANAGER_BASE_URL (docs/billing.md "Proxy"): the query and body as they
+ * came, the caller's identity as headers and a service token, never the caller's credential;
+ * the answer streamed back with its status. GATEWAY_TIMEOUT_SECONDS per attempt (504),
+ * GATEWAY_MAX_RETRIES for idempotent methods on a failed connection or a 502/503/504.
+ */
+export async function proxyToManager(ctx: CallContext<Principal>, path: string, request: RawRequest): Promise<RawReply> {
+  const { config } = ctx.services;
+  if (!config.MANAGER_BASE_URL) throw new ServiceError("UNAVAILABLE", "The billing service is not configured: set MANAGER_BASE_URL", { details: { variable: "MANAGER_BASE_URL" } });
+  if (!config.SERVICE_JWT_SECRET) throw new ServiceError("UNAVAILABLE", "The billing service is not configured: set SERVICE_JWT_SECRET to sign calls to the manager", { details: { variable: "SERVICE_JWT_SECRET" } });
+  const tenant = await tenantOrPersonal(ctx.services, ctx.principal, undefined, "viewer");
+  const user = await ctx.services.users.get(ctx.principal.userId);
+  const workspaceId = ctx.principal.workspaceId ?? user?.workspaceId ?? "";
+  const base = config.MANAGER_BASE_URL.replace(/\/+$/, "");
+  const target = `${base}/${path.split("/").map(encodeURIComponent).join("/")}${request.search}`;
+  const headers = forwardedHeaders(request);
+  headers.set("x-gateway-user-id", ctx.principal.userId);
+  headers.set("x-gateway-tenant-id", tenant.id);
+  headers.set("x-gateway-workspace-id", workspaceId);
+  headers.set("x-request-id", ctx.requestId);
+  headers.set("authorization", `Bearer ${await signServiceToken(config.SERVICE_JWT_SECRET, { audience: "manager", subject: ctx.principal.userId, ttlSeconds: TOKEN_TTL_SECONDS, extra: { tenantId: tenant.id } })}`);
+  const attempts = 1 + (IDEMPOTENT.has(request.method) ? config.GATEWAY_MAX_RETRIES : 0);
+  let lastError: ServiceError | undefined;
+  for (let attempt = 0; attempt < attempts; attempt += 1) {
+    if (attempt > 0) await sleep(100 * 2 ** (attempt - 1), ctx.signal);
+    if (ctx.signal.aborted) break;
+    const timeout = AbortSignal.timeout(config.GATEWAY_TIMEOUT_SECONDS * 1000);
+    let response: Response;
+    try {
+      response = await fetch(target, { method: request.method, headers, body: request.body as Uint8Array<ArrayBuffer> | undefined, signal: AbortSignal.any([ctx.signal, timeout]), redirect: "manual" });
+    } catch (error) {
+      if (timeout.aborted) throw new ServiceError("TIMEOUT", `The billing service did not answer within ${config.GATEWAY_TIMEOUT_SECONDS} s`, { cause: error });
+      lastError = new ServiceError("BAD_GATEWAY", "The billing service is unreachable", { cause: error });
+      continue;
+    }
+    if (attempt + 1 < attempts && [502, 503, 504].includes(response.status)) {
+      await response.body?.cancel().catch(() => undefined);
+      continue;
+    }
+    const relayed = new Headers();
+    for (const name of RELAYED) {
+      const value = response.headers.get(name);
+      if (value !== null) relayed.set(name, value);
+    }
+    return new RawReply(response.status, relayed, response.body);
+  }
+  throw lastError ?? new ServiceError("BAD_GATEWAY", "The billing service is unreachable");
+}
+
+/** The billing proxy (spec 4.4 `/billing/{path}`, docs/billing.md). */
+export const billingProxyMethods = [
+  defineMethod({
+    name: "billing.proxy",
+    summary:
+      "Pass-through to the billing manager (MANAGER_BASE_URL/{path}) with the query and body; the caller's identity goes as X-Gateway-User-Id, X-Gateway-Tenant-Id, X-Gateway-Workspace-Id and a short-lived service token, never the caller's credential. 503 when MANAGER_BASE_URL is unset, 502 when the manager is down, 504 past GATEWAY_TIMEOUT_SECONDS.",
+    input: v.object({ path: ProxyPath, request: RawRequestInput }),
+    auth: { kinds: ["session", "gateway_key"] },
+    errors: ["VALIDATION_FAILED", "BAD_GATEWAY", "UNAVAILABLE", "TIMEOUT", "PAYLOAD_TOO_LARGE"],
+    http: (["GET", "POST", "PUT", "PATCH", "DELETE"] as const).map((method) => ({ surface: "gateway" as const, method, path: "/billing/**:path", raw: true })),
+    handler: (params, ctx) => proxyToManager(ctx, params.path, params.request),
+  }),
+];

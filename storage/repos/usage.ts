@@ -1,0 +1,74 @@
+import { createHash } from "node:crypto";
+import type { Storage } from "unstorage";
+import { Collection } from "../collection.js";
+import type { Store } from "../store.js";
+
+/** What one rollup groups by: a day and the request's workspace, key, model, surface and agent. */
+export interface UsageDims {
+  /** YYYY-MM-DD (UTC) */
+  day: string;
+  surface: string;
+  model: string;
+  workspaceId?: string;
+  keyId?: string;
+  agentId?: string;
+}
+
+export const USAGE_FIELDS = ["requests", "inputTokens", "outputTokens", "credits", "agentRuns"] as const;
+export type UsageField = (typeof USAGE_FIELDS)[number];
+export type UsageCounts = Record<UsageField, number>;
+
+/**
+ * The gateway's own metering (docs/billing.md "Usage"): per tenant, per day, one rollup per
+ * combination of dimensions. The dimensions are a JSON record under
+ * `usage-rollups:<tenant>:<day>:<id>`; each count is an atomic counter
+ * `usage:<tenant>:<day>:<id>:<field>` (one command on Redis), so concurrent requests on any
+ * number of instances never lose a count. A day's rollups are listed by key prefix.
+ */
+export class UsageRepo {
+  readonly #rollups: Collection<UsageDims>;
+  readonly #kv: Storage;
+  readonly #atomic: Store["atomic"];
+
+  constructor(store: Store) {
+    this.#kv = store.kv;
+    this.#atomic = store.atomic;
+    this.#rollups = new Collection<UsageDims>(store.kv, "usage-rollups");
+  }
+
+  #counter(tenantId: string, day: string, id: string, field: UsageField) {
+    return `usage:${tenantId}:${day}:${id}:${field}`;
+  }
+
+  async record(tenantId: string, dims: UsageDims, counts: Partial<UsageCounts>): Promise<void> {
+    if (!Collection.validId(tenantId)) return;
+    const id = createHash("sha256").update(JSON.stringify([dims.surface, dims.model, dims.workspaceId ?? "", dims.keyId ?? "", dims.agentId ?? ""])).digest("hex").slice(0, 20);
+    // The dimensions first: a counter is never without the record that names it.
+    if (!(await this.#rollups.get(tenantId, dims.day, id))) await this.#rollups.put([tenantId, dims.day, id], dims);
+    for (const field of USAGE_FIELDS) {
+      const value = counts[field];
+      if (value) await this.#atomic.adjust(this.#counter(tenantId, dims.day, id, field), value);
+    }
+  }
+
+  /** Every rollup of the tenant from `from` to `to` (days, inclusive), with its counts. */
+  async rows(tenantId: string, from: string, to: string): Promise<(UsageDims & UsageCounts)[]> {
+    if (!Collection.validId(tenantId)) return [];
+    const base = this.#rollups.key(tenantId);
+    const keys = (await this.#kv.getKeys(base)).filter((key) => {
+      const day = key.slice(base.length + 1).split(":")[0] ?? "";
+      return key.startsWith(base + ":") && day >= from && day <= to;
+    });
+    if (!keys.length) return [];
+    const items = await this.#kv.getItems(keys);
+    return Promise.all(
+      items.map(async (item) => {
+        const dims = item.value as unknown as UsageDims;
+        const id = item.key.split(":").pop()!;
+        const counts = {} as UsageCounts;
+        for (const field of USAGE_FIELDS) counts[field] = await this.#atomic.balance(this.#counter(tenantId, dims.day, id, field));
+        return { ...dims, ...counts };
+      }),
+    );
+  }
+}
