@@ -102,6 +102,7 @@ export const billingProxyMethods = [
       "Pass-through to the billing manager (MANAGER_BASE_URL/{path}) with the query and body; the caller's identity goes as X-Gateway-User-Id, X-Gateway-Tenant-Id, X-Gateway-Workspace-Id and a short-lived service token, never the caller's credential. 503 when MANAGER_BASE_URL is unset, 502 when the manager is down, 504 past GATEWAY_TIMEOUT_SECONDS.",
     input: v.object({ path: ProxyPath, request: RawRequestInput }),
     auth: { kinds: ["session", "gateway_key"] },
+    output: v.pipe(v.unknown(), v.description("The manager's answer: its status, content type and body, relayed as they came")),
     errors: ["VALIDATION_FAILED", "BAD_GATEWAY", "UNAVAILABLE", "TIMEOUT", "PAYLOAD_TOO_LARGE"],
     http: (["GET", "POST", "PUT", "PATCH", "DELETE"] as const).map((method) => ({ surface: "gateway" as const, method, path: "/billing/**:path", raw: true })),
     handler: (params, ctx) => proxyToManager(ctx, params.path, params.request),

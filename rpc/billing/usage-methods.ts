@@ -13,6 +13,9 @@ const Window = {
   from: v.optional(Day("from")),
   to: v.optional(Day("to")),
 };
+const Counts = { requests: v.number(), inputTokens: v.number(), outputTokens: v.number(), credits: v.pipe(v.number(), v.description("micro-credits")), agentRuns: v.number() };
+const UsageRow = v.object({ key: v.optional(v.string()), day: v.optional(v.string()), ...Counts });
+
 /** Days a report covers when `from` is not given (ending today, UTC). */
 const DEFAULT_DAYS = 30;
 
@@ -60,6 +63,7 @@ export const usageMethods = [
       "The tenant's usage (the caller's personal tenant, or `tenantId`) from `from` to `to` (days, UTC; default the last 30): totals, by surface, and per workspace with its credit balance. Credits are micro-credits taken from workspace balances.",
     input: v.object(Window),
     auth: AUTH,
+    output: v.object({ tenantId: v.string(), from: v.string(), to: v.string(), totals: v.object(Counts), surfaces: v.array(v.object({ surface: v.string(), ...Counts })), workspaces: v.array(v.object({ workspaceId: v.string(), name: v.string(), status: v.string(), creditBalance: v.number(), ...Counts })) }),
     errors: ["NOT_FOUND", "VALIDATION_FAILED"],
     http: [{ surface: "gateway", method: "GET", path: "/billing/usage" }],
     async handler(params, ctx) {
@@ -92,6 +96,7 @@ export const usageMethods = [
       "A usage report of the tenant (personal, or `tenantId`) from `from` to `to`: `daily`, `models`, `keys` or `agents` (GET /usage/daily …); each row has requests, inputTokens, outputTokens, credits and agentRuns. Another path is 404; a path with `..` is 400.",
     input: v.object({ path: ProxyPath, ...Window }),
     auth: AUTH,
+    output: v.object({ tenantId: v.string(), from: v.string(), to: v.string(), report: v.string(), rows: v.array(v.record(v.string(), v.union([v.string(), v.number()]))) }),
     errors: ["NOT_FOUND", "VALIDATION_FAILED"],
     http: [{ surface: "gateway", method: "GET", path: "/usage/**:path" }],
     async handler(params, ctx) {

@@ -127,6 +127,7 @@ export const artifactMethods = [
     summary: "An artifact's bytes with its Content-Type, an ETag (its SHA-256; If-None-Match answers 304) and Content-Disposition: attachment.",
     input: v.object({ workspace_id: Id("workspace_id"), artifact_id: Id("artifact_id"), request: RawRequestInput }),
     auth: AUTH,
+    output: v.pipe(v.unknown(), v.description("The artifact's bytes with its content type, ETag and Content-Disposition")),
     errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "GET", path: "/workspaces/:workspace_id/artifacts/:artifact_id/content", raw: true }],
     async handler(params, ctx) {
