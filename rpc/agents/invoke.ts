@@ -38,7 +38,14 @@ export interface InvokeHandle {
  * model errors. Every event is also published on `agentRunsChannel(agentId)`, so a client
  * on another instance can watch. `signal` cancels the run (it ends `cancelled`).
  */
-export async function invokeAgent(services: Services, principal: Principal, agentId: string, input: string, signal: AbortSignal): Promise<InvokeHandle> {
+export async function invokeAgent(
+  services: Services,
+  principal: Principal,
+  agentId: string,
+  input: string,
+  signal: AbortSignal,
+  trace: { traceparent?: string } = {},
+): Promise<InvokeHandle> {
   const agent = await requireAgent(services, principal.userId, agentId, "member");
   if ((await lifecycleOf(services, agent.id)) === "paused") {
     throw new ServiceError("CONFLICT", "The agent is paused; resume it before invoking", { details: { status: "paused" } });
@@ -130,6 +137,8 @@ export async function invokeAgent(services: Services, principal: Principal, agen
           ...(agent.config.maxTokens !== undefined ? { max_tokens: agent.config.maxTokens } : {}),
         },
         turnSignal,
+        // The caller's trace context reaches the provider on every turn of the run.
+        trace,
       );
       } catch (error) {
         await hold.release().catch(() => undefined);

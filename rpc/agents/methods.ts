@@ -270,7 +270,7 @@ export const localAgentMethods = [
     stream: {},
     async handler(params, ctx) {
       const startedAt = agentTimestamp();
-      const { runId, events } = await invokeAgent(ctx.services, ctx.principal, params.agent_id, params.input, ctx.signal);
+      const { runId, events } = await invokeAgent(ctx.services, ctx.principal, params.agent_id, params.input, ctx.signal, { traceparent: ctx.traceparent });
       if (params.stream) return framed(runId, events);
       for await (const event of events) {
         if (event.type === "done") return invokeResult(params.agent_id, runId, event.result, startedAt);

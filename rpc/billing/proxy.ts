@@ -65,6 +65,9 @@ export async function proxyToManager(ctx: CallContext<Principal>, path: string, 
   headers.set("x-gateway-tenant-id", tenant.id);
   headers.set("x-gateway-workspace-id", workspaceId);
   headers.set("x-request-id", ctx.requestId);
+  // Only a well-formed W3C trace context goes on (the transport checked it), like to providers.
+  if (ctx.traceparent) headers.set("traceparent", ctx.traceparent);
+  else headers.delete("traceparent");
   headers.set("authorization", `Bearer ${await signServiceToken(config.SERVICE_JWT_SECRET, { audience: "manager", subject: ctx.principal.userId, ttlSeconds: TOKEN_TTL_SECONDS, extra: { tenantId: tenant.id } })}`);
   const attempts = 1 + (IDEMPOTENT.has(request.method) ? config.GATEWAY_MAX_RETRIES : 0);
   let lastError: ServiceError | undefined;

@@ -68,6 +68,18 @@ describe("request ids and trace context", () => {
     expect(line.upstreamLatencyMs).toEqual(expect.any(Number));
   });
 
+  it("passes traceparent on every model turn of an agent run", async () => {
+    const user = await registerUser(server);
+    const agent = await server.request("/gateway/v1/agents", { method: "POST", headers: bearer(user.token), json: { name: "traced", model: "remote", config: { maxTokens: 16 } } });
+    expect(agent.status).toBe(201);
+    const before = upstream.calls.length;
+    const invoked = await server.request(`/gateway/v1/agents/${agent.body.id}/invoke`, { method: "POST", headers: { ...bearer(user.token), traceparent: TRACEPARENT }, json: { input: "trace me" } });
+    expect(invoked.status).toBe(200);
+    const turns = upstream.calls.slice(before);
+    expect(turns.length).toBeGreaterThan(0);
+    for (const call of turns) expect(call.headers.get("traceparent")).toBe(TRACEPARENT);
+  });
+
   it("logs a stream's tokens and time to first token once it ends", async () => {
     const response = await chat({ stream: true }, { "x-request-id": "stream-id-9" });
     expect(sseData(await response.text()).at(-1)).toBe("[DONE]");

@@ -73,6 +73,15 @@ describe("billing proxy", () => {
     expect(payload.exp! - Math.floor(Date.now() / 1000)).toBeLessThanOrEqual(60);
   });
 
+  it("passes on a well-formed traceparent and drops a malformed one", async () => {
+    respond = () => new HttpResponse("{}", { status: 200, headers: { "content-type": "application/json" } });
+    const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    await (await fetch(server.url(`${G}/billing/plans`), { headers: { ...bearer(alice.token), traceparent } })).text();
+    expect(seen.at(-1)!.headers.get("traceparent")).toBe(traceparent);
+    await (await fetch(server.url(`${G}/billing/plans`), { headers: { ...bearer(alice.token), traceparent: "not-a-trace" } })).text();
+    expect(seen.at(-1)!.headers.get("traceparent")).toBeNull();
+  });
+
   it("forwards a body byte for byte and does not retry a POST", async () => {
     respond = () => HttpResponse.json({ error: "busy" }, { status: 503 });
     const body = new Uint8Array([0, 1, 2, 255, 254]);
