@@ -34,26 +34,14 @@ export async function readJsonBody(request: Request, limit: number): Promise<unk
     return parseJson(await request.text());
   }
 
-  const reader = request.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > limit) {
-      await reader.cancel().catch(() => undefined);
-      throw tooLarge(limit);
-    }
-    chunks.push(value);
-  }
-  if (size === 0) return undefined;
+  const bytes = await readCapped(request.body, limit);
+  if (bytes.byteLength === 0) return undefined;
 
   const type = request.headers.get("content-type") ?? "";
   if (!JSON_TYPE.test(type.trim())) {
     throw new ServiceError("UNSUPPORTED_MEDIA_TYPE", "Content-Type must be application/json");
   }
-  return parseJson(Buffer.concat(chunks, size).toString("utf8"));
+  return parseJson(bytes.toString("utf8"));
 }
 
 /** Reads a body as bytes, whatever its type, refusing more than `limit` (413); undefined when empty. */
@@ -61,7 +49,13 @@ export async function readRawBody(request: Request, limit: number): Promise<Uint
   const header = request.headers.get("content-length");
   if (header !== null && Number(header) > limit) throw tooLarge(limit);
   if (!request.body) return undefined;
-  const reader = request.body.getReader();
+  const bytes = await readCapped(request.body, limit);
+  return bytes.byteLength === 0 ? undefined : new Uint8Array(bytes);
+}
+
+/** A body's bytes as they stream in, cut off with 413 past `limit` (chunked uploads included). */
+async function readCapped(body: ReadableStream<Uint8Array>, limit: number): Promise<Buffer> {
+  const reader = body.getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
   for (;;) {
@@ -74,5 +68,5 @@ export async function readRawBody(request: Request, limit: number): Promise<Uint
     }
     chunks.push(value);
   }
-  return size === 0 ? undefined : new Uint8Array(Buffer.concat(chunks, size));
+  return Buffer.concat(chunks, size);
 }
