@@ -14,7 +14,8 @@
  *   npm run bench:bridge     (BENCH_CALLS, BENCH_IDLE_SOCKETS override the sizes;
  *                             BENCH_CPU_PROFILE=<dir> profiles the server)
  */
-import { fork, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
+import { forkReady } from "./internal/fork-ready.js";
 import { once } from "node:events";
 import { execSync } from "node:child_process";
 import { Agent, request as httpRequest } from "node:http";
@@ -33,22 +34,14 @@ interface Memory {
   vms: { connected: number };
 }
 
-function startServer(): Promise<{ child: ChildProcess; origin: string }> {
-  const child = fork("bench/_server.ts", [], {
+async function startServer(): Promise<{ child: ChildProcess; origin: string }> {
+  const { child, words } = await forkReady(
+    "bench/internal/server.ts",
+    { STORAGE: "memory", LOG_LEVEL: "silent", GATEWAY_RATE_LIMIT_RPM: "1000000", GATEWAY_JWT_SECRET: "bench-secret-that-is-at-least-32-characters" },
     // BENCH_CPU_PROFILE=<dir> writes a .cpuprofile of the server for `node --cpu-prof` tooling.
-    execArgv: ["--import", "tsx", "--expose-gc", ...(process.env.BENCH_CPU_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROFILE}`] : [])],
-    env: { ...process.env, STORAGE: "memory", LOG_LEVEL: "silent", GATEWAY_RATE_LIMIT_RPM: "1000000", GATEWAY_JWT_SECRET: "bench-secret-that-is-at-least-32-characters" },
-    stdio: ["ignore", "pipe", "inherit", "ipc"],
-  });
-  return new Promise((resolve, reject) => {
-    let out = "";
-    child.stdout!.on("data", (chunk) => {
-      out += String(chunk);
-      const match = /READY (\S+)/.exec(out);
-      if (match) resolve({ child, origin: match[1]! });
-    });
-    child.once("exit", (code) => reject(new Error(`server exited with ${code}`)));
-  });
+    ["--expose-gc", ...(process.env.BENCH_CPU_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROFILE}`] : [])],
+  );
+  return { child, origin: words[0]! };
 }
 
 async function memory(child: ChildProcess): Promise<Memory> {

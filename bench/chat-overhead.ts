@@ -12,7 +12,8 @@
  * BENCH_STORAGES (default "memory,redis"), BENCH_MODES (default "json,sse"), BENCH_CONCURRENCY (default "1,16,64"),
  * MOCK_LATENCY_MS (default 2), REDIS_URL (default redis://127.0.0.1:6379).
  */
-import { fork, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
+import { forkReady } from "./internal/fork-ready.js";
 import { once } from "node:events";
 import { randomUUID } from "node:crypto";
 import { cpus } from "node:os";
@@ -31,20 +32,7 @@ const MODEL = "bench-model";
 const TARGETS = { addedP50AtC1Ms: 0.5, addedP99AtC16Ms: 3, throughputRatioAtC64: 0.7 };
 
 function spawn(script: string, env: Record<string, string>): Promise<{ child: ChildProcess; words: string[] }> {
-  const child = fork(script, [], {
-    execArgv: ["--import", "tsx", ...(process.env.BENCH_SERVER_EXEC_ARGV ? process.env.BENCH_SERVER_EXEC_ARGV.split(" ") : [])],
-    env: { ...process.env, ...env },
-    stdio: ["ignore", "pipe", "inherit", "ipc"],
-  });
-  return new Promise((resolve, reject) => {
-    let out = "";
-    child.stdout!.on("data", (chunk) => {
-      out += String(chunk);
-      const match = /READY ([^\n]+)\n/.exec(out);
-      if (match) resolve({ child, words: match[1]!.split(" ") });
-    });
-    child.once("exit", (code) => reject(new Error(`${script} exited with ${code} before it was ready`)));
-  });
+  return forkReady(script, env, process.env.BENCH_SERVER_EXEC_ARGV ? process.env.BENCH_SERVER_EXEC_ARGV.split(" ") : []);
 }
 
 async function stop(child: ChildProcess): Promise<void> {
@@ -128,14 +116,14 @@ const ms = (value: number) => value.toFixed(2);
 
 async function main() {
   const started = Date.now();
-  const mock = await spawn("bench/_mock-upstream.ts", { MOCK_LATENCY_MS: String(LATENCY_MS) });
+  const mock = await spawn("bench/internal/mock-upstream.ts", { MOCK_LATENCY_MS: String(LATENCY_MS) });
   const mockOrigin = mock.words[0]!;
   const directUrl = `${mockOrigin}/v1/chat/completions`;
   const rows: Row[] = [];
   try {
     for (const storage of STORAGES) {
       const prefix = `bench-chat-${randomUUID().slice(0, 8)}`;
-      const gateway = await spawn("bench/_chat-server.ts", {
+      const gateway = await spawn("bench/internal/chat-server.ts", {
         STORAGE: storage,
         REDIS_URL,
         REDIS_PREFIX: prefix,

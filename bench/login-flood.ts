@@ -14,7 +14,8 @@
  *
  *   npm run bench:login     (BENCH_FLOOD_SECONDS, BENCH_FLOOD_CONCURRENCY override the sizes)
  */
-import { fork, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
+import { forkReady } from "./internal/fork-ready.js";
 import { mkdtempSync, rmSync } from "node:fs";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -35,31 +36,18 @@ const SETUPS: Setup[] = [
   { name: "bounded+8", hashConcurrency: "2", poolSize: "8" },
 ];
 
-function startServer(setup: Setup, dataDir: string): Promise<{ child: ChildProcess; origin: string }> {
-  const child = fork("bench/internal/server.ts", [], {
-    execArgv: ["--import", "tsx"],
-    env: {
-      ...process.env,
-      // libuv reads this when its pool first starts: it must be in the environment before the process does.
-      UV_THREADPOOL_SIZE: setup.poolSize,
-      PASSWORD_HASH_CONCURRENCY: setup.hashConcurrency,
-      STORAGE: "fs",
-      DATA_DIR: dataDir,
-      LOG_LEVEL: "silent",
-      LOGIN_MAX_FAILURES: "1000",
-      GATEWAY_JWT_SECRET: "bench-secret-that-is-at-least-32-characters",
-    },
-    stdio: ["ignore", "pipe", "inherit", "ipc"],
+async function startServer(setup: Setup, dataDir: string): Promise<{ child: ChildProcess; origin: string }> {
+  const { child, words } = await forkReady("bench/internal/server.ts", {
+    // libuv reads this when its pool first starts: it must be in the environment before the process does.
+    UV_THREADPOOL_SIZE: setup.poolSize,
+    PASSWORD_HASH_CONCURRENCY: setup.hashConcurrency,
+    STORAGE: "fs",
+    DATA_DIR: dataDir,
+    LOG_LEVEL: "silent",
+    LOGIN_MAX_FAILURES: "1000",
+    GATEWAY_JWT_SECRET: "bench-secret-that-is-at-least-32-characters",
   });
-  return new Promise((resolve, reject) => {
-    let out = "";
-    child.stdout!.on("data", (chunk: Buffer) => {
-      out += chunk.toString();
-      const match = /READY (\S+)/.exec(out);
-      if (match) resolve({ child, origin: match[1]! });
-    });
-    child.once("exit", (code) => reject(new Error(`server exited with ${code}`)));
-  });
+  return { child, origin: words[0]! };
 }
 
 async function json(origin: string, path: string, init: { method?: string; token?: string; body?: unknown } = {}): Promise<{ status: number; body: any }> {

@@ -15,7 +15,8 @@
  *
  * Everything goes under a fresh REDIS_PREFIX, deleted at the end.
  */
-import { fork, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
+import { forkReady } from "./internal/fork-ready.js";
 import { randomUUID } from "node:crypto";
 import { availableParallelism, loadavg } from "node:os";
 import { Redis } from "ioredis";
@@ -34,12 +35,10 @@ const NAMES = Array.from({ length: 20 }, (_, i) => `app.event_${i}`);
 const COMPONENTS = ["desktop", "cli", "agent", "web", "mobile"];
 const VERSIONS = Array.from({ length: 10 }, (_, i) => `1.${i}.0`);
 
-function startServer(): Promise<{ child: ChildProcess; origin: string }> {
-  const child = fork("bench/internal/server.ts", [], {
-    // BENCH_SERVER_NODE_ARGS, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof", profiles the server.
-    execArgv: ["--import", "tsx", ...(process.env.BENCH_SERVER_NODE_ARGS?.split(" ").filter(Boolean) ?? [])],
-    env: {
-      ...process.env,
+async function startServer(): Promise<{ child: ChildProcess; origin: string }> {
+  const { child, words } = await forkReady(
+    "bench/internal/server.ts",
+    {
       STORAGE: "redis",
       REDIS_URL,
       REDIS_PREFIX: PREFIX,
@@ -48,17 +47,10 @@ function startServer(): Promise<{ child: ChildProcess; origin: string }> {
       GATEWAY_JWT_SECRET: "bench-secret-that-is-at-least-32-characters",
       DATA_ENCRYPTION_SECRET: "bench-data-secret-that-is-at-least-32-characters",
     },
-    stdio: ["ignore", "pipe", "inherit", "ipc"],
-  });
-  return new Promise((resolve, reject) => {
-    let out = "";
-    child.stdout!.on("data", (chunk: Buffer) => {
-      out += chunk.toString();
-      const match = /READY (\S+)/.exec(out);
-      if (match) resolve({ child, origin: match[1]! });
-    });
-    child.once("exit", (code) => reject(new Error(`server exited with ${code}`)));
-  });
+    // BENCH_SERVER_NODE_ARGS, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof", profiles the server.
+    process.env.BENCH_SERVER_NODE_ARGS?.split(" ").filter(Boolean) ?? [],
+  );
+  return { child, origin: words[0]! };
 }
 
 function event(i: number, at: number): Omit<TelemetryEvent, "id" | "receivedAt"> {

@@ -1,0 +1,23 @@
+import { fork, type ChildProcess } from "node:child_process";
+
+/**
+ * Starts a benchmark process (a gateway, a mock upstream) with tsx and waits for the line
+ * `READY <words…>` it prints once it listens. Each benchmark process is its own Node process,
+ * so load generator and server never share an event loop.
+ */
+export function forkReady(script: string, env: Record<string, string | undefined>, execArgv: string[] = []): Promise<{ child: ChildProcess; words: string[] }> {
+  const child = fork(script, [], {
+    execArgv: ["--import", "tsx", ...execArgv],
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "inherit", "ipc"],
+  });
+  return new Promise((resolve, reject) => {
+    let out = "";
+    child.stdout!.on("data", (chunk) => {
+      out += String(chunk);
+      const match = /READY ([^\n]+)\n/.exec(out);
+      if (match) resolve({ child, words: match[1]!.split(" ") });
+    });
+    child.once("exit", (code) => reject(new Error(`${script} exited with ${code} before it was ready`)));
+  });
+}
