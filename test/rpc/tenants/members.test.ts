@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
+import { connectStream } from "../../helpers/agent-stream.js";
 
 const G = "/gateway/v1";
 let server: TestServer;
@@ -113,5 +114,34 @@ describe("tenant members", () => {
     expect(after.status).toBe(404);
     expect((await server.request(`${G}/agents`, { headers: bearer(bob.token) })).body.map((a: any) => a.id)).not.toContain(agent.body.id);
     expect((await server.request(`${G}/tenants`, { headers: bearer(bob.token) })).body.map((t: any) => t.id)).not.toContain(tenantId);
+  });
+});
+
+describe("a removed member loses access at once, on an open agent stream too", () => {
+  it("answers the next message of the removed member's open socket like a missing agent", async () => {
+    const tenantId = await newTenant();
+    expect((await add(tenantId, { userId: bob.user.id, role: "member" })).status).toBe(201);
+    const models = await server.request(`${G}/models`, { headers: bearer(alice.token) });
+    const echo = models.body.data.find((model: { id: string }) => model.id.startsWith("echo")).id;
+    const agent = await server.request(`${G}/agents`, { method: "POST", headers: bearer(alice.token), json: { name: "shared", model: echo, tenantId } });
+    expect(agent.status).toBe(201);
+
+    const socket = await connectStream(server.origin, { token: bob.token });
+    try {
+      socket.send({ id: "before", agentId: agent.body.id, input: "member run" });
+      expect((await socket.waitFor((frame) => frame.type === "done" && frame.id === "before")).output).toBe("member run");
+
+      expect((await server.request(`${G}/tenants/${tenantId}/members/${bob.user.id}`, { method: "DELETE", headers: bearer(alice.token) })).status).toBe(200);
+      socket.send({ id: "after", agentId: agent.body.id, input: "former member run" });
+      const refused = await socket.waitFor((frame) => frame.type === "error" && frame.id === "after");
+      socket.send({ id: "missing", agentId: "agt_does_not_exist", input: "x" });
+      const missing = await socket.waitFor((frame) => frame.type === "error" && frame.id === "missing");
+      expect(refused.code).toBe("NOT_FOUND");
+      expect(refused.code).toBe(missing.code);
+      // Alice's agent is untouched and still hers.
+      expect((await server.request(`${G}/agents/${agent.body.id}`, { headers: bearer(alice.token) })).status).toBe(200);
+    } finally {
+      await socket.close();
+    }
   });
 });
