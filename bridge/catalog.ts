@@ -6,6 +6,8 @@ import { withinBounds } from "../rpc/tools/tool-bounds.js";
 /** A log message of one source: `owner` is the tenant whose source it is (undefined: shared). */
 export interface SourceLog {
   owner: string | undefined;
+  /** The upstream server's name, when the message came from one. */
+  source?: string;
   /** The source's name, e.g. the upstream server's; the message's own logger is appended. */
   logger: string;
   level: "debug" | "info" | "notice" | "warning" | "error" | "critical" | "alert" | "emergency";

@@ -139,6 +139,8 @@ export const noTools: OpenToolBridge = async () => ({
     remove: async () => undefined,
     list: async () => [],
     summary: () => ({ shared: [], tenants: { total: 0, healthy: 0, unhealthy: 0 } }),
+    find: () => undefined,
+    visible: () => [],
   },
   close: async () => undefined,
 });

@@ -13,7 +13,7 @@ import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/
 import { JsonResponseTransport } from "./internal/json-transport.js";
 import { METADATA_PATH, protectedResourceMetadata, publicOrigin, wwwAuthenticate } from "./metadata.js";
 import { McpSessions, type McpSession } from "./sessions.js";
-import { createToolServer } from "./tool-server.js";
+import { createToolServer, type McpServerOptions } from "./tool-server.js";
 import { scopeOfPrincipal } from "../../rpc/tools/visible-tools.js";
 import type { Transport } from "../../rpc/transport/mount.js";
 import type { ToolBridge } from "../tool-bridge.js";
@@ -23,6 +23,12 @@ import type { ToolBridge } from "../tool-bridge.js";
  * answer, with and without the trailing slash.
  */
 export const MCP_PATHS = [`${SURFACE_BASES.bridge}/mcp/mcp/`, `${SURFACE_BASES.bridge}/mcp/mcp`, `${SURFACE_BASES.bridge}/mcp/`, `${SURFACE_BASES.bridge}/mcp`];
+
+/**
+ * One upstream server's own endpoint (docs/mcp.md "One endpoint per upstream server"): its
+ * tools, resources and prompts with their original names, for its tenant (or everyone, shared).
+ */
+export const MCP_SERVER_PATHS = [`${SURFACE_BASES.bridge}/mcp/servers/:name/`, `${SURFACE_BASES.bridge}/mcp/servers/:name`];
 
 const SESSION_HEADER = "mcp-session-id";
 
@@ -39,11 +45,12 @@ export function mcpSessionsOf(services: Services): McpSessions | undefined {
  * bridge rate limit), returning its principal. A 401 points the client at the protected-resource
  * metadata (RFC 9728 §5.1).
  */
-async function principalOfRequest(request: Request, dispatcher: Dispatcher, scope: RequestScope): Promise<Principal> {
+async function principalOfRequest(request: Request, dispatcher: Dispatcher, scope: RequestScope, upstream: string | undefined): Promise<Principal> {
   const services = dispatcher.services;
   try {
     let principal: Principal | undefined;
-    await dispatcher.dispatch("bridge.mcp.connect", {}, {
+    // A server's own endpoint also checks the caller sees that server (the same 404 otherwise).
+    await dispatcher.dispatch("bridge.mcp.connect", upstream === undefined ? {} : { server: upstream }, {
       requestId: scope.requestId,
       surface: "bridge",
       presented: presentedFor("bridge", request),
@@ -64,11 +71,26 @@ async function principalOfRequest(request: Request, dispatcher: Dispatcher, scop
   }
 }
 
+/** What the MCP server for this caller declares besides tools (resources, prompts), asked through the dispatcher. */
+async function offersFor(dispatcher: Dispatcher, principal: Principal, scope: RequestScope, upstream: string | undefined): Promise<McpServerOptions> {
+  const offers = (await dispatcher.dispatch("bridge.mcp.capabilities", upstream === undefined ? {} : { server: upstream }, {
+    requestId: scope.requestId,
+    surface: "bridge",
+    presented: {},
+    authenticated: principal,
+    signal: scope.abort.signal,
+    responseHeaders: new Headers(),
+    ip: scope.ip,
+  })) as McpServerOptions["offers"];
+  return { offers, ...(upstream === undefined ? {} : { upstream }) };
+}
+
 /**
  * The MCP endpoint (Streamable HTTP, protocol 2025-11-25 and the older revisions the SDK
  * speaks): one low-level SDK `Server` + `WebStandardStreamableHTTPServerTransport` per session,
  * sessions bound to the user who opened them, tools from the catalog, and
- * `notifications/tools/list_changed` on every catalog change.
+ * `notifications/tools/list_changed` on every catalog change. The same handler serves the
+ * whole catalog (MCP_PATHS) and each upstream server's own endpoint (MCP_SERVER_PATHS).
  */
 export function mcpTransport(bridge: ToolBridge): Transport {
   return (app, dispatcher) => mountMcp(app, dispatcher, bridge);
@@ -87,8 +109,10 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
   const handle = instrument("rpc", services, async (event, scope) => {
     scope.log.operation = "mcp";
     let request: Request = event.req;
+    // undefined on the catalog's paths; the upstream server's name on its own endpoint.
+    const upstream = (event.context.params as Record<string, string> | undefined)?.name;
     assertOrigin(request, origins);
-    const principal = await principalOfRequest(request, dispatcher, scope);
+    const principal = await principalOfRequest(request, dispatcher, scope, upstream);
     scope.log.principal = { kind: principal.kind, userId: principal.userId };
 
     const version = request.headers.get("mcp-protocol-version");
@@ -108,16 +132,16 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
 
     if (!sessionId) {
       const initializing = request.method === "POST" && (Array.isArray(parsedBody) ? parsedBody.some(isInitializeRequest) : isInitializeRequest(parsedBody));
-      if (initializing) return openSession(request, parsedBody, principal, dispatcher, sessions, scope);
+      if (initializing) return openSession(request, parsedBody, principal, dispatcher, sessions, scope, upstream);
       // Plain JSON-RPC (spec 2.7: `{jsonrpc, id, method: "tools/list"}` with bearer auth, perhaps
       // through a proxy that forwards JSON-RPC): answered statelessly, same catalog and limits.
-      if (request.method === "POST") return answerStateless(request, parsedBody, principal, dispatcher, scope);
+      if (request.method === "POST") return answerStateless(request, parsedBody, principal, dispatcher, scope, upstream);
       throw new ServiceError("BAD_REQUEST", "Mcp-Session-Id header is required for a GET stream; start a session with an initialize request");
     }
 
     const session = sessions.get(sessionId);
-    // A session of another user answers exactly like an ended one.
-    if (!session || session.userId !== principal.userId) throw new ServiceError("NOT_FOUND", "Session not found; it ended or never existed: initialize a new one");
+    // A session of another user (or of another endpoint) answers exactly like an ended one.
+    if (!session || session.userId !== principal.userId || session.upstream !== upstream) throw new ServiceError("NOT_FOUND", "Session not found; it ended or never existed: initialize a new one");
     session.principal = principal;
     session.requestId = scope.requestId;
     session.lastSeen = Date.now();
@@ -129,7 +153,7 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
     return withHeaders(response, scope);
   });
 
-  for (const path of MCP_PATHS) app.all(path, handle);
+  for (const path of [...MCP_PATHS, ...MCP_SERVER_PATHS]) app.all(path, handle);
 
   app.on("GET", METADATA_PATH, (event) => jsonResponse(protectedResourceMetadata(publicOrigin(config, event.req)), 200, new Headers({ "cache-control": "max-age=3600" })));
   // Clients that derive the well-known address from the full endpoint path find the same document.
@@ -143,11 +167,16 @@ async function openSession(
   dispatcher: Dispatcher,
   sessions: McpSessions,
   scope: RequestScope,
+  upstream: string | undefined,
 ): Promise<Response> {
   const services = dispatcher.services;
   const toolScope = await scopeOfPrincipal(services, principal);
   let session: McpSession | undefined;
-  const server = createToolServer(dispatcher, () => (session ? { principal: session.principal, requestId: session.requestId } : { principal, requestId: scope.requestId }));
+  const server = createToolServer(
+    dispatcher,
+    () => (session ? { principal: session.principal, requestId: session.requestId } : { principal, requestId: scope.requestId }),
+    await offersFor(dispatcher, principal, scope, upstream),
+  );
   const transport = new JsonResponseTransport({
     sessionIdGenerator: () => randomUUID(),
     // Replies as one JSON body: tools/call has nothing to stream, and a plain response is
@@ -155,7 +184,19 @@ async function openSession(
     enableJsonResponse: true,
     maxRequestBodySize: services.config.GATEWAY_MAX_PAYLOAD_BYTES,
     onsessioninitialized: (id) => {
-      session = { id, userId: principal.userId, principal, requestId: scope.requestId, scope: toolScope, server, transport, lastSeen: Date.now(), streamOpen: false, pendingListChanged: false };
+      session = {
+        id,
+        userId: principal.userId,
+        principal,
+        requestId: scope.requestId,
+        scope: toolScope,
+        ...(upstream === undefined ? {} : { upstream }),
+        server,
+        transport,
+        lastSeen: Date.now(),
+        streamOpen: false,
+        pendingListChanged: false,
+      };
       sessions.add(session);
     },
     onsessionclosed: (id) => sessions.delete(id),
@@ -187,8 +228,15 @@ function acceptingJson(request: Request): Request {
  * A POST without a session and without `initialize`: a server and transport for this one
  * request (the SDK's stateless mode), the same tool codec, closed when the answer is out.
  */
-async function answerStateless(request: Request, parsedBody: unknown, principal: Principal, dispatcher: Dispatcher, scope: RequestScope): Promise<Response> {
-  const server = createToolServer(dispatcher, () => ({ principal, requestId: scope.requestId }));
+async function answerStateless(
+  request: Request,
+  parsedBody: unknown,
+  principal: Principal,
+  dispatcher: Dispatcher,
+  scope: RequestScope,
+  upstream: string | undefined,
+): Promise<Response> {
+  const server = createToolServer(dispatcher, () => ({ principal, requestId: scope.requestId }), await offersFor(dispatcher, principal, scope, upstream));
   const transport = new WebStandardStreamableHTTPServerTransport({
     sessionIdGenerator: undefined,
     enableJsonResponse: true,

@@ -14,6 +14,8 @@ export interface McpSession {
   requestId: string;
   /** Whose sources' log messages this session may receive (the catalog scope of its user). */
   scope: ToolScope;
+  /** Opened on `/bridge/mcp/servers/{name}/`: that upstream server's session (its requests only there). */
+  upstream?: string;
   server: Server;
   transport: JsonResponseTransport;
   lastSeen: number;
@@ -122,7 +124,13 @@ export class McpSessions {
     for (const session of this.#sessions.values()) {
       const sees = entry.owner === undefined || ("tenantId" in session.scope && session.scope.tenantId === entry.owner);
       if (!sees || !session.streamOpen) continue;
-      void session.server.sendLoggingMessage({ level: entry.level, logger: entry.logger, data: entry.data }, session.id).catch(() => undefined);
+      let logger = entry.logger;
+      // A server's own endpoint hears that server only, with the server's own logger names.
+      if (session.upstream !== undefined) {
+        if (entry.source !== session.upstream) continue;
+        logger = logger.startsWith(`${session.upstream}/`) ? logger.slice(session.upstream.length + 1) : logger;
+      }
+      void session.server.sendLoggingMessage({ level: entry.level, logger, data: entry.data }, session.id).catch(() => undefined);
     }
   }
 

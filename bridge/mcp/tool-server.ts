@@ -1,5 +1,23 @@
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
-import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
+import {
+  CallToolRequestSchema,
+  ErrorCode,
+  GetPromptRequestSchema,
+  ListPromptsRequestSchema,
+  ListResourcesRequestSchema,
+  ListResourceTemplatesRequestSchema,
+  ListToolsRequestSchema,
+  McpError,
+  ReadResourceRequestSchema,
+  type CallToolResult,
+  type GetPromptResult,
+  type Prompt,
+  type ReadResourceResult,
+  type Resource,
+  type ResourceTemplate,
+  type ServerCapabilities,
+  type Tool,
+} from "@modelcontextprotocol/sdk/types.js";
 import type { Principal } from "../../rpc/auth.js";
 import type { Dispatcher } from "../../rpc/dispatcher.js";
 import type { ToolDef } from "../../rpc/tools/types.js";
@@ -21,6 +39,24 @@ function decodeCursor(cursor: string | undefined): number {
   return offset;
 }
 
+/** One page of a list gathered from every source; the cursor is an opaque offset into it. */
+function pageOf<T>(items: T[], cursor: string | undefined): { page: T[]; nextCursor?: string } {
+  const offset = decodeCursor(cursor);
+  const next = offset + PAGE_SIZE < items.length ? Buffer.from(String(offset + PAGE_SIZE)).toString("base64url") : undefined;
+  return { page: items.slice(offset, offset + PAGE_SIZE), ...(next ? { nextCursor: next } : {}) };
+}
+
+/** MCP 2025-11-25: a resource that does not exist is -32002. */
+const RESOURCE_NOT_FOUND = -32002;
+
+/** What one MCP server serves: the whole catalog, or one upstream server's own view. */
+export interface McpServerOptions {
+  /** `/bridge/mcp/servers/{name}/`: that upstream server only, with its own names. */
+  upstream?: string;
+  /** Declared only when a source the caller sees offers them (`bridge.mcp.capabilities`). */
+  offers: { resources: boolean; prompts: boolean };
+}
+
 /** Who is calling in the HTTP request being served, as the endpoint admitted them. */
 export interface McpCaller {
   principal: Principal;
@@ -33,10 +69,11 @@ export interface McpCaller {
  * with the caller the endpoint admitted for this request. The low-level `Server` takes JSON
  * Schemas as they come from built-ins, upstream servers and VMs.
  */
-export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller): Server {
-  const call = (method: string, params: unknown, signal: AbortSignal) => {
+export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller, options: McpServerOptions = { offers: { resources: false, prompts: false } }): Server {
+  const { upstream, offers } = options;
+  const call = (method: string, params: Record<string, unknown>, signal: AbortSignal) => {
     const { principal, requestId } = caller();
-    return dispatcher.dispatch(method, params, {
+    return dispatcher.dispatch(method, upstream === undefined ? params : { ...params, server: upstream }, {
       requestId,
       surface: "bridge",
       presented: {},
@@ -46,22 +83,71 @@ export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller
       ip: "",
     });
   };
+  // logging: the SDK answers logging/setLevel per session and filters sendLoggingMessage by it.
+  const capabilities: ServerCapabilities = { tools: { listChanged: true }, logging: {} };
+  if (offers.resources) capabilities.resources = {};
+  if (offers.prompts) capabilities.prompts = {};
   const server = new Server(
-    { name: "chat-agent-tool-gateway", title: "Tool bridge", version: "0.1.0" },
+    upstream === undefined
+      ? { name: "chat-agent-tool-gateway", title: "Tool bridge", version: "0.1.0" }
+      : { name: `chat-agent-tool-gateway/${upstream}`, title: `MCP server ${upstream} through the tool bridge`, version: "0.1.0" },
     {
-      // logging: the SDK answers logging/setLevel per session and filters sendLoggingMessage by it.
-      capabilities: { tools: { listChanged: true }, logging: {} },
-      instructions: "Tools of the gateway's catalog: built-ins, upstream MCP servers (`<server>__<tool>`) and connected VM agents (`vm__<vmId>__<tool>`).",
+      capabilities,
+      instructions:
+        upstream === undefined
+          ? "Tools of the gateway's catalog: built-ins, upstream MCP servers (`<server>__<tool>`) and connected VM agents (`vm__<vmId>__<tool>`)."
+          : `The tools, resources and prompts of the MCP server ${upstream}, with their own names.`,
     },
   );
 
+  /** Errors of resources and prompts requests as JSON-RPC errors (they have no result form). */
+  const protocolError = (thrown: unknown, notFound: number): never => {
+    const { error } = renderError("bridge", thrown, caller().requestId, dispatcher.services.log);
+    if (error.code === "INTERNAL") throw new McpError(ErrorCode.InternalError, "Internal error");
+    if (error.code === "NOT_FOUND") throw new McpError(notFound, error.message, error.details);
+    const upstreamCode = (error.details as { upstreamCode?: number } | undefined)?.upstreamCode;
+    throw new McpError(typeof upstreamCode === "number" ? upstreamCode : ErrorCode.InternalError, error.message);
+  };
+  const forward = async <T>(method: string, params: Record<string, unknown>, signal: AbortSignal, notFound: number): Promise<T> => {
+    try {
+      return (await call(method, params, signal)) as T;
+    } catch (thrown) {
+      return protocolError(thrown, notFound);
+    }
+  };
+
   server.setRequestHandler(ListToolsRequestSchema, async (request, extra) => {
     const tools = (await call("bridge.mcp.tools.list", {}, extra.signal)) as ToolDef[];
-    const offset = decodeCursor(request.params?.cursor);
-    const page = tools.slice(offset, offset + PAGE_SIZE);
-    const next = offset + PAGE_SIZE < tools.length ? Buffer.from(String(offset + PAGE_SIZE)).toString("base64url") : undefined;
-    return { tools: page.map(toMcpTool), ...(next ? { nextCursor: next } : {}) };
+    const { page, nextCursor } = pageOf(tools, request.params?.cursor);
+    return { tools: page.map(toMcpTool), ...(nextCursor ? { nextCursor } : {}) };
   });
+
+  if (offers.resources) {
+    server.setRequestHandler(ListResourcesRequestSchema, async (request, extra) => {
+      const resources = await forward<Resource[]>("bridge.mcp.resources.list", {}, extra.signal, ErrorCode.InvalidParams);
+      const { page, nextCursor } = pageOf(resources, request.params?.cursor);
+      return { resources: page, ...(nextCursor ? { nextCursor } : {}) };
+    });
+    server.setRequestHandler(ListResourceTemplatesRequestSchema, async (request, extra) => {
+      const templates = await forward<ResourceTemplate[]>("bridge.mcp.resources.templates", {}, extra.signal, ErrorCode.InvalidParams);
+      const { page, nextCursor } = pageOf(templates, request.params?.cursor);
+      return { resourceTemplates: page, ...(nextCursor ? { nextCursor } : {}) };
+    });
+    server.setRequestHandler(ReadResourceRequestSchema, (request, extra) =>
+      forward<ReadResourceResult>("bridge.mcp.resources.read", { uri: request.params.uri }, extra.signal, RESOURCE_NOT_FOUND),
+    );
+  }
+
+  if (offers.prompts) {
+    server.setRequestHandler(ListPromptsRequestSchema, async (request, extra) => {
+      const prompts = await forward<Prompt[]>("bridge.mcp.prompts.list", {}, extra.signal, ErrorCode.InvalidParams);
+      const { page, nextCursor } = pageOf(prompts, request.params?.cursor);
+      return { prompts: page, ...(nextCursor ? { nextCursor } : {}) };
+    });
+    server.setRequestHandler(GetPromptRequestSchema, (request, extra) =>
+      forward<GetPromptResult>("bridge.mcp.prompts.get", { name: request.params.name, arguments: request.params.arguments ?? {} }, extra.signal, ErrorCode.InvalidParams),
+    );
+  }
 
   server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
     const { name, arguments: args } = request.params;

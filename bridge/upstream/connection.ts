@@ -5,6 +5,7 @@ import { ServiceError } from "../../rpc/errors.js";
 import type { Logger } from "../../rpc/log.js";
 import type { McpServerRecord } from "../../storage/repos/mcp-servers.js";
 import type { CallOptions, ToolDef, ToolResult, ToolSource } from "../../rpc/tools/types.js";
+import type { McpObject, UpstreamServerHandle } from "../../rpc/tools/ports.js";
 import { NAMESPACE_SEPARATOR } from "../../rpc/tools/sources.js";
 import { AddressRefused } from "../../rpc/policies/outbound-guard.js";
 import type { GuardedFetch } from "../../rpc/policies/guarded-fetch.js";
@@ -17,6 +18,8 @@ class OutOfBounds extends Error {
 }
 
 export type Health = "connecting" | "healthy" | "unhealthy";
+
+type RequestBounds = { timeoutMs: number; signal?: AbortSignal };
 
 /** Separator between a server's name and its tool's name; server names never contain `_`. */
 
@@ -50,7 +53,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * One upstream MCP server: an SDK `Client` over Streamable HTTP, its health, and its tools as
  * a catalog source. An unhealthy server lists no tools and is reconnected in the background.
  */
-export class UpstreamConnection implements ToolSource {
+export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
   readonly id: string;
   readonly record: McpServerRecord;
   health: Health = "connecting";
@@ -69,6 +72,74 @@ export class UpstreamConnection implements ToolSource {
     // One source per server and owner: two tenants may each have a server called `docs`.
     this.id = record.tenantId === null ? `mcp:${record.name}` : `mcp:${record.tenantId}/${record.name}`;
     this.#settings = settings;
+  }
+
+  get name(): string {
+    return this.record.name;
+  }
+
+  get tenantId(): string | null {
+    return this.record.tenantId;
+  }
+
+  offers(): { resources: boolean; prompts: boolean } {
+    const capabilities = this.health === "healthy" ? this.#client?.getServerCapabilities() : undefined;
+    return { resources: Boolean(capabilities?.resources), prompts: Boolean(capabilities?.prompts) };
+  }
+
+  listResources(options: RequestBounds): Promise<McpObject[]> {
+    return this.#allPages("resources", (client, cursor) => client.listResources(cursor ? { cursor } : {}, options), (page) => page.resources);
+  }
+
+  listResourceTemplates(options: RequestBounds): Promise<McpObject[]> {
+    return this.#allPages("resources", (client, cursor) => client.listResourceTemplates(cursor ? { cursor } : {}, options), (page) => page.resourceTemplates);
+  }
+
+  listPrompts(options: RequestBounds): Promise<McpObject[]> {
+    return this.#allPages("prompts", (client, cursor) => client.listPrompts(cursor ? { cursor } : {}, options), (page) => page.prompts);
+  }
+
+  readResource(uri: string, options: RequestBounds): Promise<McpObject> {
+    return this.#forward("resources", `resource ${uri}`, options, (client) => client.readResource({ uri }, options));
+  }
+
+  getPrompt(name: string, args: Record<string, string>, options: RequestBounds): Promise<McpObject> {
+    return this.#forward("prompts", `prompt ${name}`, options, (client) => client.getPrompt({ name, arguments: args }, options));
+  }
+
+  /** Every page of a list (at most MAX_PAGES); a server that does not offer `capability` lists nothing. */
+  async #allPages<P extends { nextCursor?: string }>(
+    capability: "resources" | "prompts",
+    fetchPage: (client: Client, cursor: string | undefined) => Promise<P>,
+    items: (page: P) => McpObject[],
+  ): Promise<McpObject[]> {
+    if (!this.offers()[capability]) return [];
+    const all: McpObject[] = [];
+    let cursor: string | undefined;
+    for (let page = 0; page < MAX_PAGES; page += 1) {
+      const result = await this.#forward(capability, `${capability}/list`, undefined, (client) => fetchPage(client, cursor));
+      all.push(...items(result));
+      cursor = result.nextCursor;
+      if (!cursor) break;
+    }
+    return all;
+  }
+
+  /** One request to the server, its failures as the catalog's errors (like tools/call, never retried). */
+  async #forward<T>(capability: "resources" | "prompts", what: string, options: RequestBounds | undefined, send: (client: Client) => Promise<T>): Promise<T> {
+    const client = this.#client;
+    if (!client || this.health !== "healthy") throw new ServiceError("UNAVAILABLE", `MCP server ${this.record.name} is not connected`);
+    if (!this.offers()[capability]) throw new ServiceError("NOT_FOUND", `MCP server ${this.record.name} offers no ${capability}`);
+    try {
+      return await send(client);
+    } catch (error) {
+      if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) {
+        throw new ServiceError("TIMEOUT", `MCP server ${this.record.name} did not answer ${what} within ${Math.round(this.#settings.timeoutMs / 1000)} s`);
+      }
+      if (error instanceof McpError) throw new ServiceError("BAD_GATEWAY", `MCP server ${this.record.name} refused ${what}: ${error.message}`, { details: { upstreamCode: error.code } });
+      if (options?.signal?.aborted) throw new ServiceError("TIMEOUT", `Request for ${what} was cancelled`);
+      throw new ServiceError("BAD_GATEWAY", `MCP server ${this.record.name} is unreachable: ${describeError(error, this.#settings.timeoutMs)}`);
+    }
   }
 
   get toolCount(): number {

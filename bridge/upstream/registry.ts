@@ -6,7 +6,8 @@ import type { Store } from "../../storage/store.js";
 import type { SecretBox } from "../../storage/secret-box.js";
 import { McpServersRepo, type McpServerEvent, type McpServerRecord } from "../../storage/repos/mcp-servers.js";
 import type { Catalog } from "../catalog.js";
-import type { UpstreamRegisterInput, UpstreamServerView, UpstreamSummary } from "../../rpc/tools/ports.js";
+import type { UpstreamRegisterInput, UpstreamServerHandle, UpstreamServerView, UpstreamSummary } from "../../rpc/tools/ports.js";
+import type { ToolScope } from "../../rpc/tools/types.js";
 import { AddressRefused, OutboundGuard, type ResolveHost } from "../../rpc/policies/outbound-guard.js";
 import { toGuardedFetch, type GuardedFetch } from "../../rpc/policies/guarded-fetch.js";
 import { UpstreamConnection } from "./connection.js";
@@ -102,7 +103,7 @@ export class UpstreamServers {
       onChange: () => this.#catalog.changed(),
       // Shared servers have no tenant to tell (docs/events.md).
       onHealth: (health, lastError) => this.#emit?.(record.tenantId ?? undefined, "mcp.server.health_changed", { name: record.name, health, lastError }),
-      onLog: (params) => this.#catalog.log({ owner: record.tenantId ?? undefined, logger: record.name, level: params.level, data: params.data, ...(params.logger ? { logger: `${record.name}/${params.logger}` } : {}) }),
+      onLog: (params) => this.#catalog.log({ owner: record.tenantId ?? undefined, source: record.name, logger: record.name, level: params.level, data: params.data, ...(params.logger ? { logger: `${record.name}/${params.logger}` } : {}) }),
       log: this.#log,
       fetch: this.#fetch,
     });
@@ -176,6 +177,19 @@ export class UpstreamServers {
       }
     }
     return { shared, tenants };
+  }
+
+  /** The server `name` in a scope: the tenant's own or a shared one (services: shared only). */
+  find(scope: ToolScope, name: string): UpstreamServerHandle | undefined {
+    if ("tenantId" in scope) return this.#connections.get(refOf(scope.tenantId, name)) ?? this.#connections.get(refOf(null, name));
+    return this.#connections.get(refOf(null, name));
+  }
+
+  visible(scope: ToolScope): UpstreamServerHandle[] {
+    const tenantId = "tenantId" in scope ? scope.tenantId : undefined;
+    return [...this.#connections.values()]
+      .filter((connection) => connection.record.tenantId === null || connection.record.tenantId === tenantId)
+      .sort((a, b) => a.record.name.localeCompare(b.record.name));
   }
 
   /**

@@ -5,8 +5,21 @@ import { ServiceError } from "../errors.js";
 import { executeTool, toolView } from "./execute.js";
 import { visibleTool, visibleTools } from "./visible-tools.js";
 import { ToolResultView, ToolView } from "../views.js";
+import { NAMESPACE_SEPARATOR } from "./sources.js";
+import {
+  federatedCapabilities,
+  getPrompt,
+  listPrompts,
+  listResources,
+  listResourceTemplates,
+  readResource,
+  requireVisibleServer,
+} from "./mcp-federation.js";
 
 const category = v.optional(v.pipe(v.string("category must be a string"), v.minLength(1), v.maxLength(64)));
+/** A server's own endpoint (`/bridge/mcp/servers/{name}/`): that server only, with its own names. */
+const upstreamServer = v.optional(v.pipe(v.string("server must be a string"), v.minLength(1), v.maxLength(48)));
+const mcpInternal = { auth: { kinds: ["session", "gateway_key", "service"] as const }, internal: true, http: [] } as const;
 const toolName = v.pipe(v.string("tool must be a string"), v.minLength(1, "tool is required"), v.maxLength(256));
 
 /** The tool catalog over REST (spec 4.4 "Tool catalog and routing", 4.5 `/v1/mcp/tools`). */
@@ -63,32 +76,96 @@ export const toolMethods = [
   defineMethod({
     name: "bridge.mcp.connect",
     summary: "Admits one request to the MCP endpoint (spec 4.5): a session, Gateway key or the service credential, and the bridge rate limit.",
-    input: v.object({}),
+    input: v.object({ server: upstreamServer }),
     auth: { kinds: ["session", "gateway_key", "service"] },
     policies: { rateLimit: "bridge" },
     internal: true,
     http: [],
-    handler: () => undefined,
+    // A server's own endpoint: another tenant's server is the same 404 as one nobody registered.
+    handler: async (params, ctx) => {
+      if (params.server !== undefined) await requireVisibleServer(ctx.services, ctx.principal, params.server);
+    },
   }),
   defineMethod({
     name: "bridge.mcp.tools.list",
     summary: "MCP `tools/list`: the catalog as the caller's tenant sees it, with JSON Schemas.",
-    input: v.object({}),
+    input: v.object({ server: upstreamServer }),
     auth: { kinds: ["session", "gateway_key", "service"] },
     internal: true,
     http: [],
-    handler: (_params, ctx) => visibleTools(ctx.services, ctx.principal),
+    async handler(params, ctx) {
+      const tools = await visibleTools(ctx.services, ctx.principal);
+      if (params.server === undefined) return tools;
+      const prefix = params.server + NAMESPACE_SEPARATOR;
+      return tools.filter((tool) => tool.source.kind === "mcp" && tool.source.server === params.server).map((tool) => ({ ...tool, name: tool.name.slice(prefix.length) }));
+    },
   }),
   defineMethod({
     name: "bridge.mcp.tools.call",
     summary: "MCP `tools/call`: runs a catalog tool for the caller after checking its arguments against the tool's schema.",
     input: v.object({
+      server: upstreamServer,
       name: v.pipe(v.string("name must be a string"), v.minLength(1, "name is required"), v.maxLength(256)),
       arguments: v.optional(v.record(v.string(), v.unknown(), "arguments must be an object"), {}),
     }),
     auth: { kinds: ["session", "gateway_key", "service"] },
     internal: true,
     http: [],
-    handler: (params, ctx) => executeTool(ctx.services, params.name, params.arguments, { principal: ctx.principal, signal: ctx.signal }),
+    async handler(params, ctx) {
+      if (params.server === undefined) return executeTool(ctx.services, params.name, params.arguments, { principal: ctx.principal, signal: ctx.signal });
+      // A server's own endpoint: the catalog's call path (schema check, timeout) under the namespaced name.
+      try {
+        return await executeTool(ctx.services, params.server + NAMESPACE_SEPARATOR + params.name, params.arguments, { principal: ctx.principal, signal: ctx.signal });
+      } catch (error) {
+        if (error instanceof ServiceError && error.code === "NOT_FOUND") throw new ServiceError("NOT_FOUND", `Unknown tool: ${params.name}`);
+        throw error;
+      }
+    },
+  }),
+  defineMethod({
+    name: "bridge.mcp.capabilities",
+    summary: "What the MCP endpoint declares at initialize besides tools: resources and prompts when a server the caller sees offers them.",
+    input: v.object({ server: upstreamServer }),
+    ...mcpInternal,
+    handler: (params, ctx) => federatedCapabilities(ctx.services, { principal: ctx.principal, server: params.server }),
+  }),
+  defineMethod({
+    name: "bridge.mcp.resources.list",
+    summary: "MCP `resources/list`: the resources of the upstream servers the caller sees, URIs namespaced `<server>+<uri>`.",
+    input: v.object({ server: upstreamServer }),
+    ...mcpInternal,
+    handler: (params, ctx) => listResources(ctx.services, { principal: ctx.principal, server: params.server, signal: ctx.signal }),
+  }),
+  defineMethod({
+    name: "bridge.mcp.resources.templates",
+    summary: "MCP `resources/templates/list`: the resource templates of the upstream servers the caller sees, namespaced like resources.",
+    input: v.object({ server: upstreamServer }),
+    ...mcpInternal,
+    handler: (params, ctx) => listResourceTemplates(ctx.services, { principal: ctx.principal, server: params.server, signal: ctx.signal }),
+  }),
+  defineMethod({
+    name: "bridge.mcp.resources.read",
+    summary: "MCP `resources/read`: reads a namespaced resource URI from its server, if the caller sees that server.",
+    input: v.object({ server: upstreamServer, uri: v.pipe(v.string("uri must be a string"), v.minLength(1, "uri is required"), v.maxLength(4096)) }),
+    ...mcpInternal,
+    handler: (params, ctx) => readResource(ctx.services, { principal: ctx.principal, server: params.server, signal: ctx.signal }, params.uri),
+  }),
+  defineMethod({
+    name: "bridge.mcp.prompts.list",
+    summary: "MCP `prompts/list`: the prompts of the upstream servers the caller sees, as `<server>__<prompt>`.",
+    input: v.object({ server: upstreamServer }),
+    ...mcpInternal,
+    handler: (params, ctx) => listPrompts(ctx.services, { principal: ctx.principal, server: params.server, signal: ctx.signal }),
+  }),
+  defineMethod({
+    name: "bridge.mcp.prompts.get",
+    summary: "MCP `prompts/get`: a namespaced prompt from its server, if the caller sees that server.",
+    input: v.object({
+      server: upstreamServer,
+      name: v.pipe(v.string("name must be a string"), v.minLength(1, "name is required"), v.maxLength(256)),
+      arguments: v.optional(v.record(v.string(), v.string("prompt arguments are strings")), {}),
+    }),
+    ...mcpInternal,
+    handler: (params, ctx) => getPrompt(ctx.services, { principal: ctx.principal, server: params.server, signal: ctx.signal }, params.name, params.arguments),
   }),
 ];

@@ -90,6 +90,28 @@ export interface UpstreamSummary {
   tenants: { total: number; healthy: number; unhealthy: number };
 }
 
+/** An MCP object as a server sent it (a resource, template, prompt, or a result), passed through. */
+export type McpObject = Record<string, unknown>;
+
+/**
+ * One connected upstream server as the MCP endpoint federates it: what it offers besides tools,
+ * forwarded live (never cached). Names and URIs here are the server's own; the rpc methods
+ * namespace them (docs/mcp.md "Resources and prompts").
+ */
+export interface UpstreamServerHandle {
+  readonly name: string;
+  /** Owning tenant; null for a server operators shared. */
+  readonly tenantId: string | null;
+  /** What the server declared at initialize; nothing while it is not healthy. */
+  offers(): { resources: boolean; prompts: boolean };
+  /** Every page of resources/list (bounded). */
+  listResources(options: { timeoutMs: number; signal?: AbortSignal }): Promise<McpObject[]>;
+  listResourceTemplates(options: { timeoutMs: number; signal?: AbortSignal }): Promise<McpObject[]>;
+  readResource(uri: string, options: { timeoutMs: number; signal?: AbortSignal }): Promise<McpObject>;
+  listPrompts(options: { timeoutMs: number; signal?: AbortSignal }): Promise<McpObject[]>;
+  getPrompt(name: string, args: Record<string, string>, options: { timeoutMs: number; signal?: AbortSignal }): Promise<McpObject>;
+}
+
 /**
  * The registered upstream MCP servers. A tenant's server is invisible to every other tenant:
  * each method answers for another tenant's name exactly as for a missing one.
@@ -102,6 +124,13 @@ export interface UpstreamRegistry {
   list(tenantId: string): Promise<UpstreamServerView[]>;
   /** Health of this instance's connections, for /bridge/health. */
   summary(): UpstreamSummary;
+  /**
+   * The server `name` as `scope` sees it (a tenant: its own or a shared one; internal services:
+   * shared ones), whatever its health; undefined for another tenant's name exactly as for a missing one.
+   */
+  find(scope: ToolScope, name: string): UpstreamServerHandle | undefined;
+  /** Every server `scope` sees, sorted by name (resources and prompts federation). */
+  visible(scope: ToolScope): UpstreamServerHandle[];
 }
 
 /** The bridge as the rpc domains see it; `close` runs at shutdown. */

@@ -215,6 +215,13 @@ describe("servers an operator shares with every tenant (npm run admin, Redis)", 
       expect(call.body.content).toEqual([{ type: "text", text: "shared: all" }]);
       const listed = await server.request("/gateway/v1/mcp/servers", { headers });
       expect(listed.body.servers).toEqual([expect.objectContaining({ name: "team", shared: true })]);
+      // Its own endpoint serves every tenant, with the server's own tool names.
+      const own = await fetch(server.url("/bridge/mcp/servers/team/"), {
+        method: "POST",
+        headers: { ...headers, "content-type": "application/json", accept: "application/json" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "echo", arguments: { message: "direct" } } }),
+      });
+      expect(((await own.json()) as { result: CallToolResult }).result.content).toEqual([{ type: "text", text: "shared: direct" }]);
     }
     expect(upstream.requestHeaders.at(-1)?.authorization).toBe("shared-upstream-token");
     expect((await server.request("/gateway/v1/mcp/servers/team", { method: "DELETE", headers: a })).status).toBe(403);
@@ -225,5 +232,11 @@ describe("servers an operator shares with every tenant (npm run admin, Redis)", 
     await expect(admin("add-mcp-server", "--name", "team", "--url", upstream.url)).rejects.toThrow(/already shared/);
     expect(await admin("remove-mcp-server", "--name", "team")).toEqual({ success: true, name: "team" });
     await eventually(async () => (await server.request("/gateway/v1/mcp/tools/team__echo", { headers: a })).status === 404);
+    const gone = await fetch(server.url("/bridge/mcp/servers/team/"), {
+      method: "POST",
+      headers: { ...a, "content-type": "application/json", accept: "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
+    });
+    expect(gone.status).toBe(404);
   });
 });

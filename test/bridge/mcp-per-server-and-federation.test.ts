@@ -1,0 +1,168 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { bearer, registerUser, startTestServer, type TestServer } from "../helpers/server.js";
+import { serveEverything, type UpstreamMcp } from "../helpers/upstream.js";
+
+/**
+ * server-everything (tools, resources, templates, prompts) registered by Alice's tenant; Bob
+ * belongs to another tenant. Alice reaches it on its own endpoint with its own names, and its
+ * resources and prompts through the catalog endpoint, namespaced; Bob never sees any of it.
+ */
+describe("MCP: one endpoint per upstream server, resources and prompts federated", () => {
+  let server: TestServer;
+  let everything: UpstreamMcp;
+  let alice: string;
+  let bob: string;
+  const clients: Client[] = [];
+
+  beforeAll(async () => {
+    everything = await serveEverything();
+    server = await startTestServer({ MCP_SERVERS_ALLOW_PRIVATE: "true", GATEWAY_RATE_LIMIT_RPM: "10000" });
+    alice = (await registerUser(server)).token;
+    bob = (await registerUser(server)).token;
+    const registered = await server.request("/gateway/v1/mcp/servers", { method: "POST", headers: bearer(alice), json: { name: "everything", url: everything.url } });
+    expect(registered.status).toBe(201);
+    expect(registered.body.health).toBe("healthy");
+  });
+  afterAll(async () => {
+    await Promise.all(clients.map((client) => client.close().catch(() => undefined)));
+    expect(server.loggedErrors()).toEqual([]);
+    await server.close();
+    await everything.close();
+  });
+
+  async function connect(path: string, token: string): Promise<Client> {
+    const client = new Client({ name: "test", version: "1.0.0" });
+    await client.connect(new StreamableHTTPClientTransport(new URL(server.url(path)), { requestInit: { headers: bearer(token) } }));
+    clients.push(client);
+    return client;
+  }
+
+  const post = (path: string, token: string, body: unknown, extra: Record<string, string> = {}) =>
+    fetch(server.url(path), { method: "POST", headers: { ...bearer(token), "content-type": "application/json", accept: "application/json", ...extra }, body: JSON.stringify(body) });
+
+  describe("/bridge/mcp/servers/{name}/", () => {
+    it("serves the owning tenant the server's tools with their original names, called through the catalog", async () => {
+      const client = await connect("/bridge/mcp/servers/everything/", alice);
+      const { tools } = await client.listTools();
+      const names = tools.map((tool) => tool.name);
+      expect(names).toEqual(expect.arrayContaining(["echo", "get-sum"]));
+      expect(names.some((name) => name.includes("__"))).toBe(false);
+      expect(names).not.toContain("calculator");
+
+      const result = (await client.callTool({ name: "echo", arguments: { message: "hi there" } })) as CallToolResult;
+      expect(result.isError).toBeFalsy();
+      expect(JSON.stringify(result.content)).toContain("hi there");
+
+      // The catalog's argument check runs before anything reaches the server.
+      const bad = (await client.callTool({ name: "get-sum", arguments: { a: "one", b: 2 } })) as CallToolResult;
+      expect(bad.isError).toBe(true);
+      expect((bad.structuredContent as { error: { code: string } }).error.code).toBe("VALIDATION_FAILED");
+      await expect(client.callTool({ name: "nope", arguments: {} })).rejects.toMatchObject({ code: -32602, message: expect.stringContaining("Unknown tool: nope") });
+      // The catalog's namespaced names are not this endpoint's.
+      await expect(client.callTool({ name: "everything__echo", arguments: { message: "x" } })).rejects.toMatchObject({ code: -32602 });
+
+      // Its resources and prompts, with their own names and URIs.
+      expect(client.getServerCapabilities()).toMatchObject({ resources: {}, prompts: {} });
+      const { prompts } = await client.listPrompts();
+      expect(prompts.map((prompt) => prompt.name)).toContain("simple-prompt");
+      const { resourceTemplates } = await client.listResourceTemplates();
+      expect(resourceTemplates.map((template) => template.uriTemplate)).toContain("demo://resource/dynamic/text/{resourceId}");
+      const read = await client.readResource({ uri: "demo://resource/dynamic/text/3" });
+      expect(read.contents[0]).toMatchObject({ uri: "demo://resource/dynamic/text/3", text: expect.stringContaining("Resource 3") });
+    });
+
+    it("answers plain JSON-RPC statelessly, with and without the trailing slash", async () => {
+      for (const path of ["/bridge/mcp/servers/everything/", "/bridge/mcp/servers/everything"]) {
+        const list = await post(path, alice, { jsonrpc: "2.0", id: 1, method: "tools/list" });
+        expect(list.status, path).toBe(200);
+        expect(list.headers.get("mcp-session-id")).toBeNull();
+        expect(((await list.json()) as any).result.tools.map((tool: { name: string }) => tool.name)).toContain("echo");
+      }
+      const call = await post("/bridge/mcp/servers/everything", alice, { jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "get-sum", arguments: { a: 2, b: 40 } } });
+      expect(JSON.stringify(((await call.json()) as any).result.content)).toContain("42");
+    });
+
+    it("is the same 404 for another tenant's server and for one nobody registered, and holds the same gates", async () => {
+      const body = { jsonrpc: "2.0", id: 1, method: "tools/list" };
+      const foreign = await post("/bridge/mcp/servers/everything/", bob, body);
+      const missing = await post("/bridge/mcp/servers/nobody/", bob, body);
+      expect(foreign.status).toBe(404);
+      expect(missing.status).toBe(404);
+      const strip = (value: any) => ({ ...value, error: { ...value.error, message: value.error.message.replace(/everything|nobody/, "X"), data: { ...value.error.data, requestId: "" } } });
+      expect(strip(await foreign.json())).toEqual(strip(await missing.json()));
+      const init = { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "x", version: "1" } } };
+      expect((await post("/bridge/mcp/servers/everything/", bob, init)).status).toBe(404);
+      // No credential: 401 before the server is looked at; a foreign Origin: 403.
+      expect((await post("/bridge/mcp/servers/everything/", "not-a-token", body)).status).toBe(401);
+    });
+
+    it("keeps sessions apart from the catalog endpoint's", async () => {
+      const init = { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "x", version: "1" } } };
+      const opened = await post("/bridge/mcp/", alice, init);
+      const sessionId = opened.headers.get("mcp-session-id")!;
+      expect(sessionId).toBeTruthy();
+      const elsewhere = await post("/bridge/mcp/servers/everything/", alice, { jsonrpc: "2.0", id: 2, method: "tools/list" }, { "mcp-session-id": sessionId, "mcp-protocol-version": "2025-11-25" });
+      expect(elsewhere.status).toBe(404);
+    });
+  });
+
+  describe("resources and prompts on the catalog endpoint", () => {
+    it("lists and reads the tenant's servers' resources and prompts, namespaced by server", async () => {
+      const client = await connect("/bridge/mcp/", alice);
+      expect(client.getServerCapabilities()).toMatchObject({ tools: { listChanged: true }, resources: {}, prompts: {} });
+
+      const { resources } = await client.listResources();
+      expect(resources.length).toBeGreaterThan(0);
+      for (const resource of resources) {
+        expect(resource.uri.startsWith("everything+demo://")).toBe(true);
+        expect(resource._meta).toMatchObject({ server: "everything", uri: resource.uri.slice("everything+".length) });
+      }
+      const { resourceTemplates } = await client.listResourceTemplates();
+      expect(resourceTemplates.map((template) => template.uriTemplate)).toContain("everything+demo://resource/dynamic/text/{resourceId}");
+
+      const read = await client.readResource({ uri: "everything+demo://resource/dynamic/text/2" });
+      expect(read.contents[0]).toMatchObject({ uri: "everything+demo://resource/dynamic/text/2", text: expect.stringContaining("Resource 2") });
+      await expect(client.readResource({ uri: "demo://resource/dynamic/text/2" })).rejects.toMatchObject({ code: -32002 });
+
+      const { prompts } = await client.listPrompts();
+      expect(prompts.map((prompt) => prompt.name)).toEqual(expect.arrayContaining(["everything__simple-prompt", "everything__args-prompt"]));
+      const weather = await client.getPrompt({ name: "everything__args-prompt", arguments: { city: "Lisbon" } });
+      expect(JSON.stringify(weather.messages)).toContain("Lisbon");
+      // Embedded resources come back under the namespaced URI, readable as such.
+      const embedded = await client.getPrompt({ name: "everything__resource-prompt", arguments: { resourceType: "Text", resourceId: "1" } });
+      const resource = embedded.messages.map((message) => message.content).find((content) => content.type === "resource") as { resource: { uri: string } };
+      expect(resource.resource.uri).toBe("everything+demo://resource/dynamic/text/1");
+      await expect(client.getPrompt({ name: "nobody__simple-prompt" })).rejects.toMatchObject({ code: -32602 });
+    });
+
+    it("never shows another tenant's resources or prompts", async () => {
+      const client = await connect("/bridge/mcp/", bob);
+      const capabilities = client.getServerCapabilities();
+      expect(capabilities?.resources).toBeUndefined();
+      expect(capabilities?.prompts).toBeUndefined();
+      const stateless = async (method: string, params: Record<string, unknown> = {}) => ((await (await post("/bridge/mcp/", bob, { jsonrpc: "2.0", id: 1, method, params })).json()) as any);
+      expect((await stateless("resources/list")).error.code).toBe(-32601);
+      expect((await stateless("resources/read", { uri: "everything+demo://resource/dynamic/text/1" })).error.code).toBe(-32601);
+      expect((await stateless("prompts/get", { name: "everything__simple-prompt" })).error.code).toBe(-32601);
+    });
+
+    it("gives a tenant with its own server only that server's, and Alice's names resolve like unknown ones", async () => {
+      const carol = (await registerUser(server)).token;
+      expect((await server.request("/gateway/v1/mcp/servers", { method: "POST", headers: bearer(carol), json: { name: "mine", url: everything.url } })).status).toBe(201);
+      const client = await connect("/bridge/mcp/", carol);
+      expect(client.getServerCapabilities()).toMatchObject({ resources: {}, prompts: {} });
+      const { resources } = await client.listResources();
+      expect(resources.length).toBeGreaterThan(0);
+      expect(resources.every((resource) => resource.uri.startsWith("mine+"))).toBe(true);
+      const { prompts } = await client.listPrompts();
+      expect(prompts.every((prompt) => prompt.name.startsWith("mine__"))).toBe(true);
+      const foreign = client.readResource({ uri: "everything+demo://resource/dynamic/text/1" });
+      await expect(foreign).rejects.toMatchObject({ code: -32002, message: expect.stringContaining("Unknown resource: everything+demo://resource/dynamic/text/1") });
+      await expect(client.getPrompt({ name: "everything__simple-prompt" })).rejects.toMatchObject({ code: -32602, message: expect.stringContaining("Unknown prompt: everything__simple-prompt") });
+      expect((await client.readResource({ uri: "mine+demo://resource/dynamic/text/1" })).contents[0]!.uri).toBe("mine+demo://resource/dynamic/text/1");
+    });
+  });
+});
