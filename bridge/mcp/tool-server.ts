@@ -1,6 +1,7 @@
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import {
   CallToolRequestSchema,
+  CompleteRequestSchema,
   ErrorCode,
   GetPromptRequestSchema,
   ListPromptsRequestSchema,
@@ -10,6 +11,7 @@ import {
   McpError,
   ReadResourceRequestSchema,
   type CallToolResult,
+  type CompleteResult,
   type GetPromptResult,
   type Prompt,
   type ReadResourceResult,
@@ -54,7 +56,7 @@ export interface McpServerOptions {
   /** `/bridge/mcp/servers/{name}/`: that upstream server only, with its own names. */
   upstream?: string;
   /** Declared only when a source the caller sees offers them (`bridge.mcp.capabilities`). */
-  offers: { resources: boolean; prompts: boolean };
+  offers: { resources: boolean; prompts: boolean; completions: boolean };
 }
 
 /** Who is calling in the HTTP request being served, as the endpoint admitted them. */
@@ -69,7 +71,7 @@ export interface McpCaller {
  * with the caller the endpoint admitted for this request. The low-level `Server` takes JSON
  * Schemas as they come from built-ins, upstream servers and VMs.
  */
-export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller, options: McpServerOptions = { offers: { resources: false, prompts: false } }): Server {
+export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller, options: McpServerOptions = { offers: { resources: false, prompts: false, completions: false } }): Server {
   const { upstream, offers } = options;
   const call = (method: string, params: Record<string, unknown>, signal: AbortSignal) => {
     const { principal, requestId } = caller();
@@ -87,6 +89,7 @@ export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller
   const capabilities: ServerCapabilities = { tools: { listChanged: true }, logging: {} };
   if (offers.resources) capabilities.resources = {};
   if (offers.prompts) capabilities.prompts = {};
+  if (offers.completions) capabilities.completions = {};
   const server = new Server(
     upstream === undefined
       ? { name: "chat-agent-tool-gateway", title: "Tool bridge", version: "0.1.0" }
@@ -146,6 +149,13 @@ export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller
     });
     server.setRequestHandler(GetPromptRequestSchema, (request, extra) =>
       forward<GetPromptResult>("bridge.mcp.prompts.get", { name: request.params.name, arguments: request.params.arguments ?? {} }, extra.signal, ErrorCode.InvalidParams),
+    );
+  }
+
+  if (offers.completions) {
+    // An unknown ref (or one of a server the caller does not see) is -32602, as the SDK's own servers answer.
+    server.setRequestHandler(CompleteRequestSchema, (request, extra) =>
+      forward<CompleteResult>("bridge.mcp.completion.complete", { ref: request.params.ref, argument: request.params.argument, ...(request.params.context ? { context: request.params.context } : {}) }, extra.signal, ErrorCode.InvalidParams),
     );
   }
 

@@ -5,7 +5,7 @@ import { ServiceError } from "../../rpc/errors.js";
 import type { Logger } from "../../rpc/log.js";
 import type { McpServerRecord } from "../../storage/repos/mcp-servers.js";
 import type { CallOptions, ToolDef, ToolResult, ToolSource } from "../../rpc/tools/types.js";
-import type { McpObject, UpstreamServerHandle } from "../../rpc/tools/ports.js";
+import type { McpCompleteParams, McpObject, McpOffers, UpstreamServerHandle } from "../../rpc/tools/ports.js";
 import { NAMESPACE_SEPARATOR } from "../../rpc/tools/sources.js";
 import { AddressRefused } from "../../rpc/policies/outbound-guard.js";
 import type { GuardedFetch } from "../../rpc/policies/guarded-fetch.js";
@@ -20,6 +20,9 @@ class OutOfBounds extends Error {
 export type Health = "connecting" | "healthy" | "unhealthy";
 
 type RequestBounds = { timeoutMs: number; signal?: AbortSignal };
+
+/** The SDK's request options for our bounds (its option is `timeout`). */
+const sdkOptions = (bounds: RequestBounds) => ({ timeout: bounds.timeoutMs, ...(bounds.signal ? { signal: bounds.signal } : {}) });
 
 /** Separator between a server's name and its tool's name; server names never contain `_`. */
 
@@ -82,29 +85,34 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
     return this.record.tenantId;
   }
 
-  offers(): { resources: boolean; prompts: boolean } {
+  offers(): McpOffers {
     const capabilities = this.health === "healthy" ? this.#client?.getServerCapabilities() : undefined;
-    return { resources: Boolean(capabilities?.resources), prompts: Boolean(capabilities?.prompts) };
+    return { resources: Boolean(capabilities?.resources), prompts: Boolean(capabilities?.prompts), completions: Boolean(capabilities?.completions) };
   }
 
   listResources(options: RequestBounds): Promise<McpObject[]> {
-    return this.#allPages("resources", (client, cursor) => client.listResources(cursor ? { cursor } : {}, options), (page) => page.resources);
+    return this.#allPages("resources", (client, cursor) => client.listResources(cursor ? { cursor } : {}, sdkOptions(options)), (page) => page.resources);
   }
 
   listResourceTemplates(options: RequestBounds): Promise<McpObject[]> {
-    return this.#allPages("resources", (client, cursor) => client.listResourceTemplates(cursor ? { cursor } : {}, options), (page) => page.resourceTemplates);
+    return this.#allPages("resources", (client, cursor) => client.listResourceTemplates(cursor ? { cursor } : {}, sdkOptions(options)), (page) => page.resourceTemplates);
   }
 
   listPrompts(options: RequestBounds): Promise<McpObject[]> {
-    return this.#allPages("prompts", (client, cursor) => client.listPrompts(cursor ? { cursor } : {}, options), (page) => page.prompts);
+    return this.#allPages("prompts", (client, cursor) => client.listPrompts(cursor ? { cursor } : {}, sdkOptions(options)), (page) => page.prompts);
   }
 
   readResource(uri: string, options: RequestBounds): Promise<McpObject> {
-    return this.#forward("resources", `resource ${uri}`, options, (client) => client.readResource({ uri }, options));
+    return this.#forward("resources", `resource ${uri}`, options, (client) => client.readResource({ uri }, sdkOptions(options)));
   }
 
   getPrompt(name: string, args: Record<string, string>, options: RequestBounds): Promise<McpObject> {
-    return this.#forward("prompts", `prompt ${name}`, options, (client) => client.getPrompt({ name, arguments: args }, options));
+    return this.#forward("prompts", `prompt ${name}`, options, (client) => client.getPrompt({ name, arguments: args }, sdkOptions(options)));
+  }
+
+  complete(params: McpCompleteParams, options: RequestBounds): Promise<McpObject> {
+    const what = params.ref.type === "ref/prompt" ? `completion of prompt ${params.ref.name}` : `completion of ${params.ref.uri}`;
+    return this.#forward("completions", what, options, (client) => client.complete(params, sdkOptions(options)));
   }
 
   /** Every page of a list (at most MAX_PAGES); a server that does not offer `capability` lists nothing. */
@@ -126,7 +134,7 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
   }
 
   /** One request to the server, its failures as the catalog's errors (like tools/call, never retried). */
-  async #forward<T>(capability: "resources" | "prompts", what: string, options: RequestBounds | undefined, send: (client: Client) => Promise<T>): Promise<T> {
+  async #forward<T>(capability: keyof McpOffers, what: string, options: RequestBounds | undefined, send: (client: Client) => Promise<T>): Promise<T> {
     const client = this.#client;
     if (!client || this.health !== "healthy") throw new ServiceError("UNAVAILABLE", `MCP server ${this.record.name} is not connected`);
     if (!this.offers()[capability]) throw new ServiceError("NOT_FOUND", `MCP server ${this.record.name} offers no ${capability}`);

@@ -1,7 +1,7 @@
 import type { Principal } from "../auth.js";
 import { ServiceError } from "../errors.js";
 import type { Services } from "../services.js";
-import type { McpObject, UpstreamServerHandle } from "./ports.js";
+import type { McpCompleteParams, McpObject, McpOffers, UpstreamServerHandle } from "./ports.js";
 import { NAMESPACE_SEPARATOR } from "./sources.js";
 import { scopeOfPrincipal } from "./visible-tools.js";
 
@@ -63,9 +63,9 @@ export async function requireVisibleServer(services: Services, principal: Princi
 const bounds = (services: Services, signal?: AbortSignal) => ({ timeoutMs: services.config.GATEWAY_TIMEOUT_SECONDS * 1000, ...(signal ? { signal } : {}) });
 
 /** What the sources offer, for the capabilities an MCP server declares at initialize. */
-export async function federatedCapabilities(services: Services, call: FederationCall): Promise<{ resources: boolean; prompts: boolean }> {
+export async function federatedCapabilities(services: Services, call: FederationCall): Promise<McpOffers> {
   const offers = (await sourcesOf(services, call)).map((source) => source.offers());
-  return { resources: offers.some((offer) => offer.resources), prompts: offers.some((offer) => offer.prompts) };
+  return { resources: offers.some((offer) => offer.resources), prompts: offers.some((offer) => offer.prompts), completions: offers.some((offer) => offer.completions) };
 }
 
 type Lister = (source: UpstreamServerHandle) => Promise<McpObject[]>;
@@ -136,4 +136,29 @@ export async function getPrompt(services: Services, call: FederationCall, name: 
     message.content && typeof message.content === "object" ? { ...message, content: renameContent(source.name, message.content as McpObject) } : message,
   );
   return { ...result, messages };
+}
+
+/**
+ * `completion/complete` for a namespaced prompt (`s__<prompt>`) or resource template
+ * (`s+<uriTemplate>`), answered by its server with the server's own ref. A ref of a server
+ * the caller does not see, or that offers no completions, is the same NOT_FOUND as an unknown one.
+ */
+export async function complete(services: Services, call: FederationCall, params: McpCompleteParams): Promise<McpObject> {
+  const { ref } = params;
+  const unknown =
+    ref.type === "ref/prompt" ? new ServiceError("NOT_FOUND", `Unknown prompt: ${ref.name}`) : new ServiceError("NOT_FOUND", `Unknown resource template: ${ref.uri}`, { details: { uri: ref.uri } });
+  const parsed = call.server !== undefined ? { server: call.server, ref } : ownRef(ref);
+  const source = await resolve(services, call, parsed, unknown);
+  if (!source.offers().completions) throw unknown;
+  return source.complete({ ...params, ref: parsed!.ref }, bounds(services, call.signal));
+}
+
+/** A namespaced completion ref back to its server and the server's own ref. */
+function ownRef(ref: McpCompleteParams["ref"]): { server: string; ref: McpCompleteParams["ref"] } | undefined {
+  if (ref.type === "ref/prompt") {
+    const parsed = splitName(ref.name);
+    return parsed && { server: parsed.server, ref: { type: "ref/prompt", name: parsed.name } };
+  }
+  const parsed = splitUri(ref.uri);
+  return parsed && { server: parsed.server, ref: { type: "ref/resource", uri: parsed.uri } };
 }

@@ -7,6 +7,7 @@ import { visibleTool, visibleTools } from "./visible-tools.js";
 import { ToolResultView, ToolView } from "../views.js";
 import { NAMESPACE_SEPARATOR } from "./sources.js";
 import {
+  complete,
   federatedCapabilities,
   getPrompt,
   listPrompts,
@@ -167,5 +168,20 @@ export const toolMethods = [
     }),
     ...mcpInternal,
     handler: (params, ctx) => getPrompt(ctx.services, { principal: ctx.principal, server: params.server, signal: ctx.signal }, params.name, params.arguments),
+  }),
+  defineMethod({
+    name: "bridge.mcp.completion.complete",
+    summary: "MCP `completion/complete`: completions of a namespaced prompt argument or resource template variable, from its server, if the caller sees that server.",
+    input: v.object({
+      server: upstreamServer,
+      ref: v.variant("type", [
+        v.object({ type: v.literal("ref/prompt"), name: v.pipe(v.string("name must be a string"), v.minLength(1, "name is required"), v.maxLength(256)) }),
+        v.object({ type: v.literal("ref/resource"), uri: v.pipe(v.string("uri must be a string"), v.minLength(1, "uri is required"), v.maxLength(4096)) }),
+      ]),
+      argument: v.object({ name: v.pipe(v.string(), v.maxLength(256)), value: v.pipe(v.string(), v.maxLength(4096)) }),
+      context: v.optional(v.object({ arguments: v.optional(v.record(v.string(), v.string("completion context arguments are strings"))) })),
+    }),
+    ...mcpInternal,
+    handler: (params, ctx) => complete(ctx.services, { principal: ctx.principal, server: params.server, signal: ctx.signal }, params),
   }),
 ];

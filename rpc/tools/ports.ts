@@ -103,13 +103,29 @@ export interface UpstreamServerHandle {
   /** Owning tenant; null for a server operators shared. */
   readonly tenantId: string | null;
   /** What the server declared at initialize; nothing while it is not healthy. */
-  offers(): { resources: boolean; prompts: boolean };
+  offers(): McpOffers;
   /** Every page of resources/list (bounded). */
   listResources(options: { timeoutMs: number; signal?: AbortSignal }): Promise<McpObject[]>;
   listResourceTemplates(options: { timeoutMs: number; signal?: AbortSignal }): Promise<McpObject[]>;
   readResource(uri: string, options: { timeoutMs: number; signal?: AbortSignal }): Promise<McpObject>;
   listPrompts(options: { timeoutMs: number; signal?: AbortSignal }): Promise<McpObject[]>;
   getPrompt(name: string, args: Record<string, string>, options: { timeoutMs: number; signal?: AbortSignal }): Promise<McpObject>;
+  /** `completion/complete` with the server's own ref (prompt name or URI template). */
+  complete(params: McpCompleteParams, options: { timeoutMs: number; signal?: AbortSignal }): Promise<McpObject>;
+}
+
+/** What an upstream server declared at initialize besides tools. */
+export interface McpOffers {
+  resources: boolean;
+  prompts: boolean;
+  completions: boolean;
+}
+
+/** The params of MCP `completion/complete`. */
+export interface McpCompleteParams {
+  ref: { type: "ref/prompt"; name: string } | { type: "ref/resource"; uri: string };
+  argument: { name: string; value: string };
+  context?: { arguments?: Record<string, string> };
 }
 
 /**

@@ -165,4 +165,62 @@ describe("MCP: one endpoint per upstream server, resources and prompts federated
       expect((await client.readResource({ uri: "mine+demo://resource/dynamic/text/1" })).contents[0]!.uri).toBe("mine+demo://resource/dynamic/text/1");
     });
   });
+
+  describe("completion/complete", () => {
+    it("completes a namespaced prompt argument and resource template variable from their server", async () => {
+      const client = await connect("/bridge/mcp/", alice);
+      expect(client.getServerCapabilities()?.completions).toEqual({});
+      const departments = await client.complete({ ref: { type: "ref/prompt", name: "everything__completable-prompt" }, argument: { name: "department", value: "S" } });
+      expect(departments.completion.values).toEqual(["Sales", "Support"]);
+      // The context's arguments reach the server: the second argument depends on the first.
+      const names = await client.complete({
+        ref: { type: "ref/prompt", name: "everything__completable-prompt" },
+        argument: { name: "name", value: "" },
+        context: { arguments: { department: "Engineering" } },
+      });
+      expect(names.completion.values).toEqual(["Alice", "Bob", "Charlie"]);
+      const ids = await client.complete({ ref: { type: "ref/resource", uri: "everything+demo://resource/dynamic/text/{resourceId}" }, argument: { name: "resourceId", value: "7" } });
+      expect(ids.completion.values).toEqual(["7"]);
+      // The server's own errors keep their code.
+      await expect(client.complete({ ref: { type: "ref/prompt", name: "everything__no-such-prompt" }, argument: { name: "x", value: "" } })).rejects.toMatchObject({ code: -32602 });
+      await expect(client.complete({ ref: { type: "ref/prompt", name: "completable-prompt" }, argument: { name: "department", value: "" } })).rejects.toMatchObject({
+        code: -32602,
+        message: expect.stringContaining("Unknown prompt: completable-prompt"),
+      });
+    });
+
+    it("completes with the server's own names on its own endpoint, and statelessly", async () => {
+      const client = await connect("/bridge/mcp/servers/everything/", alice);
+      expect(client.getServerCapabilities()?.completions).toEqual({});
+      const own = await client.complete({ ref: { type: "ref/prompt", name: "completable-prompt" }, argument: { name: "department", value: "M" } });
+      expect(own.completion.values).toEqual(["Marketing"]);
+      const stateless = await post("/bridge/mcp/", alice, {
+        jsonrpc: "2.0",
+        id: 1,
+        method: "completion/complete",
+        params: { ref: { type: "ref/resource", uri: "everything+demo://resource/dynamic/blob/{resourceId}" }, argument: { name: "resourceId", value: "12" } },
+      });
+      expect(((await stateless.json()) as any).result.completion.values).toEqual(["12"]);
+    });
+
+    it("answers another tenant's refs like unknown ones, and declares nothing to a tenant without servers", async () => {
+      const bobs = await connect("/bridge/mcp/", bob);
+      expect(bobs.getServerCapabilities()?.completions).toBeUndefined();
+      const stateless = await post("/bridge/mcp/", bob, { jsonrpc: "2.0", id: 1, method: "completion/complete", params: { ref: { type: "ref/prompt", name: "everything__completable-prompt" }, argument: { name: "department", value: "" } } });
+      expect(((await stateless.json()) as any).error.code).toBe(-32601);
+
+      const dave = (await registerUser(server)).token;
+      expect((await server.request("/gateway/v1/mcp/servers", { method: "POST", headers: bearer(dave), json: { name: "his", url: everything.url } })).status).toBe(201);
+      const client = await connect("/bridge/mcp/", dave);
+      const foreign = client.complete({ ref: { type: "ref/prompt", name: "everything__completable-prompt" }, argument: { name: "department", value: "" } });
+      const missing = client.complete({ ref: { type: "ref/prompt", name: "nobody__completable-prompt" }, argument: { name: "department", value: "" } });
+      await expect(foreign).rejects.toMatchObject({ code: -32602, message: expect.stringContaining("Unknown prompt: everything__completable-prompt") });
+      await expect(missing).rejects.toMatchObject({ code: -32602, message: expect.stringContaining("Unknown prompt: nobody__completable-prompt") });
+      await expect(client.complete({ ref: { type: "ref/resource", uri: "everything+demo://resource/dynamic/text/{resourceId}" }, argument: { name: "resourceId", value: "1" } })).rejects.toMatchObject({
+        code: -32602,
+        message: expect.stringContaining("Unknown resource template: everything+demo://resource/dynamic/text/{resourceId}"),
+      });
+      expect((await client.complete({ ref: { type: "ref/prompt", name: "his__completable-prompt" }, argument: { name: "department", value: "E" } })).completion.values).toEqual(["Engineering"]);
+    });
+  });
 });
