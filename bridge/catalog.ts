@@ -15,6 +15,16 @@ export interface SourceLog {
 }
 
 /**
+ * A change an upstream server announced besides its tools (MCP notifications), for the
+ * sessions that see the server: `owner` and `source` as in SourceLog, `uri` the server's own.
+ */
+export type SourceNotice = { owner: string | undefined; source: string } & (
+  | { kind: "resources/updated"; uri: string; /** The sessions that subscribed to the URI. */ subscribers: string[] }
+  | { kind: "resources/list_changed" }
+  | { kind: "prompts/list_changed" }
+);
+
+/**
  * The one tool catalog behind REST (`/mcp/tools`), MCP (`tools/list`, `tools/call`) and
  * agents. Emits `changed` whenever a source is added, removed or reports new tools, so open
  * MCP sessions can be sent `notifications/tools/list_changed`.
@@ -45,6 +55,16 @@ export class Catalog {
   /** A source's log message (MCP `notifications/message`), for the sessions allowed to see that source. */
   log(entry: SourceLog): void {
     this.#events.emit("log", entry);
+  }
+
+  /** An upstream server's resource or prompt notification, for the sessions allowed to see that server. */
+  notice(entry: SourceNotice): void {
+    this.#events.emit("notice", entry);
+  }
+
+  onNotice(listener: (entry: SourceNotice) => void): () => void {
+    this.#events.on("notice", listener);
+    return () => this.#events.off("notice", listener);
   }
 
   onLog(listener: (entry: SourceLog) => void): () => void {

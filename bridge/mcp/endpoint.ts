@@ -101,7 +101,7 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
   const { config, log } = services;
   // spec 8 GATEWAY_CORS_ORIGINS doubles as the Origin allowlist (MCP "Security Warning": DNS rebinding).
   const origins = allowedOrigins(config);
-  const sessions = new McpSessions(bridge.catalog, config.MCP_SESSION_IDLE_SECONDS, config.MCP_MAX_SESSIONS_PER_USER);
+  const sessions = new McpSessions(bridge.catalog, config.MCP_SESSION_IDLE_SECONDS, config.MCP_MAX_SESSIONS_PER_USER, (id) => bridge.upstream.release(id));
   tables.set(services, sessions);
   services.onClose(() => sessions.close());
   services.metrics.gauge("gateway_mcp_sessions", "MCP sessions open on this instance", () => sessions.size);

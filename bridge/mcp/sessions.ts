@@ -1,7 +1,8 @@
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { JsonResponseTransport } from "./internal/json-transport.js";
 import type { Principal } from "../../rpc/auth.js";
-import type { Catalog, SourceLog } from "../catalog.js";
+import type { Catalog, SourceLog, SourceNotice } from "../catalog.js";
+import { namespacedUri } from "../../rpc/tools/mcp-federation.js";
 import type { ToolScope } from "../../rpc/tools/types.js";
 
 export interface McpSession {
@@ -42,18 +43,22 @@ export class McpSessions {
   readonly #sweep: NodeJS.Timeout;
   readonly #unsubscribe: () => void;
   readonly #unsubscribeLog: () => void;
+  readonly #unsubscribeNotice: () => void;
+  readonly #release: (sessionId: string) => void;
   #debounce: NodeJS.Timeout | undefined;
 
   /**
    * @param maxPerUser MCP_MAX_SESSIONS_PER_USER: sessions one user may hold here; a client that
    *   initializes in a loop would otherwise keep a server and transport alive per call.
    */
-  constructor(catalog: Catalog, idleSeconds: number, maxPerUser = 100) {
+  constructor(catalog: Catalog, idleSeconds: number, maxPerUser = 100, release: (sessionId: string) => void = () => undefined) {
+    this.#release = release;
     this.#idleMs = idleSeconds * 1000;
     this.#maxPerUser = maxPerUser;
     this.#sweep = setInterval(() => this.#expire(), Math.min(60_000, this.#idleMs / 2));
     this.#sweep.unref();
     this.#unsubscribeLog = catalog.onLog((entry) => this.relayLog(entry));
+    this.#unsubscribeNotice = catalog.onNotice((entry) => this.relayNotice(entry));
     this.#unsubscribe = catalog.onChange(() => {
       if (this.#debounce) return;
       this.#debounce = setTimeout(() => {
@@ -93,6 +98,8 @@ export class McpSessions {
     const session = this.#sessions.get(id);
     if (!session) return;
     this.#sessions.delete(id);
+    // Its resource subscriptions end with it (the upstream server is told when nobody else holds one).
+    this.#release(id);
     const ids = this.#byUser.get(session.userId);
     ids?.delete(id);
     if (ids?.size === 0) this.#byUser.delete(session.userId);
@@ -134,6 +141,29 @@ export class McpSessions {
     }
   }
 
+  /**
+   * An upstream server's notification to the sessions whose user sees that server (and, on a
+   * server's own endpoint, only that server's): `resources/updated` only to the sessions that
+   * subscribed to the URI, under the URI they subscribed with.
+   */
+  relayNotice(entry: SourceNotice): void {
+    for (const session of this.#sessions.values()) {
+      const sees = entry.owner === undefined || ("tenantId" in session.scope && session.scope.tenantId === entry.owner);
+      if (!sees || !session.streamOpen) continue;
+      if (session.upstream !== undefined && entry.source !== session.upstream) continue;
+      const sent =
+        entry.kind === "resources/updated"
+          ? entry.subscribers.includes(session.id)
+            ? session.server.sendResourceUpdated({ uri: session.upstream === undefined ? namespacedUri(entry.source, entry.uri) : entry.uri })
+            : undefined
+          : entry.kind === "resources/list_changed"
+            ? session.server.sendResourceListChanged()
+            : session.server.sendPromptListChanged();
+      // A session given no resources or prompts capability at initialize is not told (the SDK refuses).
+      void sent?.catch(() => undefined);
+    }
+  }
+
   /** Called when a session's GET stream opened: deliver what it missed. */
   streamOpened(session: McpSession): void {
     session.streamOpen = true;
@@ -164,6 +194,7 @@ export class McpSessions {
   async close(): Promise<void> {
     clearInterval(this.#sweep);
     this.#unsubscribeLog();
+    this.#unsubscribeNotice();
     clearTimeout(this.#debounce);
     this.#unsubscribe();
     await Promise.all([...this.#sessions.values()].map((session) => this.#end(session)));

@@ -10,6 +10,8 @@ import {
   ListToolsRequestSchema,
   McpError,
   ReadResourceRequestSchema,
+  SubscribeRequestSchema,
+  UnsubscribeRequestSchema,
   type CallToolResult,
   type CompleteResult,
   type GetPromptResult,
@@ -22,6 +24,7 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import type { Principal } from "../../rpc/auth.js";
 import type { Dispatcher } from "../../rpc/dispatcher.js";
+import type { McpOffers } from "../../rpc/tools/ports.js";
 import type { ToolDef } from "../../rpc/tools/types.js";
 import { renderError } from "../../rpc/transport/surfaces.js";
 
@@ -56,7 +59,7 @@ export interface McpServerOptions {
   /** `/bridge/mcp/servers/{name}/`: that upstream server only, with its own names. */
   upstream?: string;
   /** Declared only when a source the caller sees offers them (`bridge.mcp.capabilities`). */
-  offers: { resources: boolean; prompts: boolean; completions: boolean };
+  offers: McpOffers;
 }
 
 /** Who is calling in the HTTP request being served, as the endpoint admitted them. */
@@ -71,7 +74,7 @@ export interface McpCaller {
  * with the caller the endpoint admitted for this request. The low-level `Server` takes JSON
  * Schemas as they come from built-ins, upstream servers and VMs.
  */
-export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller, options: McpServerOptions = { offers: { resources: false, prompts: false, completions: false } }): Server {
+export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller, options: McpServerOptions = { offers: { resources: false, prompts: false, subscribe: false, completions: false } }): Server {
   const { upstream, offers } = options;
   const call = (method: string, params: Record<string, unknown>, signal: AbortSignal) => {
     const { principal, requestId } = caller();
@@ -87,8 +90,9 @@ export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller
   };
   // logging: the SDK answers logging/setLevel per session and filters sendLoggingMessage by it.
   const capabilities: ServerCapabilities = { tools: { listChanged: true }, logging: {} };
-  if (offers.resources) capabilities.resources = {};
-  if (offers.prompts) capabilities.prompts = {};
+  // list_changed of the servers' resources and prompts are relayed to the sessions that see them.
+  if (offers.resources) capabilities.resources = { listChanged: true, ...(offers.subscribe ? { subscribe: true } : {}) };
+  if (offers.prompts) capabilities.prompts = { listChanged: true };
   if (offers.completions) capabilities.completions = {};
   const server = new Server(
     upstream === undefined
@@ -139,6 +143,19 @@ export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller
     server.setRequestHandler(ReadResourceRequestSchema, (request, extra) =>
       forward<ReadResourceResult>("bridge.mcp.resources.read", { uri: request.params.uri }, extra.signal, RESOURCE_NOT_FOUND),
     );
+  }
+
+  if (offers.resources && offers.subscribe) {
+    // A subscription belongs to a session: its updates arrive on the session's GET stream.
+    for (const [schema, verb] of [
+      [SubscribeRequestSchema, "subscribe"],
+      [UnsubscribeRequestSchema, "unsubscribe"],
+    ] as const) {
+      server.setRequestHandler(schema, async (request, extra) => {
+        if (!extra.sessionId) throw new McpError(ErrorCode.InvalidRequest, `resources/${verb} needs a session: initialize first`);
+        return forward<Record<string, never>>(`bridge.mcp.resources.${verb}`, { uri: request.params.uri, subscriber: extra.sessionId }, extra.signal, RESOURCE_NOT_FOUND);
+      });
+    }
   }
 
   if (offers.prompts) {

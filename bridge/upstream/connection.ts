@@ -1,6 +1,15 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { ErrorCode, McpError, LoggingMessageNotificationSchema, ToolListChangedNotificationSchema, type Tool } from "@modelcontextprotocol/sdk/types.js";
+import {
+  ErrorCode,
+  McpError,
+  LoggingMessageNotificationSchema,
+  PromptListChangedNotificationSchema,
+  ResourceListChangedNotificationSchema,
+  ResourceUpdatedNotificationSchema,
+  ToolListChangedNotificationSchema,
+  type Tool,
+} from "@modelcontextprotocol/sdk/types.js";
 import { ServiceError } from "../../rpc/errors.js";
 import type { Logger } from "../../rpc/log.js";
 import type { McpServerRecord } from "../../storage/repos/mcp-servers.js";
@@ -10,7 +19,7 @@ import { NAMESPACE_SEPARATOR } from "../../rpc/tools/sources.js";
 import { AddressRefused } from "../../rpc/policies/outbound-guard.js";
 import type { GuardedFetch } from "../../rpc/policies/guarded-fetch.js";
 import { announcementProblem, TOOL_BOUNDS } from "../../rpc/tools/tool-bounds.js";
-import type { SourceLog } from "../catalog.js";
+import type { SourceLog, SourceNotice } from "../catalog.js";
 
 /** An announcement outside the bounds (docs/security.md "Input bounds"): the server is marked unhealthy with it. */
 class OutOfBounds extends Error {
@@ -36,6 +45,8 @@ export interface ConnectionSettings {
   onHealth?(health: "healthy" | "unhealthy", lastError: string | null): void;
   /** A log message the server sent (`notifications/message`). */
   onLog?(params: { level: SourceLog["level"]; logger?: string; data?: unknown }): void;
+  /** A resource the gateway subscribed to was updated, or the server's resources or prompts changed. */
+  onNotice?(notice: DistributiveOmit<SourceNotice, "owner" | "source">): void;
   log: Logger;
   /**
    * Every request to the server goes through this fetch: the address rule is applied to the
@@ -49,6 +60,8 @@ const RECONNECT_BASE_MS = 1000;
 const RECONNECT_MAX_MS = 60_000;
 const RETRY_BASE_MS = 100;
 const MAX_PAGES = 50;
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -68,6 +81,8 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
   #attempt: Promise<void> | undefined;
   #reconnectTimer: NodeJS.Timeout | undefined;
   #failures = 0;
+  /** Subscribed URIs (the server's own) and the sessions that subscribed to each. */
+  readonly #subscribers = new Map<string, Set<string>>();
   readonly #settings: ConnectionSettings;
 
   constructor(record: McpServerRecord, settings: ConnectionSettings) {
@@ -87,7 +102,34 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
 
   offers(): McpOffers {
     const capabilities = this.health === "healthy" ? this.#client?.getServerCapabilities() : undefined;
-    return { resources: Boolean(capabilities?.resources), prompts: Boolean(capabilities?.prompts), completions: Boolean(capabilities?.completions) };
+    return {
+      resources: Boolean(capabilities?.resources),
+      prompts: Boolean(capabilities?.prompts),
+      subscribe: Boolean(capabilities?.resources?.subscribe),
+      completions: Boolean(capabilities?.completions),
+    };
+  }
+
+  async subscribe(uri: string, subscriber: string, options: RequestBounds): Promise<void> {
+    if (this.#subscribers.get(uri)?.has(subscriber)) return;
+    if (!this.offers().subscribe) throw new ServiceError("NOT_FOUND", `MCP server ${this.record.name} offers no resource subscriptions`);
+    // The server is asked once per URI; it may be asked twice when two sessions race (harmless).
+    if (!this.#subscribers.get(uri)?.size) await this.#forward("resources", `subscription to ${uri}`, options, (client) => client.subscribeResource({ uri }, sdkOptions(options)));
+    let subscribers = this.#subscribers.get(uri);
+    if (!subscribers) this.#subscribers.set(uri, (subscribers = new Set()));
+    subscribers.add(subscriber);
+  }
+
+  async unsubscribe(uri: string, subscriber: string, options: RequestBounds): Promise<void> {
+    const subscribers = this.#subscribers.get(uri);
+    if (!subscribers?.delete(subscriber) || subscribers.size > 0) return;
+    this.#subscribers.delete(uri);
+    await this.#forward("resources", `unsubscription from ${uri}`, options, (client) => client.unsubscribeResource({ uri }, sdkOptions(options))).catch(() => undefined);
+  }
+
+  /** A session ended: its subscriptions go, and the server is told about URIs nobody holds any more. */
+  release(subscriber: string): void {
+    for (const uri of [...this.#subscribers.keys()]) void this.unsubscribe(uri, subscriber, { timeoutMs: this.#settings.timeoutMs });
   }
 
   listResources(options: RequestBounds): Promise<McpObject[]> {
@@ -207,9 +249,19 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
     client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
       this.#settings.onLog?.(notification.params);
     });
+    client.setNotificationHandler(ResourceUpdatedNotificationSchema, (notification) => {
+      const subscribers = this.#subscribers.get(notification.params.uri);
+      if (subscribers?.size) this.#settings.onNotice?.({ kind: "resources/updated", uri: notification.params.uri, subscribers: [...subscribers] });
+    });
+    client.setNotificationHandler(ResourceListChangedNotificationSchema, () => this.#settings.onNotice?.({ kind: "resources/list_changed" }));
+    client.setNotificationHandler(PromptListChangedNotificationSchema, () => this.#settings.onNotice?.({ kind: "prompts/list_changed" }));
     this.#client = client;
     try {
       await client.connect(transport, { timeout: this.#settings.timeoutMs });
+      // A new connection is a new upstream session: subscriptions held through the old one are renewed.
+      if (client.getServerCapabilities()?.resources?.subscribe) {
+        await Promise.all([...this.#subscribers.keys()].map((uri) => client.subscribeResource({ uri }, { timeout: this.#settings.timeoutMs }).catch(() => undefined)));
+      }
       // Everything the server logs comes here; each client session filters by its own level.
       if (client.getServerCapabilities()?.logging) await client.setLoggingLevel("debug", { timeout: this.#settings.timeoutMs }).catch(() => undefined);
       this.#tools = await this.#listTools(client);

@@ -104,6 +104,7 @@ export class UpstreamServers {
       // Shared servers have no tenant to tell (docs/events.md).
       onHealth: (health, lastError) => this.#emit?.(record.tenantId ?? undefined, "mcp.server.health_changed", { name: record.name, health, lastError }),
       onLog: (params) => this.#catalog.log({ owner: record.tenantId ?? undefined, source: record.name, logger: record.name, level: params.level, data: params.data, ...(params.logger ? { logger: `${record.name}/${params.logger}` } : {}) }),
+      onNotice: (notice) => this.#catalog.notice({ ...notice, owner: record.tenantId ?? undefined, source: record.name }),
       log: this.#log,
       fetch: this.#fetch,
     });
@@ -190,6 +191,11 @@ export class UpstreamServers {
     return [...this.#connections.values()]
       .filter((connection) => connection.record.tenantId === null || connection.record.tenantId === tenantId)
       .sort((a, b) => a.record.name.localeCompare(b.record.name));
+  }
+
+  /** An MCP session ended: its resource subscriptions on every server end with it. */
+  release(subscriber: string): void {
+    for (const connection of this.#connections.values()) connection.release(subscriber);
   }
 
   /**

@@ -65,7 +65,8 @@ const bounds = (services: Services, signal?: AbortSignal) => ({ timeoutMs: servi
 /** What the sources offer, for the capabilities an MCP server declares at initialize. */
 export async function federatedCapabilities(services: Services, call: FederationCall): Promise<McpOffers> {
   const offers = (await sourcesOf(services, call)).map((source) => source.offers());
-  return { resources: offers.some((offer) => offer.resources), prompts: offers.some((offer) => offer.prompts), completions: offers.some((offer) => offer.completions) };
+  const some = (key: keyof McpOffers) => offers.some((offer) => offer[key]);
+  return { resources: some("resources"), prompts: some("prompts"), subscribe: some("subscribe"), completions: some("completions") };
 }
 
 type Lister = (source: UpstreamServerHandle) => Promise<McpObject[]>;
@@ -124,6 +125,20 @@ export async function readResource(services: Services, call: FederationCall, uri
   if (call.server !== undefined) return result;
   const contents = ((result.contents as McpObject[] | undefined) ?? []).map((content) => (typeof content.uri === "string" ? { ...content, uri: namespacedUri(source.name, content.uri) } : content));
   return { ...result, contents };
+}
+
+/**
+ * `resources/subscribe` of a namespaced URI for one MCP session: relayed to its server (once per
+ * URI), whose `notifications/resources/updated` then reach that session, renamed. An unknown URI
+ * (or one of a server the caller does not see) is NOT_FOUND, like resources/read.
+ */
+export async function subscribe(services: Services, call: FederationCall, uri: string, subscriber: string, subscribing: boolean): Promise<Record<string, never>> {
+  const parsed = call.server === undefined ? splitUri(uri) : { server: call.server, uri };
+  const source = await resolve(services, call, parsed, new ServiceError("NOT_FOUND", `Unknown resource: ${uri}`, { details: { uri } }));
+  if (!source.offers().resources) throw new ServiceError("NOT_FOUND", `Unknown resource: ${uri}`, { details: { uri } });
+  if (subscribing) await source.subscribe(parsed!.uri, subscriber, bounds(services, call.signal));
+  else await source.unsubscribe(parsed!.uri, subscriber, bounds(services, call.signal));
+  return {};
 }
 
 export async function getPrompt(services: Services, call: FederationCall, name: string, args: Record<string, string>): Promise<McpObject> {

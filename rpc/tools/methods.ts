@@ -15,6 +15,7 @@ import {
   listResourceTemplates,
   readResource,
   requireVisibleServer,
+  subscribe,
 } from "./mcp-federation.js";
 
 const category = v.optional(v.pipe(v.string("category must be a string"), v.minLength(1), v.maxLength(64)));
@@ -151,6 +152,19 @@ export const toolMethods = [
     ...mcpInternal,
     handler: (params, ctx) => readResource(ctx.services, { principal: ctx.principal, server: params.server, signal: ctx.signal }, params.uri),
   }),
+  ...(["subscribe", "unsubscribe"] as const).map((verb) =>
+    defineMethod({
+      name: `bridge.mcp.resources.${verb}`,
+      summary: `MCP \`resources/${verb}\`: relayed to the server of a namespaced URI, if the caller sees that server, for one MCP session.`,
+      input: v.object({
+        server: upstreamServer,
+        uri: v.pipe(v.string("uri must be a string"), v.minLength(1, "uri is required"), v.maxLength(4096)),
+        subscriber: v.pipe(v.string("subscriber must be a string"), v.minLength(1), v.maxLength(128)),
+      }),
+      ...mcpInternal,
+      handler: (params, ctx) => subscribe(ctx.services, { principal: ctx.principal, server: params.server, signal: ctx.signal }, params.uri, params.subscriber, verb === "subscribe"),
+    }),
+  ),
   defineMethod({
     name: "bridge.mcp.prompts.list",
     summary: "MCP `prompts/list`: the prompts of the upstream servers the caller sees, as `<server>__<prompt>`.",

@@ -110,6 +110,13 @@ export interface UpstreamServerHandle {
   readResource(uri: string, options: { timeoutMs: number; signal?: AbortSignal }): Promise<McpObject>;
   listPrompts(options: { timeoutMs: number; signal?: AbortSignal }): Promise<McpObject[]>;
   getPrompt(name: string, args: Record<string, string>, options: { timeoutMs: number; signal?: AbortSignal }): Promise<McpObject>;
+  /**
+   * `resources/subscribe` for `subscriber` (an MCP session): the server is asked once per URI,
+   * however many sessions subscribe; its `notifications/resources/updated` name the subscribers.
+   */
+  subscribe(uri: string, subscriber: string, options: { timeoutMs: number; signal?: AbortSignal }): Promise<void>;
+  /** `resources/unsubscribe`: the server is told when the last subscriber of the URI leaves. */
+  unsubscribe(uri: string, subscriber: string, options: { timeoutMs: number; signal?: AbortSignal }): Promise<void>;
   /** `completion/complete` with the server's own ref (prompt name or URI template). */
   complete(params: McpCompleteParams, options: { timeoutMs: number; signal?: AbortSignal }): Promise<McpObject>;
 }
@@ -118,6 +125,8 @@ export interface UpstreamServerHandle {
 export interface McpOffers {
   resources: boolean;
   prompts: boolean;
+  /** `resources.subscribe`: the server sends `notifications/resources/updated` for subscribed URIs. */
+  subscribe: boolean;
   completions: boolean;
 }
 

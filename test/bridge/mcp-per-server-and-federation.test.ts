@@ -1,9 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import {
+  PromptListChangedNotificationSchema,
+  ResourceListChangedNotificationSchema,
+  ResourceUpdatedNotificationSchema,
+  type CallToolResult,
+} from "@modelcontextprotocol/sdk/types.js";
+import { mcpSessionsOf } from "../../bridge/mcp/endpoint.js";
 import { bearer, registerUser, startTestServer, type TestServer } from "../helpers/server.js";
-import { serveEverything, type UpstreamMcp } from "../helpers/upstream.js";
+import { serveEverything, serveMcp, type UpstreamMcp } from "../helpers/upstream.js";
 
 /**
  * server-everything (tools, resources, templates, prompts) registered by Alice's tenant; Bob
@@ -223,4 +230,98 @@ describe("MCP: one endpoint per upstream server, resources and prompts federated
       expect((await client.complete({ ref: { type: "ref/prompt", name: "his__completable-prompt" }, argument: { name: "department", value: "E" } })).completion.values).toEqual(["Engineering"]);
     });
   });
+
+  describe("resource subscriptions and list changes", () => {
+    /** A session whose notifications are recorded, once its GET stream is open at the gateway. */
+    async function listening(path: string, token: string): Promise<{ client: Client; updated: string[]; changed: string[] }> {
+      const updated: string[] = [];
+      const changed: string[] = [];
+      const client = new Client({ name: "test", version: "1.0.0" });
+      client.setNotificationHandler(ResourceUpdatedNotificationSchema, (notification) => void updated.push(notification.params.uri));
+      client.setNotificationHandler(ResourceListChangedNotificationSchema, () => void changed.push("resources"));
+      client.setNotificationHandler(PromptListChangedNotificationSchema, () => void changed.push("prompts"));
+      const transport = new StreamableHTTPClientTransport(new URL(server.url(path)), { requestInit: { headers: bearer(token) } });
+      await client.connect(transport);
+      clients.push(client);
+      await eventually(() => mcpSessionsOf(server.services)!.get(transport.sessionId!)?.streamOpen === true);
+      return { client, updated, changed };
+    }
+
+    it("relays a subscription to the server and its updates, renamed, to the sessions that subscribed only", async () => {
+      const uri = "everything+demo://resource/dynamic/text/5";
+      const subscriber = await listening("/bridge/mcp/", alice);
+      const bystander = await listening("/bridge/mcp/", alice);
+      const own = await listening("/bridge/mcp/servers/everything/", alice);
+      expect(subscriber.client.getServerCapabilities()?.resources).toEqual({ subscribe: true, listChanged: true });
+      await subscriber.client.subscribeResource({ uri });
+      await own.client.subscribeResource({ uri: "demo://resource/dynamic/text/5" });
+      // server-everything sends updates of subscribed URIs while this tool has it do so (at once, then every 5 s).
+      await subscriber.client.callTool({ name: "everything__toggle-subscriber-updates", arguments: {} });
+      try {
+        await eventually(() => subscriber.updated.length > 0 && own.updated.length > 0);
+        expect(subscriber.updated[0]).toBe(uri);
+        expect(own.updated[0]).toBe("demo://resource/dynamic/text/5");
+        expect(bystander.updated).toEqual([]);
+
+        // Unsubscribed, a session hears nothing more; the other subscriber still does.
+        await subscriber.client.unsubscribeResource({ uri });
+        const heard = subscriber.updated.length;
+        const ownHeard = own.updated.length;
+        await subscriber.client.callTool({ name: "everything__toggle-subscriber-updates", arguments: {} });
+        await subscriber.client.callTool({ name: "everything__toggle-subscriber-updates", arguments: {} });
+        await eventually(() => own.updated.length > ownHeard);
+        expect(subscriber.updated.length).toBe(heard);
+      } finally {
+        await subscriber.client.callTool({ name: "everything__toggle-subscriber-updates", arguments: {} });
+      }
+    });
+
+    it("refuses subscriptions to another tenant's URIs like unknown ones, and without a session", async () => {
+      const dave = (await registerUser(server)).token;
+      expect((await server.request("/gateway/v1/mcp/servers", { method: "POST", headers: bearer(dave), json: { name: "theirs", url: everything.url } })).status).toBe(201);
+      const { client } = await listening("/bridge/mcp/", dave);
+      await expect(client.subscribeResource({ uri: "everything+demo://resource/dynamic/text/1" })).rejects.toMatchObject({
+        code: -32002,
+        message: expect.stringContaining("Unknown resource: everything+demo://resource/dynamic/text/1"),
+      });
+      await expect(client.subscribeResource({ uri: "nobody+demo://resource/dynamic/text/1" })).rejects.toMatchObject({ code: -32002 });
+      const stateless = await post("/bridge/mcp/", alice, { jsonrpc: "2.0", id: 1, method: "resources/subscribe", params: { uri: "everything+demo://resource/dynamic/text/1" } });
+      expect(((await stateless.json()) as any).error).toMatchObject({ code: -32600, message: expect.stringContaining("needs a session") });
+    });
+
+    it("relays a server's resources and prompts list_changed to the sessions that see it", async () => {
+      const upstreams: McpServer[] = [];
+      const changing = await serveMcp(() => {
+        const mcp = new McpServer({ name: "changing", version: "1.0.0" }, { capabilities: { resources: { listChanged: true }, prompts: { listChanged: true } } });
+        mcp.registerResource("note", "note://one", {}, async (uri) => ({ contents: [{ uri: uri.href, text: "one" }] }));
+        mcp.registerPrompt("hello", {}, () => ({ messages: [{ role: "user", content: { type: "text", text: "hello" } }] }));
+        mcp.registerTool("noop", {}, () => ({ content: [] }));
+        upstreams.push(mcp);
+        return mcp;
+      });
+      try {
+        const erin = (await registerUser(server)).token;
+        expect((await server.request("/gateway/v1/mcp/servers", { method: "POST", headers: bearer(erin), json: { name: "changing", url: changing.url } })).status).toBe(201);
+        const erins = await listening("/bridge/mcp/", erin);
+        const alices = await listening("/bridge/mcp/", alice);
+        expect(erins.client.getServerCapabilities()?.prompts).toEqual({ listChanged: true });
+        for (const mcp of upstreams) {
+          mcp.sendResourceListChanged();
+          mcp.sendPromptListChanged();
+        }
+        await eventually(() => erins.changed.includes("resources") && erins.changed.includes("prompts"));
+        expect(alices.changed).toEqual([]);
+      } finally {
+        await changing.close();
+      }
+    });
+  });
 });
+
+async function eventually(check: () => boolean | Promise<boolean>, timeoutMs = 8000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
