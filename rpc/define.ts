@@ -86,6 +86,15 @@ export interface CallContext<P extends Principal | undefined = Principal | undef
   traceparent?: string;
   /** Extra fields for the request's log line (chat: model, tokens, cost, latencies). */
   logFields?: Record<string, unknown>;
+  /** The caller asked to hear how a long call progresses (MCP `_meta.progressToken`). */
+  onProgress?(update: ProgressUpdate): void;
+}
+
+/** One step of a long call (MCP `notifications/progress`, without the token). */
+export interface ProgressUpdate {
+  progress: number;
+  total?: number;
+  message?: string;
 }
 
 /** The context of a method with this auth spec: authenticated methods see a principal, no `!` needed. */

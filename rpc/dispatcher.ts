@@ -1,6 +1,6 @@
 import { JSONRPCErrorException, JSONRPCServer } from "json-rpc-2.0";
 import { admitPrincipal, authenticate, requireOperator, type Presented, type Principal } from "./auth.js";
-import { isAsyncIterable, type AnyMethod, type CallContext, type Surface } from "./define.js";
+import { isAsyncIterable, type AnyMethod, type CallContext, type ProgressUpdate, type Surface } from "./define.js";
 import { ServiceError } from "./errors.js";
 import { renderError } from "./transport/surfaces.js";
 import { applyParamPolicies, applyPolicies } from "./policies/apply.js";
@@ -29,6 +29,8 @@ export interface CallFacts {
    * method's credential kinds and scopes instead of being looked up again.
    */
   authenticated?: Principal;
+  /** The caller listens for progress of this call (MCP `_meta.progressToken`). */
+  onProgress?(update: ProgressUpdate): void;
 }
 
 /**
@@ -92,6 +94,7 @@ export class Dispatcher {
       ip: facts.ip,
       traceparent: facts.traceparent,
       logFields: facts.logFields,
+      ...(facts.onProgress ? { onProgress: facts.onProgress } : {}),
     };
     const parsed = parseParams(method.input, raw);
     await applyParamPolicies(method, principal, parsed, this.services);

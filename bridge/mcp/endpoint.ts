@@ -9,8 +9,7 @@ import { readJsonBody } from "../../rpc/transport/body.js";
 import { instrument, jsonResponse, type RequestScope } from "../../rpc/transport/instrument.js";
 import { allowedOrigins, assertOrigin } from "../../rpc/transport/origin.js";
 import { SURFACE_BASES, presentedFor } from "../../rpc/transport/surfaces.js";
-import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
-import { JsonResponseTransport } from "./internal/json-transport.js";
+import { JSON_ONLY_HEADER, JsonResponseTransport } from "./internal/json-transport.js";
 import { METADATA_PATH, protectedResourceMetadata, publicOrigin, wwwAuthenticate } from "./metadata.js";
 import { McpSessions, type McpSession } from "./sessions.js";
 import { createToolServer, type McpServerOptions } from "./tool-server.js";
@@ -221,12 +220,14 @@ function acceptingJson(request: Request): Request {
   if (accept && !/application\/json|\*\/\*/i.test(accept)) return request; // the transport answers 406
   const headers = new Headers(request.headers);
   headers.set("accept", "application/json, text/event-stream");
+  headers.set(JSON_ONLY_HEADER, "1");
   return new Request(request.url, { method: request.method, headers, signal: request.signal });
 }
 
 /**
  * A POST without a session and without `initialize`: a server and transport for this one
- * request (the SDK's stateless mode), the same tool codec, closed when the answer is out.
+ * request (the SDK's stateless mode), the same tool codec, closed when the answer is out
+ * (after the SSE stream of a request asking for progress).
  */
 async function answerStateless(
   request: Request,
@@ -237,17 +238,20 @@ async function answerStateless(
   upstream: string | undefined,
 ): Promise<Response> {
   const server = createToolServer(dispatcher, () => ({ principal, requestId: scope.requestId }), await offersFor(dispatcher, principal, scope, upstream));
-  const transport = new WebStandardStreamableHTTPServerTransport({
+  const transport = new JsonResponseTransport({
     sessionIdGenerator: undefined,
     enableJsonResponse: true,
     maxRequestBodySize: dispatcher.services.config.GATEWAY_MAX_PAYLOAD_BYTES,
   });
   await server.connect(transport);
+  let streaming = false;
   try {
     const response = await transport.handleRequest(request, { parsedBody });
-    return withHeaders(response, scope);
+    // A request asking for progress is answered with an SSE stream: the server lives until it ends.
+    streaming = response.status === 200 && response.body !== null && (response.headers.get("content-type") ?? "").startsWith("text/event-stream");
+    return withHeaders(streaming ? onStreamEnd(response, () => void server.close().catch(() => undefined)) : response, scope);
   } finally {
-    await server.close().catch(() => undefined);
+    if (!streaming) await server.close().catch(() => undefined);
   }
 }
 

@@ -23,6 +23,7 @@ import {
   type Tool,
 } from "@modelcontextprotocol/sdk/types.js";
 import type { Principal } from "../../rpc/auth.js";
+import type { ProgressUpdate } from "../../rpc/define.js";
 import type { Dispatcher } from "../../rpc/dispatcher.js";
 import type { McpOffers } from "../../rpc/tools/ports.js";
 import type { ToolDef } from "../../rpc/tools/types.js";
@@ -76,7 +77,7 @@ export interface McpCaller {
  */
 export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller, options: McpServerOptions = { offers: { resources: false, prompts: false, subscribe: false, completions: false } }): Server {
   const { upstream, offers } = options;
-  const call = (method: string, params: Record<string, unknown>, signal: AbortSignal) => {
+  const call = (method: string, params: Record<string, unknown>, signal: AbortSignal, onProgress?: (update: ProgressUpdate) => void) => {
     const { principal, requestId } = caller();
     return dispatcher.dispatch(method, upstream === undefined ? params : { ...params, server: upstream }, {
       requestId,
@@ -86,6 +87,7 @@ export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller
       signal,
       responseHeaders: new Headers(),
       ip: "",
+      ...(onProgress ? { onProgress } : {}),
     });
   };
   // logging: the SDK answers logging/setLevel per session and filters sendLoggingMessage by it.
@@ -183,8 +185,15 @@ export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller
     const note = (level: "debug" | "warning" | "error", data: Record<string, unknown>) => {
       if (extra.sessionId) void server.sendLoggingMessage({ level, logger: "gateway", data: { tool: name, durationMs: Math.round(performance.now() - started), ...data } }, extra.sessionId).catch(() => undefined);
     };
+    // The client's progressToken: the upstream server's progress comes back under it, on this
+    // request's SSE stream (the transport answers a request asking for progress with one).
+    const progressToken = request.params._meta?.progressToken;
+    const onProgress =
+      progressToken === undefined
+        ? undefined
+        : (update: ProgressUpdate) => void extra.sendNotification({ method: "notifications/progress", params: { ...update, progressToken } }).catch(() => undefined);
     try {
-      const result = (await call("bridge.mcp.tools.call", { name, arguments: args ?? {} }, extra.signal)) as CallToolResult;
+      const result = (await call("bridge.mcp.tools.call", { name, arguments: args ?? {} }, extra.signal, onProgress)) as CallToolResult;
       note(result.isError ? "warning" : "debug", { message: result.isError ? "tool answered with an error" : "tool call finished" });
       return result;
     } catch (thrown) {

@@ -331,9 +331,13 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
     if (!name.startsWith(prefix)) throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
     if (!client || this.health !== "healthy") throw new ServiceError("UNAVAILABLE", `MCP server ${this.record.name} is not connected`);
     try {
+      // The SDK client puts its own progressToken in `_meta` when asked for progress, and
+      // tells the server `notifications/cancelled` when the signal aborts.
+      const { onProgress } = options;
       const result = await client.callTool({ name: name.slice(prefix.length), arguments: args }, undefined, {
         timeout: options.timeoutMs,
         signal: options.signal,
+        ...(onProgress ? { onprogress: ({ progress, total, message }) => onProgress({ progress, ...(total === undefined ? {} : { total }), ...(message === undefined ? {} : { message }) }) } : {}),
       });
       return result as ToolResult;
     } catch (error) {

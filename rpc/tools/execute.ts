@@ -1,13 +1,14 @@
 import type { Principal } from "../auth.js";
 import { ServiceError } from "../errors.js";
 import type { Services } from "../services.js";
-import type { ToolDef, ToolResult, ToolScope } from "./types.js";
+import type { CallOptions, ToolDef, ToolResult, ToolScope } from "./types.js";
 import { assertArgs } from "./validate-args.js";
 import { scopeOfPrincipal } from "./visible-tools.js";
 
 export interface ExecuteOptions {
   principal: Principal;
   signal?: AbortSignal;
+  onProgress?: CallOptions["onProgress"];
 }
 
 /** The catalog entry of `name` in the caller's scope, or NOT_FOUND (404 over REST) — another tenant's tool included. */
@@ -31,6 +32,7 @@ export async function executeTool(services: Services, name: string, args: unknow
     timeoutMs: services.config.GATEWAY_TIMEOUT_SECONDS * 1000,
     signal: options.signal,
     tenantId: "tenantId" in scope ? scope.tenantId : undefined,
+    ...(options.onProgress ? { onProgress: options.onProgress } : {}),
   });
 }
 

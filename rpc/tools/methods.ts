@@ -114,10 +114,11 @@ export const toolMethods = [
     internal: true,
     http: [],
     async handler(params, ctx) {
-      if (params.server === undefined) return executeTool(ctx.services, params.name, params.arguments, { principal: ctx.principal, signal: ctx.signal });
+      const options = { principal: ctx.principal, signal: ctx.signal, ...(ctx.onProgress ? { onProgress: ctx.onProgress } : {}) };
+      if (params.server === undefined) return executeTool(ctx.services, params.name, params.arguments, options);
       // A server's own endpoint: the catalog's call path (schema check, timeout) under the namespaced name.
       try {
-        return await executeTool(ctx.services, params.server + NAMESPACE_SEPARATOR + params.name, params.arguments, { principal: ctx.principal, signal: ctx.signal });
+        return await executeTool(ctx.services, params.server + NAMESPACE_SEPARATOR + params.name, params.arguments, options);
       } catch (error) {
         if (error instanceof ServiceError && error.code === "NOT_FOUND") throw new ServiceError("NOT_FOUND", `Unknown tool: ${params.name}`);
         throw error;

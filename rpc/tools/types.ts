@@ -50,6 +50,8 @@ export interface CallOptions {
   /** The caller's tenant: only its tools and shared ones resolve (absent: internal services, see ToolScope). */
   tenantId?: string;
   vmId?: string;
+  /** The caller listens for progress: a source that can report it (an upstream MCP server) does. */
+  onProgress?(update: { progress: number; total?: number; message?: string }): void;
 }
 
 /**

@@ -316,7 +316,68 @@ describe("MCP: one endpoint per upstream server, resources and prompts federated
       }
     });
   });
+
+  describe("progress and cancellation of tools/call", () => {
+
+
+    it("passes the client's progressToken on and relays the server's progress back to the client's request", async () => {
+      const client = await connect("/bridge/mcp/", alice);
+      const updates: { progress: number; total?: number }[] = [];
+      const before = everything.requestBodies.length;
+      const result = (await client.callTool({ name: "everything__trigger-long-running-operation", arguments: { duration: 0.3, steps: 3 } }, undefined, {
+        onprogress: (update) => void updates.push(update),
+      })) as CallToolResult;
+      expect(JSON.stringify(result.content)).toContain("Long running operation completed");
+      expect(updates).toEqual([
+        { progress: 1, total: 3 },
+        { progress: 2, total: 3 },
+        { progress: 3, total: 3 },
+      ]);
+      // The upstream request carried a progressToken of the gateway's own.
+      const sent = everything.requestBodies.slice(before).find((message: any) => message?.method === "tools/call") as any;
+      expect(sent.params.name).toBe("trigger-long-running-operation");
+      expect(sent.params._meta.progressToken).toBeDefined();
+
+    });
+
+    it("relays progress on a server's own endpoint too", async () => {
+      const client = await connect("/bridge/mcp/servers/everything/", alice);
+      const updates: number[] = [];
+      await client.callTool({ name: "trigger-long-running-operation", arguments: { duration: 0.2, steps: 2 } }, undefined, { onprogress: ({ progress }) => void updates.push(progress) });
+      expect(updates).toEqual([1, 2]);
+    });
+
+    it("answers a plain JSON-RPC call asking for progress with an SSE stream when the client accepts one", async () => {
+      const body = { jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "everything__trigger-long-running-operation", arguments: { duration: 0.2, steps: 2 }, _meta: { progressToken: "p-1" } } };
+      const streamed = await post("/bridge/mcp/", alice, body, { accept: "application/json, text/event-stream" });
+      expect(streamed.headers.get("content-type")).toMatch(/^text\/event-stream/);
+      const events = (await streamed.text())
+        .split("\n")
+        .filter((line) => line.startsWith("data: "))
+        .map((line) => JSON.parse(line.slice(6)));
+      expect(events.map((event) => event.method ?? "reply")).toEqual(["notifications/progress", "notifications/progress", "reply"]);
+      expect(events[1].params).toEqual({ progressToken: "p-1", progress: 2, total: 2 });
+      expect(events[2]).toMatchObject({ id: 7, result: { content: [{ type: "text", text: expect.stringContaining("completed") }] } });
+      // A client that accepts JSON only gets the reply alone.
+      const plain = await post("/bridge/mcp/", alice, body);
+      expect(plain.headers.get("content-type")).toMatch(/^application\/json/);
+      expect(((await plain.json()) as any).result.content[0].text).toContain("completed");
+    });
+
+    it("cancels the upstream call when the client cancels its request", async () => {
+      const client = await connect("/bridge/mcp/", alice);
+      const before = everything.requestBodies.length;
+      const controller = new AbortController();
+      const pending = client.callTool({ name: "everything__trigger-long-running-operation", arguments: { duration: 5, steps: 5 } }, undefined, { signal: controller.signal });
+      await eventually(() => everything.requestBodies.slice(before).some((message: any) => message?.method === "tools/call"));
+      controller.abort("changed my mind");
+      await expect(pending).rejects.toThrow();
+      const upstreamCall = everything.requestBodies.slice(before).find((message: any) => message?.method === "tools/call") as any;
+      await eventually(() => everything.requestBodies.slice(before).some((message: any) => message?.method === "notifications/cancelled" && message.params.requestId === upstreamCall.id));
+    });
+  });
 });
+
 
 async function eventually(check: () => boolean | Promise<boolean>, timeoutMs = 8000): Promise<void> {
   const deadline = Date.now() + timeoutMs;

@@ -15,6 +15,8 @@ export interface UpstreamMcp {
   sessions(): number;
   /** Headers of every request received, oldest first. */
   requestHeaders: IncomingHttpHeaders[];
+  /** JSON-RPC messages of every POST received, oldest first. */
+  requestBodies: unknown[];
   close(): Promise<void>;
 }
 
@@ -27,12 +29,20 @@ export async function serveMcp(factory: () => Connectable): Promise<UpstreamMcp>
   const servers: Connectable[] = [];
   let initialized = 0;
   const requestHeaders: IncomingHttpHeaders[] = [];
+  const requestBodies: unknown[] = [];
   const http = createServer(async (req: IncomingMessage, res: ServerResponse) => {
     requestHeaders.push(req.headers);
     if (!req.url?.startsWith("/mcp")) return res.writeHead(404).end();
+    let parsedBody: unknown;
+    if (req.method === "POST") {
+      const chunks: Buffer[] = [];
+      for await (const chunk of req) chunks.push(chunk as Buffer);
+      parsedBody = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+      requestBodies.push(parsedBody);
+    }
     const sessionId = req.headers["mcp-session-id"];
     const existing = typeof sessionId === "string" ? transports.get(sessionId) : undefined;
-    if (existing) return existing.handleRequest(req, res);
+    if (existing) return existing.handleRequest(req, res, parsedBody);
     if (sessionId) return res.writeHead(404, { "content-type": "application/json" }).end('{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}');
     const server = factory();
     servers.push(server);
@@ -47,7 +57,7 @@ export async function serveMcp(factory: () => Connectable): Promise<UpstreamMcp>
       if (transport.sessionId) transports.delete(transport.sessionId);
     };
     await server.connect(transport);
-    await transport.handleRequest(req, res);
+    await transport.handleRequest(req, res, parsedBody);
   });
   await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
   const { port } = http.address() as AddressInfo;
@@ -55,6 +65,7 @@ export async function serveMcp(factory: () => Connectable): Promise<UpstreamMcp>
     url: `http://127.0.0.1:${port}/mcp`,
     sessions: () => initialized,
     requestHeaders,
+    requestBodies,
     async close() {
       await Promise.all(servers.map((server) => server.close().catch(() => undefined)));
       http.closeAllConnections();

@@ -1,11 +1,23 @@
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
-import { isJSONRPCErrorResponse, isJSONRPCResultResponse, type JSONRPCMessage, type RequestId } from "@modelcontextprotocol/sdk/types.js";
+import { isJSONRPCErrorResponse, isJSONRPCRequest, isJSONRPCResultResponse, type JSONRPCMessage, type RequestId } from "@modelcontextprotocol/sdk/types.js";
 import type { TransportSendOptions } from "@modelcontextprotocol/sdk/shared/transport.js";
 
 /** The SDK transport's bookkeeping this class repairs (fields of SDK 1.32's compiled class). */
 interface Internals {
-  _streamMapping: Map<string, { resolveJson?: unknown }>;
+  _streamMapping: Map<string, { resolveJson?: unknown; controller?: unknown }>;
   _requestToStreamMapping: Map<RequestId, string>;
+}
+
+/**
+ * Set by the endpoint on a request whose client listed only `application/json` (it adds
+ * `text/event-stream` for the SDK): such a request is never answered with an SSE stream.
+ */
+export const JSON_ONLY_HEADER = "x-gateway-json-only";
+
+/** A POST carrying a request with `_meta.progressToken`: its progress must reach the client before the reply. */
+function asksProgress(body: unknown): boolean {
+  const messages = Array.isArray(body) ? body : [body];
+  return messages.some((message) => isJSONRPCRequest(message) && (message.params?._meta as { progressToken?: unknown } | undefined)?.progressToken !== undefined);
 }
 
 /**
@@ -15,11 +27,43 @@ interface Internals {
  * gone out and no request still waits on it, its entry is removed here.
  */
 export class JsonResponseTransport extends WebStandardStreamableHTTPServerTransport {
+  /**
+   * JSON mode, except for a POST asking for progress: that one is answered with an SSE stream
+   * carrying its `notifications/progress` and then its reply, in order. The SDK reads its
+   * `_enableJsonResponse` flag synchronously where it picks a POST's answer form and where
+   * `send` writes to a stream (no event store here), so the flag is switched around those
+   * synchronous sections only: never across an `await`, never seen by another request.
+   */
+  #sse = false;
+
+  constructor(...args: ConstructorParameters<typeof WebStandardStreamableHTTPServerTransport>) {
+    super(...args);
+    Object.defineProperty(this, "_enableJsonResponse", { get: () => !this.#sse, set: () => undefined, configurable: true });
+  }
+
+  override handleRequest(request: Request, options?: Parameters<WebStandardStreamableHTTPServerTransport["handleRequest"]>[1]): Promise<Response> {
+    this.#sse = request.method === "POST" && !request.headers.has(JSON_ONLY_HEADER) && asksProgress(options?.parsedBody);
+    try {
+      return super.handleRequest(request, options);
+    } finally {
+      this.#sse = false;
+    }
+  }
+
   override async send(message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
     const internals = this as unknown as Internals;
     const isReply = isJSONRPCResultResponse(message) || isJSONRPCErrorResponse(message);
     const streamId = isReply && message.id !== undefined ? internals._requestToStreamMapping.get(message.id) : undefined;
-    await super.send(message, options);
+    const related = isReply ? message.id : options?.relatedRequestId;
+    const relatedStream = related === undefined ? undefined : internals._requestToStreamMapping.get(related);
+    this.#sse = relatedStream !== undefined && internals._streamMapping.get(relatedStream)?.controller !== undefined;
+    let sent: Promise<void>;
+    try {
+      sent = super.send(message, options);
+    } finally {
+      this.#sse = false;
+    }
+    await sent;
     if (streamId === undefined || !internals._streamMapping.get(streamId)?.resolveJson) return;
     for (const waiting of internals._requestToStreamMapping.values()) if (waiting === streamId) return;
     internals._streamMapping.delete(streamId);
