@@ -47,6 +47,14 @@ return 1`;
  * numeric attribute and group a histogram of 2 %-wide buckets plus the exact maximum, expiring
  * after the retention. A summary reads these hour keys, never the events.
  */
+/** One UTC hour of a batch: counts and client ids per group, and per numeric attribute its histogram buckets and maximum per group. */
+interface HourAggregate {
+  counts: Map<string, number>;
+  clients: Map<string, Set<string>>;
+  histograms: Map<string, Map<string, Map<string, number>>>;
+  maxima: Map<string, Map<string, number>>;
+}
+
 export class RedisTelemetry implements TelemetryStore {
   readonly #redis: Redis;
   readonly #prefix: string;
@@ -67,59 +75,74 @@ export class RedisTelemetry implements TelemetryStore {
   async ingest(tenantId: string, events: readonly TelemetryEvent[]) {
     if (events.length === 0) return;
     const t = this.#t(tenantId);
-    const counts = new Map<string, number>(); // "key\0field" → by
-    const clients = new Map<string, Set<string>>();
-    const maxima = new Map<string, number>(); // "key\0member" → value
-    const expiries = new Map<string, number>();
+    // Aggregated in nested maps per UTC hour, so the key strings are built once per hour and
+    // group when the arguments are written, not once per event (the ingest profile's top cost).
+    const hours = new Map<number, HourAggregate>();
     const members: string[] = [];
-    const bump = (key: string, field: string) => {
-      const id = `${key}\u0000${field}`;
-      counts.set(id, (counts.get(id) ?? 0) + 1);
-    };
     for (const event of events) {
       const ts = Date.parse(event.timestamp);
       const hour = hourOf(ts);
-      const h = `${t}:h:${hour}`;
-      const expireAt = (hour + 1) * HOUR_MS + this.#retentionMs;
+      let agg = hours.get(hour);
+      if (!agg) hours.set(hour, (agg = { counts: new Map(), clients: new Map(), histograms: new Map(), maxima: new Map() }));
       members.push(`${pad(ts)}|${event.id}|${JSON.stringify(event)}`);
-      const groups = [ALL, ...DIMENSIONS.map((dim) => `${dim}:${event[dim]}`)];
-      expiries.set(`${h}:c`, expireAt);
+      const groups = [ALL, `name:${event.name}`, `component:${event.component}`, `version:${event.version}`];
       for (const group of groups) {
-        bump(`${h}:c`, group);
-        const hll = `${h}:u:${group}`;
-        let set = clients.get(hll);
-        if (!set) clients.set(hll, (set = new Set()));
+        agg.counts.set(group, (agg.counts.get(group) ?? 0) + 1);
+        let set = agg.clients.get(group);
+        if (!set) agg.clients.set(group, (set = new Set()));
         set.add(event.clientId);
-        expiries.set(hll, expireAt);
       }
-      for (const [attr, value] of Object.entries(event.attributes)) {
+      for (const attr in event.attributes) {
+        const value = event.attributes[attr];
         if (typeof value !== "number" || !Number.isFinite(value)) continue;
         const bucket = bucketOf(value);
+        let byGroup = agg.histograms.get(attr);
+        if (!byGroup) agg.histograms.set(attr, (byGroup = new Map()));
+        let maxima = agg.maxima.get(attr);
+        if (!maxima) agg.maxima.set(attr, (maxima = new Map()));
         for (const group of groups) {
-          const histogram = `${h}:m:${attr}:${group}`;
-          bump(histogram, bucket);
-          expiries.set(histogram, expireAt);
-          const maxId = `${h}:x:${attr}\u0000${group}`;
-          const current = maxima.get(maxId);
-          if (current === undefined || value > current) maxima.set(maxId, value);
+          let buckets = byGroup.get(group);
+          if (!buckets) byGroup.set(group, (buckets = new Map()));
+          buckets.set(bucket, (buckets.get(bucket) ?? 0) + 1);
+          const current = maxima.get(group);
+          if (current === undefined || value > current) maxima.set(group, value);
         }
-        expiries.set(`${h}:x:${attr}`, expireAt);
       }
     }
-    const args: (string | number)[] = [`${t}:ev`, members.length, ...members, counts.size];
-    for (const [id, by] of counts) {
-      const cut = id.indexOf("\u0000");
-      args.push(id.slice(0, cut), id.slice(cut + 1), by);
+    const counts: (string | number)[] = [];
+    const clients: (string | number)[] = [];
+    const maxima: (string | number)[] = [];
+    const expiries: (string | number)[] = [];
+    let countEntries = 0;
+    let clientKeys = 0;
+    let maximumEntries = 0;
+    for (const [hour, agg] of hours) {
+      const h = `${t}:h:${hour}`;
+      const expireAt = (hour + 1) * HOUR_MS + this.#retentionMs;
+      const c = `${h}:c`;
+      for (const [group, by] of agg.counts) counts.push(c, group, by);
+      countEntries += agg.counts.size;
+      expiries.push(c, expireAt);
+      for (const [group, set] of agg.clients) {
+        const hll = `${h}:u:${group}`;
+        clients.push(hll, set.size, ...set);
+        expiries.push(hll, expireAt);
+      }
+      clientKeys += agg.clients.size;
+      for (const [attr, byGroup] of agg.histograms) {
+        for (const [group, buckets] of byGroup) {
+          const histogram = `${h}:m:${attr}:${group}`;
+          for (const [bucket, by] of buckets) counts.push(histogram, bucket, by);
+          countEntries += buckets.size;
+          expiries.push(histogram, expireAt);
+        }
+        const maxKey = `${h}:x:${attr}`;
+        for (const [group, value] of agg.maxima.get(attr)!) maxima.push(maxKey, group, value);
+        maximumEntries += agg.maxima.get(attr)!.size;
+        expiries.push(maxKey, expireAt);
+      }
     }
-    args.push(clients.size);
-    for (const [key, set] of clients) args.push(key, set.size, ...set);
-    args.push(maxima.size);
-    for (const [id, value] of maxima) {
-      const cut = id.indexOf("\u0000");
-      args.push(id.slice(0, cut), id.slice(cut + 1), value);
-    }
-    args.push(expiries.size);
-    for (const [key, at] of expiries) args.push(key, at);
+    const args: (string | number)[] = [`${t}:ev`, members.length, ...members, countEntries, ...counts, clientKeys, ...clients, maximumEntries, ...maxima, expiries.length / 2, ...expiries];
     await (this.#redis as unknown as { telemetryIngest(...args: (string | number)[]): Promise<unknown> }).telemetryIngest(...args);
     const last = this.#pruned.get(tenantId) ?? 0;
     if (Date.now() - last > PRUNE_EVERY_MS) {
