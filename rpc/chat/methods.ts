@@ -60,6 +60,16 @@ async function holdAndRun(
   });
 }
 
+/** A chat on the user's plan allowance (Account and Gateway surfaces): no workspace credits are held. */
+async function userChat(ctx: CallContext, params: ChatBodyInput, surface: "account" | "gateway") {
+  const userId = principalOf(ctx).userId;
+  const planId = await userPlan(ctx, userId);
+  return holdAndRun(ctx, params, planId, (model, request, promptTokens) => holdUserChat(ctx, userId, planId, model, promptTokens, request.max_tokens), undefined, {
+    surface,
+    credits: false,
+  });
+}
+
 export const chatMethods = [
   defineMethod({
     name: "platform.chat.completions",
@@ -93,14 +103,7 @@ export const chatMethods = [
     errors: ["QUOTA_EXCEEDED", "FORBIDDEN", "INSUFFICIENT_CAPABILITY", "UPSTREAM", "TIMEOUT"],
     http: [{ surface: "account", method: "POST", path: "/chat/completions" }],
     stream: { done: "[DONE]" },
-    async handler(params, ctx) {
-      const userId = principalOf(ctx).userId;
-      const planId = await userPlan(ctx, userId);
-      return holdAndRun(ctx, params, planId, (model, request, promptTokens) => holdUserChat(ctx, userId, planId, model, promptTokens, request.max_tokens), undefined, {
-        surface: "account",
-        credits: false,
-      });
-    },
+    handler: (params, ctx) => userChat(ctx, params, "account"),
   }),
 
   defineMethod({
@@ -112,13 +115,6 @@ export const chatMethods = [
     errors: ["FORBIDDEN", "UPSTREAM", "TIMEOUT"],
     http: [{ surface: "gateway", method: "POST", path: "/chat/completions" }],
     stream: { done: "[DONE]" },
-    async handler(params, ctx) {
-      const userId = principalOf(ctx).userId;
-      const planId = await userPlan(ctx, userId);
-      return holdAndRun(ctx, params, planId, (model, request, promptTokens) => holdUserChat(ctx, userId, planId, model, promptTokens, request.max_tokens), undefined, {
-        surface: "gateway",
-        credits: false,
-      });
-    },
+    handler: (params, ctx) => userChat(ctx, params, "gateway"),
   }),
 ];
