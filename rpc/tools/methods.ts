@@ -1,6 +1,6 @@
 import * as v from "valibot";
 import { defineMethod } from "../define.js";
-import { principalOf } from "../auth.js";
+import { principalOf, type Principal } from "../auth.js";
 import { ServiceError } from "../errors.js";
 import { executeTool, toolView } from "./execute.js";
 import { visibleTool, visibleTools } from "./visible-tools.js";
@@ -16,11 +16,15 @@ import {
   readResource,
   requireVisibleServer,
   subscribe,
+  type FederationCall,
 } from "./mcp-federation.js";
 
 const category = v.optional(v.pipe(v.string("category must be a string"), v.minLength(1), v.maxLength(64)));
 /** A server's own endpoint (`/bridge/mcp/servers/{name}/`): that server only, with its own names. */
 const upstreamServer = v.optional(v.pipe(v.string("server must be a string"), v.minLength(1), v.maxLength(48)));
+const ResourceUri = v.pipe(v.string("uri must be a string"), v.minLength(1, "uri is required"), v.maxLength(4096));
+/** One federated MCP request: the caller, the server's own endpoint if any, the request's signal. */
+const federation = (ctx: { principal: Principal; signal: AbortSignal }, server: string | undefined): FederationCall => ({ principal: ctx.principal, server, signal: ctx.signal });
 const mcpInternal = { auth: { kinds: ["session", "gateway_key", "service"] as const }, internal: true, http: [] } as const;
 const toolName = v.pipe(v.string("tool must be a string"), v.minLength(1, "tool is required"), v.maxLength(256));
 
@@ -137,21 +141,21 @@ export const toolMethods = [
     summary: "MCP `resources/list`: the resources of the upstream servers the caller sees, URIs namespaced `<server>+<uri>`.",
     input: v.object({ server: upstreamServer }),
     ...mcpInternal,
-    handler: (params, ctx) => listResources(ctx.services, { principal: ctx.principal, server: params.server, signal: ctx.signal }),
+    handler: (params, ctx) => listResources(ctx.services, federation(ctx, params.server)),
   }),
   defineMethod({
     name: "bridge.mcp.resources.templates",
     summary: "MCP `resources/templates/list`: the resource templates of the upstream servers the caller sees, namespaced like resources.",
     input: v.object({ server: upstreamServer }),
     ...mcpInternal,
-    handler: (params, ctx) => listResourceTemplates(ctx.services, { principal: ctx.principal, server: params.server, signal: ctx.signal }),
+    handler: (params, ctx) => listResourceTemplates(ctx.services, federation(ctx, params.server)),
   }),
   defineMethod({
     name: "bridge.mcp.resources.read",
     summary: "MCP `resources/read`: reads a namespaced resource URI from its server, if the caller sees that server.",
-    input: v.object({ server: upstreamServer, uri: v.pipe(v.string("uri must be a string"), v.minLength(1, "uri is required"), v.maxLength(4096)) }),
+    input: v.object({ server: upstreamServer, uri: ResourceUri }),
     ...mcpInternal,
-    handler: (params, ctx) => readResource(ctx.services, { principal: ctx.principal, server: params.server, signal: ctx.signal }, params.uri),
+    handler: (params, ctx) => readResource(ctx.services, federation(ctx, params.server), params.uri),
   }),
   ...(["subscribe", "unsubscribe"] as const).map((verb) =>
     defineMethod({
@@ -159,11 +163,11 @@ export const toolMethods = [
       summary: `MCP \`resources/${verb}\`: relayed to the server of a namespaced URI, if the caller sees that server, for one MCP session.`,
       input: v.object({
         server: upstreamServer,
-        uri: v.pipe(v.string("uri must be a string"), v.minLength(1, "uri is required"), v.maxLength(4096)),
+        uri: ResourceUri,
         subscriber: v.pipe(v.string("subscriber must be a string"), v.minLength(1), v.maxLength(128)),
       }),
       ...mcpInternal,
-      handler: (params, ctx) => subscribe(ctx.services, { principal: ctx.principal, server: params.server, signal: ctx.signal }, params.uri, params.subscriber, verb === "subscribe"),
+      handler: (params, ctx) => subscribe(ctx.services, federation(ctx, params.server), params.uri, params.subscriber, verb === "subscribe"),
     }),
   ),
   defineMethod({
@@ -171,7 +175,7 @@ export const toolMethods = [
     summary: "MCP `prompts/list`: the prompts of the upstream servers the caller sees, as `<server>__<prompt>`.",
     input: v.object({ server: upstreamServer }),
     ...mcpInternal,
-    handler: (params, ctx) => listPrompts(ctx.services, { principal: ctx.principal, server: params.server, signal: ctx.signal }),
+    handler: (params, ctx) => listPrompts(ctx.services, federation(ctx, params.server)),
   }),
   defineMethod({
     name: "bridge.mcp.prompts.get",
@@ -182,7 +186,7 @@ export const toolMethods = [
       arguments: v.optional(v.record(v.string(), v.string("prompt arguments are strings")), {}),
     }),
     ...mcpInternal,
-    handler: (params, ctx) => getPrompt(ctx.services, { principal: ctx.principal, server: params.server, signal: ctx.signal }, params.name, params.arguments),
+    handler: (params, ctx) => getPrompt(ctx.services, federation(ctx, params.server), params.name, params.arguments),
   }),
   defineMethod({
     name: "bridge.mcp.completion.complete",
@@ -191,12 +195,12 @@ export const toolMethods = [
       server: upstreamServer,
       ref: v.variant("type", [
         v.object({ type: v.literal("ref/prompt"), name: v.pipe(v.string("name must be a string"), v.minLength(1, "name is required"), v.maxLength(256)) }),
-        v.object({ type: v.literal("ref/resource"), uri: v.pipe(v.string("uri must be a string"), v.minLength(1, "uri is required"), v.maxLength(4096)) }),
+        v.object({ type: v.literal("ref/resource"), uri: ResourceUri }),
       ]),
       argument: v.object({ name: v.pipe(v.string(), v.maxLength(256)), value: v.pipe(v.string(), v.maxLength(4096)) }),
       context: v.optional(v.object({ arguments: v.optional(v.record(v.string(), v.string("completion context arguments are strings"))) })),
     }),
     ...mcpInternal,
-    handler: (params, ctx) => complete(ctx.services, { principal: ctx.principal, server: params.server, signal: ctx.signal }, params),
+    handler: (params, ctx) => complete(ctx.services, federation(ctx, params.server), params),
   }),
 ];
