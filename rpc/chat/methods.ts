@@ -112,7 +112,7 @@ export const chatMethods = [
     input: ChatBody,
     auth: { kinds: ["session", "gateway_key"] },
     output: ChatCompletionView,
-    errors: ["FORBIDDEN", "UPSTREAM", "TIMEOUT"],
+    errors: ["QUOTA_EXCEEDED", "FORBIDDEN", "UPSTREAM", "TIMEOUT"],
     http: [{ surface: "gateway", method: "POST", path: "/chat/completions" }],
     stream: { done: "[DONE]" },
     handler: (params, ctx) => userChat(ctx, params, "gateway"),
