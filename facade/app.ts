@@ -3,6 +3,8 @@ import type { Dispatcher } from "../rpc/dispatcher.js";
 import { ServiceError } from "../rpc/errors.js";
 import type { Transport } from "../rpc/transport/mount.js";
 import { mountDocs } from "./docs.js";
+import { mountConsole } from "./console/route.js";
+import { crossSiteMiddleware } from "./console/cross-site.js";
 import { corsMiddleware } from "./cors.js";
 import { hostCheckMiddleware } from "./host-check.js";
 import { instrument, jsonResponse } from "../rpc/transport/instrument.js";
@@ -20,6 +22,7 @@ export function buildApp(dispatcher: Dispatcher, transports: readonly Transport[
   const app = new H3({ silent: true });
   app.use(hostCheckMiddleware(dispatcher.services.config, dispatcher.services));
   app.use(corsMiddleware(dispatcher.services.config));
+  app.use(crossSiteMiddleware(dispatcher.services.config, dispatcher.services));
   const routes: MountedRoute[] = mountRest(app, dispatcher);
   mountJsonRpc(app, dispatcher);
   let openapi: { origin: string; document: unknown } | undefined;
@@ -28,6 +31,7 @@ export function buildApp(dispatcher: Dispatcher, transports: readonly Transport[
     return openapi.document;
   };
   mountDocs(app, documentFor, dispatcher.services.config.PUBLIC_URL);
+  mountConsole(app);
   for (const transport of transports) transport(app, dispatcher);
 
   app.on("GET", "/", () =>
@@ -37,6 +41,7 @@ export function buildApp(dispatcher: Dispatcher, transports: readonly Transport[
         surfaces: { ...SURFACE_BASES, consoleKeys: "/api/api-keys", jsonRpc: "/rpc" },
         openapi: "/openapi.json",
         docs: "/docs",
+        console: "/console",
       },
       200,
       new Headers(),

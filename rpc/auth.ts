@@ -43,6 +43,8 @@ export interface Presented {
   apiKey?: string;
   /** The console's session cookie. */
   cookie?: string;
+  /** The request came through the console surface, which reads the cookie and nothing else. */
+  viaConsole?: boolean;
   /** `Authorization` was present but not a bearer token. */
   malformedAuthorization?: boolean;
 }
@@ -133,8 +135,9 @@ async function resolve(presented: Presented, allowed: Set<CredentialKind>, servi
     if (!claims) throw new ServiceError("UNAUTHORIZED", "Session expired or signed out; sign in again", { details: { reason: "invalid" } });
     return sessionPrincipal("console", claims, services);
   }
-  // spec 7.3: the console answers "no session", not an API-key message.
-  if (allowed.size === 1 && allowed.has("console")) {
+  // spec 7.3: the console answers "no session", not an API-key message (also for a method
+  // that other surfaces reach with a token, when it is called through the console).
+  if (presented.viaConsole || (allowed.size === 1 && allowed.has("console"))) {
     throw new ServiceError("UNAUTHORIZED", "Not signed in", { details: { reason: "missing" } });
   }
   const token = presented.bearer ?? presented.apiKey;

@@ -25,6 +25,8 @@ import { workspaceMethods } from "./workspaces/methods.js";
 import { artifactMethods } from "./workspaces/artifact-methods.js";
 import { billingProxyMethods } from "./billing/proxy.js";
 import { usageMethods } from "./billing/usage-methods.js";
+import { creditMethods } from "./billing/credit-methods.js";
+import { vmListMethods } from "./tools/vm-list-methods.js";
 
 /** Every operation the service offers in any mode. Adding one means adding its declaration to a domain list. */
 export const allMethods: readonly AnyMethod[] = [
@@ -50,6 +52,8 @@ export const allMethods: readonly AnyMethod[] = [
   ...workspaceMethods,
   ...artifactMethods,
   ...usageMethods,
+  ...creditMethods,
+  ...vmListMethods,
   ...billingProxyMethods,
   ...agentStreamMethods,
 ];

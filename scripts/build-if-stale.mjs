@@ -41,3 +41,12 @@ if (built < sources || process.argv.includes("--force")) {
   const { writeFileSync } = await import("node:fs");
   writeFileSync(STAMP, new Date().toISOString() + "\n");
 }
+
+// The console page's bundle (dist/console), by esbuild, when its sources changed.
+const { buildConsole } = await import("./build-console.mjs");
+try {
+  if (await buildConsole({ force: process.argv.includes("--force") })) process.stderr.write("Bundled the console page to dist/console/\n");
+} catch (error) {
+  process.stderr.write(`${error.message}\n`);
+  process.exit(1);
+}

@@ -58,13 +58,13 @@ export const consoleSessionMethods = [
     summary: "The user signed in to the console, and when the session ends.",
     input: v.object({}),
     auth: { kinds: ["console"] },
-    output: v.object({ user: UserView, expiresAt: Timestamp }),
+    output: v.object({ user: UserView, expiresAt: Timestamp, operator: v.pipe(v.boolean(), v.description("The user may grant credits (npm run admin -- grant-operator)")) }),
     http: [{ surface: "console", method: "GET", path: "/session" }],
     async handler(_params, ctx) {
       const principal = ctx.principal;
       const user = await ctx.services.users.get(principal.userId);
       if (!user) throw new ServiceError("UNAUTHORIZED", "Not signed in");
-      return { user: publicUser(user), expiresAt: new Date(principal.session!.expiresAt).toISOString() };
+      return { user: publicUser(user), expiresAt: new Date(principal.session!.expiresAt).toISOString(), operator: user.operator === true };
     },
   }),
 

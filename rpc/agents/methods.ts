@@ -130,9 +130,12 @@ export const localAgentMethods = [
     name: "agents.list",
     summary: "The agents of every tenant the caller is a member of (or of `tenantId` only), oldest first, as a bare JSON array (spec 2.6).",
     input: v.object({ tenantId: v.optional(v.pipe(v.string("tenantId must be a string"), v.minLength(1), v.maxLength(128))) }),
-    auth: AUTH,
+    auth: { ...AUTH, kinds: [...AUTH.kinds, "console"] },
     output: v.array(AgentView),
-    http: [{ surface: "gateway", method: "GET", path: "/agents" }],
+    http: [
+      { surface: "gateway", method: "GET", path: "/agents" },
+      { surface: "console", method: "GET", path: "/agents" },
+    ],
     async handler(params, ctx) {
       const tenants = params.tenantId
         ? [await requireTenantAccess(ctx.services, ctx.principal, params.tenantId, "viewer")]

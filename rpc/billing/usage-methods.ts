@@ -6,7 +6,8 @@ import { tenantOrPersonal } from "../tenants/access.js";
 import { USAGE_FIELDS, type UsageCounts, type UsageDims } from "../../storage/repos/usage.js";
 import { ProxyPath } from "./proxy.js";
 
-const AUTH = { kinds: ["session", "gateway_key"] } as const;
+// The console's cookie session reads the same reports (docs/console.md).
+const AUTH = { kinds: ["session", "gateway_key", "console"] } as const;
 const Day = (field: string) => v.pipe(v.string(`${field} must be a string`), v.regex(/^\d{4}-\d{2}-\d{2}$/, `${field} must be a day, YYYY-MM-DD`));
 const Window = {
   tenantId: v.optional(v.pipe(v.string("tenantId must be a string"), v.minLength(1), v.maxLength(128))),
@@ -65,7 +66,10 @@ export const usageMethods = [
     auth: AUTH,
     output: v.object({ tenantId: v.string(), from: v.string(), to: v.string(), totals: v.object(Counts), surfaces: v.array(v.object({ surface: v.string(), ...Counts })), workspaces: v.array(v.object({ workspaceId: v.string(), name: v.string(), status: v.string(), creditBalance: v.number(), ...Counts })) }),
     errors: ["NOT_FOUND", "VALIDATION_FAILED"],
-    http: [{ surface: "gateway", method: "GET", path: "/billing/usage" }],
+    http: [
+      { surface: "gateway", method: "GET", path: "/billing/usage" },
+      { surface: "console", method: "GET", path: "/billing/usage" },
+    ],
     async handler(params, ctx) {
       const { tenant, from, to, rows } = await window(ctx, params);
       const totals = rows.reduce((sum, row) => add(sum, row), zero());
@@ -98,7 +102,10 @@ export const usageMethods = [
     auth: AUTH,
     output: v.object({ tenantId: v.string(), from: v.string(), to: v.string(), report: v.string(), rows: v.array(v.record(v.string(), v.union([v.string(), v.number()]))) }),
     errors: ["NOT_FOUND", "VALIDATION_FAILED"],
-    http: [{ surface: "gateway", method: "GET", path: "/usage/**:path" }],
+    http: [
+      { surface: "gateway", method: "GET", path: "/usage/**:path" },
+      { surface: "console", method: "GET", path: "/usage/**:path" },
+    ],
     async handler(params, ctx) {
       const report = REPORTS[params.path as keyof typeof REPORTS];
       if (!Object.hasOwn(REPORTS, params.path) || !report) {

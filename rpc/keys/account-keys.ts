@@ -32,9 +32,12 @@ export const accountKeyMethods = [
     name: "account.keys.list",
     summary: "The signed-in user's personal (Account API) keys; never the secrets.",
     input: v.object({}),
-    auth: SIGNED_IN,
+    auth: { ...SIGNED_IN, kinds: ["session", "console"] },
     output: v.object({ data: v.array(AccountKeyView) }),
-    http: [{ surface: "account", method: "GET", path: "/keys" }],
+    http: [
+      { surface: "account", method: "GET", path: "/keys" },
+      { surface: "console", method: "GET", path: "/personal-keys" },
+    ],
     async handler(_params, ctx) {
       const records = await ctx.services.keys.list(ctx.principal.userId, "account");
       return { data: records.map(view) };

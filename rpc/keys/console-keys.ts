@@ -1,5 +1,8 @@
 import * as v from "valibot";
-import { defineMethod } from "../define.js";
+import { defineMethod, type CallContext } from "../define.js";
+import type { Principal } from "../auth.js";
+import { requireWorkspace } from "../workspaces/access.js";
+import type { Role } from "../tenants/access.js";
 import { ServiceError } from "../errors.js";
 import { createKey } from "./create-key.js";
 import type { KeyRecord } from "../../storage/repos/keys.js";
@@ -58,10 +61,19 @@ async function ownKey(services: Services, workspaceId: string, id: string): Prom
   return record;
 }
 
-function workspaceOf(principal: { workspaceId?: string }): string {
-  if (!principal.workspaceId) throw new ServiceError("FORBIDDEN", "This account has no workspace");
-  return principal.workspaceId;
+/**
+ * The workspace a console call acts on: the user's default one, or `workspaceId` when the
+ * console picked another of their tenants' workspaces (a non-member gets the same 404 as for
+ * a missing workspace; reading needs viewer, changing keys member).
+ */
+async function workspaceOf(ctx: CallContext<Principal>, workspaceId: string | undefined, need: Role): Promise<string> {
+  if (workspaceId && workspaceId !== ctx.principal.workspaceId) return (await requireWorkspace(ctx.services, ctx.principal, workspaceId, need)).workspace.id;
+  if (!ctx.principal.workspaceId) throw new ServiceError("FORBIDDEN", "This account has no workspace");
+  return ctx.principal.workspaceId;
 }
+
+/** Optional on every console key call: which of the user's workspaces (default: their default one). */
+const WorkspaceParam = { workspaceId: v.optional(v.pipe(v.string("workspaceId must be a string"), v.minLength(1), v.maxLength(128))) };
 
 // spec 5: "an API key can never create another key" — every method here accepts the console
 // cookie and nothing else (facade/surfaces.ts reads no Authorization header on this surface).
@@ -75,6 +87,7 @@ export const consoleKeyMethods = [
       name: Name,
       /** Optional; the key is refused with 401 from this instant (spec 3). */
       expiresAt: v.optional(v.nullable(ExpiresAt)),
+      ...WorkspaceParam,
     }),
     auth: CONSOLE_ONLY,
     output: v.object({ id: v.string(), name: v.string(), key: WithSecret.entries.key, createdAt: Timestamp }),
@@ -84,7 +97,7 @@ export const consoleKeyMethods = [
       const principal = ctx.principal;
       const { record, secret } = await createKey(ctx.services, {
         kind: "platform",
-        owner: workspaceOf(principal),
+        owner: await workspaceOf(ctx, params.workspaceId, "member"),
         userId: principal.userId,
         name: params.name,
         scopes: [...DEFAULT_PLATFORM_SCOPES],
@@ -100,12 +113,12 @@ export const consoleKeyMethods = [
   defineMethod({
     name: "console.keys.list",
     summary: "The workspace's active platform keys, oldest first, as `{data: [...]}`; never the secrets.",
-    input: v.object({}),
+    input: v.object(WorkspaceParam),
     auth: CONSOLE_ONLY,
     output: v.object({ data: v.array(ConsoleKeyView) }),
     http: [{ surface: "console", method: "GET", path: "/api-keys" }],
-    async handler(_params, ctx) {
-      const records = await ctx.services.keys.list(workspaceOf(ctx.principal), "platform");
+    async handler(params, ctx) {
+      const records = await ctx.services.keys.list(await workspaceOf(ctx, params.workspaceId, "viewer"), "platform");
       return { data: records.map(consoleKeyView) };
     },
   }),
@@ -120,6 +133,7 @@ export const consoleKeyMethods = [
         spendLimit: v.optional(SpendLimit),
         rpmLimit: v.optional(PerMinute("rpmLimit")),
         tpmLimit: v.optional(PerMinute("tpmLimit")),
+        ...WorkspaceParam,
       }),
       v.check(
         (input) => ["name", "spendLimit", "rpmLimit", "tpmLimit"].some((field) => field in input),
@@ -131,7 +145,7 @@ export const consoleKeyMethods = [
     errors: ["NOT_FOUND", "VALIDATION_FAILED"],
     http: [{ surface: "console", method: "PATCH", path: "/api-keys/:id" }],
     async handler(params, ctx) {
-      const record = await ownKey(ctx.services, workspaceOf(ctx.principal), params.id);
+      const record = await ownKey(ctx.services, await workspaceOf(ctx, params.workspaceId, "member"), params.id);
       const next: KeyRecord = { ...record };
       if (params.name !== undefined) next.name = params.name;
       if (params.spendLimit !== undefined) next.spendLimit = params.spendLimit;
@@ -145,13 +159,13 @@ export const consoleKeyMethods = [
   defineMethod({
     name: "console.keys.delete",
     summary: "Revoke a platform key permanently; it is refused with 401 from the next request on.",
-    input: v.object({ id: KeyId }),
+    input: v.object({ id: KeyId, ...WorkspaceParam }),
     auth: CONSOLE_ONLY,
     output: v.object({ id: v.string(), revoked: v.boolean() }),
     errors: ["NOT_FOUND"],
     http: [{ surface: "console", method: "DELETE", path: "/api-keys/:id" }],
     async handler(params, ctx) {
-      const record = await ownKey(ctx.services, workspaceOf(ctx.principal), params.id);
+      const record = await ownKey(ctx.services, await workspaceOf(ctx, params.workspaceId, "member"), params.id);
       await ctx.services.keys.revoke(record, nowIso());
       emitUserEvent(ctx.services, record.userId, "key.revoked", { keyId: record.id, kind: "platform" });
       return { id: record.id, revoked: true };

@@ -25,9 +25,12 @@ export const gatewayKeyMethods = [
     name: "auth.keys.list",
     summary: "The caller's gateway API keys (never the secrets).",
     input: v.object({}),
-    auth: { kinds: ["session", "gateway_key"] },
+    auth: { kinds: ["session", "gateway_key", "console"] },
     output: v.array(GatewayKeyView),
-    http: [{ surface: "gateway", method: "GET", path: "/auth/keys" }],
+    http: [
+      { surface: "gateway", method: "GET", path: "/auth/keys" },
+      { surface: "console", method: "GET", path: "/gateway-keys" },
+    ],
     async handler(_params, ctx) {
       const records = await ctx.services.keys.list(ctx.principal.userId, "gateway");
       return records.map(view);

@@ -24,9 +24,12 @@ export const mcpServerMethods = [
     summary:
       "The upstream MCP servers of the caller's tenant (or of `tenantId`, a tenant they own) and the ones operators shared (`shared: true`), with their health (connecting, healthy, unhealthy), last error and tool count.",
     input: v.object({ tenantId }),
-    auth: { kinds: ["session", "gateway_key"] },
+    auth: { kinds: ["session", "gateway_key", "console"] },
     output: v.object({ servers: v.array(UpstreamServerView), count: v.number() }),
-    http: [{ surface: "gateway", method: "GET", path: "/mcp/servers" }],
+    http: [
+      { surface: "gateway", method: "GET", path: "/mcp/servers" },
+      { surface: "console", method: "GET", path: "/mcp/servers" },
+    ],
     async handler(params, ctx) {
       const servers = await ctx.services.upstream.list(await ownerOf(ctx, params.tenantId, "viewer"));
       return { servers, count: servers.length };

@@ -34,7 +34,7 @@ export function surfaceOfPath(pathname: string): Surface | undefined {
 export function presentedFor(surface: Surface | "rpc", request: Request): Presented {
   if (surface === "console") {
     const cookie = getCookie({ req: request } as HTTPEvent, CONSOLE_COOKIE);
-    return cookie ? { cookie } : {};
+    return cookie ? { cookie, viaConsole: true } : { viaConsole: true };
   }
   const presented: Presented = {};
   const authorization = request.headers.get("authorization");

@@ -8,6 +8,8 @@ import { requireWorkspace } from "./access.js";
 import { emitEvent } from "../events/publish.js";
 
 const AUTH = { kinds: ["session", "gateway_key"] } as const;
+/** Reading workspaces is also open to the console's cookie session (docs/console.md). */
+const READ_AUTH = { kinds: ["session", "gateway_key", "console"] } as const;
 const Id = (field: string) => v.pipe(v.string(`${field} must be a string`), v.minLength(1, `${field} is required`), v.maxLength(128));
 const Status = v.picklist(WORKSPACE_STATUSES, `status must be one of: ${WORKSPACE_STATUSES.join(", ")}`);
 
@@ -46,10 +48,13 @@ export const workspaceMethods = [
       tenantId: v.optional(Id("tenantId")),
       status: v.optional(v.picklist([...WORKSPACE_STATUSES, "all"], "status must be one of: active, archived, all"), "active"),
     }),
-    auth: AUTH,
+    auth: READ_AUTH,
     output: v.object({ workspaces: v.array(WorkspaceView), count: v.number() }),
     errors: ["NOT_FOUND"],
-    http: [{ surface: "gateway", method: "GET", path: "/workspaces" }],
+    http: [
+      { surface: "gateway", method: "GET", path: "/workspaces" },
+      { surface: "console", method: "GET", path: "/workspaces" },
+    ],
     async handler(params, ctx) {
       const { services, principal } = ctx;
       const user = await services.users.get(principal.userId);

@@ -1,6 +1,7 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { createServer } from "node:net";
 import { Redis } from "ioredis";
+import { buildConsole } from "../../scripts/build-console.mjs";
 
 async function answers(url: string): Promise<boolean> {
   const redis = new Redis(url, { maxRetriesPerRequest: 1, lazyConnect: true, retryStrategy: () => null });
@@ -29,8 +30,11 @@ async function freePort(): Promise<number> {
  * TEST_REDIS_URL (default redis://127.0.0.1:6379) and `redis-server` is installed, a private
  * one is started on a free port for this run (no persistence) and stopped afterwards; the
  * test workers inherit TEST_REDIS_URL pointing at it. Neither: one line saying what to install.
+ * Also bundles the console page (scripts/build-console.mjs) when its sources changed.
  */
 export default async function setup() {
+  // The console page's bundle, which /console serves and the browser tests load (test/facade/console).
+  await buildConsole();
   const wanted = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
   if (await answers(wanted)) return;
   if (spawnSync("redis-server", ["--version"], { stdio: "ignore" }).error) {

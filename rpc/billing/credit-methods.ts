@@ -1,0 +1,92 @@
+import * as v from "valibot";
+import { defineMethod } from "../define.js";
+import { ServiceError } from "../errors.js";
+import { publicUser } from "../accounts/accounts.js";
+import type { Services } from "../services.js";
+import type { Workspace } from "../../storage/repos/tenants.js";
+
+const MICRO = 1_000_000;
+const OPERATORS = { kinds: ["session", "console", "service"], operator: true } as const;
+const WorkspaceId = v.pipe(v.string("workspaceId must be a string"), v.trim(), v.minLength(1, "workspaceId is required"), v.maxLength(128));
+
+const BalanceView = v.object({
+  workspaceId: v.string(),
+  name: v.string(),
+  tenantId: v.string(),
+  status: v.string(),
+  creditBalance: v.pipe(v.number(), v.description("Micro-credits (1 credit = 1,000,000)")),
+});
+
+async function balanceView(services: Services, workspace: Workspace) {
+  return { workspaceId: workspace.id, name: workspace.name, tenantId: workspace.tenantId, status: workspace.status, creditBalance: await services.credits.balance(workspace.id) };
+}
+
+async function existing(services: Services, id: string): Promise<Workspace> {
+  const workspace = await services.tenants.getWorkspace(id);
+  if (!workspace) throw new ServiceError("NOT_FOUND", `Workspace not found: ${id}`);
+  return workspace;
+}
+
+/**
+ * What `npm run admin -- user` and `grant-credits` do, for operators (`grant-operator`) from
+ * the console or a Gateway session: look a user's workspaces up with their balances, and
+ * grant credits to any workspace.
+ */
+export const creditMethods = [
+  defineMethod({
+    name: "operator.balances",
+    summary: "Operators: a user's workspaces (by `email`) or one workspace (by `workspaceId`) with credit balances in micro-credits.",
+    input: v.pipe(
+      v.object({
+        email: v.optional(v.pipe(v.string("email must be a string"), v.trim(), v.minLength(1, "email is required"), v.maxLength(254))),
+        workspaceId: v.optional(WorkspaceId),
+      }),
+      v.check((input) => Boolean(input.email) !== Boolean(input.workspaceId), "Give either email or workspaceId"),
+    ),
+    auth: OPERATORS,
+    output: v.object({ user: v.optional(v.object({ id: v.string(), email: v.string() })), workspaces: v.array(BalanceView) }),
+    errors: ["NOT_FOUND", "VALIDATION_FAILED"],
+    http: [
+      { surface: "gateway", method: "GET", path: "/operator/balances" },
+      { surface: "console", method: "GET", path: "/operator/balances" },
+    ],
+    async handler(params, ctx) {
+      const { services } = ctx;
+      if (params.workspaceId) return { workspaces: [await balanceView(services, await existing(services, params.workspaceId))] };
+      const user = await services.users.byEmail(params.email!);
+      if (!user) throw new ServiceError("NOT_FOUND", `No user with email ${params.email}`);
+      const workspaces = await services.tenants.workspacesOf(user.tenantId, [user.workspaceId]);
+      const { id, email } = publicUser(user);
+      return { user: { id, email }, workspaces: await Promise.all(workspaces.map((workspace) => balanceView(services, workspace))) };
+    },
+  }),
+
+  defineMethod({
+    name: "operator.credits.grant",
+    summary: "Operators: add `credits` (up to 6 decimals) to a workspace's balance; answers the new balance in micro-credits.",
+    input: v.object({
+      workspaceId: WorkspaceId,
+      credits: v.pipe(
+        v.number("credits must be a number"),
+        v.finite("credits must be finite"),
+        v.gtValue(0, "credits must be positive"),
+        v.maxValue(1e9, "credits is at most 1,000,000,000 per grant"),
+        v.check((value) => Math.abs(value * MICRO - Math.round(value * MICRO)) < 1e-6, "credits has at most 6 decimals"),
+      ),
+    }),
+    auth: OPERATORS,
+    output: v.object({ ...BalanceView.entries, granted: v.pipe(v.number(), v.description("Micro-credits added")) }),
+    errors: ["NOT_FOUND", "VALIDATION_FAILED"],
+    http: [
+      { surface: "gateway", method: "POST", path: "/operator/credits" },
+      { surface: "console", method: "POST", path: "/operator/credits" },
+    ],
+    async handler(params, ctx) {
+      const workspace = await existing(ctx.services, params.workspaceId);
+      const micro = Math.round(params.credits * MICRO);
+      await ctx.services.credits.grant(workspace.id, micro);
+      ctx.services.log.info({ requestId: ctx.requestId, event: "credits.granted", workspaceId: workspace.id, microCredits: micro, by: ctx.principal.userId });
+      return { ...(await balanceView(ctx.services, workspace)), granted: micro };
+    },
+  }),
+];
