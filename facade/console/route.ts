@@ -27,6 +27,7 @@ const PAGE = `<!doctype html>
   <meta charset="utf-8">
   <meta name="viewport" content="width=device-width, initial-scale=1">
   <title>Gateway console</title>
+  <link rel="icon" href="data:,">
   <link rel="stylesheet" href="/console/assets/app.css">
   <script type="module" src="/console/assets/app.js"></script>
 </head>
