@@ -85,6 +85,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       jsonRpc: origin + "/rpc",
       openapi: origin + "/openapi.json",
       docs: origin + "/docs",
+      console: origin + "/console",
     };
     let draining: Promise<void> | undefined;
     const running: RunningServer = {

@@ -95,7 +95,7 @@ describe("The console in a real browser", () => {
     expect(shown).toMatch(/^sk-gateway-/);
     await page.getByRole("button", { name: "Copy" }).click();
     await poll(() => page.getByText("Copied to the clipboard.").isVisible()).toBe(true);
-    secret = await page.evaluate(() => navigator.clipboard.readText());
+    secret = (await page.evaluate("navigator.clipboard.readText()")) as string;
     expect(secret).toBe(shown);
     await shot(page, "key-created");
 
@@ -104,7 +104,7 @@ describe("The console in a real browser", () => {
 
     // Never in the URL nor in storage; gone from the page once dismissed, and after a reload.
     expect(page.url()).not.toContain(secret);
-    expect(await page.evaluate(() => JSON.stringify({ ...localStorage }) + JSON.stringify({ ...sessionStorage }))).toBe("{}{}");
+    expect(await page.evaluate("JSON.stringify({ ...localStorage }) + JSON.stringify({ ...sessionStorage })")).toBe("{}{}");
     await page.getByRole("button", { name: "I have stored it" }).click();
     expect(await page.content()).not.toContain(secret);
     await page.reload();
@@ -199,7 +199,7 @@ describe("The console in a real browser", () => {
     await page.setViewportSize({ width: 390, height: 844 });
     await page.goto(server.url("/console"));
     await poll(() => page.getByText(user.email).isVisible()).toBe(true);
-    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    const overflow = (await page.evaluate("document.documentElement.scrollWidth - window.innerWidth")) as number;
     expect(overflow).toBeLessThanOrEqual(0);
     await shot(page, "phone");
     await page.setViewportSize({ width: 1280, height: 860 });
