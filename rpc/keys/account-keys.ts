@@ -5,7 +5,7 @@ import { createKey } from "./create-key.js";
 import type { KeyRecord } from "../../storage/repos/keys.js";
 import { nowIso } from "../../storage/ids.js";
 import { AccountKeyView, WithSecret } from "../views.js";
-import { KEYS_NEED_A_SESSION } from "./session-only.js";
+import { KEYS_NEED_A_SESSION_OR_CONSOLE } from "./session-only.js";
 import { emitUserEvent } from "../events/publish.js";
 
 /** spec 5: personal keys carry `intelligence` and/or `compute`; keys made today carry both. */
@@ -23,16 +23,17 @@ function view(record: KeyRecord) {
   };
 }
 
-// Personal keys are managed by the signed-in user (a Gateway session token), never by a key:
-// a leaked key cannot mint or revoke others (spec 2.4 "created in account settings").
-const SIGNED_IN = KEYS_NEED_A_SESSION;
+// Personal keys are managed by the signed-in user (a Gateway session token, or the console's
+// cookie), never by a key: a leaked key cannot mint or revoke others (spec 2.4 "created in
+// account settings").
+const SIGNED_IN = KEYS_NEED_A_SESSION_OR_CONSOLE;
 
 export const accountKeyMethods = [
   defineMethod({
     name: "account.keys.list",
     summary: "The signed-in user's personal (Account API) keys; never the secrets.",
     input: v.object({}),
-    auth: { ...SIGNED_IN, kinds: ["session", "console"] },
+    auth: SIGNED_IN,
     output: v.object({ data: v.array(AccountKeyView) }),
     http: [
       { surface: "account", method: "GET", path: "/keys" },
@@ -59,7 +60,10 @@ export const accountKeyMethods = [
     }),
     auth: SIGNED_IN,
     output: v.object({ ...AccountKeyView.entries, ...WithSecret.entries }),
-    http: [{ surface: "account", method: "POST", path: "/keys", status: 201 }],
+    http: [
+      { surface: "account", method: "POST", path: "/keys", status: 201 },
+      { surface: "console", method: "POST", path: "/personal-keys", status: 201 },
+    ],
     async handler(params, ctx) {
       const userId = ctx.principal.userId;
       const { record, secret } = await createKey(ctx.services, {
@@ -82,7 +86,10 @@ export const accountKeyMethods = [
     auth: SIGNED_IN,
     output: v.object({ id: v.string(), revoked: v.boolean() }),
     errors: ["NOT_FOUND"],
-    http: [{ surface: "account", method: "DELETE", path: "/keys/:id" }],
+    http: [
+      { surface: "account", method: "DELETE", path: "/keys/:id" },
+      { surface: "console", method: "DELETE", path: "/personal-keys/:id" },
+    ],
     async handler(params, ctx) {
       const record = await ctx.services.keys.get(ctx.principal.userId, params.id);
       if (!record || record.kind !== "account") throw new ServiceError("NOT_FOUND", "Key not found");

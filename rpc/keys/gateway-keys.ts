@@ -2,7 +2,7 @@ import * as v from "valibot";
 import { defineMethod } from "../define.js";
 import { ServiceError } from "../errors.js";
 import { createKey } from "./create-key.js";
-import { KEYS_NEED_A_SESSION } from "./session-only.js";
+import { KEYS_NEED_A_SESSION_OR_CONSOLE } from "./session-only.js";
 import type { KeyRecord } from "../../storage/repos/keys.js";
 import { nowIso } from "../../storage/ids.js";
 import { GatewayKeyView, WithSecret } from "../views.js";
@@ -44,10 +44,13 @@ export const gatewayKeyMethods = [
       name: v.pipe(v.string("name must be a string"), v.trim(), v.minLength(1, "name is required"), v.maxLength(100)),
       description: v.optional(v.pipe(v.string("description must be a string"), v.maxLength(500)), ""),
     }),
-    // Keys are made by a signed-in user, never by another key (spec 5).
-    auth: KEYS_NEED_A_SESSION,
+    // Keys are made by a signed-in user (session token or console cookie), never by another key (spec 5).
+    auth: KEYS_NEED_A_SESSION_OR_CONSOLE,
     output: v.object({ ...GatewayKeyView.entries, ...WithSecret.entries }),
-    http: [{ surface: "gateway", method: "POST", path: "/auth/keys", status: 201 }],
+    http: [
+      { surface: "gateway", method: "POST", path: "/auth/keys", status: 201 },
+      { surface: "console", method: "POST", path: "/gateway-keys", status: 201 },
+    ],
     async handler(params, ctx) {
       const userId = ctx.principal.userId;
       const { record, secret } = await createKey(ctx.services, {
@@ -67,10 +70,13 @@ export const gatewayKeyMethods = [
     name: "auth.keys.delete",
     summary: "Revoke one of the caller's gateway keys; it is refused from the next request on.",
     input: v.object({ key_id: v.pipe(v.string(), v.minLength(1)) }),
-    auth: KEYS_NEED_A_SESSION,
+    auth: KEYS_NEED_A_SESSION_OR_CONSOLE,
     output: v.object({ success: v.boolean(), id: v.string() }),
     errors: ["NOT_FOUND"],
-    http: [{ surface: "gateway", method: "DELETE", path: "/auth/keys/:key_id" }],
+    http: [
+      { surface: "gateway", method: "DELETE", path: "/auth/keys/:key_id" },
+      { surface: "console", method: "DELETE", path: "/gateway-keys/:key_id" },
+    ],
     async handler(params, ctx) {
       const record = await ctx.services.keys.get(ctx.principal.userId, params.key_id);
       // Another user's key and a missing key are the same 404.

@@ -4,3 +4,6 @@
  * A valid key gets 403 with this message, not a 401 that reads like a bad key.
  */
 export const KEYS_NEED_A_SESSION = { kinds: ["session"], keyRefusal: "API keys cannot manage keys; sign in" } as const;
+
+/** The same, also for the console's cookie session (a signed-in browser; docs/console.md). */
+export const KEYS_NEED_A_SESSION_OR_CONSOLE = { ...KEYS_NEED_A_SESSION, kinds: ["session", "console"] } as const;

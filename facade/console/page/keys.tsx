@@ -1,5 +1,5 @@
-import { Fragment } from "preact";
-import { useEffect, useState } from "preact/hooks";
+import { Fragment, type ComponentChildren } from "preact";
+import { useEffect, useId, useState } from "preact/hooks";
 import { api, ApiError, when, type ConsoleKey } from "./api.js";
 
 /** "" means no limit (null), anything else must be a number (the API says what is wrong with it). */
@@ -14,27 +14,29 @@ function limitText(value: number | null): string {
   return value === null ? "" : String(value);
 }
 
-function NewSecret({ secret, name, onDone }: { secret: string; name: string; onDone(): void }) {
+/** A secret just created: shown once, with a copy button, until the user dismisses it. */
+export function NewSecret({ secret, name, usage, onDone }: { secret: string; name: string; usage?: ComponentChildren; onDone(): void }) {
   const [copied, setCopied] = useState("");
+  const fieldId = `secret-${useId()}`;
   const copy = async () => {
     try {
       await navigator.clipboard.writeText(secret);
       setCopied("Copied to the clipboard.");
     } catch {
-      const field = document.getElementById("new-key-secret") as HTMLInputElement | null;
+      const field = document.getElementById(fieldId) as HTMLInputElement | null;
       field?.select();
       setCopied("Select the key above and copy it (Ctrl+C).");
     }
   };
   return (
-    <section class="secret" aria-labelledby="secret-title">
-      <h3 id="secret-title">Key “{name}” created</h3>
+    <section class="secret" aria-labelledby={`${fieldId}-title`}>
+      <h3 id={`${fieldId}-title`}>Key “{name}” created</h3>
       <p class="warning" role="alert">
         Copy this key now: <strong>you will not see it again.</strong> Store it in your application's secrets, not in code.
       </p>
-      <label for="new-key-secret">Your new API key</label>
+      <label for={fieldId}>Your new API key</label>
       <div class="row">
-        <input id="new-key-secret" readOnly value={secret} class="mono" onFocus={(event) => (event.currentTarget as HTMLInputElement).select()} />
+        <input id={fieldId} readOnly value={secret} class="mono" onFocus={(event) => (event.currentTarget as HTMLInputElement).select()} />
         <button type="button" onClick={copy}>
           Copy
         </button>
@@ -43,7 +45,11 @@ function NewSecret({ secret, name, onDone }: { secret: string; name: string; onD
         {copied}
       </p>
       <p class="muted">
-        Use it as <code>Authorization: Bearer &lt;key&gt;</code> with any OpenAI-compatible client at <code>{location.origin}/api/v1</code>.
+        {usage ?? (
+          <>
+            Use it as <code>Authorization: Bearer &lt;key&gt;</code> with any OpenAI-compatible client at <code>{location.origin}/api/v1</code>.
+          </>
+        )}
       </p>
       <button type="button" onClick={onDone}>
         I have stored it

@@ -1,6 +1,7 @@
 import type { ComponentChildren } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { api, ApiError, when } from "./api.js";
+import { NewSecret } from "./keys.js";
 
 /** Loads one console listing; a 404 (a mode without that endpoint) reads as "not available". */
 function useListing<T>(path: string, deps: unknown[]): { data?: T; error: string } {
@@ -51,53 +52,125 @@ function Failure({ error }: { error: string }) {
   ) : null;
 }
 
-interface GatewayKey {
+interface UserKey {
   id: string;
   name: string;
   prefix: string;
   createdAt: string;
   lastUsedAt: string | null;
-  expiresAt: string | null;
+  expiresAt?: string | null;
+  scopes?: string[];
 }
-interface PersonalKey {
-  id: string;
-  name: string;
-  prefix: string;
-  scopes: string[];
-  createdAt: string;
-  lastUsedAt: string | null;
+
+/** A user's gateway or personal keys: list, create (secret shown once) and revoke after a confirmation. */
+function UserKeys({ kind, path, title, usage, read }: { kind: string; path: string; title: string; usage: ComponentChildren; read(answer: unknown): UserKey[] }) {
+  const [keys, setKeys] = useState<UserKey[] | undefined>();
+  const [error, setError] = useState("");
+  const [name, setName] = useState("");
+  const [created, setCreated] = useState<{ secret: string; name: string } | undefined>();
+  const [confirming, setConfirming] = useState<string | undefined>();
+  const load = () =>
+    api<unknown>("GET", path)
+      .then((answer) => setKeys(read(answer)))
+      .catch((caught: ApiError) => caught.status !== 401 && setError(caught.message));
+  useEffect(() => {
+    void load();
+  }, []);
+  const create = async (event: Event) => {
+    event.preventDefault();
+    setError("");
+    try {
+      const answer = await api<{ key: string; name: string }>("POST", path, { body: { name } });
+      setCreated({ secret: answer.key, name: answer.name });
+      setName("");
+      await load();
+    } catch (caught) {
+      setError((caught as Error).message);
+    }
+  };
+  const revoke = async (key: UserKey) => {
+    try {
+      await api("DELETE", `${path}/${encodeURIComponent(key.id)}`);
+      setConfirming(undefined);
+      await load();
+    } catch (caught) {
+      setError((caught as Error).message);
+    }
+  };
+  const id = `${kind}-key-name`;
+  return (
+    <>
+      <h3>{title}</h3>
+      <form class="row" onSubmit={create}>
+        <label for={id}>New {kind} key name</label>
+        <input id={id} required maxLength={100} value={name} onInput={(event) => setName(event.currentTarget.value)} />
+        <button type="submit">Create {kind} key</button>
+      </form>
+      {created && <NewSecret secret={created.secret} name={created.name} usage={usage} onDone={() => setCreated(undefined)} />}
+      <Failure error={error} />
+      {keys && (
+        <Table
+          label={title}
+          headers={["Name", "Prefix", keys.some((key) => key.scopes) ? "Scopes" : "Expires", "Created", "Last used", "Actions"]}
+          rows={keys.map((key) => [
+            key.name,
+            <code>{key.prefix}…</code>,
+            key.scopes ? key.scopes.join(", ") : when(key.expiresAt),
+            when(key.createdAt),
+            when(key.lastUsedAt),
+            confirming === key.id ? (
+              <span class="row" role="alertdialog" aria-label={`Confirm revoking ${key.name}`}>
+                Revoke “{key.name}” for good?
+                <button type="button" class="danger" onClick={() => revoke(key)}>
+                  Yes, revoke “{key.name}”
+                </button>
+                <button type="button" class="secondary" onClick={() => setConfirming(undefined)}>
+                  Cancel
+                </button>
+              </span>
+            ) : (
+              <button type="button" class="danger" aria-label={`Revoke ${key.name}`} onClick={() => setConfirming(key.id)}>
+                Revoke
+              </button>
+            ),
+          ])}
+          empty={`No ${kind} keys.`}
+        />
+      )}
+    </>
+  );
 }
 
 export function OtherKeysPanel() {
-  const gateway = useListing<GatewayKey[]>("/gateway-keys", []);
-  const personal = useListing<{ data: PersonalKey[] }>("/personal-keys", []);
   return (
     <section aria-labelledby="other-keys-title">
       <h2 id="other-keys-title">Gateway and personal keys</h2>
       <p class="muted">
-        Gateway keys (<code>sk_…</code>) reach <code>/gateway/v1</code> and the tool bridge; personal keys reach the Account API at <code>/account/v1</code>. Both are made with a
-        signed-in Gateway session (<code>POST /gateway/v1/auth/keys</code>, <code>POST /account/v1/keys</code>).
+        Gateway keys (<code>sk_…</code>) reach the Gateway API at <code>/gateway/v1</code> and the tool bridge; personal keys reach the Account API at <code>/account/v1</code>. They
+        belong to you, not to a workspace.
       </p>
-      <h3>Gateway keys</h3>
-      <Failure error={gateway.error} />
-      {gateway.data && (
-        <Table
-          label="Gateway keys"
-          headers={["Name", "Prefix", "Created", "Last used", "Expires"]}
-          rows={gateway.data.map((key) => [key.name, <code>{key.prefix}…</code>, when(key.createdAt), when(key.lastUsedAt), when(key.expiresAt)])}
-          empty="No gateway keys."
-        />
-      )}
-      <h3>Personal keys</h3>
-      <Failure error={personal.error} />
-      {personal.data && (
-        <Table
-          label="Personal keys"
-          headers={["Name", "Prefix", "Scopes", "Created", "Last used"]}
-          rows={personal.data.data.map((key) => [key.name, <code>{key.prefix}…</code>, key.scopes.join(", "), when(key.createdAt), when(key.lastUsedAt)])}
-          empty="No personal keys."
-        />
-      )}
+      <UserKeys
+        kind="gateway"
+        path="/gateway-keys"
+        title="Gateway keys"
+        read={(answer) => answer as UserKey[]}
+        usage={
+          <>
+            Send it as <code>X-API-Key</code> or <code>Authorization: Bearer</code> to <code>{location.origin}/gateway/v1</code>.
+          </>
+        }
+      />
+      <UserKeys
+        kind="personal"
+        path="/personal-keys"
+        title="Personal keys"
+        read={(answer) => (answer as { data: UserKey[] }).data}
+        usage={
+          <>
+            Use it as <code>Authorization: Bearer &lt;key&gt;</code> with an OpenAI-compatible client at <code>{location.origin}/account/v1</code>.
+          </>
+        }
+      />
     </section>
   );
 }

@@ -42,7 +42,7 @@ function Chart({ data }: { data: uPlot.AlignedData }) {
           { label: "Tokens", scale: "count", stroke: "#16a34a", width: 2 },
           { label: "Credits", scale: "credits", stroke: "#c2410c", width: 2, dash: [6, 4] },
         ],
-        axes: [{}, { scale: "count", label: "requests / tokens" }, { scale: "credits", side: 1, label: "credits", grid: { show: false } }],
+        axes: [{}, { scale: "count", label: "requests / tokens" }, { scale: "credits", side: 1, label: "credits", grid: { show: false }, size: 70, values: (_u, ticks) => ticks.map((tick) => String(Number(tick.toPrecision(3)))) }],
       },
       data,
       element,

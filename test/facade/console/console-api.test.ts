@@ -146,6 +146,28 @@ describe("The console page and the endpoints it calls (docs/console.md)", () => 
     });
   });
 
+  describe("gateway and personal keys through the cookie", () => {
+    it("are created with the secret once, listed without it, and revoked; another user's is the same 404 as a missing one", async () => {
+      for (const [path, prefix] of [["/api/gateway-keys", /^sk_/], ["/api/personal-keys", /^acct_/]] as const) {
+        const created = await server.request(path, { method: "POST", headers: withCookie(aliceCookie), json: { name: "from the console" } });
+        expect(created.status, path).toBe(201);
+        expect(created.body.key).toMatch(prefix);
+        const listed = await server.request(path, { headers: withCookie(aliceCookie) });
+        expect(JSON.stringify(listed.body)).not.toContain(created.body.key);
+        const byBob = await server.request(`${path}/${created.body.id}`, { method: "DELETE", headers: withCookie(bobCookie) });
+        const missing = await server.request(`${path}/key_missing`, { method: "DELETE", headers: withCookie(bobCookie) });
+        expect(byBob.status, path).toBe(404);
+        expect(byBob.body).toEqual(missing.body);
+        const revoked = await server.request(`${path}/${created.body.id}`, { method: "DELETE", headers: withCookie(aliceCookie) });
+        expect(revoked.status, path).toBe(200);
+        // A key is never a console credential: with no cookie, "Not signed in".
+        const withKey = await server.request(path, { method: "POST", headers: bearer(created.body.key), json: { name: "minted by a key" } });
+        expect(withKey.status, path).toBe(401);
+      }
+      expect(server.rawLogs.join("\n")).not.toMatch(/"key":"(sk_|acct_)/);
+    });
+  });
+
   describe("operators", () => {
     it("see balances and grant credits; anyone else gets 403 and no credits move", async () => {
       const session = await server.request("/api/session", { headers: withCookie(aliceCookie) });

@@ -153,10 +153,26 @@ describe("The console in a real browser", () => {
     await shot(page, "usage");
   });
 
-  it("lists gateway keys, personal keys, agents, MCP servers and VMs", async () => {
-    await server.request("/gateway/v1/auth/keys", { method: "POST", headers: { authorization: `Bearer ${user.token}` }, json: { name: "ci gateway key" } });
+  it("creates and revokes gateway and personal keys the same way, and lists agents, MCP servers and VMs", async () => {
     await page.getByRole("button", { name: "Gateway & personal keys" }).click();
-    await poll(() => page.getByRole("rowheader", { name: "ci gateway key" }).isVisible()).toBe(true);
+    await page.getByLabel("New gateway key name").fill("ci gateway key");
+    await page.getByRole("button", { name: "Create gateway key" }).click();
+    await poll(() => page.getByText("you will not see it again").isVisible()).toBe(true);
+    const gatewayKey = await page.getByLabel("Your new API key").inputValue();
+    expect(gatewayKey).toMatch(/^sk_/);
+    const probe = () => server.request("/gateway/v1/mcp/servers", { headers: { "x-api-key": gatewayKey } });
+    expect((await probe()).status).toBe(200);
+    await page.getByRole("button", { name: "I have stored it" }).click();
+    await page.getByLabel("New personal key name").fill("laptop");
+    await page.getByRole("button", { name: "Create personal key" }).click();
+    await poll(() => page.getByRole("rowheader", { name: "laptop" }).isVisible()).toBe(true);
+    expect(await page.getByLabel("Your new API key").inputValue()).toMatch(/^acct_/);
+    await page.getByRole("button", { name: "Revoke ci gateway key" }).click();
+    await page.getByRole("button", { name: "Yes, revoke “ci gateway key”" }).click();
+    await poll(() => page.getByRole("rowheader", { name: "ci gateway key" }).count()).toBe(0);
+    expect((await probe()).status).toBe(401);
+    await shot(page, "other-keys");
+
     await page.getByRole("button", { name: "Agents & tools" }).click();
     await poll(() => page.getByText("No VM connected.").isVisible()).toBe(true);
     await shot(page, "tools");
