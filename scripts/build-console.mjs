@@ -1,9 +1,9 @@
 // Bundles the console page (facade/console/page, Preact + uPlot in TSX) with esbuild into
-// dist/console/{app.js, app.css}, which facade/console/route.ts serves at /console. Run by
+// dist/console/{app.js, app.css, chunk-*.js}, which facade/console/route.ts serves at /console. Run by
 // scripts/build-if-stale.mjs (npm start, npm run build) and by the test suite's global setup;
 // `node scripts/build-console.mjs` builds it alone. Skips the work when the bundle is newer
 // than every source file (a few ms).
-import { existsSync, mkdirSync, readdirSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -31,13 +31,17 @@ export async function buildConsole({ force = false } = {}) {
   } catch {
     throw new Error("Cannot build the console page: esbuild is not installed (npm install, with dev dependencies)");
   }
+  rmSync(CONSOLE_OUT, { recursive: true, force: true });
   mkdirSync(CONSOLE_OUT, { recursive: true });
   await esbuild.build({
     entryPoints: { app: join(CONSOLE_SOURCE, "main.tsx") },
     bundle: true,
     minify: true,
     format: "esm",
-    target: ["es2020", "chrome100", "firefox100", "safari15"],
+    // uPlot is a chunk of its own, loaded when the usage tab opens.
+    splitting: true,
+    chunkNames: "chunk-[hash]",
+    target: ["es2022"],
     jsx: "automatic",
     jsxImportSource: "preact",
     outdir: CONSOLE_OUT,

@@ -38,10 +38,9 @@ const PAGE = `<!doctype html>
 </html>
 `;
 
-const ASSETS: Record<string, string> = {
-  "app.js": "text/javascript; charset=utf-8",
-  "app.css": "text/css; charset=utf-8",
-};
+/** The bundle's files: the entry script and stylesheet, and esbuild's content-hashed chunks. */
+const ASSET_NAME = /^(app|chunk-[A-Za-z0-9]+)\.(js|css)$/;
+const TYPES: Record<string, string> = { js: "text/javascript; charset=utf-8", css: "text/css; charset=utf-8" };
 
 /** The repository root (holding package.json), from the source tree or from dist/. */
 function projectRoot(): string {
@@ -72,20 +71,22 @@ export function mountConsole(app: H3, assetDir = CONSOLE_ASSET_DIR): void {
   app.on("GET", "/console/", page);
   app.on("GET", "/console/assets/:file", async (event) => {
     const file = event.context.params?.file ?? "";
-    const type = Object.hasOwn(ASSETS, file) ? ASSETS[file] : undefined;
-    if (!type) return new Response("Not found", { status: 404, headers: headers("text/plain; charset=utf-8", {}) });
+    const match = ASSET_NAME.exec(file);
+    if (!match) return new Response("Not found", { status: 404, headers: headers("text/plain; charset=utf-8", {}) });
     let asset = cache.get(file);
     if (!asset) {
       let body: Buffer;
       try {
         body = await readFile(join(assetDir, file));
       } catch {
+        if (match[1] !== "app") return new Response("Not found", { status: 404, headers: headers("text/plain; charset=utf-8", {}) });
         return new Response("The console is not built: run npm run build", { status: 503, headers: headers("text/plain; charset=utf-8", { "cache-control": "no-store" }) });
       }
       asset = { body: new Uint8Array(body), etag: `"${createHash("sha256").update(body).digest("base64url").slice(0, 22)}"` };
       cache.set(file, asset);
     }
     // Revalidated on each load (a rebuilt bundle is picked up by the next start); 304 when unchanged.
+    const type = TYPES[match[2]!]!;
     const extra = { "cache-control": "no-cache", etag: asset.etag };
     if (event.req.headers.get("if-none-match") === asset.etag) return new Response(null, { status: 304, headers: headers(type, extra) });
     return new Response(asset.body, { headers: headers(type, extra) });

@@ -105,3 +105,24 @@ export function when(value: string | null | undefined, empty = "never"): string 
   if (!value) return empty;
   return new Date(value).toLocaleString("en", { dateStyle: "medium", timeStyle: "short" });
 }
+
+const early = new Map<string, Promise<unknown>>();
+
+/**
+ * Starts the first screen's reads as the script starts, in parallel (session, workspaces,
+ * the default workspace's keys) instead of one after the other; `firstGet` hands each answer
+ * to its component once. A read that failed (not signed in yet) is simply made again.
+ */
+export function preload(paths: string[]): void {
+  for (const path of paths) {
+    const pending = api("GET", path, { signIn: true });
+    pending.catch(() => undefined);
+    early.set(path, pending);
+  }
+}
+
+export function firstGet<T>(path: string, options: { signIn?: boolean } = {}): Promise<T> {
+  const pending = early.get(path) as Promise<T> | undefined;
+  early.delete(path);
+  return pending ? pending.catch(() => api<T>("GET", path, options)) : api<T>("GET", path, options);
+}

@@ -1,6 +1,6 @@
 import { Fragment, type ComponentChildren } from "preact";
 import { useEffect, useId, useState } from "preact/hooks";
-import { api, ApiError, when, type ConsoleKey } from "./api.js";
+import { api, ApiError, firstGet, when, type ConsoleKey } from "./api.js";
 
 /** "" means no limit (null), anything else must be a number (the API says what is wrong with it). */
 function limitValue(text: string): number | null | string {
@@ -110,7 +110,7 @@ function EditKey({ keyRecord, workspaceId, onSaved, onCancel }: { keyRecord: Con
   );
 }
 
-export function KeysPanel({ workspaceId, onChange }: { workspaceId: string; onChange(): void }) {
+export function KeysPanel({ workspaceId, isDefault, onChange }: { workspaceId: string; isDefault: boolean; onChange(): void }) {
   const [keys, setKeys] = useState<ConsoleKey[] | undefined>();
   const [error, setError] = useState("");
   const [name, setName] = useState("");
@@ -120,9 +120,9 @@ export function KeysPanel({ workspaceId, onChange }: { workspaceId: string; onCh
   const [confirming, setConfirming] = useState<string | undefined>();
   const [status, setStatus] = useState("");
 
-  const load = async () => {
+  const load = async (first = false) => {
     try {
-      const answer = await api<{ data: ConsoleKey[] }>("GET", "/api-keys", { query: { workspaceId } });
+      const answer = first && isDefault ? await firstGet<{ data: ConsoleKey[] }>("/api-keys") : await api<{ data: ConsoleKey[] }>("GET", "/api-keys", { query: { workspaceId } });
       setKeys(answer.data);
       setError("");
     } catch (caught) {
@@ -132,7 +132,7 @@ export function KeysPanel({ workspaceId, onChange }: { workspaceId: string; onCh
   useEffect(() => {
     setKeys(undefined);
     setCreated(undefined);
-    void load();
+    void load(true);
   }, [workspaceId]);
 
   const create = async (event: Event) => {

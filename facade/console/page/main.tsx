@@ -2,7 +2,7 @@ import "uplot/dist/uPlot.min.css";
 import "./styles.css";
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { api, credits, whenSessionEnds, type Session, type Workspace } from "./api.js";
+import { api, credits, firstGet, preload, whenSessionEnds, type Session, type Workspace } from "./api.js";
 import { KeysPanel } from "./keys.js";
 import { UsagePanel } from "./usage.js";
 import { OtherKeysPanel, ToolsPanel } from "./lists.js";
@@ -69,7 +69,7 @@ function Console({ session, onSignOut }: { session: Session; onSignOut(): void }
   const [tab, setTab] = useState<Tab>("keys");
   const [refresh, setRefresh] = useState(0);
   const loadWorkspaces = () =>
-    api<{ workspaces: Workspace[] }>("GET", "/workspaces")
+    firstGet<{ workspaces: Workspace[] }>("/workspaces")
       .then((answer) => setWorkspaces(answer.workspaces))
       .catch(() => undefined);
   useEffect(() => {
@@ -117,7 +117,7 @@ function Console({ session, onSignOut }: { session: Session; onSignOut(): void }
         ))}
       </nav>
       <main>
-        {tab === "keys" && <KeysPanel workspaceId={workspaceId} onChange={() => setRefresh(refresh + 1)} />}
+        {tab === "keys" && <KeysPanel workspaceId={workspaceId} isDefault={workspaceId === session.user.workspaceId} onChange={() => setRefresh(refresh + 1)} />}
         {tab === "usage" && <UsagePanel tenantId={workspace?.tenantId ?? session.user.tenantId} refresh={refresh} />}
         {tab === "other" && <OtherKeysPanel />}
         {tab === "tools" && <ToolsPanel />}
@@ -135,7 +135,7 @@ function App() {
       setSession(null);
       setMessage("Your session has expired or was signed out. Sign in again.");
     });
-    api<Session>("GET", "/session", { signIn: true })
+    firstGet<Session>("/session", { signIn: true })
       .then(setSession)
       .catch(() => setSession(null));
   }, []);
@@ -152,4 +152,5 @@ function App() {
   );
 }
 
+preload(["/session", "/workspaces", "/api-keys"]);
 render(<App />, document.getElementById("app")!);

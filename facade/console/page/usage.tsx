@@ -1,5 +1,5 @@
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
-import uPlot from "uplot";
+import type uPlot from "uplot";
 import { api, credits, type UsageRow } from "./api.js";
 
 const DAY_MS = 86_400_000;
@@ -31,27 +31,38 @@ function Chart({ data }: { data: uPlot.AlignedData }) {
     const element = holder.current;
     if (!element) return;
     const width = () => Math.max(280, element.clientWidth);
-    const plot = new uPlot(
-      {
-        width: width(),
-        height: 260,
-        scales: { x: { time: true }, count: {}, credits: {} },
-        series: [
-          { label: "Day", value: (_u, value) => (value == null ? "" : dayString(value * 1000)) },
-          { label: "Requests", scale: "count", stroke: "#2563eb", width: 2, points: { show: true } },
-          { label: "Tokens", scale: "count", stroke: "#16a34a", width: 2 },
-          { label: "Credits", scale: "credits", stroke: "#c2410c", width: 2, dash: [6, 4] },
-        ],
-        axes: [{}, { scale: "count", label: "requests / tokens" }, { scale: "credits", side: 1, label: "credits", grid: { show: false }, size: 70, values: (_u, ticks) => ticks.map((tick) => String(Number(tick.toPrecision(3)))) }],
-      },
-      data,
-      element,
-    );
-    const resize = () => plot.setSize({ width: width(), height: 260 });
-    window.addEventListener("resize", resize);
+    let plot: uPlot | undefined;
+    let gone = false;
+    const resize = () => plot?.setSize({ width: width(), height: 260 });
+    // uPlot is most of the bundle and only this tab draws: it loads when the tab opens.
+    void import("uplot").then(({ default: UPlot }) => {
+      if (gone) return;
+      plot = new UPlot(
+        {
+          width: width(),
+          height: 260,
+          scales: { x: { time: true }, count: {}, credits: {} },
+          series: [
+            { label: "Day", value: (_u, value) => (value == null ? "" : dayString(value * 1000)) },
+            { label: "Requests", scale: "count", stroke: "#2563eb", width: 2, points: { show: true } },
+            { label: "Tokens", scale: "count", stroke: "#16a34a", width: 2 },
+            { label: "Credits", scale: "credits", stroke: "#c2410c", width: 2, dash: [6, 4] },
+          ],
+          axes: [
+            {},
+            { scale: "count", label: "requests / tokens" },
+            { scale: "credits", side: 1, label: "credits", grid: { show: false }, size: 70, values: (_u, ticks) => ticks.map((tick) => String(Number(tick.toPrecision(3)))) },
+          ],
+        },
+        data,
+        element,
+      );
+      window.addEventListener("resize", resize);
+    });
     return () => {
+      gone = true;
       window.removeEventListener("resize", resize);
-      plot.destroy();
+      plot?.destroy();
     };
   }, [data]);
   return <div ref={holder} class="chart" role="img" aria-label="Requests, tokens and credits per day" />;
@@ -105,7 +116,7 @@ export function UsagePanel({ tenantId, refresh }: { tenantId: string; refresh: n
           {error}
         </p>
       )}
-      <dl class="totals" id="usage-totals" data-requests={totals.requests}>
+      <dl class="totals" id="usage-totals" data-requests={daily ? totals.requests : undefined} aria-busy={daily ? undefined : "true"}>
         <div>
           <dt>Requests</dt>
           <dd id="total-requests">{totals.requests.toLocaleString("en")}</dd>

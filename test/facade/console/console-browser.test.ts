@@ -134,7 +134,7 @@ describe("The console in a real browser", () => {
     await poll(() => page.locator("#usage-totals").getAttribute("data-requests")).not.toBe(null);
     const before = Number(await page.locator("#usage-totals").getAttribute("data-requests"));
     expect(before).toBeGreaterThan(0);
-    expect(await page.locator(".chart canvas").count()).toBe(1);
+    await poll(() => page.locator(".chart canvas").count()).toBe(1);
     expect(await page.getByRole("rowheader", { name: "echo-1" }).isVisible()).toBe(true);
     // Lift the limit in the page, then more traffic.
     await page.getByRole("button", { name: "API keys" }).click();
