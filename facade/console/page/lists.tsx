@@ -114,7 +114,7 @@ function UserKeys({ kind, path, title, usage, read }: { kind: string; path: stri
           headers={["Name", "Prefix", keys.some((key) => key.scopes) ? "Scopes" : "Expires", "Created", "Last used", "Actions"]}
           rows={keys.map((key) => [
             key.name,
-            <code>{key.prefix}…</code>,
+            <code>{key.prefix}</code>,
             key.scopes ? key.scopes.join(", ") : when(key.expiresAt),
             when(key.createdAt),
             when(key.lastUsedAt),

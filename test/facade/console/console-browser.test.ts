@@ -7,6 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
 import { openaiClient, userMessage } from "../../helpers/chat.js";
 import { launchBrowser, type TestBrowser } from "../../helpers/browser.js";
+import { serveScripted } from "../../helpers/upstream.js";
+import { connectVm, vmSocketUrl, type TestVm } from "../../helpers/vm.js";
 
 /**
  * The console driven in Chromium as a user would (docs/console.md). With CONSOLE_SCREENSHOTS
@@ -29,12 +31,14 @@ describe("The console in a real browser", () => {
   let page: Page;
   let user: Awaited<ReturnType<typeof registerUser>>;
   let attacker: Server;
+  let upstream: Awaited<ReturnType<typeof serveScripted>>;
+  let vm: TestVm;
   let secret = "";
   /** Script errors and CSP refusals the page met (a 4xx answer's "Failed to load resource" is not one). */
   const pageErrors: string[] = [];
 
   beforeAll(async () => {
-    server = await startTestServer();
+    server = await startTestServer({ MCP_SERVERS_ALLOW_PRIVATE: "true" });
     user = await registerUser(server, { fullName: "Ada Example" });
     // The page's own operator tab grants the credits below.
     await server.services.users.put({ ...(await server.services.users.get(user.user.id))!, operator: true });
@@ -48,6 +52,8 @@ describe("The console in a real browser", () => {
   });
   afterAll(async () => {
     await browser?.close();
+    await vm?.close();
+    await upstream?.close();
     attacker?.close();
     await server?.close();
   });
@@ -173,8 +179,19 @@ describe("The console in a real browser", () => {
     expect((await probe()).status).toBe(401);
     await shot(page, "other-keys");
 
+    // An agent, an upstream MCP server and a VM of the user's tenant, made through the Gateway.
+    const gateway = { authorization: `Bearer ${user.token}` };
+    upstream = await serveScripted([{ tool: { name: "lookup", description: "look a word up", inputSchema: { type: "object", properties: {} } }, run: () => ({ content: [{ type: "text", text: "ok" }] }) }]);
+    expect((await server.request("/gateway/v1/mcp/servers", { method: "POST", headers: gateway, json: { name: "dictionary", url: upstream.url } })).body.health).toBe("healthy");
+    expect((await server.request("/gateway/v1/agents", { method: "POST", headers: gateway, json: { name: "helper", model: "echo-1" } })).status).toBe(201);
+    vm = await connectVm(vmSocketUrl(server.origin, "agent-vm", { vmId: "build-box" }), user.token);
+    await vm.register([{ name: "run_tests", description: "runs the tests" }]);
+
     await page.getByRole("button", { name: "Agents & tools" }).click();
-    await poll(() => page.getByText("No VM connected.").isVisible()).toBe(true);
+    await poll(() => page.getByRole("rowheader", { name: "helper" }).isVisible()).toBe(true);
+    const serverRow = page.getByRole("row", { name: /dictionary/ });
+    await poll(() => serverRow.getByText("healthy").isVisible()).toBe(true);
+    await poll(() => page.getByRole("row", { name: /build-box/ }).getByRole("cell", { name: "1", exact: true }).isVisible()).toBe(true);
     await shot(page, "tools");
   });
 
