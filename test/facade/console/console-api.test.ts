@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
 import { consoleSignIn, withCookie, type ConsoleCookie } from "../../helpers/console.js";
 import { buildConsole } from "../../../scripts/build-console.mjs";
+import { connectVm, vmSocketUrl } from "../../helpers/vm.js";
 
 type User = Awaited<ReturnType<typeof registerUser>>;
 
@@ -131,6 +132,20 @@ describe("The console page and the endpoints it calls (docs/console.md)", () => 
       const missing = await server.request("/api/usage/daily?tenantId=tnt_missing", { headers: withCookie(aliceCookie) });
       expect(usage.status).toBe(404);
       expect(usage.body.error.message.replace(bob.user.tenantId, "X")).toBe(missing.body.error.message.replace("tnt_missing", "X"));
+    });
+
+    it("list a tenant's connected VMs to its members only, on the Gateway and the console alike", async () => {
+      const vm = await connectVm(vmSocketUrl(server.origin, "agent-b", { vmId: "bob-box" }), bob.token);
+      try {
+        await vm.register([{ name: "build" }]);
+        const mine = await server.request("/api/vms", { headers: withCookie(bobCookie) });
+        expect(mine.body).toEqual({ vms: [expect.objectContaining({ vmId: "bob-box", agentId: "agent-b", tenantId: bob.user.tenantId, tools: 1 })], count: 1 });
+        expect((await server.request("/gateway/v1/vms", { headers: bearer(bob.token) })).body.count).toBe(1);
+        expect((await server.request("/api/vms", { headers: withCookie(aliceCookie) })).body).toEqual({ vms: [], count: 0 });
+        expect((await server.request("/gateway/v1/vms", { headers: bearer(alice.token) })).body.count).toBe(0);
+      } finally {
+        await vm.close();
+      }
     });
 
     it("console key calls take another workspace only when the user is a member: another's is the same 404 as a missing one", async () => {
