@@ -1,10 +1,10 @@
 import { createServer } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { setupServer } from "msw/node";
 import OpenAI, { APIError } from "openai";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
 import { loopbackFetch, openaiClient, platformAccount, sseData, userMessage, type PlatformAccount } from "../../helpers/chat.js";
 import { createOpenAiUpstream } from "../../../mocks/openai-upstream.js";
+import { serveMockUpstreams, type MockUpstreams } from "../../helpers/mock-upstreams.js";
 import { createKey } from "../../../rpc/keys/create-key.js";
 import { countPromptTokens, countTokens } from "../../../rpc/chat/tokens.js";
 
@@ -12,7 +12,7 @@ import { countPromptTokens, countTokens } from "../../../rpc/chat/tokens.js";
 
 const UPSTREAM = "http://models.upstream.test/v1";
 const upstream = createOpenAiUpstream(UPSTREAM);
-const msw = setupServer(...upstream.handlers);
+let msw: MockUpstreams;
 
 /** A free loopback port with nothing listening: an unreachable provider. */
 async function closedPort(): Promise<number> {
@@ -31,14 +31,14 @@ let account: PlatformAccount;
 let client: OpenAI;
 
 beforeAll(async () => {
-  msw.listen({ onUnhandledRequest: "bypass" });
+  msw = await serveMockUpstreams(...upstream.handlers);
   process.env[KEY_ENV] = "upstream-secret-123";
   models = {
     "local-echo": { provider: "echo", ownedBy: "house", contextWindow: 4096 },
-    "remote-a": { provider: "openai-compatible", baseURL: UPSTREAM, apiKeyEnv: KEY_ENV, upstreamModel: "vendor-a", contextWindow: 128000, ownedBy: "vendor" },
-    "remote-slow": { provider: "openai-compatible", baseURL: UPSTREAM, upstreamModel: "vendor-slow", timeoutSeconds: 0.3 },
+    "remote-a": { provider: "openai-compatible", baseURL: msw.url(UPSTREAM), apiKeyEnv: KEY_ENV, upstreamModel: "vendor-a", contextWindow: 128000, ownedBy: "vendor" },
+    "remote-slow": { provider: "openai-compatible", baseURL: msw.url(UPSTREAM), upstreamModel: "vendor-slow", timeoutSeconds: 0.3 },
     "remote-down": { provider: "openai-compatible", baseURL: `http://127.0.0.1:${await closedPort()}/v1` },
-    "remote-nokey": { provider: "openai-compatible", baseURL: UPSTREAM, apiKeyEnv: "CHAT_TEST_UNSET_KEY_VARIABLE" },
+    "remote-nokey": { provider: "openai-compatible", baseURL: msw.url(UPSTREAM), apiKeyEnv: "CHAT_TEST_UNSET_KEY_VARIABLE" },
     "internal-only": { provider: "echo", public: false },
   };
   server = await startTestServer({ MODELS_JSON: JSON.stringify({ models }) });
@@ -49,7 +49,7 @@ afterEach(() => upstream.reset());
 afterAll(async () => {
   expect(server.loggedErrors()).toEqual([]);
   await server.close();
-  msw.close();
+  await msw.close();
   delete process.env[KEY_ENV];
 });
 
