@@ -26,6 +26,8 @@ export interface MockUpstreams {
   resetHandlers(): void;
   /** Connections the gateway has open to this server now. */
   openConnections(): number;
+  /** Connections this server has accepted since it started. */
+  acceptedConnections(): number;
   close(): Promise<void>;
 }
 
@@ -72,7 +74,9 @@ export async function serveMockUpstreams(...initial: RequestHandler[]): Promise<
   };
   const server: Server = createServer(handle);
   const sockets = new Set<Socket>();
+  let accepted = 0;
   server.on("connection", (socket) => {
+    accepted++;
     sockets.add(socket);
     socket.once("close", () => sockets.delete(socket));
   });
@@ -92,6 +96,7 @@ export async function serveMockUpstreams(...initial: RequestHandler[]): Promise<
       app = build();
     },
     openConnections: () => sockets.size,
+    acceptedConnections: () => accepted,
     async close() {
       for (const socket of sockets) socket.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));
@@ -118,6 +123,7 @@ export function mockUpstreams(...handlers: RequestHandler[]) {
     use: (...extra: RequestHandler[]) => live().use(...extra),
     resetHandlers: () => live().resetHandlers(),
     openConnections: () => live().openConnections(),
+    acceptedConnections: () => live().acceptedConnections(),
     async close(): Promise<void> {
       await served?.close();
       served = undefined;

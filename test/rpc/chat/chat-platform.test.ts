@@ -1,5 +1,5 @@
 import { createServer } from "node:net";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import OpenAI, { APIError } from "openai";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
 import { loopbackFetch, openaiClient, platformAccount, sseData, userMessage, type PlatformAccount } from "../../helpers/chat.js";
@@ -206,6 +206,34 @@ describe("POST /api/v1/chat/completions", () => {
       if (content) seen.push(content);
     }
     expect(seen).toEqual(["first", " second", " last"]);
+  });
+
+  it("aborts the upstream request when the client disconnects while a JSON answer is awaited", async () => {
+    upstream.script("vendor-a", { kind: "hang" });
+    const controller = new AbortController();
+    const pending = client.chat.completions.create({ model: "remote-a", messages: userMessage("x") }, { signal: controller.signal }).catch((error: unknown) => error);
+    await vi.waitFor(() => expect(upstream.calls).toHaveLength(1));
+    expect(upstream.calls[0]!.wasAborted()).toBe(false);
+    controller.abort();
+    expect(await pending).toBeInstanceOf(OpenAI.APIUserAbortError);
+    await upstream.calls[0]!.aborted; // the provider's socket closed
+    expect(upstream.calls[0]!.wasAborted()).toBe(true);
+  });
+
+  it("reuses kept-alive provider connections for JSON answers and finished streams", async () => {
+    for (let i = 0; i < 3; i++) await client.chat.completions.create({ model: "remote-a", messages: userMessage("warm up") });
+    const accepted = msw.acceptedConnections();
+    for (let i = 0; i < 10; i++) {
+      const completion = await client.chat.completions.create({ model: "remote-a", messages: userMessage(`hello ${i}`) });
+      expect(completion.choices[0]!.message.content).toBe(`hello ${i}`);
+      const stream = await client.chat.completions.create({ model: "remote-a", messages: userMessage(`streamed ${i}`), stream: true });
+      let text = "";
+      for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? "";
+      expect(text).toBe(`streamed ${i}`);
+    }
+    // Twenty sequential calls later the pool has not opened a connection per call.
+    expect(msw.acceptedConnections() - accepted).toBeLessThanOrEqual(1);
+    expect(upstream.calls.every((call) => !call.wasAborted())).toBe(true);
   });
 
   it("aborts the upstream request when the client disconnects mid-stream", async () => {
