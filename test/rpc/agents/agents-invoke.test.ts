@@ -9,7 +9,7 @@ const BASE = "http://models.agents.test/v1";
 const upstream = createToolCallingUpstream(BASE);
 const msw = mockUpstreams(...upstream.handlers);
 const model = (upstreamModel: string) => ({ provider: "openai-compatible", baseURL: msw.url(BASE), upstreamModel });
-const MODELS_JSON = JSON.stringify({ models: { "tool-model": model("tool-model"), "loop-model": model("loop-model"), "fail-model": model("fail-model") } });
+const modelsJson = () => JSON.stringify({ models: { "tool-model": model("tool-model"), "loop-model": model("loop-model"), "fail-model": model("fail-model") } });
 
 let server: TestServer;
 let token: string;
@@ -19,7 +19,7 @@ const waiting: { key: string; release: () => void }[] = [];
 
 beforeAll(async () => {
   await msw.listen();
-  server = await startTestServer({ MODELS_JSON });
+  server = await startTestServer({ MODELS_JSON: modelsJson() });
   token = (await registerUser(server)).token;
   vm = await connectVm(vmSocketUrl(server.origin, "agent-vm", { vmId: "vm-a" }), token, {
     "tools/call": ({ name, arguments: args }) => {
