@@ -1,4 +1,5 @@
 import { http, HttpResponse, type HttpHandler } from "msw";
+import { callSignal } from "./call-signal.js";
 
 /**
  * msw handlers for an OpenAI-compatible model provider (`POST <baseURL>/chat/completions`).
@@ -60,12 +61,13 @@ export function createOpenAiUpstream(baseURL: string): OpenAiUpstream {
   const handler = http.post(`${baseURL.replace(/\/+$/, "")}/chat/completions`, async ({ request }) => {
     const body = (await request.json()) as Record<string, any>;
     let aborted = false;
+    const signal = callSignal(request);
     const abortedPromise = new Promise<void>((resolve) => {
-      if (request.signal.aborted) {
+      if (signal.aborted) {
         aborted = true;
         resolve();
       }
-      request.signal.addEventListener("abort", () => {
+      signal.addEventListener("abort", () => {
         aborted = true;
         resolve();
       });

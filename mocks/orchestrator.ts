@@ -1,3 +1,4 @@
+import { callSignal } from "./call-signal.js";
 import { http, HttpResponse, type HttpHandler } from "msw";
 
 /**
@@ -88,8 +89,8 @@ export function createOrchestratorMock(baseURL: string): OrchestratorMock {
       body = text ? JSON.parse(text) : undefined;
     }
     const aborted = new Promise<void>((resolve) => {
-      if (request.signal.aborted) resolve();
-      request.signal.addEventListener("abort", () => resolve(), { once: true });
+      if (callSignal(request).aborted) resolve();
+      callSignal(request).addEventListener("abort", () => resolve(), { once: true });
     });
     calls.push({ method: request.method, path: url.pathname.slice(new URL(base).pathname.replace(/\/$/, "").length), query: url.searchParams, body, headers: request.headers, aborted });
     const route = `${request.method} ${calls.at(-1)!.path}`;
@@ -97,7 +98,7 @@ export function createOrchestratorMock(baseURL: string): OrchestratorMock {
     const behaviour = queue?.shift();
     if (queue && queue.length === 0) scripts.delete(route);
     const name = typeof params.name === "string" ? decodeURIComponent(params.name) : undefined;
-    return { behaviour, body, name, url, signal: request.signal };
+    return { behaviour, body, name, url, signal: callSignal(request) };
   }
 
   function answer(behaviour: OrchestratorBehaviour, signal: AbortSignal): Response | Promise<Response> {

@@ -18,7 +18,8 @@ export interface SseReadOptions {
  * stops early (the caller went away) cancels the body, so the upstream stops sending.
  * The one SSE splitter for model provider streams and the orchestrator relay.
  */
-export async function* readSseData(body: ReadableStream<Uint8Array>, options: SseReadOptions = {}): AsyncGenerator<string> {
+export async function* readSseData(body: ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>, options: SseReadOptions = {}): AsyncGenerator<string> {
+  if (!(body instanceof ReadableStream)) return yield* readNodeSse(body, options);
   const { onActivity, signal, endAtDone = false } = options;
   const reader = body.getReader();
   const decoder = new TextDecoder();
@@ -54,6 +55,56 @@ export async function* readSseData(body: ReadableStream<Uint8Array>, options: Ss
     signal?.removeEventListener("abort", onAbort);
     if (!finished) await reader.cancel().catch(() => undefined);
     reader.releaseLock();
+  }
+}
+
+/**
+ * The same over a Node stream (an undici response body): no web-stream reader. Stopping
+ * early returns the stream's iterator, which destroys the stream and so its connection. At
+ * `[DONE]` the rest of the body (normally just its end) is read in the background instead, so
+ * the kept-alive connection goes back to its pool.
+ */
+async function* readNodeSse(body: AsyncIterable<Uint8Array>, options: SseReadOptions): AsyncGenerator<string> {
+  const { onActivity, signal, endAtDone = false } = options;
+  const iterator = body[Symbol.asyncIterator]();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  let ended = false;
+  try {
+    for (;;) {
+      if (signal?.aborted) throw signal.reason;
+      const { done, value } = await iterator.next();
+      if (signal?.aborted) throw signal.reason;
+      onActivity?.();
+      if (done) break;
+      buffer += decoder.decode(value, { stream: true });
+      let boundary: RegExpExecArray | null;
+      while ((boundary = /\r?\n\r?\n/.exec(buffer))) {
+        const event = buffer.slice(0, boundary.index);
+        buffer = buffer.slice(boundary.index + boundary[0].length);
+        const data = dataOf(event);
+        if (data === undefined) continue;
+        if (endAtDone && data === "[DONE]") {
+          ended = true;
+          void drainIterator(iterator);
+          return;
+        }
+        yield data;
+      }
+    }
+    ended = true;
+    const tail = dataOf(buffer + decoder.decode());
+    if (tail !== undefined && !(endAtDone && tail === "[DONE]")) yield tail;
+  } finally {
+    if (!ended) await iterator.return?.().catch(() => undefined);
+  }
+}
+
+async function drainIterator(iterator: AsyncIterator<unknown>): Promise<void> {
+  try {
+    while (!(await iterator.next()).done);
+  } catch {
+    // the connection closed after [DONE]: nothing was lost
   }
 }
 

@@ -44,8 +44,8 @@ export interface StoreOptions {
   REDIS_PREFIX: string;
 }
 
-function connectRedis(url: string): Redis {
-  const redis = new Redis(url, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: false });
+function connectRedis(url: string, options: { autoPipelining?: boolean } = {}): Redis {
+  const redis = new Redis(url, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: false, enableAutoPipelining: options.autoPipelining === true });
   // Without a listener ioredis reports connection errors as unhandled; commands still fail fast.
   redis.on("error", () => undefined);
   return redis;
@@ -95,7 +95,9 @@ export async function openStore(options: StoreOptions): Promise<Store> {
 
 async function openRedisStore(options: StoreOptions): Promise<Store> {
   const prefix = options.REDIS_PREFIX;
-  const client = connectRedis(options.REDIS_URL);
+  // Commands issued in the same tick leave in one write (docs/performance.md): the command
+  // connection only; the subscriber and blocking readers keep their own plain connections.
+  const client = connectRedis(options.REDIS_URL, { autoPipelining: true });
   const subscriber = connectRedis(options.REDIS_URL);
   try {
     await client.ping();

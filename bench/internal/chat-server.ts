@@ -1,23 +1,27 @@
 import { loadConfig } from "../../rpc/config.js";
 import { startServer } from "../../facade/server.js";
 import { runAdmin } from "../../scripts/admin-commands.js";
+import { createKey } from "../../rpc/keys/create-key.js";
 
 /**
  * The gateway under the chat benchmark, in its own process. Seeds, through the admin
  * commands, a user whose workspace holds plenty of credits and a Platform key with rpm and
  * tpm limits far above what the benchmark sends (so every limit is checked, none trips),
- * then prints `READY <origin> <key>`. Log lines are built as in production (LOG_LEVEL=info)
+ * and a gateway key `sk_…` of the same user, then prints `READY <origin> <platform key> <gateway key>`. Log lines are built as in production (LOG_LEVEL=info)
  * and discarded, so their cost is measured without a pipe in the way.
  */
 const server = await startServer(loadConfig({ PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", ...process.env }), { logSink: () => undefined });
 const services = server.services;
 const email = `bench-${Date.now()}@example.com`;
-const { user } = (await runAdmin(["create-user", "--email", email, "--password", "Correct-Horse-9"], services)) as { user: { workspaceId: string } };
+const { user } = (await runAdmin(["create-user", "--email", email, "--password", "Correct-Horse-9"], services)) as { user: { id: string; workspaceId: string } };
 await runAdmin(["grant-credits", "--workspace", user.workspaceId, "--credits", "1000000000"], services);
 const created = (await runAdmin(["create-key", "--workspace", user.workspaceId, "--name", "bench", "--rpm", "1000000000", "--tpm", "1000000000000"], services)) as {
   key: string;
 };
-process.stdout.write(`READY ${server.origin} ${created.key}\n`);
+// A gateway key of the same user, for /gateway/v1 (the user's plan allowance; the benchmark
+// sets a plan large enough through PLANS_JSON).
+const gatewayKey = await createKey(services, { kind: "gateway", owner: user.id, userId: user.id, name: "bench", scopes: ["*"] });
+process.stdout.write(`READY ${server.origin} ${created.key} ${gatewayKey.secret}\n`);
 
 const stop = async () => {
   await server.close();

@@ -24,8 +24,8 @@ export async function recordUsage(services: Services, principal: Principal | und
   try {
     const workspaceId = meter.surface === "platform" ? principal?.workspaceId : undefined;
     let tenantId = meter.tenantId;
-    if (!tenantId && workspaceId) tenantId = (await services.tenants.getWorkspace(workspaceId))?.tenantId;
-    if (!tenantId && principal) tenantId = (await services.users.get(principal.userId))?.tenantId;
+    if (!tenantId && workspaceId) tenantId = (await services.tenants.recentWorkspace(workspaceId))?.tenantId;
+    if (!tenantId && principal) tenantId = (await services.users.recent(principal.userId))?.tenantId;
     if (!tenantId) return;
     await services.usage.record(
       tenantId,

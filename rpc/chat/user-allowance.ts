@@ -5,7 +5,7 @@ import { placeHold, type Hold } from "./holds.js";
 
 /** The user's plan id (Account and Gateway chat draw on it; spec 1: the same allowance as the web chat). */
 export async function userPlan(ctx: CallContext, userId: string): Promise<string> {
-  const user = await ctx.services.users.get(userId);
+  const user = await ctx.services.users.recent(userId);
   if (!user) throw unauthorized("invalid");
   return ctx.services.allowance.resolve(user.plan).id;
 }

@@ -1,4 +1,4 @@
-import { ofetch } from "ofetch";
+import { isUpstreamTimeout, upstreamRequest } from "../transport/upstream.js";
 import type { RoutedModel } from "../chat/model-router.js";
 
 export interface ProbeResult {
@@ -22,16 +22,16 @@ export async function probeUpstream(model: RoutedModel, env: Record<string, stri
   const apiKey = config.apiKeyEnv ? env[config.apiKeyEnv] : undefined;
   if (config.apiKeyEnv && !apiKey) return done(false, `not configured: ${config.apiKeyEnv} is not set`);
   try {
-    const response = await ofetch.raw(config.baseURL.replace(/\/+$/, "") + "/models", {
+    // The pooled upstream client (rpc/transport/upstream.ts), as the chat calls it.
+    const response = await upstreamRequest(config.baseURL.replace(/\/+$/, "") + "/models", {
+      method: "GET",
       headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {},
-      signal: AbortSignal.timeout(timeoutMs),
-      retry: 0,
-      ignoreResponseError: true,
+      timeoutMs,
     });
-    return response.ok ? done(true) : done(false, `upstream answered ${response.status}`);
+    await response.body.dump().catch(() => undefined);
+    return response.statusCode >= 200 && response.statusCode < 300 ? done(true) : done(false, `upstream answered ${response.statusCode}`);
   } catch (error) {
-    const name = (error as { cause?: { name?: string }; name?: string })?.cause?.name ?? (error as { name?: string }).name;
-    if (name === "TimeoutError") return done(false, `no answer within ${timeoutMs} ms`);
+    if (isUpstreamTimeout(error)) return done(false, `no answer within ${timeoutMs} ms`);
     return done(false, `unreachable: ${(error as Error).message.slice(0, 200)}`);
   }
 }

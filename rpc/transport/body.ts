@@ -25,14 +25,16 @@ export async function readJsonBody(request: Request, limit: number): Promise<unk
   const header = request.headers.get("content-length");
   const declared = header === null ? NaN : Number(header);
   if (declared > limit) throw tooLarge(limit);
-  if (!request.body) return undefined;
   // A JSON body with a Content-Length under the limit is read in one piece (the HTTP parser
   // delivers exactly that many bytes): this skips the web-stream reader on the hot MCP
-  // tools/call and chat paths (docs/benchmarks-bridge.md).
+  // tools/call and chat paths (docs/benchmarks-bridge.md). `request.body` is not touched
+  // first: on srvx's Node request that getter alone wraps the socket in a web stream, which
+  // `text()` would then read through; untouched, `text()` reads the Node request directly.
   if (Number.isInteger(declared) && JSON_TYPE.test((request.headers.get("content-type") ?? "").trim())) {
     if (declared === 0) return undefined;
     return parseJson(await request.text());
   }
+  if (!request.body) return undefined;
 
   const bytes = await readCapped(request.body, limit);
   if (bytes.byteLength === 0) return undefined;

@@ -1,5 +1,13 @@
 import { Collection } from "../collection.js";
 import type { Store } from "../store.js";
+import { BusCache } from "../bus-cache.js";
+
+/**
+ * A verified key is served from memory for this long (docs/performance.md "Key cache"); every
+ * change to a key (revocation, new limits or scopes, lastUsedAt) drops it on every instance
+ * through the bus first.
+ */
+export const KEY_CACHE_MS = 5_000;
 
 export type KeyKind = "gateway" | "platform" | "account";
 
@@ -35,10 +43,13 @@ interface HashEntry {
 export class KeysRepo {
   readonly #keys: Collection<KeyRecord>;
   readonly #byHash: Collection<HashEntry>;
+  /** Verified records by hash. */
+  readonly #verified: BusCache<KeyRecord>;
 
-  constructor(store: Store) {
+  constructor(store: Store, options: { cacheMs?: number } = {}) {
     this.#keys = new Collection<KeyRecord>(store.kv, "keys");
     this.#byHash = new Collection<HashEntry>(store.kv, "keyhash");
+    this.#verified = new BusCache<KeyRecord>(store.bus, "keys.changed", { ttlMs: options.cacheMs ?? KEY_CACHE_MS });
   }
 
   async create(record: KeyRecord): Promise<KeyRecord> {
@@ -49,7 +60,12 @@ export class KeysRepo {
     return record;
   }
 
-  async findByHash(hash: string): Promise<KeyRecord | null> {
+  /** The live (unrevoked) key with this hash; from the short cache when it holds it. */
+  findByHash(hash: string): Promise<KeyRecord | null> {
+    return this.#verified.get(hash, () => this.#findByHash(hash));
+  }
+
+  async #findByHash(hash: string): Promise<KeyRecord | null> {
     const entry = await this.#byHash.get(hash);
     if (!entry) return null;
     const record = await this.#keys.get(entry.owner, entry.id);
@@ -70,12 +86,20 @@ export class KeysRepo {
   }
 
   async update(record: KeyRecord): Promise<KeyRecord> {
-    return this.#keys.put([record.owner, record.id], record);
+    const stored = await this.#keys.put([record.owner, record.id], record);
+    await this.#verified.invalidate(record.hash);
+    return stored;
   }
 
   /** Permanent: the hash entry goes, so the secret is refused from the next request on. */
   async revoke(record: KeyRecord, at: string): Promise<void> {
     await this.#byHash.remove(record.hash);
     await this.#keys.put([record.owner, record.id], { ...record, revokedAt: at });
+    await this.#verified.invalidate(record.hash);
+  }
+
+  /** Stops listening for changes (the store closes the bus itself). */
+  close(): Promise<void> {
+    return this.#verified.close();
   }
 }

@@ -1,4 +1,6 @@
 import { Collection } from "../collection.js";
+import { BusCache } from "../bus-cache.js";
+import { KEY_CACHE_MS } from "./keys.js";
 import type { Store } from "../store.js";
 
 export interface TenantLimits {
@@ -38,9 +40,12 @@ export class TenantsRepo {
   readonly #byTenant: Collection<{ id: string }>;
 
   readonly #atomic: Store["atomic"];
+  /** Workspaces as the request path reads them (a key's workspace status), dropped everywhere on change. */
+  readonly #cached: BusCache<Workspace>;
 
-  constructor(store: Store) {
+  constructor(store: Store, options: { cacheMs?: number } = {}) {
     this.#atomic = store.atomic;
+    this.#cached = new BusCache<Workspace>(store.bus, "workspaces.changed", { ttlMs: options.cacheMs ?? KEY_CACHE_MS });
     this.tenants = new Collection<Tenant>(store.kv, "tenants");
     this.workspaces = new Collection<Workspace>(store.kv, "workspaces");
     this.#byTenant = new Collection<{ id: string }>(store.kv, "tenant-workspaces");
@@ -68,18 +73,29 @@ export class TenantsRepo {
     return this.tenants.remove(id);
   }
 
-  removeWorkspace(id: string) {
-    return this.workspaces.remove(id);
+  async removeWorkspace(id: string) {
+    await this.workspaces.remove(id);
+    await this.#cached.invalidate(id);
   }
 
   getWorkspace(id: string) {
     return Collection.validId(id) ? this.workspaces.get(id) : Promise.resolve(null);
   }
 
+  /**
+   * The workspace from the short cache (storage/bus-cache.ts), for checks on every request
+   * (an archived workspace's keys are refused); changes reach it through `putWorkspace`.
+   */
+  recentWorkspace(id: string): Promise<Workspace | null> {
+    return Collection.validId(id) ? this.#cached.get(id, () => this.workspaces.get(id)) : Promise.resolve(null);
+  }
+
   /** Writes the index entry first: a crash leaves at most an entry without a workspace, which the list skips. */
   async putWorkspace(workspace: Workspace) {
     await this.#byTenant.put([workspace.tenantId, workspace.id], { id: workspace.id });
-    return this.workspaces.put([workspace.id], workspace);
+    const stored = await this.workspaces.put([workspace.id], workspace);
+    await this.#cached.invalidate(workspace.id);
+    return stored;
   }
 
   /** The tenant's workspaces, oldest first (`extra`: ids known otherwise, e.g. a default workspace made before the index). */

@@ -29,6 +29,8 @@ export class UsageRepo {
   readonly #rollups: Collection<UsageDims>;
   readonly #kv: Storage;
   readonly #atomic: Store["atomic"];
+  /** Rollups known to exist (`tenant:day:id`). */
+  readonly #known = new Set<string>();
 
   constructor(store: Store) {
     this.#kv = store.kv;
@@ -43,12 +45,18 @@ export class UsageRepo {
   async record(tenantId: string, dims: UsageDims, counts: Partial<UsageCounts>): Promise<void> {
     if (!Collection.validId(tenantId)) return;
     const id = createHash("sha256").update(JSON.stringify([dims.surface, dims.model, dims.workspaceId ?? "", dims.keyId ?? "", dims.agentId ?? ""])).digest("hex").slice(0, 20);
-    // The dimensions first: a counter is never without the record that names it.
-    if (!(await this.#rollups.get(tenantId, dims.day, id))) await this.#rollups.put([tenantId, dims.day, id], dims);
-    for (const field of USAGE_FIELDS) {
-      const value = counts[field];
-      if (value) await this.#atomic.adjust(this.#counter(tenantId, dims.day, id, field), value);
+    // The dimensions first: a counter is never without the record that names it. A rollup
+    // written (or seen) once is remembered, so a busy one costs no read per request.
+    const rollup = `${tenantId}:${dims.day}:${id}`;
+    if (!this.#known.has(rollup)) {
+      if (!(await this.#rollups.get(tenantId, dims.day, id))) await this.#rollups.put([tenantId, dims.day, id], dims);
+      if (this.#known.size >= 10_000) this.#known.clear();
+      this.#known.add(rollup);
     }
+    // The counters at once: independent increments, sent together (one write on Redis).
+    await Promise.all(
+      USAGE_FIELDS.filter((field) => counts[field]).map((field) => this.#atomic.adjust(this.#counter(tenantId, dims.day, id, field), counts[field]!)),
+    );
   }
 
   /** Every rollup of the tenant from `from` to `to` (days, inclusive), with its counts. */

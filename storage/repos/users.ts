@@ -1,6 +1,8 @@
 import { Collection } from "../collection.js";
 import type { Store } from "../store.js";
 import { sha256Hex } from "../ids.js";
+import { BusCache } from "../bus-cache.js";
+import { KEY_CACHE_MS } from "./keys.js";
 
 export interface User {
   id: string;
@@ -18,10 +20,13 @@ export interface User {
 export class UsersRepo {
   readonly #users: Collection<User>;
   readonly #store: Store;
+  /** Users as the chat path reads them (plan, tenant), dropped everywhere on change. */
+  readonly #cached: BusCache<User>;
 
-  constructor(store: Store) {
+  constructor(store: Store, options: { cacheMs?: number } = {}) {
     this.#store = store;
     this.#users = new Collection<User>(store.kv, "users");
+    this.#cached = new BusCache<User>(store.bus, "users.changed", { ttlMs: options.cacheMs ?? KEY_CACHE_MS });
   }
 
   static normalizeEmail(email: string): string {
@@ -62,12 +67,20 @@ export class UsersRepo {
     return Collection.validId(id) ? this.#users.get(id) : Promise.resolve(null);
   }
 
-  put(user: User): Promise<User> {
-    return this.#users.put([user.id], user);
+  /** The user from the short cache (storage/bus-cache.ts): for reads on every request (plan, tenant). */
+  recent(id: string): Promise<User | null> {
+    return Collection.validId(id) ? this.#cached.get(id, () => this.#users.get(id)) : Promise.resolve(null);
+  }
+
+  async put(user: User): Promise<User> {
+    const stored = await this.#users.put([user.id], user);
+    await this.#cached.invalidate(user.id);
+    return stored;
   }
 
   /** Removes a user record nothing points to (a registration that lost its email claim). */
-  remove(user: User): Promise<void> {
-    return this.#users.remove(user.id);
+  async remove(user: User): Promise<void> {
+    await this.#users.remove(user.id);
+    await this.#cached.invalidate(user.id);
   }
 }

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { setupServer } from "msw/node";
+import { mockUpstreams } from "../helpers/mock-upstreams.js";
+import { callSignal } from "../../mocks/call-signal.js";
 import { http, HttpResponse } from "msw";
 import { bearer, registerUser, startTestServer, type TestServer } from "../helpers/server.js";
 import { connectStream, agentStreamUrl, type StreamClient } from "../helpers/agent-stream.js";
@@ -9,15 +10,22 @@ import { eventually } from "../helpers/eventually.js";
 
 // A model provider that sends one chunk and then holds the stream open until the gateway aborts it.
 const SLOW_BASE = "http://slow-model.test/v1";
-const msw = setupServer(
+const msw = mockUpstreams(
   http.post(`${SLOW_BASE}/chat/completions`, ({ request }) => {
-    const aborted = new Promise<void>((resolve) => request.signal.addEventListener("abort", () => resolve(), { once: true }));
+    const aborted = new Promise<void>((resolve) => callSignal(request).addEventListener("abort", () => resolve(), { once: true }));
     const encoder = new TextEncoder();
     const chunk = { id: "c1", object: "chat.completion.chunk", created: 1, model: "slow", choices: [{ index: 0, delta: { role: "assistant", content: "thinking" }, finish_reason: null }] };
     const stream = new ReadableStream<Uint8Array>({
       start(controller) {
         controller.enqueue(encoder.encode(`data: ${JSON.stringify(chunk)}\n\n`));
-        void aborted.then(() => controller.error(new Error("aborted")));
+        // The caller is gone: end the body (an errored body would be an error in the mock server).
+        void aborted.then(() => {
+          try {
+            controller.close();
+          } catch {
+            // already closed
+          }
+        });
       },
     });
     return new HttpResponse(stream, { headers: { "content-type": "text/event-stream" } });
@@ -44,9 +52,9 @@ async function createAgent(as: string, model: string, name = "streamer") {
 }
 
 beforeAll(async () => {
-  msw.listen({ onUnhandledRequest: "bypass" });
+  await msw.listen();
   server = await startTestServer({
-    MODELS_JSON: JSON.stringify({ models: { "echo-1": { provider: "echo" }, "slow-1": { provider: "openai-compatible", baseURL: SLOW_BASE } } }),
+    MODELS_JSON: JSON.stringify({ models: { "echo-1": { provider: "echo" }, "slow-1": { provider: "openai-compatible", baseURL: msw.url(SLOW_BASE) } } }),
   });
   const user = await registerUser(server);
   token = user.token;
@@ -61,7 +69,7 @@ afterAll(async () => {
   await Promise.all(sockets.map((socket) => socket.close()));
   expect(server.loggedErrors()).toEqual([]);
   await server?.close();
-  msw.close();
+  await msw.close();
 });
 
 describe("authentication on the upgrade", () => {

@@ -1,7 +1,7 @@
 import { connect } from "node:net";
+import { mockUpstreams } from "../helpers/mock-upstreams.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { http, HttpResponse } from "msw";
-import { setupServer } from "msw/node";
 import { bearer, startTestServer, type TestServer } from "../helpers/server.js";
 import { loopbackFetch, platformAccount, sseData, type PlatformAccount } from "../helpers/chat.js";
 import { createOpenAiUpstream } from "../../mocks/openai-upstream.js";
@@ -17,7 +17,7 @@ const SLOW_JSON = "http://slow-json.upstream.test/v1";
 const upstream = createOpenAiUpstream(UPSTREAM);
 let releaseJson: () => void = () => undefined;
 let jsonCalls = 0;
-const msw = setupServer(
+const msw = mockUpstreams(
   ...upstream.handlers,
   http.post(`${SLOW_JSON}/chat/completions`, async () => {
     jsonCalls += 1;
@@ -33,11 +33,12 @@ const msw = setupServer(
   }),
 );
 
-const MODELS = JSON.stringify({
+const MODELS = () =>
+  JSON.stringify({
   models: {
-    "slow-stream": { provider: "openai-compatible", baseURL: UPSTREAM, upstreamModel: "vendor-stream" },
-    "slow-json": { provider: "openai-compatible", baseURL: SLOW_JSON, upstreamModel: "vendor-json" },
-    "hanging": { provider: "openai-compatible", baseURL: UPSTREAM, upstreamModel: "vendor-hang" },
+    "slow-stream": { provider: "openai-compatible", baseURL: msw.url(UPSTREAM), upstreamModel: "vendor-stream" },
+    "slow-json": { provider: "openai-compatible", baseURL: msw.url(SLOW_JSON), upstreamModel: "vendor-json" },
+    "hanging": { provider: "openai-compatible", baseURL: msw.url(UPSTREAM), upstreamModel: "vendor-hang" },
   },
 });
 
@@ -57,12 +58,12 @@ const chat = (server: TestServer, account: PlatformAccount, body: Record<string,
     body: JSON.stringify({ messages: [{ role: "user", content: "hi" }], ...body }),
   });
 
-beforeAll(() => msw.listen({ onUnhandledRequest: "bypass" }));
+beforeAll(() => msw.listen());
 afterAll(() => msw.close());
 
 describe("drain", () => {
   it("lets a request and a stream in flight finish with 200 and [DONE], refusing new connections", async () => {
-    const server = await startTestServer({ MODELS_JSON: MODELS });
+    const server = await startTestServer({ MODELS_JSON: MODELS() });
     const account = await platformAccount(server);
     let releaseStream!: () => void;
     upstream.script("vendor-stream", { kind: "stream", words: ["one", " two", " three"], holdBeforeEnd: new Promise<void>((resolve) => (releaseStream = resolve)) });
@@ -93,7 +94,7 @@ describe("drain", () => {
   });
 
   it("cuts what is still running when the grace period ends", async () => {
-    const server = await startTestServer({ MODELS_JSON: MODELS });
+    const server = await startTestServer({ MODELS_JSON: MODELS() });
     const account = await platformAccount(server);
     upstream.script("vendor-hang", { kind: "hang" });
     const hanging = chat(server, account, { model: "hanging" }).then(

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { setupServer } from "msw/node";
+import { mockUpstreams } from "../helpers/mock-upstreams.js";
 import { bearer, registerUser, startTestServer, type TestServer } from "../helpers/server.js";
 import { loopbackFetch, platformAccount, sseData, type PlatformAccount } from "../helpers/chat.js";
 import { createOpenAiUpstream } from "../../mocks/openai-upstream.js";
@@ -8,7 +8,7 @@ import { createOpenAiUpstream } from "../../mocks/openai-upstream.js";
 
 const UPSTREAM = "http://ops.upstream.test/v1";
 const upstream = createOpenAiUpstream(UPSTREAM);
-const msw = setupServer(...upstream.handlers);
+const msw = mockUpstreams(...upstream.handlers);
 const METRICS_TOKEN = "metrics-token-0123456789";
 const TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
@@ -30,14 +30,14 @@ function parseExposition(text: string) {
 }
 
 beforeAll(async () => {
-  msw.listen({ onUnhandledRequest: "bypass" });
-  const models = { remote: { provider: "openai-compatible", baseURL: UPSTREAM, upstreamModel: "vendor-ops", price: { input: 1000, output: 2000 } } };
+  await msw.listen();
+  const models = { remote: { provider: "openai-compatible", baseURL: msw.url(UPSTREAM), upstreamModel: "vendor-ops", price: { input: 1000, output: 2000 } } };
   server = await startTestServer({ MODELS_JSON: JSON.stringify({ models }), METRICS_TOKEN });
   account = await platformAccount(server);
 });
 afterAll(async () => {
   await server.close();
-  msw.close();
+  await msw.close();
 });
 
 const chat = (body: Record<string, unknown>, headers: Record<string, string> = {}) =>

@@ -1,6 +1,6 @@
-import { ofetch } from "ofetch";
 import { ServiceError } from "../../errors.js";
 import { readSseData } from "../../sse-parse.js";
+import { isUpstreamTimeout, upstreamRequest, type UpstreamResponse } from "../../transport/upstream.js";
 import type { ChatChunk, ChatCompletion, ChatRequest, Provider, ProviderResult } from "../types.js";
 import type { OpenAiModelConfig } from "../models-config.js";
 
@@ -37,36 +37,26 @@ export class OpenAiCompatibleProvider implements Provider {
     // Agent runs offer tools as functions; an empty list is an error upstream, so it is left out.
     if (!request.tools?.length) delete body.tools;
 
-    // One timer covers the wait for the first byte and then each gap between chunks.
-    const timer = new IdleTimer(timeoutMs);
-    const combined = AbortSignal.any([signal, timer.signal]);
+    // The pooled client (rpc/transport/upstream.ts): the timeout covers the wait for the first
+    // byte and then each gap between chunks; the caller's signal cancels the upstream request.
     const url = config.baseURL.replace(/\/+$/, "") + "/chat/completions";
-    let response: Response;
+    const headers: Record<string, string> = {
+      "content-type": "application/json",
+      accept: request.stream ? "text/event-stream" : "application/json",
+    };
+    if (apiKey) headers.authorization = `Bearer ${apiKey}`;
+    // W3C Trace Context: the caller's trace continues at the provider.
+    if (trace.traceparent) headers.traceparent = trace.traceparent;
+    let response: UpstreamResponse;
     try {
-      // ofetch without its retries or error throwing: the raw response is relayed as it is.
-      response = await ofetch.raw(url, {
-        method: "POST",
-        body,
-        headers: {
-          accept: request.stream ? "text/event-stream" : "application/json",
-          ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}),
-          // W3C Trace Context: the caller's trace continues at the provider.
-          ...(trace.traceparent ? { traceparent: trace.traceparent } : {}),
-        },
-        signal: combined,
-        retry: 0,
-        ignoreResponseError: true,
-        responseType: "stream",
-      });
+      response = await upstreamRequest(url, { method: "POST", headers, body: JSON.stringify(body), signal, timeoutMs });
     } catch (error) {
-      timer.stop();
-      throw transportError(error, timer, timeoutMs, id);
+      throw transportError(error, timeoutMs, id);
     }
     try {
-      if (!response.ok) throw await relayedError(response);
+      if (response.statusCode < 200 || response.statusCode > 299) throw await relayedError(response);
       if (!request.stream) {
-        const text = await response.text();
-        timer.stop();
+        const text = await response.body.text();
         let completion: ChatCompletion;
         try {
           completion = JSON.parse(text) as ChatCompletion;
@@ -75,20 +65,19 @@ export class OpenAiCompatibleProvider implements Provider {
         }
         return { kind: "completion", completion };
       }
-      if (!response.body) throw new ServiceError("BAD_GATEWAY", `The model provider sent an empty stream for ${id}`);
-      return { kind: "stream", chunks: parseChunks(response.body, timer, timeoutMs, id, combined) };
+      return { kind: "stream", chunks: parseChunks(response.body, timeoutMs, id, signal) };
     } catch (error) {
-      timer.stop();
+      if (!response.body.destroyed) response.body.destroy();
       if (error instanceof ServiceError) throw error;
-      throw transportError(error, timer, timeoutMs, id);
+      throw transportError(error, timeoutMs, id);
     }
   }
 }
 
-async function* parseChunks(body: ReadableStream<Uint8Array>, timer: IdleTimer, timeoutMs: number, id: string, signal: AbortSignal): AsyncGenerator<ChatChunk> {
+async function* parseChunks(body: UpstreamResponse["body"], timeoutMs: number, id: string, signal: AbortSignal): AsyncGenerator<ChatChunk> {
   let finished = false;
   try {
-    for await (const data of readSseData(body, { onActivity: () => timer.touch(), signal, endAtDone: true })) {
+    for await (const data of readSseData(body, { signal, endAtDone: true })) {
       let chunk: ChatChunk;
       try {
         chunk = JSON.parse(data) as ChatChunk;
@@ -105,62 +94,29 @@ async function* parseChunks(body: ReadableStream<Uint8Array>, timer: IdleTimer, 
     if (!finished) throw new ServiceError("BAD_GATEWAY", `The model provider closed the stream early for ${id}`);
   } catch (error) {
     if (error instanceof ServiceError) throw error;
-    throw transportError(error, timer, timeoutMs, id, true);
+    throw transportError(error, timeoutMs, id, true);
   } finally {
-    timer.stop();
+    if (!finished && !body.destroyed) body.destroy();
   }
 }
 
 /** Relays the provider's error body and status as they are, `{detail}` bodies included (spec 7.2). */
-async function relayedError(response: Response): Promise<ServiceError> {
-  const text = await response.text().catch(() => "");
+async function relayedError(response: UpstreamResponse): Promise<ServiceError> {
+  const text = await response.body.text().catch(() => "");
   let upstreamBody: unknown;
   try {
     upstreamBody = JSON.parse(text);
   } catch {
-    upstreamBody = { detail: text || response.statusText || `HTTP ${response.status}` };
+    upstreamBody = { detail: text || `HTTP ${response.statusCode}` };
   }
   const message =
-    (upstreamBody as { error?: { message?: string } })?.error?.message ?? (upstreamBody as { detail?: string })?.detail ?? `HTTP ${response.status}`;
+    (upstreamBody as { error?: { message?: string } })?.error?.message ?? (upstreamBody as { detail?: string })?.detail ?? `HTTP ${response.statusCode}`;
   // Upstream headers (Retry-After included) are not copied: spec 7.2 forwards 429 without it.
-  return new ServiceError("UPSTREAM", String(message), { status: response.status, upstreamBody });
+  return new ServiceError("UPSTREAM", String(message), { status: response.statusCode, upstreamBody });
 }
 
-function transportError(error: unknown, timer: IdleTimer, timeoutMs: number, id: string, midStream = false): ServiceError {
-  if (timer.fired) return new ServiceError("TIMEOUT", `The model provider did not answer within ${timeoutMs / 1000}s for ${id}`);
+function transportError(error: unknown, timeoutMs: number, id: string, midStream = false): ServiceError {
+  if (isUpstreamTimeout(error)) return new ServiceError("TIMEOUT", `The model provider did not answer within ${timeoutMs / 1000}s for ${id}`);
   if (midStream) return new ServiceError("BAD_GATEWAY", `The model provider closed the stream early for ${id}`, { cause: error });
   return new ServiceError("BAD_GATEWAY", `The model provider for ${id} is unreachable`, { cause: error });
-}
-
-/** An abort signal that fires when `touch` has not been called for `ms`. */
-class IdleTimer {
-  readonly #controller = new AbortController();
-  readonly #ms: number;
-  #handle: NodeJS.Timeout | undefined;
-  #stopped = false;
-  fired = false;
-
-  constructor(ms: number) {
-    this.#ms = ms;
-    this.touch();
-  }
-
-  get signal(): AbortSignal {
-    return this.#controller.signal;
-  }
-
-  touch(): void {
-    if (this.fired || this.#stopped) return;
-    clearTimeout(this.#handle);
-    this.#handle = setTimeout(() => {
-      this.fired = true;
-      this.#controller.abort(new DOMException("The model provider timed out", "TimeoutError"));
-    }, this.#ms);
-    this.#handle.unref?.();
-  }
-
-  stop(): void {
-    this.#stopped = true;
-    clearTimeout(this.#handle);
-  }
 }

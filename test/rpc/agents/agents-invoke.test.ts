@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { setupServer } from "msw/node";
+import { mockUpstreams } from "../../helpers/mock-upstreams.js";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
 import { connectVm, vmSocketUrl, type TestVm } from "../../helpers/vm.js";
 import { eventually } from "../../helpers/eventually.js";
@@ -7,9 +7,9 @@ import { createToolCallingUpstream, toolReplies } from "../../../mocks/openai-to
 
 const BASE = "http://models.agents.test/v1";
 const upstream = createToolCallingUpstream(BASE);
-const msw = setupServer(...upstream.handlers);
-const model = (upstreamModel: string) => ({ provider: "openai-compatible", baseURL: BASE, upstreamModel });
-const MODELS_JSON = JSON.stringify({ models: { "tool-model": model("tool-model"), "loop-model": model("loop-model"), "fail-model": model("fail-model") } });
+const msw = mockUpstreams(...upstream.handlers);
+const model = (upstreamModel: string) => ({ provider: "openai-compatible", baseURL: msw.url(BASE), upstreamModel });
+const modelsJson = () => JSON.stringify({ models: { "tool-model": model("tool-model"), "loop-model": model("loop-model"), "fail-model": model("fail-model") } });
 
 let server: TestServer;
 let token: string;
@@ -18,8 +18,8 @@ let vm: TestVm;
 const waiting: { key: string; release: () => void }[] = [];
 
 beforeAll(async () => {
-  msw.listen({ onUnhandledRequest: "bypass" });
-  server = await startTestServer({ MODELS_JSON });
+  await msw.listen();
+  server = await startTestServer({ MODELS_JSON: modelsJson() });
   token = (await registerUser(server)).token;
   vm = await connectVm(vmSocketUrl(server.origin, "agent-vm", { vmId: "vm-a" }), token, {
     "tools/call": ({ name, arguments: args }) => {
@@ -41,7 +41,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await vm?.close();
-  msw.close();
+  await msw.close();
   expect(server.loggedErrors()).toEqual([]);
   await server.close();
 });

@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { setupServer } from "msw/node";
+import { mockUpstreams } from "../../helpers/mock-upstreams.js";
 import OpenAI, { APIError } from "openai";
 import { bearer, startTestServer, type TestServer } from "../../helpers/server.js";
 import { withCookie } from "../../helpers/console.js";
@@ -12,17 +12,17 @@ import { countPromptTokens, countTokens } from "../../../rpc/chat/tokens.js";
 
 const UPSTREAM = "http://metered.upstream.test/v1";
 const upstream = createOpenAiUpstream(UPSTREAM);
-const msw = setupServer(...upstream.handlers);
+const msw = mockUpstreams(...upstream.handlers);
 
 // Prices are micro-credits per 1,000 tokens (docs/models-and-chat.md).
 const PRICE = { input: 3000, output: 7000 };
-const MODELS = {
+const MODELS = () => ({
   models: {
-    metered: { provider: "openai-compatible", baseURL: UPSTREAM, upstreamModel: "vendor-metered", price: PRICE },
+    metered: { provider: "openai-compatible", baseURL: msw.url(UPSTREAM), upstreamModel: "vendor-metered", price: PRICE },
     "echo-cheap": { provider: "echo" },
     "echo-dear": { provider: "echo", price: { input: 100_000, output: 100_000 } },
   },
-};
+});
 const costOf = (usage: { prompt_tokens: number; completion_tokens: number }, price = PRICE) =>
   Math.ceil((usage.prompt_tokens * price.input + usage.completion_tokens * price.output) / 1000);
 
@@ -30,15 +30,15 @@ let server: TestServer;
 let account: PlatformAccount;
 
 beforeAll(async () => {
-  msw.listen({ onUnhandledRequest: "bypass" });
-  server = await startTestServer({ MODELS_JSON: JSON.stringify(MODELS) });
+  await msw.listen();
+  server = await startTestServer({ MODELS_JSON: JSON.stringify(MODELS()) });
   account = await platformAccount(server);
 });
 afterEach(() => upstream.reset());
 afterAll(async () => {
   expect(server.loggedErrors()).toEqual([]);
   await server.close();
-  msw.close();
+  await msw.close();
 });
 
 const balance = () => server.services.credits.balance(account.workspaceId);
@@ -258,7 +258,7 @@ describe("limits shared by two instances on one Redis", () => {
   let b: TestServer;
 
   beforeAll(async () => {
-    const env = { STORAGE: "redis", REDIS_PREFIX: prefix, MODELS_JSON: JSON.stringify(MODELS) };
+    const env = { STORAGE: "redis", REDIS_PREFIX: prefix, MODELS_JSON: JSON.stringify(MODELS()) };
     [a, b] = await Promise.all([startTestServer(env), startTestServer(env)]);
   });
   afterAll(async () => {

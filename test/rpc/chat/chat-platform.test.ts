@@ -1,10 +1,10 @@
 import { createServer } from "node:net";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { setupServer } from "msw/node";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import OpenAI, { APIError } from "openai";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
 import { loopbackFetch, openaiClient, platformAccount, sseData, userMessage, type PlatformAccount } from "../../helpers/chat.js";
 import { createOpenAiUpstream } from "../../../mocks/openai-upstream.js";
+import { serveMockUpstreams, type MockUpstreams } from "../../helpers/mock-upstreams.js";
 import { createKey } from "../../../rpc/keys/create-key.js";
 import { countPromptTokens, countTokens } from "../../../rpc/chat/tokens.js";
 
@@ -12,7 +12,7 @@ import { countPromptTokens, countTokens } from "../../../rpc/chat/tokens.js";
 
 const UPSTREAM = "http://models.upstream.test/v1";
 const upstream = createOpenAiUpstream(UPSTREAM);
-const msw = setupServer(...upstream.handlers);
+let msw: MockUpstreams;
 
 /** A free loopback port with nothing listening: an unreachable provider. */
 async function closedPort(): Promise<number> {
@@ -31,14 +31,14 @@ let account: PlatformAccount;
 let client: OpenAI;
 
 beforeAll(async () => {
-  msw.listen({ onUnhandledRequest: "bypass" });
+  msw = await serveMockUpstreams(...upstream.handlers);
   process.env[KEY_ENV] = "upstream-secret-123";
   models = {
     "local-echo": { provider: "echo", ownedBy: "house", contextWindow: 4096 },
-    "remote-a": { provider: "openai-compatible", baseURL: UPSTREAM, apiKeyEnv: KEY_ENV, upstreamModel: "vendor-a", contextWindow: 128000, ownedBy: "vendor" },
-    "remote-slow": { provider: "openai-compatible", baseURL: UPSTREAM, upstreamModel: "vendor-slow", timeoutSeconds: 0.3 },
+    "remote-a": { provider: "openai-compatible", baseURL: msw.url(UPSTREAM), apiKeyEnv: KEY_ENV, upstreamModel: "vendor-a", contextWindow: 128000, ownedBy: "vendor" },
+    "remote-slow": { provider: "openai-compatible", baseURL: msw.url(UPSTREAM), upstreamModel: "vendor-slow", timeoutSeconds: 0.3 },
     "remote-down": { provider: "openai-compatible", baseURL: `http://127.0.0.1:${await closedPort()}/v1` },
-    "remote-nokey": { provider: "openai-compatible", baseURL: UPSTREAM, apiKeyEnv: "CHAT_TEST_UNSET_KEY_VARIABLE" },
+    "remote-nokey": { provider: "openai-compatible", baseURL: msw.url(UPSTREAM), apiKeyEnv: "CHAT_TEST_UNSET_KEY_VARIABLE" },
     "internal-only": { provider: "echo", public: false },
   };
   server = await startTestServer({ MODELS_JSON: JSON.stringify({ models }) });
@@ -49,7 +49,7 @@ afterEach(() => upstream.reset());
 afterAll(async () => {
   expect(server.loggedErrors()).toEqual([]);
   await server.close();
-  msw.close();
+  await msw.close();
   delete process.env[KEY_ENV];
 });
 
@@ -206,6 +206,34 @@ describe("POST /api/v1/chat/completions", () => {
       if (content) seen.push(content);
     }
     expect(seen).toEqual(["first", " second", " last"]);
+  });
+
+  it("aborts the upstream request when the client disconnects while a JSON answer is awaited", async () => {
+    upstream.script("vendor-a", { kind: "hang" });
+    const controller = new AbortController();
+    const pending = client.chat.completions.create({ model: "remote-a", messages: userMessage("x") }, { signal: controller.signal }).catch((error: unknown) => error);
+    await vi.waitFor(() => expect(upstream.calls).toHaveLength(1));
+    expect(upstream.calls[0]!.wasAborted()).toBe(false);
+    controller.abort();
+    expect(await pending).toBeInstanceOf(OpenAI.APIUserAbortError);
+    await upstream.calls[0]!.aborted; // the provider's socket closed
+    expect(upstream.calls[0]!.wasAborted()).toBe(true);
+  });
+
+  it("reuses kept-alive provider connections for JSON answers and finished streams", async () => {
+    for (let i = 0; i < 3; i++) await client.chat.completions.create({ model: "remote-a", messages: userMessage("warm up") });
+    const accepted = msw.acceptedConnections();
+    for (let i = 0; i < 10; i++) {
+      const completion = await client.chat.completions.create({ model: "remote-a", messages: userMessage(`hello ${i}`) });
+      expect(completion.choices[0]!.message.content).toBe(`hello ${i}`);
+      const stream = await client.chat.completions.create({ model: "remote-a", messages: userMessage(`streamed ${i}`), stream: true });
+      let text = "";
+      for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? "";
+      expect(text).toBe(`streamed ${i}`);
+    }
+    // Twenty sequential calls later the pool has not opened a connection per call.
+    expect(msw.acceptedConnections() - accepted).toBeLessThanOrEqual(1);
+    expect(upstream.calls.every((call) => !call.wasAborted())).toBe(true);
   });
 
   it("aborts the upstream request when the client disconnects mid-stream", async () => {

@@ -1,8 +1,8 @@
 import { mkdtemp, rm } from "node:fs/promises";
+import { mockUpstreams } from "../../helpers/mock-upstreams.js";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { setupServer } from "msw/node";
 import { APIError } from "openai";
 import { startTestServer, type TestServer } from "../../helpers/server.js";
 import { openaiClient, platformAccount, userMessage, type PlatformAccount } from "../../helpers/chat.js";
@@ -18,9 +18,9 @@ import { createOpenAiUpstream } from "../../../mocks/openai-upstream.js";
 
 const UPSTREAM = "http://holds.upstream.test/v1";
 const upstream = createOpenAiUpstream(UPSTREAM);
-const msw = setupServer(...upstream.handlers);
+const msw = mockUpstreams(...upstream.handlers);
 const PRICE = { input: 1000, output: 2000 };
-const MODELS = { models: { echo: { provider: "echo", price: PRICE }, vendor: { provider: "openai-compatible", baseURL: UPSTREAM, upstreamModel: "vendor-holds", price: PRICE } } };
+const MODELS = () => ({ models: { echo: { provider: "echo", price: PRICE }, vendor: { provider: "openai-compatible", baseURL: msw.url(UPSTREAM), upstreamModel: "vendor-holds", price: PRICE } } });
 const messages = userMessage("x");
 // max_tokens 1 and a one-token message: the echo model costs exactly what it holds.
 const perRequest = Math.ceil((countPromptTokens(messages) * PRICE.input + 1 * PRICE.output) / 1000);
@@ -28,9 +28,9 @@ const N = 8;
 
 const dirs: string[] = [];
 const prefixes: string[] = [];
-beforeAll(() => msw.listen({ onUnhandledRequest: "bypass" }));
+beforeAll(() => msw.listen());
 afterAll(async () => {
-  msw.close();
+  await msw.close();
   for (const dir of dirs) await rm(dir, { recursive: true, force: true });
   for (const prefix of prefixes) await dropRedisPrefix(prefix);
 });
@@ -61,7 +61,7 @@ describe.each(["memory", "fs", "redis"] as const)("credit holds on %s", (driver)
   let servers: TestServer[];
 
   beforeAll(async () => {
-    const env: Record<string, string> = { STORAGE: driver, MODELS_JSON: JSON.stringify(MODELS) };
+    const env: Record<string, string> = { STORAGE: driver, MODELS_JSON: JSON.stringify(MODELS()) };
     if (driver === "fs") {
       const dir = await mkdtemp(join(tmpdir(), "gw-holds-"));
       dirs.push(dir);
@@ -111,7 +111,7 @@ describe("a hold ends exactly once, however the request ends", () => {
   const state = () => server.services.ledger.state(server.services.ledger.credits(account.workspaceId));
 
   beforeAll(async () => {
-    server = await startTestServer({ MODELS_JSON: JSON.stringify(MODELS), HOLD_LEASE_SECONDS: "60" });
+    server = await startTestServer({ MODELS_JSON: JSON.stringify(MODELS()), HOLD_LEASE_SECONDS: "60" });
     account = await platformAccount(server, 1);
   });
   afterAll(async () => {

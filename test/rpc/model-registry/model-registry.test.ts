@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { setupServer } from "msw/node";
 import { delay, http, HttpResponse } from "msw";
 import { createOpenAiUpstream } from "../../../mocks/openai-upstream.js";
+import { mockUpstreams } from "../../helpers/mock-upstreams.js";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
 import { runAdmin } from "../../../scripts/admin-commands.js";
 
@@ -11,17 +11,17 @@ import { runAdmin } from "../../../scripts/admin-commands.js";
  */
 
 const BASE = "https://upstream.test/v1";
-const MODELS = {
+const MODELS = () => ({
   models: {
     "echo-a": { provider: "echo" },
-    "up-1": { provider: "openai-compatible", baseURL: BASE, upstreamModel: "m1", contextWindow: 32000 },
+    "up-1": { provider: "openai-compatible", baseURL: msw.url(BASE), upstreamModel: "m1", contextWindow: 32000 },
     "org/echo:b": { provider: "echo" },
   },
-};
+});
 const upstream = createOpenAiUpstream(BASE);
 let probeMode: "ok" | "fail" | "slow" | "hang" = "ok";
 let probes = 0;
-const msw = setupServer(
+const msw = mockUpstreams(
   ...upstream.handlers,
   http.get(`${BASE}/models`, async () => {
     probes += 1;
@@ -41,8 +41,8 @@ const patch = (id: string, json: unknown, headers = operator) => server.request(
 const chat = (model: string, headers = alice) => server.request("/gateway/v1/chat/completions", { method: "POST", headers, json: { model, messages: [{ role: "user", content: "hello there" }] } });
 
 beforeAll(async () => {
-  msw.listen({ onUnhandledRequest: "bypass" });
-  server = await startTestServer({ MODELS_JSON: JSON.stringify(MODELS), MODEL_HEALTH_TTL_SECONDS: "30", MODEL_HEALTH_PROBE_TIMEOUT_MS: "400" });
+  await msw.listen();
+  server = await startTestServer({ MODELS_JSON: JSON.stringify(MODELS()), MODEL_HEALTH_TTL_SECONDS: "30", MODEL_HEALTH_PROBE_TIMEOUT_MS: "400" });
   const op = await registerUser(server);
   await runAdmin(["grant-operator", "--email", op.email], server.services);
   operator = bearer(op.token);
@@ -53,15 +53,15 @@ afterEach(() => {
   vi.useRealTimers();
 });
 afterAll(async () => {
-  msw.close();
   await server.close();
+  await msw.close();
 });
 
 describe("entries", () => {
   it("has an entry for every model the router serves, from the models document", async () => {
     const list = await get("");
     expect(list.status).toBe(200);
-    expect(list.body.data.map((entry: { id: string }) => entry.id).sort()).toEqual(Object.keys(MODELS.models).sort());
+    expect(list.body.data.map((entry: { id: string }) => entry.id).sort()).toEqual(Object.keys(MODELS().models).sort());
     const up = list.body.data.find((entry: { id: string }) => entry.id === "up-1");
     expect(up).toMatchObject({ provider: "openai-compatible", upstreamModel: "m1", contextWindow: 32000, status: "active", served: true, capabilities: { streaming: true, tools: true, vision: false } });
   });

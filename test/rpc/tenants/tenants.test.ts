@@ -1,21 +1,21 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { setupServer } from "msw/node";
+import { mockUpstreams } from "../../helpers/mock-upstreams.js";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
 import { createToolCallingUpstream } from "../../../mocks/openai-tools.js";
 
 const G = "/gateway/v1";
 const BASE = "http://models.tenants.test/v1";
 const upstream = createToolCallingUpstream(BASE);
-const msw = setupServer(...upstream.handlers);
+const msw = mockUpstreams(...upstream.handlers);
 
 let server: TestServer;
 let alice: { token: string; user: { id: string; tenantId: string } };
 let bob: { token: string };
 
 beforeAll(async () => {
-  msw.listen({ onUnhandledRequest: "bypass" });
+  await msw.listen();
   server = await startTestServer({
-    MODELS_JSON: JSON.stringify({ models: { metered: { provider: "openai-compatible", baseURL: BASE } } }),
+    MODELS_JSON: JSON.stringify({ models: { metered: { provider: "openai-compatible", baseURL: msw.url(BASE) } } }),
     TENANT_DEFAULT_AGENT_LIMIT: "7",
     TENANT_DEFAULT_TOKENS_PER_MONTH: "12345",
   });
@@ -23,7 +23,7 @@ beforeAll(async () => {
   bob = await registerUser(server);
 });
 afterAll(async () => {
-  msw.close();
+  await msw.close();
   expect(server.loggedErrors()).toEqual([]);
   await server.close();
 });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { setupServer } from "msw/node";
+import { mockUpstreams } from "../../helpers/mock-upstreams.js";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
 import { connectVm, vmSocketUrl, type TestVm } from "../../helpers/vm.js";
 import { eventually } from "../../helpers/eventually.js";
@@ -346,19 +346,19 @@ describe("POST /mcp/ask", () => {
 describe("plans from a planner model", () => {
   const BASE = "http://planner.routing.test/v1";
   const upstream = createToolCallingUpstream(BASE);
-  const msw = setupServer(...upstream.handlers);
+  const msw = mockUpstreams(...upstream.handlers);
   let modelServer: TestServer;
   let user: string;
 
   beforeAll(async () => {
-    msw.listen({ onUnhandledRequest: "bypass" });
+    await msw.listen();
     modelServer = await startTestServer({
-      MODELS_JSON: JSON.stringify({ models: { "echo-1": { provider: "echo" }, planner: { provider: "openai-compatible", baseURL: BASE, upstreamModel: "planner-up" } } }),
+      MODELS_JSON: JSON.stringify({ models: { "echo-1": { provider: "echo" }, planner: { provider: "openai-compatible", baseURL: msw.url(BASE), upstreamModel: "planner-up" } } }),
     });
     user = (await registerUser(modelServer)).token;
   });
   afterAll(async () => {
-    msw.close();
+    await msw.close();
     expect(modelServer.loggedErrors()).toEqual([]);
     await modelServer.close();
   });
