@@ -9,14 +9,16 @@
  *   npm run bench:chat
  *
  * Environment: BENCH_SECONDS (per measured run, default 5), BENCH_WARMUP_SECONDS (default 1),
- * BENCH_STORAGES (default "memory,redis"), BENCH_MODES (default "json,sse"), BENCH_CONCURRENCY (default "1,16,64"),
+ * BENCH_STORAGES (default "memory,redis"; also "fs", in a temporary DATA_DIR), BENCH_MODES (default "json,sse"), BENCH_CONCURRENCY (default "1,16,64"),
  * MOCK_LATENCY_MS (default 2), REDIS_URL (default redis://127.0.0.1:6379).
  */
 import type { ChildProcess } from "node:child_process";
 import { forkReady } from "./internal/fork-ready.js";
 import { once } from "node:events";
 import { randomUUID } from "node:crypto";
-import { cpus } from "node:os";
+import { cpus, tmpdir } from "node:os";
+import { mkdtempSync, rmSync } from "node:fs";
+import { join } from "node:path";
 import autocannon from "autocannon";
 import { dropRedisPrefix } from "../test/helpers/redis.js";
 
@@ -123,8 +125,10 @@ async function main() {
   try {
     for (const storage of STORAGES) {
       const prefix = `bench-chat-${randomUUID().slice(0, 8)}`;
+      const dataDir = storage === "fs" ? mkdtempSync(join(tmpdir(), "bench-chat-")) : "";
       const gateway = await spawn("bench/internal/chat-server.ts", {
         STORAGE: storage,
+        ...(dataDir ? { DATA_DIR: dataDir } : {}),
         REDIS_URL,
         REDIS_PREFIX: prefix,
         GATEWAY_JWT_SECRET: "bench-secret-that-is-at-least-32-characters",
@@ -157,6 +161,7 @@ async function main() {
       } finally {
         await stop(gateway.child);
         if (storage === "redis") await dropRedisPrefix(prefix, REDIS_URL);
+        if (dataDir) rmSync(dataDir, { recursive: true, force: true });
       }
     }
   } finally {
