@@ -92,6 +92,8 @@ export class Journal {
   #closed = false;
   /** What the last open dropped from a torn journal tail (bytes), for tests and logs. */
   tornBytes = 0;
+  /** Journal writes (each one write + fdatasync) so far. */
+  flushes = 0;
 
   private constructor(dir: string, options: JournalOptions) {
     this.#dir = dir;
@@ -202,6 +204,7 @@ export class Journal {
       this.#writing = file.write(batch.lines.join("")).then(() => file.datasync());
       try {
         await this.#writing;
+        this.flushes += 1;
         this.#journalBytes += batch.bytes;
         batch.resolve();
       } catch (error) {
