@@ -81,8 +81,14 @@ export async function serveStore(path: string, target: Target): Promise<() => Pr
         );
     });
   });
-  // Created without access for group and others, then made 0600 explicitly.
-  const umask = process.umask(0o177);
+  // Created without access for group and others, then made 0600 explicitly (a worker thread
+  // cannot change the umask: there the chmod alone does it).
+  let umask: number | undefined;
+  try {
+    umask = process.umask(0o177);
+  } catch {
+    umask = undefined;
+  }
   try {
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
@@ -92,7 +98,7 @@ export async function serveStore(path: string, target: Target): Promise<() => Pr
       });
     });
   } finally {
-    process.umask(umask);
+    if (umask !== undefined) process.umask(umask);
   }
   await chmod(path, 0o600);
   return async () => {
