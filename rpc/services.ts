@@ -109,6 +109,8 @@ export type OpenToolBridge = (deps: { config: Config; log: Logger; store: Store;
 export interface ServicesOptions {
   /** Name resolution for guarded outbound connections (default: the system resolver). */
   resolveHost?: ResolveHost;
+  /** STORAGE=fs, DATA_DIR owned by a running server: fail (a server) or go through it (the admin command). */
+  whenDataDirOwned?: "fail" | "connect";
 }
 
 /** A bridge with no tools, for callers that never touch the catalog (the admin command). */
@@ -152,7 +154,7 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
   const planConfigs = loadPlans(config);
   // Process-wide, like the thread pool it protects.
   setHashConcurrency(config.PASSWORD_HASH_CONCURRENCY);
-  const store = await openStore(config);
+  const store = await openStore(config, { whenOwned: options.whenDataDirOwned ?? "fail" });
   const metrics = new Metrics();
   metrics.observeStorage(store.kv);
   let secret = config.GATEWAY_JWT_SECRET ?? (await store.persistentSecret("jwt-secret"));

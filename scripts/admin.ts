@@ -17,7 +17,8 @@ if (args.length === 0 || ["help", "--help", "-h"].includes(args[0]!)) {
 let exitCode = 0;
 try {
   const config = loadConfig(process.env);
-  const services = await createServices(config, createLogger("silent"), noTools);
+  // STORAGE=fs: with a server running on DATA_DIR, every storage operation goes through it.
+  const services = await createServices(config, createLogger("silent"), noTools, { whenDataDirOwned: "connect" });
   try {
     const result = await runAdmin(args, services);
     process.stdout.write(`${typeof result === "string" ? result : JSON.stringify(result, null, 2)}\n`);

@@ -16,6 +16,8 @@ export function startupFailure(error: unknown, env: Env): string {
   switch (code) {
     case "REDIS_UNREACHABLE":
       return line(`Invalid configuration: REDIS_URL=${String(env.REDIS_URL ?? "redis://127.0.0.1:6379")}: Redis did not answer (${message.replace(/^.*did not answer: /, "")}); start Redis there or point REDIS_URL at a running one`);
+    case "DATA_DIR_BUSY":
+      return line(`Invalid configuration: DATA_DIR=${String(env.DATA_DIR ?? "./data")}: ${message}`);
     case "EADDRINUSE":
       return `Invalid configuration: PORT=${port}: ${host}:${port} is already in use; stop the process holding it or choose another PORT (0 picks a free one)`;
     case "EACCES":

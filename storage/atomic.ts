@@ -46,9 +46,9 @@ export interface AccountState {
 
 /**
  * Operations unstorage cannot make atomic. Never read-modify-write a shared value through
- * getItem/setItem: go through one of these, which is atomic within a process and across
- * processes on one DATA_DIR (local, with an inter-process lock on fs) or across every process
- * on one Redis (redis).
+ * getItem/setItem: go through one of these, which is atomic within the process that owns the
+ * data (memory; fs, where one process owns DATA_DIR and the admin command goes through it) or
+ * across every process on one Redis (redis).
  */
 export interface Atomic {
   /** Adds `by` to a counter that expires `ttlMs` after its first increment. */
@@ -85,9 +85,6 @@ export interface Atomic {
   account(key: string): Promise<AccountState>;
 }
 
-/** A lock shared by every process on one DATA_DIR; resolves to its release. */
-export type InterProcessLock = (key: string) => Promise<() => Promise<void>>;
-
 /**
  * What LocalAtomic stores per key: the value, its expiry, and the holds on it
  * (id → [amount, expiresAt, pid of the process that placed it]).
@@ -103,19 +100,22 @@ type HoldEntry = [amount: number, expiresAt: number, pid?: number];
 /**
  * In-process implementation for the memory and fs drivers. Durable values (claims,
  * balances, ledger accounts) live in the unstorage instance, so with fs they survive a
- * restart; each key is serialized through its own promise chain and, on fs, an inter-process
- * lock, so the admin command and the server can share one DATA_DIR. Expiring counters
- * (`increment`) are rate windows and live in memory only.
+ * restart; each key is serialized through its own promise chain (one process owns the data).
+ * Expiring counters (`increment`) are rate windows and live in memory only.
+ *
+ * The drivers apply a write to their memory within the `setItem` call and resolve once it is
+ * durable (fs: journaled). So an operation holds its keys only while it reads and computes —
+ * the next operation on the key sees its result at once — and answers once its writes are
+ * durable: a hot key (a workspace's credits) is not held across an fsync.
  */
 export class LocalAtomic implements Atomic {
   readonly #kv: Storage;
-  readonly #interProcess: InterProcessLock | undefined;
   readonly #counters = new Map<string, { value: number; expiresAt: number }>();
   readonly #locks = new Map<string, Promise<unknown>>();
+  readonly #unsynced = new Map<string, Promise<unknown>>();
 
-  constructor(kv: Storage, interProcess?: InterProcessLock) {
+  constructor(kv: Storage) {
     this.#kv = kv;
-    this.#interProcess = interProcess;
   }
 
   async increment(key: string, by: number, ttlMs: number) {
@@ -136,58 +136,63 @@ export class LocalAtomic implements Atomic {
   }
 
   setIfAbsent(key: string, value: string, ttlMs?: number) {
-    return this.#locked([key], async () => {
+    return this.#locked([key], async (writes) => {
       const item = await this.#raw(key);
       if (live(item)) return false;
-      await this.#write(key, { ...keepHolds(item), v: value, ...expiry(ttlMs) });
+      this.#write(writes, key, { ...keepHolds(item), v: value, ...expiry(ttlMs) });
       return true;
     });
   }
 
   async get(key: string) {
     const item = await this.#raw(key);
+    await this.#readDurable([key]);
     return live(item) ? item!.v : null;
   }
 
   delete(key: string) {
-    return this.#locked([key], () => this.#kv.removeItem(this.#path(key)));
+    return this.#locked([key], async (writes) => {
+      this.#remove(writes, key);
+    });
   }
 
   compareAndSet(key: string, expected: string | null, next: string | null, ttlMs?: number) {
-    return this.#locked([key], async () => {
+    return this.#locked([key], async (writes) => {
       const item = await this.#raw(key);
       if ((live(item) ? item!.v : null) !== expected) return false;
-      if (next === null) await this.#kv.removeItem(this.#path(key));
-      else await this.#write(key, { ...keepHolds(item), v: next, ...expiry(ttlMs) });
+      if (next === null) this.#remove(writes, key);
+      else this.#write(writes, key, { ...keepHolds(item), v: next, ...expiry(ttlMs) });
       return true;
     });
   }
 
   adjust(key: string, delta: number) {
-    return this.#locked([key], async () => {
+    return this.#locked([key], async (writes) => {
       const item = await this.#raw(key);
       const balance = valueOf(item) + delta;
-      await this.#write(key, { ...item, v: String(balance) });
+      this.#write(writes, key, { ...item, v: String(balance) });
       return balance;
     });
   }
 
   debit(key: string, amount: number, floor = 0) {
-    return this.#locked([key], async () => {
+    return this.#locked([key], async (writes) => {
       const item = await this.#raw(key);
       const current = valueOf(item);
       if (current - amount < floor) return { ok: false, balance: current };
-      await this.#write(key, { ...item, v: String(current - amount) });
+      this.#write(writes, key, { ...item, v: String(current - amount) });
       return { ok: true, balance: current - amount };
     });
   }
 
   async balance(key: string) {
-    return valueOf(await this.#raw(key));
+    const item = await this.#raw(key);
+    await this.#readDurable([key]);
+    return valueOf(item);
   }
 
   hold(id: string, lines: HoldLine[], leaseMs: number) {
-    return this.#locked(lines.map((line) => line.key), async () => {
+    return this.#locked(lines.map((line) => line.key), async (writes) => {
       const now = Date.now();
       const items = await Promise.all(lines.map((line) => this.#raw(line.key)));
       const accounts = items.map((item) => ledgerState(item, now));
@@ -195,53 +200,51 @@ export class LocalAtomic implements Atomic {
         const { value, held, exp } = accounts[index]!;
         if (!fits(line, value, held)) return { index, value, held, ttlMs: exp ? exp - now : 0 };
       }
-      await Promise.all(
-        lines.map((line, index) => {
+      lines.forEach((line, index) => {
           const account = accounts[index]!;
           const record: Durable = { v: String(account.value + (line.commit ? line.amount : 0)), holds: account.holds };
           const exp = account.exp ?? (line.windowMs ? now + line.windowMs : undefined);
           if (exp) record.exp = exp;
           if (!line.commit) record.holds = { ...account.holds, [id]: [line.amount, now + leaseMs, process.pid] };
-          return this.#write(line.key, tidy(record));
-        }),
-      );
+          this.#write(writes, line.key, tidy(record));
+        });
       return null;
     });
   }
 
   settle(id: string, lines: SettleLine[]) {
-    return this.#locked(lines.map((line) => line.key), async () => {
+    return this.#locked(lines.map((line) => line.key), async (writes) => {
       const now = Date.now();
       const items = await Promise.all(lines.map((line) => this.#raw(line.key)));
-      await Promise.all(
-        lines.map((line, index) => {
+      lines.forEach((line, index) => {
           const account = ledgerState(items[index]!, now);
           const holds = { ...account.holds };
           delete holds[id];
           const record: Durable = { v: String(account.value + line.delta), holds };
           const exp = account.exp ?? (line.windowMs && line.delta ? now + line.windowMs : undefined);
           if (exp) record.exp = exp;
-          return this.#write(line.key, tidy(record));
-        }),
-      );
+          this.#write(writes, line.key, tidy(record));
+        });
     });
   }
 
   renew(id: string, keys: string[], leaseMs: number) {
-    return this.#locked(keys, async () => {
+    return this.#locked(keys, async (writes) => {
       const now = Date.now();
       for (const key of keys) {
         const item = await this.#raw(key);
         if (!item?.holds?.[id]) continue;
         item.holds[id] = [item.holds[id]![0], now + leaseMs, process.pid];
-        await this.#write(key, item);
+        this.#write(writes, key, item);
       }
     });
   }
 
   async account(key: string): Promise<AccountState> {
     const now = Date.now();
-    const { value, held, exp } = ledgerState(await this.#raw(key), now);
+    const item = await this.#raw(key);
+    await this.#readDurable([key]);
+    const { value, held, exp } = ledgerState(item, now);
     return { value, held, ttlMs: exp ? exp - now : 0 };
   }
 
@@ -253,31 +256,53 @@ export class LocalAtomic implements Atomic {
     return ((await this.#kv.getItem(this.#path(key))) as Durable | null) ?? null;
   }
 
-  #write(key: string, item: Durable) {
-    return this.#kv.setItem(this.#path(key), item as never);
+  /** Within #locked, into its `writes`: applied now, durable when the operation answers. */
+  #write(writes: Promise<unknown>[], key: string, item: Durable) {
+    writes.push(this.#pending(key, this.#kv.setItem(this.#path(key), item as never)));
   }
 
-  /** Runs `fn` holding every key (in a fixed order, so two multi-key calls never deadlock). */
-  #locked<T>(keys: string[], fn: () => Promise<T>): Promise<T> {
+  #remove(writes: Promise<unknown>[], key: string) {
+    writes.push(this.#pending(key, this.#kv.removeItem(this.#path(key))));
+  }
+
+  /** Remembers the latest write of `key` until it is durable. */
+  #pending(key: string, write: Promise<unknown>): Promise<unknown> {
+    const settled = write.catch(() => undefined);
+    this.#unsynced.set(key, settled);
+    void settled.then(() => {
+      if (this.#unsynced.get(key) === settled) this.#unsynced.delete(key);
+    });
+    return write;
+  }
+
+  /**
+   * Waits until what was read from these keys is durable: an answer never rests on a write
+   * that a crash could still undo (a claim refused because of a claim not yet on disk).
+   */
+  async #readDurable(keys: string[]): Promise<void> {
+    for (const key of keys) {
+      const write = this.#unsynced.get(key);
+      if (write) await write;
+    }
+  }
+
+  /**
+   * Runs `fn` holding every key (in a fixed order, so two multi-key calls never deadlock),
+   * then waits for its writes to be durable with the keys already free.
+   */
+  async #locked<T>(keys: string[], fn: (writes: Promise<unknown>[]) => Promise<T>): Promise<T> {
     const sorted = [...new Set(keys)].sort();
-    const run = sorted.reduceRight<() => Promise<T>>((inner, key) => () => this.#lockOne(key, inner), fn);
-    return run();
+    const writes: Promise<unknown>[] = [];
+    const run = sorted.reduceRight<() => Promise<T>>((inner, key) => () => this.#lockOne(key, inner), () => fn(writes));
+    const result = await run();
+    await Promise.all(writes);
+    await this.#readDurable(sorted);
+    return result;
   }
 
   #lockOne<T>(key: string, fn: () => Promise<T>): Promise<T> {
-    const interProcess = this.#interProcess;
-    const body = interProcess
-      ? async () => {
-          const release = await interProcess(key);
-          try {
-            return await fn();
-          } finally {
-            await release();
-          }
-        }
-      : fn;
     const previous = this.#locks.get(key) ?? Promise.resolve();
-    const run = previous.then(body, body);
+    const run = previous.then(fn, fn);
     const settled = run.catch(() => undefined);
     this.#locks.set(key, settled);
     void settled.then(() => {

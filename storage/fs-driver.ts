@@ -1,14 +1,15 @@
 import { randomBytes } from "node:crypto";
-import { mkdir, readdir, rename, rm, writeFile } from "node:fs/promises";
-import { dirname, join, resolve } from "node:path";
+import { mkdir, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { dirname, join, relative, resolve } from "node:path";
 import { defineDriver } from "unstorage";
 import fsDriver from "unstorage/drivers/fs";
+import type { Journal } from "./journal.js";
 
 /** `<record>.<pid>-<random>.tmp`: the writer's pid tells a later start whether it is still alive. */
 const TEMP = /\.(?:(\d+)-)?[0-9a-f]{12}\.tmp$/;
 
 /**
- * unstorage's fs driver, except that every write goes to a temporary file that is then
+ * Blobs (artifact contents) stay files, outside the journal: unstorage's fs driver, except that every write goes to a temporary file that is then
  * renamed over the target: a crash mid-write leaves the old record or the new one, never
  * half of one.
  */
@@ -72,4 +73,52 @@ export async function removeOrphanTempFiles(base: string): Promise<number> {
     removed += 1;
   }
   return removed;
+}
+
+/** The records of a Journal (storage/journal.ts) as an unstorage driver: reads from memory, writes resolve once journaled. */
+export const journalDriver = defineDriver((journal: Journal) => ({
+  name: "fs-journal",
+  hasItem: (key: string) => journal.has(key),
+  getItem: (key: string) => journal.get(key) ?? null,
+  // Applied to memory within the call (LocalAtomic relies on it), durable when the promise resolves.
+  setItem: (key: string, value: string) => journal.set(key, value),
+  removeItem: (key: string) => journal.remove(key),
+  getKeys: (base: string) => journal.keys(base),
+  clear: (base: string) => journal.clear(base),
+  dispose: () => journal.close(),
+}));
+
+/**
+ * Where the records of the older one-file-per-record layout live: every file under DATA_DIR
+ * except dot files and directories (secrets, locks, the journal) and the blob directories
+ * that stay files.
+ */
+function legacyRecord(entry: string, keepAsFiles: string[]): boolean {
+  const parts = entry.split("/");
+  return !parts.some((part) => part.startsWith(".")) && !keepAsFiles.includes(parts[0]!) && !TEMP.test(entry);
+}
+
+/**
+ * Reads the records of a DATA_DIR written in the one-file-per-record layout (key `a:b:c` in
+ * file `a/b/c`), for the first open of the journal engine; undefined when there are none.
+ */
+export async function readLegacyLayout(base: string, keepAsFiles: string[]): Promise<{ records: Map<string, string>; entries: string[] } | undefined> {
+  const entries = await readdir(base, { recursive: true, withFileTypes: true });
+  const records = new Map<string, string>();
+  const top = new Set<string>();
+  for (const entry of entries) {
+    if (!entry.isFile()) continue;
+    const path = relative(base, join(entry.parentPath ?? entry.path, entry.name));
+    if (!legacyRecord(path, keepAsFiles)) continue;
+    records.set(path.split("/").join(":"), await readFile(join(base, path), "utf8"));
+    top.add(path.split("/")[0]!);
+  }
+  return records.size ? { records, entries: [...top] } : undefined;
+}
+
+/** Moves the imported top-level entries of the old layout under `DATA_DIR/.legacy-layout/` (kept, no longer read). */
+export async function setLegacyLayoutAside(base: string, entries: string[]): Promise<void> {
+  const aside = join(base, ".legacy-layout");
+  await mkdir(aside, { recursive: true });
+  for (const entry of entries) await rename(join(base, entry), join(aside, entry));
 }

@@ -8,8 +8,10 @@ import memoryDriver from "unstorage/drivers/memory";
 import { rawRedisDriver } from "./redis-raw-driver.js";
 import { LocalAtomic, type Atomic } from "./atomic.js";
 import { MemoryBus, RedisBus, type Bus } from "./bus.js";
-import { atomicFsDriver, removeOrphanTempFiles } from "./fs-driver.js";
-import { fsInterProcessLock } from "./fs-lock.js";
+import { atomicFsDriver, journalDriver, readLegacyLayout, removeOrphanTempFiles, setLegacyLayoutAside } from "./fs-driver.js";
+import { Journal } from "./journal.js";
+import { claimDataDir, DataDirBusyError } from "./owner.js";
+import { connectToOwner, ownerAtomic, ownerDriver, serveStore } from "./remote.js";
 import { RedisAtomic } from "./redis-atomic.js";
 
 export interface LimiterOptions {
@@ -51,17 +53,25 @@ function connectRedis(url: string, options: { autoPipelining?: boolean } = {}): 
   return redis;
 }
 
-export async function openStore(options: StoreOptions): Promise<Store> {
+/**
+ * With STORAGE=fs when another process owns DATA_DIR: "fail" (a server: DataDirBusyError) or
+ * "connect" (the admin command: every operation goes to the owner over its socket).
+ */
+export interface OpenStoreOptions {
+  whenOwned?: "fail" | "connect";
+}
+
+/** Record directories that stay one file per record on fs (large blobs, off the journal). */
+const FILE_MOUNTS = ["artifact-blobs"];
+
+export async function openStore(options: StoreOptions, open: OpenStoreOptions = {}): Promise<Store> {
   if (options.STORAGE === "redis") return openRedisStore(options);
-  const fs = options.STORAGE === "fs";
-  // Crash consistency (docs/crash-consistency.md): a write cut by kill -9 left a temporary
-  // file and never touched its record; those of dead processes go before anything reads.
-  if (fs) await removeOrphanTempFiles(resolve(options.DATA_DIR));
-  const kv = fs ? createStorage({ driver: atomicFsDriver({ base: resolve(options.DATA_DIR) }) }) : createStorage({ driver: memoryDriver() });
-  // fs: the admin command and the server may share DATA_DIR, so every read-modify-write also
-  // takes an inter-process lock (proper-lockfile).
-  const atomic = new LocalAtomic(kv, fs ? await fsInterProcessLock(resolve(options.DATA_DIR)) : undefined);
-  const bus = new MemoryBus();
+  if (options.STORAGE === "fs") return openFsStore(options, open);
+  const kv = createStorage({ driver: memoryDriver() });
+  return localStore(options, kv, new LocalAtomic(kv), new MemoryBus(), async () => undefined);
+}
+
+function localStore(options: StoreOptions, kv: Storage, atomic: Atomic, bus: Bus, release: () => Promise<void>): Store {
   return {
     driver: options.STORAGE,
     kv,
@@ -89,8 +99,80 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     async close() {
       await bus.close();
       await kv.dispose();
+      await release();
     },
   };
+}
+
+/**
+ * fs (docs/storage.md): this process takes DATA_DIR for itself, loads every record into
+ * memory (storage/journal.ts; an older one-file-per-record layout is imported on the first
+ * open) and serves other processes — the admin command — on `DATA_DIR/.store.sock`.
+ */
+async function openFsStore(options: StoreOptions, open: OpenStoreOptions): Promise<Store> {
+  const base = resolve(options.DATA_DIR);
+  await mkdir(base, { recursive: true });
+  const socketPath = join(base, ".store.sock");
+  let owner;
+  try {
+    owner = await claimDataDir(base);
+  } catch (error) {
+    if (!(error instanceof DataDirBusyError) || open.whenOwned !== "connect") throw error;
+    const connection = await connectToOwner(socketPath).catch(() => {
+      throw error;
+    });
+    const kv = createStorage({ driver: ownerDriver(connection) });
+    const bus = new MemoryBus();
+    // Messages for the owner's subscribers (a model registry change) are published there.
+    const remoteBus: Bus = {
+      publish: async (channel, message) => void (await connection.call("bus", "publish", [channel, message])),
+      subscribe: (channel, handler) => bus.subscribe(channel, handler),
+      close: () => bus.close(),
+    };
+    return localStore(options, kv, ownerAtomic(connection), remoteBus, async () => undefined);
+  }
+  let stopServing: () => Promise<void> = async () => undefined;
+  let kv: Storage | undefined;
+  try {
+    // Crash consistency (docs/crash-consistency.md): a blob write cut by kill -9 left a
+    // temporary file and never touched its record; those of dead processes go first.
+    await removeOrphanTempFiles(base);
+    let legacy: Awaited<ReturnType<typeof readLegacyLayout>>;
+    const journal = await Journal.open(join(base, ".store"), {
+      seed: async () => (legacy = await readLegacyLayout(base, FILE_MOUNTS))?.records,
+      onError: (error) => process.stderr.write(`storage: ${error.message}\n`),
+    });
+    if (legacy) await setLegacyLayoutAside(base, legacy.entries);
+    await rm(join(base, ".locks"), { recursive: true, force: true });
+    kv = createStorage({ driver: journalDriver(journal) });
+    for (const mount of FILE_MOUNTS) kv.mount(mount, atomicFsDriver({ base: join(base, mount) }));
+    const atomic = new LocalAtomic(kv);
+    const bus = new MemoryBus();
+    const store = localStore(options, kv, atomic, bus, async () => {
+      await stopServing();
+      await owner.release();
+    });
+    try {
+      stopServing = await serveStore(socketPath, store);
+    } catch (error) {
+      // A DATA_DIR path too long for a unix socket: the server runs; the admin command waits for it to stop.
+      process.stderr.write(`storage: cannot listen on ${socketPath} (${(error as Error).message}); npm run admin will not run while this process runs\n`);
+    }
+    const close = store.close;
+    // The socket stops before the journal closes: no operation arrives after the last flush.
+    return {
+      ...store,
+      async close() {
+        await stopServing();
+        stopServing = async () => undefined;
+        await close();
+      },
+    };
+  } catch (error) {
+    await kv?.dispose().catch(() => undefined);
+    await owner.release();
+    throw error;
+  }
 }
 
 async function openRedisStore(options: StoreOptions): Promise<Store> {

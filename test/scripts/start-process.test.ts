@@ -1,7 +1,11 @@
 import { spawn, spawnSync } from "node:child_process";
 import { connect, createServer, type Server } from "node:net";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TEST_REDIS_URL } from "../helpers/redis.js";
+import { openStore, type Store } from "../../storage/store.js";
 
 /**
  * The start path as an operator runs it: `npm start` is one process that honours SIGTERM, and
@@ -67,12 +71,21 @@ describe("npm start", () => {
 describe("a bad start is one line and exit code 1", () => {
   let busy: Server;
   let busyPort: number;
+  // A DATA_DIR another process (this one) owns.
+  let ownedDir: string;
+  let owner: Store;
   beforeAll(async () => {
     busy = createServer();
     await new Promise<void>((resolve) => busy.listen(0, "127.0.0.1", resolve));
     busyPort = (busy.address() as { port: number }).port;
+    ownedDir = await mkdtemp(join(tmpdir(), "gw-owned-"));
+    owner = await openStore({ STORAGE: "fs", DATA_DIR: ownedDir, REDIS_URL: TEST_REDIS_URL, REDIS_PREFIX: "unused" });
   });
-  afterAll(() => new Promise<void>((resolve) => busy.close(() => resolve())));
+  afterAll(async () => {
+    await owner.close();
+    await rm(ownedDir, { recursive: true, force: true });
+    await new Promise<void>((resolve) => busy.close(() => resolve()));
+  });
 
   const SECRETS = { GATEWAY_JWT_SECRET: "x".repeat(40), DATA_ENCRYPTION_SECRET: "y".repeat(40) };
   const cases: [string, () => Record<string, string>][] = [
@@ -85,6 +98,7 @@ describe("a bad start is one line and exit code 1", () => {
     ["HOST", () => ({ HOST: "no-such-host.invalid" })],
     ["GATEWAY_CORS_ORIGINS", () => ({ GATEWAY_CORS_ORIGINS: "app.example.com" })],
     ["PORT", () => ({ PORT: "eighty" })],
+    ["DATA_DIR", () => ({ STORAGE: "fs", DATA_DIR: ownedDir })],
   ];
   it.concurrent.each(cases)("names %s", async (name, env) => {
     const child = spawn(process.execPath, ["dist/scripts/start.js"], { env: { ...BASE_ENV, STORAGE: "memory", PORT: "0", ...env() }, stdio: ["ignore", "pipe", "pipe"] });

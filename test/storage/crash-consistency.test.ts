@@ -143,22 +143,28 @@ describe("kill -9 of a server on fs", () => {
     const owner = await register(instance.origin, ownerBody);
     const key = await platformKey(instance.origin, ownerBody.email, ownerBody.password);
     const tenant = (await instanceRequest(instance.origin, `${G}/tenants`, { method: "POST", token: owner.token, json: { slug: `crash-${Date.now()}`, name: "Crash", limits: { agents: 100, tokensPerMonth: 1_000_000 } } })).body;
-    // Credits granted beside the running server, as the admin command does.
-    const side: Store = await openStore({ STORAGE: "fs", DATA_DIR: dir, REDIS_URL: TEST_REDIS_URL, REDIS_PREFIX: "unused" });
-    const ledger = new LedgerRepo(side);
+    // Credits granted beside the running server, as the admin command does: through the
+    // server, which owns DATA_DIR.
+    const side: Store = await openStore({ STORAGE: "fs", DATA_DIR: dir, REDIS_URL: TEST_REDIS_URL, REDIS_PREFIX: "unused" }, { whenOwned: "connect" });
     const granted = 1_000_000;
     await new CreditsRepo(side).grant(owner.user.workspaceId, granted);
+    await side.close();
     upstreamCalls = 0;
 
     const batch = await killMidBatch(instance, { token: owner.token, key }, tenant.id);
-    // The dead server's holds are still written down...
-    const credits = ledger.credits(owner.user.workspaceId);
-    expect(JSON.stringify(await side.kv.getItem(`atomic:${credits.key}`))).toContain("hold_");
-    // ...and a writer killed between write and rename leaves a temporary file like this one.
-    await mkdir(join(dir, "users"), { recursive: true });
-    await writeFile(join(dir, "users", `usr_torn.${deadPid()}-0123456789ab.tmp`), "{\"half\":");
+    // Opened as the next owner (the dead server's lock is taken over at once): its holds are
+    // still written down...
+    const after = await openStore({ STORAGE: "fs", DATA_DIR: dir, REDIS_URL: TEST_REDIS_URL, REDIS_PREFIX: "unused" });
+    const credits = new LedgerRepo(after).credits(owner.user.workspaceId);
+    expect(JSON.stringify(await after.kv.getItem(`atomic:${credits.key}`))).toContain("hold_");
+    await after.close();
+    // ...and a blob writer killed between write and rename leaves a temporary file like this one.
+    await mkdir(join(dir, "artifact-blobs"), { recursive: true });
+    await writeFile(join(dir, "artifact-blobs", `art_torn.${deadPid()}-0123456789ab.tmp`), "{\"half\":");
 
     instance = await startInstance(env);
+    const live = await openStore({ STORAGE: "fs", DATA_DIR: dir, REDIS_URL: TEST_REDIS_URL, REDIS_PREFIX: "unused" }, { whenOwned: "connect" });
+    const ledger = new LedgerRepo(live);
     try {
       expect(await tempFiles(dir)).toEqual([]);
       // Holds of a process that is gone no longer count: the whole balance is available again.
@@ -168,10 +174,85 @@ describe("kill -9 of a server on fs", () => {
       expect(await ledger.state(credits)).toMatchObject({ value: granted - perRequest, held: 0 });
       await checkAfterRestart(instance.origin, batch, owner, tenant.id);
     } finally {
+      await live.close();
       await instance.stop();
-      await side.close();
     }
   }, 120_000);
+
+  it("keeps every acknowledged charge of a load of concurrent chats, exactly once", async () => {
+    // A provider that answers at once with fixed usage, until told to hold back: then it keeps
+    // the new requests (their credit holds are placed, so writes go on) and answers none.
+    let answering = true;
+    let answered = 0;
+    const parked: import("node:http").ServerResponse[] = [];
+    const provider = createServer((req, res) => {
+      req.resume();
+      req.on("end", () => {
+        if (!answering) return void parked.push(res);
+        answered += 1;
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(JSON.stringify({ id: "chatcmpl-1", object: "chat.completion", created: 0, model: "paid", choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }], usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } }));
+      });
+    });
+    await new Promise<void>((resolve) => provider.listen(0, "127.0.0.1", resolve));
+    const providerUrl = `http://127.0.0.1:${(provider.address() as { port: number }).port}/v1`;
+    const dir = await mkdtemp(join(tmpdir(), "gw-crash-money-"));
+    dirs.push(dir);
+    const env = { STORAGE: "fs", DATA_DIR: dir, LOG_LEVEL: "error", MODEL_TIMEOUT_SECONDS: "600", MODELS_JSON: JSON.stringify({ models: { paid: { provider: "openai-compatible", baseURL: providerUrl, price: PRICE } } }) };
+    let instance = await startInstance(env);
+    try {
+      const ownerBody = newUserBody();
+      const owner = await register(instance.origin, ownerBody);
+      const key = await platformKey(instance.origin, ownerBody.email, ownerBody.password);
+      const granted = 100_000_000;
+      let side = await openStore({ STORAGE: "fs", DATA_DIR: dir, REDIS_URL: TEST_REDIS_URL, REDIS_PREFIX: "unused" }, { whenOwned: "connect" });
+      await new CreditsRepo(side).grant(owner.user.workspaceId, granted);
+      const credits = new LedgerRepo(side).credits(owner.user.workspaceId);
+      const client = new OpenAI({ baseURL: `${instance.origin}/api/v1`, apiKey: key, maxRetries: 0 });
+      const request = () => client.chat.completions.create({ model: "paid", messages: [{ role: "user", content: "x" }], max_tokens: 5 });
+      await request();
+      const perRequest = granted - (await new LedgerRepo(side).state(credits)).value;
+      expect(perRequest).toBeGreaterThan(0);
+      await side.close();
+
+      let acknowledged = 1;
+      let stopped = false;
+      const loops = Array.from({ length: 24 }, async () => {
+        while (!stopped) {
+          try {
+            await request();
+            acknowledged += 1;
+          } catch {
+            return;
+          }
+        }
+      });
+      // Hundreds of charges settle; then the provider holds back, every answer it gave is
+      // acknowledged, new requests keep placing holds — and the server is killed.
+      await vi.waitFor(() => expect(answered).toBeGreaterThanOrEqual(400), { timeout: 60_000, interval: 20 });
+      answering = false;
+      await vi.waitFor(() => expect(acknowledged).toBe(answered), { timeout: 20_000, interval: 5 });
+      await vi.waitFor(() => expect(parked.length).toBeGreaterThanOrEqual(12), { timeout: 20_000, interval: 5 });
+      instance.process.kill("SIGKILL");
+      stopped = true;
+      for (const res of parked) res.destroy();
+      await Promise.all(loops);
+      expect(acknowledged).toBe(answered);
+
+      instance = await startInstance(env);
+      side = await openStore({ STORAGE: "fs", DATA_DIR: dir, REDIS_URL: TEST_REDIS_URL, REDIS_PREFIX: "unused" }, { whenOwned: "connect" });
+      try {
+        // Every acknowledged charge, none twice, nothing for the requests the kill cut.
+        expect(await new LedgerRepo(side).state(credits)).toMatchObject({ value: granted - acknowledged * perRequest, held: 0 });
+      } finally {
+        await side.close();
+      }
+    } finally {
+      await instance.stop();
+      provider.closeAllConnections();
+      await new Promise((resolve) => provider.close(resolve));
+    }
+  }, 180_000);
 });
 
 describe("two spawned instances on one Redis", () => {

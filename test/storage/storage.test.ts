@@ -1,4 +1,5 @@
-import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { spawn } from "node:child_process";
+import { mkdtemp, readdir, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from "vitest";
@@ -209,16 +210,62 @@ describe("local atomic windows", () => {
   });
 });
 
-describe("fs driver writes", () => {
-  it("leave no temporary files and write whole records", async () => {
+describe("fs store: one owner per DATA_DIR", () => {
+  it("keeps records in the journal, not one file per record, and leaves no temporary files", async () => {
     const options = await optionsFor("fs");
     const store = await openStore(options);
     const things = new Collection<{ id: string; body: string }>(store.kv, "things");
     await Promise.all(Array.from({ length: 30 }, (_, i) => things.put(["x"], { id: "x", body: "y".repeat(1000 + i) })));
-    const files = await readdir(join(options.DATA_DIR, "things"));
-    expect(files).toEqual(["x"]);
-    const parsed = JSON.parse(await readFile(join(options.DATA_DIR, "things", "x"), "utf8"));
-    expect(parsed.body.length).toBeGreaterThanOrEqual(1000);
+    const files = await readdir(options.DATA_DIR, { recursive: true });
+    expect(files.filter((file) => file.startsWith("things") || file.endsWith(".tmp"))).toEqual([]);
+    expect(files).toContain(join(".store", "snapshot"));
+    await store.close();
+    const reopened = await openStore(options);
+    expect((await new Collection<{ id: string; body: string }>(reopened.kv, "things").get("x"))?.body.length).toBeGreaterThanOrEqual(1000);
+    await reopened.close();
+  });
+
+  it("refuses a second owner with a one-line reason, serves the admin path over a 0600 socket, and frees the directory on close", async () => {
+    const options = await optionsFor("fs");
+    const owner = await openStore(options);
+    await expect(openStore(options)).rejects.toMatchObject({ code: "DATA_DIR_BUSY", message: expect.stringMatching(/^DATA_DIR .* is in use by another process \(pid \d+\)/) });
+    expect((await stat(join(options.DATA_DIR, ".store.sock"))).mode & 0o777).toBe(0o600);
+    const side = await openStore(options, { whenOwned: "connect" });
+    const received: unknown[] = [];
+    await owner.bus.subscribe("chan", (message) => received.push(message));
+    await new CreditsRepo(side).grant("ws_s", 40);
+    await Promise.all([new CreditsRepo(owner).charge("ws_s", 15), new CreditsRepo(side).charge("ws_s", 5)]);
+    expect(await new CreditsRepo(owner).balance("ws_s")).toBe(20);
+    await side.kv.setItem("things:a", { id: "a" });
+    expect(await owner.kv.getItem("things:a")).toEqual({ id: "a" });
+    expect(await side.kv.getKeys("things")).toEqual(["things:a"]);
+    expect(await side.atomic.setIfAbsent("claim", "side")).toBe(true);
+    expect(await owner.atomic.setIfAbsent("claim", "owner")).toBe(false);
+    await side.bus.publish("chan", { n: 1 });
+    await vi.waitFor(() => expect(received).toEqual([{ n: 1 }]));
+    await side.close();
+    await owner.close();
+    // Free again: the next process owns it, with everything acknowledged before.
+    const next = await openStore(options);
+    expect(await new CreditsRepo(next).balance("ws_s")).toBe(20);
+    expect(await next.atomic.get("claim")).toBe("side");
+    await next.close();
+  });
+
+  it("takes over at once the directory of an owner that was killed", async () => {
+    const options = await optionsFor("fs");
+    const child = spawn(process.execPath, ["--import", "tsx", "test/fixtures/fs-owner.ts"], { env: { ...process.env, DATA_DIR: options.DATA_DIR }, stdio: ["ignore", "pipe", "inherit"] });
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    await new Promise<void>((resolve, reject) => {
+      child.stdout!.on("data", (chunk) => String(chunk).includes("READY") && resolve());
+      child.once("exit", () => reject(new Error("owner exited")));
+    });
+    await expect(openStore(options)).rejects.toMatchObject({ code: "DATA_DIR_BUSY", message: expect.stringContaining(`pid ${child.pid}`) });
+    child.kill("SIGKILL");
+    await exited;
+    // Its lock directory, pid file and socket are still there; its lock is not stale yet.
+    const store = await openStore(options);
+    expect(await new CreditsRepo(store).balance("ws_k")).toBe(7);
     await store.close();
   });
 });

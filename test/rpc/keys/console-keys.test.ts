@@ -26,7 +26,7 @@ async function allFiles(dir: string): Promise<string[]> {
   for (const entry of await readdir(dir, { withFileTypes: true })) {
     const path = join(dir, entry.name);
     if (entry.isDirectory()) out.push(...(await allFiles(path)));
-    else out.push(path);
+    else if (entry.isFile()) out.push(path);
   }
   return out;
 }
