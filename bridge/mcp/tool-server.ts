@@ -28,6 +28,8 @@ import type { Dispatcher } from "../../rpc/dispatcher.js";
 import type { McpOffers } from "../../rpc/tools/ports.js";
 import type { ToolDef } from "../../rpc/tools/types.js";
 import { renderError } from "../../rpc/transport/surfaces.js";
+import type { ClientRelay } from "../../rpc/tools/types.js";
+import { clientRelay } from "./client-relay.js";
 
 /** tools/list page size; the cursor is an opaque offset into the sorted catalog. */
 const PAGE_SIZE = 500;
@@ -77,7 +79,7 @@ export interface McpCaller {
  */
 export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller, options: McpServerOptions = { offers: { resources: false, prompts: false, subscribe: false, completions: false } }): Server {
   const { upstream, offers } = options;
-  const call = (method: string, params: Record<string, unknown>, signal: AbortSignal, onProgress?: (update: ProgressUpdate) => void) => {
+  const call = (method: string, params: Record<string, unknown>, signal: AbortSignal, onProgress?: (update: ProgressUpdate) => void, relay?: ClientRelay) => {
     const { principal, requestId } = caller();
     return dispatcher.dispatch(method, upstream === undefined ? params : { ...params, server: upstream }, {
       requestId,
@@ -88,6 +90,7 @@ export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller
       responseHeaders: new Headers(),
       ip: "",
       ...(onProgress ? { onProgress } : {}),
+      ...(relay ? { relay } : {}),
     });
   };
   // logging: the SDK answers logging/setLevel per session and filters sendLoggingMessage by it.
@@ -193,7 +196,9 @@ export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller
         ? undefined
         : (update: ProgressUpdate) => void extra.sendNotification({ method: "notifications/progress", params: { ...update, progressToken } }).catch(() => undefined);
     try {
-      const result = (await call("bridge.mcp.tools.call", { name, arguments: args ?? {} }, extra.signal, onProgress)) as CallToolResult;
+      // The upstream server's sampling, elicitation and roots requests during the call go to this client.
+      const relay = clientRelay(server, extra as never);
+      const result = (await call("bridge.mcp.tools.call", { name, arguments: args ?? {} }, extra.signal, onProgress, relay)) as CallToolResult;
       note(result.isError ? "warning" : "debug", { message: result.isError ? "tool answered with an error" : "tool call finished" });
       return result;
     } catch (thrown) {
