@@ -41,6 +41,11 @@ interface RemoteCall {
   timeoutMs: number;
 }
 
+/** The forwarding instance's caller cancelled (or went away): the holding instance cancels the VM call. */
+interface RemoteCancel {
+  cancel: string;
+}
+
 interface RemoteReply {
   callId: string;
   result?: ToolResult;
@@ -71,6 +76,8 @@ export class VmHub {
   readonly #server = new JSONRPCServer<VmConnection>({ errorListener: () => undefined });
   readonly #remote = new Map<string, { resolve: (r: ToolResult) => void; reject: (e: ServiceError) => void; cleanup: () => void }>();
   readonly #unsubscribe: (() => Promise<void>)[] = [];
+  /** Calls this instance runs for other instances, by callId, so their cancellation reaches the VM. */
+  readonly #serving = new Map<string, AbortController>();
   readonly #opts: VmHubOptions;
   #timer: NodeJS.Timeout | undefined;
   #closed = false;
@@ -94,7 +101,10 @@ export class VmHub {
     if (this.shared) {
       await this.directory.markAlive();
       this.#unsubscribe.push(
-        await bus.subscribe(`vm:call:${this.instanceId}`, (message) => void this.#serveRemote(message as RemoteCall)),
+        await bus.subscribe(`vm:call:${this.instanceId}`, (message) => {
+          if ("cancel" in (message as object)) this.#serving.get((message as RemoteCancel).cancel)?.abort();
+          else void this.#serveRemote(message as RemoteCall);
+        }),
         await bus.subscribe(`vm:reply:${this.instanceId}`, (message) => this.#onReply(message as RemoteReply)),
         await bus.subscribe("vm:events", (message) => this.#onEvent(message as VmEvent)),
       );
@@ -116,6 +126,8 @@ export class VmHub {
       pending.reject(gone);
     }
     this.#remote.clear();
+    for (const serving of this.#serving.values()) serving.abort();
+    this.#serving.clear();
     for (const unsubscribe of this.#unsubscribe.splice(0)) await unsubscribe().catch(() => undefined);
     if (this.shared) {
       await Promise.all(conns.map((conn) => this.directory.remove(conn.vmId, conn.id).catch(() => undefined)));
@@ -254,6 +266,9 @@ export class VmHub {
       const onAbort = () => {
         finish();
         reject(new ServiceError("UNAVAILABLE", "The caller went away"));
+        // The instance holding the socket tells the VM (notifications/cancelled).
+        const cancel: RemoteCancel = { cancel: callId };
+        this.#opts.store.bus.publish(`vm:call:${record.instanceId}`, cancel).catch(() => undefined);
       };
       options.signal?.addEventListener("abort", onAbort, { once: true });
       const cleanup = () => {
@@ -278,14 +293,21 @@ export class VmHub {
 
   async #serveRemote(call: RemoteCall): Promise<void> {
     let reply: RemoteReply;
+    const controller = new AbortController();
+    this.#serving.set(call.callId, controller);
     try {
       const conn = this.#local.get(call.vmId);
       if (!conn) throw vmNotConnected(call.vmId);
-      reply = { callId: call.callId, result: await conn.callTool(call.tool, call.args ?? {}, { timeoutMs: call.timeoutMs }) };
+      reply = { callId: call.callId, result: await conn.callTool(call.tool, call.args ?? {}, { timeoutMs: call.timeoutMs, signal: controller.signal }) };
     } catch (error) {
+      if (controller.signal.aborted) {
+        this.#serving.delete(call.callId);
+        return; // the forwarding instance answered its caller already
+      }
       const serviceError = toServiceError(error);
       reply = { callId: call.callId, error: { code: serviceError.code, message: serviceError.message, details: serviceError.details } };
     }
+    this.#serving.delete(call.callId);
     await this.#opts.store.bus.publish(`vm:reply:${call.replyTo}`, reply).catch(() => undefined);
   }
 
