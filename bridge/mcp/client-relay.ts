@@ -71,12 +71,24 @@ export function clientRelay(server: Server, extra: CallExtra): ClientRelay {
       throw rpcError(ErrorCode.MethodNotFound, `${request.method} refused: the MCP client that made this call did not declare the ${capability.name} capability`);
     }
     // The client's own error goes back to the server with its code and message.
-    const result = await extra.sendRequest({ method: request.method, params: request.params ?? {} } as ServerRequest, resultSchema(request) as never, {
-      signal: AbortSignal.any([signal, extra.signal]),
-      timeout: timeoutMs,
-    }).catch((error: Error & { code?: unknown }) => {
+    // Aborted when the server cancels its request or the client's call ends (listeners removed after).
+    const controller = new AbortController();
+    const abort = () => controller.abort();
+    for (const source of [signal, extra.signal]) {
+      if (source.aborted) abort();
+      else source.addEventListener("abort", abort, { once: true });
+    }
+    try {
+      const result = await extra.sendRequest({ method: request.method, params: request.params ?? {} } as ServerRequest, resultSchema(request) as never, {
+        signal: controller.signal,
+        timeout: timeoutMs,
+      });
+      return result as Record<string, unknown>;
+    } catch (thrown) {
+      const error = thrown as Error & { code?: unknown };
       throw rpcError(typeof error.code === "number" ? error.code : ErrorCode.InternalError, error.message);
-    });
-    return result as Record<string, unknown>;
+    } finally {
+      for (const source of [signal, extra.signal]) source.removeEventListener("abort", abort);
+    }
   };
 }

@@ -414,8 +414,13 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
     if (!name.startsWith(prefix)) throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
     if (!client || this.health !== "healthy") throw new ServiceError("UNAVAILABLE", `MCP server ${this.record.name} is not connected`);
     // Ends the call at once when the server's answer stream ends without the reply.
+    // One signal for the SDK: the caller's abort or the stream's end. The listener on the
+    // caller's signal (which may be long-lived) is removed when the call settles.
     const ended = new AbortController();
-    const signal = options.signal ? AbortSignal.any([options.signal, ended.signal]) : ended.signal;
+    const signal = ended.signal;
+    const onAbort = () => ended.abort(options.signal!.reason);
+    if (options.signal?.aborted) onAbort();
+    else options.signal?.addEventListener("abort", onAbort, { once: true });
     const call: CallInFlight = {
       relay: options.relay,
       done: false,
@@ -437,8 +442,8 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
       );
       return result as ToolResult;
     } catch (error) {
-      if (ended.signal.aborted) throw new ServiceError("BAD_GATEWAY", `MCP server ${this.record.name} ended the call to ${name} without an answer`);
       if (options.signal?.aborted) throw new ServiceError("TIMEOUT", `Call to ${name} was cancelled`);
+      if (ended.signal.aborted) throw new ServiceError("BAD_GATEWAY", `MCP server ${this.record.name} ended the call to ${name} without an answer`);
       if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) {
         throw new ServiceError("TIMEOUT", `MCP server ${this.record.name} did not answer ${name} within ${Math.round(options.timeoutMs / 1000)} s`);
       }
@@ -452,6 +457,7 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
       throw new ServiceError("BAD_GATEWAY", `MCP server ${this.record.name} is unreachable: ${this.lastError}`);
     } finally {
       call.done = true;
+      options.signal?.removeEventListener("abort", onAbort);
     }
   }
 
