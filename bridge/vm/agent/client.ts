@@ -2,11 +2,31 @@ import WebSocket from "ws";
 import { JSONRPCClient, JSONRPCErrorException, JSONRPCServer, JSONRPCServerAndClient } from "json-rpc-2.0";
 import { ToolFailure, type LocalTool } from "./local-tools.js";
 
+/** A resource the agent serves (`resources/read`), announced with its tools. */
+export interface LocalResource {
+  uri: string;
+  name: string;
+  description?: string;
+  mimeType?: string;
+  read(signal: AbortSignal): Promise<{ contents: ({ uri: string; mimeType?: string } & ({ text: string } | { blob: string }))[] }>;
+}
+
+/** A prompt the agent serves (`prompts/get`), announced with its tools. */
+export interface LocalPrompt {
+  name: string;
+  description?: string;
+  arguments?: { name: string; description?: string; required?: boolean }[];
+  get(args: Record<string, string>): Promise<{ description?: string; messages: { role: "user" | "assistant"; content: Record<string, unknown> }[] }>;
+}
+
 export interface AgentOptions {
   /** `ws(s)://…/bridge/agents/<agentId>/ws?vmId=…` */
   url: string;
   key: string;
   tools: LocalTool[];
+  /** Resources and prompts, federated into the owning tenant's MCP catalog (docs/vm-agents.md). */
+  resources?: LocalResource[];
+  prompts?: LocalPrompt[];
   log: (message: string) => void;
   /** First reconnect delay; doubles up to maxBackoffMs, with jitter. */
   minBackoffMs?: number;
@@ -51,6 +71,18 @@ export class VmAgent {
         if (error instanceof ToolFailure) return { content: [{ type: "text", text: error.message }], isError: true };
         throw new JSONRPCErrorException(`${tool.name} failed: ${(error as Error).message}`, -32603);
       }
+    });
+    const resources = new Map((options.resources ?? []).map((resource) => [resource.uri, resource]));
+    const prompts = new Map((options.prompts ?? []).map((prompt) => [prompt.name, prompt]));
+    this.#server.addMethod("resources/read", async (params: { uri?: string }, signal) => {
+      const resource = resources.get(String(params?.uri));
+      if (!resource) throw new JSONRPCErrorException(`Unknown resource: ${String(params?.uri)}`, -32002);
+      return resource.read(signal ?? new AbortController().signal);
+    });
+    this.#server.addMethod("prompts/get", async (params: { name?: string; arguments?: Record<string, string> }) => {
+      const prompt = prompts.get(String(params?.name));
+      if (!prompt) throw new JSONRPCErrorException(`Unknown prompt: ${String(params?.name)}`, -32602);
+      return prompt.get(params.arguments ?? {});
     });
     // The bridge gave up on a call (timeout, the caller cancelled or went away): the tool's
     // signal aborts, and no answer is sent (MCP "Cancellation").
@@ -100,7 +132,9 @@ export class VmAgent {
       this.options.log(`connected to ${this.options.url.replace(/\?.*/, "")}`);
       try {
         const tools = this.options.tools.map(({ name, description, category, inputSchema }) => ({ name, description, category, inputSchema }));
-        const registered = (await rpc.request("tools/register", { tools })) as { tools: string[] };
+        const resources = (this.options.resources ?? []).map(({ read: _read, ...announced }) => announced);
+        const prompts = (this.options.prompts ?? []).map(({ get: _get, ...announced }) => announced);
+        const registered = (await rpc.request("tools/register", { tools, ...(resources.length ? { resources } : {}), ...(prompts.length ? { prompts } : {}) })) as { tools: string[] };
         this.options.log(`registered ${registered.tools.length} tools: ${registered.tools.join(", ")}`);
       } catch (error) {
         this.options.log(`tools/register failed: ${(error as Error).message}`);
@@ -114,7 +148,7 @@ export class VmAgent {
         return;
       }
       const call = payload as { method?: unknown; id?: unknown };
-      if (call?.method === "tools/call" && (typeof call.id === "string" || typeof call.id === "number")) {
+      if ((call?.method === "tools/call" || call?.method === "resources/read" || call?.method === "prompts/get") && (typeof call.id === "string" || typeof call.id === "number")) {
         const id = call.id;
         const controller = new AbortController();
         this.#running.set(id, controller);
