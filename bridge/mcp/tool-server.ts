@@ -1,4 +1,5 @@
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv-provider.js";
 import {
   CallToolRequestSchema,
   CompleteRequestSchema,
@@ -30,6 +31,12 @@ import type { ToolDef } from "../../rpc/tools/types.js";
 import { renderError } from "../../rpc/transport/surfaces.js";
 import type { ClientRelay } from "../../rpc/tools/types.js";
 import { clientRelay } from "./client-relay.js";
+
+/**
+ * One JSON Schema validator for every MCP server of the process: the SDK builds a new Ajv
+ * instance per `Server` otherwise, which a stateless request (one server each) paid every time.
+ */
+const schemaValidator = new AjvJsonSchemaValidator();
 
 /** tools/list page size; the cursor is an opaque offset into the sorted catalog. */
 const PAGE_SIZE = 500;
@@ -105,6 +112,7 @@ export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller
       : { name: `chat-agent-tool-gateway/${upstream}`, title: `MCP server ${upstream} through the tool bridge`, version: "0.1.0" },
     {
       capabilities,
+      jsonSchemaValidator: schemaValidator,
       instructions:
         upstream === undefined
           ? "Tools of the gateway's catalog: built-ins, upstream MCP servers (`<server>__<tool>`) and connected VM agents (`vm__<vmId>__<tool>`)."

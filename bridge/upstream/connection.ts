@@ -1,4 +1,5 @@
 import { AsyncLocalStorage } from "node:async_hooks";
+import { setMaxListeners } from "node:events";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import {
@@ -105,6 +106,9 @@ const RELAYED = [
  */
 function watchedFetch(base: GuardedFetch | typeof fetch): GuardedFetch {
   return (async (url: Parameters<typeof fetch>[0], init?: RequestInit) => {
+    // The SDK transport passes its one AbortSignal with every request: more than 10 calls in
+    // flight would otherwise warn of a listener leak that is none (each request removes its own).
+    if (init?.signal) setMaxListeners(0, init.signal);
     const call = inFlight.getStore();
     const watch = call !== undefined && !call.posted && init?.method === "POST";
     if (watch) call.posted = true;
