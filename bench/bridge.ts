@@ -11,13 +11,20 @@
  *     generator costs little and the figures describe the bridge.
  * Falls back to POST /bridge/tools/execute when the MCP endpoint does not answer.
  *
+ * Then the gateway as an MCP proxy: `tools/call` of server-everything's `echo` (its own
+ * process, Streamable HTTP) directly, and through the gateway as `everything__echo` in a
+ * session and as plain JSON-RPC without one (stateless); p50/p99 at concurrency 1, calls/s at
+ * 16, and the gateway's CPU time per call (utime+stime from /proc/<pid>/stat around each run).
+ *
  *   npm run bench:bridge     (BENCH_CALLS, BENCH_IDLE_SOCKETS override the sizes;
+ *                             BENCH_ONLY=upstream runs the proxy part alone;
  *                             BENCH_CPU_PROFILE=<dir> profiles the server)
  */
 import type { ChildProcess } from "node:child_process";
 import { forkReady } from "./internal/fork-ready.js";
 import { once } from "node:events";
 import { execSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { Agent, request as httpRequest } from "node:http";
 import { availableParallelism, loadavg } from "node:os";
 import WebSocket from "ws";
@@ -28,6 +35,16 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 const CALLS = Number(process.env.BENCH_CALLS ?? 5000);
 const IDLE = Number(process.env.BENCH_IDLE_SOCKETS ?? 5000);
 const VM_ID = "bench-vm";
+const ONLY = process.env.BENCH_ONLY;
+const CLOCK_TICK_MS = 1000 / Number(execSync("getconf CLK_TCK").toString().trim() || 100);
+
+/** CPU time (user + system) a process has used so far, in ms, from /proc/<pid>/stat. */
+function cpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  // Fields after the command name (which may hold spaces) start at state; utime and stime are the 14th and 15th fields.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * CLOCK_TICK_MS;
+}
 
 interface Memory {
   usage: NodeJS.MemoryUsage;
@@ -37,7 +54,7 @@ interface Memory {
 async function startServer(): Promise<{ child: ChildProcess; origin: string }> {
   const { child, words } = await forkReady(
     "bench/internal/server.ts",
-    { STORAGE: "memory", LOG_LEVEL: "silent", GATEWAY_RATE_LIMIT_RPM: "1000000", GATEWAY_JWT_SECRET: "bench-secret-that-is-at-least-32-characters" },
+    { STORAGE: "memory", LOG_LEVEL: "silent", GATEWAY_RATE_LIMIT_RPM: "1000000", GATEWAY_JWT_SECRET: "bench-secret-that-is-at-least-32-characters", MCP_SERVERS_ALLOW_PRIVATE: "true" },
     // BENCH_CPU_PROFILE=<dir> writes a .cpuprofile of the server for `node --cpu-prof` tooling.
     ["--expose-gc", ...(process.env.BENCH_CPU_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROFILE}`] : [])],
   );
@@ -72,8 +89,9 @@ function percentile(sorted: number[], p: number): number {
 
 type Caller = () => Promise<void>;
 
-async function measure(call: Caller, concurrency: number, total: number) {
+async function measure(call: Caller, concurrency: number, total: number, cpuOf?: number) {
   for (let i = 0; i < Math.min(500, total); i++) await call(); // warm-up
+  const cpuBefore = cpuOf === undefined ? 0 : cpuMs(cpuOf);
   const latencies: number[] = [];
   let next = 0;
   const started = performance.now();
@@ -87,8 +105,91 @@ async function measure(call: Caller, concurrency: number, total: number) {
     }),
   );
   const seconds = (performance.now() - started) / 1000;
+  const cpu = cpuOf === undefined ? {} : { gatewayCpuMsPerCall: +((cpuMs(cpuOf) - cpuBefore) / total).toFixed(3) };
   latencies.sort((a, b) => a - b);
-  return { concurrency, calls: total, p50ms: +percentile(latencies, 50).toFixed(3), p99ms: +percentile(latencies, 99).toFixed(3), callsPerSecond: Math.round(total / seconds) };
+  return { concurrency, calls: total, p50ms: +percentile(latencies, 50).toFixed(3), p99ms: +percentile(latencies, 99).toFixed(3), callsPerSecond: Math.round(total / seconds), ...cpu };
+}
+
+/** JSON-RPC `tools/call` POSTs over keep-alive node:http; the answer (JSON or SSE) is read to its end. */
+function postCaller(url: string, headers: Record<string, string>, tool: string, agent: Agent): Caller {
+  const target = new URL(url);
+  let id = 1;
+  return () =>
+    new Promise<void>((resolve, reject) => {
+      const body = `{"jsonrpc":"2.0","id":${id++},"method":"tools/call","params":{"name":"${tool}","arguments":{"message":"hi"}}}`;
+      const req = httpRequest({ host: target.hostname, port: target.port, path: target.pathname, method: "POST", agent, headers: { ...headers, "content-length": Buffer.byteLength(body) } }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (chunk: Buffer) => chunks.push(chunk));
+        res.on("end", () => {
+          const text = Buffer.concat(chunks).toString();
+          if (res.statusCode !== 200 || !text.includes("Echo: hi") || text.includes('"isError":true')) reject(new Error(`tools/call answered ${res.statusCode}: ${text}`));
+          else resolve();
+        });
+      });
+      req.once("error", reject);
+      req.end(body);
+    });
+}
+
+/** An MCP session's headers (initialize with the SDK client, then raw POSTs under its id). */
+async function sessionHeaders(url: string, auth: Record<string, string>): Promise<{ headers: Record<string, string>; client: Client }> {
+  const client = new Client({ name: "bench", version: "1.0.0" });
+  const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: auth } });
+  await client.connect(transport);
+  return {
+    client,
+    headers: {
+      ...auth,
+      accept: "application/json, text/event-stream",
+      "content-type": "application/json",
+      "mcp-session-id": transport.sessionId!,
+      "mcp-protocol-version": transport.protocolVersion ?? "2025-11-25",
+    },
+  };
+}
+
+/**
+ * server-everything's `echo` directly, and through the gateway (session, stateless). "Added"
+ * is each gateway mode's figure minus the direct one: the gateway's own hop, since its call
+ * upstream is the same session-mode call the direct caller makes.
+ */
+async function proxyBench(gateway: ChildProcess, origin: string, key: string) {
+  const { child: upstream, words } = await forkReady("bench/internal/everything.ts", {});
+  const agent = new Agent({ keepAlive: true, maxSockets: 64 });
+  const clients: Client[] = [];
+  try {
+    const everythingUrl = words[0]!;
+    const registered = await fetch(`${origin}/gateway/v1/mcp/servers`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ name: "everything", url: everythingUrl }),
+    });
+    const server = (await registered.json()) as { health?: string };
+    if (server.health !== "healthy") throw new Error(`server-everything not healthy through the gateway: ${JSON.stringify(server)}`);
+    const direct = await sessionHeaders(everythingUrl, {});
+    const session = await sessionHeaders(`${origin}/bridge/mcp/`, { authorization: `Bearer ${key}` });
+    clients.push(direct.client, session.client);
+    const callers: [string, Caller][] = [
+      ["direct (session)", postCaller(everythingUrl, direct.headers, "echo", agent)],
+      ["gateway session", postCaller(`${origin}/bridge/mcp/`, session.headers, "everything__echo", agent)],
+      ["gateway stateless", postCaller(`${origin}/bridge/mcp/`, { authorization: `Bearer ${key}`, accept: "application/json", "content-type": "application/json" }, "everything__echo", agent)],
+    ];
+    const runs: Record<string, unknown>[] = [];
+    const p50: Record<string, number> = {};
+    for (const [mode, call] of callers) {
+      const one = await measure(call, 1, CALLS, gateway.pid);
+      const many = await measure(call, 16, CALLS * 2, gateway.pid);
+      p50[mode] = one.p50ms;
+      runs.push({ mode, ...one }, { mode, ...many });
+    }
+    const added = (mode: string) => +(p50[mode]! - p50["direct (session)"]!).toFixed(3);
+    return { runs, addedP50AtC1ms: { session: added("gateway session"), stateless: added("gateway stateless") }, targetAddedP50ms: 0.5 };
+  } finally {
+    for (const client of clients) await client.close().catch(() => undefined);
+    agent.destroy();
+    upstream.kill("SIGTERM");
+    await once(upstream, "exit");
+  }
 }
 
 interface McpCallers {
@@ -178,6 +279,10 @@ async function main() {
     });
     const { key } = (await created.json()) as { key: string };
     const wsBase = origin.replace(/^http/, "ws");
+    if (ONLY === "upstream") {
+      process.stdout.write(`${JSON.stringify({ mcpProxy: await proxyBench(child, origin, key), load: { cpus: availableParallelism(), loadAverage1m: +loadavg()[0]!.toFixed(2) } }, null, 2)}\n`);
+      return;
+    }
 
     // Memory first, in a fresh process: RSS measured after the call phase would include the
     // heap that phase grew and V8 keeps, which hides the sockets' own cost.
@@ -209,6 +314,7 @@ async function main() {
     }
     const transport = mcp ? "MCP tools/call at /bridge/mcp/" : "POST /bridge/tools/execute";
     vm.close();
+    const mcpProxy = await proxyBench(child, origin, key);
     // After every call has settled and a full GC: what the call phase left behind (leak check).
     await new Promise((resolve) => setTimeout(resolve, 500));
     const settled = await memory(child);
@@ -216,6 +322,7 @@ async function main() {
     const report = {
       transport,
       latency,
+      mcpProxy,
       idleSockets: {
         connected: after.vms.connected,
         rssBeforeMiB: +(before.usage.rss / 2 ** 20).toFixed(1),

@@ -2,6 +2,7 @@ import type * as v from "valibot";
 import type { AuthSpec, Principal } from "./auth.js";
 import type { ErrorCode } from "./errors.js";
 import type { Services } from "./services.js";
+import type { ClientRelay } from "./tools/types.js";
 
 /** The HTTP surfaces of the service (DESIGN "Surfaces on one origin"). */
 export type Surface = "platform" | "console" | "account" | "gateway" | "bridge";
@@ -88,6 +89,8 @@ export interface CallContext<P extends Principal | undefined = Principal | undef
   logFields?: Record<string, unknown>;
   /** The caller asked to hear how a long call progresses (MCP `_meta.progressToken`). */
   onProgress?(update: ProgressUpdate): void;
+  /** The MCP client session behind the call, for an upstream server's requests during it (rpc/tools/types.ts ClientRelay). */
+  relay?: ClientRelay;
 }
 
 /** One step of a long call (MCP `notifications/progress`, without the token). */

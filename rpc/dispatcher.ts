@@ -6,6 +6,7 @@ import { renderError } from "./transport/surfaces.js";
 import { applyParamPolicies, applyPolicies } from "./policies/apply.js";
 import type { Registry } from "./registry.js";
 import type { Services } from "./services.js";
+import type { ClientRelay } from "./tools/types.js";
 import { parseParams } from "./validate.js";
 
 /** What a transport knows about one call: the facts, never the decisions. */
@@ -31,6 +32,8 @@ export interface CallFacts {
   authenticated?: Principal;
   /** The caller listens for progress of this call (MCP `_meta.progressToken`). */
   onProgress?(update: ProgressUpdate): void;
+  /** The MCP client session behind the call, for an upstream server's sampling, elicitation and roots requests. */
+  relay?: ClientRelay;
 }
 
 /**
@@ -95,6 +98,7 @@ export class Dispatcher {
       traceparent: facts.traceparent,
       logFields: facts.logFields,
       ...(facts.onProgress ? { onProgress: facts.onProgress } : {}),
+      ...(facts.relay ? { relay: facts.relay } : {}),
     };
     const parsed = parseParams(method.input, raw);
     await applyParamPolicies(method, principal, parsed, this.services);

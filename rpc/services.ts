@@ -132,6 +132,9 @@ export const noTools: OpenToolBridge = async () => ({
     call: async (vmId) => {
       throw new Error(`No tool bridge in this process: ${vmId}`);
     },
+    ask: async (vmId) => {
+      throw new Error(`No tool bridge in this process: ${vmId}`);
+    },
     stats: () => ({ connected: 0, inFlight: 0 }),
   },
   upstream: {

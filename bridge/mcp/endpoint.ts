@@ -13,6 +13,7 @@ import { JSON_ONLY_HEADER, JsonResponseTransport } from "./internal/json-transpo
 import { METADATA_PATH, protectedResourceMetadata, publicOrigin, wwwAuthenticate } from "./metadata.js";
 import { McpSessions, type McpSession } from "./sessions.js";
 import { createToolServer, type McpServerOptions } from "./tool-server.js";
+import { declaresClientFeatures } from "./client-relay.js";
 import { scopeOfPrincipal } from "../../rpc/tools/visible-tools.js";
 import type { Transport } from "../../rpc/transport/mount.js";
 import type { ToolBridge } from "../tool-bridge.js";
@@ -203,6 +204,7 @@ async function openSession(
   server.onclose = () => {
     if (session) sessions.delete(session.id);
   };
+  transport.streamsCalls = () => declaresClientFeatures(server.getClientCapabilities());
   await server.connect(transport);
   const response = await transport.handleRequest(request, { parsedBody });
   if (!session) await server.close().catch(() => undefined);

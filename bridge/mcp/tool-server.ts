@@ -1,4 +1,5 @@
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv-provider.js";
 import {
   CallToolRequestSchema,
   CompleteRequestSchema,
@@ -28,6 +29,14 @@ import type { Dispatcher } from "../../rpc/dispatcher.js";
 import type { McpOffers } from "../../rpc/tools/ports.js";
 import type { ToolDef } from "../../rpc/tools/types.js";
 import { renderError } from "../../rpc/transport/surfaces.js";
+import type { ClientRelay } from "../../rpc/tools/types.js";
+import { clientRelay } from "./client-relay.js";
+
+/**
+ * One JSON Schema validator for every MCP server of the process: the SDK builds a new Ajv
+ * instance per `Server` otherwise, which a stateless request (one server each) paid every time.
+ */
+const schemaValidator = new AjvJsonSchemaValidator();
 
 /** tools/list page size; the cursor is an opaque offset into the sorted catalog. */
 const PAGE_SIZE = 500;
@@ -77,7 +86,7 @@ export interface McpCaller {
  */
 export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller, options: McpServerOptions = { offers: { resources: false, prompts: false, subscribe: false, completions: false } }): Server {
   const { upstream, offers } = options;
-  const call = (method: string, params: Record<string, unknown>, signal: AbortSignal, onProgress?: (update: ProgressUpdate) => void) => {
+  const call = (method: string, params: Record<string, unknown>, signal: AbortSignal, onProgress?: (update: ProgressUpdate) => void, relay?: ClientRelay) => {
     const { principal, requestId } = caller();
     return dispatcher.dispatch(method, upstream === undefined ? params : { ...params, server: upstream }, {
       requestId,
@@ -88,6 +97,7 @@ export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller
       responseHeaders: new Headers(),
       ip: "",
       ...(onProgress ? { onProgress } : {}),
+      ...(relay ? { relay } : {}),
     });
   };
   // logging: the SDK answers logging/setLevel per session and filters sendLoggingMessage by it.
@@ -102,6 +112,7 @@ export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller
       : { name: `chat-agent-tool-gateway/${upstream}`, title: `MCP server ${upstream} through the tool bridge`, version: "0.1.0" },
     {
       capabilities,
+      jsonSchemaValidator: schemaValidator,
       instructions:
         upstream === undefined
           ? "Tools of the gateway's catalog: built-ins, upstream MCP servers (`<server>__<tool>`) and connected VM agents (`vm__<vmId>__<tool>`)."
@@ -193,7 +204,9 @@ export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller
         ? undefined
         : (update: ProgressUpdate) => void extra.sendNotification({ method: "notifications/progress", params: { ...update, progressToken } }).catch(() => undefined);
     try {
-      const result = (await call("bridge.mcp.tools.call", { name, arguments: args ?? {} }, extra.signal, onProgress)) as CallToolResult;
+      // The upstream server's sampling, elicitation and roots requests during the call go to this client.
+      const relay = clientRelay(server, extra as never);
+      const result = (await call("bridge.mcp.tools.call", { name, arguments: args ?? {} }, extra.signal, onProgress, relay)) as CallToolResult;
       note(result.isError ? "warning" : "debug", { message: result.isError ? "tool answered with an error" : "tool call finished" });
       return result;
     } catch (thrown) {

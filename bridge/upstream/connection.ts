@@ -1,7 +1,12 @@
+import { AsyncLocalStorage } from "node:async_hooks";
+import { setMaxListeners } from "node:events";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import {
+  CreateMessageRequestSchema,
+  ElicitRequestSchema,
   ErrorCode,
+  ListRootsRequestSchema,
   McpError,
   LoggingMessageNotificationSchema,
   PromptListChangedNotificationSchema,
@@ -13,13 +18,14 @@ import {
 import { ServiceError } from "../../rpc/errors.js";
 import type { Logger } from "../../rpc/log.js";
 import type { McpServerRecord } from "../../storage/repos/mcp-servers.js";
-import type { CallOptions, ToolDef, ToolResult, ToolSource } from "../../rpc/tools/types.js";
+import type { CallOptions, ClientRelay, ClientRequest, ToolDef, ToolResult, ToolSource } from "../../rpc/tools/types.js";
 import type { McpCompleteParams, McpObject, McpOffers, UpstreamServerHandle } from "../../rpc/tools/ports.js";
 import { NAMESPACE_SEPARATOR } from "../../rpc/tools/sources.js";
 import { AddressRefused } from "../../rpc/policies/outbound-guard.js";
 import type { GuardedFetch } from "../../rpc/policies/guarded-fetch.js";
 import { announcementProblem, TOOL_BOUNDS } from "../../rpc/tools/tool-bounds.js";
 import type { SourceLog, SourceNotice } from "../catalog.js";
+import { rpcError } from "../mcp/client-relay.js";
 
 /** An announcement outside the bounds (docs/security.md "Input bounds"): the server is marked unhealthy with it. */
 class OutOfBounds extends Error {
@@ -64,6 +70,79 @@ const MAX_PAGES = 50;
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * The `tools/call` being sent, in the async context of the SDK client's work for it. One
+ * connection serves every client session, and the SDK does not say which request a
+ * server-to-client request relates to; but the client reads a call's SSE answer in the async
+ * context the call was sent from, so a request arriving on that stream finds its call here.
+ * Requests on the server's GET stream (unrelated to any call) find none.
+ */
+interface CallInFlight {
+  relay: ClientRelay | undefined;
+  /** The call settled: its relay is closed. */
+  done: boolean;
+  /** The first POST of the context (the tools/call itself) was sent. */
+  posted: boolean;
+  /** The call's SSE answer ended (or broke) without a reply and without a resumption id. */
+  streamEnded(): void;
+}
+const inFlight = new AsyncLocalStorage<CallInFlight>();
+
+/** How long after a call's answer stream ended without its reply the call fails. */
+const STREAM_END_GRACE_MS = 100;
+
+/** Server-to-client requests the gateway relays (docs/mcp.md "Requests of upstream servers"). */
+const RELAYED = [
+  [CreateMessageRequestSchema, "sampling/createMessage"],
+  [ElicitRequestSchema, "elicitation/create"],
+  [ListRootsRequestSchema, "roots/list"],
+] as const;
+
+/**
+ * A call's POST answered with an SSE stream is watched: when the stream ends or breaks before
+ * the reply, the call fails at once instead of at its timeout (a server that crashed, or closed
+ * the stream). A stream carrying SSE ids may be resumed by the SDK, so it is left alone.
+ */
+function watchedFetch(base: GuardedFetch | typeof fetch): GuardedFetch {
+  return (async (url: Parameters<typeof fetch>[0], init?: RequestInit) => {
+    // The SDK transport passes its one AbortSignal with every request: more than 10 calls in
+    // flight would otherwise warn of a listener leak that is none (each request removes its own).
+    if (init?.signal) setMaxListeners(0, init.signal);
+    const call = inFlight.getStore();
+    const watch = call !== undefined && !call.posted && init?.method === "POST";
+    if (watch) call.posted = true;
+    const response = await (base as typeof fetch)(url, init);
+    if (!watch || !response.body || !(response.headers.get("content-type") ?? "").startsWith("text/event-stream")) return response;
+    let resumable = false;
+    const decoder = new TextDecoder();
+    const reader = response.body.getReader();
+    // The SDK parses what was read a moment later: the end is reported after a short grace, so a
+    // reply in the last chunk settles the call first.
+    const ended = () => {
+      if (!resumable) setTimeout(() => call.streamEnded(), STREAM_END_GRACE_MS).unref();
+    };
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        try {
+          const { done, value } = await reader.read();
+          if (done) {
+            ended();
+            controller.close();
+            return;
+          }
+          if (!resumable && /(^|\n)id:/.test(decoder.decode(value, { stream: true }))) resumable = true;
+          controller.enqueue(value);
+        } catch (error) {
+          ended();
+          controller.error(error);
+        }
+      },
+      cancel: (reason) => reader.cancel(reason),
+    });
+    return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
+  }) as GuardedFetch;
+}
 
 /**
  * One upstream MCP server: an SDK `Client` over Streamable HTTP, its health, and its tools as
@@ -206,7 +285,7 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
 
   /** Connects (with retries) unless an attempt is already running; resolves when it settles. */
   connect(): Promise<void> {
-    this.#attempt ??= this.#connectWithRetries().finally(() => {
+    this.#attempt ??= inFlight.exit(() => this.#connectWithRetries()).finally(() => {
       this.#attempt = undefined;
     });
     return this.#attempt;
@@ -232,11 +311,19 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
 
   async #connectOnce(): Promise<void> {
     await this.#dropClient();
-    const client = new Client({ name: "chat-agent-tool-gateway", version: "0.1.0" }, { capabilities: {} });
+    // The client features are declared so the server may ask them during a call; each request
+    // is relayed to the session that made the call, which must have declared the same.
+    const client = new Client(
+      { name: "chat-agent-tool-gateway", version: "0.1.0" },
+      { capabilities: { sampling: { tools: {} }, elicitation: { form: {}, url: {} }, roots: {} } },
+    );
     const transport = new StreamableHTTPClientTransport(new URL(this.record.url), {
       requestInit: { headers: this.record.headers },
-      ...(this.#settings.fetch ? { fetch: this.#settings.fetch } : {}),
+      fetch: watchedFetch(this.#settings.fetch ?? fetch),
     });
+    for (const [schema, method] of RELAYED) {
+      client.setRequestHandler(schema as typeof CreateMessageRequestSchema, (request, extra) => this.#relay({ method, params: request.params as Record<string, unknown> }, extra.signal) as never);
+    }
     client.onerror = () => undefined;
     client.onclose = () => {
       if (this.#client === client && !this.#closed) this.#markUnhealthy("connection closed");
@@ -330,17 +417,37 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
     const prefix = this.record.name + NAMESPACE_SEPARATOR;
     if (!name.startsWith(prefix)) throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
     if (!client || this.health !== "healthy") throw new ServiceError("UNAVAILABLE", `MCP server ${this.record.name} is not connected`);
+    // Ends the call at once when the server's answer stream ends without the reply.
+    // One signal for the SDK: the caller's abort or the stream's end. The listener on the
+    // caller's signal (which may be long-lived) is removed when the call settles.
+    const ended = new AbortController();
+    const signal = ended.signal;
+    const onAbort = () => ended.abort(options.signal!.reason);
+    if (options.signal?.aborted) onAbort();
+    else options.signal?.addEventListener("abort", onAbort, { once: true });
+    const call: CallInFlight = {
+      relay: options.relay,
+      done: false,
+      posted: false,
+      streamEnded: () => {
+        if (!call.done) ended.abort(new Error("the server ended the call's stream without an answer"));
+      },
+    };
     try {
       // The SDK client puts its own progressToken in `_meta` when asked for progress, and
       // tells the server `notifications/cancelled` when the signal aborts.
       const { onProgress } = options;
-      const result = await client.callTool({ name: name.slice(prefix.length), arguments: args }, undefined, {
-        timeout: options.timeoutMs,
-        signal: options.signal,
-        ...(onProgress ? { onprogress: ({ progress, total, message }) => onProgress({ progress, ...(total === undefined ? {} : { total }), ...(message === undefined ? {} : { message }) }) } : {}),
-      });
+      const result = await inFlight.run(call, () =>
+        client.callTool({ name: name.slice(prefix.length), arguments: args }, undefined, {
+          timeout: options.timeoutMs,
+          signal,
+          ...(onProgress ? { onprogress: ({ progress, total, message }) => onProgress({ progress, ...(total === undefined ? {} : { total }), ...(message === undefined ? {} : { message }) }) } : {}),
+        }),
+      );
       return result as ToolResult;
     } catch (error) {
+      if (options.signal?.aborted) throw new ServiceError("TIMEOUT", `Call to ${name} was cancelled`);
+      if (ended.signal.aborted) throw new ServiceError("BAD_GATEWAY", `MCP server ${this.record.name} ended the call to ${name} without an answer`);
       if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) {
         throw new ServiceError("TIMEOUT", `MCP server ${this.record.name} did not answer ${name} within ${Math.round(options.timeoutMs / 1000)} s`);
       }
@@ -352,7 +459,20 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
       // Transport failure: the server is gone; stop listing its tools and reconnect.
       this.#markUnhealthy(describeError(error, options.timeoutMs));
       throw new ServiceError("BAD_GATEWAY", `MCP server ${this.record.name} is unreachable: ${this.lastError}`);
+    } finally {
+      call.done = true;
+      options.signal?.removeEventListener("abort", onAbort);
     }
+  }
+
+  /** A server-to-client request: relayed to the client session of the call it arrived with, or refused. */
+  async #relay(request: ClientRequest, signal: AbortSignal): Promise<Record<string, unknown>> {
+    const call = inFlight.getStore();
+    if (!call || call.done) {
+      throw rpcError(ErrorCode.MethodNotFound, `${request.method} is relayed only during a tools/call, to the MCP client session that made it; the gateway's connection is shared by every session`);
+    }
+    if (!call.relay) throw rpcError(ErrorCode.MethodNotFound, `${request.method} refused: this call did not come from an MCP client session (REST or an agent)`);
+    return call.relay(request, { signal, timeoutMs: this.#settings.timeoutMs });
   }
 
   #markUnhealthy(reason: string): void {
@@ -372,7 +492,8 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
     clearTimeout(this.#reconnectTimer);
     const delay = Math.min(RECONNECT_MAX_MS, RECONNECT_BASE_MS * 2 ** this.#failures);
     this.#failures += 1;
-    this.#reconnectTimer = setTimeout(() => void this.connect(), delay);
+    // Outside any call's context: a reconnection is nobody's call (see inFlight).
+    this.#reconnectTimer = setTimeout(() => inFlight.exit(() => void this.connect()), delay);
     // A pending reconnection must never keep the process alive.
     this.#reconnectTimer.unref();
   }

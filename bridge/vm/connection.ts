@@ -10,7 +10,7 @@ import {
 import { ServiceError } from "../../rpc/errors.js";
 import type { Logger } from "../../rpc/log.js";
 import type { ToolResult } from "../../rpc/tools/types.js";
-import { toToolResult, type VmTool } from "./protocol.js";
+import { toToolResult, type VmPrompt, type VmResource, type VmTool } from "./protocol.js";
 import type { VmIdentity } from "../../rpc/tools/ports.js";
 
 /** The part of a crossws peer a connection needs (kept small so tests and adapters can supply one). */
@@ -44,6 +44,8 @@ export class VmConnection {
   readonly id = randomUUID();
   readonly connectedAt = new Date().toISOString();
   tools: VmTool[] = [];
+  resources: VmResource[] = [];
+  prompts: VmPrompt[] = [];
   /** Heartbeat: anything received since the last tick proves the VM alive. */
   seen = true;
   #closed = false;
@@ -120,6 +122,27 @@ export class VmConnection {
       });
     }
     return toToolResult(response.result);
+  }
+
+  /**
+   * `resources/read` or `prompts/get` on the VM, bounded by `timeoutMs`; its answer must be an
+   * object with `contents` (read) or `messages` (prompt) arrays, as MCP's results have.
+   */
+  async ask(method: "resources/read" | "prompts/get", params: Record<string, unknown>, options: CallOptions): Promise<Record<string, unknown>> {
+    const seconds = Math.round(options.timeoutMs / 100) / 10;
+    const what = method === "resources/read" ? `resources/read ${String(params.uri)}` : `prompts/get ${String(params.name)}`;
+    const response = await this.#request(method, params, options, () => new ServiceError("TIMEOUT", `VM ${this.vmId} did not answer ${what} within ${seconds} s`, { details: { vmId: this.vmId } }));
+    if (response.error) {
+      throw new ServiceError("BAD_GATEWAY", `VM ${this.vmId} failed ${what}: ${response.error.message}`, {
+        details: { vmId: this.vmId, upstreamCode: response.error.code, vmError: { code: response.error.code, message: response.error.message } },
+      });
+    }
+    const result = response.result as Record<string, unknown> | null;
+    const field = method === "resources/read" ? "contents" : "messages";
+    if (typeof result !== "object" || result === null || !Array.isArray(result[field])) {
+      throw new ServiceError("BAD_GATEWAY", `VM ${this.vmId} answered ${what} without a ${field} array`, { details: { vmId: this.vmId } });
+    }
+    return result;
   }
 
   /** Heartbeat probe: the reply (or any other message) marks the VM alive. */

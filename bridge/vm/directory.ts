@@ -1,6 +1,6 @@
 import type { Store } from "../../storage/store.js";
 import type { VmIdentity } from "../../rpc/tools/ports.js";
-import type { VmTool } from "./protocol.js";
+import type { VmPrompt, VmResource, VmTool } from "./protocol.js";
 
 /** Where a VM is connected and what it announced: what any instance needs to list or reach it. */
 export interface VmRecord extends VmIdentity {
@@ -8,6 +8,8 @@ export interface VmRecord extends VmIdentity {
   connectionId: string;
   connectedAt: string;
   tools: VmTool[];
+  resources?: VmResource[];
+  prompts?: VmPrompt[];
 }
 
 /**

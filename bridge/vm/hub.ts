@@ -8,7 +8,7 @@ import type { Store } from "../../storage/store.js";
 import type { ToolResult } from "../../rpc/tools/types.js";
 import type { Catalog } from "../catalog.js";
 import { VmConnection, type VmPeer } from "./connection.js";
-import type { VmIdentity } from "../../rpc/tools/ports.js";
+import type { McpObject, VmAskMethod, VmIdentity } from "../../rpc/tools/ports.js";
 import { CLOSE, registerParams, type VmTool } from "./protocol.js";
 import { VmDirectory, type VmRecord } from "./directory.js";
 import { vmToolSource } from "./source.js";
@@ -39,11 +39,18 @@ interface RemoteCall {
   tool: string;
   args: Record<string, unknown>;
   timeoutMs: number;
+  /** A request other than tools/call (`tool` and `args` unused): resources/read or prompts/get with `params`. */
+  ask?: { method: VmAskMethod; params: Record<string, unknown> };
+}
+
+/** The forwarding instance's caller cancelled (or went away): the holding instance cancels the VM call. */
+interface RemoteCancel {
+  cancel: string;
 }
 
 interface RemoteReply {
   callId: string;
-  result?: ToolResult;
+  result?: ToolResult | McpObject;
   error?: { code: string; message: string; details?: unknown };
 }
 
@@ -52,6 +59,8 @@ interface VmEvent {
   type: "connected" | "registered" | "left";
   vmId: string;
   connectionId: string;
+  /** The VM's tenant, when it announced resources or prompts (their sessions are told the lists changed). */
+  federatedFor?: string;
 }
 
 /** How long a forwarding instance waits past the timeout, so the owner's own TIMEOUT answer arrives first. */
@@ -69,8 +78,10 @@ export class VmHub {
   readonly owners: VmOwnersRepo;
   readonly #local = new Map<string, VmConnection>();
   readonly #server = new JSONRPCServer<VmConnection>({ errorListener: () => undefined });
-  readonly #remote = new Map<string, { resolve: (r: ToolResult) => void; reject: (e: ServiceError) => void; cleanup: () => void }>();
+  readonly #remote = new Map<string, { resolve: (r: ToolResult | McpObject) => void; reject: (e: ServiceError) => void; cleanup: () => void }>();
   readonly #unsubscribe: (() => Promise<void>)[] = [];
+  /** Calls this instance runs for other instances, by callId, so their cancellation reaches the VM. */
+  readonly #serving = new Map<string, AbortController>();
   readonly #opts: VmHubOptions;
   #timer: NodeJS.Timeout | undefined;
   #closed = false;
@@ -94,7 +105,10 @@ export class VmHub {
     if (this.shared) {
       await this.directory.markAlive();
       this.#unsubscribe.push(
-        await bus.subscribe(`vm:call:${this.instanceId}`, (message) => void this.#serveRemote(message as RemoteCall)),
+        await bus.subscribe(`vm:call:${this.instanceId}`, (message) => {
+          if ("cancel" in (message as object)) this.#serving.get((message as RemoteCancel).cancel)?.abort();
+          else void this.#serveRemote(message as RemoteCall);
+        }),
         await bus.subscribe(`vm:reply:${this.instanceId}`, (message) => this.#onReply(message as RemoteReply)),
         await bus.subscribe("vm:events", (message) => this.#onEvent(message as VmEvent)),
       );
@@ -116,6 +130,8 @@ export class VmHub {
       pending.reject(gone);
     }
     this.#remote.clear();
+    for (const serving of this.#serving.values()) serving.abort();
+    this.#serving.clear();
     for (const unsubscribe of this.#unsubscribe.splice(0)) await unsubscribe().catch(() => undefined);
     if (this.shared) {
       await Promise.all(conns.map((conn) => this.directory.remove(conn.vmId, conn.id).catch(() => undefined)));
@@ -186,10 +202,27 @@ export class VmHub {
     return this.#forward(record, tool, args, options);
   }
 
+  /** `resources/read` or `prompts/get` on the VM, on this instance or through the one holding its socket. */
+  async ask(vmId: string, method: VmAskMethod, params: Record<string, unknown>, options: VmCallOptions): Promise<McpObject> {
+    const conn = this.#local.get(vmId);
+    if (conn) return conn.ask(method, params, options);
+    const record = this.shared ? await this.directory.find(vmId) : undefined;
+    if (!record) throw vmNotConnected(vmId);
+    return this.#forward(record, method, {}, options, { method, params });
+  }
+
   // --- internals ---
 
   #recordOf(conn: VmConnection): VmRecord {
-    return { ...conn.identity, instanceId: this.instanceId, connectionId: conn.id, connectedAt: conn.connectedAt, tools: conn.tools };
+    return {
+      ...conn.identity,
+      instanceId: this.instanceId,
+      connectionId: conn.id,
+      connectedAt: conn.connectedAt,
+      tools: conn.tools,
+      ...(conn.resources.length ? { resources: conn.resources } : {}),
+      ...(conn.prompts.length ? { prompts: conn.prompts } : {}),
+    };
   }
 
   #localRecords(): VmRecord[] {
@@ -216,6 +249,8 @@ export class VmHub {
       throw new JSONRPCErrorException(`Invalid tools/register params: ${issues[0]!.path ? `${issues[0]!.path}: ` : ""}${issues[0]!.message}`, -32602, { issues });
     }
     conn.tools = parsed.output.tools as VmTool[];
+    conn.resources = parsed.output.resources ?? [];
+    conn.prompts = parsed.output.prompts ?? [];
     await this.#announce(conn, "registered");
     return { tools: conn.tools.map((tool) => tool.name) };
   }
@@ -224,11 +259,13 @@ export class VmHub {
   async #announce(conn: VmConnection, type: VmEvent["type"]): Promise<void> {
     this.directory.invalidate();
     this.#opts.catalog.changed();
+    const federates = conn.resources.length > 0 || conn.prompts.length > 0;
+    if (federates && type !== "connected") this.#listsChanged(conn.identity.tenantId);
     if (!this.shared || this.#closed) return;
     try {
       if (type === "left") await this.directory.remove(conn.vmId, conn.id);
       else if (!conn.closed) await this.directory.put(this.#recordOf(conn));
-      const event: VmEvent = { instanceId: this.instanceId, type, vmId: conn.vmId, connectionId: conn.id };
+      const event: VmEvent = { instanceId: this.instanceId, type, vmId: conn.vmId, connectionId: conn.id, ...(federates ? { federatedFor: conn.identity.tenantId } : {}) };
       await this.#opts.store.bus.publish("vm:events", event);
     } catch (error) {
       this.#opts.log.error({ event: "vm.presence_failed", vmId: conn.vmId, error: String(error) });
@@ -242,11 +279,20 @@ export class VmHub {
     const local = this.#local.get(event.vmId);
     if (event.type === "connected" && local && local.id !== event.connectionId) this.#replace(local);
     this.#opts.catalog.changed();
+    if (event.federatedFor) this.#listsChanged(event.federatedFor);
   }
 
-  #forward(record: VmRecord, tool: string, args: Record<string, unknown>, options: VmCallOptions): Promise<ToolResult> {
+  /** A VM's resources or prompts came or went: the tenant's MCP sessions are told both lists changed. */
+  #listsChanged(tenantId: string): void {
+    this.#opts.catalog.notice({ kind: "resources/list_changed", owner: tenantId, source: "vm" });
+    this.#opts.catalog.notice({ kind: "prompts/list_changed", owner: tenantId, source: "vm" });
+  }
+
+  #forward(record: VmRecord, tool: string, args: Record<string, unknown>, options: VmCallOptions): Promise<ToolResult>;
+  #forward(record: VmRecord, tool: string, args: Record<string, unknown>, options: VmCallOptions, ask: RemoteCall["ask"]): Promise<McpObject>;
+  #forward(record: VmRecord, tool: string, args: Record<string, unknown>, options: VmCallOptions, ask?: RemoteCall["ask"]): Promise<ToolResult | McpObject> {
     const callId = randomUUID();
-    return new Promise<ToolResult>((resolve, reject) => {
+    return new Promise<ToolResult | McpObject>((resolve, reject) => {
       const timer = setTimeout(() => {
         finish();
         reject(new ServiceError("TIMEOUT", `VM ${record.vmId} did not answer tools/call ${tool} within ${options.timeoutMs / 1000} s`, { details: { vmId: record.vmId, tool } }));
@@ -254,6 +300,9 @@ export class VmHub {
       const onAbort = () => {
         finish();
         reject(new ServiceError("UNAVAILABLE", "The caller went away"));
+        // The instance holding the socket tells the VM (notifications/cancelled).
+        const cancel: RemoteCancel = { cancel: callId };
+        this.#opts.store.bus.publish(`vm:call:${record.instanceId}`, cancel).catch(() => undefined);
       };
       options.signal?.addEventListener("abort", onAbort, { once: true });
       const cleanup = () => {
@@ -269,7 +318,7 @@ export class VmHub {
         reject: (error) => (finish(), reject(error)),
         cleanup,
       });
-      const message: RemoteCall = { callId, replyTo: this.instanceId, vmId: record.vmId, tool, args, timeoutMs: options.timeoutMs };
+      const message: RemoteCall = { callId, replyTo: this.instanceId, vmId: record.vmId, tool, args, timeoutMs: options.timeoutMs, ...(ask ? { ask } : {}) };
       this.#opts.store.bus.publish(`vm:call:${record.instanceId}`, message).catch((error) => {
         this.#remote.get(callId)?.reject(new ServiceError("UNAVAILABLE", "Could not reach the instance holding the VM", { cause: error }));
       });
@@ -278,14 +327,22 @@ export class VmHub {
 
   async #serveRemote(call: RemoteCall): Promise<void> {
     let reply: RemoteReply;
+    const controller = new AbortController();
+    this.#serving.set(call.callId, controller);
     try {
       const conn = this.#local.get(call.vmId);
       if (!conn) throw vmNotConnected(call.vmId);
-      reply = { callId: call.callId, result: await conn.callTool(call.tool, call.args ?? {}, { timeoutMs: call.timeoutMs }) };
+      const options = { timeoutMs: call.timeoutMs, signal: controller.signal };
+      reply = { callId: call.callId, result: call.ask ? await conn.ask(call.ask.method, call.ask.params, options) : await conn.callTool(call.tool, call.args ?? {}, options) };
     } catch (error) {
+      if (controller.signal.aborted) {
+        this.#serving.delete(call.callId);
+        return; // the forwarding instance answered its caller already
+      }
       const serviceError = toServiceError(error);
       reply = { callId: call.callId, error: { code: serviceError.code, message: serviceError.message, details: serviceError.details } };
     }
+    this.#serving.delete(call.callId);
     await this.#opts.store.bus.publish(`vm:reply:${call.replyTo}`, reply).catch(() => undefined);
   }
 

@@ -4,7 +4,9 @@ import { schemaProblem, TOOL_BOUNDS } from "../../rpc/tools/tool-bounds.js";
 
 /**
  * The VM-agent socket protocol (docs/vm-agents.md): JSON-RPC 2.0 in both directions.
- * VM → bridge: `tools/register`, `ping`. Bridge → VM: `tools/call`, `ping`.
+ * VM → bridge: `tools/register` (tools, and optionally resources and prompts), `ping`.
+ * Bridge → VM: `tools/call`, `resources/read`, `prompts/get`, `ping`, and the notification
+ * `notifications/cancelled` `{requestId, reason}` when the bridge gives up on a request.
  */
 
 /** Ids and tool names are path-safe and MCP-name-safe (MCP allows `[A-Za-z0-9_.-]`). */
@@ -47,7 +49,46 @@ const toolSchema = v.pipe(
   }),
 );
 
+/** Resources and prompts one VM may announce (each list). */
+export const MAX_ITEMS_PER_VM = 1000;
+
+const resourceSchema = v.object({
+  uri: v.pipe(v.string("uri must be a string"), v.minLength(1), v.maxLength(2048), v.regex(/^[A-Za-z][A-Za-z0-9+.-]*:/, "uri must be an absolute URI")),
+  name: v.pipe(v.string("name must be a string"), v.minLength(1), v.maxLength(256)),
+  title: v.optional(v.pipe(v.string(), v.maxLength(256))),
+  description: v.optional(v.pipe(v.string(), v.maxLength(4096))),
+  mimeType: v.optional(v.pipe(v.string(), v.maxLength(256))),
+});
+
+const promptSchema = v.object({
+  name: v.pipe(v.string("name must be a string"), v.regex(TOOL_NAME, "name: letters, digits, _ . - (1-64, starting with a letter or digit)")),
+  title: v.optional(v.pipe(v.string(), v.maxLength(256))),
+  description: v.optional(v.pipe(v.string(), v.maxLength(4096))),
+  arguments: v.optional(
+    v.pipe(
+      v.array(v.object({ name: v.pipe(v.string(), v.minLength(1), v.maxLength(128)), description: v.optional(v.pipe(v.string(), v.maxLength(1024))), required: v.optional(v.boolean()) })),
+      v.maxLength(64),
+    ),
+  ),
+});
+
 export const registerParams = v.object({
+  /** Resources the VM serves with `resources/read` (docs/vm-agents.md "Resources and prompts"). */
+  resources: v.optional(
+    v.pipe(
+      v.array(resourceSchema, "resources must be an array"),
+      v.maxLength(MAX_ITEMS_PER_VM, `at most ${MAX_ITEMS_PER_VM} resources per VM`),
+      v.check((items) => new Set(items.map((item) => item.uri)).size === items.length, "resource URIs must be unique"),
+    ),
+  ),
+  /** Prompts the VM serves with `prompts/get`. */
+  prompts: v.optional(
+    v.pipe(
+      v.array(promptSchema, "prompts must be an array"),
+      v.maxLength(MAX_ITEMS_PER_VM, `at most ${MAX_ITEMS_PER_VM} prompts per VM`),
+      v.check((items) => new Set(items.map((item) => item.name)).size === items.length, "prompt names must be unique"),
+    ),
+  ),
   tools: v.pipe(
     v.array(toolSchema, "tools must be an array"),
     v.maxLength(MAX_TOOLS_PER_VM, `at most ${MAX_TOOLS_PER_VM} tools per VM`),
@@ -56,6 +97,8 @@ export const registerParams = v.object({
 });
 
 export type VmTool = v.InferOutput<typeof toolSchema>;
+export type VmResource = v.InferOutput<typeof resourceSchema>;
+export type VmPrompt = v.InferOutput<typeof promptSchema>;
 
 /**
  * A VM should answer `tools/call` with an MCP CallToolResult. Anything else is wrapped, so

@@ -9,6 +9,7 @@ export interface ExecuteOptions {
   principal: Principal;
   signal?: AbortSignal;
   onProgress?: CallOptions["onProgress"];
+  relay?: CallOptions["relay"];
 }
 
 /** The catalog entry of `name` in the caller's scope, or NOT_FOUND (404 over REST) — another tenant's tool included. */
@@ -33,6 +34,7 @@ export async function executeTool(services: Services, name: string, args: unknow
     signal: options.signal,
     tenantId: "tenantId" in scope ? scope.tenantId : undefined,
     ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+    ...(options.relay ? { relay: options.relay } : {}),
   });
 }
 

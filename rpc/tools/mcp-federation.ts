@@ -1,7 +1,8 @@
 import type { Principal } from "../auth.js";
 import { ServiceError } from "../errors.js";
 import type { Services } from "../services.js";
-import type { McpCompleteParams, McpObject, McpOffers, UpstreamServerHandle } from "./ports.js";
+import type { McpCompleteParams, McpObject, McpOffers, UpstreamServerHandle, VmPresence } from "./ports.js";
+import type { ToolScope } from "./types.js";
 import { NAMESPACE_SEPARATOR } from "./sources.js";
 import { scopeOfPrincipal } from "./visible-tools.js";
 
@@ -16,6 +17,11 @@ import { scopeOfPrincipal } from "./visible-tools.js";
  *   so the first `+` splits it back. `_meta.server` and `_meta.uri` carry both parts too.
  *
  * On a server's own endpoint (`server` given) names and URIs are the server's own.
+ *
+ * Connected VM agents that announced resources or prompts are federated too, for their owning
+ * tenant only: `vm+<vmId>+<uri>` and `vm__<vmId>__<prompt>` (`vm` is a reserved server name;
+ * vmIds have no `+`; a prompt name is split at each `__` until a VM and prompt match, like
+ * VM tools), `_meta.vm` naming the VM.
  */
 
 const SERVER_NAME = /^[A-Za-z0-9-]{1,48}$/;
@@ -49,7 +55,7 @@ export interface FederationCall {
 /** The servers a call federates: the one named (NOT_FOUND when the caller does not see it), or every one the caller sees. */
 async function sourcesOf(services: Services, call: FederationCall): Promise<UpstreamServerHandle[]> {
   const scope = await scopeOfPrincipal(services, call.principal);
-  if (call.server === undefined) return services.upstream.visible(scope);
+  if (call.server === undefined) return [...services.upstream.visible(scope), ...(await vmSources(services, scope))];
   const handle = services.upstream.find(scope, call.server);
   if (!handle) throw new ServiceError("NOT_FOUND", `No MCP server named ${call.server}`);
   return [handle];
@@ -59,6 +65,54 @@ async function sourcesOf(services: Services, call: FederationCall): Promise<Upst
 export async function requireVisibleServer(services: Services, principal: Principal, server: string): Promise<void> {
   await sourcesOf(services, { principal, server });
 }
+
+/** The VMs of the caller's tenant that announced resources or prompts (never another tenant's; internal services see none). */
+async function vmSources(services: Services, scope: ToolScope): Promise<UpstreamServerHandle[]> {
+  if (!("tenantId" in scope)) return [];
+  const records = await services.vms.list();
+  return records
+    .filter((record) => record.tenantId === scope.tenantId && (record.resources?.length || record.prompts?.length))
+    .sort((a, b) => a.vmId.localeCompare(b.vmId))
+    .map((record) => vmSource(services, record));
+}
+
+const notFound = (what: string) => new ServiceError("NOT_FOUND", what);
+
+/** A VM as a federated source: its announced lists, `resources/read` and `prompts/get` asked of the VM. */
+function vmSource(services: Services, record: VmPresence): UpstreamServerHandle {
+  const resources = record.resources ?? [];
+  const prompts = record.prompts ?? [];
+  return {
+    name: `vm+${record.vmId}`,
+    tenantId: record.tenantId,
+    namespace: { uri: `vm+${record.vmId}+`, prompt: `vm${NAMESPACE_SEPARATOR}${record.vmId}${NAMESPACE_SEPARATOR}`, meta: { vm: record.vmId } },
+    offers: () => ({ resources: resources.length > 0, prompts: prompts.length > 0, subscribe: false, completions: false }),
+    listResources: async () => resources.map((resource) => ({ ...resource })),
+    listResourceTemplates: async () => [],
+    listPrompts: async () => prompts.map((prompt) => ({ ...prompt })),
+    // Only what the VM announced is asked of it.
+    readResource: async (uri, options) => {
+      if (!resources.some((resource) => resource.uri === uri)) throw notFound(`Unknown resource: ${uri}`);
+      return services.vms.ask(record.vmId, "resources/read", { uri }, options);
+    },
+    getPrompt: async (name, args, options) => {
+      if (!prompts.some((prompt) => prompt.name === name)) throw notFound(`Unknown prompt: ${name}`);
+      return services.vms.ask(record.vmId, "prompts/get", { name, arguments: args }, options);
+    },
+    subscribe: async (uri) => {
+      throw notFound(`Unknown resource: ${uri}`);
+    },
+    unsubscribe: async () => undefined,
+    complete: async () => {
+      throw notFound("VM agents offer no completions");
+    },
+  };
+}
+
+/** How a source's items are named on the catalog endpoint. */
+const uriPrefix = (source: UpstreamServerHandle) => source.namespace?.uri ?? `${source.name}+`;
+const promptPrefix = (source: UpstreamServerHandle) => source.namespace?.prompt ?? `${source.name}${NAMESPACE_SEPARATOR}`;
+const metaOf = (source: UpstreamServerHandle) => source.namespace?.meta ?? { server: source.name };
 
 const bounds = (services: Services, signal?: AbortSignal) => ({ timeoutMs: services.config.GATEWAY_TIMEOUT_SECONDS * 1000, ...(signal ? { signal } : {}) });
 
@@ -72,29 +126,29 @@ export async function federatedCapabilities(services: Services, call: Federation
 type Lister = (source: UpstreamServerHandle) => Promise<McpObject[]>;
 
 /** Every source's list, each item renamed for the caller; a source that fails lists nothing (like the tool catalog). */
-async function collect(services: Services, call: FederationCall, list: Lister, rename: (server: string, item: McpObject) => McpObject): Promise<McpObject[]> {
+async function collect(services: Services, call: FederationCall, list: Lister, rename: (source: UpstreamServerHandle, item: McpObject) => McpObject): Promise<McpObject[]> {
   const sources = await sourcesOf(services, call);
   const lists = await Promise.all(sources.map((source) => list(source).catch(() => [] as McpObject[])));
-  return lists.flatMap((items, index) => (call.server === undefined ? items.map((item) => rename(sources[index]!.name, item)) : items));
+  return lists.flatMap((items, index) => (call.server === undefined ? items.map((item) => rename(sources[index]!, item)) : items));
 }
 
 const withMeta = (item: McpObject, meta: Record<string, unknown>): McpObject => ({ ...item, _meta: { ...((item._meta as Record<string, unknown> | undefined) ?? {}), ...meta } });
 
 export function listResources(services: Services, call: FederationCall): Promise<McpObject[]> {
-  return collect(services, call, (source) => source.listResources(bounds(services, call.signal)), (server, item) =>
-    withMeta({ ...item, uri: namespacedUri(server, String(item.uri)) }, { server, uri: item.uri }),
+  return collect(services, call, (source) => source.listResources(bounds(services, call.signal)), (source, item) =>
+    withMeta({ ...item, uri: uriPrefix(source) + String(item.uri) }, { ...metaOf(source), uri: item.uri }),
   );
 }
 
 export function listResourceTemplates(services: Services, call: FederationCall): Promise<McpObject[]> {
-  return collect(services, call, (source) => source.listResourceTemplates(bounds(services, call.signal)), (server, item) =>
-    withMeta({ ...item, uriTemplate: namespacedUri(server, String(item.uriTemplate)) }, { server, uriTemplate: item.uriTemplate }),
+  return collect(services, call, (source) => source.listResourceTemplates(bounds(services, call.signal)), (source, item) =>
+    withMeta({ ...item, uriTemplate: uriPrefix(source) + String(item.uriTemplate) }, { ...metaOf(source), uriTemplate: item.uriTemplate }),
   );
 }
 
 export function listPrompts(services: Services, call: FederationCall): Promise<McpObject[]> {
-  return collect(services, call, (source) => source.listPrompts(bounds(services, call.signal)), (server, item) =>
-    withMeta({ ...item, name: `${server}${NAMESPACE_SEPARATOR}${String(item.name)}` }, { server, name: item.name }),
+  return collect(services, call, (source) => source.listPrompts(bounds(services, call.signal)), (source, item) =>
+    withMeta({ ...item, name: promptPrefix(source) + String(item.name) }, { ...metaOf(source), name: item.name }),
   );
 }
 
@@ -107,23 +161,59 @@ async function resolve(services: Services, call: FederationCall, parsed: { serve
   return handle;
 }
 
+/** A namespaced resource URI's source and the source's own URI (a VM's `vm+<vmId>+<uri>` included). */
+async function locateUri(services: Services, call: FederationCall, uri: string, unknown: ServiceError): Promise<{ source: UpstreamServerHandle; own: string }> {
+  const parsed = call.server === undefined ? splitUri(uri) : { server: call.server, uri };
+  if (call.server === undefined && parsed?.server === VM_NAMESPACE) {
+    const plus = parsed.uri.indexOf("+");
+    const vmId = parsed.uri.slice(0, plus);
+    const source = plus > 0 ? (await vmSources(services, await scopeOfPrincipal(services, call.principal))).find((vm) => vm.name === `vm+${vmId}`) : undefined;
+    if (!source) throw unknown;
+    return { source, own: parsed.uri.slice(plus + 1) };
+  }
+  return { source: await resolve(services, call, parsed, unknown), own: parsed!.uri };
+}
+
+/** A namespaced prompt name's source and the source's own name (a VM's `vm__<vmId>__<prompt>` included). */
+async function locatePrompt(services: Services, call: FederationCall, name: string, unknown: ServiceError): Promise<{ source: UpstreamServerHandle; own: string }> {
+  const parsed = call.server === undefined ? splitName(name) : { server: call.server, name };
+  if (call.server === undefined && parsed?.server === VM_NAMESPACE) {
+    // vmIds may hold `__`: each split point is tried against the caller's VMs' prompts.
+    const vms = await vmSources(services, await scopeOfPrincipal(services, call.principal));
+    for (const source of vms) {
+      const prefix = promptPrefix(source);
+      if (!name.startsWith(prefix)) continue;
+      const own = name.slice(prefix.length);
+      if ((await source.listPrompts(bounds(services))).some((prompt) => prompt.name === own)) return { source, own };
+    }
+    throw unknown;
+  }
+  return { source: await resolve(services, call, parsed, unknown), own: parsed!.name };
+}
+
+/** The server name under which VM agents' resources and prompts are namespaced (reserved for upstream servers). */
+const VM_NAMESPACE = "vm";
+
 /** Renames the URIs of embedded resources and resource links in contents and prompt messages. */
-function renameContent(server: string, content: McpObject): McpObject {
-  if (content.type === "resource_link" && typeof content.uri === "string") return { ...content, uri: namespacedUri(server, content.uri) };
+function renameContent(prefix: string, content: McpObject): McpObject {
+  if (content.type === "resource_link" && typeof content.uri === "string") return { ...content, uri: prefix + content.uri };
   if (content.type === "resource" && content.resource && typeof (content.resource as McpObject).uri === "string") {
     const resource = content.resource as McpObject;
-    return { ...content, resource: { ...resource, uri: namespacedUri(server, String(resource.uri)) } };
+    return { ...content, resource: { ...resource, uri: prefix + String(resource.uri) } };
   }
   return content;
 }
 
 export async function readResource(services: Services, call: FederationCall, uri: string): Promise<McpObject> {
-  const parsed = call.server === undefined ? splitUri(uri) : { server: call.server, uri };
-  const source = await resolve(services, call, parsed, new ServiceError("NOT_FOUND", `Unknown resource: ${uri}`, { details: { uri } }));
-  if (!source.offers().resources) throw new ServiceError("NOT_FOUND", `Unknown resource: ${uri}`, { details: { uri } });
-  const result = await source.readResource(parsed!.uri, bounds(services, call.signal));
+  const unknown = new ServiceError("NOT_FOUND", `Unknown resource: ${uri}`, { details: { uri } });
+  const { source, own } = await locateUri(services, call, uri, unknown);
+  if (!source.offers().resources) throw unknown;
+  const result = await source.readResource(own, bounds(services, call.signal)).catch((error: unknown) => {
+    // A URI the source does not have is the same answer as an unknown one.
+    throw error instanceof ServiceError && error.code === "NOT_FOUND" ? unknown : error;
+  });
   if (call.server !== undefined) return result;
-  const contents = ((result.contents as McpObject[] | undefined) ?? []).map((content) => (typeof content.uri === "string" ? { ...content, uri: namespacedUri(source.name, content.uri) } : content));
+  const contents = ((result.contents as McpObject[] | undefined) ?? []).map((content) => (typeof content.uri === "string" ? { ...content, uri: uriPrefix(source) + content.uri } : content));
   return { ...result, contents };
 }
 
@@ -133,22 +223,22 @@ export async function readResource(services: Services, call: FederationCall, uri
  * (or one of a server the caller does not see) is NOT_FOUND, like resources/read.
  */
 export async function subscribe(services: Services, call: FederationCall, uri: string, subscriber: string, subscribing: boolean): Promise<Record<string, never>> {
-  const parsed = call.server === undefined ? splitUri(uri) : { server: call.server, uri };
-  const source = await resolve(services, call, parsed, new ServiceError("NOT_FOUND", `Unknown resource: ${uri}`, { details: { uri } }));
-  if (!source.offers().resources) throw new ServiceError("NOT_FOUND", `Unknown resource: ${uri}`, { details: { uri } });
-  if (subscribing) await source.subscribe(parsed!.uri, subscriber, bounds(services, call.signal));
-  else await source.unsubscribe(parsed!.uri, subscriber, bounds(services, call.signal));
+  const unknown = new ServiceError("NOT_FOUND", `Unknown resource: ${uri}`, { details: { uri } });
+  const { source, own } = await locateUri(services, call, uri, unknown);
+  if (!source.offers().resources) throw unknown;
+  if (subscribing) await source.subscribe(own, subscriber, bounds(services, call.signal));
+  else await source.unsubscribe(own, subscriber, bounds(services, call.signal));
   return {};
 }
 
 export async function getPrompt(services: Services, call: FederationCall, name: string, args: Record<string, string>): Promise<McpObject> {
-  const parsed = call.server === undefined ? splitName(name) : { server: call.server, name };
-  const source = await resolve(services, call, parsed, new ServiceError("NOT_FOUND", `Unknown prompt: ${name}`));
-  if (!source.offers().prompts) throw new ServiceError("NOT_FOUND", `Unknown prompt: ${name}`);
-  const result = await source.getPrompt(parsed!.name, args, bounds(services, call.signal));
+  const unknown = new ServiceError("NOT_FOUND", `Unknown prompt: ${name}`);
+  const { source, own } = await locatePrompt(services, call, name, unknown);
+  if (!source.offers().prompts) throw unknown;
+  const result = await source.getPrompt(own, args, bounds(services, call.signal));
   if (call.server !== undefined) return result;
   const messages = ((result.messages as McpObject[] | undefined) ?? []).map((message) =>
-    message.content && typeof message.content === "object" ? { ...message, content: renameContent(source.name, message.content as McpObject) } : message,
+    message.content && typeof message.content === "object" ? { ...message, content: renameContent(uriPrefix(source), message.content as McpObject) } : message,
   );
   return { ...result, messages };
 }

@@ -118,7 +118,7 @@ export const toolMethods = [
     internal: true,
     http: [],
     async handler(params, ctx) {
-      const options = { principal: ctx.principal, signal: ctx.signal, ...(ctx.onProgress ? { onProgress: ctx.onProgress } : {}) };
+      const options = { principal: ctx.principal, signal: ctx.signal, ...(ctx.onProgress ? { onProgress: ctx.onProgress } : {}), ...(ctx.relay ? { relay: ctx.relay } : {}) };
       if (params.server === undefined) return executeTool(ctx.services, params.name, params.arguments, options);
       // A server's own endpoint: the catalog's call path (schema check, timeout) under the namespaced name.
       try {

@@ -35,12 +35,32 @@ export interface VmIdentity {
   userId: string;
 }
 
+/** A resource a VM agent announced (MCP Resource fields). */
+export interface VmResourceInfo {
+  uri: string;
+  name: string;
+  title?: string;
+  description?: string;
+  mimeType?: string;
+}
+
+/** A prompt a VM agent announced (MCP Prompt fields). */
+export interface VmPromptInfo {
+  name: string;
+  title?: string;
+  description?: string;
+  arguments?: { name: string; description?: string; required?: boolean }[];
+}
+
 /** A connected VM agent, on this instance or another (STORAGE=redis). */
 export interface VmPresence extends VmIdentity {
   instanceId: string;
   connectionId: string;
   connectedAt: string;
   tools: VmToolInfo[];
+  /** Announced with its tools; absent from agents that announce none. */
+  resources?: VmResourceInfo[];
+  prompts?: VmPromptInfo[];
 }
 
 /** Connected VM agents across instances. */
@@ -51,9 +71,14 @@ export interface VmDirectory {
   find(vmId: string): Promise<VmPresence | undefined>;
   /** Calls a tool on a VM wherever it is connected; UNAVAILABLE when none is. */
   call(vmId: string, tool: string, args: Record<string, unknown>, options: { timeoutMs: number; signal?: AbortSignal }): Promise<ToolResult>;
+  /** `resources/read` or `prompts/get` on a VM wherever it is connected; the VM's own names; its answer as it sent it. */
+  ask(vmId: string, method: VmAskMethod, params: Record<string, unknown>, options: { timeoutMs: number; signal?: AbortSignal }): Promise<McpObject>;
   /** Sockets of this instance, and calls waiting on them. */
   stats(): { connected: number; inFlight: number };
 }
+
+/** What the bridge asks a VM besides tools/call. */
+export type VmAskMethod = "resources/read" | "prompts/get";
 
 export type UpstreamHealth = "connecting" | "healthy" | "unhealthy";
 
@@ -100,6 +125,12 @@ export type McpObject = Record<string, unknown>;
  */
 export interface UpstreamServerHandle {
   readonly name: string;
+  /**
+   * How the endpoint names this source's items, when not as an upstream server's
+   * (`<name>+<uri>`, `<name>__<prompt>`, `_meta.server`): a VM's are `vm+<vmId>+<uri>`,
+   * `vm__<vmId>__<prompt>`, `_meta.vm`.
+   */
+  readonly namespace?: { uri: string; prompt: string; meta: Record<string, unknown> };
   /** Owning tenant; null for a server operators shared. */
   readonly tenantId: string | null;
   /** What the server declared at initialize; nothing while it is not healthy. */

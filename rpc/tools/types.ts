@@ -52,7 +52,22 @@ export interface CallOptions {
   vmId?: string;
   /** The caller listens for progress: a source that can report it (an upstream MCP server) does. */
   onProgress?(update: { progress: number; total?: number; message?: string }): void;
+  /** The MCP client session that made the call, for the upstream server's requests during it (sampling, elicitation, roots). */
+  relay?: ClientRelay;
 }
+
+/** A request an upstream MCP server sends its client during a call (MCP "Client features"). */
+export interface ClientRequest {
+  method: "sampling/createMessage" | "elicitation/create" | "roots/list";
+  params?: Record<string, unknown>;
+}
+
+/**
+ * Relays a server-to-client request to the MCP client session that made the call, and
+ * resolves with its answer; rejects (MCP error) when the client cannot be asked: no session
+ * (plain JSON-RPC), or the client did not declare the capability.
+ */
+export type ClientRelay = (request: ClientRequest, options: { signal: AbortSignal; timeoutMs: number }) => Promise<Record<string, unknown>>;
 
 /**
  * One origin of tools (built-ins, one upstream MCP server, the connected VMs). A source owns

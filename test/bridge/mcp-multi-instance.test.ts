@@ -63,3 +63,26 @@ it("an MCP session on instance B hears about a VM connecting to A, and calls its
   expect(gone).toBeInstanceOf(Error);
   expect((gone as Error).message).toContain("Unknown tool");
 });
+
+it("a client on instance B that cancels its call of a VM held by A gets the VM told (notifications/cancelled for its request)", async () => {
+  const registered = await fetch(`${a.origin}/gateway/v1/auth/register`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(newUserBody()) });
+  const { token } = (await registered.json()) as { token: string };
+  const canceller = new Client({ name: "multi-cancel", version: "1.0.0" });
+  await canceller.connect(new StreamableHTTPClientTransport(new URL(`${b.origin}/bridge/mcp/`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+  const slow = await connectVm(vmSocketUrl(a.origin, "agent", { vmId: "slow-on-a" }), token, { "tools/call": () => new Promise(() => undefined) });
+  try {
+    await slow.register([{ name: "wait" }]);
+    await eventually(async () => (await canceller.listTools()).tools.some((tool) => tool.name === "vm__slow-on-a__wait"), 10_000);
+    const controller = new AbortController();
+    const pending = canceller.callTool({ name: "vm__slow-on-a__wait", arguments: {} }, undefined, { signal: controller.signal });
+    const messages = () => slow.frames.map((frame) => JSON.parse(frame) as { id?: number; method?: string; params?: { requestId?: number } });
+    await eventually(() => messages().some((message) => message.method === "tools/call"), 10_000);
+    controller.abort("no longer needed");
+    await expect(pending).rejects.toThrow();
+    const call = messages().find((message) => message.method === "tools/call")!;
+    await eventually(() => messages().some((message) => message.method === "notifications/cancelled" && message.params?.requestId === call.id), 10_000);
+  } finally {
+    await canceller.close().catch(() => undefined);
+    await slow.close();
+  }
+});

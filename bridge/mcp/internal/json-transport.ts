@@ -20,6 +20,15 @@ function asksProgress(body: unknown): boolean {
   return messages.some((message) => isJSONRPCRequest(message) && (message.params?._meta as { progressToken?: unknown } | undefined)?.progressToken !== undefined);
 }
 
+/** A POST carrying a `tools/call`, during which the upstream server may ask the client something. */
+function callsTool(body: unknown): boolean {
+  const messages = Array.isArray(body) ? body : [body];
+  return messages.some((message) => isJSONRPCRequest(message) && message.method === "tools/call");
+}
+
+/** The SDK's id of the session's GET stream (SDK 1.32 `_standaloneSseStreamId`). */
+const STANDALONE_STREAM = "_GET_stream";
+
 /**
  * The SDK's web-standard transport in JSON-response mode, minus a leak: SDK 1.32.2 resolves a
  * JSON reply but never drops the reply's entry from its stream map (only SSE replies clean
@@ -36,13 +45,21 @@ export class JsonResponseTransport extends WebStandardStreamableHTTPServerTransp
    */
   #sse = false;
 
+  /**
+   * Set by the endpoint: the session's client declared sampling, elicitation or roots, so a
+   * `tools/call` is answered with an SSE stream that can carry the upstream server's requests
+   * to the client (bridge/mcp/client-relay.ts) before the reply.
+   */
+  streamsCalls: (() => boolean) | undefined;
+
   constructor(...args: ConstructorParameters<typeof WebStandardStreamableHTTPServerTransport>) {
     super(...args);
     Object.defineProperty(this, "_enableJsonResponse", { get: () => !this.#sse, set: () => undefined, configurable: true });
   }
 
   override handleRequest(request: Request, options?: Parameters<WebStandardStreamableHTTPServerTransport["handleRequest"]>[1]): Promise<Response> {
-    this.#sse = request.method === "POST" && !request.headers.has(JSON_ONLY_HEADER) && asksProgress(options?.parsedBody);
+    const body = options?.parsedBody;
+    this.#sse = request.method === "POST" && !request.headers.has(JSON_ONLY_HEADER) && (asksProgress(body) || (this.streamsCalls?.() === true && callsTool(body)));
     try {
       return super.handleRequest(request, options);
     } finally {
@@ -57,6 +74,15 @@ export class JsonResponseTransport extends WebStandardStreamableHTTPServerTransp
     const related = isReply ? message.id : options?.relatedRequestId;
     const relatedStream = related === undefined ? undefined : internals._requestToStreamMapping.get(related);
     this.#sse = relatedStream !== undefined && internals._streamMapping.get(relatedStream)?.controller !== undefined;
+    if (isJSONRPCRequest(message) && relatedStream !== undefined && !this.#sse) {
+      // A request to the client during a call answered as one JSON body (the client accepts JSON
+      // only) goes on the session's GET stream; the SDK would drop it silently otherwise.
+      this.#sse = false;
+      if (!internals._streamMapping.get(STANDALONE_STREAM)?.controller) {
+        throw new Error("The client has no stream open to receive the request: accept text/event-stream on the call, or open the session's GET stream");
+      }
+      return super.send(message);
+    }
     let sent: Promise<void>;
     try {
       sent = super.send(message, options);

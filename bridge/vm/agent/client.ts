@@ -2,11 +2,31 @@ import WebSocket from "ws";
 import { JSONRPCClient, JSONRPCErrorException, JSONRPCServer, JSONRPCServerAndClient } from "json-rpc-2.0";
 import { ToolFailure, type LocalTool } from "./local-tools.js";
 
+/** A resource the agent serves (`resources/read`), announced with its tools. */
+export interface LocalResource {
+  uri: string;
+  name: string;
+  description?: string;
+  mimeType?: string;
+  read(signal: AbortSignal): Promise<{ contents: ({ uri: string; mimeType?: string } & ({ text: string } | { blob: string }))[] }>;
+}
+
+/** A prompt the agent serves (`prompts/get`), announced with its tools. */
+export interface LocalPrompt {
+  name: string;
+  description?: string;
+  arguments?: { name: string; description?: string; required?: boolean }[];
+  get(args: Record<string, string>): Promise<{ description?: string; messages: { role: "user" | "assistant"; content: Record<string, unknown> }[] }>;
+}
+
 export interface AgentOptions {
   /** `ws(s)://…/bridge/agents/<agentId>/ws?vmId=…` */
   url: string;
   key: string;
   tools: LocalTool[];
+  /** Resources and prompts, federated into the owning tenant's MCP catalog (docs/vm-agents.md). */
+  resources?: LocalResource[];
+  prompts?: LocalPrompt[];
   log: (message: string) => void;
   /** First reconnect delay; doubles up to maxBackoffMs, with jitter. */
   minBackoffMs?: number;
@@ -26,7 +46,10 @@ export class VmAgent {
   #stopped = false;
   #attempt = 0;
   #retryTimer: NodeJS.Timeout | undefined;
-  readonly #server = new JSONRPCServer({ errorListener: () => undefined });
+  // The server param of a call is its AbortSignal (tools/call), aborted by the bridge's notifications/cancelled.
+  readonly #server = new JSONRPCServer<AbortSignal | undefined>({ errorListener: () => undefined });
+  /** tools/call requests running, by JSON-RPC id. */
+  readonly #running = new Map<string | number, AbortController>();
   readonly #done: Promise<void>;
   #resolveDone!: () => void;
   #rejectDone!: (error: Error) => void;
@@ -38,19 +61,40 @@ export class VmAgent {
     });
     const byName = new Map(options.tools.map((tool) => [tool.name, tool]));
     this.#server.addMethod("ping", () => ({}));
-    this.#server.addMethod("tools/call", async (params: { name?: string; arguments?: Record<string, unknown> }) => {
+    this.#server.addMethod("tools/call", async (params: { name?: string; arguments?: Record<string, unknown> }, signal) => {
       const tool = byName.get(String(params?.name));
       if (!tool) throw new JSONRPCErrorException(`Unknown tool: ${String(params?.name)}`, -32602);
       try {
-        return await tool.run(params.arguments ?? {});
+        return await tool.run(params.arguments ?? {}, signal ?? new AbortController().signal);
       } catch (error) {
         // MCP: a tool's own failure is a result with isError, so the model can read it.
         if (error instanceof ToolFailure) return { content: [{ type: "text", text: error.message }], isError: true };
         throw new JSONRPCErrorException(`${tool.name} failed: ${(error as Error).message}`, -32603);
       }
     });
-    // The bridge gave up on a call (timeout, caller gone); these tools are short, nothing to stop.
-    this.#server.addMethod("notifications/cancelled", () => null);
+    const resources = new Map((options.resources ?? []).map((resource) => [resource.uri, resource]));
+    const prompts = new Map((options.prompts ?? []).map((prompt) => [prompt.name, prompt]));
+    this.#server.addMethod("resources/read", async (params: { uri?: string }, signal) => {
+      const resource = resources.get(String(params?.uri));
+      if (!resource) throw new JSONRPCErrorException(`Unknown resource: ${String(params?.uri)}`, -32002);
+      return resource.read(signal ?? new AbortController().signal);
+    });
+    this.#server.addMethod("prompts/get", async (params: { name?: string; arguments?: Record<string, string> }) => {
+      const prompt = prompts.get(String(params?.name));
+      if (!prompt) throw new JSONRPCErrorException(`Unknown prompt: ${String(params?.name)}`, -32602);
+      return prompt.get(params.arguments ?? {});
+    });
+    // The bridge gave up on a call (timeout, the caller cancelled or went away): the tool's
+    // signal aborts, and no answer is sent (MCP "Cancellation").
+    this.#server.addMethod("notifications/cancelled", (params: { requestId?: string | number; reason?: string }) => {
+      if (params?.requestId !== undefined) this.#running.get(params.requestId)?.abort(new Error(params.reason ?? "cancelled by the bridge"));
+      return null;
+    });
+  }
+
+  /** Calls running now (tools/call requests not yet answered or cancelled). */
+  get running(): number {
+    return this.#running.size;
   }
 
   /** Resolves when stopped; rejects on a refusal that retrying cannot fix (bad key, bad vmId). */
@@ -72,7 +116,7 @@ export class VmAgent {
     const client = new JSONRPCClient((payload) => {
       if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(payload));
     });
-    const rpc = new JSONRPCServerAndClient(this.#server, client, { errorListener: () => undefined });
+    const rpc = new JSONRPCServerAndClient<AbortSignal | undefined, void>(this.#server, client, { errorListener: () => undefined });
 
     ws.on("unexpected-response", (_req, res) => {
       const status = res.statusCode ?? 0;
@@ -88,7 +132,9 @@ export class VmAgent {
       this.options.log(`connected to ${this.options.url.replace(/\?.*/, "")}`);
       try {
         const tools = this.options.tools.map(({ name, description, category, inputSchema }) => ({ name, description, category, inputSchema }));
-        const registered = (await rpc.request("tools/register", { tools })) as { tools: string[] };
+        const resources = (this.options.resources ?? []).map(({ read: _read, ...announced }) => announced);
+        const prompts = (this.options.prompts ?? []).map(({ get: _get, ...announced }) => announced);
+        const registered = (await rpc.request("tools/register", { tools, ...(resources.length ? { resources } : {}), ...(prompts.length ? { prompts } : {}) })) as { tools: string[] };
         this.options.log(`registered ${registered.tools.length} tools: ${registered.tools.join(", ")}`);
       } catch (error) {
         this.options.log(`tools/register failed: ${(error as Error).message}`);
@@ -101,11 +147,28 @@ export class VmAgent {
       } catch {
         return;
       }
-      rpc.receiveAndSend(payload).catch(() => undefined);
+      const call = payload as { method?: unknown; id?: unknown };
+      if ((call?.method === "tools/call" || call?.method === "resources/read" || call?.method === "prompts/get") && (typeof call.id === "string" || typeof call.id === "number")) {
+        const id = call.id;
+        const controller = new AbortController();
+        this.#running.set(id, controller);
+        void this.#server.receive(payload as never, controller.signal).then(
+          (response) => {
+            this.#running.delete(id);
+            if (response && !controller.signal.aborted && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(response));
+          },
+          () => this.#running.delete(id),
+        );
+        return;
+      }
+      rpc.receiveAndSend(payload, undefined).catch(() => undefined);
     });
     ws.on("error", (error) => this.options.log(`socket error: ${error.message}`));
     ws.on("close", (code, reason) => {
       rpc.rejectAllPendingRequests("connection closed");
+      // Nobody waits for the answers of this socket's calls any more.
+      for (const controller of this.#running.values()) controller.abort(new Error("connection closed"));
+      this.#running.clear();
       if (this.#stopped) return this.#resolveDone();
       const min = this.options.minBackoffMs ?? 500;
       const delay = Math.min(this.options.maxBackoffMs ?? 30_000, min * 2 ** this.#attempt++) * (0.75 + Math.random() * 0.5);

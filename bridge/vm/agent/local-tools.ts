@@ -10,7 +10,8 @@ export interface LocalTool {
   description: string;
   category: string;
   inputSchema: Record<string, unknown>;
-  run(args: Record<string, unknown>): Promise<ToolResult>;
+  /** `signal` aborts when the bridge cancels the call (notifications/cancelled) or the socket closes. */
+  run(args: Record<string, unknown>, signal: AbortSignal): Promise<ToolResult>;
 }
 
 /** Tool failures the caller should see as a result with isError (MCP: tool errors are results). */
@@ -69,10 +70,11 @@ export async function localTools(rootDir: string): Promise<LocalTool[]> {
       description: "Entries of a directory under the agent's shared root (name, type, size).",
       category: "files",
       inputSchema: { type: "object", properties: { path: { type: "string", description: "Relative to the shared root", default: "." } }, additionalProperties: false },
-      async run(args) {
+      async run(args, signal) {
         const dir = await confined(root, args.path ?? ".");
         if (!(await stat(dir)).isDirectory()) throw new ToolFailure(`Not a directory: ${String(args.path)}`);
         const entries = (await readdir(dir, { withFileTypes: true })).sort((a, b) => a.name.localeCompare(b.name));
+        signal.throwIfAborted();
         const listed = await Promise.all(
           entries.slice(0, MAX_ENTRIES).map(async (entry) => ({
             name: entry.name,
@@ -93,11 +95,12 @@ export async function localTools(rootDir: string): Promise<LocalTool[]> {
         required: ["path"],
         additionalProperties: false,
       },
-      async run(args) {
+      async run(args, signal) {
         const file = await confined(root, args.path);
         const info = await stat(file);
         if (!info.isFile()) throw new ToolFailure(`Not a file: ${String(args.path)}`);
         const limit = Math.min(Math.max(1, Number(args.maxBytes) || DEFAULT_READ_BYTES), MAX_READ_BYTES);
+        signal.throwIfAborted();
         const handle = await open(file, "r");
         try {
           const buffer = Buffer.alloc(Math.min(limit, info.size));
