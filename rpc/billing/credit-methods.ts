@@ -1,6 +1,7 @@
 import * as v from "valibot";
 import { defineMethod } from "../define.js";
 import { ServiceError } from "../errors.js";
+import { queryInt } from "../validate.js";
 import { publicUser } from "../accounts/accounts.js";
 import type { Services } from "../services.js";
 import type { Workspace } from "../../storage/repos/tenants.js";
@@ -35,16 +36,23 @@ async function existing(services: Services, id: string): Promise<Workspace> {
 export const creditMethods = [
   defineMethod({
     name: "operator.balances",
-    summary: "Operators: a user's workspaces (by `email`) or one workspace (by `workspaceId`) with credit balances in micro-credits.",
+    summary:
+      "Operators: workspaces with their credit balances in micro-credits: a user's (by `email`), one (by `workspaceId`), or without either every workspace in id order, `limit` at a time after `after` (`nextAfter` is set while more remain).",
     input: v.pipe(
       v.object({
         email: v.optional(v.pipe(v.string("email must be a string"), v.trim(), v.minLength(1, "email is required"), v.maxLength(254))),
         workspaceId: v.optional(WorkspaceId),
+        limit: v.optional(queryInt(1, 200), 50),
+        after: v.optional(WorkspaceId),
       }),
-      v.check((input) => Boolean(input.email) !== Boolean(input.workspaceId), "Give either email or workspaceId"),
+      v.check((input) => !(input.email && input.workspaceId), "Give email or workspaceId, not both"),
     ),
     auth: OPERATORS,
-    output: v.object({ user: v.optional(v.object({ id: v.string(), email: v.string() })), workspaces: v.array(BalanceView) }),
+    output: v.object({
+      user: v.optional(v.object({ id: v.string(), email: v.string() })),
+      workspaces: v.array(BalanceView),
+      nextAfter: v.optional(v.pipe(v.string(), v.description("Pass as `after` for the next page of the overview"))),
+    }),
     errors: ["NOT_FOUND", "VALIDATION_FAILED"],
     http: [
       { surface: "gateway", method: "GET", path: "/operator/balances" },
@@ -53,6 +61,11 @@ export const creditMethods = [
     async handler(params, ctx) {
       const { services } = ctx;
       if (params.workspaceId) return { workspaces: [await balanceView(services, await existing(services, params.workspaceId))] };
+      if (!params.email) {
+        const page = await services.tenants.allWorkspaces({ after: params.after, limit: params.limit });
+        const workspaces = await Promise.all(page.workspaces.map((workspace) => balanceView(services, workspace)));
+        return page.more ? { workspaces, nextAfter: page.workspaces.at(-1)!.id } : { workspaces };
+      }
       const user = await services.users.byEmail(params.email!);
       if (!user) throw new ServiceError("NOT_FOUND", `No user with email ${params.email}`);
       const workspaces = await services.tenants.workspacesOf(user.tenantId, [user.workspaceId]);

@@ -98,6 +98,17 @@ export class TenantsRepo {
     return stored;
   }
 
+  /**
+   * Every workspace, in id order, `limit` at a time after the id `after` (operators' overview).
+   * A scan of the workspace records: operators page through it rarely, so it has no index.
+   */
+  async allWorkspaces(options: { after?: string; limit: number }): Promise<{ workspaces: Workspace[]; more: boolean }> {
+    const all = (await this.workspaces.list()).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    const start = options.after === undefined ? 0 : all.findIndex((workspace) => workspace.id > options.after!);
+    const from = start === -1 ? all.length : start;
+    return { workspaces: all.slice(from, from + options.limit), more: from + options.limit < all.length };
+  }
+
   /** The tenant's workspaces, oldest first (`extra`: ids known otherwise, e.g. a default workspace made before the index). */
   async workspacesOf(tenantId: string, extra: string[] = []): Promise<Workspace[]> {
     if (!Collection.validId(tenantId)) return [];

@@ -1,4 +1,4 @@
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { api, credits } from "./api.js";
 
 interface Balance {
@@ -18,18 +18,31 @@ export function OperatorPanel({ onGranted }: { onGranted(): void }) {
   const [error, setError] = useState("");
   const [status, setStatus] = useState("");
 
-  const find = async (event: Event) => {
-    event.preventDefault();
+  const [nextAfter, setNextAfter] = useState<string | undefined>();
+
+  /** An email or a workspace id looks one up; an empty box pages through every workspace. */
+  const load = async (value: string, after?: string) => {
     setError("");
-    const value = lookup.trim();
+    const query = value.includes("@") ? { email: value } : value ? { workspaceId: value } : after ? { after } : {};
     try {
-      const answer = await api<{ workspaces: Balance[] }>("GET", "/operator/balances", { query: value.includes("@") ? { email: value } : { workspaceId: value } });
-      setFound(answer.workspaces);
-      if (answer.workspaces[0]) setWorkspaceId(answer.workspaces[0].workspaceId);
+      const answer = await api<{ workspaces: Balance[]; nextAfter?: string }>("GET", "/operator/balances", { query });
+      setFound((list) => (after ? [...(list ?? []), ...answer.workspaces] : answer.workspaces));
+      setNextAfter(answer.nextAfter);
+      if (!after && value && answer.workspaces[0]) setWorkspaceId(answer.workspaces[0].workspaceId);
     } catch (caught) {
       setFound(undefined);
+      setNextAfter(undefined);
       setError((caught as Error).message);
     }
+  };
+
+  useEffect(() => {
+    void load("");
+  }, []);
+
+  const find = (event: Event) => {
+    event.preventDefault();
+    void load(lookup.trim());
   };
 
   const grant = async (event: Event) => {
@@ -51,7 +64,7 @@ export function OperatorPanel({ onGranted }: { onGranted(): void }) {
       <h2 id="operator-title">Operator: balances and credits</h2>
       <form class="row" onSubmit={find}>
         <label for="operator-lookup">User email or workspace id</label>
-        <input id="operator-lookup" required value={lookup} onInput={(event) => setLookup(event.currentTarget.value)} />
+        <input id="operator-lookup" placeholder="empty: every workspace" value={lookup} onInput={(event) => setLookup(event.currentTarget.value)} />
         <button type="submit">Look up</button>
       </form>
       {found && (
@@ -78,6 +91,11 @@ export function OperatorPanel({ onGranted }: { onGranted(): void }) {
               ))}
             </tbody>
           </table>
+          {nextAfter && (
+            <button type="button" onClick={() => void load("", nextAfter)}>
+              More workspaces
+            </button>
+          )}
         </div>
       )}
       <form class="create" onSubmit={grant}>

@@ -208,6 +208,25 @@ describe("The console page and the endpoints it calls (docs/console.md)", () => 
       expect(negative.body.error.message).toMatch(/credits must be positive/);
       const unknown = await server.request("/api/operator/credits", { method: "POST", headers: withCookie(aliceCookie), json: { workspaceId: "ws_missing", credits: 1 } });
       expect(unknown.status).toBe(404);
+      // Without email or workspaceId: every workspace with its balance, a page at a time.
+      const everyone: Array<{ workspaceId: string; creditBalance: number }> = [];
+      let after: string | undefined;
+      for (let pages = 0; pages < 100; pages++) {
+        const page = await server.request(`/api/operator/balances?limit=1${after ? `&after=${after}` : ""}`, { headers: withCookie(aliceCookie) });
+        expect(page.status).toBe(200);
+        expect(page.body.workspaces.length).toBeLessThanOrEqual(1);
+        everyone.push(...page.body.workspaces);
+        after = page.body.nextAfter;
+        if (!after) break;
+      }
+      expect(everyone.map((entry) => entry.workspaceId)).toEqual(expect.arrayContaining([alice.user.workspaceId, bob.user.workspaceId]));
+      expect(new Set(everyone.map((entry) => entry.workspaceId)).size).toBe(everyone.length);
+      expect(everyone.find((entry) => entry.workspaceId === bob.user.workspaceId)!.creditBalance).toBe(2_500_000);
+      const both = await server.request(`/api/operator/balances?email=${encodeURIComponent(bob.email)}&workspaceId=${bob.user.workspaceId}`, { headers: withCookie(aliceCookie) });
+      expect(both.status).toBe(400);
+      expect(both.body.error.message).toMatch(/not both/);
+      expect((await server.request("/api/operator/balances?limit=0", { headers: withCookie(aliceCookie) })).status).toBe(400);
+      expect((await server.request("/api/operator/balances", { headers: withCookie(bobCookie) })).status).toBe(403);
       // The same methods on the Gateway take the operator's session token.
       const gateway = await server.request(`/gateway/v1/operator/balances?workspaceId=${bob.user.workspaceId}`, { headers: bearer(alice.token) });
       expect(gateway.body.workspaces[0].creditBalance).toBe(2_500_000);

@@ -82,6 +82,8 @@ describe("The console in a real browser", () => {
   it("grants credits from the operator tab and shows the balance", async () => {
     await poll(() => page.locator("#balance").textContent()).toBe("0");
     await page.getByRole("button", { name: "Operator" }).click();
+    // The tab opens on every workspace's balance.
+    await poll(() => page.getByRole("table", { name: "Workspace balances" }).getByText(user.user.workspaceId).isVisible()).toBe(true);
     await page.getByLabel("User email or workspace id").fill(user.email);
     await page.getByRole("button", { name: "Look up" }).click();
     await poll(() => page.getByLabel("Workspace id", { exact: true }).inputValue()).toBe(user.user.workspaceId);
