@@ -63,7 +63,8 @@ export function toGuardedFetch(guard: OutboundGuard): GuardedFetch {
           }),
         );
       });
-      if (body !== undefined) req.write(body);
-      req.end();
+      // One write: with the body given to end(), Node sends a Content-Length instead of chunks
+      // and the request goes out in one piece (a separate end() was a second socket write).
+      req.end(body);
     });
 }
