@@ -203,6 +203,9 @@ export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller
   return server;
 }
 
+/** The SDK `Server`'s levels set by `logging/setLevel`, per session (SDK 1.32 field). */
+type LoggingLevels = { _loggingLevels?: Map<string | undefined, string> };
+
 /** What a tools/call runs with: its signal, session, and the way to send requests to the client. */
 export type ToolCallExtra = Parameters<typeof clientRelay>[1];
 
@@ -223,7 +226,10 @@ export async function runToolCall(
   const { name, arguments: args } = params;
   const started = performance.now();
   // The gateway's own messages (logger "gateway"), delivered on the session's GET stream.
+  // The per-call `debug` note only for a session that asked for debug (logging/setLevel): by
+  // default it would cost a stream write per call nobody reads (docs/mcp.md "Logging").
   const note = (level: "debug" | "warning" | "error", data: Record<string, unknown>) => {
+    if (level === "debug" && (server as unknown as LoggingLevels | undefined)?._loggingLevels?.get(extra.sessionId) !== "debug") return;
     if (extra.sessionId && server) void server.sendLoggingMessage({ level, logger: "gateway", data: { tool: name, durationMs: Math.round(performance.now() - started), ...data } }, extra.sessionId).catch(() => undefined);
   };
   const { principal, requestId } = caller();
