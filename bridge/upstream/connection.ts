@@ -173,6 +173,7 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
   /** The server's tools that declare an output schema: their results are checked by the SDK client. */
   #withOutputSchema = new Set<string>();
   #nextCallId = 0;
+  #url: URL | undefined;
   #closed = false;
   #attempt: Promise<void> | undefined;
   #reconnectTimer: NodeJS.Timeout | undefined;
@@ -530,7 +531,7 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
       const body = JSON.stringify({ jsonrpc: "2.0", id, method: "tools/call", params: { name: tool, arguments: args } });
       const reply = await new Promise<Record<string, unknown>>((resolve, reject) => {
         abort.signal.addEventListener("abort", () => reject(timedOut ? new McpError(ErrorCode.RequestTimeout, "Request timed out") : new Error("cancelled")), { once: true });
-        request(new URL(this.record.url), { method: "POST", headers, body, signal: abort.signal }).then((response) => {
+        request((this.#url ??= new URL(this.record.url)), { method: "POST", headers, body, signal: abort.signal }).then((response) => {
           const type = response.headers["content-type"] ?? "";
           const status = response.statusCode ?? 0;
           let text = "";
