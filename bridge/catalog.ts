@@ -92,7 +92,12 @@ export class Catalog {
 
   /** A tool by name within a scope; another tenant's tool is undefined like a missing one. */
   async get(name: string, scope: ToolScope): Promise<ToolDef | undefined> {
-    return (await this.list({ scope })).find((tool) => tool.name === name);
+    // The first match in source order is the first of list()'s stable sort: no list, no sort.
+    const lists = await Promise.all([...this.#sources.values()].map((source) => source.list().catch(() => [] as ToolDef[])));
+    for (const tools of lists) {
+      for (const tool of tools) if (tool.name === name && visibleIn(tool, scope) && withinBounds(tool.inputSchema)) return tool;
+    }
+    return undefined;
   }
 
   /** Runs a tool by name in the scope of `options.tenantId`; unknown names are NOT_FOUND. Argument validation happens before this. */

@@ -19,7 +19,7 @@ export function rpcError(code: number, message: string): Error & { code: number 
 }
 
 /** The part of the SDK's RequestHandlerExtra a relay needs: the tools/call it belongs to. */
-interface CallExtra {
+export interface CallExtra {
   sessionId?: string;
   signal: AbortSignal;
   sendRequest: (request: ServerRequest, schema: never, options?: { signal?: AbortSignal; timeout?: number }) => Promise<unknown>;
@@ -61,13 +61,13 @@ function resultSchema(request: ClientRequest) {
  * when the call came without a session (plain JSON-RPC: nobody to ask) or the client did not
  * declare the capability.
  */
-export function clientRelay(server: Server, extra: CallExtra): ClientRelay {
+export function clientRelay(server: Server | undefined, extra: CallExtra): ClientRelay {
   return async (request, { signal, timeoutMs }) => {
     const capability = capabilityOf(request);
     if (!extra.sessionId) {
       throw rpcError(ErrorCode.MethodNotFound, `${request.method} cannot be relayed: the tools/call came as plain JSON-RPC without an MCP session, so there is no client to ask`);
     }
-    if (!capability.declared(server.getClientCapabilities() ?? {})) {
+    if (!capability.declared(server?.getClientCapabilities() ?? {})) {
       throw rpcError(ErrorCode.MethodNotFound, `${request.method} refused: the MCP client that made this call did not declare the ${capability.name} capability`);
     }
     // The client's own error goes back to the server with its code and message.

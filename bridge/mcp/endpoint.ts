@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { H3 } from "h3";
-import { isInitializeRequest, SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/sdk/types.js";
+import { ErrorCode, isInitializeRequest, SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/sdk/types.js";
+import { FastResponse } from "srvx";
 import type { Principal } from "../../rpc/auth.js";
 import type { Dispatcher } from "../../rpc/dispatcher.js";
 import { isServiceError, ServiceError } from "../../rpc/errors.js";
@@ -12,7 +13,7 @@ import { SURFACE_BASES, presentedFor } from "../../rpc/transport/surfaces.js";
 import { JSON_ONLY_HEADER, JsonResponseTransport } from "./internal/json-transport.js";
 import { METADATA_PATH, protectedResourceMetadata, publicOrigin, wwwAuthenticate } from "./metadata.js";
 import { McpSessions, type McpSession } from "./sessions.js";
-import { createToolServer, type McpServerOptions } from "./tool-server.js";
+import { createToolServer, runToolCall, type McpServerOptions } from "./tool-server.js";
 import { declaresClientFeatures } from "./client-relay.js";
 import { scopeOfPrincipal } from "../../rpc/tools/visible-tools.js";
 import type { Transport } from "../../rpc/transport/mount.js";
@@ -127,10 +128,14 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
     if (request.method === "POST") {
       parsedBody = await readJsonBody(request, config.GATEWAY_MAX_PAYLOAD_BYTES);
       if (parsedBody === undefined) throw new ServiceError("PARSE_ERROR", "Request body must be a JSON-RPC message");
-      request = acceptingJson(request);
     }
+    // One plain tools/call (no progress, no client features to relay): answered here without
+    // the SDK's transport and Web streams (docs/benchmarks-bridge.md "MCP proxy").
+    const plain = request.method === "POST" ? plainToolCall(request, parsedBody) : undefined;
+    if (request.method === "POST" && !plain) request = acceptingJson(request);
 
     if (!sessionId) {
+      if (plain) return answerToolCall(plain, principal, dispatcher, scope, upstream, undefined);
       const initializing = request.method === "POST" && (Array.isArray(parsedBody) ? parsedBody.some(isInitializeRequest) : isInitializeRequest(parsedBody));
       if (initializing) return openSession(request, parsedBody, principal, dispatcher, sessions, scope, upstream);
       // Plain JSON-RPC (spec 2.7: `{jsonrpc, id, method: "tools/list"}` with bearer auth, perhaps
@@ -145,6 +150,10 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
     session.principal = principal;
     session.requestId = scope.requestId;
     session.lastSeen = Date.now();
+    if (plain) {
+      if (session.transport.streamsCalls?.() !== true) return answerToolCall(plain, principal, dispatcher, scope, upstream, session);
+      request = acceptingJson(request);
+    }
     const response = await session.transport.handleRequest(request, parsedBody === undefined ? undefined : { parsedBody });
     if (request.method === "GET" && response.status === 200 && response.body) {
       sessions.streamOpened(session);
@@ -255,6 +264,89 @@ async function answerStateless(
   } finally {
     if (!streaming) await server.close().catch(() => undefined);
   }
+}
+
+/** A POST of one `tools/call` the endpoint answers itself (see plainToolCall). */
+interface PlainToolCall {
+  id: string | number;
+  params: { name: string; arguments?: Record<string, unknown> };
+}
+
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value);
+
+/**
+ * The common case of `tools/call`, recognised exactly enough to answer it without the SDK's
+ * server transport: one request (no batch), a string name, object arguments, no progress
+ * token and nothing task-related, a JSON Content-Type and an Accept the JSON answer satisfies.
+ * Anything else — and anything malformed, which the SDK answers with its own errors — goes the
+ * SDK's way.
+ */
+function plainToolCall(request: Request, body: unknown): PlainToolCall | undefined {
+  if (!isObject(body) || body.jsonrpc !== "2.0" || body.method !== "tools/call") return undefined;
+  const { id, params } = body;
+  if (!(typeof id === "string" || (typeof id === "number" && Number.isSafeInteger(id)))) return undefined;
+  if (!isObject(params) || typeof params.name !== "string") return undefined;
+  if (params.arguments !== undefined && !isObject(params.arguments)) return undefined;
+  for (const key in params) if (key !== "name" && key !== "arguments" && key !== "_meta") return undefined;
+  if (params._meta !== undefined && (!isObject(params._meta) || Object.keys(params._meta).some((key) => key === "progressToken" || key.includes("related-task")))) return undefined;
+  for (const key in body) if (key !== "jsonrpc" && key !== "id" && key !== "method" && key !== "params") return undefined;
+  if (!/application\/json/i.test(request.headers.get("content-type") ?? "")) return undefined;
+  const accept = request.headers.get("accept") ?? "";
+  if (accept && !/application\/json|\*\/\*/i.test(accept)) return undefined;
+  return { id, params: params as PlainToolCall["params"] };
+}
+
+/** The SDK's `Protocol` map of running handlers' abort controllers, which `notifications/cancelled` aborts. */
+type Cancellable = { _requestHandlerAbortControllers: Map<string | number, AbortController> };
+
+/**
+ * Answers a plain `tools/call` with one JSON body, written in one piece: the same codec as the
+ * session's `Server` (runToolCall), the client's disconnect aborting the call, and in a session
+ * the call registered where the SDK looks for `notifications/cancelled`, so a client's
+ * cancellation still reaches the upstream server.
+ */
+async function answerToolCall(call: PlainToolCall, principal: Principal, dispatcher: Dispatcher, scope: RequestScope, upstream: string | undefined, session: McpSession | undefined): Promise<Response> {
+  let signal = scope.abort.signal;
+  let handlers: Map<string | number, AbortController> | undefined;
+  let controller: AbortController | undefined;
+  if (session) {
+    controller = new AbortController();
+    signal = controller.signal;
+    handlers = (session.server as unknown as Cancellable)._requestHandlerAbortControllers;
+    handlers.set(call.id, controller);
+    if (scope.abort.signal.aborted) controller.abort();
+    else scope.abort.signal.addEventListener("abort", () => controller!.abort(), { once: true });
+  }
+  let message: Record<string, unknown>;
+  try {
+    const result = await runToolCall(
+      dispatcher,
+      () => ({ principal, requestId: scope.requestId }),
+      upstream,
+      session?.server,
+      call.params,
+      {
+        signal,
+        ...(session ? { sessionId: session.id } : {}),
+        sendRequest: () => Promise.reject(new Error("No request can be relayed to this client")),
+      },
+    );
+    message = { result, jsonrpc: "2.0", id: call.id };
+  } catch (thrown) {
+    // As the SDK's Protocol renders a handler's error.
+    const error = thrown as Error & { code?: unknown; data?: unknown };
+    message = {
+      jsonrpc: "2.0",
+      id: call.id,
+      error: { code: Number.isSafeInteger(error.code) ? error.code : ErrorCode.InternalError, message: error.message ?? "Internal error", ...(error.data !== undefined ? { data: error.data } : {}) },
+    };
+  } finally {
+    if (handlers && handlers.get(call.id) === controller) handlers.delete(call.id);
+  }
+  const headers = new Headers(scope.responseHeaders);
+  headers.set("content-type", "application/json");
+  if (session) headers.set(SESSION_HEADER, session.id);
+  return new FastResponse(JSON.stringify(message), { status: 200, headers });
 }
 
 /** Adds the request id (and other scope headers) to the SDK's response. */

@@ -189,42 +189,79 @@ export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller
     );
   }
 
-  server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
-    const { name, arguments: args } = request.params;
-    const started = performance.now();
-    // The gateway's own messages (logger "gateway"), delivered on the session's GET stream.
-    const note = (level: "debug" | "warning" | "error", data: Record<string, unknown>) => {
-      if (extra.sessionId) void server.sendLoggingMessage({ level, logger: "gateway", data: { tool: name, durationMs: Math.round(performance.now() - started), ...data } }, extra.sessionId).catch(() => undefined);
-    };
+  server.setRequestHandler(CallToolRequestSchema, (request, extra): Promise<CallToolResult> => {
+    const progressToken = request.params._meta?.progressToken;
     // The client's progressToken: the upstream server's progress comes back under it, on this
     // request's SSE stream (the transport answers a request asking for progress with one).
-    const progressToken = request.params._meta?.progressToken;
     const onProgress =
       progressToken === undefined
         ? undefined
         : (update: ProgressUpdate) => void extra.sendNotification({ method: "notifications/progress", params: { ...update, progressToken } }).catch(() => undefined);
-    try {
-      // The upstream server's sampling, elicitation and roots requests during the call go to this client.
-      const relay = clientRelay(server, extra as never);
-      const result = (await call("bridge.mcp.tools.call", { name, arguments: args ?? {} }, extra.signal, onProgress, relay)) as CallToolResult;
-      note(result.isError ? "warning" : "debug", { message: result.isError ? "tool answered with an error" : "tool call finished" });
-      return result;
-    } catch (thrown) {
-      // Masked and logged like every transport's errors.
-      const { error } = renderError("bridge", thrown, caller().requestId, dispatcher.services.log);
-      note("error", { message: error.message, code: error.code });
-      if (error.code === "INTERNAL") throw new McpError(ErrorCode.InternalError, "Internal error");
-      // MCP 2025-11-25 "Error Handling": an unknown tool is a protocol error (-32602) ...
-      if (error.code === "NOT_FOUND") throw new McpError(ErrorCode.InvalidParams, error.message);
-      // ... while bad arguments and failures of the tool itself are results the model can read.
-      const issues = error.code === "VALIDATION_FAILED" ? (error.details as { issues?: unknown[] } | undefined)?.issues : undefined;
-      return {
-        content: [{ type: "text", text: error.message }],
-        isError: true,
-        structuredContent: { error: { code: error.code, message: error.message, ...(issues ? { issues } : {}) } },
-      };
-    }
+    return runToolCall(dispatcher, caller, upstream, server, request.params, extra as never, onProgress);
   });
 
   return server;
+}
+
+/** The SDK `Server`'s levels set by `logging/setLevel`, per session (SDK 1.32 field). */
+type LoggingLevels = { _loggingLevels?: Map<string | undefined, string> };
+
+/** What a tools/call runs with: its signal, session, and the way to send requests to the client. */
+export type ToolCallExtra = Parameters<typeof clientRelay>[1];
+
+/**
+ * One `tools/call` as `bridge.mcp.tools.call`, its failures mapped as MCP wants them: shared
+ * by the SDK `Server`'s handler and the endpoint's direct answer of plain JSON calls
+ * (bridge/mcp/endpoint.ts), so both give the same result for the same call.
+ */
+export async function runToolCall(
+  dispatcher: Dispatcher,
+  caller: () => McpCaller,
+  upstream: string | undefined,
+  server: Server | undefined,
+  params: { name: string; arguments?: Record<string, unknown> },
+  extra: ToolCallExtra,
+  onProgress?: (update: ProgressUpdate) => void,
+): Promise<CallToolResult> {
+  const { name, arguments: args } = params;
+  const started = performance.now();
+  // The gateway's own messages (logger "gateway"), delivered on the session's GET stream.
+  // The per-call `debug` note only for a session that asked for debug (logging/setLevel): by
+  // default it would cost a stream write per call nobody reads (docs/mcp.md "Logging").
+  const note = (level: "debug" | "warning" | "error", data: Record<string, unknown>) => {
+    if (level === "debug" && (server as unknown as LoggingLevels | undefined)?._loggingLevels?.get(extra.sessionId) !== "debug") return;
+    if (extra.sessionId && server) void server.sendLoggingMessage({ level, logger: "gateway", data: { tool: name, durationMs: Math.round(performance.now() - started), ...data } }, extra.sessionId).catch(() => undefined);
+  };
+  const { principal, requestId } = caller();
+  try {
+    // The upstream server's sampling, elicitation and roots requests during the call go to this client.
+    const relay = clientRelay(server, extra);
+    const result = (await dispatcher.dispatch("bridge.mcp.tools.call", upstream === undefined ? { name, arguments: args ?? {} } : { name, arguments: args ?? {}, server: upstream }, {
+      requestId,
+      surface: "bridge",
+      presented: {},
+      authenticated: principal,
+      signal: extra.signal,
+      responseHeaders: new Headers(),
+      ip: "",
+      ...(onProgress ? { onProgress } : {}),
+      relay,
+    })) as CallToolResult;
+    note(result.isError ? "warning" : "debug", { message: result.isError ? "tool answered with an error" : "tool call finished" });
+    return result;
+  } catch (thrown) {
+    // Masked and logged like every transport's errors.
+    const { error } = renderError("bridge", thrown, requestId, dispatcher.services.log);
+    note("error", { message: error.message, code: error.code });
+    if (error.code === "INTERNAL") throw new McpError(ErrorCode.InternalError, "Internal error");
+    // MCP 2025-11-25 "Error Handling": an unknown tool is a protocol error (-32602) ...
+    if (error.code === "NOT_FOUND") throw new McpError(ErrorCode.InvalidParams, error.message);
+    // ... while bad arguments and failures of the tool itself are results the model can read.
+    const issues = error.code === "VALIDATION_FAILED" ? (error.details as { issues?: unknown[] } | undefined)?.issues : undefined;
+    return {
+      content: [{ type: "text", text: error.message }],
+      isError: true,
+      structuredContent: { error: { code: error.code, message: error.message, ...(issues ? { issues } : {}) } },
+    };
+  }
 }

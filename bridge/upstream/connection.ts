@@ -1,4 +1,5 @@
 import { AsyncLocalStorage } from "node:async_hooks";
+import type { IncomingMessage } from "node:http";
 import { setMaxListeners } from "node:events";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -22,10 +23,17 @@ import type { CallOptions, ClientRelay, ClientRequest, ToolDef, ToolResult, Tool
 import type { McpCompleteParams, McpObject, McpOffers, UpstreamServerHandle } from "../../rpc/tools/ports.js";
 import { NAMESPACE_SEPARATOR } from "../../rpc/tools/sources.js";
 import { AddressRefused } from "../../rpc/policies/outbound-guard.js";
-import type { GuardedFetch } from "../../rpc/policies/guarded-fetch.js";
+import type { GuardedFetch, GuardedRequestInit } from "../../rpc/policies/guarded-fetch.js";
 import { announcementProblem, TOOL_BOUNDS } from "../../rpc/tools/tool-bounds.js";
 import type { SourceLog, SourceNotice } from "../catalog.js";
 import { rpcError } from "../mcp/client-relay.js";
+
+/** A call's answer (JSON or SSE) ended without its reply. */
+class StreamEnded extends Error {
+  override name = "StreamEnded";
+}
+
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value);
 
 /** An announcement outside the bounds (docs/security.md "Input bounds"): the server is marked unhealthy with it. */
 class OutOfBounds extends Error {
@@ -59,6 +67,11 @@ export interface ConnectionSettings {
    * address each new socket connects to, on connect and every reconnect (docs/security.md).
    */
   fetch?: GuardedFetch;
+  /**
+   * The same guarded connection as `fetch`, answered with Node's own response: `tools/call`
+   * goes this way once the session is established (see UpstreamConnection.call).
+   */
+  request?: (url: URL, init: GuardedRequestInit) => Promise<IncomingMessage>;
 }
 
 // Reconnection of an unhealthy server: from 1 s, doubling, capped at a minute.
@@ -156,6 +169,11 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
   connectedAt: string | undefined;
   #tools: ToolDef[] = [];
   #client: Client | undefined;
+  #transport: StreamableHTTPClientTransport | undefined;
+  /** The server's tools that declare an output schema: their results are checked by the SDK client. */
+  #withOutputSchema = new Set<string>();
+  #nextCallId = 0;
+  #url: URL | undefined;
   #closed = false;
   #attempt: Promise<void> | undefined;
   #reconnectTimer: NodeJS.Timeout | undefined;
@@ -343,6 +361,7 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
     client.setNotificationHandler(ResourceListChangedNotificationSchema, () => this.#settings.onNotice?.({ kind: "resources/list_changed" }));
     client.setNotificationHandler(PromptListChangedNotificationSchema, () => this.#settings.onNotice?.({ kind: "prompts/list_changed" }));
     this.#client = client;
+    this.#transport = transport;
     try {
       await client.connect(transport, { timeout: this.#settings.timeoutMs });
       // A new connection is a new upstream session: subscriptions held through the old one are renewed.
@@ -381,6 +400,7 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
       if (!cursor) break;
     }
     const problem = announcementProblem(tools);
+    this.#withOutputSchema = new Set(tools.filter((tool) => tool.outputSchema !== undefined).map((tool) => tool.name));
     if (problem) throw new OutOfBounds(`MCP server ${this.record.name} ${problem.startsWith("tool ") ? "announced " : ""}${problem}`);
     return tools.map((tool) => ({
       name: `${this.record.name}${NAMESPACE_SEPARATOR}${tool.name}`,
@@ -437,6 +457,14 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
       // The SDK client puts its own progressToken in `_meta` when asked for progress, and
       // tells the server `notifications/cancelled` when the signal aborts.
       const { onProgress } = options;
+      const transport = this.#transport;
+      const request = this.#settings.request;
+      // The common call (no progress asked, no output schema to check, the session established)
+      // is sent as one JSON-RPC POST and its answer read here: the SDK transport's Web fetch
+      // and stream pipeline cost several times more (docs/benchmarks-bridge.md "MCP proxy").
+      if (!onProgress && request && transport?.sessionId !== undefined && !this.#withOutputSchema.has(name.slice(prefix.length))) {
+        return await this.#post(client, transport, request, name.slice(prefix.length), args, options.timeoutMs, signal, call);
+      }
       const result = await inFlight.run(call, () =>
         client.callTool({ name: name.slice(prefix.length), arguments: args }, undefined, {
           timeout: options.timeoutMs,
@@ -462,6 +490,120 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
     } finally {
       call.done = true;
       options.signal?.removeEventListener("abort", onAbort);
+    }
+  }
+
+  /**
+   * One `tools/call` as a plain JSON-RPC POST in the SDK client's session (its id and protocol
+   * version, the record's headers), the answer read as JSON or as an SSE stream. Everything on
+   * the stream besides the reply — the server's requests (sampling, elicitation, roots), log
+   * messages — is handed to the SDK client as if its transport had read it, in the call's
+   * context, so relays and notifications work as on the SDK's own path. Cancellation and the
+   * timeout tell the server `notifications/cancelled` like the SDK does; a stream that ends
+   * without the reply fails the call at once. Errors are thrown as the SDK would (McpError for
+   * a JSON-RPC error or the timeout), for call() to map.
+   */
+  async #post(client: Client, transport: StreamableHTTPClientTransport, request: NonNullable<ConnectionSettings["request"]>, tool: string, args: Record<string, unknown>, timeoutMs: number, signal: AbortSignal, call: CallInFlight): Promise<ToolResult> {
+    // Ids of their own, so they never meet the SDK client's numeric ones.
+    const id = `gw-${(this.#nextCallId += 1)}`;
+    const abort = new AbortController();
+    let timedOut = false;
+    const cancel = (reason: string) => {
+      if (abort.signal.aborted) return;
+      abort.abort();
+      void client.notification({ method: "notifications/cancelled", params: { requestId: id, reason } }).catch(() => undefined);
+    };
+    const timer = setTimeout(() => {
+      timedOut = true;
+      cancel(`Request timed out after ${timeoutMs} ms`);
+    }, timeoutMs);
+    const onAbort = () => cancel(String(signal.reason ?? "cancelled"));
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, { once: true });
+    try {
+      const headers: Record<string, string> = {
+        ...this.record.headers,
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        "mcp-session-id": transport.sessionId!,
+      };
+      if (transport.protocolVersion) headers["mcp-protocol-version"] = transport.protocolVersion;
+      const body = JSON.stringify({ jsonrpc: "2.0", id, method: "tools/call", params: { name: tool, arguments: args } });
+      const reply = await new Promise<Record<string, unknown>>((resolve, reject) => {
+        abort.signal.addEventListener("abort", () => reject(timedOut ? new McpError(ErrorCode.RequestTimeout, "Request timed out") : new Error("cancelled")), { once: true });
+        request((this.#url ??= new URL(this.record.url)), { method: "POST", headers, body, signal: abort.signal }).then((response) => {
+          const type = response.headers["content-type"] ?? "";
+          const status = response.statusCode ?? 0;
+          let text = "";
+          let settled = false;
+          const deliver = (message: unknown) => {
+            if (!isObject(message)) return;
+            if (message.id === id && ("result" in message || "error" in message)) {
+              settled = true;
+              resolve(message);
+            } else inFlight.run(call, () => transport.onmessage?.(message as never));
+          };
+          response.setEncoding("utf8");
+          response.on("error", reject);
+          if (status < 200 || status > 299 || !type.startsWith("text/event-stream")) {
+            response.on("data", (chunk: string) => (text += chunk));
+            response.on("end", () => {
+              if (status < 200 || status > 299) return reject(new Error(`Error POSTing to endpoint (HTTP ${status}): ${text.slice(0, 200)}`));
+              try {
+                const parsed: unknown = JSON.parse(text);
+                for (const message of Array.isArray(parsed) ? parsed : [parsed]) deliver(message);
+              } catch (error) {
+                return reject(error);
+              }
+              if (!settled) reject(new StreamEnded());
+            });
+            return;
+          }
+          // SSE: events end at a blank line; `data:` lines of an event are joined by newlines.
+          response.on("data", (chunk: string) => {
+            text += chunk;
+            let end: RegExpExecArray | null;
+            while ((end = /\r?\n\r?\n/.exec(text))) {
+              const event = text.slice(0, end.index);
+              text = text.slice(end.index + end[0].length);
+              const data = event
+                .split(/\r?\n/)
+                .filter((line) => line.startsWith("data:"))
+                .map((line) => line.slice(line.startsWith("data: ") ? 6 : 5))
+                .join("\n");
+              if (!data) continue;
+              try {
+                deliver(JSON.parse(data));
+              } catch {
+                // Not JSON: ignored, as the SDK transport reports and skips it.
+              }
+            }
+          });
+          response.on("end", () => {
+            if (!settled) reject(new StreamEnded());
+          });
+          response.on("close", () => {
+            if (!settled) reject(new StreamEnded());
+          });
+        }, reject);
+      });
+      if (isObject(reply.error)) {
+        const { code, message, data } = reply.error as { code?: unknown; message?: unknown; data?: unknown };
+        throw new McpError(typeof code === "number" ? code : ErrorCode.InternalError, String(message ?? "error"), data);
+      }
+      if (!isObject(reply.result)) throw new McpError(ErrorCode.InvalidRequest, "Invalid tools/call result");
+      const result = reply.result;
+      if (result.content !== undefined && !Array.isArray(result.content)) throw new McpError(ErrorCode.InvalidRequest, "Invalid tools/call result: content must be an array");
+      return (result.content === undefined ? { ...result, content: [] } : result) as unknown as ToolResult;
+    } catch (error) {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", onAbort);
+      // Reported like the SDK path's watched stream (see watchedFetch): the server is not told.
+      if (error instanceof StreamEnded) call.streamEnded();
+      throw error;
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", onAbort);
     }
   }
 
@@ -501,6 +643,7 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
   async #dropClient(): Promise<void> {
     const client = this.#client;
     this.#client = undefined;
+    this.#transport = undefined;
     if (client) await client.close().catch(() => undefined);
   }
 

@@ -9,7 +9,7 @@ import type { Catalog } from "../catalog.js";
 import type { UpstreamRegisterInput, UpstreamServerHandle, UpstreamServerView, UpstreamSummary } from "../../rpc/tools/ports.js";
 import type { ToolScope } from "../../rpc/tools/types.js";
 import { AddressRefused, OutboundGuard, type ResolveHost } from "../../rpc/policies/outbound-guard.js";
-import { toGuardedFetch, type GuardedFetch } from "../../rpc/policies/guarded-fetch.js";
+import { guardedRequest, toGuardedFetch, type GuardedFetch } from "../../rpc/policies/guarded-fetch.js";
 import { UpstreamConnection } from "./connection.js";
 import type { EmitEvent } from "../../rpc/services.js";
 
@@ -107,6 +107,7 @@ export class UpstreamServers {
       onNotice: (notice) => this.#catalog.notice({ ...notice, owner: record.tenantId ?? undefined, source: record.name }),
       log: this.#log,
       fetch: this.#fetch,
+      request: (url, init) => guardedRequest(this.#guard, url, init),
     });
     this.#connections.set(ref, connection);
     this.#catalog.addSource(connection);

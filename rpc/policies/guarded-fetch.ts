@@ -63,7 +63,43 @@ export function toGuardedFetch(guard: OutboundGuard): GuardedFetch {
           }),
         );
       });
-      if (body !== undefined) req.write(body);
-      req.end();
+      // One write: with the body given to end(), Node sends a Content-Length instead of chunks
+      // and the request goes out in one piece (a separate end() was a second socket write).
+      req.end(body);
     });
+}
+
+/** What guardedRequest sends: a small JSON request of a client that reads the answer as a Node stream. */
+export interface GuardedRequestInit {
+  method: string;
+  headers: Record<string, string>;
+  body?: string;
+  signal?: AbortSignal;
+}
+
+/**
+ * One request through `guard` like toGuardedFetch, answered with Node's own response (no Web
+ * `Response` and streams around it) and sent in one write: for hot paths that read the answer
+ * themselves (the upstream MCP `tools/call`, bridge/upstream/connection.ts).
+ */
+export function guardedRequest(guard: OutboundGuard, input: string | URL, init: GuardedRequestInit): Promise<IncomingMessage> {
+  return new Promise<IncomingMessage>((resolve, reject) => {
+    const url = typeof input === "string" ? new URL(input) : input;
+    if (url.protocol !== "http:" && url.protocol !== "https:") {
+      reject(new TypeError(`guarded fetch: unsupported protocol ${url.protocol}`));
+      return;
+    }
+    try {
+      const literal = url.hostname.replace(/^\[|\]$/g, "");
+      if (isIP(literal)) guard.checkAddress(literal);
+    } catch (error) {
+      reject(error);
+      return;
+    }
+    const send = url.protocol === "https:" ? httpsRequest : httpRequest;
+    const req = send(url, { method: init.method, headers: init.headers, agent: guard.agent(url.protocol), lookup: guard.lookup, ...(init.signal ? { signal: init.signal } : {}) });
+    req.once("error", reject);
+    req.once("response", resolve);
+    req.end(init.body);
+  });
 }
