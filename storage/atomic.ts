@@ -230,8 +230,8 @@ export class LocalAtomic implements Atomic {
       const items = await Promise.all(lines.map((line) => this.#raw(line.key)));
       lines.forEach((line, index) => {
           const account = ledgerState(items[index]!, now);
-          const holds = { ...account.holds };
-          delete holds[id];
+          const holds: Record<string, HoldEntry> = {};
+          for (const other in account.holds) if (other !== id) holds[other] = account.holds[other]!;
           const record: Durable = { v: String(account.value + line.delta), holds };
           const exp = account.exp ?? (line.windowMs && line.delta ? now + line.windowMs : undefined);
           if (exp) record.exp = exp;
@@ -318,10 +318,12 @@ export class LocalAtomic implements Atomic {
    * then waits for its writes to be durable with the keys already free.
    */
   async #locked<T>(keys: string[], fn: (writes: Promise<unknown>[]) => Promise<T>): Promise<T> {
-    const sorted = [...new Set(keys)].sort();
+    const sorted = keys.length === 1 ? keys : [...new Set(keys)].sort();
     const writes: Promise<unknown>[] = [];
-    const run = sorted.reduceRight<() => Promise<T>>((inner, key) => () => this.#lockOne(key, inner), () => fn(writes));
-    const result = await run();
+    const result =
+      sorted.length === 1
+        ? await this.#lockOne(sorted[0]!, () => fn(writes))
+        : await sorted.reduceRight<() => Promise<T>>((inner, key) => () => this.#lockOne(key, inner), () => fn(writes))();
     if (writes.length) await Promise.all(writes);
     if (this.#unsynced.size) await this.#readDurable(sorted);
     return result;
@@ -388,13 +390,22 @@ function processGone(pid: number | undefined): boolean {
 function ledgerState(item: Durable | null, now: number) {
   const windowLive = !!item && (item.exp === undefined || item.exp > now);
   const value = windowLive ? Number(item!.v ?? 0) : 0;
-  const holds: Record<string, HoldEntry> = {};
+  const all = item?.holds;
+  let holds: Record<string, HoldEntry> = all ?? {};
   let held = 0;
-  for (const [id, entry] of Object.entries(item?.holds ?? {})) {
-    const [amount, expiresAt, pid] = entry;
-    if (expiresAt <= now || processGone(pid)) continue;
-    holds[id] = entry;
-    held += amount;
+  let dropped = false;
+  for (const id in all) {
+    const [amount, expiresAt, pid] = all[id]!;
+    if (expiresAt <= now || processGone(pid)) dropped = true;
+    else held += amount;
+  }
+  // A copy only when some hold is gone; the record is replaced, never changed, when written.
+  if (dropped) {
+    holds = {};
+    for (const id in all) {
+      const entry = all[id]!;
+      if (entry[1] > now && !processGone(entry[2])) holds[id] = entry;
+    }
   }
   return { value, held, holds, exp: windowLive ? item?.exp : undefined };
 }

@@ -106,7 +106,7 @@ export function instrument(surface: Surface | "rpc", observers: Observers, handl
         requestId: scope.requestId,
         surface,
         method: request.method,
-        path: new URL(request.url).pathname,
+        path: event.url.pathname,
         status: response.status,
         durationMs: Math.round(seconds * 100_000) / 100,
         ...(operation ? { operation } : {}),
