@@ -98,23 +98,35 @@ interface Durable {
 type HoldEntry = [amount: number, expiresAt: number, pid?: number];
 
 /**
- * In-process implementation for the memory and fs drivers. Durable values (claims,
- * balances, ledger accounts) live in the unstorage instance, so with fs they survive a
- * restart; each key is serialized through its own promise chain (one process owns the data).
- * Expiring counters (`increment`) are rate windows and live in memory only.
+ * In-process implementation for the memory and fs drivers; each key is serialized through its
+ * own promise chain (one process owns the data). Expiring counters (`increment`) are rate
+ * windows and live in memory only.
  *
- * The drivers apply a write to their memory within the `setItem` call and resolve once it is
- * durable (fs: journaled). So an operation holds its keys only while it reads and computes —
- * the next operation on the key sees its result at once — and answers once its writes are
- * durable: a hot key (a workspace's credits) is not held across an fsync.
+ * Values are kept as live objects in a Map (docs/performance.md): an operation reads and
+ * replaces plain objects, with no JSON parse per step. None of them leaves this class (callers
+ * get strings and numbers), so no copies are needed.
+ * - memory (no `kv`): the Map is the store.
+ * - fs (`kv`, the journal): the Map is a cache in front of the unstorage instance, filled on
+ *   first read; every change is also written there (serialized once, for the journal), so it
+ *   survives a restart. This class is the only writer of its keys in the owning process (the
+ *   admin command's operations run here too, storage/remote.ts). The drivers apply a write to
+ *   their memory within the `setItem` call and resolve once it is durable (fs: journaled). So
+ *   an operation holds its keys only while it reads and computes — the next operation on the
+ *   key sees its result at once — and answers once its writes are durable: a hot key (a
+ *   workspace's credits) is not held across an fsync.
  */
 export class LocalAtomic implements Atomic {
-  readonly #kv: Storage;
+  readonly #kv: Storage | undefined;
+  /** Live values: the store itself without `kv`, a read-through cache of it with one. */
+  readonly #values = new Map<string, Durable>();
+  /** Bumped on every change: a cache fill that raced one is not kept. */
+  #generation = 0;
   readonly #counters = new Map<string, { value: number; expiresAt: number }>();
   readonly #locks = new Map<string, Promise<unknown>>();
   readonly #unsynced = new Map<string, Promise<unknown>>();
 
-  constructor(kv: Storage) {
+  /** `kv`: where values are persisted (fs); without it they live in this process only (memory). */
+  constructor(kv?: Storage) {
     this.#kv = kv;
   }
 
@@ -218,8 +230,8 @@ export class LocalAtomic implements Atomic {
       const items = await Promise.all(lines.map((line) => this.#raw(line.key)));
       lines.forEach((line, index) => {
           const account = ledgerState(items[index]!, now);
-          const holds = { ...account.holds };
-          delete holds[id];
+          const holds: Record<string, HoldEntry> = {};
+          for (const other in account.holds) if (other !== id) holds[other] = account.holds[other]!;
           const record: Durable = { v: String(account.value + line.delta), holds };
           const exp = account.exp ?? (line.windowMs && line.delta ? now + line.windowMs : undefined);
           if (exp) record.exp = exp;
@@ -252,17 +264,31 @@ export class LocalAtomic implements Atomic {
     return `atomic:${key}`;
   }
 
-  async #raw(key: string): Promise<Durable | null> {
-    return ((await this.#kv.getItem(this.#path(key))) as Durable | null) ?? null;
+  #raw(key: string): Durable | null | Promise<Durable | null> {
+    const cached = this.#values.get(key);
+    if (cached !== undefined || !this.#kv) return cached ?? null;
+    return this.#fill(key);
+  }
+
+  /** A cache miss (fs): read and parse once; kept unless a change to any key raced the read. */
+  async #fill(key: string): Promise<Durable | null> {
+    const generation = this.#generation;
+    const item = ((await this.#kv!.getItem(this.#path(key))) as Durable | null) ?? null;
+    if (item && generation === this.#generation) this.#values.set(key, item);
+    return this.#values.get(key) ?? item;
   }
 
   /** Within #locked, into its `writes`: applied now, durable when the operation answers. */
   #write(writes: Promise<unknown>[], key: string, item: Durable) {
-    writes.push(this.#pending(key, this.#kv.setItem(this.#path(key), item as never)));
+    this.#generation++;
+    this.#values.set(key, item);
+    if (this.#kv) writes.push(this.#pending(key, this.#kv.setItem(this.#path(key), item as never)));
   }
 
   #remove(writes: Promise<unknown>[], key: string) {
-    writes.push(this.#pending(key, this.#kv.removeItem(this.#path(key))));
+    this.#generation++;
+    this.#values.delete(key);
+    if (this.#kv) writes.push(this.#pending(key, this.#kv.removeItem(this.#path(key))));
   }
 
   /** Remembers the latest write of `key` until it is durable. */
@@ -280,6 +306,7 @@ export class LocalAtomic implements Atomic {
    * that a crash could still undo (a claim refused because of a claim not yet on disk).
    */
   async #readDurable(keys: string[]): Promise<void> {
+    if (!this.#unsynced.size) return;
     for (const key of keys) {
       const write = this.#unsynced.get(key);
       if (write) await write;
@@ -291,12 +318,14 @@ export class LocalAtomic implements Atomic {
    * then waits for its writes to be durable with the keys already free.
    */
   async #locked<T>(keys: string[], fn: (writes: Promise<unknown>[]) => Promise<T>): Promise<T> {
-    const sorted = [...new Set(keys)].sort();
+    const sorted = keys.length === 1 ? keys : [...new Set(keys)].sort();
     const writes: Promise<unknown>[] = [];
-    const run = sorted.reduceRight<() => Promise<T>>((inner, key) => () => this.#lockOne(key, inner), () => fn(writes));
-    const result = await run();
-    await Promise.all(writes);
-    await this.#readDurable(sorted);
+    const result =
+      sorted.length === 1
+        ? await this.#lockOne(sorted[0]!, () => fn(writes))
+        : await sorted.reduceRight<() => Promise<T>>((inner, key) => () => this.#lockOne(key, inner), () => fn(writes))();
+    if (writes.length) await Promise.all(writes);
+    if (this.#unsynced.size) await this.#readDurable(sorted);
     return result;
   }
 
@@ -361,13 +390,22 @@ function processGone(pid: number | undefined): boolean {
 function ledgerState(item: Durable | null, now: number) {
   const windowLive = !!item && (item.exp === undefined || item.exp > now);
   const value = windowLive ? Number(item!.v ?? 0) : 0;
-  const holds: Record<string, HoldEntry> = {};
+  const all = item?.holds;
+  let holds: Record<string, HoldEntry> = all ?? {};
   let held = 0;
-  for (const [id, entry] of Object.entries(item?.holds ?? {})) {
-    const [amount, expiresAt, pid] = entry;
-    if (expiresAt <= now || processGone(pid)) continue;
-    holds[id] = entry;
-    held += amount;
+  let dropped = false;
+  for (const id in all) {
+    const [amount, expiresAt, pid] = all[id]!;
+    if (expiresAt <= now || processGone(pid)) dropped = true;
+    else held += amount;
+  }
+  // A copy only when some hold is gone; the record is replaced, never changed, when written.
+  if (dropped) {
+    holds = {};
+    for (const id in all) {
+      const entry = all[id]!;
+      if (entry[1] > now && !processGone(entry[2])) holds[id] = entry;
+    }
   }
   return { value, held, holds, exp: windowLive ? item?.exp : undefined };
 }

@@ -68,7 +68,7 @@ export async function openStore(options: StoreOptions, open: OpenStoreOptions = 
   if (options.STORAGE === "redis") return openRedisStore(options);
   if (options.STORAGE === "fs") return openFsStore(options, open);
   const kv = createStorage({ driver: memoryDriver() });
-  return localStore(options, kv, new LocalAtomic(kv), new MemoryBus(), async () => undefined);
+  return localStore(options, kv, new LocalAtomic(), new MemoryBus(), async () => undefined);
 }
 
 function localStore(options: StoreOptions, kv: Storage, atomic: Atomic, bus: Bus, release: () => Promise<void>): Store {

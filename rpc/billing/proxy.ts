@@ -1,3 +1,4 @@
+import { Readable } from "node:stream";
 import * as v from "valibot";
 import { defineMethod, RawReply, type CallContext, type HttpVerb, type RawRequest } from "../define.js";
 import type { Principal } from "../auth.js";
@@ -5,6 +6,7 @@ import { ServiceError } from "../errors.js";
 import { signServiceToken } from "../credentials/service-tokens.js";
 import { tenantOrPersonal } from "../tenants/access.js";
 import { RawRequestInput } from "../validate.js";
+import { isUpstreamTimeout, upstreamRequest, type UpstreamResponse } from "../transport/upstream.js";
 
 /** RFC 9110 7.6.1: headers for one connection only, never forwarded; plus what a proxy sets itself. */
 const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length"]);
@@ -28,13 +30,13 @@ export const ProxyPath = v.pipe(
 );
 
 
-function forwardedHeaders(request: RawRequest): Headers {
+function forwardedHeaders(request: RawRequest): Record<string, string> {
   const connectionListed = new Set((request.headers.connection ?? "").split(",").map((name) => name.trim().toLowerCase()));
-  const headers = new Headers();
+  const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(request.headers)) {
     const lower = name.toLowerCase();
     if (HOP_BY_HOP.has(lower) || CREDENTIALS.has(lower) || connectionListed.has(lower) || IDENTITY.includes(lower) || lower.startsWith("x-gateway-")) continue;
-    headers.set(lower, value);
+    headers[lower] = value;
   }
   return headers;
 }
@@ -61,38 +63,40 @@ export async function proxyToManager(ctx: CallContext<Principal>, path: string, 
   const base = config.MANAGER_BASE_URL.replace(/\/+$/, "");
   const target = `${base}/${path.split("/").map(encodeURIComponent).join("/")}${request.search}`;
   const headers = forwardedHeaders(request);
-  headers.set("x-gateway-user-id", ctx.principal.userId);
-  headers.set("x-gateway-tenant-id", tenant.id);
-  headers.set("x-gateway-workspace-id", workspaceId);
-  headers.set("x-request-id", ctx.requestId);
+  headers["x-gateway-user-id"] = ctx.principal.userId;
+  headers["x-gateway-tenant-id"] = tenant.id;
+  headers["x-gateway-workspace-id"] = workspaceId;
+  headers["x-request-id"] = ctx.requestId;
   // Only a well-formed W3C trace context goes on (the transport checked it), like to providers.
-  if (ctx.traceparent) headers.set("traceparent", ctx.traceparent);
-  else headers.delete("traceparent");
-  headers.set("authorization", `Bearer ${await signServiceToken(config.SERVICE_JWT_SECRET, { audience: "manager", subject: ctx.principal.userId, ttlSeconds: TOKEN_TTL_SECONDS, extra: { tenantId: tenant.id } })}`);
+  if (ctx.traceparent) headers.traceparent = ctx.traceparent;
+  else delete headers.traceparent;
+  headers.authorization = `Bearer ${await signServiceToken(config.SERVICE_JWT_SECRET, { audience: "manager", subject: ctx.principal.userId, ttlSeconds: TOKEN_TTL_SECONDS, extra: { tenantId: tenant.id } })}`;
   const attempts = 1 + (IDEMPOTENT.has(request.method) ? config.GATEWAY_MAX_RETRIES : 0);
+  const timeoutMs = config.GATEWAY_TIMEOUT_SECONDS * 1000;
   let lastError: ServiceError | undefined;
   for (let attempt = 0; attempt < attempts; attempt += 1) {
     if (attempt > 0) await sleep(100 * 2 ** (attempt - 1), ctx.signal);
     if (ctx.signal.aborted) break;
-    const timeout = AbortSignal.timeout(config.GATEWAY_TIMEOUT_SECONDS * 1000);
-    let response: Response;
+    let response: UpstreamResponse;
     try {
-      response = await fetch(target, { method: request.method, headers, body: request.body as Uint8Array<ArrayBuffer> | undefined, signal: AbortSignal.any([ctx.signal, timeout]), redirect: "manual" });
+      // The shared upstream pool (rpc/transport/upstream.ts): the limit covers the answer's
+      // headers and each gap in its body; the caller going away closes the connection.
+      response = await upstreamRequest(target, { method: request.method, headers, body: request.body, signal: ctx.signal, timeoutMs });
     } catch (error) {
-      if (timeout.aborted) throw new ServiceError("TIMEOUT", `The billing service did not answer within ${config.GATEWAY_TIMEOUT_SECONDS} s`, { cause: error });
+      if (isUpstreamTimeout(error)) throw new ServiceError("TIMEOUT", `The billing service did not answer within ${config.GATEWAY_TIMEOUT_SECONDS} s`, { cause: error });
       lastError = new ServiceError("BAD_GATEWAY", "The billing service is unreachable", { cause: error });
       continue;
     }
-    if (attempt + 1 < attempts && [502, 503, 504].includes(response.status)) {
-      await response.body?.cancel().catch(() => undefined);
+    if (attempt + 1 < attempts && [502, 503, 504].includes(response.statusCode)) {
+      await response.body.dump().catch(() => undefined);
       continue;
     }
     const relayed = new Headers();
     for (const name of RELAYED) {
-      const value = response.headers.get(name);
-      if (value !== null) relayed.set(name, value);
+      const value = response.headers[name];
+      if (value !== undefined) relayed.set(name, Array.isArray(value) ? value.join(", ") : value);
     }
-    return new RawReply(response.status, relayed, response.body);
+    return new RawReply(response.statusCode, relayed, Readable.toWeb(response.body) as ReadableStream<Uint8Array>);
   }
   throw lastError ?? new ServiceError("BAD_GATEWAY", "The billing service is unreachable");
 }

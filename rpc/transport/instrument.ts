@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { getRequestIP, type H3Event } from "h3";
 import { FastResponse } from "srvx";
 import type { Surface } from "../define.js";
@@ -57,6 +58,28 @@ export function errorResponse(surface: Surface | "rpc", error: unknown, requestI
 }
 
 /**
+ * Aborted when the client goes away before the answer is complete. On Node the response's
+ * `close` is watched directly, as srvx does for `request.signal`, without first creating
+ * srvx's own controller and chaining ours to it (two controllers per request); elsewhere
+ * (a `fetch` call of the app) the request's signal is followed.
+ */
+function clientAbort(request: H3Event["req"]): AbortController {
+  const abort = new AbortController();
+  const node = (request as { runtime?: { node?: { req?: IncomingMessage; res?: ServerResponse } } }).runtime?.node;
+  if (node?.req && node.res) {
+    const { req, res } = node;
+    const onClose = () => {
+      if (req.errored || !res.writableEnded) abort.abort();
+    };
+    res.once("close", onClose);
+    if (res.destroyed || req.aborted || req.errored || (req.destroyed && !req.complete)) onClose();
+  } else {
+    request.signal?.addEventListener("abort", () => abort.abort(), { once: true });
+  }
+  return abort;
+}
+
+/**
  * Wraps a route: a request id (the client's X-Request-Id when sane), an abort signal tied to
  * the client, the surface's error envelope, one JSON log line and the HTTP metrics per request.
  */
@@ -65,8 +88,7 @@ export function instrument(surface: Surface | "rpc", observers: Observers, handl
   return async (event: H3Event): Promise<Response> => {
     const started = performance.now();
     const request = event.req;
-    const abort = new AbortController();
-    request.signal?.addEventListener("abort", () => abort.abort(), { once: true });
+    const abort = clientAbort(request);
     let deferred: Promise<void> | undefined;
     const incoming = request.headers.get("x-request-id");
     const scope: RequestScope = {
@@ -106,7 +128,7 @@ export function instrument(surface: Surface | "rpc", observers: Observers, handl
         requestId: scope.requestId,
         surface,
         method: request.method,
-        path: new URL(request.url).pathname,
+        path: event.url.pathname,
         status: response.status,
         durationMs: Math.round(seconds * 100_000) / 100,
         ...(operation ? { operation } : {}),

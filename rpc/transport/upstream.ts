@@ -30,6 +30,8 @@ export interface UpstreamRequest {
   signal?: AbortSignal;
   /** Limit on the wait for the answer's headers and on each gap in its body, ms. */
   timeoutMs: number;
+  /** Limit on each gap in the body instead (0: none, for a long-lived event stream). */
+  bodyTimeoutMs?: number;
 }
 
 export type UpstreamResponse = Dispatcher.ResponseData;
@@ -44,7 +46,7 @@ export function upstreamRequest(url: string, options: UpstreamRequest): Promise<
     body: options.body ?? null,
     signal: options.signal,
     headersTimeout: options.timeoutMs,
-    bodyTimeout: options.timeoutMs,
+    bodyTimeout: options.bodyTimeoutMs ?? options.timeoutMs,
   });
 }
 

@@ -1,9 +1,9 @@
 import { SignJWT } from "jose";
-import { ofetch, FetchError } from "ofetch";
 import type { Config } from "../../config.js";
 import type { Logger } from "../../log.js";
 import type { Principal } from "../../auth.js";
 import { ServiceError } from "../../errors.js";
+import { isUpstreamTimeout, upstreamRequest, type UpstreamResponse } from "../../transport/upstream.js";
 import { toOrchestratorError, unreachable, timedOut } from "./errors.js";
 
 /** Who the orchestrator is told is calling; the caller's own token is never forwarded. */
@@ -66,7 +66,8 @@ export class OrchestratorClient {
     for (let attempt = 1; ; attempt += 1) {
       try {
         const response = await this.#send(request, "json");
-        return response._data === "" ? undefined : response._data;
+        const text = await readText(response.body, this.#timeoutMs);
+        return text === "" ? undefined : parseBody(text);
       } catch (error) {
         const retryable = attempt < attempts && isRetryable(error) && !request.signal?.aborted;
         this.#log.info({
@@ -86,47 +87,55 @@ export class OrchestratorClient {
 
   /**
    * An event stream: resolves with the body once the orchestrator answered 2xx (errors as for
-   * `json`); the body then streams for as long as the orchestrator sends it. Not retried.
+   * `json`); the body then streams for as long as the orchestrator sends it, with no limit on
+   * the gaps between events. Not retried.
    */
-  async stream(request: OrchestratorRequest): Promise<ReadableStream<Uint8Array>> {
+  async stream(request: OrchestratorRequest): Promise<AsyncIterable<Uint8Array>> {
     try {
       const response = await this.#send(request, "stream");
-      const body = response._data as ReadableStream<Uint8Array> | undefined;
-      if (!body) throw new ServiceError("BAD_GATEWAY", "The orchestrator answered the stream request with an empty body");
-      return body;
+      return response.body;
     } catch (error) {
-      if (error instanceof ServiceError) throw error;
       this.#log.info({ requestId: request.caller.requestId, event: "orchestrator.error", method: request.method, path: request.path, error: describeFailure(error) });
-      throw this.#toServiceError(await readStreamedErrorBody(error));
+      throw this.#toServiceError(error);
     }
   }
 
-  async #send(request: OrchestratorRequest, responseType: "json" | "stream") {
-    const timeoutMs = this.#config.GATEWAY_TIMEOUT_SECONDS * 1000;
-    // One controller per attempt: the timeout covers the answer (for a stream, its headers),
-    // the caller's signal covers the whole exchange.
-    const controller = new AbortController();
-    const timer = setTimeout(() => controller.abort(new TimeoutFailure(timeoutMs)), timeoutMs);
-    const onCallerAbort = () => controller.abort(request.signal?.reason);
-    request.signal?.addEventListener("abort", onCallerAbort, { once: true });
-    if (request.signal?.aborted) onCallerAbort();
+  get #timeoutMs() {
+    return this.#config.GATEWAY_TIMEOUT_SECONDS * 1000;
+  }
+
+  /**
+   * One attempt on the shared upstream pool (rpc/transport/upstream.ts). The time limit covers
+   * the answer's headers and, for JSON, each gap in its body; the caller's signal covers the
+   * whole exchange and closes the connection when it aborts. A non-2xx answer is read and
+   * thrown as an `HttpFailure`.
+   */
+  async #send(request: OrchestratorRequest, responseType: "json" | "stream"): Promise<UpstreamResponse> {
+    const timeoutMs = this.#timeoutMs;
+    const headers = await this.#headers(request.caller, responseType);
+    let body: string | undefined;
+    if (request.method === "POST") {
+      body = JSON.stringify(request.body ?? {});
+      headers["content-type"] = "application/json";
+    }
+    let response: UpstreamResponse;
     try {
-      return await ofetch.raw(this.baseUrl + request.path, {
+      response = await upstreamRequest(this.baseUrl + request.path + queryString(request.query), {
         method: request.method,
-        query: request.query,
-        body: request.method === "POST" ? (request.body ?? {}) : undefined,
-        headers: await this.#headers(request.caller, responseType),
-        responseType: responseType === "stream" ? "stream" : "json",
-        retry: false,
-        signal: controller.signal,
+        headers,
+        body,
+        signal: request.signal,
+        timeoutMs,
+        bodyTimeoutMs: responseType === "stream" ? 0 : timeoutMs,
       });
     } catch (error) {
-      if (controller.signal.reason instanceof TimeoutFailure) throw controller.signal.reason;
+      if (isUpstreamTimeout(error)) throw new TimeoutFailure(timeoutMs, error);
       throw error;
-    } finally {
-      clearTimeout(timer);
-      if (responseType === "json") request.signal?.removeEventListener("abort", onCallerAbort);
     }
+    if (response.statusCode >= 200 && response.statusCode < 300) return response;
+    const text = await readText(response.body, timeoutMs).catch(() => "");
+    const retryAfter = response.headers["retry-after"];
+    throw new HttpFailure(response.statusCode, parseBody(text), typeof retryAfter === "string" ? retryAfter : undefined);
   }
 
   async #headers(caller: Caller, responseType: "json" | "stream"): Promise<Record<string, string>> {
@@ -166,53 +175,70 @@ export class OrchestratorClient {
   #toServiceError(error: unknown): ServiceError {
     if (error instanceof ServiceError) return error;
     if (error instanceof TimeoutFailure) return timedOut(this.#config.GATEWAY_TIMEOUT_SECONDS);
-    if (error instanceof FetchError && error.response) {
-      return toOrchestratorError(error.response.status, error.data, error.response.headers);
-    }
+    if (error instanceof HttpFailure) return toOrchestratorError(error.status, error.data, error.retryAfter);
     return unreachable(error);
   }
 }
 
 class TimeoutFailure extends Error {
-  constructor(readonly ms: number) {
-    super(`no answer within ${ms} ms`);
+  constructor(
+    readonly ms: number,
+    cause?: unknown,
+  ) {
+    super(`no answer within ${ms} ms`, { cause });
     this.name = "TimeoutFailure";
+  }
+}
+
+/** The orchestrator answered, with an error status; `data` is its body (JSON when it parses). */
+class HttpFailure extends Error {
+  constructor(
+    readonly status: number,
+    readonly data: unknown,
+    readonly retryAfter?: string,
+  ) {
+    super(`HTTP ${status}`);
+    this.name = "HttpFailure";
   }
 }
 
 /** Network errors, timeouts, 5xx and 429 may pass; a 4xx answer will not change. */
 function isRetryable(error: unknown): boolean {
   if (error instanceof TimeoutFailure) return true;
-  if (error instanceof FetchError) {
-    const status = error.response?.status;
-    return status === undefined || status >= 500 || status === 429;
-  }
-  return false;
+  if (error instanceof HttpFailure) return error.status >= 500 || error.status === 429;
+  return !(error instanceof ServiceError);
 }
 
-/** For a streamed request ofetch leaves the error body as a stream: read it for the message. */
-async function readStreamedErrorBody(error: unknown): Promise<unknown> {
-  if (!(error instanceof FetchError) || !error.response || !(error.data instanceof ReadableStream)) return error;
-  let text = "";
+/** The whole body as text; a silent body past the time limit is a timeout. */
+async function readText(body: UpstreamResponse["body"], timeoutMs: number): Promise<string> {
   try {
-    text = await new Response(error.data).text();
-  } catch {
-    // keep the status alone
+    return await body.text();
+  } catch (error) {
+    if (isUpstreamTimeout(error)) throw new TimeoutFailure(timeoutMs, error);
+    throw error;
   }
-  let data: unknown = text;
+}
+
+function parseBody(text: string): unknown {
   try {
-    data = JSON.parse(text);
+    return JSON.parse(text);
   } catch {
-    // plain text
+    return text;
   }
-  return toOrchestratorError(error.response.status, data, error.response.headers);
+}
+
+function queryString(query: OrchestratorRequest["query"]): string {
+  if (!query) return "";
+  const params = new URLSearchParams();
+  for (const [key, value] of Object.entries(query)) if (value !== undefined) params.append(key, String(value));
+  const text = params.toString();
+  return text ? `?${text}` : "";
 }
 
 function describeFailure(error: unknown): string {
-  if (error instanceof FetchError) {
-    const cause = (error.cause as { cause?: { code?: string }; code?: string } | undefined) ?? {};
-    return error.response ? `HTTP ${error.response.status}` : `${cause.cause?.code ?? cause.code ?? error.message}`;
-  }
+  if (error instanceof HttpFailure) return error.message;
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === "string") return code;
   return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
 }
 

@@ -33,7 +33,7 @@ export function messageOf(body: unknown): string | undefined {
  * An orchestrator error answer as ours (docs/orchestrator.md "Errors"): the caller's mistakes
  * keep their meaning and the orchestrator's message; the orchestrator's own failures are 502.
  */
-export function toOrchestratorError(status: number, body: unknown, headers?: Headers): ServiceError {
+export function toOrchestratorError(status: number, body: unknown, retryAfter?: string): ServiceError {
   const message = messageOf(body);
   switch (true) {
     case status === 400 || status === 422:
@@ -48,7 +48,6 @@ export function toOrchestratorError(status: number, body: unknown, headers?: Hea
     case status === 409:
       return new ServiceError("CONFLICT", message ?? "The agent is not in a state that allows this");
     case status === 429: {
-      const retryAfter = headers?.get("retry-after");
       return new ServiceError("RATE_LIMITED", message ?? "The orchestrator is rate limiting requests", retryAfter ? { headers: { "Retry-After": retryAfter } } : {});
     }
     case status >= 400 && status < 500:

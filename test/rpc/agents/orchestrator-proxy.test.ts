@@ -1,15 +1,15 @@
 import { createServer } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { setupServer } from "msw/node";
 import { jwtVerify } from "jose";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { createOrchestratorMock } from "../../../mocks/orchestrator.js";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
+import { mockUpstreams } from "../../helpers/mock-upstreams.js";
 
 const ORCH = "http://orchestrator.test/api";
 const SERVICE_SECRET = "service-secret-that-is-at-least-32-chars";
 const orchestrator = createOrchestratorMock(ORCH);
-const msw = setupServer(...orchestrator.handlers);
+const msw = mockUpstreams(...orchestrator.handlers);
 
 let server: TestServer;
 let token: string;
@@ -25,8 +25,8 @@ async function freePortThatRefuses(): Promise<number> {
 }
 
 beforeAll(async () => {
-  msw.listen({ onUnhandledRequest: "bypass" });
-  server = await startTestServer({ ORCH_BASE_URL: ORCH, SERVICE_JWT_SECRET: SERVICE_SECRET, GATEWAY_MAX_RETRIES: "2" });
+  await msw.listen();
+  server = await startTestServer({ ORCH_BASE_URL: msw.url(ORCH), SERVICE_JWT_SECRET: SERVICE_SECRET, GATEWAY_MAX_RETRIES: "2" });
   const user = await registerUser(server);
   token = user.token;
   userId = user.user.id;
@@ -39,7 +39,7 @@ afterEach(() => orchestrator.reset());
 afterAll(async () => {
   expect(server.loggedErrors()).toEqual([]);
   await server?.close();
-  msw.close();
+  await msw.close();
 });
 
 const createAgent = (name: string) =>
@@ -223,7 +223,7 @@ describe("orchestrator down or slow", () => {
     const port = await freePortThatRefuses();
     down = await startTestServer({ ORCH_BASE_URL: `http://127.0.0.1:${port}`, GATEWAY_MAX_RETRIES: "0" });
     downToken = (await registerUser(down)).token;
-    slow = await startTestServer({ ORCH_BASE_URL: ORCH, GATEWAY_TIMEOUT_SECONDS: "1", GATEWAY_MAX_RETRIES: "0", PLATFORM_SERVICE_KEY: "platform-service-key-0123456789" });
+    slow = await startTestServer({ ORCH_BASE_URL: msw.url(ORCH), GATEWAY_TIMEOUT_SECONDS: "1", GATEWAY_MAX_RETRIES: "0", PLATFORM_SERVICE_KEY: "platform-service-key-0123456789" });
     slowToken = (await registerUser(slow)).token;
   });
 

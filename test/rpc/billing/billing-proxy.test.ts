@@ -1,8 +1,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { setupServer } from "msw/node";
 import { http, HttpResponse, delay } from "msw";
 import { jwtVerify } from "jose";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
+import { mockUpstreams } from "../../helpers/mock-upstreams.js";
 
 const MANAGER = "http://manager.billing.test/api";
 const SECRET = "service-jwt-secret-of-at-least-32-characters!";
@@ -17,7 +17,7 @@ interface Seen {
 let seen: Seen[] = [];
 let respond: (request: Request) => Response | Promise<Response> = () => HttpResponse.json({ ok: true });
 
-const msw = setupServer(
+const msw = mockUpstreams(
   http.all(`${MANAGER}/*`, async ({ request }) => {
     seen.push({ method: request.method, url: new URL(request.url), headers: request.headers, body: new Uint8Array(await request.clone().arrayBuffer()) });
     return respond(request);
@@ -29,8 +29,8 @@ let unset: TestServer;
 let alice: Awaited<ReturnType<typeof registerUser>>;
 
 beforeAll(async () => {
-  msw.listen({ onUnhandledRequest: "bypass" });
-  server = await startTestServer({ MANAGER_BASE_URL: MANAGER, SERVICE_JWT_SECRET: SECRET, GATEWAY_TIMEOUT_SECONDS: "1", GATEWAY_MAX_RETRIES: "2" });
+  await msw.listen();
+  server = await startTestServer({ MANAGER_BASE_URL: msw.url(MANAGER), SERVICE_JWT_SECRET: SECRET, GATEWAY_TIMEOUT_SECONDS: "1", GATEWAY_MAX_RETRIES: "2" });
   unset = await startTestServer({ SERVICE_JWT_SECRET: SECRET });
   alice = await registerUser(server);
 }, 30_000);
@@ -39,8 +39,8 @@ afterEach(() => {
   respond = () => HttpResponse.json({ ok: true });
 });
 afterAll(async () => {
-  msw.close();
   await server?.close();
+  await msw.close();
   await unset?.close();
 });
 
