@@ -12,69 +12,31 @@ export interface SseReadOptions {
 }
 
 /**
- * Reads server-sent events from a byte stream and yields each event's `data` as soon as the
+ * Reads server-sent events from a byte stream (an undici response body, any Node stream) and yields each event's `data` as soon as the
  * event is complete (multi-line data joined by "\n"). Comments, keep-alives and events
  * without data are dropped; nothing is buffered beyond the event being read. A reader that
  * stops early (the caller went away) cancels the body, so the upstream stops sending.
  * The one SSE splitter for model provider streams and the orchestrator relay.
  */
-export async function* readSseData(body: ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>, options: SseReadOptions = {}): AsyncGenerator<string> {
-  if (!(body instanceof ReadableStream)) return yield* readNodeSse(body, options);
-  const { onActivity, signal, endAtDone = false } = options;
-  const reader = body.getReader();
-  const decoder = new TextDecoder();
-  let buffer = "";
-  let finished = false;
-  const onAbort = () => void reader.cancel(signal?.reason).catch(() => undefined);
-  signal?.addEventListener("abort", onAbort, { once: true });
-  try {
-    for (;;) {
-      if (signal?.aborted) throw signal.reason;
-      const { done, value } = await reader.read();
-      if (signal?.aborted) throw signal.reason;
-      onActivity?.();
-      if (done) break;
-      buffer += decoder.decode(value, { stream: true });
-      let boundary: RegExpExecArray | null;
-      while ((boundary = /\r?\n\r?\n/.exec(buffer))) {
-        const event = buffer.slice(0, boundary.index);
-        buffer = buffer.slice(boundary.index + boundary[0].length);
-        const data = dataOf(event);
-        if (data === undefined) continue;
-        if (endAtDone && data === "[DONE]") {
-          finished = true;
-          return;
-        }
-        yield data;
-      }
-    }
-    const tail = dataOf(buffer + decoder.decode());
-    if (tail !== undefined && !(endAtDone && tail === "[DONE]")) yield tail;
-    finished = true;
-  } finally {
-    signal?.removeEventListener("abort", onAbort);
-    if (!finished) await reader.cancel().catch(() => undefined);
-    reader.releaseLock();
-  }
-}
-
-/**
- * The same over a Node stream (an undici response body): no web-stream reader. Stopping
- * early returns the stream's iterator, which destroys the stream and so its connection. At
- * `[DONE]` the rest of the body (normally just its end) is read in the background instead, so
- * the kept-alive connection goes back to its pool.
- */
-async function* readNodeSse(body: AsyncIterable<Uint8Array>, options: SseReadOptions): AsyncGenerator<string> {
+export async function* readSseData(body: AsyncIterable<Uint8Array> & { destroy?(): unknown }, options: SseReadOptions = {}): AsyncGenerator<string> {
   const { onActivity, signal, endAtDone = false } = options;
   const iterator = body[Symbol.asyncIterator]();
   const decoder = new TextDecoder();
   let buffer = "";
   let ended = false;
+  // One promise for the whole read, raced with each chunk: a pending read ends when the signal aborts.
+  let onAbort: (() => void) | undefined;
+  const aborted = signal
+    ? new Promise<never>((_, reject) => {
+        onAbort = () => reject(signal.reason);
+        signal.addEventListener("abort", onAbort, { once: true });
+      })
+    : undefined;
+  aborted?.catch(() => undefined);
   try {
     for (;;) {
       if (signal?.aborted) throw signal.reason;
-      const { done, value } = await iterator.next();
-      if (signal?.aborted) throw signal.reason;
+      const { done, value } = aborted ? await Promise.race([iterator.next(), aborted]) : await iterator.next();
       onActivity?.();
       if (done) break;
       buffer += decoder.decode(value, { stream: true });
@@ -85,6 +47,8 @@ async function* readNodeSse(body: AsyncIterable<Uint8Array>, options: SseReadOpt
         const data = dataOf(event);
         if (data === undefined) continue;
         if (endAtDone && data === "[DONE]") {
+          // The rest of the body (normally just its end) is read in the background, so a
+          // kept-alive connection goes back to its pool.
           ended = true;
           void drainIterator(iterator);
           return;
@@ -96,7 +60,13 @@ async function* readNodeSse(body: AsyncIterable<Uint8Array>, options: SseReadOpt
     const tail = dataOf(buffer + decoder.decode());
     if (tail !== undefined && !(endAtDone && tail === "[DONE]")) yield tail;
   } finally {
-    if (!ended) await iterator.return?.().catch(() => undefined);
+    if (onAbort) signal!.removeEventListener("abort", onAbort);
+    // Stopping early destroys the stream and so its connection. Directly where it can: a
+    // stream's async iterator queues return() behind a read still pending.
+    if (!ended) {
+      if (typeof body.destroy === "function") body.destroy();
+      else await iterator.return?.().catch(() => undefined);
+    }
   }
 }
 

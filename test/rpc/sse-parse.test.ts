@@ -1,17 +1,18 @@
+import { Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { readSseData } from "../../rpc/sse-parse.js";
 
-function body(chunks: string[]): { stream: ReadableStream<Uint8Array>; cancelled: () => boolean } {
+/** A Node byte stream of `chunks` (as an undici response body is), noting whether it was destroyed. */
+function body(chunks: string[]): { stream: Readable; cancelled: () => boolean } {
   let cancelled = false;
-  const encoder = new TextEncoder();
   let index = 0;
-  const stream = new ReadableStream<Uint8Array>({
-    pull(controller) {
-      if (index < chunks.length) controller.enqueue(encoder.encode(chunks[index++]!));
-      else controller.close();
+  const stream = new Readable({
+    read() {
+      this.push(index < chunks.length ? Buffer.from(chunks[index++]!) : null);
     },
-    cancel() {
+    destroy(error, callback) {
       cancelled = true;
+      callback(error);
     },
   });
   return { stream, cancelled: () => cancelled };
@@ -42,9 +43,10 @@ describe("readSseData (the one SSE splitter)", () => {
     expect(early.cancelled()).toBe(true);
 
     const controller = new AbortController();
-    const pending = new ReadableStream<Uint8Array>({ pull: () => new Promise(() => undefined) });
+    const pending = new Readable({ read() {} });
     const reading = collect(readSseData(pending, { signal: controller.signal })).catch((error) => error);
     controller.abort(new Error("timed out"));
     expect(((await reading) as Error).message).toBe("timed out");
+    expect(pending.destroyed).toBe(true);
   });
 });
