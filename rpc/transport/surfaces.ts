@@ -17,10 +17,12 @@ export const SURFACE_BASES: Record<Surface, string> = {
 /** Name of the console's HttpOnly session cookie. */
 export const CONSOLE_COOKIE = "gw_console";
 
-/** Which surface a path belongs to (longest base first), for 404s and error envelopes. */
+/** The surfaces' base paths, longest first, so `/api/v1` wins over `/api`. */
+const LONGEST_BASE_FIRST = (Object.entries(SURFACE_BASES) as [Surface, string][]).sort((a, b) => b[1].length - a[1].length);
+
+/** Which surface a path belongs to (longest base first), for 404s, error envelopes and the console's cross-site check. */
 export function surfaceOfPath(pathname: string): Surface | undefined {
-  const entries = Object.entries(SURFACE_BASES).sort((a, b) => b[1].length - a[1].length) as [Surface, string][];
-  for (const [surface, base] of entries) {
+  for (const [surface, base] of LONGEST_BASE_FIRST) {
     if (pathname === base || pathname.startsWith(base + "/")) return surface;
   }
   return undefined;
