@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { gzipSync } from "node:zlib";
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
@@ -65,7 +66,7 @@ function headers(type: string, extra: Record<string, string>): Headers {
  * the console endpoints under /api (docs/console.md); nothing here reads a session.
  */
 export function mountConsole(app: H3, assetDir = CONSOLE_ASSET_DIR): void {
-  const cache = new Map<string, { body: Uint8Array; etag: string }>();
+  const cache = new Map<string, { body: Uint8Array; gzip: Uint8Array; etag: string }>();
   const page = () => new Response(PAGE, { headers: headers("text/html; charset=utf-8", { "cache-control": "no-store" }) });
   app.on("GET", "/console", page);
   app.on("GET", "/console/", page);
@@ -82,13 +83,25 @@ export function mountConsole(app: H3, assetDir = CONSOLE_ASSET_DIR): void {
         if (match[1] !== "app") return new Response("Not found", { status: 404, headers: headers("text/plain; charset=utf-8", {}) });
         return new Response("The console is not built: run npm run build", { status: 503, headers: headers("text/plain; charset=utf-8", { "cache-control": "no-store" }) });
       }
-      asset = { body: new Uint8Array(body), etag: `"${createHash("sha256").update(body).digest("base64url").slice(0, 22)}"` };
+      // Compressed once, when first asked for: the bundle is a few files that change only with a build.
+      asset = { body: new Uint8Array(body), gzip: new Uint8Array(gzipSync(body, { level: 9 })), etag: `"${createHash("sha256").update(body).digest("base64url").slice(0, 22)}"` };
       cache.set(file, asset);
     }
     // Revalidated on each load (a rebuilt bundle is picked up by the next start); 304 when unchanged.
     const type = TYPES[match[2]!]!;
-    const extra = { "cache-control": "no-cache", etag: asset.etag };
+    const extra = { "cache-control": "no-cache", etag: asset.etag, vary: "accept-encoding" };
     if (event.req.headers.get("if-none-match") === asset.etag) return new Response(null, { status: 304, headers: headers(type, extra) });
+    if (acceptsGzip(event.req.headers.get("accept-encoding"))) return new Response(asset.gzip, { headers: headers(type, { ...extra, "content-encoding": "gzip" }) });
     return new Response(asset.body, { headers: headers(type, extra) });
+  });
+}
+
+/** True when an Accept-Encoding header admits gzip (named or `*`, and not with q=0). */
+function acceptsGzip(header: string | null): boolean {
+  if (!header) return false;
+  return header.split(",").some((part) => {
+    const [coding, ...params] = part.trim().toLowerCase().split(";");
+    if (coding !== "gzip" && coding !== "*") return false;
+    return !params.some((param) => /^\s*q=0(\.0*)?\s*$/.test(param));
   });
 }

@@ -51,9 +51,19 @@ describe("The console page and the endpoints it calls (docs/console.md)", () => 
       expect(js.headers.get("content-type")).toMatch(/^text\/javascript/);
       expect(js.headers.get("x-frame-options")).toBe("DENY");
       const etag = js.headers.get("etag")!;
-      expect((await js.arrayBuffer()).byteLength).toBeGreaterThan(1000);
+      const jsBody = Buffer.from(await js.arrayBuffer());
+      expect(jsBody.byteLength).toBeGreaterThan(1000);
       const again = await fetch(server.url("/console/assets/app.js"), { headers: { "if-none-match": etag } });
       expect(again.status).toBe(304);
+      // Sent gzipped to a browser that accepts it (fetch decompresses it), as it is to anyone else.
+      const raw = await fetch(server.url("/console/assets/app.js"), { headers: { "accept-encoding": "identity" } });
+      expect(raw.headers.get("content-encoding")).toBeNull();
+      expect(js.headers.get("content-encoding")).toBe("gzip");
+      expect(js.headers.get("vary")).toBe("accept-encoding");
+      expect(Buffer.from(await raw.arrayBuffer()).equals(jsBody)).toBe(true);
+      const refused = await fetch(server.url("/console/assets/app.js"), { headers: { "accept-encoding": "gzip;q=0, identity" } });
+      expect(refused.headers.get("content-encoding")).toBeNull();
+      await refused.arrayBuffer();
       const css = await fetch(server.url("/console/assets/app.css"));
       expect(css.headers.get("content-type")).toMatch(/^text\/css/);
       for (const name of ["../package.json", "app.js.map", "x.js", "%2e%2e%2fpackage.json"]) {
