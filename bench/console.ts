@@ -10,7 +10,7 @@
  *               keys fetched from the API and drawn)
  * then once more in the same context (warm: the bundle revalidated with 304).
  * Asset bytes: the page, app.js and app.css as served, raw and gzipped (zlib level 6; the
- * service itself sends them uncompressed, so "raw" is what crosses the wire without a proxy).
+ * service sends the bundle gzipped at level 9 to browsers, so the wire is at most the gzipped figure).
  *
  *   npm run bench:console     (BENCH_CONSOLE_RUNS overrides the run count, default 10)
  */
