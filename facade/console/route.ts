@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { gzipSync } from "node:zlib";
+import Negotiator from "negotiator";
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
@@ -91,17 +92,8 @@ export function mountConsole(app: H3, assetDir = CONSOLE_ASSET_DIR): void {
     const type = TYPES[match[2]!]!;
     const extra = { "cache-control": "no-cache", etag: asset.etag, vary: "accept-encoding" };
     if (event.req.headers.get("if-none-match") === asset.etag) return new Response(null, { status: 304, headers: headers(type, extra) });
-    if (acceptsGzip(event.req.headers.get("accept-encoding"))) return new Response(asset.gzip, { headers: headers(type, { ...extra, "content-encoding": "gzip" }) });
+    const acceptEncoding = event.req.headers.get("accept-encoding") ?? undefined;
+    if (new Negotiator({ headers: { "accept-encoding": acceptEncoding } }).encodings(["gzip"]).length > 0) return new Response(asset.gzip, { headers: headers(type, { ...extra, "content-encoding": "gzip" }) });
     return new Response(asset.body, { headers: headers(type, extra) });
-  });
-}
-
-/** True when an Accept-Encoding header admits gzip (named or `*`, and not with q=0). */
-function acceptsGzip(header: string | null): boolean {
-  if (!header) return false;
-  return header.split(",").some((part) => {
-    const [coding, ...params] = part.trim().toLowerCase().split(";");
-    if (coding !== "gzip" && coding !== "*") return false;
-    return !params.some((param) => /^\s*q=0(\.0*)?\s*$/.test(param));
   });
 }
