@@ -17,7 +17,12 @@
  * BENCH_MODES (default "json,sse"), BENCH_CONCURRENCY (JSON, default "1,16,64"),
  * BENCH_SSE_CONCURRENCY (default "16"), MOCK_LATENCY_MS (default 2), REDIS_URL (default
  * redis://127.0.0.1:6379), BENCH_SERVER_EXEC_ARGV (extra Node flags for the gateway, e.g.
- * "--cpu-prof --cpu-prof-dir=/tmp/prof").
+ * "--cpu-prof --cpu-prof-dir=/tmp/prof"), BENCH_FLOOR=0 (skip the floor row).
+ *
+ * First, unless BENCH_FLOOR=0, a `floor` row for JSON: bench/internal/floor-proxy.ts, a bare
+ * `node:http` server relaying to the mock through the same undici client with no storage,
+ * limits, metering, logs or metrics — what Node's HTTP server and client alone cost here, the
+ * part of the gateway's figure no Node gateway can remove.
  */
 import type { ChildProcess } from "node:child_process";
 import { forkReady } from "./internal/fork-ready.js";
@@ -43,8 +48,10 @@ const REDIS_URL = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
 const MODEL = "bench-model";
 
 const TARGETS = { addedP50AtC1Ms: 0.5, cpuUsAtC16: { memory: 150, fs: 150, redis: 250 } as Record<string, number> };
-type Surface = "platform" | "gateway";
-const PATHS: Record<Surface, string> = { platform: "/api/v1/chat/completions", gateway: "/gateway/v1/chat/completions" };
+type Surface = "platform" | "gateway" | "floor";
+const PATHS: Record<Surface, string> = { platform: "/api/v1/chat/completions", gateway: "/gateway/v1/chat/completions", floor: "/v1/chat/completions" };
+/** The floor row (bench/internal/floor-proxy.ts): a bare Node proxy, what Node alone costs. */
+const FLOOR = process.env.BENCH_FLOOR !== "0";
 const CLOCK_TICKS = Number(execSync("getconf CLK_TCK").toString().trim()) || 100;
 
 /** utime + stime of a process in microseconds (fields 14 and 15 of /proc/<pid>/stat). */
@@ -148,6 +155,14 @@ async function main() {
   const directUrl = `${mockOrigin}/v1/chat/completions`;
   const rows: Row[] = [];
   try {
+    if (FLOOR && MODES.includes("json")) {
+      const floor = await spawn("bench/internal/floor-proxy.ts", { UPSTREAM: mockOrigin, KEY: "floor-key" });
+      try {
+        await measure(rows, "none", "floor", floor.child.pid!, `${floor.words[0]}${PATHS.floor}`, { authorization: "Bearer floor-key" }, directUrl, false);
+      } finally {
+        await stop(floor.child);
+      }
+    }
     for (const storage of STORAGES) {
       const prefix = `bench-chat-${randomUUID().slice(0, 8)}`;
       const dataDir = storage === "fs" ? mkdtempSync(join(tmpdir(), "bench-chat-")) : undefined;
@@ -169,25 +184,8 @@ async function main() {
           const gatewayUrl = `${origin}${PATHS[surface]}`;
           const auth = { authorization: `Bearer ${surface === "platform" ? platformKey : gatewayKey}` };
           for (const stream of MODES.map((mode) => mode === "sse")) {
-            await check(directUrl, {}, stream);
-            await check(gatewayUrl, auth, stream);
             for (const concurrency of stream ? SSE_CONCURRENCY : CONCURRENCY) {
-              const payload = body(stream);
-              if (WARMUP_SECONDS > 0) {
-                await load(gatewayUrl, auth, payload, concurrency, WARMUP_SECONDS);
-                await load(directUrl, {}, payload, concurrency, WARMUP_SECONDS);
-              }
-              const direct = await load(directUrl, {}, payload, concurrency, SECONDS);
-              const cpuBefore = cpuMicros(pid);
-              const viaGateway = await load(gatewayUrl, auth, payload, concurrency, SECONDS);
-              const cpuUs = (cpuMicros(pid) - cpuBefore) / viaGateway.requests;
-              const row = { storage, surface, stream, concurrency, direct, gateway: viaGateway, cpuUs };
-              rows.push(row);
-              process.stderr.write(
-                `${storage.padEnd(6)} ${surface.padEnd(8)} ${(stream ? "sse" : "json").padEnd(4)} c=${String(concurrency).padEnd(3)} ` +
-                  `direct p50 ${ms(direct.p50)} p99 ${ms(direct.p99)} ${Math.round(direct.rps)}/s | ` +
-                  `gateway p50 ${ms(viaGateway.p50)} p99 ${ms(viaGateway.p99)} ${Math.round(viaGateway.rps)}/s, ${Math.round(cpuUs)} µs CPU/req\n`,
-              );
+              await measure(rows, storage, surface, pid, gatewayUrl, auth, directUrl, stream, concurrency);
             }
           }
         }
@@ -201,6 +199,29 @@ async function main() {
     await stop(mock.child);
   }
   report(rows, (Date.now() - started) / 1000);
+}
+
+/** One row: the direct call and the gateway at `concurrency` (all JSON concurrencies when omitted). */
+async function measure(rows: Row[], storage: string, surface: Surface, pid: number, gatewayUrl: string, auth: Record<string, string>, directUrl: string, stream: boolean, only?: number) {
+  await check(directUrl, {}, stream);
+  await check(gatewayUrl, auth, stream);
+  for (const concurrency of only !== undefined ? [only] : CONCURRENCY) {
+    const payload = body(stream);
+    if (WARMUP_SECONDS > 0) {
+      await load(gatewayUrl, auth, payload, concurrency, WARMUP_SECONDS);
+      await load(directUrl, {}, payload, concurrency, WARMUP_SECONDS);
+    }
+    const direct = await load(directUrl, {}, payload, concurrency, SECONDS);
+    const cpuBefore = cpuMicros(pid);
+    const viaGateway = await load(gatewayUrl, auth, payload, concurrency, SECONDS);
+    const cpuUs = (cpuMicros(pid) - cpuBefore) / viaGateway.requests;
+    rows.push({ storage, surface, stream, concurrency, direct, gateway: viaGateway, cpuUs });
+    process.stderr.write(
+      `${storage.padEnd(6)} ${surface.padEnd(8)} ${(stream ? "sse" : "json").padEnd(4)} c=${String(concurrency).padEnd(3)} ` +
+        `direct p50 ${ms(direct.p50)} p99 ${ms(direct.p99)} ${Math.round(direct.rps)}/s | ` +
+        `gateway p50 ${ms(viaGateway.p50)} p99 ${ms(viaGateway.p99)} ${Math.round(viaGateway.rps)}/s, ${Math.round(cpuUs)} µs CPU/req\n`,
+    );
+  }
 }
 
 function report(rows: Row[], seconds: number) {
