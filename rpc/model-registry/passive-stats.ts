@@ -27,23 +27,20 @@ export function percentile(sorted: readonly number[], p: number): number | null 
  * beyond the window, so an operator still sees what went wrong.
  */
 export class PassiveStats {
-  readonly #samples = new Map<string, CallSample[]>();
+  readonly #samples = new Map<string, SampleRing>();
   readonly #lastError = new Map<string, { message: string; at: number }>();
 
+  /** On every provider call: O(1), the oldest sample overwritten once a model has MAX_SAMPLES. */
   record(sample: CallSample): void {
-    let list = this.#samples.get(sample.model);
-    if (!list) this.#samples.set(sample.model, (list = []));
-    list.push(sample);
-    if (list.length > MAX_SAMPLES) list.splice(0, list.length - MAX_SAMPLES);
+    let ring = this.#samples.get(sample.model);
+    if (!ring) this.#samples.set(sample.model, (ring = new SampleRing(MAX_SAMPLES)));
+    ring.push(sample);
     if (!sample.ok) this.#lastError.set(sample.model, { message: sample.error ?? "failed", at: sample.at });
   }
 
   snapshot(model: string, now = Date.now()): PassiveSnapshot {
     const since = now - PASSIVE_WINDOW_MS;
-    const all = this.#samples.get(model) ?? [];
-    const firstInWindow = all.findIndex((sample) => sample.at > since);
-    if (firstInWindow === -1) all.length = 0;
-    else if (firstInWindow > 0) all.splice(0, firstInWindow);
+    const all = this.#samples.get(model)?.since(since) ?? [];
     const errors = all.filter((sample) => !sample.ok).length;
     const latencies = all.filter((sample) => sample.ok).map((sample) => sample.latencyMs).sort((a, b) => a - b);
     const ttfts = all.flatMap((sample) => (sample.ttftMs === undefined ? [] : [sample.ttftMs])).sort((a, b) => a - b);
@@ -57,5 +54,28 @@ export class PassiveStats {
       ttftMs: { p50: percentile(ttfts, 50), p95: percentile(ttfts, 95) },
       lastError: last ? { message: last.message, at: new Date(last.at).toISOString() } : null,
     };
+  }
+}
+
+/** The last `capacity` samples of one model, oldest first, in a fixed array (no shifting on push). */
+class SampleRing {
+  readonly #slots: CallSample[] = [];
+  /** Where the next sample goes once the ring is full (then also the oldest). */
+  #next = 0;
+
+  constructor(readonly capacity: number) {}
+
+  push(sample: CallSample): void {
+    if (this.#slots.length < this.capacity) this.#slots.push(sample);
+    else {
+      this.#slots[this.#next] = sample;
+      this.#next = (this.#next + 1) % this.capacity;
+    }
+  }
+
+  /** Samples taken after `since`, oldest first. */
+  since(since: number): CallSample[] {
+    const ordered = this.#next === 0 ? this.#slots : [...this.#slots.slice(this.#next), ...this.#slots.slice(0, this.#next)];
+    return ordered.filter((sample) => sample.at > since);
   }
 }
