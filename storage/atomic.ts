@@ -86,8 +86,8 @@ export interface Atomic {
 }
 
 /**
- * What LocalAtomic stores per key: the value, its expiry, and the holds on it
- * (id → [amount, expiresAt, pid of the process that placed it]).
+ * What LocalAtomic persists per key (the fs journal's record format): the value, its expiry,
+ * and the holds on it (id → [amount, expiresAt, pid of the process that placed it]).
  */
 interface Durable {
   v: string;
@@ -98,13 +98,28 @@ interface Durable {
 type HoldEntry = [amount: number, expiresAt: number, pid?: number];
 
 /**
- * In-process implementation for the memory and fs drivers; each key is serialized through its
- * own promise chain (one process owns the data). Expiring counters (`increment`) are rate
- * windows and live in memory only.
+ * The live form of a record, changed in place: the holds in a Map with their sum and the
+ * earliest lease end kept alongside, so admitting or settling a hold touches only that hold
+ * (expired holds are looked for only once the earliest lease has passed).
+ */
+interface Live {
+  v: string | undefined;
+  exp?: number;
+  holds?: Map<string, HoldEntry>;
+  /** Sum of the holds' amounts. */
+  held: number;
+  /** The earliest `expiresAt` of the holds (Infinity without holds). */
+  nextExpiry: number;
+  /** Holds placed by another process (a previous run on fs): looked at on every use, as it may die. */
+  foreign: number;
+}
+
+/**
+ * In-process implementation for the memory and fs drivers; one process owns the data.
+ * Expiring counters (`increment`) are rate windows and live in memory only.
  *
- * Values are kept as live objects in a Map (docs/performance.md): an operation reads and
- * replaces plain objects, with no JSON parse per step. None of them leaves this class (callers
- * get strings and numbers), so no copies are needed.
+ * Values are kept as live objects in a Map (docs/performance.md) and changed in place; none of
+ * them leaves this class (callers get strings and numbers).
  * - memory (no `kv`): the Map is the store.
  * - fs (`kv`, the journal): the Map is a cache in front of the unstorage instance, filled on
  *   first read; every change is also written there (serialized once, for the journal), so it
@@ -114,11 +129,15 @@ type HoldEntry = [amount: number, expiresAt: number, pid?: number];
  *   an operation holds its keys only while it reads and computes — the next operation on the
  *   key sees its result at once — and answers once its writes are durable: a hot key (a
  *   workspace's credits) is not held across an fsync.
+ *
+ * An operation whose keys are all in memory and not held by another operation runs in one
+ * synchronous step, which nothing can interleave with; otherwise it waits its turn on each
+ * key (a promise chain per key) and reads what is missing.
  */
 export class LocalAtomic implements Atomic {
   readonly #kv: Storage | undefined;
   /** Live values: the store itself without `kv`, a read-through cache of it with one. */
-  readonly #values = new Map<string, Durable>();
+  readonly #values = new Map<string, Live>();
   /** Bumped on every change: a cache fill that raced one is not kept. */
   #generation = 0;
   readonly #counters = new Map<string, { value: number; expiresAt: number }>();
@@ -148,10 +167,9 @@ export class LocalAtomic implements Atomic {
   }
 
   setIfAbsent(key: string, value: string, ttlMs?: number) {
-    return this.#locked([key], async (writes) => {
-      const item = await this.#raw(key);
+    return this.#atomically([key], ([item], writes) => {
       if (live(item)) return false;
-      this.#write(writes, key, { ...keepHolds(item), v: value, ...expiry(ttlMs) });
+      this.#write(writes, key, withValue(item, value, ttlMs ? Date.now() + ttlMs : undefined));
       return true;
     });
   }
@@ -159,40 +177,37 @@ export class LocalAtomic implements Atomic {
   async get(key: string) {
     const item = await this.#raw(key);
     await this.#readDurable([key]);
-    return live(item) ? item!.v : null;
+    return live(item) ? item!.v! : null;
   }
 
   delete(key: string) {
-    return this.#locked([key], async (writes) => {
+    return this.#atomically([key], (_items, writes) => {
       this.#remove(writes, key);
     });
   }
 
   compareAndSet(key: string, expected: string | null, next: string | null, ttlMs?: number) {
-    return this.#locked([key], async (writes) => {
-      const item = await this.#raw(key);
-      if ((live(item) ? item!.v : null) !== expected) return false;
+    return this.#atomically([key], ([item], writes) => {
+      if ((live(item) ? item!.v! : null) !== expected) return false;
       if (next === null) this.#remove(writes, key);
-      else this.#write(writes, key, { ...keepHolds(item), v: next, ...expiry(ttlMs) });
+      else this.#write(writes, key, withValue(item, next, ttlMs ? Date.now() + ttlMs : undefined));
       return true;
     });
   }
 
   adjust(key: string, delta: number) {
-    return this.#locked([key], async (writes) => {
-      const item = await this.#raw(key);
+    return this.#atomically([key], ([item], writes) => {
       const balance = valueOf(item) + delta;
-      this.#write(writes, key, { ...item, v: String(balance) });
+      this.#write(writes, key, withValue(item, String(balance), item?.exp));
       return balance;
     });
   }
 
   debit(key: string, amount: number, floor = 0) {
-    return this.#locked([key], async (writes) => {
-      const item = await this.#raw(key);
+    return this.#atomically([key], ([item], writes) => {
       const current = valueOf(item);
       if (current - amount < floor) return { ok: false, balance: current };
-      this.#write(writes, key, { ...item, v: String(current - amount) });
+      this.#write(writes, key, withValue(item, String(current - amount), item?.exp));
       return { ok: true, balance: current - amount };
     });
   }
@@ -204,51 +219,69 @@ export class LocalAtomic implements Atomic {
   }
 
   hold(id: string, lines: HoldLine[], leaseMs: number) {
-    return this.#locked(lines.map((line) => line.key), async (writes) => {
-      const now = Date.now();
-      const items = await Promise.all(lines.map((line) => this.#raw(line.key)));
-      const accounts = items.map((item) => ledgerState(item, now));
-      for (const [index, line] of lines.entries()) {
-        const { value, held, exp } = accounts[index]!;
-        if (!fits(line, value, held)) return { index, value, held, ttlMs: exp ? exp - now : 0 };
-      }
-      lines.forEach((line, index) => {
-          const account = accounts[index]!;
-          const record: Durable = { v: String(account.value + (line.commit ? line.amount : 0)), holds: account.holds };
-          const exp = account.exp ?? (line.windowMs ? now + line.windowMs : undefined);
-          if (exp) record.exp = exp;
-          if (!line.commit) record.holds = { ...account.holds, [id]: [line.amount, now + leaseMs, process.pid] };
-          this.#write(writes, line.key, tidy(record));
-        });
-      return null;
-    });
+    return this.#atomically(
+      lines.map((line) => line.key),
+      (items, writes): HoldRefusal | null => {
+        const now = Date.now();
+        for (let index = 0; index < lines.length; index++) {
+          const item = items[index] ?? null;
+          if (item) release(item, now);
+          const value = windowValue(item, now);
+          const held = item?.held ?? 0;
+          if (!fits(lines[index]!, value, held)) {
+            const exp = windowLive(item, now) ? item!.exp : undefined;
+            return { index, value, held, ttlMs: exp ? exp - now : 0 };
+          }
+        }
+        for (let index = 0; index < lines.length; index++) {
+          const line = lines[index]!;
+          const item = items[index] ?? emptyLive();
+          const value = windowValue(item, now);
+          const exp = (windowLive(item, now) ? item.exp : undefined) ?? (line.windowMs ? now + line.windowMs : undefined);
+          item.v = String(value + (line.commit ? line.amount : 0));
+          if (exp) item.exp = exp;
+          else delete item.exp;
+          if (!line.commit) addHold(item, id, [line.amount, now + leaseMs, process.pid]);
+          this.#write(writes, line.key, item);
+        }
+        return null;
+      },
+    );
   }
 
   settle(id: string, lines: SettleLine[]) {
-    return this.#locked(lines.map((line) => line.key), async (writes) => {
-      const now = Date.now();
-      const items = await Promise.all(lines.map((line) => this.#raw(line.key)));
-      lines.forEach((line, index) => {
-          const account = ledgerState(items[index]!, now);
-          const holds: Record<string, HoldEntry> = {};
-          for (const other in account.holds) if (other !== id) holds[other] = account.holds[other]!;
-          const record: Durable = { v: String(account.value + line.delta), holds };
-          const exp = account.exp ?? (line.windowMs && line.delta ? now + line.windowMs : undefined);
-          if (exp) record.exp = exp;
-          this.#write(writes, line.key, tidy(record));
-        });
-    });
+    return this.#atomically(
+      lines.map((line) => line.key),
+      (items, writes) => {
+        const now = Date.now();
+        for (let index = 0; index < lines.length; index++) {
+          const line = lines[index]!;
+          const item = items[index] ?? emptyLive();
+          release(item, now);
+          const value = windowValue(item, now);
+          const exp = (windowLive(item, now) ? item.exp : undefined) ?? (line.windowMs && line.delta ? now + line.windowMs : undefined);
+          removeHold(item, id);
+          item.v = String(value + line.delta);
+          if (exp) item.exp = exp;
+          else delete item.exp;
+          this.#write(writes, line.key, item);
+        }
+      },
+    );
   }
 
   renew(id: string, keys: string[], leaseMs: number) {
-    return this.#locked(keys, async (writes) => {
+    return this.#atomically(keys, (items, writes) => {
       const now = Date.now();
-      for (const key of keys) {
-        const item = await this.#raw(key);
-        if (!item?.holds?.[id]) continue;
-        item.holds[id] = [item.holds[id]![0], now + leaseMs, process.pid];
+      keys.forEach((key, index) => {
+        const item = items[index];
+        const entry = item?.holds?.get(id);
+        if (!item || !entry) return;
+        const wasForeign = entry[2] !== undefined && entry[2] !== process.pid;
+        item.holds!.set(id, [entry[0], now + leaseMs, process.pid]);
+        if (wasForeign) item.foreign--;
         this.#write(writes, key, item);
-      }
+      });
     });
   }
 
@@ -256,33 +289,37 @@ export class LocalAtomic implements Atomic {
     const now = Date.now();
     const item = await this.#raw(key);
     await this.#readDurable([key]);
-    const { value, held, exp } = ledgerState(item, now);
-    return { value, held, ttlMs: exp ? exp - now : 0 };
+    if (item) release(item, now);
+    const exp = windowLive(item, now) ? item!.exp : undefined;
+    return { value: windowValue(item, now), held: item?.held ?? 0, ttlMs: exp ? exp - now : 0 };
   }
 
   #path(key: string) {
     return `atomic:${key}`;
   }
 
-  #raw(key: string): Durable | null | Promise<Durable | null> {
+  #raw(key: string): Live | null | Promise<Live | null> {
     const cached = this.#values.get(key);
     if (cached !== undefined || !this.#kv) return cached ?? null;
     return this.#fill(key);
   }
 
   /** A cache miss (fs): read and parse once; kept unless a change to any key raced the read. */
-  async #fill(key: string): Promise<Durable | null> {
+  async #fill(key: string): Promise<Live | null> {
     const generation = this.#generation;
-    const item = ((await this.#kv!.getItem(this.#path(key))) as Durable | null) ?? null;
+    const stored = ((await this.#kv!.getItem(this.#path(key))) as Durable | null) ?? null;
+    const cached = this.#values.get(key);
+    if (cached) return cached;
+    const item = stored ? fromDurable(stored) : null;
     if (item && generation === this.#generation) this.#values.set(key, item);
-    return this.#values.get(key) ?? item;
+    return item;
   }
 
-  /** Within #locked, into its `writes`: applied now, durable when the operation answers. */
-  #write(writes: Promise<unknown>[], key: string, item: Durable) {
+  /** Within an operation, into its `writes`: applied now, durable when the operation answers. */
+  #write(writes: Promise<unknown>[], key: string, item: Live) {
     this.#generation++;
     this.#values.set(key, item);
-    if (this.#kv) writes.push(this.#pending(key, this.#kv.setItem(this.#path(key), item as never)));
+    if (this.#kv) writes.push(this.#pending(key, this.#kv.setItem(this.#path(key), toDurable(item) as never)));
   }
 
   #remove(writes: Promise<unknown>[], key: string) {
@@ -314,19 +351,37 @@ export class LocalAtomic implements Atomic {
   }
 
   /**
-   * Runs `fn` holding every key (in a fixed order, so two multi-key calls never deadlock),
-   * then waits for its writes to be durable with the keys already free.
+   * Runs `compute` on the live records of `keys` as one atomic step, then waits for its writes
+   * to be durable with the keys already free. When every key is in memory and no other
+   * operation holds one, `compute` runs at once (synchronously: nothing interleaves);
+   * otherwise the operation takes every key in a fixed order (two multi-key operations never
+   * deadlock) and reads what is missing first.
    */
-  async #locked<T>(keys: string[], fn: (writes: Promise<unknown>[]) => Promise<T>): Promise<T> {
-    const sorted = keys.length === 1 ? keys : [...new Set(keys)].sort();
+  async #atomically<T>(keys: string[], compute: (items: (Live | null)[], writes: Promise<unknown>[]) => T): Promise<T> {
     const writes: Promise<unknown>[] = [];
-    const result =
-      sorted.length === 1
-        ? await this.#lockOne(sorted[0]!, () => fn(writes))
-        : await sorted.reduceRight<() => Promise<T>>((inner, key) => () => this.#lockOne(key, inner), () => fn(writes))();
+    let result: T;
+    if (this.#ready(keys)) {
+      result = compute(
+        keys.map((key) => this.#values.get(key) ?? null),
+        writes,
+      );
+    } else {
+      const run = async () => compute(await Promise.all(keys.map((key) => this.#raw(key))), writes);
+      const sorted = keys.length === 1 ? keys : [...new Set(keys)].sort();
+      result = sorted.length === 1 ? await this.#lockOne(sorted[0]!, run) : await sorted.reduceRight<() => Promise<T>>((inner, key) => () => this.#lockOne(key, inner), run)();
+    }
     if (writes.length) await Promise.all(writes);
-    if (this.#unsynced.size) await this.#readDurable(sorted);
+    if (this.#unsynced.size) await this.#readDurable(keys);
     return result;
+  }
+
+  /** Every key free and its record in memory (memory: always in memory, absent or not). */
+  #ready(keys: string[]): boolean {
+    for (const key of keys) {
+      if (this.#locks.has(key)) return false;
+      if (this.#kv && !this.#values.has(key)) return false;
+    }
+    return true;
   }
 
   #lockOne<T>(key: string, fn: () => Promise<T>): Promise<T> {
@@ -346,25 +401,108 @@ export class LocalAtomic implements Atomic {
   }
 }
 
-function live(item: Durable | null): boolean {
+function emptyLive(): Live {
+  return { v: undefined, held: 0, nextExpiry: Infinity, foreign: 0 };
+}
+
+/** A new record with `v` and `exp`, keeping the holds of the one it replaces. */
+function withValue(item: Live | null, v: string, exp: number | undefined): Live {
+  const next: Live = item ? { v, holds: item.holds, held: item.held, nextExpiry: item.nextExpiry, foreign: item.foreign } : { ...emptyLive(), v };
+  if (!next.holds) delete next.holds;
+  if (exp !== undefined) next.exp = exp;
+  return next;
+}
+
+function live(item: Live | null): boolean {
   return !!item && item.v !== undefined && (item.exp === undefined || item.exp > Date.now());
 }
 
-function valueOf(item: Durable | null): number {
+function valueOf(item: Live | null): number {
   return live(item) ? Number(item!.v) : 0;
 }
 
-function expiry(ttlMs?: number): { exp?: number } {
-  return ttlMs ? { exp: Date.now() + ttlMs } : {};
+/** Whether the record's window (if it has one) is still running. */
+function windowLive(item: Live | null, now: number): boolean {
+  return !!item && (item.exp === undefined || item.exp > now);
 }
 
-function keepHolds(item: Durable | null): { holds?: Durable["holds"] } {
-  return item?.holds ? { holds: item.holds } : {};
+/** The value as of `now`: a window that ran out starts again at 0. */
+function windowValue(item: Live | null, now: number): number {
+  return windowLive(item, now) ? Number(item!.v ?? 0) : 0;
+}
+
+function isForeign(entry: HoldEntry): boolean {
+  return entry[2] !== undefined && entry[2] !== process.pid;
+}
+
+function addHold(item: Live, id: string, entry: HoldEntry): void {
+  removeHold(item, id);
+  (item.holds ??= new Map()).set(id, entry);
+  item.held += entry[0];
+  if (entry[1] < item.nextExpiry) item.nextExpiry = entry[1];
+}
+
+function removeHold(item: Live, id: string): void {
+  const entry = item.holds?.get(id);
+  if (!entry) return;
+  item.holds!.delete(id);
+  item.held -= entry[0];
+  if (isForeign(entry)) item.foreign--;
+  if (!item.holds!.size) {
+    delete item.holds;
+    item.held = 0;
+    item.nextExpiry = Infinity;
+  }
 }
 
 /**
- * Whether the process that placed a hold is gone (fs: the server was killed). Its holds are
- * released at once rather than at the end of their lease (docs/crash-consistency.md).
+ * Drops the holds that ended as of `now`: expired ones, and those of a process that no longer
+ * runs (fs: the server was killed; released at once rather than at the end of their lease,
+ * docs/crash-consistency.md). Looks only when the earliest lease has passed or a hold of
+ * another process is there.
+ */
+function release(item: Live, now: number): void {
+  if (!item.holds || (item.nextExpiry > now && item.foreign === 0)) return;
+  let held = 0;
+  let nextExpiry = Infinity;
+  let foreign = 0;
+  for (const [id, entry] of item.holds) {
+    if (entry[1] <= now || processGone(entry[2])) {
+      item.holds.delete(id);
+      continue;
+    }
+    held += entry[0];
+    if (entry[1] < nextExpiry) nextExpiry = entry[1];
+    if (isForeign(entry)) foreign++;
+  }
+  item.held = held;
+  item.nextExpiry = nextExpiry;
+  item.foreign = foreign;
+  if (!item.holds.size) delete item.holds;
+}
+
+function fromDurable(stored: Durable): Live {
+  const item: Live = { v: stored.v, held: 0, nextExpiry: Infinity, foreign: 0 };
+  if (stored.exp !== undefined) item.exp = stored.exp;
+  for (const id in stored.holds) {
+    const entry = stored.holds[id]!;
+    (item.holds ??= new Map()).set(id, entry);
+    item.held += entry[0];
+    if (entry[1] < item.nextExpiry) item.nextExpiry = entry[1];
+    if (isForeign(entry)) item.foreign++;
+  }
+  return item;
+}
+
+function toDurable(item: Live): Durable {
+  const stored: Durable = { v: item.v! };
+  if (item.exp !== undefined) stored.exp = item.exp;
+  if (item.holds?.size) stored.holds = Object.fromEntries(item.holds);
+  return stored;
+}
+
+/**
+ * Whether the process that placed a hold is gone (fs: the server was killed).
  */
 const deadPids = new Map<number, boolean>();
 function processGone(pid: number | undefined): boolean {
@@ -383,39 +521,7 @@ function processGone(pid: number | undefined): boolean {
   return gone;
 }
 
-/**
- * An account as of `now`: a window that ran out starts again at 0; expired holds, and holds
- * of a process that no longer runs, are gone.
- */
-function ledgerState(item: Durable | null, now: number) {
-  const windowLive = !!item && (item.exp === undefined || item.exp > now);
-  const value = windowLive ? Number(item!.v ?? 0) : 0;
-  const all = item?.holds;
-  let holds: Record<string, HoldEntry> = all ?? {};
-  let held = 0;
-  let dropped = false;
-  for (const id in all) {
-    const [amount, expiresAt, pid] = all[id]!;
-    if (expiresAt <= now || processGone(pid)) dropped = true;
-    else held += amount;
-  }
-  // A copy only when some hold is gone; the record is replaced, never changed, when written.
-  if (dropped) {
-    holds = {};
-    for (const id in all) {
-      const entry = all[id]!;
-      if (entry[1] > now && !processGone(entry[2])) holds[id] = entry;
-    }
-  }
-  return { value, held, holds, exp: windowLive ? item?.exp : undefined };
-}
-
 export function fits(line: HoldLine, value: number, held: number): boolean {
   if (line.kind === "balance") return value - held - line.amount >= (line.limit ?? 0);
   return line.limit === undefined || value + held + line.amount <= line.limit;
-}
-
-function tidy(record: Durable): Durable {
-  if (record.holds && Object.keys(record.holds).length === 0) delete record.holds;
-  return record;
 }
