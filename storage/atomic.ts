@@ -1,4 +1,4 @@
-import type { Storage } from "unstorage";
+import { normalizeKey } from "unstorage";
 
 /**
  * One account of a hold (the ledger, DESIGN "Money"). An account is an integer value at a
@@ -86,21 +86,30 @@ export interface Atomic {
 }
 
 /**
- * What LocalAtomic persists per key (the fs journal's record format): the value, its expiry,
- * and the holds on it (id → [amount, expiresAt, pid of the process that placed it]).
+ * Where LocalAtomic persists its records (fs: the journal, storage/journal.ts): read from
+ * memory synchronously; a write is applied at once and resolves once it is durable.
  */
+export interface AtomicRecords {
+  get(key: string): string | undefined;
+  set(key: string, value: string): Promise<void>;
+  remove(key: string): Promise<void>;
+}
+
+/** What LocalAtomic persists per key: the value and its expiry (a window's end). */
 interface Durable {
   v: string;
   exp?: number;
-  holds?: Record<string, HoldEntry>;
 }
 
-type HoldEntry = [amount: number, expiresAt: number, pid?: number];
+/** A hold on one account: [amount, expiresAt]. */
+type HoldEntry = [amount: number, expiresAt: number];
 
 /**
- * The live form of a record, changed in place: the holds in a Map with their sum and the
- * earliest lease end kept alongside, so admitting or settling a hold touches only that hold
- * (expired holds are looked for only once the earliest lease has passed).
+ * The live form of a record, changed in place. Holds are kept here only: they matter only to
+ * the process that placed them (its requests in flight), so a restart, which ends those
+ * requests, releases them all. In a Map with their sum and the earliest lease end kept
+ * alongside, so admitting or settling a hold touches only that hold (expired holds are looked
+ * for only once the earliest lease has passed).
  */
 interface Live {
   v: string | undefined;
@@ -110,43 +119,37 @@ interface Live {
   held: number;
   /** The earliest `expiresAt` of the holds (Infinity without holds). */
   nextExpiry: number;
-  /** Holds placed by another process (a previous run on fs): looked at on every use, as it may die. */
-  foreign: number;
 }
 
 /**
  * In-process implementation for the memory and fs drivers; one process owns the data.
- * Expiring counters (`increment`) are rate windows and live in memory only.
+ * Expiring counters (`increment`) are rate windows and live in memory only, and so are the
+ * holds (see `Live`).
  *
- * Values are kept as live objects in a Map (docs/performance.md) and changed in place; none of
- * them leaves this class (callers get strings and numbers).
- * - memory (no `kv`): the Map is the store.
- * - fs (`kv`, the journal): the Map is a cache in front of the unstorage instance, filled on
- *   first read; every change is also written there (serialized once, for the journal), so it
+ * Values are kept as live objects in a Map (docs/performance.md) and changed in place; none
+ * of them leaves this class (callers get strings and numbers).
+ * - memory (no `records`): the Map is the store.
+ * - fs (`records`, the journal): the Map is a parsed cache of the journal's records, filled on
+ *   first read; every change of a value is also written there (serialized once), so it
  *   survives a restart. This class is the only writer of its keys in the owning process (the
- *   admin command's operations run here too, storage/remote.ts). The drivers apply a write to
- *   their memory within the `setItem` call and resolve once it is durable (fs: journaled). So
- *   an operation holds its keys only while it reads and computes — the next operation on the
- *   key sees its result at once — and answers once its writes are durable: a hot key (a
- *   workspace's credits) is not held across an fsync.
+ *   admin command's operations run here too, storage/remote.ts).
  *
- * An operation whose keys are all in memory and not held by another operation runs in one
- * synchronous step, which nothing can interleave with; otherwise it waits its turn on each
- * key (a promise chain per key) and reads what is missing.
+ * Both are read synchronously, so every operation reads, decides and changes its keys in one
+ * synchronous step that nothing can interleave with — no locks — then answers once its writes
+ * are durable (fs: journaled). A hot key (a workspace's credits) is never held across an
+ * fsync: the next operation sees the change at once.
  */
 export class LocalAtomic implements Atomic {
-  readonly #kv: Storage | undefined;
-  /** Live values: the store itself without `kv`, a read-through cache of it with one. */
+  readonly #records: AtomicRecords | undefined;
+  /** Live values: the store itself without `records`, a read-through cache of them with. */
   readonly #values = new Map<string, Live>();
-  /** Bumped on every change: a cache fill that raced one is not kept. */
-  #generation = 0;
   readonly #counters = new Map<string, { value: number; expiresAt: number }>();
-  readonly #locks = new Map<string, Promise<unknown>>();
+  /** The latest write of a key until it is durable. */
   readonly #unsynced = new Map<string, Promise<unknown>>();
 
-  /** `kv`: where values are persisted (fs); without it they live in this process only (memory). */
-  constructor(kv?: Storage) {
-    this.#kv = kv;
+  /** `records`: where values are persisted (fs); without it they live in this process only (memory). */
+  constructor(records?: AtomicRecords) {
+    this.#records = records;
   }
 
   async increment(key: string, by: number, ttlMs: number) {
@@ -167,27 +170,30 @@ export class LocalAtomic implements Atomic {
   }
 
   setIfAbsent(key: string, value: string, ttlMs?: number) {
-    return this.#atomically([key], ([item], writes) => {
+    return this.#atomically([key], (writes) => {
+      const item = this.#raw(key);
       if (live(item)) return false;
       this.#write(writes, key, withValue(item, value, ttlMs ? Date.now() + ttlMs : undefined));
       return true;
     });
   }
 
-  async get(key: string) {
-    const item = await this.#raw(key);
-    await this.#readDurable([key]);
-    return live(item) ? item!.v! : null;
+  get(key: string) {
+    return this.#atomically([key], () => {
+      const item = this.#raw(key);
+      return live(item) ? item!.v! : null;
+    });
   }
 
   delete(key: string) {
-    return this.#atomically([key], (_items, writes) => {
+    return this.#atomically([key], (writes) => {
       this.#remove(writes, key);
     });
   }
 
   compareAndSet(key: string, expected: string | null, next: string | null, ttlMs?: number) {
-    return this.#atomically([key], ([item], writes) => {
+    return this.#atomically([key], (writes) => {
+      const item = this.#raw(key);
       if ((live(item) ? item!.v! : null) !== expected) return false;
       if (next === null) this.#remove(writes, key);
       else this.#write(writes, key, withValue(item, next, ttlMs ? Date.now() + ttlMs : undefined));
@@ -196,33 +202,36 @@ export class LocalAtomic implements Atomic {
   }
 
   adjust(key: string, delta: number) {
-    return this.#atomically([key], ([item], writes) => {
+    return this.#atomically([key], (writes) => {
+      const item = this.#raw(key);
       const balance = valueOf(item) + delta;
-      this.#write(writes, key, withValue(item, String(balance), item?.exp));
+      if (item) item.v = String(balance);
+      this.#write(writes, key, item ?? withValue(null, String(balance), undefined));
       return balance;
     });
   }
 
   debit(key: string, amount: number, floor = 0) {
-    return this.#atomically([key], ([item], writes) => {
+    return this.#atomically([key], (writes) => {
+      const item = this.#raw(key);
       const current = valueOf(item);
       if (current - amount < floor) return { ok: false, balance: current };
-      this.#write(writes, key, withValue(item, String(current - amount), item?.exp));
+      if (item) item.v = String(current - amount);
+      this.#write(writes, key, item ?? withValue(null, String(current - amount), undefined));
       return { ok: true, balance: current - amount };
     });
   }
 
-  async balance(key: string) {
-    const item = await this.#raw(key);
-    await this.#readDurable([key]);
-    return valueOf(item);
+  balance(key: string) {
+    return this.#atomically([key], () => valueOf(this.#raw(key)));
   }
 
   hold(id: string, lines: HoldLine[], leaseMs: number) {
     return this.#atomically(
       lines.map((line) => line.key),
-      (items, writes): HoldRefusal | null => {
+      (writes): HoldRefusal | null => {
         const now = Date.now();
+        const items = lines.map((line) => this.#raw(line.key));
         for (let index = 0; index < lines.length; index++) {
           const item = items[index] ?? null;
           if (item) release(item, now);
@@ -235,14 +244,19 @@ export class LocalAtomic implements Atomic {
         }
         for (let index = 0; index < lines.length; index++) {
           const line = lines[index]!;
-          const item = items[index] ?? emptyLive();
+          const item = items[index] ?? withValue(null, "0", undefined);
           const value = windowValue(item, now);
           const exp = (windowLive(item, now) ? item.exp : undefined) ?? (line.windowMs ? now + line.windowMs : undefined);
           item.v = String(value + (line.commit ? line.amount : 0));
           if (exp) item.exp = exp;
           else delete item.exp;
-          if (!line.commit) addHold(item, id, [line.amount, now + leaseMs, process.pid]);
-          this.#write(writes, line.key, item);
+          if (line.commit) {
+            // A counted value (requests per minute) is written; a hold is kept in memory only.
+            this.#write(writes, line.key, item);
+          } else {
+            addHold(item, id, [line.amount, now + leaseMs]);
+            this.#values.set(line.key, item);
+          }
         }
         return null;
       },
@@ -252,11 +266,10 @@ export class LocalAtomic implements Atomic {
   settle(id: string, lines: SettleLine[]) {
     return this.#atomically(
       lines.map((line) => line.key),
-      (items, writes) => {
+      (writes) => {
         const now = Date.now();
-        for (let index = 0; index < lines.length; index++) {
-          const line = lines[index]!;
-          const item = items[index] ?? emptyLive();
+        for (const line of lines) {
+          const item = this.#raw(line.key) ?? withValue(null, "0", undefined);
           release(item, now);
           const value = windowValue(item, now);
           const exp = (windowLive(item, now) ? item.exp : undefined) ?? (line.windowMs && line.delta ? now + line.windowMs : undefined);
@@ -271,61 +284,45 @@ export class LocalAtomic implements Atomic {
   }
 
   renew(id: string, keys: string[], leaseMs: number) {
-    return this.#atomically(keys, (items, writes) => {
+    return this.#atomically(keys, () => {
       const now = Date.now();
-      keys.forEach((key, index) => {
-        const item = items[index];
-        const entry = item?.holds?.get(id);
-        if (!item || !entry) return;
-        const wasForeign = entry[2] !== undefined && entry[2] !== process.pid;
-        item.holds!.set(id, [entry[0], now + leaseMs, process.pid]);
-        if (wasForeign) item.foreign--;
-        this.#write(writes, key, item);
-      });
+      for (const key of keys) {
+        const entry = this.#raw(key)?.holds?.get(id);
+        if (entry) entry[1] = now + leaseMs;
+      }
     });
   }
 
-  async account(key: string): Promise<AccountState> {
-    const now = Date.now();
-    const item = await this.#raw(key);
-    await this.#readDurable([key]);
-    if (item) release(item, now);
-    const exp = windowLive(item, now) ? item!.exp : undefined;
-    return { value: windowValue(item, now), held: item?.held ?? 0, ttlMs: exp ? exp - now : 0 };
+  account(key: string): Promise<AccountState> {
+    return this.#atomically([key], () => {
+      const now = Date.now();
+      const item = this.#raw(key);
+      if (item) release(item, now);
+      const exp = windowLive(item, now) ? item!.exp : undefined;
+      return { value: windowValue(item, now), held: item?.held ?? 0, ttlMs: exp ? exp - now : 0 };
+    });
   }
 
-  #path(key: string) {
-    return `atomic:${key}`;
-  }
-
-  #raw(key: string): Live | null | Promise<Live | null> {
+  #raw(key: string): Live | null {
     const cached = this.#values.get(key);
-    if (cached !== undefined || !this.#kv) return cached ?? null;
-    return this.#fill(key);
-  }
-
-  /** A cache miss (fs): read and parse once; kept unless a change to any key raced the read. */
-  async #fill(key: string): Promise<Live | null> {
-    const generation = this.#generation;
-    const stored = ((await this.#kv!.getItem(this.#path(key))) as Durable | null) ?? null;
-    const cached = this.#values.get(key);
-    if (cached) return cached;
-    const item = stored ? fromDurable(stored) : null;
-    if (item && generation === this.#generation) this.#values.set(key, item);
+    if (cached !== undefined || !this.#records) return cached ?? null;
+    // A cache miss (fs): parsed once from the journal's memory.
+    const stored = this.#records.get(recordKey(key));
+    if (stored === undefined) return null;
+    const item = fromDurable(JSON.parse(stored) as Durable);
+    this.#values.set(key, item);
     return item;
   }
 
   /** Within an operation, into its `writes`: applied now, durable when the operation answers. */
   #write(writes: Promise<unknown>[], key: string, item: Live) {
-    this.#generation++;
     this.#values.set(key, item);
-    if (this.#kv) writes.push(this.#pending(key, this.#kv.setItem(this.#path(key), toDurable(item) as never)));
+    if (this.#records) writes.push(this.#pending(key, this.#records.set(recordKey(key), JSON.stringify(toDurable(item)))));
   }
 
   #remove(writes: Promise<unknown>[], key: string) {
-    this.#generation++;
     this.#values.delete(key);
-    if (this.#kv) writes.push(this.#pending(key, this.#kv.removeItem(this.#path(key))));
+    if (this.#records) writes.push(this.#pending(key, this.#records.remove(recordKey(key))));
   }
 
   /** Remembers the latest write of `key` until it is durable. */
@@ -339,60 +336,21 @@ export class LocalAtomic implements Atomic {
   }
 
   /**
-   * Waits until what was read from these keys is durable: an answer never rests on a write
-   * that a crash could still undo (a claim refused because of a claim not yet on disk).
+   * Runs `compute` as one atomic step (synchronous: nothing interleaves), then answers once
+   * its writes are durable, and once what it read is: an answer never rests on a write that
+   * a crash could still undo (a claim refused because of a claim not yet on disk).
    */
-  async #readDurable(keys: string[]): Promise<void> {
-    if (!this.#unsynced.size) return;
-    for (const key of keys) {
-      const write = this.#unsynced.get(key);
-      if (write) await write;
-    }
-  }
-
-  /**
-   * Runs `compute` on the live records of `keys` as one atomic step, then waits for its writes
-   * to be durable with the keys already free. When every key is in memory and no other
-   * operation holds one, `compute` runs at once (synchronously: nothing interleaves);
-   * otherwise the operation takes every key in a fixed order (two multi-key operations never
-   * deadlock) and reads what is missing first.
-   */
-  async #atomically<T>(keys: string[], compute: (items: (Live | null)[], writes: Promise<unknown>[]) => T): Promise<T> {
+  async #atomically<T>(keys: string[], compute: (writes: Promise<unknown>[]) => T): Promise<T> {
     const writes: Promise<unknown>[] = [];
-    let result: T;
-    if (this.#ready(keys)) {
-      result = compute(
-        keys.map((key) => this.#values.get(key) ?? null),
-        writes,
-      );
-    } else {
-      const run = async () => compute(await Promise.all(keys.map((key) => this.#raw(key))), writes);
-      const sorted = keys.length === 1 ? keys : [...new Set(keys)].sort();
-      result = sorted.length === 1 ? await this.#lockOne(sorted[0]!, run) : await sorted.reduceRight<() => Promise<T>>((inner, key) => () => this.#lockOne(key, inner), run)();
-    }
+    const result = compute(writes);
     if (writes.length) await Promise.all(writes);
-    if (this.#unsynced.size) await this.#readDurable(keys);
-    return result;
-  }
-
-  /** Every key free and its record in memory (memory: always in memory, absent or not). */
-  #ready(keys: string[]): boolean {
-    for (const key of keys) {
-      if (this.#locks.has(key)) return false;
-      if (this.#kv && !this.#values.has(key)) return false;
+    if (this.#unsynced.size) {
+      for (const key of keys) {
+        const write = this.#unsynced.get(key);
+        if (write) await write;
+      }
     }
-    return true;
-  }
-
-  #lockOne<T>(key: string, fn: () => Promise<T>): Promise<T> {
-    const previous = this.#locks.get(key) ?? Promise.resolve();
-    const run = previous.then(fn, fn);
-    const settled = run.catch(() => undefined);
-    this.#locks.set(key, settled);
-    void settled.then(() => {
-      if (this.#locks.get(key) === settled) this.#locks.delete(key);
-    });
-    return run;
+    return result;
   }
 
   #sweep(now: number) {
@@ -401,14 +359,19 @@ export class LocalAtomic implements Atomic {
   }
 }
 
-function emptyLive(): Live {
-  return { v: undefined, held: 0, nextExpiry: Infinity, foreign: 0 };
+/**
+ * The journal key of a record: `atomic:<key>`, as unstorage normalizes keys (the records were
+ * written through it before, so existing data directories keep their keys).
+ */
+function recordKey(key: string): string {
+  const path = `atomic:${key}`;
+  return /[/\\?]|::|:$/.test(path) ? normalizeKey(path) : path;
 }
 
 /** A new record with `v` and `exp`, keeping the holds of the one it replaces. */
 function withValue(item: Live | null, v: string, exp: number | undefined): Live {
-  const next: Live = item ? { v, holds: item.holds, held: item.held, nextExpiry: item.nextExpiry, foreign: item.foreign } : { ...emptyLive(), v };
-  if (!next.holds) delete next.holds;
+  const next: Live = { v, held: item?.held ?? 0, nextExpiry: item?.nextExpiry ?? Infinity };
+  if (item?.holds) next.holds = item.holds;
   if (exp !== undefined) next.exp = exp;
   return next;
 }
@@ -431,10 +394,6 @@ function windowValue(item: Live | null, now: number): number {
   return windowLive(item, now) ? Number(item!.v ?? 0) : 0;
 }
 
-function isForeign(entry: HoldEntry): boolean {
-  return entry[2] !== undefined && entry[2] !== process.pid;
-}
-
 function addHold(item: Live, id: string, entry: HoldEntry): void {
   removeHold(item, id);
   (item.holds ??= new Map()).set(id, entry);
@@ -447,7 +406,6 @@ function removeHold(item: Live, id: string): void {
   if (!entry) return;
   item.holds!.delete(id);
   item.held -= entry[0];
-  if (isForeign(entry)) item.foreign--;
   if (!item.holds!.size) {
     delete item.holds;
     item.held = 0;
@@ -455,70 +413,36 @@ function removeHold(item: Live, id: string): void {
   }
 }
 
-/**
- * Drops the holds that ended as of `now`: expired ones, and those of a process that no longer
- * runs (fs: the server was killed; released at once rather than at the end of their lease,
- * docs/crash-consistency.md). Looks only when the earliest lease has passed or a hold of
- * another process is there.
- */
+/** Drops the holds whose lease ended as of `now`; looks only once the earliest lease has passed. */
 function release(item: Live, now: number): void {
-  if (!item.holds || (item.nextExpiry > now && item.foreign === 0)) return;
+  if (!item.holds || item.nextExpiry > now) return;
   let held = 0;
   let nextExpiry = Infinity;
-  let foreign = 0;
   for (const [id, entry] of item.holds) {
-    if (entry[1] <= now || processGone(entry[2])) {
+    if (entry[1] <= now) {
       item.holds.delete(id);
       continue;
     }
     held += entry[0];
     if (entry[1] < nextExpiry) nextExpiry = entry[1];
-    if (isForeign(entry)) foreign++;
   }
   item.held = held;
   item.nextExpiry = nextExpiry;
-  item.foreign = foreign;
   if (!item.holds.size) delete item.holds;
 }
 
+/**
+ * A stored record. Holds found in one (written by versions that persisted them) belong to a
+ * process that no longer runs, as one process owns the data: they are released.
+ */
 function fromDurable(stored: Durable): Live {
-  const item: Live = { v: stored.v, held: 0, nextExpiry: Infinity, foreign: 0 };
+  const item: Live = { v: stored.v, held: 0, nextExpiry: Infinity };
   if (stored.exp !== undefined) item.exp = stored.exp;
-  for (const id in stored.holds) {
-    const entry = stored.holds[id]!;
-    (item.holds ??= new Map()).set(id, entry);
-    item.held += entry[0];
-    if (entry[1] < item.nextExpiry) item.nextExpiry = entry[1];
-    if (isForeign(entry)) item.foreign++;
-  }
   return item;
 }
 
 function toDurable(item: Live): Durable {
-  const stored: Durable = { v: item.v! };
-  if (item.exp !== undefined) stored.exp = item.exp;
-  if (item.holds?.size) stored.holds = Object.fromEntries(item.holds);
-  return stored;
-}
-
-/**
- * Whether the process that placed a hold is gone (fs: the server was killed).
- */
-const deadPids = new Map<number, boolean>();
-function processGone(pid: number | undefined): boolean {
-  if (pid === undefined || pid === process.pid) return false;
-  let gone = deadPids.get(pid);
-  if (gone === undefined) {
-    try {
-      process.kill(pid, 0);
-      gone = false;
-    } catch (error) {
-      gone = (error as NodeJS.ErrnoException).code === "ESRCH";
-    }
-    // Only a death is remembered: a live process may die later.
-    if (gone) deadPids.set(pid, true);
-  }
-  return gone;
+  return item.exp !== undefined ? { v: item.v!, exp: item.exp } : { v: item.v! };
 }
 
 export function fits(line: HoldLine, value: number, held: number): boolean {

@@ -146,7 +146,9 @@ async function openFsStore(options: StoreOptions, open: OpenStoreOptions): Promi
     await rm(join(base, ".locks"), { recursive: true, force: true });
     kv = createStorage({ driver: journalDriver(journal) });
     for (const mount of FILE_MOUNTS) kv.mount(mount, atomicFsDriver({ base: join(base, mount) }));
-    const atomic = new LocalAtomic(kv);
+    // The ledger reads and writes the journal's records directly (synchronous reads, no
+    // unstorage layer on the hot path); the keys are those unstorage gave them.
+    const atomic = new LocalAtomic({ get: (key) => journal.get(key), set: (key, value) => journal.set(key, value), remove: (key) => journal.remove(key) });
     const bus = new MemoryBus();
     const store = localStore(options, kv, atomic, bus, async () => {
       await stopServing();
