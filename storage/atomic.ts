@@ -123,8 +123,9 @@ interface Live {
 
 /**
  * In-process implementation for the memory and fs drivers; one process owns the data.
- * Expiring counters (`increment`) are rate windows and live in memory only, and so are the
- * holds (see `Live`).
+ * Expiring counters (`increment`) are rate windows and live in memory only, and so do the
+ * holds (see `Live`) and the counts a hold takes at once (`commit`: requests per minute), so
+ * placing a hold writes nothing.
  *
  * Values are kept as live objects in a Map (docs/performance.md) and changed in place; none
  * of them leaves this class (callers get strings and numbers).
@@ -229,7 +230,7 @@ export class LocalAtomic implements Atomic {
   hold(id: string, lines: HoldLine[], leaseMs: number) {
     return this.#atomically(
       lines.map((line) => line.key),
-      (writes): HoldRefusal | null => {
+      (): HoldRefusal | null => {
         const now = Date.now();
         const items = lines.map((line) => this.#raw(line.key));
         for (let index = 0; index < lines.length; index++) {
@@ -250,13 +251,10 @@ export class LocalAtomic implements Atomic {
           item.v = String(value + (line.commit ? line.amount : 0));
           if (exp) item.exp = exp;
           else delete item.exp;
-          if (line.commit) {
-            // A counted value (requests per minute) is written; a hold is kept in memory only.
-            this.#write(writes, line.key, item);
-          } else {
-            addHold(item, id, [line.amount, now + leaseMs]);
-            this.#values.set(line.key, item);
-          }
+          if (!line.commit) addHold(item, id, [line.amount, now + leaseMs]);
+          // Nothing is written: holds, and counts taken at once (a requests-per-minute window,
+          // like `increment`), live in memory only.
+          this.#values.set(line.key, item);
         }
         return null;
       },

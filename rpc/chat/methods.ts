@@ -51,11 +51,11 @@ async function holdAndRun(
     request,
     promptTokens,
     includeUsage: body.stream_options?.include_usage === true,
-    // Settled on the ledger, then counted in the metering with the same amounts (docs/billing.md "Usage").
+    // Settled on the ledger and counted in the metering with the same amounts (docs/billing.md
+    // "Usage"), sent together: one journal flush on fs, one round trip on Redis.
     settle: async (usage) => {
       const cost = ctx.services.models.cost(model, usage);
-      await held.settle(usage, cost);
-      await recordUsage(ctx.services, ctx.principal, { ...meter, model: model.id }, usage, cost);
+      await Promise.all([held.settle(usage, cost), recordUsage(ctx.services, ctx.principal, { ...meter, model: model.id }, usage, cost)]);
     },
   });
 }
