@@ -30,9 +30,17 @@ export function hostRule(config: Pick<Config, "HOST" | "PUBLIC_URL" | "ALLOWED_H
   if (config.PUBLIC_URL) listed.add(hostName(new URL(config.PUBLIC_URL).host));
   if (config.ALLOWED_HOSTS) return (host) => listed.has(hostName(host));
   if (!isLoopback(hostName(config.HOST))) return undefined;
+  // The verdict per Host value is kept: clients send the same few on every request.
+  const verdicts = new Map<string, boolean>();
   return (host) => {
-    const name = hostName(host);
-    return isLoopback(name) || listed.has(name);
+    let verdict = verdicts.get(host);
+    if (verdict === undefined) {
+      const name = hostName(host);
+      verdict = isLoopback(name) || listed.has(name);
+      if (verdicts.size >= 1_000) verdicts.clear();
+      verdicts.set(host, verdict);
+    }
+    return verdict;
   };
 }
 

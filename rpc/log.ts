@@ -7,12 +7,11 @@ export interface Logger {
 }
 
 // Anything shaped like a secret is masked before a line is written, whatever put it there.
-const SECRET_PATTERNS = [/\bsk[-_][\w-]{20,}/g, /\b[a-z][a-z0-9]*_[0-9A-Za-z]{40,}/g, /\beyJ[\w-]+\.[\w-]+\.[\w-]+/g];
+// One pattern, one pass over the line: `sk-…`/`sk_…` keys, prefixed tokens (`gwk_…`), JWTs.
+const SECRET_PATTERN = /\bsk[-_][\w-]{20,}|\b[a-z][a-z0-9]*_[0-9A-Za-z]{40,}|\beyJ[\w-]+\.[\w-]+\.[\w-]+/g;
 
 export function redact(text: string): string {
-  let out = text;
-  for (const pattern of SECRET_PATTERNS) out = out.replace(pattern, "[redacted]");
-  return out;
+  return text.replace(SECRET_PATTERN, "[redacted]");
 }
 
 /** One JSON object per line. */

@@ -39,6 +39,38 @@ export class Metrics {
   readonly toolCalls = new Counter({ name: "gateway_tool_calls_total", help: "Tool calls through the catalog, by source (builtin, mcp, vm) and outcome (ok, tool_error, failed)", labelNames: ["source", "outcome"] as const, registers: [this.registry] });
   readonly storageLatency = new Histogram({ name: "gateway_storage_operation_seconds", help: "Latency of key-value storage operations, by operation", labelNames: ["operation"] as const, buckets: STORAGE_SECONDS, registers: [this.registry] });
 
+  /**
+   * The children of a metric per label values, kept: prom-client hashes the label object on
+   * every `inc`/`observe` otherwise, which the request path pays on every request. Label
+   * values are bounded (above), so the map is too.
+   */
+  readonly #children = new Map<string, unknown>();
+
+  #child<T>(key: string, make: () => T): T {
+    let child = this.#children.get(key) as T | undefined;
+    if (child === undefined) this.#children.set(key, (child = make()));
+    return child;
+  }
+
+  /** The HTTP counters of one surface, operation and status. */
+  http(surface: string, operation: string, status: string) {
+    return this.#child(`http\0${surface}\0${operation}\0${status}`, () => ({
+      requests: this.httpRequests.labels(surface, operation, status),
+      duration: this.httpDuration.labels(surface, operation, status),
+    }));
+  }
+
+  /** The chat metrics of one model and surface. */
+  chat(model: string, surface: string) {
+    return this.#child(`chat\0${model}\0${surface}`, () => ({
+      upstreamLatency: this.upstreamLatency.labels(model),
+      timeToFirstToken: this.timeToFirstToken.labels(model),
+      inputTokens: this.tokens.labels(model, surface, "input"),
+      outputTokens: this.tokens.labels(model, surface, "output"),
+      credits: this.credits.labels(model, surface),
+    }));
+  }
+
   /** Allows these operation names as label values. */
   knowOperations(names: Iterable<string>): void {
     for (const name of names) this.#operations.add(name);
@@ -74,13 +106,13 @@ export class Metrics {
     for (const operation of ["getItem", "getItems", "setItem", "setItems", "removeItem", "hasItem", "getKeys", "getItemRaw", "setItemRaw"]) {
       const original = target[operation];
       if (typeof original !== "function") continue;
-      const histogram = this.storageLatency;
+      const histogram = this.storageLatency.labels(operation);
       target[operation] = async function timed(this: unknown, ...args: unknown[]) {
-        const end = histogram.startTimer({ operation });
+        const started = performance.now();
         try {
           return await original.apply(kv, args);
         } finally {
-          end();
+          histogram.observe((performance.now() - started) / 1000);
         }
       };
     }

@@ -12,14 +12,14 @@ export function observeChat(ctx: CallContext, model: RoutedModel) {
   const started = performance.now();
   const { metrics } = ctx.services;
   const fields = ctx.logFields;
-  const labels = { model: model.id };
+  const counters = metrics.chat(model.id, ctx.surface);
   let firstToken = false;
   if (fields) fields.model = model.id;
   return {
     /** The provider answered (its response headers, or the whole answer when not streamed). */
     answered() {
       const latency = ms(started);
-      metrics.upstreamLatency.observe(labels, latency / 1000);
+      counters.upstreamLatency.observe(latency / 1000);
       if (fields) fields.upstreamLatencyMs = latency;
     },
     /** A streamed chunk carried content: the first one sets the time to first token. */
@@ -27,16 +27,15 @@ export function observeChat(ctx: CallContext, model: RoutedModel) {
       if (firstToken) return;
       firstToken = true;
       const ttft = ms(started);
-      metrics.timeToFirstToken.observe(labels, ttft / 1000);
+      counters.timeToFirstToken.observe(ttft / 1000);
       if (fields) fields.timeToFirstTokenMs = ttft;
     },
     /** The request was metered: tokens and cost at the model's price (micro-credits). */
     metered(usage: Usage, estimated: boolean) {
-      const surface = ctx.surface;
       const cost = ctx.services.models.cost(model, usage);
-      metrics.tokens.inc({ model: model.id, surface, kind: "input" }, usage.prompt_tokens);
-      metrics.tokens.inc({ model: model.id, surface, kind: "output" }, usage.completion_tokens);
-      metrics.credits.inc({ model: model.id, surface }, cost);
+      counters.inputTokens.inc(usage.prompt_tokens);
+      counters.outputTokens.inc(usage.completion_tokens);
+      counters.credits.inc(cost);
       if (fields) Object.assign(fields, { inputTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens, costMicrocredits: cost, ...(estimated ? { usageEstimated: true } : {}) });
     },
   };

@@ -117,9 +117,9 @@ export function instrument(surface: Surface | "rpc", observers: Observers, handl
     const finish = () => {
       const seconds = (performance.now() - started) / 1000;
       if (metrics) {
-        const labels = { surface, operation: metrics.operation(scope.log.operation), status: String(response.status) };
-        metrics.httpRequests.inc(labels);
-        metrics.httpDuration.observe(labels, seconds);
+        const http = metrics.http(surface, metrics.operation(scope.log.operation), String(response.status));
+        http.requests.inc();
+        http.duration.observe(seconds);
         // Relayed upstream 402/429s and limits answered without a thrown error count as `other`.
         if (response.status === 402 || response.status === 429) metrics.refusals.inc({ status: String(response.status), reason: refusal ?? "other" });
       }

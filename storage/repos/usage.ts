@@ -25,6 +25,21 @@ export type UsageCounts = Record<UsageField, number>;
  * `usage:<tenant>:<day>:<id>:<field>` (one command on Redis), so concurrent requests on any
  * number of instances never lose a count. A day's rollups are listed by key prefix.
  */
+/** Ids of recent dimension sets: a busy key's requests share one, hashed once. */
+const rollupIds = new Map<string, string>();
+
+/** The rollup id of a set of dimensions (the day apart): a hash of them. */
+function rollupId(dims: UsageDims): string {
+  const name = JSON.stringify([dims.surface, dims.model, dims.workspaceId ?? "", dims.keyId ?? "", dims.agentId ?? ""]);
+  let id = rollupIds.get(name);
+  if (id === undefined) {
+    id = createHash("sha256").update(name).digest("hex").slice(0, 20);
+    if (rollupIds.size >= 10_000) rollupIds.clear();
+    rollupIds.set(name, id);
+  }
+  return id;
+}
+
 export class UsageRepo {
   readonly #rollups: Collection<UsageDims>;
   readonly #kv: Storage;
@@ -44,7 +59,7 @@ export class UsageRepo {
 
   async record(tenantId: string, dims: UsageDims, counts: Partial<UsageCounts>): Promise<void> {
     if (!Collection.validId(tenantId)) return;
-    const id = createHash("sha256").update(JSON.stringify([dims.surface, dims.model, dims.workspaceId ?? "", dims.keyId ?? "", dims.agentId ?? ""])).digest("hex").slice(0, 20);
+    const id = rollupId(dims);
     // The dimensions first: a counter is never without the record that names it. A rollup
     // written (or seen) once is remembered, so a busy one costs no read per request.
     const rollup = `${tenantId}:${dims.day}:${id}`;
