@@ -63,6 +63,8 @@ export interface Atomic {
   compareAndSet(key: string, expected: string | null, next: string | null, ttlMs?: number): Promise<boolean>;
   /** Adds `delta` (may be negative) to an integer balance; returns the new balance. */
   adjust(key: string, delta: number): Promise<number>;
+  /** Adds each delta to its integer value, all in one step (one round trip on Redis). */
+  addAll(deltas: [key: string, delta: number][]): Promise<void>;
   /** Subtracts `amount` only if the balance stays at or above `floor`. */
   debit(key: string, amount: number, floor?: number): Promise<{ ok: boolean; balance: number }>;
   /** Reads an integer balance (0 when absent). */
@@ -210,6 +212,20 @@ export class LocalAtomic implements Atomic {
       this.#write(writes, key, item ?? withValue(null, String(balance), undefined));
       return balance;
     });
+  }
+
+  addAll(deltas: [key: string, delta: number][]) {
+    return this.#atomically(
+      deltas.map(([key]) => key),
+      (writes) => {
+        for (const [key, delta] of deltas) {
+          const item = this.#raw(key);
+          const value = String(valueOf(item) + delta);
+          if (item) item.v = value;
+          this.#write(writes, key, item ?? withValue(null, value, undefined));
+        }
+      },
+    );
   }
 
   debit(key: string, amount: number, floor = 0) {

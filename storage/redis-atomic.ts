@@ -125,6 +125,7 @@ const SCRIPTS = {
   gwCompareAndSet: { numberOfKeys: 1, lua: COMPARE_AND_SET },
   gwDebit: { numberOfKeys: 1, lua: DEBIT },
   gwHold: { lua: HOLD },
+  gwAddAll: { lua: "for i, key in ipairs(KEYS) do redis.call('INCRBY', key, ARGV[i]) end return 0" },
   gwSettle: { lua: SETTLE },
   gwRenew: { lua: RENEW },
   gwAccount: { numberOfKeys: 3, lua: ACCOUNT },
@@ -186,6 +187,11 @@ export class RedisAtomic implements Atomic {
 
   adjust(key: string, delta: number) {
     return this.#redis.incrby(this.#prefix + key, Math.trunc(delta));
+  }
+
+  async addAll(deltas: [key: string, delta: number][]) {
+    if (!deltas.length) return;
+    await this.#scripts.gwAddAll(deltas.length, ...deltas.map(([key]) => this.#prefix + key), ...deltas.map(([, delta]) => Math.trunc(delta)));
   }
 
   async debit(key: string, amount: number, floor = 0) {

@@ -68,10 +68,8 @@ export class UsageRepo {
       if (this.#known.size >= 10_000) this.#known.clear();
       this.#known.add(rollup);
     }
-    // The counters at once: independent increments, sent together (one write on Redis).
-    await Promise.all(
-      USAGE_FIELDS.filter((field) => counts[field]).map((field) => this.#atomic.adjust(this.#counter(tenantId, dims.day, id, field), counts[field]!)),
-    );
+    // The counters in one step (one script on Redis, one journal flush on fs).
+    await this.#atomic.addAll(USAGE_FIELDS.filter((field) => counts[field]).map((field) => [this.#counter(tenantId, dims.day, id, field), counts[field]!]));
   }
 
   /** Every rollup of the tenant from `from` to `to` (days, inclusive), with its counts. */

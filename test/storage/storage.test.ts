@@ -114,6 +114,23 @@ describe.each(["memory", "fs", "redis"] as const)("storage driver %s", (driver) 
     expect(await store.atomic.balance("bal")).toBe(0);
   });
 
+  it("adds several deltas in one step without losing concurrent ones", async () => {
+    await store.atomic.adjust("count:b", 5);
+    await Promise.all(
+      Array.from({ length: 30 }, () =>
+        store.atomic.addAll([
+          ["count:a", 1],
+          ["count:b", -2],
+          ["count:c", 7],
+        ]),
+      ),
+    );
+    expect(await store.atomic.balance("count:a")).toBe(30);
+    expect(await store.atomic.balance("count:b")).toBe(5 - 60);
+    expect(await store.atomic.balance("count:c")).toBe(210);
+    await store.atomic.addAll([]);
+  });
+
   it("charges and grants credits without losing concurrent updates", async () => {
     const credits = new CreditsRepo(store);
     await credits.grant("ws_1", 1_000);
