@@ -46,8 +46,14 @@ export interface StoreOptions {
   REDIS_PREFIX: string;
 }
 
-function connectRedis(url: string, options: { autoPipelining?: boolean } = {}): Redis {
-  const redis = new Redis(url, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: false, enableAutoPipelining: options.autoPipelining === true });
+/**
+ * One connection. Without ioredis auto-pipelining: a chat request sends two or three commands
+ * (the hold script; the settle script and the usage counts), and auto-pipelining built a
+ * Pipeline object per event-loop turn for them, which cost more than the writes it saved
+ * (docs/performance.md: 252–258 against 283–305 µs of CPU per Platform request at c=16).
+ */
+function connectRedis(url: string): Redis {
+  const redis = new Redis(url, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: false });
   // Without a listener ioredis reports connection errors as unhandled; commands still fail fast.
   redis.on("error", () => undefined);
   return redis;
@@ -179,9 +185,7 @@ async function openFsStore(options: StoreOptions, open: OpenStoreOptions): Promi
 
 async function openRedisStore(options: StoreOptions): Promise<Store> {
   const prefix = options.REDIS_PREFIX;
-  // Commands issued in the same tick leave in one write (docs/performance.md): the command
-  // connection only; the subscriber and blocking readers keep their own plain connections.
-  const client = connectRedis(options.REDIS_URL, { autoPipelining: true });
+  const client = connectRedis(options.REDIS_URL);
   const subscriber = connectRedis(options.REDIS_URL);
   try {
     await client.ping();
