@@ -1,4 +1,5 @@
 import { createServer } from "node:http";
+import { listenReady } from "./fork-ready.js";
 import { Agent } from "undici";
 
 /**
@@ -40,12 +41,4 @@ const server = createServer((req, res) => {
     }
   });
 });
-server.keepAliveTimeout = 60_000;
-server.listen(0, "127.0.0.1", () => {
-  const address = server.address() as { port: number };
-  process.stdout.write(`READY http://127.0.0.1:${address.port}\n`);
-});
-const stop = () => process.exit(0);
-process.once("SIGTERM", stop);
-process.once("SIGINT", stop);
-process.once("disconnect", stop);
+listenReady(server);

@@ -1,4 +1,5 @@
 import { createServer } from "node:http";
+import { listenReady } from "./fork-ready.js";
 
 /**
  * A minimal OpenAI-compatible upstream for the chat benchmark, in its own process: every
@@ -50,12 +51,4 @@ const server = createServer((req, res) => {
     }, LATENCY_MS);
   });
 });
-server.keepAliveTimeout = 60_000;
-server.listen(0, "127.0.0.1", () => {
-  const address = server.address() as { port: number };
-  process.stdout.write(`READY http://127.0.0.1:${address.port}\n`);
-});
-const stop = () => process.exit(0);
-process.once("SIGTERM", stop);
-process.once("SIGINT", stop);
-process.once("disconnect", stop);
+listenReady(server);

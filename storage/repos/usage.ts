@@ -18,13 +18,6 @@ export const USAGE_FIELDS = ["requests", "inputTokens", "outputTokens", "credits
 export type UsageField = (typeof USAGE_FIELDS)[number];
 export type UsageCounts = Record<UsageField, number>;
 
-/**
- * The gateway's own metering (docs/billing.md "Usage"): per tenant, per day, one rollup per
- * combination of dimensions. The dimensions are a JSON record under
- * `usage-rollups:<tenant>:<day>:<id>`; each count is an atomic counter
- * `usage:<tenant>:<day>:<id>:<field>` (one command on Redis), so concurrent requests on any
- * number of instances never lose a count. A day's rollups are listed by key prefix.
- */
 /** Ids of recent dimension sets: a busy key's requests share one, hashed once. */
 const rollupIds = new Map<string, string>();
 
@@ -40,6 +33,14 @@ function rollupId(dims: UsageDims): string {
   return id;
 }
 
+/**
+ * The gateway's own metering (docs/billing.md "Usage"): per tenant, per day, one rollup per
+ * combination of dimensions. The dimensions are a JSON record under
+ * `usage-rollups:<tenant>:<day>:<id>`; each count is an atomic counter
+ * `usage:<tenant>:<day>:<id>:<field>` (a request's counts added in one step: one script on
+ * Redis), so concurrent requests on any number of instances never lose a count. A day's
+ * rollups are listed by key prefix.
+ */
 export class UsageRepo {
   readonly #rollups: Collection<UsageDims>;
   readonly #kv: Storage;
