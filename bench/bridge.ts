@@ -1,6 +1,7 @@
 /**
  * Bridge benchmark: MCP tools/call through the bridge to a connected VM agent, p50/p99 and
- * calls/s at concurrency 1 and 50, then the server's memory with 5,000 idle VM sockets.
+ * calls/s at concurrency 1 and 50 with the server's CPU time per call, then the server's memory
+ * with 5,000 idle VM sockets.
  * Loopback only; the server runs in a child process and is stopped at the end.
  *
  * Two MCP callers are measured over the same endpoint (`/bridge/mcp/`, one session, an `sk_`
@@ -317,13 +318,13 @@ async function main() {
     const latency: Record<string, unknown>[] = [];
     if (mcp) {
       for (const [caller, call] of [["http", mcp.http], ["sdk", mcp.sdk]] as const) {
-        latency.push({ caller, ...(await measure(call, 1, CALLS)) });
-        latency.push({ caller, ...(await measure(call, 50, CALLS * 4)) });
+        latency.push({ caller, ...(await measure(call, 1, CALLS, child.pid)) });
+        latency.push({ caller, ...(await measure(call, 50, CALLS * 4, child.pid)) });
       }
       await mcp.close();
     } else {
       const call = restCaller(origin, key);
-      latency.push({ caller: "rest", ...(await measure(call, 1, CALLS)) }, { caller: "rest", ...(await measure(call, 50, CALLS * 4)) });
+      latency.push({ caller: "rest", ...(await measure(call, 1, CALLS, child.pid)) }, { caller: "rest", ...(await measure(call, 50, CALLS * 4, child.pid)) });
     }
     const transport = mcp ? "MCP tools/call at /bridge/mcp/" : "POST /bridge/tools/execute";
     vm.close();
