@@ -331,22 +331,21 @@ export class LocalAtomic implements Atomic {
   /** Within an operation, into its `writes`: applied now, durable when the operation answers. */
   #write(writes: Promise<unknown>[], key: string, item: Live) {
     this.#values.set(key, item);
-    if (this.#records) writes.push(this.#pending(key, this.#records.set(recordKey(key), JSON.stringify(toDurable(item)))));
+    if (this.#records) this.#pending(writes, key, this.#records.set(recordKey(key), JSON.stringify(toDurable(item))));
   }
 
   #remove(writes: Promise<unknown>[], key: string) {
     this.#values.delete(key);
-    if (this.#records) writes.push(this.#pending(key, this.#records.remove(recordKey(key))));
+    if (this.#records) this.#pending(writes, key, this.#records.remove(recordKey(key)));
   }
 
-  /** Remembers the latest write of `key` until it is durable. */
-  #pending(key: string, write: Promise<unknown>): Promise<unknown> {
-    const settled = write.catch(() => undefined);
-    this.#unsynced.set(key, settled);
-    void settled.then(() => {
-      if (this.#unsynced.get(key) === settled) this.#unsynced.delete(key);
-    });
-    return write;
+  /**
+   * Remembers the latest write of `key` until it is durable. The writes of one operation
+   * usually share one promise (the journal batch they joined): it is awaited once.
+   */
+  #pending(writes: Promise<unknown>[], key: string, write: Promise<unknown>) {
+    this.#unsynced.set(key, write);
+    if (!writes.includes(write)) writes.push(write);
   }
 
   /**
@@ -357,11 +356,21 @@ export class LocalAtomic implements Atomic {
   async #atomically<T>(keys: string[], compute: (writes: Promise<unknown>[]) => T): Promise<T> {
     const writes: Promise<unknown>[] = [];
     const result = compute(writes);
-    if (writes.length) await Promise.all(writes);
+    if (writes.length) {
+      try {
+        await (writes.length === 1 ? writes[0] : Promise.all(writes));
+      } finally {
+        // Durable (or failed, and answered so): a later write of the same key stays tracked.
+        for (const key of keys) {
+          const write = this.#unsynced.get(key);
+          if (write && writes.includes(write)) this.#unsynced.delete(key);
+        }
+      }
+    }
     if (this.#unsynced.size) {
       for (const key of keys) {
         const write = this.#unsynced.get(key);
-        if (write) await write;
+        if (write) await write.catch(() => undefined);
       }
     }
     return result;
