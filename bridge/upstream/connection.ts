@@ -27,6 +27,7 @@ import type { GuardedFetch, GuardedRequestInit } from "../../rpc/policies/guarde
 import { announcementProblem, TOOL_BOUNDS } from "../../rpc/tools/tool-bounds.js";
 import type { SourceLog, SourceNotice } from "../catalog.js";
 import { rpcError } from "../mcp/client-relay.js";
+import { readSseData } from "../../rpc/sse-parse.js";
 
 /** A call's answer (JSON or SSE) ended without its reply. */
 class StreamEnded extends Error {
@@ -475,7 +476,9 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
       return result as ToolResult;
     } catch (error) {
       if (options.signal?.aborted) throw new ServiceError("TIMEOUT", `Call to ${name} was cancelled`);
-      if (ended.signal.aborted) throw new ServiceError("BAD_GATEWAY", `MCP server ${this.record.name} ended the call to ${name} without an answer`);
+      // The answer stream ended without the reply: on the SDK path reported through `ended`
+      // (watchedFetch), on the direct path thrown by #post.
+      if (ended.signal.aborted || error instanceof StreamEnded) throw new ServiceError("BAD_GATEWAY", `MCP server ${this.record.name} ended the call to ${name} without an answer`);
       if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) {
         throw new ServiceError("TIMEOUT", `MCP server ${this.record.name} did not answer ${name} within ${Math.round(options.timeoutMs / 1000)} s`);
       }
@@ -483,7 +486,6 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
         // The server answered with a JSON-RPC error: relay its message, it is about the call.
         throw new ServiceError("BAD_GATEWAY", `MCP server ${this.record.name} refused ${name}: ${error.message}`, { details: { upstreamCode: error.code } });
       }
-      if (options.signal?.aborted) throw new ServiceError("TIMEOUT", `Call to ${name} was cancelled`);
       // Transport failure: the server is gone; stop listing its tools and reconnect.
       this.#markUnhealthy(describeError(error, options.timeoutMs));
       throw new ServiceError("BAD_GATEWAY", `MCP server ${this.record.name} is unreachable: ${this.lastError}`);
@@ -543,9 +545,9 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
               resolve(message);
             } else inFlight.run(call, () => transport.onmessage?.(message as never));
           };
-          response.setEncoding("utf8");
-          response.on("error", reject);
           if (status < 200 || status > 299 || !type.startsWith("text/event-stream")) {
+            response.setEncoding("utf8");
+            response.on("error", reject);
             response.on("data", (chunk: string) => (text += chunk));
             response.on("end", () => {
               if (status < 200 || status > 299) return reject(new Error(`Error POSTing to endpoint (HTTP ${status}): ${text.slice(0, 200)}`));
@@ -559,32 +561,26 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
             });
             return;
           }
-          // SSE: events end at a blank line; `data:` lines of an event are joined by newlines.
-          response.on("data", (chunk: string) => {
-            text += chunk;
-            let end: RegExpExecArray | null;
-            while ((end = /\r?\n\r?\n/.exec(text))) {
-              const event = text.slice(0, end.index);
-              text = text.slice(end.index + end[0].length);
-              const data = event
-                .split(/\r?\n/)
-                .filter((line) => line.startsWith("data:"))
-                .map((line) => line.slice(line.startsWith("data: ") ? 6 : 5))
-                .join("\n");
-              if (!data) continue;
-              try {
-                deliver(JSON.parse(data));
-              } catch {
-                // Not JSON: ignored, as the SDK transport reports and skips it.
+          // SSE, split by the project's one splitter, read to its end (the connection goes back
+          // to the pool); a stream that ends or breaks before the reply ends the call.
+          void (async () => {
+            try {
+              for await (const data of readSseData(response)) {
+                let message: unknown;
+                try {
+                  message = JSON.parse(data);
+                } catch {
+                  continue; // Not JSON: ignored, as the SDK transport reports and skips it.
+                }
+                deliver(message);
               }
+            } catch (error) {
+              // An error of the connection (as Node's response emits it) fails the call as a
+              // transport failure; a stream closed early without one is a stream ended (below).
+              if ((error as NodeJS.ErrnoException).code !== "ERR_STREAM_PREMATURE_CLOSE") reject(error);
             }
-          });
-          response.on("end", () => {
             if (!settled) reject(new StreamEnded());
-          });
-          response.on("close", () => {
-            if (!settled) reject(new StreamEnded());
-          });
+          })();
         }, reject);
       });
       if (isObject(reply.error)) {
@@ -595,12 +591,6 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
       const result = reply.result;
       if (result.content !== undefined && !Array.isArray(result.content)) throw new McpError(ErrorCode.InvalidRequest, "Invalid tools/call result: content must be an array");
       return (result.content === undefined ? { ...result, content: [] } : result) as unknown as ToolResult;
-    } catch (error) {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", onAbort);
-      // Reported like the SDK path's watched stream (see watchedFetch): the server is not told.
-      if (error instanceof StreamEnded) call.streamEnded();
-      throw error;
     } finally {
       clearTimeout(timer);
       signal.removeEventListener("abort", onAbort);
