@@ -5,10 +5,7 @@ import { ServiceError } from "../rpc/errors.js";
 import { readJsonBody } from "../rpc/transport/body.js";
 import { instrument, jsonResponse } from "../rpc/transport/instrument.js";
 import { errorBody, presentedFor } from "../rpc/transport/surfaces.js";
-
-function isObject(value: unknown): boolean {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
+import { isObject } from "../rpc/validate.js";
 
 /** Most requests one batch may carry. */
 export const MAX_BATCH = 50;
@@ -43,7 +40,7 @@ export function mountJsonRpc(app: H3, dispatcher: Dispatcher) {
       // JSON-RPC 2.0 §4, §6: anything but an object is an Invalid Request (-32600), alone or
       // inside a batch; the library is only handed objects.
       const invalid = () => errorBody("rpc", new ServiceError("INVALID_REQUEST", "Invalid Request: each request must be a JSON object"), scope.requestId) as JSONRPCResponse;
-      const one = (message: unknown) => (isObject(message) ? dispatcher.jsonrpc.receive(message as JSONRPCRequest, facts) : Promise.resolve(invalid()));
+      const one = (message: unknown) => (isObject(message) ? dispatcher.jsonrpc.receive(message as unknown as JSONRPCRequest, facts) : Promise.resolve(invalid()));
       const answer = Array.isArray(body) ? (await Promise.all(body.map(one))).filter((reply): reply is JSONRPCResponse => reply !== null) : await one(body);
       if (answer === null || (Array.isArray(answer) && answer.length === 0)) {
         return new Response(null, { status: 202, headers: scope.responseHeaders });

@@ -33,3 +33,8 @@ export const RawRequestInput = v.object({
   headers: v.record(v.string(), v.string()),
   body: v.optional(v.instance(Uint8Array)),
 });
+
+/** A JSON object: not null, not an array (a JSON-RPC message, its params). */
+export function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}

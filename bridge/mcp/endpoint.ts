@@ -18,6 +18,7 @@ import { declaresClientFeatures } from "./client-relay.js";
 import { scopeOfPrincipal } from "../../rpc/tools/visible-tools.js";
 import type { Transport } from "../../rpc/transport/mount.js";
 import type { ToolBridge } from "../tool-bridge.js";
+import { isObject } from "../../rpc/validate.js";
 
 /**
  * spec 4.5: `POST /mcp/mcp/` on the bridge, which a deployment may rewrite to `/mcp/`; both
@@ -271,8 +272,6 @@ interface PlainToolCall {
   id: string | number;
   params: { name: string; arguments?: Record<string, unknown> };
 }
-
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value);
 
 /**
  * The common case of `tools/call`, recognised exactly enough to answer it without the SDK's

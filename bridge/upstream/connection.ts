@@ -28,13 +28,12 @@ import { announcementProblem, TOOL_BOUNDS } from "../../rpc/tools/tool-bounds.js
 import type { SourceLog, SourceNotice } from "../catalog.js";
 import { rpcError } from "../mcp/client-relay.js";
 import { readSseData } from "../../rpc/sse-parse.js";
+import { isObject } from "../../rpc/validate.js";
 
 /** A call's answer (JSON or SSE) ended without its reply. */
 class StreamEnded extends Error {
   override name = "StreamEnded";
 }
-
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value);
 
 /** An announcement outside the bounds (docs/security.md "Input bounds"): the server is marked unhealthy with it. */
 class OutOfBounds extends Error {
