@@ -83,9 +83,9 @@ function vmSource(services: Services, record: VmPresence): UpstreamServerHandle 
   const resources = record.resources ?? [];
   const prompts = record.prompts ?? [];
   return {
-    name: `vm+${record.vmId}`,
+    name: vmSourceName(record.vmId),
     tenantId: record.tenantId,
-    namespace: { uri: `vm+${record.vmId}+`, prompt: `vm${NAMESPACE_SEPARATOR}${record.vmId}${NAMESPACE_SEPARATOR}`, meta: { vm: record.vmId } },
+    namespace: { uri: namespacedUri(vmSourceName(record.vmId), ""), prompt: `${VM_NAMESPACE}${NAMESPACE_SEPARATOR}${record.vmId}${NAMESPACE_SEPARATOR}`, meta: { vm: record.vmId } },
     offers: () => ({ resources: resources.length > 0, prompts: prompts.length > 0, subscribe: false, completions: false }),
     listResources: async () => resources.map((resource) => ({ ...resource })),
     listResourceTemplates: async () => [],
@@ -110,7 +110,7 @@ function vmSource(services: Services, record: VmPresence): UpstreamServerHandle 
 }
 
 /** How a source's items are named on the catalog endpoint. */
-const uriPrefix = (source: UpstreamServerHandle) => source.namespace?.uri ?? `${source.name}+`;
+const uriPrefix = (source: UpstreamServerHandle) => source.namespace?.uri ?? namespacedUri(source.name, "");
 const promptPrefix = (source: UpstreamServerHandle) => source.namespace?.prompt ?? `${source.name}${NAMESPACE_SEPARATOR}`;
 const metaOf = (source: UpstreamServerHandle) => source.namespace?.meta ?? { server: source.name };
 
@@ -167,7 +167,7 @@ async function locateUri(services: Services, call: FederationCall, uri: string, 
   if (call.server === undefined && parsed?.server === VM_NAMESPACE) {
     const plus = parsed.uri.indexOf("+");
     const vmId = parsed.uri.slice(0, plus);
-    const source = plus > 0 ? (await vmSources(services, await scopeOfPrincipal(services, call.principal))).find((vm) => vm.name === `vm+${vmId}`) : undefined;
+    const source = plus > 0 ? (await vmSources(services, await scopeOfPrincipal(services, call.principal))).find((vm) => vm.name === vmSourceName(vmId)) : undefined;
     if (!source) throw unknown;
     return { source, own: parsed.uri.slice(plus + 1) };
   }
@@ -193,6 +193,8 @@ async function locatePrompt(services: Services, call: FederationCall, name: stri
 
 /** The server name under which VM agents' resources and prompts are namespaced (reserved for upstream servers). */
 const VM_NAMESPACE = "vm";
+/** A VM's name as a federated source: `vm+<vmId>`, so its URIs read `vm+<vmId>+<uri>`. */
+const vmSourceName = (vmId: string) => namespacedUri(VM_NAMESPACE, vmId);
 
 /** Renames the URIs of embedded resources and resource links in contents and prompt messages. */
 function renameContent(prefix: string, content: McpObject): McpObject {
