@@ -4,6 +4,7 @@ import { dirname, join, relative, resolve } from "node:path";
 import { defineDriver } from "unstorage";
 import fsDriver from "unstorage/drivers/fs";
 import type { Journal } from "./journal.js";
+import { processAlive } from "./owner.js";
 
 /** `<record>.<pid>-<random>.tmp`: the writer's pid tells a later start whether it is still alive. */
 const TEMP = /\.(?:(\d+)-)?[0-9a-f]{12}\.tmp$/;
@@ -40,16 +41,6 @@ export const atomicFsDriver = defineDriver((options: { base: string }) => {
   };
 });
 
-function alive(pid: number): boolean {
-  if (pid === process.pid) return true;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
-
 /**
  * Deletes the temporary files of writers that are gone (killed between write and rename),
  * leaving those of live processes (the admin command writing beside the server). Returns how
@@ -68,7 +59,7 @@ export async function removeOrphanTempFiles(base: string): Promise<number> {
     const match = TEMP.exec(entry);
     if (!match) continue;
     const pid = match[1] ? Number(match[1]) : undefined;
-    if (pid !== undefined && alive(pid)) continue;
+    if (pid !== undefined && processAlive(pid)) continue;
     await rm(join(base, entry), { force: true });
     removed += 1;
   }

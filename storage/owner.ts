@@ -24,7 +24,9 @@ export class DataDirBusyError extends Error {
   }
 }
 
-function alive(pid: number): boolean {
+/** Whether process `pid` runs on this machine (this process included). */
+export function processAlive(pid: number): boolean {
+  if (pid === process.pid) return true;
   try {
     process.kill(pid, 0);
     return true;
@@ -61,7 +63,7 @@ export async function claimDataDir(dataDir: string): Promise<DataDirOwner> {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "ELOCKED") throw error;
     const pid = await ownerPid(dataDir);
-    if (pid === undefined || pid === process.pid || alive(pid)) throw new DataDirBusyError(dataDir, pid);
+    if (pid === undefined || processAlive(pid)) throw new DataDirBusyError(dataDir, pid);
     // The owner was killed: its lock would go stale in STALE_MS; no need to wait.
     await rm(lockfilePath, { recursive: true, force: true });
     try {
