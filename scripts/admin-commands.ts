@@ -7,6 +7,7 @@ import { DEFAULT_PLATFORM_SCOPES } from "../rpc/keys/console-keys.js";
 import { isServiceError } from "../rpc/errors.js";
 import { passwordProblem } from "../rpc/credentials/passwords.js";
 import { loadPlans } from "../rpc/chat/allowance.js";
+import { MICRO_PER_CREDIT } from "../rpc/chat/key-limits.js";
 import { newId, nowIso } from "../storage/ids.js";
 import type { User } from "../storage/repos/users.js";
 import { McpServersRepo } from "../storage/repos/mcp-servers.js";
@@ -28,7 +29,6 @@ export class AdminError extends Error {
   }
 }
 
-const MICRO = 1_000_000;
 
 export const USAGE = `Usage: npm run admin -- <command> [options]
 
@@ -118,7 +118,7 @@ async function existingWorkspace(services: Services, id: string) {
   return workspace;
 }
 
-const credits = (micro: number) => micro / MICRO;
+const credits = (micro: number) => micro / MICRO_PER_CREDIT;
 
 /** `--header "Name: value"` and `--header-env "Name=ENV_VAR"` as a header map. */
 function headerFlags(flags: Flags): Record<string, string> {
@@ -189,7 +189,7 @@ export async function runAdmin(args: string[], services: Services): Promise<unkn
       const workspace = await existingWorkspace(services, required(flags, "workspace"));
       const raw = required(flags, "credits");
       const amount = Number(raw);
-      const micro = Math.round(amount * MICRO);
+      const micro = Math.round(amount * MICRO_PER_CREDIT);
       if (!/^\d+(\.\d+)?$/.test(raw) || !Number.isFinite(amount) || micro <= 0 || !Number.isSafeInteger(micro)) {
         throw new AdminError(`--credits must be a positive number (at most 6 decimals), got ${JSON.stringify(raw)}`, 2);
       }

@@ -10,9 +10,9 @@ import { processAlive } from "./owner.js";
 const TEMP = /\.(?:(\d+)-)?[0-9a-f]{12}\.tmp$/;
 
 /**
- * Blobs (artifact contents) stay files, outside the journal: unstorage's fs driver, except that every write goes to a temporary file that is then
- * renamed over the target: a crash mid-write leaves the old record or the new one, never
- * half of one.
+ * Blobs (artifact contents) stay files, outside the journal: unstorage's fs driver, except
+ * that every write goes to a temporary file that is then renamed over the target: a crash
+ * mid-write leaves the old record or the new one, never half of one.
  */
 export const atomicFsDriver = defineDriver((options: { base: string }) => {
   const base = resolve(options.base);

@@ -2,11 +2,11 @@ import * as v from "valibot";
 import { defineMethod } from "../define.js";
 import { ServiceError } from "../errors.js";
 import { queryInt } from "../validate.js";
+import { MICRO_PER_CREDIT } from "../chat/key-limits.js";
 import { publicUser } from "../accounts/accounts.js";
 import type { Services } from "../services.js";
 import type { Workspace } from "../../storage/repos/tenants.js";
 
-const MICRO = 1_000_000;
 const OPERATORS = { kinds: ["session", "console", "service"], operator: true } as const;
 const WorkspaceId = v.pipe(v.string("workspaceId must be a string"), v.trim(), v.minLength(1, "workspaceId is required"), v.maxLength(128));
 
@@ -84,7 +84,7 @@ export const creditMethods = [
         v.finite("credits must be finite"),
         v.gtValue(0, "credits must be positive"),
         v.maxValue(1e9, "credits is at most 1,000,000,000 per grant"),
-        v.check((value) => Math.abs(value * MICRO - Math.round(value * MICRO)) < 1e-6, "credits has at most 6 decimals"),
+        v.check((value) => Math.abs(value * MICRO_PER_CREDIT - Math.round(value * MICRO_PER_CREDIT)) < 1e-6, "credits has at most 6 decimals"),
       ),
     }),
     auth: OPERATORS,
@@ -96,7 +96,7 @@ export const creditMethods = [
     ],
     async handler(params, ctx) {
       const workspace = await existing(ctx.services, params.workspaceId);
-      const micro = Math.round(params.credits * MICRO);
+      const micro = Math.round(params.credits * MICRO_PER_CREDIT);
       await ctx.services.credits.grant(workspace.id, micro);
       ctx.services.log.info({ requestId: ctx.requestId, event: "credits.granted", workspaceId: workspace.id, microCredits: micro, by: ctx.principal.userId });
       return { ...(await balanceView(ctx.services, workspace)), granted: micro };
