@@ -335,14 +335,12 @@ export class VmHub {
       const options = { timeoutMs: call.timeoutMs, signal: controller.signal };
       reply = { callId: call.callId, result: call.ask ? await conn.ask(call.ask.method, call.ask.params, options) : await conn.callTool(call.tool, call.args ?? {}, options) };
     } catch (error) {
-      if (controller.signal.aborted) {
-        this.#serving.delete(call.callId);
-        return; // the forwarding instance answered its caller already
-      }
+      if (controller.signal.aborted) return; // the forwarding instance answered its caller already
       const serviceError = toServiceError(error);
       reply = { callId: call.callId, error: { code: serviceError.code, message: serviceError.message, details: serviceError.details } };
+    } finally {
+      this.#serving.delete(call.callId);
     }
-    this.#serving.delete(call.callId);
     await this.#opts.store.bus.publish(`vm:reply:${call.replyTo}`, reply).catch(() => undefined);
   }
 
