@@ -2,7 +2,7 @@ import type { Middleware } from "h3";
 import ipaddr from "ipaddr.js";
 import type { Config } from "../rpc/config.js";
 import { ServiceError } from "../rpc/errors.js";
-import { instrument, type Observers } from "../rpc/transport/instrument.js";
+import { refuse, type Observers } from "../rpc/transport/instrument.js";
 import { surfaceOfPath } from "../rpc/transport/surfaces.js";
 
 /** The host part of a `Host` header or URL host: lowercased, without port, IPv6 brackets kept off. */
@@ -52,8 +52,6 @@ export function hostCheckMiddleware(config: Config, observers: Observers): Middl
     const host = event.req.headers.get("host") ?? "";
     if (host && allowed(host)) return next();
     const surface = surfaceOfPath(event.url.pathname) ?? "gateway";
-    return instrument(surface, observers, async () => {
-      throw new ServiceError("FORBIDDEN", `Host ${host || "(none)"} is not served here; set ALLOWED_HOSTS to serve it`);
-    })(event);
+    return refuse(event, surface, observers, new ServiceError("FORBIDDEN", `Host ${host || "(none)"} is not served here; set ALLOWED_HOSTS to serve it`));
   };
 }

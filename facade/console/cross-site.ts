@@ -1,7 +1,7 @@
 import type { Middleware } from "h3";
 import type { Config } from "../../rpc/config.js";
 import { ServiceError } from "../../rpc/errors.js";
-import { instrument, type Observers } from "../../rpc/transport/instrument.js";
+import { refuse, type Observers } from "../../rpc/transport/instrument.js";
 import { allowedOrigins, crossSiteWrite } from "../../rpc/transport/origin.js";
 import { surfaceOfPath } from "../../rpc/transport/surfaces.js";
 
@@ -17,8 +17,6 @@ export function crossSiteMiddleware(config: Pick<Config, "GATEWAY_CORS_ORIGINS" 
     if (surfaceOfPath(event.url.pathname) !== "console") return next();
     const refusal = crossSiteWrite(event.req, [event.url.origin, ...published], listed);
     if (!refusal) return next();
-    return instrument("console", observers, async () => {
-      throw new ServiceError("FORBIDDEN", refusal, { details: { reason: "cross_site" } });
-    })(event);
+    return refuse(event, "console", observers, new ServiceError("FORBIDDEN", refusal, { details: { reason: "cross_site" } }));
   };
 }

@@ -5,7 +5,7 @@ import { FastResponse } from "srvx";
 import type { Surface } from "../define.js";
 import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
-import { toServiceError } from "../errors.js";
+import { toServiceError, type ServiceError } from "../errors.js";
 import { renderError } from "./surfaces.js";
 
 /** What instrument() needs of the services: where log lines and metrics go. */
@@ -49,6 +49,13 @@ export function jsonResponse(body: unknown, status: number, headers: Headers): R
   const out = new Headers(headers);
   out.set("content-type", "application/json; charset=utf-8");
   return new FastResponse(JSON.stringify(body), { status, headers: out });
+}
+
+/** A middleware's refusal: `error` answered in the surface's envelope, logged and counted like any request. */
+export function refuse(event: H3Event, surface: Surface | "rpc", observers: Observers, error: ServiceError): Promise<Response> {
+  return instrument(surface, observers, async () => {
+    throw error;
+  })(event);
 }
 
 /** Renders any thrown value in the surface's envelope (renderError) as a response. */
