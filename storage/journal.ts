@@ -161,11 +161,16 @@ export class Journal {
     while (this.#open.lines.length || this.#flushing) await (this.#flushing ?? this.#open.done);
   }
 
+  /** Waits for every change to be on disk and for a compaction in progress to finish. */
+  async settled(): Promise<void> {
+    await this.sync();
+    await this.#compacting;
+  }
+
   /** Flushes, writes a final snapshot (a quick next open) and releases the files. */
   async close(): Promise<void> {
     if (this.#closed) return;
-    await this.sync();
-    await this.#compacting;
+    await this.settled();
     this.#closed = true;
     if (!this.#failed) await this.#writeSnapshot(this.#generation + 1).catch((error) => this.#onError(error));
     await this.#file?.close();

@@ -113,6 +113,9 @@ describe("journal", () => {
     await journal.compact();
     expect((await journalFiles(dir)).length).toBe(1);
     await journal.set("k:0", "after");
+    // A reopen stands for a restart: the first instance must not be mid-compaction (it would
+    // write the same snapshot file), as a killed process is not.
+    await journal.settled();
     const reopened = await Journal.open(dir);
     expect(reopened.size).toBe(20);
     expect(reopened.get("k:0")).toBe("after");
@@ -135,7 +138,9 @@ describe("journal", () => {
         }
       }),
     );
-    // Reopened without close, as after a kill: the snapshot plus the journals after it.
+    // Reopened without close, as after a kill: the snapshot plus the journals after it (once
+    // the compaction the writes started has finished, as a killed process writes nothing more).
+    await journal.settled();
     const reopened = await Journal.open(dir);
     for (const key of acknowledged) expect(reopened.has(key), key).toBe(true);
     await reopened.close();
