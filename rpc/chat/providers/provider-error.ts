@@ -82,3 +82,16 @@ export function messageOf(body: unknown, status: number): string {
   const found = candidates.find((candidate) => typeof candidate === "string" && candidate !== "");
   return typeof found === "string" ? found : `HTTP ${status}`;
 }
+
+/**
+ * What any error a provider call threw says about another attempt: a `ProviderError`'s own
+ * fields; for any other error (a mid-stream cut, a bug), not retryable.
+ */
+export function retryInfo(error: unknown): { retryable: boolean; retryAfterMs?: number; upstreamStatus?: number } {
+  if (!isProviderError(error)) return { retryable: false };
+  return {
+    retryable: error.retryable,
+    ...(error.retryAfterMs === undefined ? {} : { retryAfterMs: error.retryAfterMs }),
+    ...(error.upstreamStatus === undefined ? {} : { upstreamStatus: error.upstreamStatus }),
+  };
+}

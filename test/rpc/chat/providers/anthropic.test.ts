@@ -150,7 +150,7 @@ describe("anthropic adapter", () => {
   });
 
   it("relays a 4xx verbatim as not retryable, and marks 429 (with Retry-After), 529 and 5xx retryable", async () => {
-    const cases = [
+    const cases: { status: number; type: string; headers: Record<string, string>; retryable: boolean; retryAfterMs: number | undefined }[] = [
       { status: 400, type: "invalid_request_error", headers: {}, retryable: false, retryAfterMs: undefined },
       { status: 401, type: "authentication_error", headers: {}, retryable: false, retryAfterMs: undefined },
       { status: 429, type: "rate_limit_error", headers: { "retry-after": "7" }, retryable: true, retryAfterMs: 7000 },

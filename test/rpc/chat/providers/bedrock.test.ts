@@ -157,7 +157,7 @@ describe("bedrock adapter", () => {
   });
 
   it("relays a 4xx verbatim as not retryable, and marks 429 (with Retry-After) and 503 retryable", async () => {
-    const cases = [
+    const cases: { status: number; body: { message: string }; headers: Record<string, string>; retryable: boolean; retryAfterMs: number | undefined }[] = [
       { status: 400, body: { message: "Malformed input request" }, headers: { "x-amzn-errortype": "ValidationException:http://internal.amazon.com/coral/com.amazon.bedrock/" }, retryable: false, retryAfterMs: undefined },
       { status: 403, body: { message: "You don't have access to the model" }, headers: { "x-amzn-errortype": "AccessDeniedException" }, retryable: false, retryAfterMs: undefined },
       { status: 429, body: { message: "Too many requests" }, headers: { "x-amzn-errortype": "ThrottlingException", "retry-after": "3" }, retryable: true, retryAfterMs: 3000 },
