@@ -215,6 +215,7 @@ async function* streamChunks(body: UpstreamResponse["body"], id: string, signal:
   let prompt = 0;
   let output = 0;
   let finished = false;
+  let usageSent = false;
   /** Content block index → index among the tool calls. */
   const tools = new Map<number, number>();
   const delta = (fields: Parameters<ChunkFrames["delta"]>[0]): ChatChunk => {
@@ -273,8 +274,10 @@ async function* streamChunks(body: UpstreamResponse["body"], id: string, signal:
       }
       case "message_stop":
         if (!finished) throw streamCut(id);
-        yield frames.usage(usageFrom(prompt, output));
-        return;
+        // The body ends right after; reading it to its end returns the connection to the pool.
+        if (!usageSent) yield frames.usage(usageFrom(prompt, output));
+        usageSent = true;
+        break;
       case "error": {
         const type = String((event.error as { type?: unknown } | undefined)?.type ?? "api_error");
         const status = ERROR_STATUS[type] ?? 502;
@@ -287,4 +290,5 @@ async function* streamChunks(body: UpstreamResponse["body"], id: string, signal:
   }
   // The connection ended before message_stop: after the stop reason only the usage is missing.
   if (!finished) throw streamCut(id);
+  if (!usageSent) yield frames.usage(usageFrom(prompt, output));
 }

@@ -83,6 +83,15 @@ describe("anthropic adapter", () => {
     expect(chunks.filter((chunk) => chunk.usage)).toHaveLength(1);
   });
 
+  it("reads a stream to its end, so the connection goes back to the pool", async () => {
+    const before = msw.acceptedConnections();
+    for (let i = 0; i < 3; i++) {
+      const { error } = await drainStream(await provider.complete({ model: "claude", stream: true, messages: [{ role: "user", content: `again ${i}` }] }, signal()));
+      expect(error).toBeUndefined();
+    }
+    expect(msw.acceptedConnections() - before).toBeLessThanOrEqual(1);
+  });
+
   it("translates tools, tool_choice, assistant tool calls and tool results into tool_use / tool_result blocks", async () => {
     await provider.complete({ model: "claude", ...TOOL_CONVERSATION, tool_choice: { type: "function", function: { name: "weather" } }, parallel_tool_calls: false }, signal());
     const body = upstream.calls[0]!.body;
