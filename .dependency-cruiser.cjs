@@ -3,8 +3,43 @@
  * domains → `storage`. Only the composition root (`facade/server.ts`) wires `bridge` in.
  * Run by `npm test` (`npm run lint:imports`).
  */
+
+/**
+ * The domains of rpc/, lowest first: the order of rpc/modules.ts. A domain imports only domains
+ * before it here (docs/architecture.md "Domain modules").
+ */
+const DOMAINS = ["money", "accounts", "tenants", "workspaces", "keys", "events", "webhooks", "chat", "model-registry", "tools", "agents", "billing", "telemetry", "updates"];
+
+/** The core: rpc/*.ts at the top (but the composition: compose.ts, modules.ts) and its folders. */
+const CORE = "^rpc/([^/]+\\.ts|credentials/|policies/|outbound/|transport/)";
+const COMPOSITION = "^rpc/(compose|modules)\\.ts$";
+
+const domainOrder = DOMAINS.slice(0, -1).map((domain, index) => ({
+  name: `domain-order-${domain}`,
+  comment: `rpc/${domain}/ imports only the domains below it: ${DOMAINS.slice(0, index).join(", ") || "none"}.`,
+  severity: "error",
+  from: { path: `^rpc/${domain}/` },
+  to: { path: `^rpc/(${DOMAINS.slice(index + 1).join("|")})/` },
+}));
+
 module.exports = {
   forbidden: [
+    {
+      name: "core-imports-no-domain",
+      comment: "The core (dispatcher, auth, define, module, …) never imports a domain; domains reach each other through init ports.",
+      severity: "error",
+      from: { path: CORE, pathNot: COMPOSITION },
+      to: { path: `^rpc/(${DOMAINS.join("|")})/` },
+    },
+    ...domainOrder,
+    {
+      name: "rpc-imports-no-http",
+      comment: "rpc/ never imports an HTTP server library; the shared HTTP pieces live with the transports.",
+      severity: "error",
+      // Until the shared HTTP pieces move to facade/transport/ (docs/architecture.md): these still do.
+      from: { path: "^rpc/", pathNot: "^rpc/(transport/|accounts/console-session\\.ts$)" },
+      to: { path: "(^|/)node_modules/(h3|srvx|crossws)/" },
+    },
     {
       name: "storage-imports-nothing-above",
       comment: "storage/ holds drivers, atomic primitives, the bus and repositories; it knows nothing of its callers.",
@@ -24,7 +59,8 @@ module.exports = {
       comment: "bridge/ is a transport beside facade/: both import rpc and storage, never each other.",
       severity: "error",
       from: { path: "^bridge/" },
-      to: { path: "^(facade|scripts|bench|mocks)/" },
+      // facade/transport/ is the shared HTTP layer of both transports.
+      to: { path: "^(facade|scripts|bench|mocks)/", pathNot: "^facade/transport/" },
     },
     {
       name: "facade-imports-no-bridge",

@@ -1,6 +1,6 @@
 import { timingSafeEqual } from "node:crypto";
 import { ServiceError, type ErrorCode } from "./errors.js";
-import type { CorePorts } from "./module.js";
+import type { CorePorts } from "./ports.js";
 import { parseKey } from "./credentials/api-keys.js";
 import { looksLikeJwt, type SessionClaims } from "./credentials/sessions.js";
 import { addressedToBridge, verifyServiceToken } from "./credentials/service-tokens.js";

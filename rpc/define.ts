@@ -1,7 +1,7 @@
 import type * as v from "valibot";
 import type { AuthSpec, Principal } from "./auth.js";
 import type { ErrorCode } from "./errors.js";
-import type { ClientRelay } from "./tools/types.js";
+import type { ClientRelay } from "./relay.js";
 
 /** The HTTP surfaces of the service (DESIGN "Surfaces on one origin"). */
 export type Surface = "platform" | "console" | "account" | "gateway" | "bridge";

@@ -5,8 +5,8 @@ import { ServiceError } from "./errors.js";
 import { renderError } from "./transport/surfaces.js";
 import { applyParamPolicies, applyPolicies } from "./policies/apply.js";
 import type { Registry } from "./registry.js";
-import type { CorePorts } from "./module.js";
-import type { ClientRelay } from "./tools/types.js";
+import type { CorePorts } from "./ports.js";
+import type { ClientRelay } from "./relay.js";
 import { parseParams } from "./validate.js";
 
 /** What a transport knows about one call: the facts, never the decisions. */

@@ -19,7 +19,7 @@ export const chatModule = chatDomain.module({
   provides: (deps) => ({ models: deps.models }),
 });
 
-declare module "../module.js" {
+declare module "../ports.js" {
   interface DomainExports {
     /** The model router: ids to providers, prices, output caps (rpc/chat/model-router.ts). */
     models: ModelRouter;

@@ -95,7 +95,7 @@ export class Money {
   }
 }
 
-declare module "../module.js" {
+declare module "../ports.js" {
   interface DomainExports {
     /** Credits, key limits, plan allowances, tenant token budgets and metering (rpc/money). */
     money: Money;

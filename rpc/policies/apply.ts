@@ -1,6 +1,6 @@
 import type { Principal } from "../auth.js";
 import type { AnyMethod } from "../define.js";
-import type { CorePorts } from "../module.js";
+import type { CorePorts } from "../ports.js";
 import { enforceBridgeRate, principalRateKey } from "./rate-limit.js";
 import { callerTenant, enforceTelemetryIngest } from "./telemetry-ingest.js";
 

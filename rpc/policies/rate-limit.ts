@@ -1,7 +1,7 @@
 import { RateLimiterRes, type RateLimiterAbstract } from "rate-limiter-flexible";
 import type { Principal } from "../auth.js";
 import { ServiceError } from "../errors.js";
-import type { CorePorts } from "../module.js";
+import type { CorePorts } from "../ports.js";
 
 // One limiter per running service set (tests start several servers in one process).
 const limiters = new WeakMap<CorePorts, RateLimiterAbstract>();

@@ -1,6 +1,6 @@
 import { RateLimiterRes, type RateLimiterAbstract } from "rate-limiter-flexible";
 import { ServiceError } from "../errors.js";
-import type { CorePorts } from "../module.js";
+import type { CorePorts } from "../ports.js";
 
 const limiters = new WeakMap<CorePorts, RateLimiterAbstract>();
 

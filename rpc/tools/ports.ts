@@ -203,7 +203,7 @@ export interface ToolBridgePorts {
   close(): Promise<void>;
 }
 
-declare module "../module.js" {
+declare module "../ports.js" {
   interface DomainExports {
     /** The tool bridge's ports, wired in by the composition root (rpc/compose.ts) before any module. */
     bridge: ToolBridgePorts;
