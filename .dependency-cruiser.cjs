@@ -38,7 +38,7 @@ module.exports = {
       severity: "error",
       // Until the shared HTTP pieces move to facade/transport/ (docs/architecture.md): these still do.
       from: { path: "^rpc/", pathNot: "^rpc/(transport/|accounts/console-session\\.ts$)" },
-      to: { path: "(^|/)node_modules/(h3|srvx|crossws)/" },
+      to: { path: "(^|node_modules/)(h3|srvx|crossws)($|/)" },
     },
     {
       name: "storage-imports-nothing-above",
@@ -94,6 +94,6 @@ module.exports = {
     doNotFollow: { path: "node_modules" },
     tsPreCompilationDeps: true,
     tsConfig: { fileName: "tsconfig.json" },
-    exclude: { path: "^(node_modules|test|bench|scripts|mocks)/" },
+    exclude: { path: "^(test|bench|scripts|mocks)/" },
   },
 };
