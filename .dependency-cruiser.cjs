@@ -5,10 +5,25 @@
  */
 
 /**
- * The domains of rpc/, lowest first: the order of rpc/modules.ts. A domain imports only domains
- * before it here (docs/architecture.md "Domain modules").
+ * The domains of rpc/, lowest first, read from the ordered list in rpc/modules.ts (so adding a
+ * domain there is the only place its rank is written). A domain imports only domains before it
+ * (docs/architecture.md "Domain modules").
  */
-const DOMAINS = ["money", "accounts", "tenants", "workspaces", "keys", "events", "webhooks", "chat", "model-registry", "tools", "agents", "billing", "telemetry", "updates"];
+const DOMAINS = (() => {
+  const source = require("node:fs").readFileSync(require("node:path").join(__dirname, "rpc/modules.ts"), "utf8");
+  const folderOf = new Map();
+  for (const [, names, folder] of source.matchAll(/import \{([^}]+)\} from "\.\/([\w-]+)\/index\.js";/g)) {
+    for (const name of names.split(",")) folderOf.set(name.trim(), folder);
+  }
+  const list = /return \[([\s\S]*?)\];/.exec(source)[1];
+  const order = [];
+  for (const [name] of list.matchAll(/\b\w+Module\b/g)) {
+    const folder = folderOf.get(name);
+    if (folder && !order.includes(folder)) order.push(folder);
+  }
+  if (order.length === 0) throw new Error("No domain modules found in rpc/modules.ts");
+  return order;
+})();
 
 /** The core: rpc/*.ts at the top (but the composition: compose.ts, modules.ts) and its folders. */
 const CORE = "^rpc/([^/]+\\.ts|credentials/|policies/|outbound/|transport/)";
