@@ -103,7 +103,6 @@ const Document = v.strictObject({
   models: v.record(v.pipe(v.string(), v.regex(/^[\w.:/-]{1,128}$/, "model ids are letters, digits and _ . : / - (max 128)")), Entry),
 });
 
-export type EchoModelConfig = v.InferOutput<typeof EchoEntry>;
 export type OpenAiModelConfig = v.InferOutput<typeof OpenAiEntry>;
 export type AzureModelConfig = v.InferOutput<typeof AzureEntry>;
 export type AnthropicModelConfig = v.InferOutput<typeof AnthropicEntry>;

@@ -64,11 +64,8 @@ export interface ChatRequest {
   stop?: string | string[];
 }
 
-export interface Usage {
-  prompt_tokens: number;
-  completion_tokens: number;
-  total_tokens: number;
-}
+export type { Usage } from "../money/types.js";
+import type { Usage } from "../money/types.js";
 
 /** Why a choice ended; adapters map their provider's reasons onto these. */
 export type FinishReason = "stop" | "length" | "tool_calls" | "content_filter" | (string & {});

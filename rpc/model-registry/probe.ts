@@ -1,4 +1,4 @@
-import { isUpstreamTimeout, upstreamRequest } from "../transport/upstream.js";
+import { isUpstreamTimeout, upstreamRequest } from "../outbound/upstream.js";
 import type { RoutedModel } from "../chat/model-router.js";
 import { probeTarget } from "../chat/providers/index.js";
 
@@ -23,7 +23,7 @@ export async function probeUpstream(model: RoutedModel, env: Record<string, stri
   if ("missing" in target) return done(false, `not configured: ${target.missing} is not set`);
   if ("skip" in target) return done(true);
   try {
-    // The pooled upstream client (rpc/transport/upstream.ts), as the chat calls it.
+    // The pooled upstream client (rpc/outbound/upstream.ts), as the chat calls it.
     const response = await upstreamRequest(target.url, { method: "GET", headers: target.headers, timeoutMs });
     await response.body.dump().catch(() => undefined);
     return response.statusCode >= 200 && response.statusCode < 300 ? done(true) : done(false, `upstream answered ${response.statusCode}`);

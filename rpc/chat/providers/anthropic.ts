@@ -1,5 +1,5 @@
 import { readSseData } from "../../sse-parse.js";
-import type { UpstreamResponse } from "../../transport/upstream.js";
+import type { UpstreamResponse } from "../../outbound/upstream.js";
 import type { AnthropicModelConfig } from "../models-config.js";
 import { countPromptTokens } from "../tokens.js";
 import type { ChatChunk, ChatCompletion, ChatMessage, ChatRequest, FinishReason, Provider, ProviderResult, ToolCall, ToolChoice } from "../types.js";

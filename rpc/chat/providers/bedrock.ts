@@ -3,7 +3,7 @@ import { EventStreamCodec, type Message } from "@smithy/eventstream-codec";
 import { Hash } from "@smithy/hash-node";
 import { SignatureV4 } from "@smithy/signature-v4";
 import { fromUtf8, toUtf8 } from "@smithy/util-utf8";
-import type { UpstreamResponse } from "../../transport/upstream.js";
+import type { UpstreamResponse } from "../../outbound/upstream.js";
 import type { BedrockModelConfig } from "../models-config.js";
 import type { ChatChunk, ChatCompletion, ChatMessage, ChatRequest, FinishReason, Provider, ProviderResult, ToolCall, ToolChoice, Usage } from "../types.js";
 import { ProviderError, isRetryableStatus } from "./provider-error.js";

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { readSseData } from "../../sse-parse.js";
-import type { UpstreamResponse } from "../../transport/upstream.js";
+import type { UpstreamResponse } from "../../outbound/upstream.js";
 import type { GeminiModelConfig } from "../models-config.js";
 import type { ChatChunk, ChatCompletion, ChatMessage, ChatRequest, FinishReason, Provider, ProviderResult, ToolCall, ToolChoice, Usage } from "../types.js";
 import { ProviderError, isRetryableStatus, messageOf } from "./provider-error.js";

@@ -1,6 +1,6 @@
 import { ServiceError } from "../../errors.js";
 import { readSseData } from "../../sse-parse.js";
-import type { UpstreamResponse } from "../../transport/upstream.js";
+import type { UpstreamResponse } from "../../outbound/upstream.js";
 import type { ChatChunk, ChatCompletion, ChatRequest, Provider, ProviderResult } from "../types.js";
 import type { AzureModelConfig, OpenAiModelConfig } from "../models-config.js";
 import { ProviderError, isRetryableStatus, messageOf } from "./provider-error.js";

@@ -1,5 +1,5 @@
 import { ServiceError } from "../../errors.js";
-import { isUpstreamTimeout, upstreamRequest, type UpstreamResponse } from "../../transport/upstream.js";
+import { isUpstreamTimeout, upstreamRequest, type UpstreamResponse } from "../../outbound/upstream.js";
 import type { ChatChunk, ChatMessage, ContentPart, FinishReason, ToolCallDelta, Usage } from "../types.js";
 import { isRetryableStatus, messageOf, ProviderError, retryAfterOf, retryDelayOf } from "./provider-error.js";
 
@@ -22,7 +22,7 @@ export interface PostOptions {
 }
 
 /**
- * One POST on the pooled client (rpc/transport/upstream.ts): the timeout covers the wait for
+ * One POST on the pooled client (rpc/outbound/upstream.ts): the timeout covers the wait for
  * the first byte and then each gap between chunks; the caller's signal cancels the request.
  * A non-2xx answer is thrown as the provider's error relayed verbatim (spec 7.2).
  */
