@@ -30,6 +30,7 @@ import { RedisEventLog } from "../storage/events/redis-event-log.js";
 import { WebhooksRepo } from "../storage/repos/webhooks.js";
 import { WebhookWorker } from "./webhooks/worker.js";
 import { Metrics } from "./metrics.js";
+import { DeploymentsRepo } from "../storage/repos/deployments.js";
 import { ReleasesRepo } from "../storage/repos/releases.js";
 import { ModelRegistryRepo } from "../storage/repos/model-registry.js";
 import { ModelRegistry } from "./model-registry/registry.js";
@@ -202,6 +203,8 @@ export async function createServices(config: Config, log: Logger, openTools: Ope
     throw error;
   }
   closers.push(() => modelRegistry.stop());
+  // Deployment cooldowns and capacity, shared by every instance (docs/providers.md "Cooldown").
+  closers.push(await models.share(new DeploymentsRepo(store), store.bus, metrics));
   const ledger = new LedgerRepo(store);
   const eventOptions = { maxDeliveries: config.EVENTS_MAX_DELIVERIES, retentionMs: config.EVENTS_RETENTION * 1000 };
   const events: EventLog =

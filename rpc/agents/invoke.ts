@@ -223,7 +223,8 @@ async function drive(
  * allowance holds.
  */
 async function metered(services: Services, hold: Hold, model: RoutedModel, result: ProviderResult, promptEstimate: number): Promise<ProviderResult> {
-  const settle = (usage: ChatChunk["usage"] & object) => hold.settle(usage, services.models.cost(model, usage)).catch((error: unknown) => {
+  // At the price of the deployment that answered (docs/providers.md "Money").
+  const settle = (usage: ChatChunk["usage"] & object) => hold.settle(usage, services.models.cost(model, usage, result)).catch((error: unknown) => {
     services.log.error({ event: "agent.metering", error: String(error) });
   });
   if (result.kind === "completion") {

@@ -39,7 +39,8 @@ export function holdPlatformChat(services: Services, principal: Principal, model
   const { ledger, models } = services;
   const key = principal.key;
   const output = models.outputCap(model, promptTokens, maxTokens);
-  const maxCost = models.cost(model, usageOf(promptTokens, output));
+  // The dearest deployment among the model's and its fallbacks' (docs/providers.md "Money").
+  const maxCost = models.maxCost(model, promptTokens, maxTokens);
   const cost = (_usage: unknown, cost: number) => cost;
   const charges: Charge[] = [
     // A free request still needs a positive balance (spec 7.2: zero or below is 402).

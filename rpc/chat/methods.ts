@@ -1,7 +1,7 @@
 import { defineMethod, type CallContext } from "../define.js";
 import { principalOf } from "../auth.js";
 import { countPromptTokens } from "./tokens.js";
-import { ChatBody, runChat, toChatRequest, type ChatBodyInput } from "./run-chat.js";
+import { ChatBody, ToolChatBody, runChat, toChatRequest, toToolChatRequest, type ChatBodyInput, type ToolChatBodyInput } from "./run-chat.js";
 import { holdPlatformChat, requireCredits } from "./key-limits.js";
 import { holdUserChat, userPlan } from "./user-allowance.js";
 import type { RoutedModel } from "./model-router.js";
@@ -32,8 +32,8 @@ async function holdAndRun(
   hold: (model: RoutedModel, request: ChatRequest, promptTokens: number) => Promise<Hold>,
   beforeRouterError: (() => Promise<void>) | undefined,
   meter: Pick<Meter, "surface" | "credits">,
+  request: ChatRequest = toChatRequest(body),
 ) {
-  const request = toChatRequest(body);
   let model: RoutedModel;
   try {
     model = ctx.services.models.resolve(request.model, plan);
@@ -53,21 +53,26 @@ async function holdAndRun(
     includeUsage: body.stream_options?.include_usage === true,
     // Settled on the ledger and counted in the metering with the same amounts (docs/billing.md
     // "Usage"), sent together: one journal flush on fs, one round trip on Redis.
-    settle: async (usage) => {
-      const cost = ctx.services.models.cost(model, usage);
+    settle: async (usage, _estimated, cost) => {
       await Promise.all([held.settle(usage, cost), recordUsage(ctx.services, ctx.principal, { ...meter, model: model.id }, usage, cost)]);
     },
   });
 }
 
 /** A chat on the user's plan allowance (Account and Gateway surfaces): no workspace credits are held. */
-async function userChat(ctx: CallContext, params: ChatBodyInput, surface: "account" | "gateway") {
+async function userChat(ctx: CallContext, params: ToolChatBodyInput, surface: "account" | "gateway") {
   const userId = principalOf(ctx).userId;
   const planId = await userPlan(ctx, userId);
-  return holdAndRun(ctx, params, planId, (model, request, promptTokens) => holdUserChat(ctx, userId, planId, model, promptTokens, request.max_tokens), undefined, {
-    surface,
-    credits: false,
-  });
+  // Function calling is carried on these surfaces (docs/models-and-chat.md "Tool calls").
+  return holdAndRun(
+    ctx,
+    params,
+    planId,
+    (model, request, promptTokens) => holdUserChat(ctx, userId, planId, model, promptTokens, request.max_tokens),
+    undefined,
+    { surface, credits: false },
+    toToolChatRequest(params),
+  );
 }
 
 export const chatMethods = [
@@ -96,8 +101,8 @@ export const chatMethods = [
 
   defineMethod({
     name: "account.chat.completions",
-    summary: "Chat completion on the account's plan allowance (spec 4.1); needs scope intelligence.",
-    input: ChatBody,
+    summary: "Chat completion on the account's plan allowance (spec 4.1); needs scope intelligence. Carries tools, tool_choice and tool calls.",
+    input: ToolChatBody,
     auth: { kinds: ["account_key"], scopes: ["intelligence"], scopeError: "INSUFFICIENT_CAPABILITY" },
     output: ChatCompletionView,
     errors: ["QUOTA_EXCEEDED", "FORBIDDEN", "INSUFFICIENT_CAPABILITY", "UPSTREAM", "TIMEOUT"],
@@ -108,8 +113,8 @@ export const chatMethods = [
 
   defineMethod({
     name: "gateway.chat.completions",
-    summary: "Chat completion through the model router for a signed-in user or gateway key (spec 4.4), on the user's plan allowance.",
-    input: ChatBody,
+    summary: "Chat completion through the model router for a signed-in user or gateway key (spec 4.4), on the user's plan allowance. Carries tools, tool_choice and tool calls.",
+    input: ToolChatBody,
     auth: { kinds: ["session", "gateway_key"] },
     output: ChatCompletionView,
     errors: ["QUOTA_EXCEEDED", "FORBIDDEN", "UPSTREAM", "TIMEOUT"],

@@ -31,9 +31,23 @@ const Common = {
   plans: v.optional(v.array(v.pipe(v.string(), v.minLength(1)))),
 };
 
-const EchoEntry = v.strictObject({ provider: v.literal("echo"), ...Common });
+/**
+ * How a model behaves when an upstream fails (docs/providers.md "Retries, fallbacks and
+ * cooldowns"); accepted by both forms of an entry.
+ */
+const Reliability = {
+  /** Attempts after the first, on another deployment when there is one. Default: one attempt per deployment. */
+  retries: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(10))),
+  /** Model ids tried in order once every attempt at this model failed. */
+  fallbacks: v.optional(v.array(v.pipe(v.string(), v.minLength(1)))),
+  /** How long a deployment that failed 3 times within a minute is skipped (default 30). */
+  cooldownSeconds: v.optional(v.pipe(v.number(), v.minValue(0), v.maxValue(86_400))),
+};
 
-const OpenAiEntry = v.strictObject({
+/** Where requests go: one upstream's connection, as a single-upstream entry and a deployment have it. */
+const EchoUpstream = { provider: v.literal("echo") };
+
+const OpenAiUpstream = {
   provider: v.literal("openai-compatible"),
   /** Base URL up to and including the version, e.g. `https://api.openai.com/v1`. */
   baseURL: v.pipe(v.string(), v.url("must be an absolute URL")),
@@ -43,10 +57,43 @@ const OpenAiEntry = v.strictObject({
   upstreamModel: v.optional(v.pipe(v.string(), v.minLength(1))),
   /** Overrides MODEL_TIMEOUT_SECONDS for this model (fractions allowed). */
   timeoutSeconds: v.optional(v.pipe(v.number(), v.minValue(0.01), v.maxValue(3600))),
+};
+
+const EchoEntry = v.strictObject({ ...EchoUpstream, ...Common, ...Reliability });
+
+const OpenAiEntry = v.strictObject({ ...OpenAiUpstream, ...Common, ...Reliability });
+
+const SingleEntry = v.variant("provider", [EchoEntry, OpenAiEntry], 'provider must be "echo" or "openai-compatible"');
+
+/** What one deployment of a model may set beyond its upstream (docs/providers.md "Deployments"). */
+const DeploymentFields = {
+  /** Share of the traffic under `weighted` routing (default 1). */
+  weight: v.optional(v.pipe(v.number(), v.minValue(0)), 1),
+  /** This deployment's price; the model's when absent. */
+  price: v.optional(Price),
+  timeoutSeconds: v.optional(v.pipe(v.number(), v.minValue(0.01), v.maxValue(3600))),
+  /** Requests per minute this deployment takes, across instances; skipped while full. */
+  rpm: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1))),
+  /** Tokens per minute this deployment takes, across instances; skipped while full. */
+  tpm: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1))),
+};
+
+const Deployment = v.variant(
+  "provider",
+  [v.strictObject({ ...EchoUpstream, ...DeploymentFields }), v.strictObject({ ...OpenAiUpstream, ...DeploymentFields })],
+  'provider must be "echo" or "openai-compatible"',
+);
+
+const DeploymentsEntry = v.strictObject({
+  deployments: v.pipe(v.array(Deployment, "deployments must be an array"), v.minLength(1, "deployments must not be empty")),
+  /** How a request picks a deployment: by weight (default), fewest in flight, or lowest time to first byte. */
+  routing: v.optional(v.picklist(["weighted", "least-busy", "latency"], "routing must be weighted, least-busy or latency"), "weighted"),
   ...Common,
+  ...Reliability,
 });
 
-const Entry = v.variant("provider", [EchoEntry, OpenAiEntry], 'provider must be "echo" or "openai-compatible"');
+/** An entry lists `deployments`, or is one upstream itself (the one-deployment shorthand). */
+const Entry = v.lazy((input) => (typeof input === "object" && input !== null && "deployments" in input ? DeploymentsEntry : SingleEntry));
 
 const Document = v.strictObject({
   models: v.record(v.pipe(v.string(), v.regex(/^[\w.:/-]{1,128}$/, "model ids are letters, digits and _ . : / - (max 128)")), Entry),
@@ -54,7 +101,21 @@ const Document = v.strictObject({
 
 export type EchoModelConfig = v.InferOutput<typeof EchoEntry>;
 export type OpenAiModelConfig = v.InferOutput<typeof OpenAiEntry>;
-export type ModelConfig = v.InferOutput<typeof Entry>;
+export type SingleModelConfig = v.InferOutput<typeof SingleEntry>;
+export type DeploymentsModelConfig = v.InferOutput<typeof DeploymentsEntry>;
+export type ModelConfig = SingleModelConfig | DeploymentsModelConfig;
+export type DeploymentConfig = v.InferOutput<typeof Deployment>;
+export type ModelPrice = v.InferOutput<typeof Price>;
+
+/**
+ * The deployments of a model: its list, or the entry itself as the only one (the shorthand of
+ * a single upstream; docs/providers.md "Deployments").
+ */
+export function deploymentsOf(config: ModelConfig): DeploymentConfig[] {
+  if ("deployments" in config) return config.deployments;
+  const { ownedBy: _o, contextWindow: _c, public: _p, price: _price, maxOutputTokens: _m, plans: _plans, retries: _r, fallbacks: _f, cooldownSeconds: _cs, ...upstream } = config;
+  return [{ ...upstream, weight: 1 } as DeploymentConfig];
+}
 
 /** What `npm start` serves with nothing configured: the network-free echo model. */
 const DEFAULT_MODELS: Record<string, ModelConfig> = {
@@ -89,5 +150,13 @@ export function loadModels(config: Pick<Config, "MODELS_FILE" | "MODELS_JSON">):
     models = parseDocument(`MODELS_FILE ${config.MODELS_FILE}`, text);
   }
   if (config.MODELS_JSON) models = { ...models, ...parseDocument("MODELS_JSON", config.MODELS_JSON) };
+  const problems: string[] = [];
+  for (const [id, entry] of Object.entries(models)) {
+    for (const fallback of entry.fallbacks ?? []) {
+      if (fallback === id) problems.push(`models.${id}.fallbacks: a model cannot fall back to itself`);
+      else if (!models[fallback]) problems.push(`models.${id}.fallbacks: unknown model '${fallback}'`);
+    }
+  }
+  if (problems.length) throw new ConfigError(problems);
   return models;
 }

@@ -6,6 +6,8 @@ export interface ChatMessage {
   tool_calls?: ToolCall[];
   /** Agent runs only: the call a `tool` message answers. */
   tool_call_id?: string;
+  /** A participant's name (forwarded by the Account and Gateway surfaces). */
+  name?: string;
 }
 
 /** A function call the model asked for (chat wire format). */
@@ -42,6 +44,9 @@ export interface ChatRequest {
    * forward it, so the six fields above stay the only ones a chat request can carry.
    */
   tools?: ToolSpec[];
+  /** Account and Gateway surfaces (docs/models-and-chat.md "Tool calls"). */
+  tool_choice?: "none" | "auto" | "required" | { type: "function"; function: { name: string } };
+  parallel_tool_calls?: boolean;
 }
 
 export interface Usage {

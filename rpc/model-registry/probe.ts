@@ -1,5 +1,6 @@
 import { isUpstreamTimeout, upstreamRequest } from "../transport/upstream.js";
 import type { RoutedModel } from "../chat/model-router.js";
+import type { DeploymentConfig } from "../chat/models-config.js";
 
 export interface ProbeResult {
   ok: boolean;
@@ -14,11 +15,21 @@ export interface ProbeResult {
  * error or another status is down, with the reason.
  */
 export async function probeUpstream(model: RoutedModel, env: Record<string, string | undefined>, timeoutMs: number): Promise<ProbeResult> {
+  const deployments = model.deployments.map((deployment) => deployment.config);
+  if (deployments.length === 1) return probeDeployment(deployments[0]!, env, timeoutMs);
+  // Several deployments: up while one answers; the others' failures are named.
+  const results = await Promise.all(deployments.map((deployment) => probeDeployment(deployment, env, timeoutMs)));
+  const up = results.filter((result) => result.ok);
+  const failed = results.flatMap((result, index) => (result.ok ? [] : [`deployment ${index}: ${result.error}`]));
+  const latencyMs = up.length ? Math.min(...up.map((result) => result.latencyMs)) : Math.max(...results.map((result) => result.latencyMs));
+  return { ok: up.length > 0, latencyMs, checkedAt: new Date().toISOString(), ...(failed.length ? { error: failed.join("; ") } : {}) };
+}
+
+async function probeDeployment(config: DeploymentConfig, env: Record<string, string | undefined>, timeoutMs: number): Promise<ProbeResult> {
   // Durations on the monotonic clock; wall-clock time only for when it happened.
   const started = performance.now();
   const done = (ok: boolean, error?: string): ProbeResult => ({ ok, latencyMs: Math.round(performance.now() - started), checkedAt: new Date().toISOString(), ...(error ? { error } : {}) });
-  const config = model.config;
-  if (config.provider === "echo") return done(true);
+  if (config.provider !== "openai-compatible") return done(true);
   const apiKey = config.apiKeyEnv ? env[config.apiKeyEnv] : undefined;
   if (config.apiKeyEnv && !apiKey) return done(false, `not configured: ${config.apiKeyEnv} is not set`);
   try {
