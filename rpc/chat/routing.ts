@@ -337,9 +337,11 @@ export class RoutingProvider implements Provider {
   async #choose(target: RouteTarget, tried: Set<Deployment>, full: Set<Deployment>, ignoreCooldown: boolean): Promise<Deployment | undefined> {
     const now = Date.now();
     for (;;) {
-      const usable = (deployment: Deployment) => !full.has(deployment) && (ignoreCooldown || deployment.coolUntil <= now);
-      let pool = target.deployments.filter((deployment) => !tried.has(deployment) && usable(deployment));
-      if (pool.length === 0) pool = target.deployments.filter((deployment) => tried.has(deployment) && usable(deployment));
+      // Untried deployments first, then one already tried (after a backoff); one in cooldown
+      // only when there is nothing else at all.
+      let pool = target.deployments.filter((deployment) => !tried.has(deployment) && !full.has(deployment) && deployment.coolUntil <= now);
+      if (pool.length === 0) pool = target.deployments.filter((deployment) => tried.has(deployment) && !full.has(deployment) && deployment.coolUntil <= now);
+      if (pool.length === 0 && ignoreCooldown) pool = target.deployments.filter((deployment) => !tried.has(deployment) && !full.has(deployment));
       if (pool.length === 0) return undefined;
       const deployment = pick(target.routing, pool);
       if (!deployment.limited || (await this.#health.admits(deployment))) return deployment;
