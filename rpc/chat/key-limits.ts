@@ -4,7 +4,6 @@ import type { Principal } from "../auth.js";
 import type { RoutedModel } from "./model-router.js";
 import { placeHold, type Hold } from "./holds.js";
 import type { Charge } from "./charge.js";
-import { usageOf } from "./tokens.js";
 
 /** rpmLimit and tpmLimit count per minute (docs/models-and-chat.md). */
 const WINDOW_MS = 60_000;
