@@ -339,7 +339,11 @@ export class RoutingProvider implements Provider {
     for (;;) {
       // Untried deployments first, then one already tried (after a backoff); one in cooldown
       // only when there is nothing else at all.
-      let pool = target.deployments.filter((deployment) => !tried.has(deployment) && !full.has(deployment) && deployment.coolUntil <= now);
+      const all = target.deployments;
+      // The usual case, nothing tried and nothing cooling down: the list itself, no copy.
+      let pool = tried.size === 0 && full.size === 0 && all.every((deployment) => deployment.coolUntil <= now)
+        ? all
+        : all.filter((deployment) => !tried.has(deployment) && !full.has(deployment) && deployment.coolUntil <= now);
       if (pool.length === 0) pool = target.deployments.filter((deployment) => tried.has(deployment) && !full.has(deployment) && deployment.coolUntil <= now);
       if (pool.length === 0 && ignoreCooldown) pool = target.deployments.filter((deployment) => !tried.has(deployment) && !full.has(deployment));
       if (pool.length === 0) return undefined;
