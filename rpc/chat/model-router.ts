@@ -68,8 +68,9 @@ export class ModelRouter {
     );
     for (const [id, entry] of Object.entries(models)) {
       const observer = () => this.#observer;
+      const timeoutSeconds = ("deployments" in entry ? entry.timeoutSeconds : undefined) ?? config.MODEL_TIMEOUT_SECONDS;
       const deployments = deploymentsOf(entry).map(
-        (deployment, index) => new Deployment(id, index, deployment, observedProvider(id, providerOf(id, deployment, config.MODEL_TIMEOUT_SECONDS, env), observer), deployment.price ?? entry.price),
+        (deployment, index) => new Deployment(id, index, deployment, observedProvider(id, providerOf(id, deployment, timeoutSeconds, env), observer), deployment.price ?? entry.price),
       );
       const model: RoutedModel = {
         id,

@@ -88,6 +88,8 @@ const DeploymentsEntry = v.strictObject({
   deployments: v.pipe(v.array(Deployment, "deployments must be an array"), v.minLength(1, "deployments must not be empty")),
   /** How a request picks a deployment: by weight (default), fewest in flight, or lowest time to first byte. */
   routing: v.optional(v.picklist(["weighted", "least-busy", "latency"], "routing must be weighted, least-busy or latency"), "weighted"),
+  /** Every deployment's timeout unless it sets its own (MODEL_TIMEOUT_SECONDS otherwise). */
+  timeoutSeconds: v.optional(v.pipe(v.number(), v.minValue(0.01), v.maxValue(3600))),
   ...Common,
   ...Reliability,
 });

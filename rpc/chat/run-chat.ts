@@ -32,11 +32,12 @@ const ToolCallShape = v.object({
 const ToolMessage = v.pipe(
   v.object({
     role: Role,
-    content: v.optional(Content, null),
+    content: v.optional(Content),
     tool_calls: v.optional(v.pipe(v.array(ToolCallShape, "messages[].tool_calls must be an array"), v.maxLength(128))),
     tool_call_id: v.optional(v.pipe(v.string("messages[].tool_call_id must be a string"), v.minLength(1))),
     name: v.optional(v.string("messages[].name must be a string")),
   }),
+  v.check((message) => message.content !== undefined || message.tool_calls !== undefined, "messages[].content is required (it may be null on an assistant message with tool_calls)"),
   v.check((message) => message.role !== "tool" || message.tool_call_id !== undefined, "messages[] with role tool need a tool_call_id"),
   v.check((message) => message.tool_calls === undefined || message.role === "assistant", "only assistant messages carry tool_calls"),
 );

@@ -44,6 +44,8 @@ beforeAll(async () => {
     cut: { deployments: [deployment("cut-a", { price: DEAR, weight: 1 }), deployment("cut-b", { weight: 0 })], retries: 1 },
     // A request's own fault is never retried.
     strict: { deployments: [deployment("strict-a", { weight: 1 }), deployment("strict-b", { weight: 0 })], retries: 3 },
+    capped: { deployments: [deployment("capped-a", { weight: 1, rpm: 2 }), deployment("capped-b", { weight: 0 })] },
+    slow: { deployments: [deployment("slow-a", { weight: 1, timeoutSeconds: 0.3 }), deployment("slow-b", { weight: 0 })] },
     // The smart example of docs/providers.md, with echo and an upstream.
     smart: { deployments: [{ provider: "echo", weight: 3, price: CHEAP }, deployment("smart-up", { weight: 1, price: DEAR })], routing: "least-busy", fallbacks: ["secondary"], cooldownSeconds: 30 },
   };
@@ -100,6 +102,27 @@ describe("retries across deployments", () => {
       expect(callsTo("strict-a")).toBe(1);
       expect(callsTo("strict-b")).toBe(0);
     }
+  });
+});
+
+describe("a deployment's own capacity and timeout", () => {
+  it("a deployment at its rpm is skipped for the minute", async () => {
+    const account = await platformAccount(server, 1);
+    const client = openaiClient(server, "/api/v1", account.key);
+    for (let i = 0; i < 3; i++) await client.chat.completions.create({ model: "capped", messages: userMessage("count me") });
+    expect(callsTo("capped-a")).toBe(2);
+    expect(callsTo("capped-b")).toBe(1);
+  });
+
+  it("a deployment that does not answer within its timeoutSeconds is retried on another", async () => {
+    const account = await platformAccount(server, 1);
+    const client = openaiClient(server, "/api/v1", account.key);
+    upstream.script("slow-a", { kind: "hang" });
+    const answer = await client.chat.completions.create({ model: "slow", messages: userMessage("are you there") });
+    expect(answer.choices[0]!.message.content).toBe("are you there");
+    expect(callsTo("slow-a")).toBe(1);
+    expect(callsTo("slow-b")).toBe(1);
+    await upstream.calls.find((call) => call.body.model === "slow-a")!.aborted;
   });
 });
 

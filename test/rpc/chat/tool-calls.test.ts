@@ -145,6 +145,7 @@ describe.each([
     for (const json of [
       { model: "echo", messages: [{ role: "function", content: "x" }] },
       { model: "echo", messages: [{ role: "tool", content: "no id" }] },
+      { model: "echo", messages: [{ role: "user" }] },
       { model: "echo", messages: [{ role: "user", content: "x" }], tools: [{ type: "function", function: { name: "has space" } }] },
       { model: "echo", messages: [{ role: "user", content: "x" }], tools: "get_weather" },
       { model: "echo", messages: [{ role: "user", content: "x" }], tool_choice: "always" },
