@@ -1,9 +1,9 @@
 import * as v from "valibot";
-import type { CallContext } from "../define.js";
 import type { RoutedModel } from "./model-router.js";
 import { countPromptTokens, countTokens, usageOf } from "./tokens.js";
 import { observeChat } from "./observe-chat.js";
 import type { ChatChunk, ChatCompletion, ChatMessage, ChatRequest, ProviderResult, ToolSpec, Usage } from "./types.js";
+import type { ChatContext } from "./deps.js";
 
 /** The roles a message may have (docs/models-and-chat.md); anything else is 400. */
 const ROLES = ["system", "user", "assistant", "tool"] as const;
@@ -153,12 +153,12 @@ export interface RunOptions {
  * carries it, and that chunk is dropped for a client that did not ask. A stream that ends
  * without usage (dropped upstream, client gone) is settled from the text streamed so far.
  */
-export async function runChat(ctx: CallContext, options: RunOptions): Promise<ChatCompletion | AsyncIterable<ChatChunk>> {
+export async function runChat(ctx: ChatContext, options: RunOptions): Promise<ChatCompletion | AsyncIterable<ChatChunk>> {
   const { model, request, includeUsage } = options;
   const observe = observeChat(ctx, model);
   let result: ProviderResult | undefined;
   const settleOnce = once(async (usage, estimated) => {
-    const cost = ctx.services.models.cost(model, usage, result);
+    const cost = ctx.deps.models.cost(model, usage, result);
     observe.metered(usage, estimated, cost);
     await options.settle(usage, estimated, cost);
   }, ctx);
@@ -241,7 +241,7 @@ async function drain(chunks: AsyncIterable<unknown>): Promise<void> {
   }
 }
 
-function once(settle: (usage: Usage, estimated: boolean) => Promise<void>, ctx: CallContext): (usage: Usage, estimated: boolean) => Promise<void> {
+function once(settle: (usage: Usage, estimated: boolean) => Promise<void>, ctx: ChatContext): (usage: Usage, estimated: boolean) => Promise<void> {
   let done = false;
   return async (usage, estimated) => {
     if (done) return;
@@ -250,7 +250,7 @@ function once(settle: (usage: Usage, estimated: boolean) => Promise<void>, ctx: 
       await settle(usage, estimated);
     } catch (error) {
       // The usage happened; a storage failure here must not turn a delivered answer into an error.
-      ctx.services.log.error({ requestId: ctx.requestId, error: `metering failed: ${(error as Error).message}`, usage });
+      ctx.deps.log.error({ requestId: ctx.requestId, error: `metering failed: ${(error as Error).message}`, usage });
     }
   };
 }
