@@ -57,7 +57,7 @@ afterAll(async () => {
   await msw.close();
 });
 
-const balance = (account: PlatformAccount) => server.services.credits.balance(account.workspaceId);
+const balance = (account: PlatformAccount) => server.composition.ports.repos.credits.balance(account.workspaceId);
 
 describe("retries across deployments", () => {
   it("a 429 with Retry-After on one deployment is answered by another, settled at the answering deployment's price", async () => {
@@ -199,17 +199,17 @@ describe("fallbacks", () => {
     const dearest = priced(FALLBACK, prompt, 50);
     expect(dearest).toBeGreaterThan(priced(CHEAP, prompt, 50));
     const short = await platformAccount(server, 0);
-    await server.services.credits.grant(short.workspaceId, dearest - 1);
+    await server.composition.ports.repos.credits.grant(short.workspaceId, dearest - 1);
     const refused = await server.request("/api/v1/chat/completions", { method: "POST", headers: bearer(short.key), json: { model: "primary", messages, max_tokens: 50 } });
     expect(refused.status).toBe(402);
     expect(callsTo("primary-up")).toBe(0);
     const enough = await platformAccount(server, 0);
-    await server.services.credits.grant(enough.workspaceId, dearest);
+    await server.composition.ports.repos.credits.grant(enough.workspaceId, dearest);
     upstream.script("primary-up", { kind: "reply", words: ["ok"] });
     const served = await server.request("/api/v1/chat/completions", { method: "POST", headers: bearer(enough.key), json: { model: "primary", messages, max_tokens: 50 } });
     expect(served.status).toBe(200);
     // Settled at the price of the deployment that answered, the rest of the hold released.
-    expect(await server.services.credits.balance(enough.workspaceId)).toBe(dearest - priced(CHEAP, 10, 1));
+    expect(await server.composition.ports.repos.credits.balance(enough.workspaceId)).toBe(dearest - priced(CHEAP, 10, 1));
   });
 });
 
