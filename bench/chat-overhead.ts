@@ -17,7 +17,8 @@
  * BENCH_MODES (default "json,sse"), BENCH_CONCURRENCY (JSON, default "1,16,64"),
  * BENCH_SSE_CONCURRENCY (default "16"), MOCK_LATENCY_MS (default 2), REDIS_URL (default
  * redis://127.0.0.1:6379), BENCH_SERVER_EXEC_ARGV (extra Node flags for the gateway, e.g.
- * "--cpu-prof --cpu-prof-dir=/tmp/prof"), BENCH_FLOOR=0 (skip the floor row).
+ * "--cpu-prof --cpu-prof-dir=/tmp/prof"), BENCH_FLOOR=0 (skip the floor row), BENCH_DEPLOYMENTS
+ * (default 1; 2 routes the model across two deployments of the mock).
  *
  * First, unless BENCH_FLOOR=0, a `floor` row for JSON: bench/internal/floor-proxy.ts, a bare
  * `node:http` server relaying to the mock through the same undici client with no storage,
@@ -46,6 +47,13 @@ const SSE_CONCURRENCY = list(process.env.BENCH_SSE_CONCURRENCY ?? "16").map(Numb
 const LATENCY_MS = Number(process.env.MOCK_LATENCY_MS ?? 2);
 const REDIS_URL = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
 const MODEL = "bench-model";
+/** BENCH_DEPLOYMENTS=2: the model lists two deployments of the mock, weighted 1:1 (docs/providers.md). */
+const DEPLOYMENTS = Number(process.env.BENCH_DEPLOYMENTS ?? 1);
+
+function benchModel(baseURL: string) {
+  if (DEPLOYMENTS <= 1) return { provider: "openai-compatible", baseURL, ownedBy: "bench" };
+  return { deployments: Array.from({ length: DEPLOYMENTS }, () => ({ provider: "openai-compatible", baseURL, weight: 1 })), ownedBy: "bench" };
+}
 
 const TARGETS = { addedP50AtC1Ms: 0.5, cpuUsAtC16: { memory: 150, fs: 150, redis: 250 } as Record<string, number> };
 type Surface = "platform" | "gateway" | "floor";
@@ -175,7 +183,7 @@ async function main() {
         DATA_ENCRYPTION_SECRET: "bench-data-secret-at-least-32-characters",
         // The Gateway surface draws on the user's plan: one large enough that it never trips.
         PLANS_JSON: JSON.stringify({ free: { tokensPerWindow: 1_000_000_000_000, windowSeconds: 86_400 } }),
-        MODELS_JSON: JSON.stringify({ models: { [MODEL]: { provider: "openai-compatible", baseURL: `${mockOrigin}/v1`, ownedBy: "bench" } } }),
+        MODELS_JSON: JSON.stringify({ models: { [MODEL]: benchModel(`${mockOrigin}/v1`) } }),
       });
       const [origin, platformKey, gatewayKey] = gateway.words as [string, string, string];
       const pid = gateway.child.pid!;

@@ -13,6 +13,7 @@ import { AgentStateRepo } from "../storage/repos/agent-state.js";
 import { ReleasesRepo } from "../storage/repos/releases.js";
 import { WebhooksRepo } from "../storage/repos/webhooks.js";
 import { ModelRegistryRepo } from "../storage/repos/model-registry.js";
+import { DeploymentsRepo } from "../storage/repos/deployments.js";
 import { openTelemetry } from "../storage/repos/telemetry.js";
 import type { TelemetryStore } from "../storage/repos/telemetry-model.js";
 import type { SecretBox } from "../storage/secret-box.js";
@@ -43,6 +44,8 @@ export interface Repos {
   readonly webhooks: WebhooksRepo;
   /** Catalog metadata, statuses and health per model (docs/model-registry.md). */
   readonly modelRegistry: ModelRegistryRepo;
+  /** Failure counts, cooldowns and capacity of model deployments, shared by every instance (docs/providers.md). */
+  readonly deployments: DeploymentsRepo;
   /** Telemetry events and their summaries, per tenant (docs/telemetry.md). */
   readonly telemetry: TelemetryStore;
 }
@@ -64,6 +67,7 @@ export function openRepos(store: Store, secrets: SecretBox, options: { telemetry
     releases: () => new ReleasesRepo(store),
     webhooks: () => new WebhooksRepo(store),
     modelRegistry: () => new ModelRegistryRepo(store),
+    deployments: () => new DeploymentsRepo(store),
     telemetry: () => openTelemetry(store, options.telemetryRetentionDays),
   };
   const built: Partial<Record<keyof Repos, unknown>> = {};

@@ -141,7 +141,7 @@ export const ChatCompletionView = v.object({
   object: v.string(),
   created: v.optional(v.number()),
   model: v.string(),
-  choices: v.array(v.object({ index: v.optional(v.number()), message: v.object({ role: v.string(), content: v.nullable(v.string()) }), finish_reason: v.nullable(v.string()) })),
+  choices: v.array(v.object({ index: v.optional(v.number()), message: v.object({ role: v.string(), content: v.nullable(v.string()), tool_calls: v.optional(v.array(v.object({ id: v.string(), type: v.literal("function"), function: v.object({ name: v.string(), arguments: v.string() }) }))) }), finish_reason: v.nullable(v.string()) })),
   usage: v.optional(Usage),
 });
 

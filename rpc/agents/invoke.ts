@@ -221,7 +221,8 @@ async function drive(
  * allowance holds.
  */
 async function metered(deps: AgentsDeps, hold: Hold, model: RoutedModel, result: ProviderResult, promptEstimate: number): Promise<ProviderResult> {
-  const settle = (usage: ChatChunk["usage"] & object) => hold.settle(usage, deps.models.cost(model, usage)).catch((error: unknown) => {
+  // At the price of the deployment that answered (docs/providers.md "Money").
+  const settle = (usage: ChatChunk["usage"] & object) => hold.settle(usage, deps.models.cost(model, usage, result)).catch((error: unknown) => {
     deps.log.error({ event: "agent.metering", error: String(error) });
   });
   if (result.kind === "completion") {

@@ -10,6 +10,8 @@ export type ChatDeps = Pick<Repos, "users"> &
   Pick<Ports, "config" | "log" | "metrics"> & {
   models: ModelRouter;
   money: Money;
+  /** Stops following other instances' deployment cooldowns (at close). */
+  stopSharing: () => Promise<void>;
   };
 
 export const chatDomain = domain<ChatDeps>("chat");

@@ -9,13 +9,20 @@ import { ModelRouter } from "./model-router.js";
 export const chatModule = chatDomain.module({
   methods: [...modelMethods, ...chatMethods],
   check: (config) => void loadModels(config),
-  init: (ports) => ({
-    ...pick(ports, ["config", "log", "metrics"]),
-    users: ports.repos.users,
-    // The model router (the spec's "model gateway"): ids to providers, prices.
-    models: new ModelRouter(loadModels(ports.config), ports.config, process.env),
-    money: ports.use("money"),
-  }),
+  init: async (ports) => {
+    // The model router (the spec's "model gateway"): ids to deployments, prices.
+    const models = new ModelRouter(loadModels(ports.config), ports.config, process.env);
+    // Deployment cooldowns and capacity, shared by every instance (docs/providers.md "Cooldown").
+    const stopSharing = await models.share(ports.repos.deployments, ports.store.bus, ports.metrics);
+    return {
+      ...pick(ports, ["config", "log", "metrics"]),
+      users: ports.repos.users,
+      models,
+      money: ports.use("money"),
+      stopSharing,
+    };
+  },
+  close: (deps) => deps.stopSharing(),
   provides: (deps) => ({ models: deps.models }),
 });
 

@@ -1,6 +1,6 @@
 import { principalOf } from "../auth.js";
-import { countPromptTokens, usageOf } from "./tokens.js";
-import { ChatBody, runChat, toChatRequest, type ChatBodyInput } from "./run-chat.js";
+import { countPromptTokens } from "./tokens.js";
+import { ChatBody, ToolChatBody, runChat, toChatRequest, toToolChatRequest, type ChatBodyInput, type ToolChatBodyInput } from "./run-chat.js";
 import type { RoutedModel } from "./model-router.js";
 import type { Hold, Meter } from "../money/money.js";
 import type { ChatRequest } from "./types.js";
@@ -29,8 +29,8 @@ async function holdAndRun(
   hold: (model: RoutedModel, request: ChatRequest, promptTokens: number) => Promise<Hold>,
   beforeRouterError: (() => Promise<void>) | undefined,
   meter: Pick<Meter, "surface" | "credits">,
+  request: ChatRequest = toChatRequest(body),
 ) {
-  const request = toChatRequest(body);
   let model: RoutedModel;
   try {
     model = ctx.deps.models.resolve(request.model, plan);
@@ -50,21 +50,27 @@ async function holdAndRun(
     includeUsage: body.stream_options?.include_usage === true,
     // Settled on the ledger and counted in the metering with the same amounts (docs/billing.md
     // "Usage"), sent together: one journal flush on fs, one round trip on Redis.
-    settle: async (usage) => {
-      const cost = ctx.deps.models.cost(model, usage);
+    // The cost is at the price of the deployment that answered (docs/providers.md "Money").
+    settle: async (usage, _estimated, cost) => {
       await Promise.all([held.settle(usage, cost), ctx.deps.money.recordUsage(ctx.principal, { ...meter, model: model.id }, usage, cost)]);
     },
   });
 }
 
 /** A chat on the user's plan allowance (Account and Gateway surfaces): no workspace credits are held. */
-async function userChat(ctx: ChatContext, params: ChatBodyInput, surface: "account" | "gateway") {
+async function userChat(ctx: ChatContext, params: ToolChatBodyInput, surface: "account" | "gateway") {
   const userId = principalOf(ctx).userId;
   const planId = await ctx.deps.money.userPlan(userId);
-  return holdAndRun(ctx, params, planId, (model, request, promptTokens) => ctx.deps.money.admitUser(userId, planId, promptTokens + ctx.deps.models.outputCap(model, promptTokens, request.max_tokens)), undefined, {
-    surface,
-    credits: false,
-  });
+  // Function calling is carried on these surfaces (docs/models-and-chat.md "Tool calls").
+  return holdAndRun(
+    ctx,
+    params,
+    planId,
+    (model, request, promptTokens) => ctx.deps.money.admitUser(userId, planId, promptTokens + ctx.deps.models.outputCap(model, promptTokens, request.max_tokens)),
+    undefined,
+    { surface, credits: false },
+    toToolChatRequest(params),
+  );
 }
 
 export const chatMethods = [
@@ -85,9 +91,10 @@ export const chatMethods = [
         params,
         undefined,
         (model, request, promptTokens) => {
-          // The most the request can cost: the prompt plus max_tokens (or the model's output cap).
+          // The most the request can cost: the prompt plus max_tokens (or the output cap) at the
+          // dearest deployment of the model and its fallbacks (docs/providers.md "Money").
           const output = ctx.deps.models.outputCap(model, promptTokens, request.max_tokens);
-          return ctx.deps.money.admitPlatform(principal, { maxCost: ctx.deps.models.cost(model, usageOf(promptTokens, output)), tokens: promptTokens + output });
+          return ctx.deps.money.admitPlatform(principal, { maxCost: ctx.deps.models.maxCost(model, promptTokens, request.max_tokens), tokens: promptTokens + output });
         },
         () => ctx.deps.money.requireCredits(principal),
         { surface: "platform", credits: true },
@@ -97,8 +104,8 @@ export const chatMethods = [
 
   chatDomain.method({
     name: "account.chat.completions",
-    summary: "Chat completion on the account's plan allowance (spec 4.1); needs scope intelligence.",
-    input: ChatBody,
+    summary: "Chat completion on the account's plan allowance (spec 4.1); needs scope intelligence. Carries tools, tool_choice and tool calls.",
+    input: ToolChatBody,
     auth: { kinds: ["account_key"], scopes: ["intelligence"], scopeError: "INSUFFICIENT_CAPABILITY" },
     output: ChatCompletionView,
     errors: ["QUOTA_EXCEEDED", "FORBIDDEN", "INSUFFICIENT_CAPABILITY", "UPSTREAM", "TIMEOUT"],
@@ -109,8 +116,8 @@ export const chatMethods = [
 
   chatDomain.method({
     name: "gateway.chat.completions",
-    summary: "Chat completion through the model router for a signed-in user or gateway key (spec 4.4), on the user's plan allowance.",
-    input: ChatBody,
+    summary: "Chat completion through the model router for a signed-in user or gateway key (spec 4.4), on the user's plan allowance. Carries tools, tool_choice and tool calls.",
+    input: ToolChatBody,
     auth: { kinds: ["session", "gateway_key"] },
     output: ChatCompletionView,
     errors: ["QUOTA_EXCEEDED", "FORBIDDEN", "UPSTREAM", "TIMEOUT"],

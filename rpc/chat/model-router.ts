@@ -1,9 +1,13 @@
 import { ServiceError } from "../errors.js";
 import type { Config } from "../config.js";
-import type { ModelConfig } from "./models-config.js";
+import { deploymentsOf, providerConfigOf, type DeploymentConfig, type ModelConfig } from "./models-config.js";
 import { createProvider } from "./providers/index.js";
-import type { Provider, Usage } from "./types.js";
+import type { Provider, ProviderResult, Usage } from "./types.js";
 import { observedProvider, type CallObserver } from "./observed-provider.js";
+import { DEFAULT_COOLDOWN_SECONDS, Deployment, DeploymentHealth, RoutingProvider, deploymentOf, type RouteTarget } from "./routing.js";
+import type { Metrics } from "../metrics.js";
+import type { Bus } from "../../storage/bus.js";
+import type { DeploymentsRepo } from "../../storage/repos/deployments.js";
 
 /** What the model registry says about a model the router serves (docs/model-registry.md). */
 export interface RegistryStatus {
@@ -26,10 +30,17 @@ export interface CatalogEntry {
   context_window: number;
 }
 
-export interface RoutedModel {
+export interface RoutedModel extends RouteTarget {
   id: string;
   config: ModelConfig;
+  /** Answers for the model: its one deployment, or routing across its deployments and fallbacks. */
   provider: Provider;
+  candidates: RoutedModel[];
+}
+
+/** The provider of one deployment (docs/providers.md). */
+function providerOf(id: string, model: ModelConfig, deployment: DeploymentConfig, timeoutSeconds: number, env: Record<string, string | undefined>): Provider {
+  return createProvider(id, providerConfigOf(model, deployment), { timeoutSeconds, env });
 }
 
 /**
@@ -44,12 +55,46 @@ export class ModelRouter {
   /** The environment upstream keys are read from (apiKeyEnv). */
   readonly env: Record<string, string | undefined>;
 
+  /** Cooldowns and capacity of the deployments, shared through storage once `share` is called. */
+  readonly health: DeploymentHealth;
+
   constructor(models: Record<string, ModelConfig>, config: Pick<Config, "MODEL_TIMEOUT_SECONDS">, env: Record<string, string | undefined>) {
     this.env = env;
+    this.health = new DeploymentHealth(
+      (model, index) => this.#models.get(model)?.deployments[index],
+      () => [...this.#models.values()].flatMap((model) => model.deployments),
+    );
     for (const [id, entry] of Object.entries(models)) {
-      const provider = createProvider(id, entry, { timeoutSeconds: config.MODEL_TIMEOUT_SECONDS, env });
-      this.#models.set(id, { id, config: entry, provider: observedProvider(id, provider, () => this.#observer) });
+      const observer = () => this.#observer;
+      const timeoutSeconds = ("deployments" in entry ? entry.timeoutSeconds : undefined) ?? config.MODEL_TIMEOUT_SECONDS;
+      const deployments = deploymentsOf(entry).map(
+        (deployment, index) => new Deployment(id, index, deployment, observedProvider(id, providerOf(id, entry, deployment, timeoutSeconds, env), observer), deployment.price ?? entry.price),
+      );
+      const model: RoutedModel = {
+        id,
+        config: entry,
+        provider: deployments[0]!.provider,
+        deployments,
+        contextWindow: entry.contextWindow,
+        routing: "routing" in entry ? entry.routing : "weighted",
+        retries: entry.retries ?? deployments.length - 1,
+        cooldownMs: (entry.cooldownSeconds ?? DEFAULT_COOLDOWN_SECONDS) * 1000,
+        candidates: [],
+        disabled: () => this.#disabled(id),
+      };
+      this.#models.set(id, model);
     }
+    for (const model of this.#models.values()) {
+      model.candidates = [model, ...(model.config.fallbacks ?? []).flatMap((id) => this.#models.get(id) ?? [])];
+      // One deployment, no retry, no fallback, no capacity: the deployment's provider itself.
+      const plain = model.deployments.length === 1 && model.retries === 0 && model.candidates.length === 1 && !model.deployments[0]!.limited;
+      if (!plain) model.provider = new RoutingProvider(model, this.health);
+    }
+  }
+
+  /** Shares deployment cooldowns and capacity with every instance on the same store. */
+  share(repo: DeploymentsRepo, bus: Bus, metrics?: Metrics): Promise<() => Promise<void>> {
+    return this.health.share(repo, bus, metrics);
   }
 
   /** Every provider call's outcome goes to `observer` (the model registry's passive health). */
@@ -89,7 +134,7 @@ export class ModelRouter {
       id,
       object: "model",
       created: this.#created,
-      owned_by: config.ownedBy ?? (config.provider === "echo" ? "gateway" : "upstream"),
+      owned_by: config.ownedBy ?? (deploymentsOf(config).every((deployment) => deployment.provider === "echo") ? "gateway" : "upstream"),
       context_window: config.contextWindow,
     }));
   }
@@ -130,13 +175,42 @@ export class ModelRouter {
    */
   outputCap(model: RoutedModel, promptTokens: number, maxTokens?: number): number {
     if (maxTokens !== undefined) return maxTokens;
-    const { contextWindow, maxOutputTokens } = model.config;
-    return Math.max(1, Math.min(maxOutputTokens ?? DEFAULT_OUTPUT_CAP, contextWindow - promptTokens));
+    let cap = 1;
+    // Any fallback may answer: the largest cap among them (docs/providers.md "Money").
+    for (const candidate of model.candidates) cap = Math.max(cap, ownOutputCap(candidate.config, promptTokens));
+    return cap;
   }
 
-  /** Micro-credits for `usage` at the model's price per 1,000 tokens, rounded up. */
-  cost(model: RoutedModel, usage: Usage): number {
-    const { input, output } = model.config.price;
-    return Math.ceil((usage.prompt_tokens * input + usage.completion_tokens * output) / 1000);
+  /**
+   * The most a request can cost: its prompt and output cap at the dearest price among every
+   * deployment of the model and of its fallbacks, each with its own output cap (what one hold
+   * covers, docs/providers.md "Money").
+   */
+  maxCost(model: RoutedModel, promptTokens: number, maxTokens?: number): number {
+    let most = 0;
+    for (const candidate of model.candidates) {
+      const output = maxTokens ?? ownOutputCap(candidate.config, promptTokens);
+      for (const deployment of candidate.deployments) {
+        most = Math.max(most, priced(deployment.price, promptTokens, output));
+      }
+    }
+    return most;
   }
+
+  /**
+   * Micro-credits for `usage` per 1,000 tokens, rounded up: at the price of the deployment that
+   * answered `result` when known, else at the model's.
+   */
+  cost(model: RoutedModel, usage: Usage, result?: ProviderResult): number {
+    const price = deploymentOf(result)?.price ?? model.deployments[0]?.price ?? model.config.price;
+    return priced(price, usage.prompt_tokens, usage.completion_tokens);
+  }
+}
+
+function priced(price: { input: number; output: number }, promptTokens: number, completionTokens: number): number {
+  return Math.ceil((promptTokens * price.input + completionTokens * price.output) / 1000);
+}
+
+function ownOutputCap(config: ModelConfig, promptTokens: number): number {
+  return Math.max(1, Math.min(config.maxOutputTokens ?? DEFAULT_OUTPUT_CAP, config.contextWindow - promptTokens));
 }

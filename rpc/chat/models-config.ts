@@ -31,7 +31,18 @@ const Common = {
   plans: v.optional(v.array(v.pipe(v.string(), v.minLength(1)))),
 };
 
-const EchoEntry = v.strictObject({ provider: v.literal("echo"), ...Common });
+/**
+ * How a model behaves when an upstream fails (docs/providers.md "Retries, fallbacks and
+ * cooldowns"); accepted by both forms of an entry.
+ */
+const Reliability = {
+  /** Attempts after the first, on another deployment when there is one. Default: one attempt per deployment. */
+  retries: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(10))),
+  /** Model ids tried in order once every attempt at this model failed. */
+  fallbacks: v.optional(v.array(v.pipe(v.string(), v.minLength(1)))),
+  /** How long a deployment that failed 3 times within a minute is skipped (default 30). */
+  cooldownSeconds: v.optional(v.pipe(v.number(), v.minValue(0), v.maxValue(86_400))),
+};
 
 const HttpUrl = v.pipe(v.string(), v.url("must be an absolute URL"), v.regex(/^https?:\/\//i, "must be an http(s) URL"));
 
@@ -45,41 +56,43 @@ const Upstream = {
   timeoutSeconds: v.optional(v.pipe(v.number(), v.minValue(0.01), v.maxValue(3600))),
 };
 
-const OpenAiEntry = v.strictObject({
+/**
+ * Where requests go, per provider: one upstream's connection, as a single-upstream entry and a
+ * deployment both have it (docs/providers.md).
+ */
+const EchoUpstream = { provider: v.literal("echo") };
+
+const OpenAiUpstream = {
   provider: v.literal("openai-compatible"),
   /** Base URL up to and including the version, e.g. `https://api.openai.com/v1`. */
   baseURL: HttpUrl,
   ...Upstream,
-  ...Common,
-});
+};
 
-const AzureEntry = v.strictObject({
+const AzureUpstream = {
   provider: v.literal("azure-openai"),
   /** The resource's endpoint, e.g. `https://my-resource.openai.azure.com`. */
   baseURL: HttpUrl,
   /** The `api-version` query parameter. */
   apiVersion: v.optional(v.pipe(v.string(), v.regex(/^\d{4}-\d{2}-\d{2}(-preview)?$/, 'must be a date like "2024-10-21" (or "…-preview")')), "2024-10-21"),
   ...Upstream,
-  ...Common,
-});
+};
 
-const AnthropicEntry = v.strictObject({
+const AnthropicUpstream = {
   provider: v.literal("anthropic"),
   /** As the Anthropic SDK takes it: the service POSTs to `<baseURL>/v1/messages`. */
   baseURL: v.optional(HttpUrl, "https://api.anthropic.com"),
   ...Upstream,
-  ...Common,
-});
+};
 
-const GeminiEntry = v.strictObject({
+const GeminiUpstream = {
   provider: v.literal("gemini"),
   /** Up to and including the version: the service POSTs to `<baseURL>/models/<model>:generateContent`. */
   baseURL: v.optional(HttpUrl, "https://generativelanguage.googleapis.com/v1beta"),
   ...Upstream,
-  ...Common,
-});
+};
 
-const BedrockEntry = v.strictObject({
+const BedrockUpstream = {
   provider: v.literal("bedrock"),
   /** The AWS region; AWS_REGION (or AWS_DEFAULT_REGION) when absent. */
   region: v.optional(v.pipe(v.string(), v.regex(/^[a-z]{2}(-[a-z]+)+-\d+$/, 'must be an AWS region like "us-east-1"'))),
@@ -87,17 +100,59 @@ const BedrockEntry = v.strictObject({
   baseURL: v.optional(HttpUrl),
   upstreamModel: Upstream.upstreamModel,
   timeoutSeconds: Upstream.timeoutSeconds,
-  ...Common,
-});
+};
 
 /** The providers a model may name (docs/providers.md). */
 export const PROVIDERS = ["echo", "openai-compatible", "azure-openai", "anthropic", "gemini", "bedrock"] as const;
+const PROVIDER_MESSAGE = `provider must be one of ${PROVIDERS.map((name) => `"${name}"`).join(", ")}`;
 
-const Entry = v.variant(
+const EchoEntry = v.strictObject({ ...EchoUpstream, ...Common, ...Reliability });
+const OpenAiEntry = v.strictObject({ ...OpenAiUpstream, ...Common, ...Reliability });
+const AzureEntry = v.strictObject({ ...AzureUpstream, ...Common, ...Reliability });
+const AnthropicEntry = v.strictObject({ ...AnthropicUpstream, ...Common, ...Reliability });
+const GeminiEntry = v.strictObject({ ...GeminiUpstream, ...Common, ...Reliability });
+const BedrockEntry = v.strictObject({ ...BedrockUpstream, ...Common, ...Reliability });
+
+const SingleEntry = v.variant("provider", [EchoEntry, OpenAiEntry, AzureEntry, AnthropicEntry, GeminiEntry, BedrockEntry], PROVIDER_MESSAGE);
+
+/** What one deployment of a model may set beyond its upstream (docs/providers.md "Deployments"). */
+const DeploymentFields = {
+  /** Share of the traffic under `weighted` routing (default 1). */
+  weight: v.optional(v.pipe(v.number(), v.minValue(0)), 1),
+  /** This deployment's price; the model's when absent. */
+  price: v.optional(Price),
+  timeoutSeconds: v.optional(v.pipe(v.number(), v.minValue(0.01), v.maxValue(3600))),
+  /** Requests per minute this deployment takes, across instances; skipped while full. */
+  rpm: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1))),
+  /** Tokens per minute this deployment takes, across instances; skipped while full. */
+  tpm: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1))),
+};
+
+const Deployment = v.variant(
   "provider",
-  [EchoEntry, OpenAiEntry, AzureEntry, AnthropicEntry, GeminiEntry, BedrockEntry],
-  `provider must be one of ${PROVIDERS.map((name) => `"${name}"`).join(", ")}`,
+  [
+    v.strictObject({ ...EchoUpstream, ...DeploymentFields }),
+    v.strictObject({ ...OpenAiUpstream, ...DeploymentFields }),
+    v.strictObject({ ...AzureUpstream, ...DeploymentFields }),
+    v.strictObject({ ...AnthropicUpstream, ...DeploymentFields }),
+    v.strictObject({ ...GeminiUpstream, ...DeploymentFields }),
+    v.strictObject({ ...BedrockUpstream, ...DeploymentFields }),
+  ],
+  PROVIDER_MESSAGE,
 );
+
+const DeploymentsEntry = v.strictObject({
+  deployments: v.pipe(v.array(Deployment, "deployments must be an array"), v.minLength(1, "deployments must not be empty")),
+  /** How a request picks a deployment: by weight (default), fewest in flight, or lowest time to first byte. */
+  routing: v.optional(v.picklist(["weighted", "least-busy", "latency"], "routing must be weighted, least-busy or latency"), "weighted"),
+  /** Every deployment's timeout unless it sets its own (MODEL_TIMEOUT_SECONDS otherwise). */
+  timeoutSeconds: v.optional(v.pipe(v.number(), v.minValue(0.01), v.maxValue(3600))),
+  ...Common,
+  ...Reliability,
+});
+
+/** An entry lists `deployments`, or is one upstream itself (the one-deployment shorthand). */
+const Entry = v.lazy((input) => (typeof input === "object" && input !== null && "deployments" in input ? DeploymentsEntry : SingleEntry));
 
 const Document = v.strictObject({
   models: v.record(v.pipe(v.string(), v.regex(/^[\w.:/-]{1,128}$/, "model ids are letters, digits and _ . : / - (max 128)")), Entry),
@@ -108,7 +163,29 @@ export type AzureModelConfig = v.InferOutput<typeof AzureEntry>;
 export type AnthropicModelConfig = v.InferOutput<typeof AnthropicEntry>;
 export type GeminiModelConfig = v.InferOutput<typeof GeminiEntry>;
 export type BedrockModelConfig = v.InferOutput<typeof BedrockEntry>;
-export type ModelConfig = v.InferOutput<typeof Entry>;
+export type SingleModelConfig = v.InferOutput<typeof SingleEntry>;
+export type DeploymentsModelConfig = v.InferOutput<typeof DeploymentsEntry>;
+export type ModelConfig = SingleModelConfig | DeploymentsModelConfig;
+export type DeploymentConfig = v.InferOutput<typeof Deployment>;
+export type ModelPrice = v.InferOutput<typeof Price>;
+
+/**
+ * The deployments of a model: its list, or the entry itself as the only one (the shorthand of
+ * a single upstream; docs/providers.md "Deployments").
+ */
+export function deploymentsOf(config: ModelConfig): DeploymentConfig[] {
+  if ("deployments" in config) return config.deployments;
+  const { ownedBy: _o, contextWindow: _c, public: _p, price: _price, maxOutputTokens: _m, plans: _plans, retries: _r, fallbacks: _f, cooldownSeconds: _cs, ...upstream } = config;
+  return [{ ...upstream, weight: 1 } as DeploymentConfig];
+}
+
+/**
+ * One deployment as a provider adapter takes it: the deployment's connection with the model's
+ * limits (context window, output cap) that adapters needing a cap (Anthropic) read.
+ */
+export function providerConfigOf(model: ModelConfig, deployment: DeploymentConfig): SingleModelConfig {
+  return { ...deployment, ownedBy: model.ownedBy, contextWindow: model.contextWindow, public: model.public, price: deployment.price ?? model.price, maxOutputTokens: model.maxOutputTokens, plans: model.plans } as SingleModelConfig;
+}
 
 /** What `npm start` serves with nothing configured: the network-free echo model. */
 const DEFAULT_MODELS: Record<string, ModelConfig> = {
@@ -143,5 +220,13 @@ export function loadModels(config: Pick<Config, "MODELS_FILE" | "MODELS_JSON">):
     models = parseDocument(`MODELS_FILE ${config.MODELS_FILE}`, text);
   }
   if (config.MODELS_JSON) models = { ...models, ...parseDocument("MODELS_JSON", config.MODELS_JSON) };
+  const problems: string[] = [];
+  for (const [id, entry] of Object.entries(models)) {
+    for (const fallback of entry.fallbacks ?? []) {
+      if (fallback === id) problems.push(`models.${id}.fallbacks: a model cannot fall back to itself`);
+      else if (!models[fallback]) problems.push(`models.${id}.fallbacks: unknown model '${fallback}'`);
+    }
+  }
+  if (problems.length) throw new ConfigError(problems);
   return models;
 }

@@ -30,9 +30,8 @@ export function observeChat(ctx: ChatContext, model: RoutedModel) {
       counters.timeToFirstToken.observe(ttft / 1000);
       if (fields) fields.timeToFirstTokenMs = ttft;
     },
-    /** The request was metered: tokens and cost at the model's price (micro-credits). */
-    metered(usage: Usage, estimated: boolean) {
-      const cost = ctx.deps.models.cost(model, usage);
+    /** The request was metered: tokens and cost at the answering deployment's price (micro-credits). */
+    metered(usage: Usage, estimated: boolean, cost: number) {
       counters.inputTokens.inc(usage.prompt_tokens);
       counters.outputTokens.inc(usage.completion_tokens);
       counters.credits.inc(cost);

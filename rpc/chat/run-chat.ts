@@ -2,40 +2,112 @@ import * as v from "valibot";
 import type { RoutedModel } from "./model-router.js";
 import { countPromptTokens, countTokens, usageOf } from "./tokens.js";
 import { observeChat } from "./observe-chat.js";
-import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from "./types.js";
+import type { ChatChunk, ChatCompletion, ChatMessage, ChatRequest, ProviderResult, ToolSpec, Usage } from "./types.js";
 import type { ChatContext } from "./deps.js";
 
-const Message = v.object({
-  role: v.pipe(v.string("messages[].role must be a string"), v.minLength(1, "messages[].role is required")),
-  content: v.nullable(
-    v.union([v.string(), v.array(v.record(v.string(), v.unknown()))], "messages[].content must be a string or an array of content parts"),
+/** The roles a message may have (docs/models-and-chat.md); anything else is 400. */
+const ROLES = ["system", "user", "assistant", "tool"] as const;
+
+const Role = v.pipe(
+  v.string("messages[].role must be a string"),
+  v.minLength(1, "messages[].role is required"),
+  v.check((role) => (ROLES as readonly string[]).includes(role), "messages[].role must be system, user, assistant or tool"),
+);
+const Content = v.nullable(
+  v.union([v.string(), v.array(v.record(v.string(), v.unknown()))], "messages[].content must be a string or an array of content parts"),
+);
+
+/** Platform API (spec 2.2): `{role, content}`; other message fields are dropped. */
+const Message = v.object({ role: Role, content: Content });
+
+const FunctionName = v.pipe(v.string("function names must be strings"), v.regex(/^[A-Za-z0-9_-]{1,64}$/, "function names are 1-64 letters, digits, _ or -"));
+
+const ToolCallShape = v.object({
+  id: v.pipe(v.string("tool_calls[].id must be a string"), v.minLength(1, "tool_calls[].id must not be empty")),
+  type: v.literal("function", 'tool_calls[].type must be "function"'),
+  function: v.object({ name: FunctionName, arguments: v.string("tool_calls[].function.arguments must be a string (JSON)") }, "tool_calls[].function must be {name, arguments}"),
+});
+
+/** Account and Gateway surfaces: tool calls of an assistant turn and the results that answer them. */
+const ToolMessage = v.pipe(
+  v.object({
+    role: Role,
+    content: v.optional(Content),
+    tool_calls: v.optional(v.pipe(v.array(ToolCallShape, "messages[].tool_calls must be an array"), v.maxLength(128))),
+    tool_call_id: v.optional(v.pipe(v.string("messages[].tool_call_id must be a string"), v.minLength(1))),
+    name: v.optional(v.string("messages[].name must be a string")),
+  }),
+  v.check((message) => message.content !== undefined || message.tool_calls !== undefined, "messages[].content is required (it may be null on an assistant message with tool_calls)"),
+  v.check((message) => message.role !== "tool" || message.tool_call_id !== undefined, "messages[] with role tool need a tool_call_id"),
+  v.check((message) => message.tool_calls === undefined || message.role === "assistant", "only assistant messages carry tool_calls"),
+);
+
+const Tool = v.object({
+  type: v.literal("function", 'tools[].type must be "function"'),
+  function: v.object(
+    {
+      name: FunctionName,
+      description: v.optional(v.string("tools[].function.description must be a string")),
+      parameters: v.optional(v.record(v.string(), v.unknown(), "tools[].function.parameters must be a JSON Schema object")),
+      strict: v.optional(v.nullable(v.boolean("tools[].function.strict must be a boolean"))),
+    },
+    "tools[].function must be {name, description, parameters}",
   ),
 });
 
+const ToolChoice = v.union(
+  [v.picklist(["none", "auto", "required"]), v.object({ type: v.literal("function"), function: v.object({ name: FunctionName }) })],
+  'tool_choice must be "none", "auto", "required" or {type: "function", function: {name}}',
+);
+
+const Fields = {
+  model: v.optional(v.pipe(v.string("model must be a string"), v.minLength(1, "model must not be empty"))),
+  stream: v.nullish(v.boolean("stream must be a boolean")),
+  temperature: v.nullish(v.pipe(v.number("temperature must be a number"), v.minValue(0), v.maxValue(2))),
+  top_p: v.nullish(v.pipe(v.number("top_p must be a number"), v.minValue(0), v.maxValue(1))),
+  max_tokens: v.nullish(v.pipe(v.number("max_tokens must be an integer"), v.integer("max_tokens must be an integer"), v.minValue(1))),
+  stream_options: v.nullish(v.object({ include_usage: v.nullish(v.boolean("stream_options.include_usage must be a boolean")) })),
+};
+
+// spec 7.2: one message saying both are required, whichever is missing.
+const bothRequired = <T extends { model?: string; messages?: readonly unknown[] }>() => v.check<T, string>((body) => body.model !== undefined && body.messages !== undefined, "Both model and messages are required");
+
 /**
- * A chat request body (spec 2.2). Only the six fields, plus `stream_options` (which decides
- * whether the client sees the usage chunk), survive parsing; everything else a client sends
- * (tools, n, seed, response_format, …) is dropped without error (spec 4.2).
+ * A Platform chat request body (spec 2.2). Only the six fields, plus `stream_options` (which
+ * decides whether the client sees the usage chunk), survive parsing; everything else a client
+ * sends (tools, n, seed, response_format, …) is dropped without error (spec 4.2).
  */
 export const ChatBody = v.pipe(
   v.object({
-    model: v.optional(v.pipe(v.string("model must be a string"), v.minLength(1, "model must not be empty"))),
+    ...Fields,
     messages: v.optional(v.pipe(v.array(Message, "messages must be an array of {role, content}"), v.minLength(1, "messages must not be empty"))),
-    stream: v.nullish(v.boolean("stream must be a boolean")),
-    temperature: v.nullish(v.pipe(v.number("temperature must be a number"), v.minValue(0), v.maxValue(2))),
-    top_p: v.nullish(v.pipe(v.number("top_p must be a number"), v.minValue(0), v.maxValue(1))),
-    max_tokens: v.nullish(v.pipe(v.number("max_tokens must be an integer"), v.integer("max_tokens must be an integer"), v.minValue(1))),
-    stream_options: v.nullish(v.object({ include_usage: v.nullish(v.boolean("stream_options.include_usage must be a boolean")) })),
   }),
-  // spec 7.2: one message saying both are required, whichever is missing.
-  v.check((body) => body.model !== undefined && body.messages !== undefined, "Both model and messages are required"),
+  bothRequired(),
 );
 
-export type ChatBodyInput = v.InferOutput<typeof ChatBody>;
+/**
+ * An Account or Gateway chat request body: the Platform's fields plus function calling
+ * (`tools`, `tool_choice`, `parallel_tool_calls`, assistant `tool_calls`, `tool` messages),
+ * validated and forwarded to the model (docs/models-and-chat.md "Tool calls").
+ */
+export const ToolChatBody = v.pipe(
+  v.object({
+    ...Fields,
+    messages: v.optional(v.pipe(v.array(ToolMessage, "messages must be an array of {role, content}"), v.minLength(1, "messages must not be empty"))),
+    tools: v.nullish(v.pipe(v.array(Tool, 'tools must be an array of {type: "function", function}'), v.maxLength(128, "at most 128 tools"))),
+    tool_choice: v.nullish(ToolChoice),
+    parallel_tool_calls: v.nullish(v.boolean("parallel_tool_calls must be a boolean")),
+  }),
+  bothRequired(),
+);
+
+export type PlatformChatBody = v.InferOutput<typeof ChatBody>;
+export type ToolChatBodyInput = v.InferOutput<typeof ToolChatBody>;
+export type ChatBodyInput = PlatformChatBody | ToolChatBodyInput;
 
 /** The six forwarded fields, without nulls (spec 2.2: omitted means the model's default). */
 export function toChatRequest(body: ChatBodyInput): ChatRequest {
-  const request: ChatRequest = { model: body.model!, messages: body.messages!.map(({ role, content }) => ({ role, content })) };
+  const request: ChatRequest = { model: body.model!, messages: body.messages!.map(({ role, content }) => ({ role, content: content ?? null })) };
   if (body.stream != null) request.stream = body.stream;
   if (body.temperature != null) request.temperature = body.temperature;
   if (body.top_p != null) request.top_p = body.top_p;
@@ -43,8 +115,27 @@ export function toChatRequest(body: ChatBodyInput): ChatRequest {
   return request;
 }
 
-/** How a surface pays for a request: called exactly once with the final usage. */
-export type Settle = (usage: Usage, estimated: boolean) => Promise<void>;
+/** The six fields plus function calling (Account and Gateway surfaces). */
+export function toToolChatRequest(body: ToolChatBodyInput): ChatRequest {
+  const request = toChatRequest(body);
+  request.messages = body.messages!.map((message) => {
+    const out: ChatMessage = { role: message.role, content: message.content ?? null };
+    if (message.tool_calls) out.tool_calls = message.tool_calls;
+    if (message.tool_call_id !== undefined) out.tool_call_id = message.tool_call_id;
+    if (message.name !== undefined) out.name = message.name;
+    return out;
+  });
+  if (body.tools?.length) request.tools = body.tools as ToolSpec[];
+  if (body.tool_choice != null) request.tool_choice = body.tool_choice;
+  if (body.parallel_tool_calls != null) request.parallel_tool_calls = body.parallel_tool_calls;
+  return request;
+}
+
+/**
+ * How a surface pays for a request: called exactly once with the final usage and its cost at
+ * the price of the deployment that answered (docs/providers.md "Money").
+ */
+export type Settle = (usage: Usage, estimated: boolean, cost: number) => Promise<void>;
 
 export interface RunOptions {
   model: RoutedModel;
@@ -65,12 +156,13 @@ export interface RunOptions {
 export async function runChat(ctx: ChatContext, options: RunOptions): Promise<ChatCompletion | AsyncIterable<ChatChunk>> {
   const { model, request, includeUsage } = options;
   const observe = observeChat(ctx, model);
+  let result: ProviderResult | undefined;
   const settleOnce = once(async (usage, estimated) => {
-    observe.metered(usage, estimated);
-    await options.settle(usage, estimated);
+    const cost = ctx.deps.models.cost(model, usage, result);
+    observe.metered(usage, estimated, cost);
+    await options.settle(usage, estimated, cost);
   }, ctx);
   const promptEstimate = options.promptTokens ?? countPromptTokens(request.messages);
-  let result;
   try {
     result = await model.provider.complete(request, ctx.signal, { traceparent: ctx.traceparent });
     observe.answered();
@@ -80,7 +172,10 @@ export async function runChat(ctx: ChatContext, options: RunOptions): Promise<Ch
   }
   if (result.kind === "completion") {
     const completion = result.completion;
-    const content = completion.choices?.map((choice) => choice.message?.content ?? "").join("") ?? "";
+    const content =
+      completion.choices
+        ?.map((choice) => (choice.message?.content ?? "") + (choice.message?.tool_calls ?? []).map((call) => call.function.name + call.function.arguments).join(""))
+        .join("") ?? "";
     await settleOnce(completion.usage ?? usageOf(promptEstimate, countTokens(content)), !completion.usage);
     return { ...completion, model: model.id };
   }
@@ -90,6 +185,9 @@ export async function runChat(ctx: ChatContext, options: RunOptions): Promise<Ch
     try {
       for await (const chunk of chunks) {
         for (const choice of chunk.choices ?? []) {
+          const calls = choice.delta?.tool_calls;
+          // Streamed tool calls count like content when the usage must be estimated.
+          if (calls) for (const call of calls) streamed += (call.function?.name ?? "") + (call.function?.arguments ?? "");
           if (typeof choice.delta?.content !== "string" || choice.delta.content === "") continue;
           streamed += choice.delta.content;
           observe.token();
@@ -143,7 +241,7 @@ async function drain(chunks: AsyncIterable<unknown>): Promise<void> {
   }
 }
 
-function once(settle: Settle, ctx: ChatContext): Settle {
+function once(settle: (usage: Usage, estimated: boolean) => Promise<void>, ctx: ChatContext): (usage: Usage, estimated: boolean) => Promise<void> {
   let done = false;
   return async (usage, estimated) => {
     if (done) return;

@@ -151,10 +151,10 @@ export const modelRegistryMethods = [
   modelRegistryDomain.method({
     name: "modelRegistry.health",
     summary:
-      "healthy, degraded or down: passive (error rate, p50/p95 latency and time to first token over the last 5 minutes of real traffic) and active (a probe of the upstream's models list, cached MODEL_HEALTH_TTL_SECONDS), with the last error.",
+      "healthy, degraded or down, with each deployment (cooling down or not): passive (error rate, p50/p95 latency and time to first token over the last 5 minutes of real traffic) and active (a probe of the upstream's models list, cached MODEL_HEALTH_TTL_SECONDS), with the last error.",
     input: v.object({ model_id: ModelId }),
     auth: SIGNED_IN,
-    output: v.object({ id: v.string(), status: v.picklist(["healthy", "degraded", "down"]), reasons: v.array(v.string()), passive: v.object({ windowSeconds: v.number(), requests: v.number(), errors: v.number(), errorRate: v.nullable(v.number()), latencyMs: v.object({ p50: v.nullable(v.number()), p95: v.nullable(v.number()) }), ttftMs: v.object({ p50: v.nullable(v.number()), p95: v.nullable(v.number()) }), lastError: v.nullable(v.object({ message: v.string(), at: v.string() })) }), active: v.nullable(v.object({ cached: v.boolean() })), lastError: v.nullable(v.object({ message: v.string(), at: v.string() })), checkedAt: v.string() }),
+    output: v.object({ id: v.string(), status: v.picklist(["healthy", "degraded", "down"]), reasons: v.array(v.string()), passive: v.object({ windowSeconds: v.number(), requests: v.number(), errors: v.number(), errorRate: v.nullable(v.number()), latencyMs: v.object({ p50: v.nullable(v.number()), p95: v.nullable(v.number()) }), ttftMs: v.object({ p50: v.nullable(v.number()), p95: v.nullable(v.number()) }), lastError: v.nullable(v.object({ message: v.string(), at: v.string() })) }), active: v.nullable(v.object({ cached: v.boolean() })), lastError: v.nullable(v.object({ message: v.string(), at: v.string() })), checkedAt: v.string(), deployments: v.array(v.object({ index: v.number(), provider: v.string(), upstreamModel: v.string(), weight: v.number(), inFlight: v.number(), coolingDown: v.boolean(), cooldownUntil: v.nullable(v.string()) })) }),
     errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "GET", path: "/model-registry/models/:model_id/health" }],
     async handler(params, ctx) {

@@ -1,6 +1,6 @@
 import type { Config } from "../config.js";
-import type { ModelRouter } from "../chat/model-router.js";
-import type { ModelConfig } from "../chat/models-config.js";
+import type { ModelRouter, RoutedModel } from "../chat/model-router.js";
+import { deploymentsOf, type ModelConfig } from "../chat/models-config.js";
 import type { Bus } from "../../storage/bus.js";
 import type { ModelEntry, ModelRegistryRepo } from "../../storage/repos/model-registry.js";
 import { nowIso } from "../../storage/ids.js";
@@ -24,6 +24,19 @@ export interface ModelHealth {
   active: (ProbeResult & { cached: boolean }) | null;
   lastError: { message: string; at: string } | null;
   checkedAt: string;
+  /** Each deployment of the model (docs/providers.md "Cooldown"): cooling down is shared by every instance. */
+  deployments: DeploymentHealthView[];
+}
+
+export interface DeploymentHealthView {
+  index: number;
+  provider: string;
+  upstreamModel: string;
+  weight: number;
+  /** Requests in flight from this instance. */
+  inFlight: number;
+  coolingDown: boolean;
+  cooldownUntil: string | null;
 }
 
 /**
@@ -91,10 +104,11 @@ export class ModelRegistry {
     const checkedAt = nowIso();
     const routed = this.#router.get(entry.id);
     if (!routed) {
-      return { id: entry.id, status: "down", reasons: ["not served by this deployment's models document"], passive, active: null, lastError: passive.lastError, checkedAt };
+      return { id: entry.id, status: "down", reasons: ["not served by this deployment's models document"], passive, active: null, lastError: passive.lastError, checkedAt, deployments: [] };
     }
-    if (routed.config.provider === "echo") {
-      return { id: entry.id, status: "healthy", reasons: ["built-in echo model"], passive, active: { ok: true, latencyMs: 0, checkedAt, cached: false }, lastError: null, checkedAt };
+    const deployments = await this.#deployments(routed);
+    if (routed.deployments.every((deployment) => deployment.config.provider === "echo")) {
+      return { id: entry.id, status: "healthy", reasons: ["built-in echo model"], passive, active: { ok: true, latencyMs: 0, checkedAt, cached: false }, lastError: null, checkedAt, deployments };
     }
     const active = await this.#probe(entry.id);
     const reasons: string[] = [];
@@ -103,6 +117,9 @@ export class ModelRegistry {
       reasons.push(reason);
       if (to === "down" || status === "healthy") status = to;
     };
+    const cooling = deployments.filter((deployment) => deployment.coolingDown);
+    if (cooling.length === deployments.length) worsen("down", `every deployment is cooling down after repeated failures`);
+    else for (const deployment of cooling) worsen("degraded", `deployment ${deployment.index} (${deployment.provider} ${deployment.upstreamModel}) is cooling down until ${deployment.cooldownUntil}`);
     if (!active.ok) worsen("down", `probe failed: ${active.error}`);
     else if (active.latencyMs > this.#config.MODEL_HEALTH_PROBE_TIMEOUT_MS / 2) worsen("degraded", `probe took ${active.latencyMs} ms`);
     if (passive.requests >= MIN_REQUESTS && passive.errorRate !== null) {
@@ -112,7 +129,25 @@ export class ModelRegistry {
     }
     const probeError = active.ok ? null : { message: active.error ?? "probe failed", at: active.checkedAt };
     const lastError = [passive.lastError, probeError].filter((e) => e !== null).sort((a, b) => b!.at.localeCompare(a!.at))[0] ?? null;
-    return { id: entry.id, status, reasons, passive, active, lastError, checkedAt };
+    return { id: entry.id, status, reasons, passive, active, lastError, checkedAt, deployments };
+  }
+
+  async #deployments(routed: RoutedModel): Promise<DeploymentHealthView[]> {
+    return Promise.all(
+      routed.deployments.map(async (deployment) => {
+        const until = await this.#router.health.cooldownUntil(deployment);
+        const config = deployment.config as { provider: string; upstreamModel?: string };
+        return {
+          index: deployment.index,
+          provider: config.provider,
+          upstreamModel: config.upstreamModel ?? routed.id,
+          weight: deployment.weight,
+          inFlight: deployment.inFlight,
+          coolingDown: until > 0,
+          cooldownUntil: until > 0 ? new Date(until).toISOString() : null,
+        };
+      }),
+    );
   }
 
   async #probe(id: string): Promise<ProbeResult & { cached: boolean }> {
@@ -131,12 +166,14 @@ export class ModelRegistry {
 }
 
 function seedEntry(id: string, config: ModelConfig, now: string): ModelEntry {
-  const upstream = config.provider === "openai-compatible";
+  // The first deployment stands for the model (docs/model-registry.md).
+  const first = deploymentsOf(config)[0]! as { provider: string; upstreamModel?: string };
+  const upstream = first.provider !== "echo";
   return {
     id,
     displayName: id,
-    provider: config.provider,
-    upstreamModel: upstream ? (config.upstreamModel ?? id) : id,
+    provider: first.provider,
+    upstreamModel: upstream ? (first.upstreamModel ?? id) : id,
     contextWindow: config.contextWindow,
     maxOutputTokens: null,
     price: { ...config.price },

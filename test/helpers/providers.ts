@@ -1,10 +1,10 @@
-import { loadModels, type ModelConfig } from "../../rpc/chat/models-config.js";
+import { loadModels, type SingleModelConfig as ModelConfig } from "../../rpc/chat/models-config.js";
 import { createProvider } from "../../rpc/chat/providers/index.js";
 import type { ChatChunk, ChatCompletion, Provider, ProviderResult, ToolCall, Usage } from "../../rpc/chat/types.js";
 
 /** A model entry parsed as the service parses it (defaults applied), and its adapter. */
 export function providerFor(id: string, entry: Record<string, unknown>, env: Record<string, string | undefined> = {}, timeoutSeconds = 5): { provider: Provider; config: ModelConfig } {
-  const config = loadModels({ MODELS_FILE: undefined, MODELS_JSON: JSON.stringify({ models: { [id]: entry } }) })[id]!;
+  const config = loadModels({ MODELS_FILE: undefined, MODELS_JSON: JSON.stringify({ models: { [id]: entry } }) })[id] as ModelConfig;
   return { provider: createProvider(id, config, { timeoutSeconds, env }), config };
 }
 

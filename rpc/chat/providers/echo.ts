@@ -68,9 +68,10 @@ function answer(request: ChatRequest): { words: string[]; finishReason: "stop" |
 }
 
 /**
- * Tool calling for agent runs (only they offer `tools`), so an agent works with no network:
- * a last user message `/tool <name> {json args}` naming an offered tool becomes that tool
- * call; after tool results, the answer is their text. Chat requests never carry `tools`.
+ * Tool calling with no network, for agent runs and for clients of the Account and Gateway
+ * surfaces (docs/models-and-chat.md "Tool calls"): a last user message
+ * `/tool <name> {json args}` naming an offered tool becomes that tool call; after tool
+ * results, the answer is their text.
  */
 const TOOL_DIRECTIVE = /^\/tool\s+(\S+)\s*([\s\S]*)$/;
 

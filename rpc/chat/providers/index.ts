@@ -1,4 +1,4 @@
-import type { ModelConfig } from "../models-config.js";
+import type { SingleModelConfig as ModelConfig } from "../models-config.js";
 import type { Provider } from "../types.js";
 import { ANTHROPIC_VERSION, AnthropicProvider } from "./anthropic.js";
 import { BedrockProvider, bedrockCredentials } from "./bedrock.js";

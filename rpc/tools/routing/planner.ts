@@ -39,7 +39,7 @@ export function plannerModel(models: ModelRouter, setting: string | undefined): 
   }
   for (const id of models.usableIds()) {
     const model = models.resolve(id);
-    if (model.config.provider === "openai-compatible") return model;
+    if (model.deployments.some((deployment) => deployment.config.provider !== "echo")) return model;
   }
   return undefined;
 }
