@@ -14,6 +14,7 @@ import { modelMethods } from "./chat/model-methods.js";
 import { routingMethods } from "./tools/routing-methods.js";
 import { orchestratorAgentMethods } from "./agents/orchestrator-methods.js";
 import { agentStreamMethods, localAgentMethods } from "./agents/methods.js";
+import { accountAgentMethods } from "./agents/account-methods.js";
 import { tenantMethods } from "./tenants/methods.js";
 import { eventMethods } from "./events/methods.js";
 import { webhookMethods } from "./webhooks/methods.js";
@@ -63,6 +64,7 @@ export const allMethods: readonly AnyMethod[] = [
  * (default), or by name, proxied to the orchestrator when `ORCH_BASE_URL` is set.
  */
 export function methodsFor(config: Pick<Config, "ORCH_BASE_URL">): readonly AnyMethod[] {
-  const agentMethods: readonly AnyMethod[] = config.ORCH_BASE_URL ? orchestratorAgentMethods : localAgentMethods;
+  // The Account API's `/agent/*` (docs/agents.md) serves the agents run here.
+  const agentMethods: readonly AnyMethod[] = config.ORCH_BASE_URL ? orchestratorAgentMethods : [...localAgentMethods, ...accountAgentMethods];
   return [...allMethods, ...agentMethods];
 }
