@@ -12,26 +12,38 @@ const Message = v.object({
   ),
 });
 
+const ChatFields = {
+  model: v.optional(v.pipe(v.string("model must be a string"), v.minLength(1, "model must not be empty"))),
+  messages: v.optional(v.pipe(v.array(Message, "messages must be an array of {role, content}"), v.minLength(1, "messages must not be empty"))),
+  stream: v.nullish(v.boolean("stream must be a boolean")),
+  temperature: v.nullish(v.pipe(v.number("temperature must be a number"), v.minValue(0), v.maxValue(2))),
+  top_p: v.nullish(v.pipe(v.number("top_p must be a number"), v.minValue(0), v.maxValue(1))),
+  max_tokens: v.nullish(v.pipe(v.number("max_tokens must be an integer"), v.integer("max_tokens must be an integer"), v.minValue(1))),
+};
+// spec 7.2: one message saying both are required, whichever is missing.
+const BOTH_REQUIRED = "Both model and messages are required";
+
 /**
- * A chat request body (spec 2.2). Only the six fields, plus `stream_options` (which decides
- * whether the client sees the usage chunk), survive parsing; everything else a client sends
- * (tools, n, seed, response_format, …) is dropped without error (spec 4.2).
+ * A chat request body of the Account and Gateway APIs (spec 2.2): the six fields plus
+ * `stream_options` (spec 2.2, Account: `include_usage` puts usage on the final chunk); every
+ * other field a client sends (tools, n, seed, response_format, …) is dropped without error.
  */
 export const ChatBody = v.pipe(
-  v.object({
-    model: v.optional(v.pipe(v.string("model must be a string"), v.minLength(1, "model must not be empty"))),
-    messages: v.optional(v.pipe(v.array(Message, "messages must be an array of {role, content}"), v.minLength(1, "messages must not be empty"))),
-    stream: v.nullish(v.boolean("stream must be a boolean")),
-    temperature: v.nullish(v.pipe(v.number("temperature must be a number"), v.minValue(0), v.maxValue(2))),
-    top_p: v.nullish(v.pipe(v.number("top_p must be a number"), v.minValue(0), v.maxValue(1))),
-    max_tokens: v.nullish(v.pipe(v.number("max_tokens must be an integer"), v.integer("max_tokens must be an integer"), v.minValue(1))),
-    stream_options: v.nullish(v.object({ include_usage: v.nullish(v.boolean("stream_options.include_usage must be a boolean")) })),
-  }),
-  // spec 7.2: one message saying both are required, whichever is missing.
-  v.check((body) => body.model !== undefined && body.messages !== undefined, "Both model and messages are required"),
+  v.object({ ...ChatFields, stream_options: v.nullish(v.object({ include_usage: v.nullish(v.boolean("stream_options.include_usage must be a boolean")) })) }),
+  v.check((body) => body.model !== undefined && body.messages !== undefined, BOTH_REQUIRED),
 );
 
-export type ChatBodyInput = v.InferOutput<typeof ChatBody>;
+/**
+ * A Platform API chat body (spec 2.2, 4.2): exactly the six fields; everything else, including
+ * `stream_options`, is dropped without error, so a Platform stream never carries a usage chunk
+ * (the service still asks the upstream for usage to meter the stream: an internal detail).
+ */
+export const PlatformChatBody = v.pipe(
+  v.object(ChatFields),
+  v.check((body) => body.model !== undefined && body.messages !== undefined, BOTH_REQUIRED),
+);
+
+export type ChatBodyInput = v.InferOutput<typeof ChatBody> | v.InferOutput<typeof PlatformChatBody>;
 
 /** The six forwarded fields, without nulls (spec 2.2: omitted means the model's default). */
 export function toChatRequest(body: ChatBodyInput): ChatRequest {

@@ -179,7 +179,7 @@ describe("credits: metered usage at the model's price", () => {
     expect(before - (await balance())).toBe(cost);
   });
 
-  it("relays the usage chunk to a client that asked, and still debits once", async () => {
+  it("drops stream_options on the Platform (no usage chunk for a client that asked), and still debits once", async () => {
     upstream.script("vendor-metered", { kind: "stream", words });
     const before = await balance();
     const stream = await openaiClient(server, "/api/v1", account.key).chat.completions.create({
@@ -190,7 +190,8 @@ describe("credits: metered usage at the model's price", () => {
     });
     const chunks = [];
     for await (const chunk of stream) chunks.push(chunk);
-    expect(chunks.at(-1)!.usage).toEqual(fakeUsage(words));
+    expect(chunks.some((chunk) => chunk.usage)).toBe(false);
+    expect(upstream.calls[0]!.body.stream_options).toEqual({ include_usage: true });
     expect(before - (await balance())).toBe(cost);
   });
 
