@@ -1,9 +1,10 @@
 import * as v from "valibot";
-import { defineMethod, type AnyMethod, type HttpBinding } from "../define.js";
+import type { AnyMethod, HttpBinding } from "../define.js";
 import { localAgentMethods } from "./methods.js";
 import { requireAgent } from "./records.js";
+import { agentsDomain } from "./deps.js";
 import { toolView } from "../tools/execute.js";
-import { visibleTools } from "../tools/visible-tools.js";
+import { scopeOfPrincipal } from "../tools/visible-tools.js";
 import { ToolView } from "../views.js";
 
 /**
@@ -39,7 +40,7 @@ export const accountAgentMethods: readonly AnyMethod[] = [
   onAccount("agents.logs", "account.agent.logs", { method: "GET", path: "/agent/agents/:agent_id/logs" }),
   onAccount("agents.cancel", "account.agent.cancel", { method: "POST", path: "/agent/runs/:run_id/cancel" }),
 
-  defineMethod({
+  agentsDomain.method({
     name: "account.agent.tools",
     summary:
       "The tools one of your agents may call: each of its tools as the catalog describes it now (name, description, input schema), and `unavailable` naming those the catalog does not offer at the moment (a VM that is not connected, a server removed).",
@@ -49,15 +50,15 @@ export const accountAgentMethods: readonly AnyMethod[] = [
     errors: ["NOT_FOUND", "INSUFFICIENT_CAPABILITY"],
     http: [{ surface: "account", method: "GET", path: "/agent/agents/:agent_id/tools" }],
     async handler(params, ctx) {
-      const agent = await requireAgent(ctx.services, ctx.principal.userId, params.agent_id);
+      const agent = await requireAgent(ctx.deps, ctx.principal.userId, params.agent_id);
       // The catalog as the agent's tenant sees it: what a run of this agent is offered.
-      const catalog = await ctx.services.catalog.list({ scope: { tenantId: agent.tenantId } });
+      const catalog = await ctx.deps.catalog.list({ scope: { tenantId: agent.tenantId } });
       const tools = agent.tools.flatMap((name) => catalog.filter((tool) => tool.name === name));
       return { agentId: agent.id, tools: tools.map(toolView), unavailable: agent.tools.filter((name) => !tools.some((tool) => tool.name === name)) };
     },
   }),
 
-  defineMethod({
+  agentsDomain.method({
     name: "account.agent.catalog",
     summary: "The tools you can give an agent (built-ins, your tenant's and shared MCP servers, your connected VMs), to pick `tools` when creating one.",
     input: v.object({}),
@@ -66,7 +67,7 @@ export const accountAgentMethods: readonly AnyMethod[] = [
     errors: ["INSUFFICIENT_CAPABILITY"],
     http: [{ surface: "account", method: "GET", path: "/agent/tools" }],
     async handler(_params, ctx) {
-      const tools = await visibleTools(ctx.services, ctx.principal);
+      const tools = await ctx.deps.catalog.list({ scope: await scopeOfPrincipal(ctx.deps, ctx.principal) });
       return { tools: tools.map(toolView), count: tools.length };
     },
   }),

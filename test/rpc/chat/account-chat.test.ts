@@ -129,7 +129,7 @@ describe("POST /account/v1/chat/completions", () => {
   });
 
   it("needs scope intelligence: a compute-only key gets 403 INSUFFICIENT_CAPABILITY but may read the catalog", async () => {
-    const { secret } = await createKey(server.services, { kind: "account", owner: user.user.id, userId: user.user.id, name: "old key", scopes: ["compute"] });
+    const { secret } = await createKey({ ...server.composition.ports, keys: server.composition.ports.repos.keys }, { kind: "account", owner: user.user.id, userId: user.user.id, name: "old key", scopes: ["compute"] });
     const res = await server.request("/account/v1/chat/completions", { method: "POST", headers: bearer(secret), json: { model: "acct-echo", messages: userMessage("x") } });
     expect(res.status).toBe(403);
     expect(res.body).toEqual({ error: expect.any(String), code: "INSUFFICIENT_CAPABILITY" });
@@ -150,8 +150,8 @@ describe("POST /account/v1/chat/completions", () => {
 
   it("serves while something of the plan allowance remains, then answers 429 insufficient_quota naming the plan", async () => {
     const spender = await registerUser(server);
-    const userRecord = (await server.services.users.get(spender.user.id))!;
-    await server.services.users.put({ ...userRecord, plan: "tiny" });
+    const userRecord = (await server.composition.ports.repos.users.get(spender.user.id))!;
+    await server.composition.ports.repos.users.put({ ...userRecord, plan: "tiny" });
     const { key } = await personalKey(spender.token);
     const client = openaiClient(server, "/account/v1", key);
     // The worst case (prompt + max_tokens 2) is one token more than the whole allowance: still
@@ -170,7 +170,7 @@ describe("POST /account/v1/chat/completions", () => {
 
   it("serves a 9-token request on a 30-token plan though its worst case (4,096 output tokens) is far more", async () => {
     const small = await registerUser(server);
-    await server.services.users.put({ ...(await server.services.users.get(small.user.id))!, plan: "thirty" });
+    await server.composition.ports.repos.users.put({ ...(await server.composition.ports.repos.users.get(small.user.id))!, plan: "thirty" });
     const { key } = await personalKey(small.token);
     const messages = userMessage("one two");
     expect(countPromptTokens(messages)).toBe(9);

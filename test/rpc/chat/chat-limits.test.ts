@@ -41,7 +41,7 @@ afterAll(async () => {
   await msw.close();
 });
 
-const balance = () => server.services.credits.balance(account.workspaceId);
+const balance = () => server.composition.ports.repos.credits.balance(account.workspaceId);
 const listKeys = async () => (await server.request("/api/api-keys", { headers: withCookie(account.cookie) })).body.data as Record<string, any>[];
 
 describe("rpmLimit and tpmLimit (per key, per minute)", () => {
@@ -243,19 +243,19 @@ describe("credits: metered usage at the model's price", () => {
     const prompt = countPromptTokens(messages);
     const price = { input: 1000, output: 2000 };
     const fits = costOf({ prompt_tokens: prompt, completion_tokens: 2 }, price);
-    await server.services.credits.grant(poor.workspaceId, fits);
+    await server.composition.ports.repos.credits.grant(poor.workspaceId, fits);
     const client = openaiClient(server, "/api/v1", poor.key);
     // max_tokens 3 costs more than the balance: held capped at the balance, served, charged in full.
     const served = await client.chat.completions.create({ model: "echo-cheap", messages, max_tokens: 3 });
     expect(served.usage).toMatchObject({ prompt_tokens: prompt, completion_tokens: 2 });
-    expect(await server.services.credits.balance(poor.workspaceId)).toBe(0);
+    expect(await server.composition.ports.repos.credits.balance(poor.workspaceId)).toBe(0);
     // A balance that covers part of the next request: held capped, charged in full, so the
     // balance ends below zero by that request's excess over its hold and no more.
-    await server.services.credits.grant(poor.workspaceId, fits);
+    await server.composition.ports.repos.credits.grant(poor.workspaceId, fits);
     const longer = userMessage("spend it now");
     const worst = costOf({ prompt_tokens: countPromptTokens(longer), completion_tokens: 3 }, price);
     await client.chat.completions.create({ model: "echo-cheap", messages: longer, max_tokens: 3 });
-    const balance = await server.services.credits.balance(poor.workspaceId);
+    const balance = await server.composition.ports.repos.credits.balance(poor.workspaceId);
     expect(balance).toBe(fits - worst);
     expect(balance).toBeLessThan(0);
     expect(balance).toBeGreaterThanOrEqual(-worst);
@@ -271,10 +271,10 @@ describe("credits: metered usage at the model's price", () => {
     const messages = userMessage("x");
     // echo-cheap at 1,000/2,000 micro-credits per 1,000 tokens: 8 prompt tokens and 1 answer token cost 10.
     expect(costOf({ prompt_tokens: countPromptTokens(messages), completion_tokens: 1 }, { input: 1000, output: 2000 })).toBe(10);
-    await server.services.credits.grant(poor.workspaceId, 100);
+    await server.composition.ports.repos.credits.grant(poor.workspaceId, 100);
     const client = openaiClient(server, "/api/v1", poor.key);
     for (let i = 0; i < 10; i++) await client.chat.completions.create({ model: "echo-cheap", messages });
-    expect(await server.services.credits.balance(poor.workspaceId)).toBe(0);
+    expect(await server.composition.ports.repos.credits.balance(poor.workspaceId)).toBe(0);
     await expect(client.chat.completions.create({ model: "echo-cheap", messages })).rejects.toMatchObject({ status: 402, error: { message: "Insufficient credits" } });
   });
 });
@@ -297,7 +297,7 @@ describe("limits shared by two instances on one Redis", () => {
     const shared = await platformAccount(a);
     const limit = 5;
     const { key } = await consoleKey(a, shared, { rpmLimit: limit });
-    const before = await b.services.credits.balance(shared.workspaceId);
+    const before = await b.composition.ports.repos.credits.balance(shared.workspaceId);
     const messages = userMessage("shared limit");
     const results = await Promise.all(
       Array.from({ length: 14 }, (_, i) =>
@@ -309,6 +309,6 @@ describe("limits shared by two instances on one Redis", () => {
     expect(statuses.filter((status) => status === 429)).toHaveLength(14 - limit);
     for (const res of results.filter((r) => r.status === 429)) expect(res.headers.get("retry-after")).toBeNull();
     const perRequest = costOf(results.find((res) => res.status === 200)!.body.usage, { input: 1000, output: 2000 });
-    expect(before - (await a.services.credits.balance(shared.workspaceId))).toBe(limit * perRequest);
+    expect(before - (await a.composition.ports.repos.credits.balance(shared.workspaceId))).toBe(limit * perRequest);
   });
 });

@@ -88,12 +88,12 @@ describe.each(["memory", "fs", "redis"] as const)("credit holds on %s", (driver)
 
   it(`credits for exactly ${N} requests admit ${N} of ${5 * N} concurrent ones, the balance ends at zero, and later requests get 402`, async () => {
     const account = await platformAccount(servers[0]!, 0);
-    await servers[0]!.services.credits.grant(account.workspaceId, N * perRequest);
+    await servers[0]!.composition.ports.repos.credits.grant(account.workspaceId, N * perRequest);
     const { ok, refused, other } = await burst(servers, account);
     expect(other).toEqual([]);
     expect(ok).toBe(N);
     expect(refused).toBe(4 * N);
-    const { ledger } = servers[0]!.services;
+    const { ledger } = servers[0]!.composition.ports.repos;
     expect(await ledger.state(ledger.credits(account.workspaceId))).toMatchObject({ value: 0, held: 0 });
     await expectRefusedAfter(servers, account);
   });
@@ -101,7 +101,7 @@ describe.each(["memory", "fs", "redis"] as const)("credit holds on %s", (driver)
   it(`credits for ${N}½ requests admit ${N + 1} of ${5 * N} concurrent ones (the last held capped), and the balance ends above −(one request's worst case)`, async () => {
     const account = await platformAccount(servers[0]!, 0);
     const half = Math.floor(perRequest / 2);
-    await servers[0]!.services.credits.grant(account.workspaceId, N * perRequest + half);
+    await servers[0]!.composition.ports.repos.credits.grant(account.workspaceId, N * perRequest + half);
     const { ok, refused, other } = await burst(servers, account);
     expect(other).toEqual([]);
     expect(ok).toBe(N + 1);
@@ -149,7 +149,7 @@ async function expectRefusedAfter(servers: TestServer[], account: PlatformAccoun
 describe("a hold ends exactly once, however the request ends", () => {
   let server: TestServer;
   let account: PlatformAccount;
-  const state = () => server.services.ledger.state(server.services.ledger.credits(account.workspaceId));
+  const state = () => server.composition.ports.repos.ledger.state(server.composition.ports.repos.ledger.credits(account.workspaceId));
 
   beforeAll(async () => {
     server = await startTestServer({ MODELS_JSON: JSON.stringify(MODELS()), HOLD_LEASE_SECONDS: "60" });
@@ -187,8 +187,8 @@ describe("a hold ends exactly once, however the request ends", () => {
     const worst = Math.ceil((prompt * PRICE.input + 4096 * PRICE.output) / 1000);
     for (const [credits, expected] of [[1_000_000, worst], [100, 100]] as const) {
       const small = await platformAccount(server, 0);
-      await server.services.credits.grant(small.workspaceId, credits);
-      const ledgerState = () => server.services.ledger.state(server.services.ledger.credits(small.workspaceId));
+      await server.composition.ports.repos.credits.grant(small.workspaceId, credits);
+      const ledgerState = () => server.composition.ports.repos.ledger.state(server.composition.ports.repos.ledger.credits(small.workspaceId));
       upstream.script("vendor-holds", { kind: "stream", words: ["one", " two", " three"], hangAfter: 1 });
       const controller = new AbortController();
       const stream = await openaiClient(server, "/api/v1", small.key).chat.completions.create({ model: "vendor", messages, stream: true }, { signal: controller.signal });
@@ -200,7 +200,7 @@ describe("a hold ends exactly once, however the request ends", () => {
   });
 
   it("releases a hold left by a process that died once its lease runs out", async () => {
-    const { ledger } = server.services;
+    const { ledger } = server.composition.ports.repos;
     const balance = (await state()).value;
     // What a killed process leaves behind: a hold on the whole balance that nobody settles.
     expect(await ledger.hold("hold_dead", [{ account: ledger.credits(account.workspaceId), amount: balance }], 60_000)).toBeNull();
