@@ -106,7 +106,7 @@ describe.each(["memory", "fs", "redis"] as const)("credit holds on %s", (driver)
     expect(other).toEqual([]);
     expect(ok).toBe(N + 1);
     expect(refused).toBe(5 * N - N - 1);
-    const { ledger } = servers[0]!.services;
+    const { ledger } = servers[0]!.composition.ports.repos;
     const { value, held } = await ledger.state(ledger.credits(account.workspaceId));
     expect(held).toBe(0);
     expect(value).toBe(half - perRequest);
@@ -126,7 +126,7 @@ describe.each(["memory", "fs", "redis"] as const)("credit holds on %s", (driver)
     expect((await patch((3.5 * perRequest) / 1_000_000)).status).toBe(200);
     const more = await burst(servers, account);
     expect(more.ok).toBe(1);
-    const { ledger } = servers[0]!.services;
+    const { ledger } = servers[0]!.composition.ports.repos;
     const spent = (await ledger.state(ledger.keySpend(account.keyId))).value;
     expect(spent).toBe(4 * perRequest);
     expect(spent - 3.5 * perRequest).toBeLessThanOrEqual(perRequest);

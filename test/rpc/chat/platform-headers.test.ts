@@ -26,7 +26,7 @@ beforeAll(async () => {
   const created = await server.request("/account/v1/keys", { method: "POST", headers: bearer(user.token), json: { name: "cli" } });
   personal = created.body.key;
   const operator = await registerUser(server);
-  await runAdmin(["grant-operator", "--email", operator.email], server.services);
+  await runAdmin(["grant-operator", "--email", operator.email], server.composition);
   const patched = await server.request("/gateway/v1/model-registry/models/old-echo", {
     method: "PATCH",
     headers: bearer(operator.token),
