@@ -31,6 +31,8 @@ export type UpstreamBehaviour =
   | { kind: "hang" };
 
 export interface UpstreamCall {
+  /** The URL requested (query included). */
+  url: URL;
   body: Record<string, any>;
   headers: Headers;
   /** Resolves when the gateway aborted this request. */
@@ -72,7 +74,7 @@ export function createOpenAiUpstream(baseURL: string): OpenAiUpstream {
         resolve();
       });
     });
-    calls.push({ body, headers: request.headers, aborted: abortedPromise, wasAborted: () => aborted });
+    calls.push({ url: new URL(request.url), body, headers: request.headers, aborted: abortedPromise, wasAborted: () => aborted });
 
     const model = String(body.model);
     const lastUser = [...(body.messages ?? [])].reverse().find((message: any) => message.role === "user");

@@ -1,8 +1,7 @@
 import { ServiceError } from "../errors.js";
 import type { Config } from "../config.js";
 import type { ModelConfig } from "./models-config.js";
-import { EchoProvider } from "./providers/echo.js";
-import { OpenAiCompatibleProvider } from "./providers/openai-compatible.js";
+import { createProvider } from "./providers/index.js";
 import type { Provider, Usage } from "./types.js";
 import { observedProvider, type CallObserver } from "./observed-provider.js";
 
@@ -51,10 +50,7 @@ export class ModelRouter {
   constructor(models: Record<string, ModelConfig>, config: Pick<Config, "MODEL_TIMEOUT_SECONDS">, env: Record<string, string | undefined>) {
     this.env = env;
     for (const [id, entry] of Object.entries(models)) {
-      const provider =
-        entry.provider === "echo"
-          ? new EchoProvider(id)
-          : new OpenAiCompatibleProvider({ id, config: entry, timeoutSeconds: config.MODEL_TIMEOUT_SECONDS, env });
+      const provider = createProvider(id, entry, { timeoutSeconds: config.MODEL_TIMEOUT_SECONDS, env });
       this.#models.set(id, { id, config: entry, provider: observedProvider(id, provider, () => this.#observer) });
     }
   }

@@ -33,26 +33,81 @@ const Common = {
 
 const EchoEntry = v.strictObject({ provider: v.literal("echo"), ...Common });
 
-const OpenAiEntry = v.strictObject({
-  provider: v.literal("openai-compatible"),
-  /** Base URL up to and including the version, e.g. `https://api.openai.com/v1`. */
-  baseURL: v.pipe(v.string(), v.url("must be an absolute URL")),
+const HttpUrl = v.pipe(v.string(), v.url("must be an absolute URL"), v.regex(/^https?:\/\//i, "must be an http(s) URL"));
+
+/** Fields every upstream provider takes (docs/providers.md). */
+const Upstream = {
   /** Name of the environment variable holding the upstream key (never the key itself). */
   apiKeyEnv: v.optional(v.pipe(v.string(), v.regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable name"))),
-  /** The upstream's own model name; defaults to the id. */
+  /** The upstream's own model name (Azure: the deployment; Bedrock: the model or inference profile id); defaults to the id. */
   upstreamModel: v.optional(v.pipe(v.string(), v.minLength(1))),
   /** Overrides MODEL_TIMEOUT_SECONDS for this model (fractions allowed). */
   timeoutSeconds: v.optional(v.pipe(v.number(), v.minValue(0.01), v.maxValue(3600))),
+};
+
+const OpenAiEntry = v.strictObject({
+  provider: v.literal("openai-compatible"),
+  /** Base URL up to and including the version, e.g. `https://api.openai.com/v1`. */
+  baseURL: HttpUrl,
+  ...Upstream,
   ...Common,
 });
 
-const Entry = v.variant("provider", [EchoEntry, OpenAiEntry], 'provider must be "echo" or "openai-compatible"');
+const AzureEntry = v.strictObject({
+  provider: v.literal("azure-openai"),
+  /** The resource's endpoint, e.g. `https://my-resource.openai.azure.com`. */
+  baseURL: HttpUrl,
+  /** The `api-version` query parameter. */
+  apiVersion: v.optional(v.pipe(v.string(), v.regex(/^\d{4}-\d{2}-\d{2}(-preview)?$/, 'must be a date like "2024-10-21" (or "…-preview")')), "2024-10-21"),
+  ...Upstream,
+  ...Common,
+});
+
+const AnthropicEntry = v.strictObject({
+  provider: v.literal("anthropic"),
+  /** As the Anthropic SDK takes it: the service POSTs to `<baseURL>/v1/messages`. */
+  baseURL: v.optional(HttpUrl, "https://api.anthropic.com"),
+  ...Upstream,
+  ...Common,
+});
+
+const GeminiEntry = v.strictObject({
+  provider: v.literal("gemini"),
+  /** Up to and including the version: the service POSTs to `<baseURL>/models/<model>:generateContent`. */
+  baseURL: v.optional(HttpUrl, "https://generativelanguage.googleapis.com/v1beta"),
+  ...Upstream,
+  ...Common,
+});
+
+const BedrockEntry = v.strictObject({
+  provider: v.literal("bedrock"),
+  /** The AWS region; AWS_REGION (or AWS_DEFAULT_REGION) when absent. */
+  region: v.optional(v.pipe(v.string(), v.regex(/^[a-z]{2}(-[a-z]+)+-\d+$/, 'must be an AWS region like "us-east-1"'))),
+  /** Defaults to `https://bedrock-runtime.<region>.amazonaws.com` (a VPC endpoint or a test server otherwise). */
+  baseURL: v.optional(HttpUrl),
+  upstreamModel: Upstream.upstreamModel,
+  timeoutSeconds: Upstream.timeoutSeconds,
+  ...Common,
+});
+
+/** The providers a model may name (docs/providers.md). */
+export const PROVIDERS = ["echo", "openai-compatible", "azure-openai", "anthropic", "gemini", "bedrock"] as const;
+
+const Entry = v.variant(
+  "provider",
+  [EchoEntry, OpenAiEntry, AzureEntry, AnthropicEntry, GeminiEntry, BedrockEntry],
+  `provider must be one of ${PROVIDERS.map((name) => `"${name}"`).join(", ")}`,
+);
 
 const Document = v.strictObject({
   models: v.record(v.pipe(v.string(), v.regex(/^[\w.:/-]{1,128}$/, "model ids are letters, digits and _ . : / - (max 128)")), Entry),
 });
 
 export type OpenAiModelConfig = v.InferOutput<typeof OpenAiEntry>;
+export type AzureModelConfig = v.InferOutput<typeof AzureEntry>;
+export type AnthropicModelConfig = v.InferOutput<typeof AnthropicEntry>;
+export type GeminiModelConfig = v.InferOutput<typeof GeminiEntry>;
+export type BedrockModelConfig = v.InferOutput<typeof BedrockEntry>;
 export type ModelConfig = v.InferOutput<typeof Entry>;
 
 /** What `npm start` serves with nothing configured: the network-free echo model. */

@@ -40,12 +40,41 @@ describe("loadModels", () => {
 
   it("stops the start with a message naming the bad field", async () => {
     expect(problems(() => loadModels({ MODELS_JSON: "{nope" }))[0]).toMatch(/MODELS_JSON: not valid JSON/);
-    expect(problems(() => loadModels({ MODELS_JSON: JSON.stringify({ models: { a: { provider: "magic" } } }) }))[0]).toMatch(/provider must be "echo" or "openai-compatible"/);
+    expect(problems(() => loadModels({ MODELS_JSON: JSON.stringify({ models: { a: { provider: "magic" } } }) }))[0]).toMatch(/provider must be one of "echo", "openai-compatible", "azure-openai", "anthropic", "gemini", "bedrock"/);
     expect(problems(() => loadModels({ MODELS_JSON: JSON.stringify({ models: { a: { provider: "openai-compatible", baseURL: "not a url" } } }) }))[0]).toMatch(/models\.a\.baseURL: must be an absolute URL/);
     expect(problems(() => loadModels({ MODELS_JSON: JSON.stringify({ models: { a: { provider: "openai-compatible", baseURL: "http://x.test", apiKeyEnv: "sk-the-key-itself" } } }) }))[0]).toMatch(/apiKeyEnv: must be an environment variable name/);
     expect(problems(() => loadModels({ MODELS_JSON: JSON.stringify({ models: { a: { provider: "echo", price: { input: -1, output: 0 } } } }) }))[0]).toMatch(/price\.input/);
     expect(problems(() => loadModels({ MODELS_JSON: JSON.stringify({ models: { "bad id!": { provider: "echo" } } }) })).join()).toMatch(/model ids are/);
     expect(problems(() => loadModels({ MODELS_FILE: join(dir, "missing.json") }))[0]).toMatch(/cannot be read \(ENOENT\)/);
+  });
+
+  it("takes one entry per provider with its own fields and defaults (docs/providers.md)", () => {
+    const models = loadModels({
+      MODELS_JSON: JSON.stringify({
+        models: {
+          azure: { provider: "azure-openai", baseURL: "https://res.openai.azure.com", apiKeyEnv: "AZURE_OPENAI_API_KEY", upstreamModel: "gpt4o-deployment" },
+          claude: { provider: "anthropic", apiKeyEnv: "ANTHROPIC_API_KEY", upstreamModel: "claude-sonnet-4-5" },
+          flash: { provider: "gemini", apiKeyEnv: "GEMINI_API_KEY", upstreamModel: "gemini-2.5-flash" },
+          nova: { provider: "bedrock", region: "eu-central-1", upstreamModel: "amazon.nova-pro-v1:0", timeoutSeconds: 20 },
+        },
+      }),
+    });
+    expect(models.azure).toMatchObject({ apiVersion: "2024-10-21" });
+    expect(models.claude).toMatchObject({ baseURL: "https://api.anthropic.com" });
+    expect(models.flash).toMatchObject({ baseURL: "https://generativelanguage.googleapis.com/v1beta" });
+    expect(models.nova).toMatchObject({ region: "eu-central-1", timeoutSeconds: 20 });
+    expect(models.nova).not.toHaveProperty("baseURL");
+  });
+
+  it("names the bad field of a provider entry", () => {
+    const bad = (entry: Record<string, unknown>) => problems(() => loadModels({ MODELS_JSON: JSON.stringify({ models: { m: entry } }) })).join("; ");
+    expect(bad({ provider: "azure-openai", apiKeyEnv: "K" })).toMatch(/models\.m\.baseURL/);
+    expect(bad({ provider: "azure-openai", baseURL: "https://r.openai.azure.com", apiVersion: "latest" })).toMatch(/models\.m\.apiVersion: must be a date/);
+    expect(bad({ provider: "anthropic", baseURL: "ftp://api.anthropic.com" })).toMatch(/models\.m\.baseURL: must be an http\(s\) URL/);
+    expect(bad({ provider: "bedrock", region: "Frankfurt" })).toMatch(/models\.m\.region: must be an AWS region/);
+    // Bedrock signs with the AWS credentials of the environment: a key variable is refused, not ignored.
+    expect(bad({ provider: "bedrock", region: "us-east-1", apiKeyEnv: "AWS_SECRET_ACCESS_KEY" })).toMatch(/apiKeyEnv/);
+    expect(bad({ provider: "gemini", region: "us-east-1" })).toMatch(/region/);
   });
 
   it("refuses to start a server with a bad document", async () => {

@@ -1,0 +1,53 @@
+import { http, HttpResponse, type HttpHandler } from "msw";
+import { frameStream, scripted, sseEvent, usageOf, wordsOf, type MockTurn, type ScriptedProvider } from "./scripted-provider.js";
+
+/**
+ * msw handlers for Google's Generative Language API in its documented wire format:
+ * `POST <baseURL>/models/<model>:generateContent` answers one `GenerateContentResponse`;
+ * `:streamGenerateContent?alt=sse` sends one per SSE event (no [DONE]: the stream's end is
+ * the end), text parts word by word, each `functionCall` whole, the last one with
+ * `finishReason` and `usageMetadata`. Requests are recorded; answers scripted per model.
+ */
+export function createGeminiUpstream(baseURL: string): ScriptedProvider & { handlers: HttpHandler[] } {
+  const provider = scripted();
+  const handler = http.post(`${baseURL.replace(/\/+$/, "")}/models/:call`, async ({ request, params }) => {
+    const body = provider.record(request, await request.text());
+    const call = decodeURIComponent(String(params.call));
+    const cut = call.lastIndexOf(":");
+    const model = call.slice(0, cut);
+    const method = call.slice(cut + 1);
+    if (method !== "generateContent" && method !== "streamGenerateContent") {
+      return HttpResponse.json({ error: { code: 404, message: `Method ${method} not found`, status: "NOT_FOUND" } }, { status: 404 });
+    }
+    const lastUser = [...(body?.contents ?? [])].reverse().find((content: any) => content.role === "user");
+    const echo = (lastUser?.parts ?? []).map((part: any) => part.text ?? "").join("");
+    const behaviour = provider.behaviour(model, body, echo);
+    if (behaviour.kind === "error") return HttpResponse.json(behaviour.body as any, { status: behaviour.status, headers: behaviour.headers });
+    const turn = behaviour.turn;
+    const usage = usageOf(turn);
+    const usageMetadata = { promptTokenCount: usage.input, candidatesTokenCount: usage.output, totalTokenCount: usage.input + usage.output };
+    const finishReason = turn.finish === "length" ? "MAX_TOKENS" : "STOP";
+    const responseId = `resp-${provider.calls.length}`;
+    if (method === "generateContent") {
+      return HttpResponse.json({ candidates: [{ content: { role: "model", parts: partsOf(turn) }, finishReason, index: 0 }], usageMetadata, modelVersion: model, responseId });
+    }
+    if (new URL(request.url).searchParams.get("alt") !== "sse") return HttpResponse.json({ error: { code: 400, message: "this mock speaks alt=sse only", status: "INVALID_ARGUMENT" } }, { status: 400 });
+    const response = (parts: unknown[], extra: Record<string, unknown> = {}) =>
+      sseEvent({ candidates: [{ content: { role: "model", parts }, index: 0, ...extra }], modelVersion: model, responseId });
+    const frames = wordsOf(turn.text ?? "").map((word) => response([{ text: word }]));
+    for (const call of turn.toolCalls ?? []) frames.push(response([{ functionCall: { name: call.name, args: call.input } }]));
+    frames.push(sseEvent({ candidates: [{ content: { role: "model", parts: [{ text: "" }] }, finishReason, index: 0 }], usageMetadata, modelVersion: model, responseId }));
+    if (behaviour.kind === "stream-error") {
+      frames.splice(behaviour.after, frames.length, sseEvent({ error: { code: 503, message: "The model is overloaded.", status: "UNAVAILABLE" } }));
+    }
+    return frameStream(frames, "text/event-stream", behaviour.kind === "cut" ? behaviour.after : undefined);
+  });
+  return { ...provider, handlers: [handler] };
+}
+
+function partsOf(turn: MockTurn): unknown[] {
+  const parts: unknown[] = [];
+  if (turn.text !== undefined) parts.push({ text: turn.text });
+  for (const call of turn.toolCalls ?? []) parts.push({ functionCall: { name: call.name, args: call.input } });
+  return parts;
+}

@@ -1,0 +1,116 @@
+import { HttpResponse } from "msw";
+
+/**
+ * What the native provider mocks (mocks/anthropic-upstream.ts, gemini-upstream.ts,
+ * bedrock-upstream.ts) share: every request recorded as the provider received it, and an
+ * answer scripted per upstream model in provider-neutral terms that each mock renders in its
+ * own documented wire format. An unscripted model answers like an echo model.
+ */
+
+export interface MockToolCall {
+  id: string;
+  name: string;
+  input: Record<string, unknown>;
+}
+
+export interface MockTurn {
+  text?: string;
+  toolCalls?: MockToolCall[];
+  /** `length`: the answer was cut at the token cap. */
+  finish?: "stop" | "length";
+  usage?: { input: number; output: number };
+}
+
+export type MockBehaviour =
+  | { kind: "turn"; turn: MockTurn }
+  /** An error answer with this status, body and headers (as the provider sends them). */
+  | { kind: "error"; status: number; body: unknown; headers?: Record<string, string> }
+  /** A streamed turn whose connection ends after `after` frames (no end, no usage). */
+  | { kind: "cut"; turn: MockTurn; after: number }
+  /** A streamed turn that reports the provider's in-stream error after `after` frames. */
+  | { kind: "stream-error"; turn: MockTurn; after: number };
+
+export type MockScript = MockBehaviour | ((body: any, turn: number) => MockBehaviour);
+
+export interface RecordedCall {
+  url: URL;
+  headers: Headers;
+  body: any;
+  raw: string;
+}
+
+export interface ScriptedProvider {
+  calls: RecordedCall[];
+  script(upstreamModel: string, script: MockScript): void;
+  reset(): void;
+}
+
+/** Words of a text, each with its leading space, as providers stream them. */
+export function wordsOf(text: string): string[] {
+  return text.match(/\s*\S+/g) ?? [];
+}
+
+/** Default usage: 10 prompt tokens, one completion token per word and per tool call. */
+export function usageOf(turn: MockTurn): { input: number; output: number } {
+  return turn.usage ?? { input: 10, output: wordsOf(turn.text ?? "").length + (turn.toolCalls?.length ?? 0) };
+}
+
+export function scripted(): ScriptedProvider & { behaviour(model: string, body: any, echo: string): MockBehaviour; record(request: Request, raw: string): any } {
+  const calls: RecordedCall[] = [];
+  const scripts = new Map<string, MockScript>();
+  const turns = new Map<string, number>();
+  return {
+    calls,
+    script(model, script) {
+      scripts.set(model, script);
+      turns.set(model, 0);
+    },
+    reset() {
+      calls.length = 0;
+      scripts.clear();
+      turns.clear();
+    },
+    record(request, raw) {
+      let body: any;
+      try {
+        body = JSON.parse(raw);
+      } catch {
+        body = undefined;
+      }
+      calls.push({ url: new URL(request.url), headers: request.headers, body, raw });
+      return body;
+    },
+    behaviour(model, body, echo) {
+      const script = scripts.get(model);
+      if (!script) return { kind: "turn", turn: { text: echo } };
+      const turn = turns.get(model) ?? 0;
+      turns.set(model, turn + 1);
+      return typeof script === "function" ? script(body, turn) : script;
+    },
+  };
+}
+
+/**
+ * A body that sends `frames` one per read (pull-driven, so a cut happens after the frames
+ * before it were delivered), ending the connection after `cutAfter` frames when set.
+ */
+export function frameStream(frames: Uint8Array[], contentType: string, cutAfter?: number): HttpResponse<any> {
+  let index = 0;
+  const stream = new ReadableStream<Uint8Array>(
+    {
+      pull(controller) {
+        if (index >= frames.length || (cutAfter !== undefined && index >= cutAfter)) return controller.close();
+        controller.enqueue(frames[index++]!);
+      },
+    },
+    { highWaterMark: 0 },
+  );
+  return new HttpResponse(stream, { status: 200, headers: { "content-type": contentType } });
+}
+
+const encoder = new TextEncoder();
+
+/** One server-sent event. */
+export function sseEvent(data: unknown, event?: string): Uint8Array {
+  return encoder.encode(`${event ? `event: ${event}\n` : ""}data: ${JSON.stringify(data)}\n\n`);
+}

@@ -1,0 +1,325 @@
+import { randomUUID } from "node:crypto";
+import { EventStreamCodec, type Message } from "@smithy/eventstream-codec";
+import { Hash } from "@smithy/hash-node";
+import { SignatureV4 } from "@smithy/signature-v4";
+import { fromUtf8, toUtf8 } from "@smithy/util-utf8";
+import type { UpstreamResponse } from "../../outbound/upstream.js";
+import type { BedrockModelConfig } from "../models-config.js";
+import type { ChatChunk, ChatCompletion, ChatMessage, ChatRequest, FinishReason, Provider, ProviderResult, ToolCall, ToolChoice, Usage } from "../types.js";
+import { ProviderError, isRetryableStatus } from "./provider-error.js";
+import {
+  ChunkFrames,
+  argumentsObject,
+  guarded,
+  imageUrlOf,
+  invalidAnswer,
+  isSystem,
+  parseDataUrl,
+  post,
+  readJson,
+  stopList,
+  streamCut,
+  textOf,
+  trimSlash,
+  usageFrom,
+} from "./shared.js";
+
+export interface BedrockProviderOptions {
+  id: string;
+  config: BedrockModelConfig;
+  timeoutSeconds: number;
+  env: Record<string, string | undefined>;
+}
+
+export interface AwsCredentials {
+  accessKeyId: string;
+  secretAccessKey: string;
+  sessionToken?: string;
+}
+
+/** The standard AWS environment variables (docs/providers.md), read at request time. */
+export function bedrockCredentials(env: Record<string, string | undefined>): AwsCredentials | undefined {
+  const accessKeyId = env.AWS_ACCESS_KEY_ID;
+  const secretAccessKey = env.AWS_SECRET_ACCESS_KEY;
+  if (!accessKeyId || !secretAccessKey) return undefined;
+  return { accessKeyId, secretAccessKey, ...(env.AWS_SESSION_TOKEN ? { sessionToken: env.AWS_SESSION_TOKEN } : {}) };
+}
+
+const codec = new EventStreamCodec(toUtf8, fromUtf8);
+
+/**
+ * Amazon Bedrock's Converse API (docs/providers.md): `POST <endpoint>/model/<modelId>/converse`
+ * and `/converse-stream`, signed with SigV4 (service `bedrock`) from the standard AWS
+ * environment variables. Messages become `messages` with content blocks, `system` messages
+ * `system`, tools `toolConfig`, tool calls and results `toolUse` / `toolResult` blocks. The
+ * stream is AWS's binary event stream, decoded frame by frame into `chat.completion.chunk`s.
+ */
+export class BedrockProvider implements Provider {
+  readonly #options: BedrockProviderOptions;
+
+  constructor(options: BedrockProviderOptions) {
+    this.#options = options;
+  }
+
+  async complete(request: ChatRequest, signal: AbortSignal, trace: { traceparent?: string } = {}): Promise<ProviderResult> {
+    const { config, id, env } = this.#options;
+    const timeoutMs = (config.timeoutSeconds ?? this.#options.timeoutSeconds) * 1000;
+    const credentials = bedrockCredentials(env);
+    if (!credentials) throw new ProviderError("UNAVAILABLE", `Chat service not configured: model ${id} needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY`, { retryable: false });
+    const region = config.region ?? env.AWS_REGION ?? env.AWS_DEFAULT_REGION;
+    if (!region) throw new ProviderError("UNAVAILABLE", `Chat service not configured: model ${id} needs a region (region or AWS_REGION)`, { retryable: false });
+    const base = new URL(trimSlash(config.baseURL ?? `https://bedrock-runtime.${region}.amazonaws.com`));
+    const path = `${base.pathname.replace(/\/+$/, "")}/model/${encodeURIComponent(config.upstreamModel ?? id)}/${request.stream ? "converse-stream" : "converse"}`;
+    const body = JSON.stringify(bedrockRequest(request));
+    const headers: Record<string, string> = {
+      host: base.host,
+      "content-type": "application/json",
+      accept: request.stream ? "application/vnd.amazon.eventstream" : "application/json",
+    };
+    const signer = new SignatureV4({ service: "bedrock", region, credentials, sha256: Hash.bind(null, "sha256") });
+    const signed = await signer.sign({ method: "POST", protocol: base.protocol, hostname: base.hostname, port: base.port ? Number(base.port) : undefined, path, query: {}, headers, body });
+    const response = await post({ id, url: `${base.origin}${path}`, headers: signed.headers, body, signal, timeoutMs, traceparent: trace.traceparent });
+    if (!request.stream) return { kind: "completion", completion: completionOf(await readJson<ConverseResponse>(response, timeoutMs, id), id) };
+    return { kind: "stream", chunks: guarded(response.body, timeoutMs, id, streamChunks(response.body, id, signal)) };
+  }
+}
+
+type Block = Record<string, unknown>;
+interface ConverseUsage {
+  inputTokens?: number;
+  outputTokens?: number;
+  cacheReadInputTokens?: number;
+  cacheWriteInputTokens?: number;
+}
+interface ConverseResponse {
+  output?: { message?: { role?: string; content?: Block[] } };
+  stopReason?: string;
+  usage?: ConverseUsage;
+}
+
+/** The canonical request as a Converse body. */
+export function bedrockRequest(request: ChatRequest): Record<string, unknown> {
+  const system = request.messages.filter(isSystem).map((message) => textOf(message.content)).filter(Boolean);
+  const messages: { role: "user" | "assistant"; content: Block[] }[] = [];
+  for (const message of request.messages) {
+    if (isSystem(message)) continue;
+    const role = message.role === "assistant" ? "assistant" : "user";
+    const blocks = blocksOf(message);
+    if (!blocks.length) continue;
+    const last = messages.at(-1);
+    if (last?.role === role) last.content.push(...blocks);
+    else messages.push({ role, content: blocks });
+  }
+  const body: Record<string, unknown> = { messages };
+  if (system.length) body.system = system.map((text) => ({ text }));
+  const inference: Record<string, unknown> = {};
+  if (request.max_tokens !== undefined) inference.maxTokens = request.max_tokens;
+  if (request.temperature !== undefined) inference.temperature = request.temperature;
+  if (request.top_p !== undefined) inference.topP = request.top_p;
+  const stop = stopList(request.stop);
+  if (stop) inference.stopSequences = stop;
+  if (Object.keys(inference).length) body.inferenceConfig = inference;
+  if (request.tools?.length) {
+    const toolConfig: Record<string, unknown> = {
+      tools: request.tools.map((tool) => ({
+        toolSpec: {
+          name: tool.function.name,
+          ...(tool.function.description ? { description: tool.function.description } : {}),
+          inputSchema: { json: tool.function.parameters ?? { type: "object", properties: {} } },
+        },
+      })),
+    };
+    const choice = toolChoiceOf(request.tool_choice);
+    if (choice) toolConfig.toolChoice = choice;
+    body.toolConfig = toolConfig;
+  }
+  return body;
+}
+
+/** Converse has no "none": the model is then left to choose (docs/providers.md). */
+function toolChoiceOf(choice: ToolChoice | undefined): Record<string, unknown> | undefined {
+  if (choice === "auto") return { auto: {} };
+  if (choice === "required") return { any: {} };
+  if (choice && typeof choice === "object") return { tool: { name: choice.function.name } };
+  return undefined;
+}
+
+const IMAGE_FORMATS: Record<string, string> = { "image/png": "png", "image/jpeg": "jpeg", "image/jpg": "jpeg", "image/gif": "gif", "image/webp": "webp" };
+
+function blocksOf(message: ChatMessage): Block[] {
+  if (message.role === "tool") {
+    return [{ toolResult: { toolUseId: message.tool_call_id ?? "", content: [{ text: textOf(message.content) }] } }];
+  }
+  const blocks: Block[] = [];
+  if (typeof message.content === "string") {
+    if (message.content) blocks.push({ text: message.content });
+  } else {
+    for (const part of message.content ?? []) {
+      if (part.type === "text" && typeof part.text === "string") {
+        if (part.text) blocks.push({ text: part.text });
+        continue;
+      }
+      // Converse takes image bytes (a data: URL), not a link to fetch.
+      const url = imageUrlOf(part);
+      const data = url ? parseDataUrl(url) : undefined;
+      const format = data ? IMAGE_FORMATS[data.mediaType.toLowerCase()] : undefined;
+      if (data && format) blocks.push({ image: { format, source: { bytes: data.data } } });
+    }
+  }
+  if (message.role === "assistant") {
+    for (const call of message.tool_calls ?? []) blocks.push({ toolUse: { toolUseId: call.id, name: call.function.name, input: argumentsObject(call.function.arguments) } });
+  }
+  return blocks;
+}
+
+/** `stopReason` → `finish_reason` (docs/providers.md). */
+export function bedrockFinish(reason: string | undefined): FinishReason {
+  switch (reason) {
+    case "max_tokens":
+    case "model_context_window_exceeded":
+      return "length";
+    case "tool_use":
+      return "tool_calls";
+    case "guardrail_intervened":
+    case "content_filtered":
+      return "content_filter";
+    default:
+      return "stop";
+  }
+}
+
+function usageOf(usage: ConverseUsage | undefined): Usage | undefined {
+  if (!usage) return undefined;
+  return usageFrom((usage.inputTokens ?? 0) + (usage.cacheReadInputTokens ?? 0) + (usage.cacheWriteInputTokens ?? 0), usage.outputTokens ?? 0);
+}
+
+function completionOf(response: ConverseResponse, id: string): ChatCompletion {
+  const content = response?.output?.message?.content;
+  if (!Array.isArray(content)) throw invalidAnswer(id);
+  let text = "";
+  const toolCalls: ToolCall[] = [];
+  for (const block of content) {
+    if (typeof block.text === "string") text += block.text;
+    const use = block.toolUse as { toolUseId?: unknown; name?: unknown; input?: unknown } | undefined;
+    if (use) toolCalls.push({ id: String(use.toolUseId), type: "function", function: { name: String(use.name), arguments: JSON.stringify(use.input ?? {}) } });
+  }
+  const completion: ChatCompletion = {
+    id: `chatcmpl-${randomUUID()}`,
+    object: "chat.completion",
+    created: Math.floor(Date.now() / 1000),
+    model: id,
+    choices: [{ index: 0, message: { role: "assistant", content: text || (toolCalls.length ? null : ""), ...(toolCalls.length ? { tool_calls: toolCalls } : {}) }, finish_reason: bedrockFinish(response.stopReason) }],
+  };
+  const usage = usageOf(response.usage);
+  if (usage) completion.usage = usage;
+  return completion;
+}
+
+/** Status of an exception inside the stream, by its `:exception-type` (docs/providers.md). */
+const EXCEPTION_STATUS: Record<string, number> = {
+  validationException: 400,
+  accessDeniedException: 403,
+  resourceNotFoundException: 404,
+  modelTimeoutException: 408,
+  modelStreamErrorException: 424,
+  throttlingException: 429,
+  internalServerException: 500,
+  serviceUnavailableException: 503,
+};
+
+/** Splits AWS event-stream frames (a 4-byte big-endian total length leads each) off a byte stream. */
+async function* eventFrames(body: UpstreamResponse["body"], signal: AbortSignal): AsyncGenerator<Message> {
+  let buffer: Buffer = Buffer.alloc(0);
+  const onAbort = () => body.destroy(signal.reason instanceof Error ? signal.reason : undefined);
+  signal.addEventListener("abort", onAbort, { once: true });
+  try {
+    for await (const chunk of body as AsyncIterable<Buffer>) {
+      if (signal.aborted) throw signal.reason;
+      buffer = buffer.length ? Buffer.concat([buffer, chunk]) : chunk;
+      while (buffer.length >= 4) {
+        const total = buffer.readUInt32BE(0);
+        if (total < 16 || total > 16 * 1024 * 1024) throw new Error(`invalid event stream frame length ${total}`);
+        if (buffer.length < total) break;
+        yield codec.decode(new Uint8Array(buffer.buffer, buffer.byteOffset, total));
+        buffer = buffer.subarray(total);
+      }
+    }
+    if (signal.aborted) throw signal.reason;
+  } finally {
+    signal.removeEventListener("abort", onAbort);
+  }
+}
+
+function headerOf(message: Message, name: string): string | undefined {
+  const header = message.headers[name];
+  return header && header.type === "string" ? header.value : undefined;
+}
+
+/** ConverseStream events → `chat.completion.chunk` frames. */
+async function* streamChunks(body: UpstreamResponse["body"], id: string, signal: AbortSignal): AsyncGenerator<ChatChunk> {
+  const frames = new ChunkFrames(`chatcmpl-${randomUUID()}`, id);
+  let roleSent = false;
+  let finished = false;
+  let usageSent = false;
+  /** Content block index → index among the tool calls. */
+  const tools = new Map<number, number>();
+  const role = () => {
+    if (roleSent) return {};
+    roleSent = true;
+    return { role: "assistant" };
+  };
+  for await (const frame of eventFrames(body, signal)) {
+    const kind = headerOf(frame, ":message-type");
+    let payload: Record<string, any> = {};
+    try {
+      const text = toUtf8(frame.body);
+      if (text) payload = JSON.parse(text) as Record<string, any>;
+    } catch {
+      if (kind === "event") throw invalidAnswer(id);
+    }
+    if (kind === "exception" || kind === "error") {
+      const type = headerOf(frame, ":exception-type") ?? headerOf(frame, ":error-code") ?? "internalServerException";
+      const status = EXCEPTION_STATUS[type] ?? 502;
+      const message = typeof payload.message === "string" ? payload.message : (headerOf(frame, ":error-message") ?? type);
+      throw new ProviderError("UPSTREAM", message, { status, upstreamStatus: status, upstreamBody: { message, type }, retryable: isRetryableStatus(status) });
+    }
+    switch (headerOf(frame, ":event-type")) {
+      case "contentBlockStart": {
+        const use = payload.start?.toolUse as { toolUseId?: unknown; name?: unknown } | undefined;
+        if (use) {
+          const index = tools.size;
+          tools.set(Number(payload.contentBlockIndex), index);
+          yield frames.delta({ ...role(), tool_calls: [{ index, id: String(use.toolUseId), type: "function", function: { name: String(use.name), arguments: "" } }] });
+        }
+        break;
+      }
+      case "contentBlockDelta": {
+        const delta = payload.delta as { text?: unknown; toolUse?: { input?: unknown } } | undefined;
+        if (typeof delta?.text === "string" && delta.text) yield frames.delta({ ...role(), content: delta.text });
+        else if (typeof delta?.toolUse?.input === "string" && delta.toolUse.input) {
+          const index = tools.get(Number(payload.contentBlockIndex));
+          if (index !== undefined) yield frames.delta({ tool_calls: [{ index, function: { arguments: delta.toolUse.input } }] });
+        }
+        break;
+      }
+      case "messageStop":
+        if (!finished) {
+          finished = true;
+          yield frames.delta(role(), bedrockFinish(payload.stopReason));
+        }
+        break;
+      case "metadata": {
+        const usage = usageOf(payload.usage);
+        if (usage && finished && !usageSent) {
+          usageSent = true;
+          yield frames.usage(usage);
+        }
+        break;
+      }
+      default:
+        // messageStart, contentBlockStop, and events this translation does not use.
+        break;
+    }
+  }
+  if (!finished) throw streamCut(id);
+}

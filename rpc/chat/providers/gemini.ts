@@ -1,0 +1,278 @@
+import { randomUUID } from "node:crypto";
+import { readSseData } from "../../sse-parse.js";
+import type { UpstreamResponse } from "../../outbound/upstream.js";
+import type { GeminiModelConfig } from "../models-config.js";
+import type { ChatChunk, ChatCompletion, ChatMessage, ChatRequest, FinishReason, Provider, ProviderResult, ToolCall, ToolChoice, Usage } from "../types.js";
+import { ProviderError, isRetryableStatus, messageOf } from "./provider-error.js";
+import {
+  ChunkFrames,
+  apiKeyOf,
+  argumentsObject,
+  guarded,
+  imageUrlOf,
+  invalidAnswer,
+  isSystem,
+  parseDataUrl,
+  post,
+  readJson,
+  stopList,
+  streamCut,
+  textOf,
+  toolNamesById,
+  trimSlash,
+  usageFrom,
+} from "./shared.js";
+
+export interface GeminiProviderOptions {
+  id: string;
+  config: GeminiModelConfig;
+  timeoutSeconds: number;
+  env: Record<string, string | undefined>;
+}
+
+/**
+ * Google's Generative Language API (docs/providers.md): `POST <baseURL>/models/<model>:generateContent`
+ * and `:streamGenerateContent?alt=sse`, the key in `x-goog-api-key`. Messages become `contents`
+ * (roles `user`/`model`, `parts`), `system` messages the `systemInstruction`, tools
+ * `functionDeclarations`, tool calls and results `functionCall` / `functionResponse` parts.
+ * `usageMetadata` becomes the usage, `finishReason` the finish reason.
+ */
+export class GeminiProvider implements Provider {
+  readonly #options: GeminiProviderOptions;
+
+  constructor(options: GeminiProviderOptions) {
+    this.#options = options;
+  }
+
+  async complete(request: ChatRequest, signal: AbortSignal, trace: { traceparent?: string } = {}): Promise<ProviderResult> {
+    const { config, id, env } = this.#options;
+    const timeoutMs = (config.timeoutSeconds ?? this.#options.timeoutSeconds) * 1000;
+    const apiKey = apiKeyOf(config.apiKeyEnv, env, id);
+    const headers: Record<string, string> = { "content-type": "application/json", accept: request.stream ? "text/event-stream" : "application/json" };
+    if (apiKey) headers["x-goog-api-key"] = apiKey;
+    const model = encodeURIComponent(config.upstreamModel ?? id);
+    const url = `${trimSlash(config.baseURL)}/models/${model}:${request.stream ? "streamGenerateContent?alt=sse" : "generateContent"}`;
+    const response = await post({ id, url, headers, body: JSON.stringify(geminiRequest(request)), signal, timeoutMs, traceparent: trace.traceparent });
+    if (!request.stream) return { kind: "completion", completion: completionOf(await readJson<GeminiResponse>(response, timeoutMs, id), id) };
+    return { kind: "stream", chunks: guarded(response.body, timeoutMs, id, streamChunks(response.body, id, signal)) };
+  }
+}
+
+type Part = Record<string, unknown>;
+interface GeminiResponse {
+  candidates?: { content?: { role?: string; parts?: Part[] }; finishReason?: string; index?: number }[];
+  promptFeedback?: { blockReason?: string };
+  usageMetadata?: { promptTokenCount?: number; candidatesTokenCount?: number; thoughtsTokenCount?: number; totalTokenCount?: number };
+  modelVersion?: string;
+  responseId?: string;
+  error?: unknown;
+}
+
+/**
+ * Gemini 3 models return a `thoughtSignature` with their function calls and want it back with
+ * them; the chat format has no place for it, so it travels in the tool call id.
+ */
+const SIGNATURE = "__thought__";
+
+/** The canonical request as a `generateContent` body. */
+export function geminiRequest(request: ChatRequest): Record<string, unknown> {
+  const names = toolNamesById(request.messages);
+  const system = request.messages.filter(isSystem).map((message) => textOf(message.content)).filter(Boolean).join("\n\n");
+  const contents: { role: "user" | "model"; parts: Part[] }[] = [];
+  for (const message of request.messages) {
+    if (isSystem(message)) continue;
+    const role = message.role === "assistant" ? "model" : "user";
+    const parts = partsOf(message, names);
+    if (!parts.length) continue;
+    const last = contents.at(-1);
+    if (last?.role === role) last.parts.push(...parts);
+    else contents.push({ role, parts });
+  }
+  const body: Record<string, unknown> = { contents };
+  if (system) body.systemInstruction = { parts: [{ text: system }] };
+  const generation: Record<string, unknown> = {};
+  if (request.temperature !== undefined) generation.temperature = request.temperature;
+  if (request.top_p !== undefined) generation.topP = request.top_p;
+  if (request.max_tokens !== undefined) generation.maxOutputTokens = request.max_tokens;
+  const stop = stopList(request.stop);
+  if (stop) generation.stopSequences = stop;
+  if (Object.keys(generation).length) body.generationConfig = generation;
+  if (request.tools?.length) {
+    body.tools = [
+      {
+        functionDeclarations: request.tools.map((tool) => ({
+          name: tool.function.name,
+          ...(tool.function.description ? { description: tool.function.description } : {}),
+          ...(tool.function.parameters ? { parameters: schemaOf(tool.function.parameters) } : {}),
+        })),
+      },
+    ];
+    const config = toolConfigOf(request.tool_choice);
+    if (config) body.toolConfig = { functionCallingConfig: config };
+  }
+  return body;
+}
+
+function toolConfigOf(choice: ToolChoice | undefined): Record<string, unknown> | undefined {
+  if (choice === "auto") return { mode: "AUTO" };
+  if (choice === "required") return { mode: "ANY" };
+  if (choice === "none") return { mode: "NONE" };
+  if (choice && typeof choice === "object") return { mode: "ANY", allowedFunctionNames: [choice.function.name] };
+  return undefined;
+}
+
+/** Function parameters take an OpenAPI subset of JSON Schema: keywords outside it are dropped. */
+function schemaOf(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(schemaOf);
+  if (!schema || typeof schema !== "object") return schema;
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(schema)) {
+    if (key === "$schema" || key === "additionalProperties" || key === "$id" || key === "strict") continue;
+    out[key] = key === "properties" && value && typeof value === "object" ? Object.fromEntries(Object.entries(value).map(([name, sub]) => [name, schemaOf(sub)])) : schemaOf(value);
+  }
+  return out;
+}
+
+function partsOf(message: ChatMessage, names: Map<string, string>): Part[] {
+  if (message.role === "tool") {
+    const text = textOf(message.content);
+    const parsed = argumentsObject(text);
+    const response = "arguments" in parsed && Object.keys(parsed).length === 1 ? { content: text } : parsed;
+    const callId = message.tool_call_id ?? "";
+    const name = names.get(callId) ?? message.name ?? "";
+    return [{ functionResponse: { name, response } }];
+  }
+  const parts: Part[] = [];
+  if (typeof message.content === "string") {
+    if (message.content) parts.push({ text: message.content });
+  } else {
+    for (const part of message.content ?? []) {
+      if (part.type === "text" && typeof part.text === "string") {
+        if (part.text) parts.push({ text: part.text });
+        continue;
+      }
+      const url = imageUrlOf(part);
+      if (!url) continue;
+      const data = parseDataUrl(url);
+      parts.push(data ? { inlineData: { mimeType: data.mediaType, data: data.data } } : { fileData: { mimeType: mimeOf(url), fileUri: url } });
+    }
+  }
+  if (message.role === "assistant") {
+    for (const call of message.tool_calls ?? []) {
+      const cut = call.id.indexOf(SIGNATURE);
+      const part: Part = { functionCall: { name: call.function.name, args: argumentsObject(call.function.arguments) } };
+      if (cut >= 0) part.thoughtSignature = call.id.slice(cut + SIGNATURE.length);
+      parts.push(part);
+    }
+  }
+  return parts;
+}
+
+function mimeOf(url: string): string {
+  const extension = /\.([a-z0-9]+)(?:[?#]|$)/i.exec(url)?.[1]?.toLowerCase();
+  if (extension === "png") return "image/png";
+  if (extension === "webp") return "image/webp";
+  if (extension === "gif") return "image/gif";
+  return "image/jpeg";
+}
+
+/** `finishReason` → `finish_reason` (docs/providers.md); a turn that called functions ends with `tool_calls`. */
+export function geminiFinish(reason: string | undefined, calledTools: boolean): FinishReason {
+  switch (reason) {
+    case "MAX_TOKENS":
+      return "length";
+    case "SAFETY":
+    case "RECITATION":
+    case "BLOCKLIST":
+    case "PROHIBITED_CONTENT":
+    case "SPII":
+    case "IMAGE_SAFETY":
+      return "content_filter";
+    default:
+      return calledTools ? "tool_calls" : "stop";
+  }
+}
+
+function usageOf(metadata: GeminiResponse["usageMetadata"]): Usage | undefined {
+  if (!metadata) return undefined;
+  return usageFrom(metadata.promptTokenCount ?? 0, (metadata.candidatesTokenCount ?? 0) + (metadata.thoughtsTokenCount ?? 0));
+}
+
+function toolCallOf(part: Part): ToolCall | undefined {
+  const call = part.functionCall as { name?: unknown; args?: unknown; id?: unknown } | undefined;
+  if (!call || typeof call.name !== "string") return undefined;
+  let id = typeof call.id === "string" && call.id ? call.id : `call_${randomUUID().replaceAll("-", "").slice(0, 24)}`;
+  if (typeof part.thoughtSignature === "string") id += SIGNATURE + part.thoughtSignature;
+  return { id, type: "function", function: { name: call.name, arguments: JSON.stringify(call.args ?? {}) } };
+}
+
+/** Visible text of parts (thought summaries are left out). */
+function textOfParts(parts: Part[] | undefined): string {
+  return (parts ?? []).map((part) => (typeof part.text === "string" && part.thought !== true ? part.text : "")).join("");
+}
+
+function completionOf(response: GeminiResponse, id: string): ChatCompletion {
+  if (!response || typeof response !== "object") throw invalidAnswer(id);
+  const candidate = response.candidates?.[0];
+  if (!candidate && !response.promptFeedback) throw invalidAnswer(id);
+  const parts = candidate?.content?.parts ?? [];
+  const toolCalls = parts.map(toolCallOf).filter((call): call is ToolCall => call !== undefined);
+  const text = textOfParts(parts);
+  const finish: FinishReason = candidate ? geminiFinish(candidate.finishReason, toolCalls.length > 0) : "content_filter";
+  const completion: ChatCompletion = {
+    id: response.responseId ?? `chatcmpl-${randomUUID()}`,
+    object: "chat.completion",
+    created: Math.floor(Date.now() / 1000),
+    model: response.modelVersion ?? id,
+    choices: [{ index: 0, message: { role: "assistant", content: text || (toolCalls.length ? null : ""), ...(toolCalls.length ? { tool_calls: toolCalls } : {}) }, finish_reason: finish }],
+  };
+  const usage = usageOf(response.usageMetadata);
+  if (usage) completion.usage = usage;
+  return completion;
+}
+
+/** Each SSE event is a whole `GenerateContentResponse`; the stream has no [DONE], its end is the end. */
+async function* streamChunks(body: UpstreamResponse["body"], id: string, signal: AbortSignal): AsyncGenerator<ChatChunk> {
+  let frames: ChunkFrames | undefined;
+  let roleSent = false;
+  let finished = false;
+  let tools = 0;
+  let usage: Usage | undefined;
+  for await (const data of readSseData(body, { signal })) {
+    let response: GeminiResponse;
+    try {
+      response = JSON.parse(data) as GeminiResponse;
+    } catch {
+      throw invalidAnswer(id);
+    }
+    if (response.error) {
+      const code = Number((response.error as { code?: unknown }).code);
+      const status = Number.isInteger(code) && code >= 400 ? code : 502;
+      throw new ProviderError("UPSTREAM", messageOf(response, status), { status, upstreamStatus: status, upstreamBody: response, retryable: isRetryableStatus(status) });
+    }
+    frames ??= new ChunkFrames(response.responseId ?? `chatcmpl-${randomUUID()}`, response.modelVersion ?? id);
+    const role = () => {
+      if (roleSent) return {};
+      roleSent = true;
+      return { role: "assistant" };
+    };
+    usage = usageOf(response.usageMetadata) ?? usage;
+    const candidate = response.candidates?.[0];
+    const parts = candidate?.content?.parts ?? [];
+    const text = textOfParts(parts);
+    if (text) yield frames.delta({ ...role(), content: text });
+    for (const part of parts) {
+      const call = toolCallOf(part);
+      if (!call) continue;
+      // Gemini sends each call whole: one delta carries its id, name and arguments.
+      yield frames.delta({ ...role(), tool_calls: [{ index: tools++, ...call }] });
+    }
+    const blocked = !candidate && response.promptFeedback?.blockReason;
+    if ((candidate?.finishReason || blocked) && !finished) {
+      finished = true;
+      yield frames.delta(role(), blocked ? "content_filter" : geminiFinish(candidate!.finishReason, tools > 0));
+    }
+  }
+  if (!finished || !frames) throw streamCut(id);
+  if (usage) yield frames.usage(usage);
+}

@@ -1,0 +1,214 @@
+import { ServiceError } from "../../errors.js";
+import { isUpstreamTimeout, upstreamRequest, type UpstreamResponse } from "../../outbound/upstream.js";
+import type { ChatChunk, ChatMessage, ContentPart, FinishReason, ToolCallDelta, Usage } from "../types.js";
+import { isRetryableStatus, messageOf, ProviderError, retryAfterOf, retryDelayOf } from "./provider-error.js";
+
+/**
+ * What the upstream adapters share (docs/providers.md): one POST through the pooled client
+ * with the provider's errors mapped the same way, a guard around streams, the
+ * `chat.completion.chunk` frames they build, and the small translations every format needs.
+ */
+
+export interface PostOptions {
+  /** The model id, for messages. */
+  id: string;
+  url: string;
+  headers: Record<string, string>;
+  body: string | Buffer;
+  signal: AbortSignal;
+  timeoutMs: number;
+  /** W3C Trace Context of the caller, sent on as `traceparent`. */
+  traceparent?: string;
+}
+
+/**
+ * One POST on the pooled client (rpc/outbound/upstream.ts): the timeout covers the wait for
+ * the first byte and then each gap between chunks; the caller's signal cancels the request.
+ * A non-2xx answer is thrown as the provider's error relayed verbatim (spec 7.2).
+ */
+export async function post(options: PostOptions): Promise<UpstreamResponse> {
+  const headers = { ...options.headers };
+  // W3C Trace Context: the caller's trace continues at the provider.
+  if (options.traceparent) headers.traceparent = options.traceparent;
+  let response: UpstreamResponse;
+  try {
+    response = await upstreamRequest(options.url, { method: "POST", headers, body: options.body, signal: options.signal, timeoutMs: options.timeoutMs });
+  } catch (error) {
+    throw transportError(error, options.timeoutMs, options.id);
+  }
+  if (response.statusCode >= 200 && response.statusCode <= 299) return response;
+  throw await relayedError(response, options.timeoutMs, options.id);
+}
+
+/** Relays the provider's error body and status as they are, `{detail}` bodies included (spec 7.2). */
+export async function relayedError(response: UpstreamResponse, timeoutMs: number, id: string): Promise<ServiceError> {
+  let text: string;
+  try {
+    text = await response.body.text();
+  } catch (error) {
+    if (!response.body.destroyed) response.body.destroy();
+    return transportError(error, timeoutMs, id);
+  }
+  let upstreamBody: unknown;
+  try {
+    upstreamBody = JSON.parse(text);
+  } catch {
+    upstreamBody = { detail: text || `HTTP ${response.statusCode}` };
+  }
+  const status = response.statusCode;
+  return new ProviderError("UPSTREAM", messageOf(upstreamBody, status), {
+    status,
+    upstreamBody,
+    upstreamStatus: status,
+    retryable: isRetryableStatus(status),
+    retryAfterMs: retryAfterOf(response.headers) ?? retryDelayOf(upstreamBody),
+  });
+}
+
+/** A body read whole and parsed; an unreadable one is the provider's fault (502, retryable). */
+export async function readJson<T>(response: UpstreamResponse, timeoutMs: number, id: string): Promise<T> {
+  let text: string;
+  try {
+    text = await response.body.text();
+  } catch (error) {
+    if (!response.body.destroyed) response.body.destroy();
+    throw transportError(error, timeoutMs, id);
+  }
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    throw invalidAnswer(id);
+  }
+}
+
+export function invalidAnswer(id: string): ProviderError {
+  return new ProviderError("BAD_GATEWAY", `The model provider sent an invalid response for ${id}`, { retryable: true });
+}
+
+/** The cut stream's error: the client's stream ends with an error frame and no [DONE]. */
+export function streamCut(id: string, cause?: unknown): ServiceError {
+  return new ServiceError("BAD_GATEWAY", `The model provider closed the stream early for ${id}`, cause === undefined ? {} : { cause });
+}
+
+export function transportError(error: unknown, timeoutMs: number, id: string, midStream = false): ServiceError {
+  if (error instanceof ServiceError) return error;
+  if (isUpstreamTimeout(error)) {
+    const message = `The model provider did not answer within ${timeoutMs / 1000}s for ${id}`;
+    return midStream ? new ServiceError("TIMEOUT", message) : new ProviderError("TIMEOUT", message, { retryable: true, cause: error });
+  }
+  if (midStream) return streamCut(id, error);
+  return new ProviderError("BAD_GATEWAY", `The model provider for ${id} is unreachable`, { retryable: true, cause: error });
+}
+
+/**
+ * Runs a translated stream over an upstream body: anything other than a ServiceError is a
+ * transport failure (timeout, connection lost), and a stream stopped early (the client left,
+ * an error) closes the body and so its connection.
+ */
+export async function* guarded(body: UpstreamResponse["body"], timeoutMs: number, id: string, chunks: AsyncGenerator<ChatChunk>): AsyncGenerator<ChatChunk> {
+  let finished = false;
+  try {
+    yield* chunks;
+    finished = true;
+  } catch (error) {
+    throw transportError(error, timeoutMs, id, true);
+  } finally {
+    if (!finished && !body.destroyed) body.destroy();
+  }
+}
+
+/** Builds the `chat.completion.chunk` frames of one streamed answer. */
+export class ChunkFrames {
+  readonly #base: { id: string; object: "chat.completion.chunk"; created: number; model: string };
+
+  constructor(id: string, model: string, created = Math.floor(Date.now() / 1000)) {
+    this.#base = { id, object: "chat.completion.chunk", created, model };
+  }
+
+  delta(delta: { role?: string; content?: string | null; tool_calls?: ToolCallDelta[] }, finishReason: FinishReason | null = null): ChatChunk {
+    return { ...this.#base, choices: [{ index: 0, delta, finish_reason: finishReason }], usage: null };
+  }
+
+  /** The last frame, as openai-compatible providers send it with `stream_options.include_usage`. */
+  usage(usage: Usage): ChatChunk {
+    return { ...this.#base, choices: [], usage };
+  }
+}
+
+export function usageFrom(prompt: number, completion: number): Usage {
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+}
+
+/** The environment key a model names, or 503 when it is unset (docs/models-and-chat.md). */
+export function apiKeyOf(apiKeyEnv: string | undefined, env: Record<string, string | undefined>, id: string): string | undefined {
+  if (!apiKeyEnv) return undefined;
+  const key = env[apiKeyEnv];
+  if (!key) throw new ProviderError("UNAVAILABLE", `Chat service not configured: model ${id} needs ${apiKeyEnv}`, { retryable: false });
+  return key;
+}
+
+export function trimSlash(url: string): string {
+  return url.replace(/\/+$/, "");
+}
+
+/** The text of a message's content (parts other than text are left out). */
+export function textOf(content: ChatMessage["content"]): string {
+  if (typeof content === "string") return content;
+  if (!content) return "";
+  return content.map((part) => (typeof part.text === "string" ? part.text : "")).join("");
+}
+
+/** `{type: "image_url", image_url: {url}}` → the URL, or undefined for any other part. */
+export function imageUrlOf(part: ContentPart): string | undefined {
+  if (part.type !== "image_url") return undefined;
+  const image = part.image_url as { url?: unknown } | string | undefined;
+  const url = typeof image === "string" ? image : image?.url;
+  return typeof url === "string" ? url : undefined;
+}
+
+/** A `data:<media type>;base64,<data>` URL split, or undefined for any other URL. */
+export function parseDataUrl(url: string): { mediaType: string; data: string } | undefined {
+  const match = /^data:([^;,]+);base64,(.*)$/s.exec(url);
+  return match ? { mediaType: match[1]!, data: match[2]! } : undefined;
+}
+
+/** Tool call arguments (a JSON string) as the object the native formats want. */
+export function argumentsObject(text: string): Record<string, unknown> {
+  if (!text.trim()) return {};
+  try {
+    const parsed: unknown = JSON.parse(text);
+    if (parsed && typeof parsed === "object" && !Array.isArray(parsed)) return parsed as Record<string, unknown>;
+    return { value: parsed };
+  } catch {
+    return { arguments: text };
+  }
+}
+
+/** Names of the functions called, by call id: a `tool` message names only its call. */
+export function toolNamesById(messages: readonly ChatMessage[]): Map<string, string> {
+  const names = new Map<string, string>();
+  for (const message of messages) for (const call of message.tool_calls ?? []) names.set(call.id, call.function.name);
+  return names;
+}
+
+/** `system` and `developer` messages: the instructions the native formats carry apart. */
+export function isSystem(message: ChatMessage): boolean {
+  return message.role === "system" || message.role === "developer";
+}
+
+/** The stop sequences of a request as a list (the chat format also takes one string). */
+export function stopList(stop: string | string[] | undefined): string[] | undefined {
+  if (stop === undefined) return undefined;
+  const list = typeof stop === "string" ? [stop] : stop;
+  return list.length ? list : undefined;
+}
+
+/**
+ * The completion tokens to ask for when a provider requires a cap (Anthropic): the request's
+ * `max_tokens`, else the model's `maxOutputTokens` (default 4096) within what the context
+ * window leaves after the prompt, the same cap a hold reserves (docs/models-and-chat.md "Holds").
+ */
+export function outputCapOf(maxTokens: number | undefined, config: { maxOutputTokens?: number; contextWindow: number }, promptTokens: number): number {
+  if (maxTokens !== undefined) return maxTokens;
+  return Math.max(1, Math.min(config.maxOutputTokens ?? 4096, config.contextWindow - promptTokens));
+}
