@@ -109,6 +109,7 @@ async function handleRest(
       abort: scope.abort,
       // The request's log line and metrics wait for the stream's end (tokens, full duration).
       onEnd: scope.defer(),
+      plain: binding.surface === "platform",
       errorFrame: (error) => renderError(binding.surface, error, scope.requestId, dispatcher.ports.log).body,
     });
   }

@@ -10,6 +10,11 @@ export interface SseOptions {
   abort: AbortController;
   /** Called once when the stream ends: finished, failed or cancelled by the client. */
   onEnd?(): void;
+  /**
+   * Leave out `X-Accel-Buffering` (which tells a proxy not to buffer): the Platform API adds
+   * no service header but `X-Service-Request-Id` (spec 4.2).
+   */
+  plain?: boolean;
 }
 
 /**
@@ -65,6 +70,6 @@ export function toSseResponse(items: AsyncIterable<unknown>, options: SseOptions
   headers.set("content-type", "text/event-stream; charset=utf-8");
   headers.set("cache-control", "no-cache");
   headers.set("connection", "keep-alive");
-  headers.set("x-accel-buffering", "no");
+  if (!options.plain) headers.set("x-accel-buffering", "no");
   return new Response(stream, { status: 200, headers });
 }

@@ -81,6 +81,8 @@ export const ModelEntry = v.object({
   created: v.pipe(v.number(), v.description("Unix seconds")),
   owned_by: v.string(),
   context_window: v.number(),
+  deprecated: v.optional(v.pipe(v.literal(true), v.description("Only on a deprecated model; it still answers"))),
+  deprecation: v.optional(v.object({ deprecatedAt: v.nullable(v.string()), message: v.string() })),
 });
 
 export const ModelList = v.object({ object: v.string(), data: v.array(ModelEntry) });

@@ -1,18 +1,19 @@
 import { normalizeKey } from "unstorage";
+import { admit } from "./admission.js";
 
 /**
  * One account of a hold (the ledger, DESIGN "Money"). An account is an integer value at a
  * key plus the holds placed on it:
- * - `balance` accounts hold what is left (workspace credits): a hold is admitted while
- *   `value − held − amount ≥ limit` (limit defaults to 0);
+ * - `balance` accounts hold what is left (workspace credits), down to `limit` (default 0);
  * - `usage` accounts count what was used (a key's spend, tokens per minute, a plan's
- *   allowance, a tenant's month): admitted while `value + held + amount ≤ limit`; without a
- *   limit the hold is still recorded, so a later limit sees the requests in flight.
+ *   allowance, a tenant's month) up to `limit`; without a limit the hold is still recorded,
+ *   so a later limit sees the requests in flight.
+ * Admission (what is held, and when a line is refused) is storage/admission.ts.
  */
 export interface HoldLine {
   key: string;
   kind: "balance" | "usage";
-  /** What the request may cost at most on this account (integer ≥ 0). */
+  /** What the request may cost at most on this account (integer ≥ 0); the hold may be capped (storage/admission.ts). */
   amount: number;
   limit?: number;
   /** A usage counted in a window of this length that starts when the account is first touched. */
@@ -42,6 +43,8 @@ export interface AccountState {
   value: number;
   held: number;
   ttlMs: number;
+  /** The capped hold in flight on this account, if any (storage/admission.ts). */
+  capped?: string;
 }
 
 /**
@@ -71,7 +74,8 @@ export interface Atomic {
   balance(key: string): Promise<number>;
   /**
    * Places hold `id` on every line at once, or on none: null when admitted, else the first
-   * line that did not fit. Expired holds of those accounts are released first (the lease of a
+   * line refused by the admission rule (storage/admission.ts: each line holds its amount
+   * capped at what remains). Expired holds of those accounts are released first (the lease of a
    * process that died). One atomic step (one round trip on Redis).
    */
   hold(id: string, lines: HoldLine[], leaseMs: number): Promise<HoldRefusal | null>;
@@ -121,6 +125,8 @@ interface Live {
   held: number;
   /** The earliest `expiresAt` of the holds (Infinity without holds). */
   nextExpiry: number;
+  /** The id of the capped hold in flight, if any (storage/admission.ts: at most one). */
+  capped?: string;
 }
 
 /**
@@ -249,25 +255,32 @@ export class LocalAtomic implements Atomic {
       (): HoldRefusal | null => {
         const now = Date.now();
         const items = lines.map((line) => this.#raw(line.key));
+        const admitted = [];
         for (let index = 0; index < lines.length; index++) {
           const item = items[index] ?? null;
           if (item) release(item, now);
           const value = windowValue(item, now);
           const held = item?.held ?? 0;
-          if (!fits(lines[index]!, value, held)) {
+          const admission = admit(lines[index]!, value, held, item?.capped !== undefined && item.capped !== id);
+          if (!admission) {
             const exp = windowLive(item, now) ? item!.exp : undefined;
             return { index, value, held, ttlMs: exp ? exp - now : 0 };
           }
+          admitted.push(admission);
         }
         for (let index = 0; index < lines.length; index++) {
           const line = lines[index]!;
+          const { amount, capped } = admitted[index]!;
           const item = items[index] ?? withValue(null, "0", undefined);
           const value = windowValue(item, now);
           const exp = (windowLive(item, now) ? item.exp : undefined) ?? (line.windowMs ? now + line.windowMs : undefined);
-          item.v = String(value + (line.commit ? line.amount : 0));
+          item.v = String(value + (line.commit ? amount : 0));
           if (exp) item.exp = exp;
           else delete item.exp;
-          if (!line.commit) addHold(item, id, [line.amount, now + leaseMs]);
+          if (!line.commit) {
+            addHold(item, id, [amount, now + leaseMs]);
+            if (capped) item.capped = id;
+          }
           // Nothing is written: holds, and counts taken at once (a requests-per-minute window,
           // like `increment`), live in memory only.
           this.#values.set(line.key, item);
@@ -313,7 +326,9 @@ export class LocalAtomic implements Atomic {
       const item = this.#raw(key);
       if (item) release(item, now);
       const exp = windowLive(item, now) ? item!.exp : undefined;
-      return { value: windowValue(item, now), held: item?.held ?? 0, ttlMs: exp ? exp - now : 0 };
+      const state: AccountState = { value: windowValue(item, now), held: item?.held ?? 0, ttlMs: exp ? exp - now : 0 };
+      if (item?.capped !== undefined) state.capped = item.capped;
+      return state;
     });
   }
 
@@ -395,6 +410,7 @@ function recordKey(key: string): string {
 function withValue(item: Live | null, v: string, exp: number | undefined): Live {
   const next: Live = { v, held: item?.held ?? 0, nextExpiry: item?.nextExpiry ?? Infinity };
   if (item?.holds) next.holds = item.holds;
+  if (item?.capped !== undefined) next.capped = item.capped;
   if (exp !== undefined) next.exp = exp;
   return next;
 }
@@ -429,6 +445,7 @@ function removeHold(item: Live, id: string): void {
   if (!entry) return;
   item.holds!.delete(id);
   item.held -= entry[0];
+  if (item.capped === id) delete item.capped;
   if (!item.holds!.size) {
     delete item.holds;
     item.held = 0;
@@ -444,6 +461,7 @@ function release(item: Live, now: number): void {
   for (const [id, entry] of item.holds) {
     if (entry[1] <= now) {
       item.holds.delete(id);
+      if (item.capped === id) delete item.capped;
       continue;
     }
     held += entry[0];
@@ -466,9 +484,4 @@ function fromDurable(stored: Durable): Live {
 
 function toDurable(item: Live): Durable {
   return item.exp !== undefined ? { v: item.v!, exp: item.exp } : { v: item.v! };
-}
-
-export function fits(line: HoldLine, value: number, held: number): boolean {
-  if (line.kind === "balance") return value - held - line.amount >= (line.limit ?? 0);
-  return line.limit === undefined || value + held + line.amount <= line.limit;
 }

@@ -1,5 +1,6 @@
 import type { Redis } from "ioredis";
 import type { AccountState, Atomic, HoldLine, HoldRefusal, SettleLine } from "./atomic.js";
+import { ADMIT_LUA } from "./admission.js";
 
 const INCREMENT = `
 local v = redis.call('INCRBY', KEYS[1], ARGV[1])
@@ -26,11 +27,15 @@ return {1, redis.call('DECRBY', KEYS[1], amount)}`;
 
 /*
  * The ledger (storage/atomic.ts HoldLine). Per account three keys: the value (a plain integer
- * string, so INCRBY grants keep working), a hash of holds (id → amount, and "_held" their
- * total) and a sorted set of hold ids by lease expiry. Every call first releases the
- * account's expired holds (a ZRANGEBYSCORE that is empty on the hot path).
+ * string, so INCRBY grants keep working), a hash of holds (id → amount, "_held" their total
+ * and "_capped" the id of the capped hold in flight, storage/admission.ts) and a sorted set of
+ * hold ids by lease expiry. Every call first releases the account's expired holds (a
+ * ZRANGEBYSCORE that is empty on the hot path).
  */
 const REAP = `
+local function drop(h, id)
+  if redis.call('HGET', h, '_capped') == id then redis.call('HDEL', h, '_capped') end
+end
 local function reap(h, z, now)
   local expired = redis.call('ZRANGEBYSCORE', z, '-inf', now, 'LIMIT', 0, 200)
   for _, id in ipairs(expired) do
@@ -39,6 +44,7 @@ local function reap(h, z, now)
       redis.call('HDEL', h, id)
       redis.call('HINCRBY', h, '_held', 0 - tonumber(amount))
     end
+    drop(h, id)
     redis.call('ZREM', z, id)
   end
 end
@@ -47,36 +53,37 @@ local function tidy(h, z)
 end`;
 
 // KEYS: 3 per line. ARGV: id, now, lease, then per line: kind (b|u), amount, limit ('' none), windowMs, commit (0|1).
-const HOLD = `${REAP}
+const HOLD = `${REAP}${ADMIT_LUA}
 local id, now, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local n = #KEYS / 3
+local amounts, caps = {}, {}
 for i = 1, n do
   local v, h, z = KEYS[3*i-2], KEYS[3*i-1], KEYS[3*i]
   local a = 3 + (i-1)*5
   reap(h, z, now)
-  local kind, amount, limit = ARGV[a+1], tonumber(ARGV[a+2]), ARGV[a+3]
-  if limit ~= '' then
-    local value = tonumber(redis.call('GET', v) or '0')
-    local held = tonumber(redis.call('HGET', h, '_held') or '0')
-    local ok
-    if kind == 'b' then ok = value - held - amount >= tonumber(limit) else ok = value + held + amount <= tonumber(limit) end
-    if not ok then
-      local ttl = redis.call('PTTL', v)
-      if ttl < 0 then ttl = 0 end
-      return {i - 1, value, held, ttl}
-    end
+  local kind, limit, commit = ARGV[a+1], ARGV[a+3], ARGV[a+5]
+  local value = tonumber(redis.call('GET', v) or '0')
+  local held = tonumber(redis.call('HGET', h, '_held') or '0')
+  local cappedBy = redis.call('HGET', h, '_capped')
+  local amount, capped = admit(kind, tonumber(ARGV[a+2]), limit, commit, value, held, cappedBy ~= false and cappedBy ~= id)
+  if amount < 0 then
+    local ttl = redis.call('PTTL', v)
+    if ttl < 0 then ttl = 0 end
+    return {i - 1, value, held, ttl}
   end
+  amounts[i], caps[i] = amount, capped
 end
 for i = 1, n do
   local v, h, z = KEYS[3*i-2], KEYS[3*i-1], KEYS[3*i]
   local a = 3 + (i-1)*5
-  local amount, window, commit = tonumber(ARGV[a+2]), tonumber(ARGV[a+4]), ARGV[a+5]
+  local amount, window, commit = amounts[i], tonumber(ARGV[a+4]), ARGV[a+5]
   if window > 0 and redis.call('EXISTS', v) == 0 then redis.call('SET', v, '0', 'PX', window) end
   if commit == '1' then
     redis.call('INCRBY', v, amount)
   else
     redis.call('HSET', h, id, amount)
     redis.call('HINCRBY', h, '_held', amount)
+    if caps[i] == 1 then redis.call('HSET', h, '_capped', id) end
     redis.call('ZADD', z, now + lease, id)
     local keep = math.max(redis.call('PTTL', h), lease + 60000)
     redis.call('PEXPIRE', h, keep)
@@ -98,6 +105,7 @@ for i = 1, #KEYS / 3 do
     redis.call('HINCRBY', h, '_held', 0 - tonumber(amount))
     redis.call('ZREM', z, id)
   end
+  drop(h, id)
   tidy(h, z)
   if delta ~= 0 then
     redis.call('INCRBY', v, delta)
@@ -118,7 +126,7 @@ const ACCOUNT = `${REAP}
 reap(KEYS[2], KEYS[3], tonumber(ARGV[1]))
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then ttl = 0 end
-return {tonumber(redis.call('GET', KEYS[1]) or '0'), tonumber(redis.call('HGET', KEYS[2], '_held') or '0'), ttl}`;
+return {tonumber(redis.call('GET', KEYS[1]) or '0'), tonumber(redis.call('HGET', KEYS[2], '_held') or '0'), ttl, redis.call('HGET', KEYS[2], '_capped')}`;
 
 const SCRIPTS = {
   gwIncrement: { numberOfKeys: 1, lua: INCREMENT },
@@ -238,7 +246,9 @@ export class RedisAtomic implements Atomic {
   }
 
   async account(key: string): Promise<AccountState> {
-    const [value, held, ttlMs] = ((await this.#scripts.gwAccount(...this.#accountKeys(key), Date.now())) as number[]).map(Number) as [number, number, number];
-    return { value, held, ttlMs };
+    const [value, held, ttlMs, capped] = (await this.#scripts.gwAccount(...this.#accountKeys(key), Date.now())) as [number, number, number, string | null];
+    const state: AccountState = { value: Number(value), held: Number(held), ttlMs: Number(ttlMs) };
+    if (capped) state.capped = capped;
+    return state;
   }
 }

@@ -57,7 +57,7 @@ async function checkToolsAndModel(deps: AgentsDeps, tenantId: string, tools: str
   }
   if (!unknownTools.length && !modelProblem) return;
   const problems = [
-    ...(unknownTools.length ? [`unknown tools: ${unknownTools.join(", ")} (see GET /mcp/tools)`] : []),
+    ...(unknownTools.length ? [`unknown tools: ${unknownTools.join(", ")} (see GET /mcp/tools; on the Account API GET /agent/tools)`] : []),
     ...(modelProblem ? [`unknown model: ${model} (usable: ${deps.models.usableIds().join(", ") || "none"})`] : []),
   ];
   throw new ServiceError("VALIDATION_FAILED", `Invalid agent: ${problems.join("; ")}`, {

@@ -1,6 +1,6 @@
 import { principalOf } from "../auth.js";
 import { countPromptTokens } from "./tokens.js";
-import { ChatBody, ToolChatBody, runChat, toChatRequest, toToolChatRequest, type ChatBodyInput, type ToolChatBodyInput } from "./run-chat.js";
+import { PlatformChatBody, ToolChatBody, runChat, toChatRequest, toToolChatRequest, type ChatBodyInput, type ToolChatBodyInput } from "./run-chat.js";
 import type { RoutedModel } from "./model-router.js";
 import type { Hold, Meter } from "../money/money.js";
 import type { ChatRequest } from "./types.js";
@@ -34,7 +34,15 @@ async function holdAndRun(
   let model: RoutedModel;
   try {
     model = ctx.deps.models.resolve(request.model, plan);
-    ctx.deps.models.annotate(model.id, ctx.responseHeaders);
+    // A deprecated model: Account and Gateway answers carry Deprecation and X-Model-Warning; the
+    // Platform adds no header but X-Service-Request-Id (spec 4.2), so there the notice is in the
+    // catalog entry and the request's log line (docs/model-registry.md).
+    const warning = ctx.deps.models.deprecation(model.id);
+    if (warning && ctx.surface === "platform") {
+      if (ctx.logFields) ctx.logFields.modelWarning = warning.message;
+    } else {
+      ctx.deps.models.annotate(model.id, ctx.responseHeaders);
+    }
   } catch (error) {
     await beforeRouterError?.();
     enterRouter(ctx);
@@ -47,7 +55,7 @@ async function holdAndRun(
     model,
     request,
     promptTokens,
-    includeUsage: body.stream_options?.include_usage === true,
+    includeUsage: "stream_options" in body && body.stream_options?.include_usage === true,
     // Settled on the ledger and counted in the metering with the same amounts (docs/billing.md
     // "Usage"), sent together: one journal flush on fs, one round trip on Redis.
     // The cost is at the price of the deployment that answered (docs/providers.md "Money").
@@ -77,11 +85,12 @@ export const chatMethods = [
   chatDomain.method({
     name: "platform.chat.completions",
     summary:
-      "Chat completion billed to the key's workspace (spec 4.2); SSE chunks ending in [DONE] when stream is true. 402 when the credits left cannot cover the most the request can cost (prompt plus max_tokens).",
-    input: ChatBody,
+      "Chat completion billed to the key's workspace (spec 4.2); SSE chunks ending in [DONE] when stream is true. Served while the balance, less what requests in flight hold, is above zero (402 otherwise); only model, messages, stream, temperature, top_p and max_tokens are read.",
+    input: PlatformChatBody,
     auth: { kinds: ["platform_key"], scopes: ["chat:write"] },
     output: ChatCompletionView,
-    errors: ["INSUFFICIENT_CREDITS", "RATE_LIMITED", "FORBIDDEN", "UPSTREAM", "TIMEOUT"],
+    // spec 7.2: an upstream timeout is a 502 here (rpc/transport/surfaces.ts).
+    errors: ["INSUFFICIENT_CREDITS", "RATE_LIMITED", "FORBIDDEN", "UPSTREAM", "BAD_GATEWAY"],
     http: [{ surface: "platform", method: "POST", path: "/chat/completions" }],
     stream: { done: "[DONE]" },
     async handler(params, ctx) {

@@ -28,6 +28,9 @@ export interface CatalogEntry {
   created: number;
   owned_by: string;
   context_window: number;
+  /** Only on a deprecated model (docs/model-registry.md). */
+  deprecated?: true;
+  deprecation?: { deprecatedAt: string | null; message: string };
 }
 
 export interface RoutedModel extends RouteTarget {
@@ -117,11 +120,18 @@ export class ModelRouter {
    * (RFC 9745) with when, and `X-Model-Warning` saying which model and what to do.
    */
   annotate(id: string, headers: Headers): void {
-    const entry = this.#registry.get(id);
-    if (entry?.status !== "deprecated") return;
-    const since = entry.deprecatedAt ? Math.floor(Date.parse(entry.deprecatedAt) / 1000) : undefined;
+    const deprecation = this.deprecation(id);
+    if (!deprecation) return;
+    const since = deprecation.deprecatedAt ? Math.floor(Date.parse(deprecation.deprecatedAt) / 1000) : undefined;
     headers.set("Deprecation", since !== undefined && Number.isFinite(since) ? `@${since}` : "true");
-    headers.set("X-Model-Warning", `The model '${id}' is deprecated${entry.note ? `: ${entry.note}` : ""}`.replace(/[^\x20-\x7e]/g, "?"));
+    headers.set("X-Model-Warning", deprecation.message.replace(/[^\x20-\x7e]/g, "?"));
+  }
+
+  /** A deprecated model's notice (docs/model-registry.md): when, and what to tell the caller. */
+  deprecation(id: string): { deprecatedAt: string | null; message: string } | undefined {
+    const entry = this.#registry.get(id);
+    if (entry?.status !== "deprecated") return undefined;
+    return { deprecatedAt: entry.deprecatedAt ?? null, message: `The model '${id}' is deprecated${entry.note ? `: ${entry.note}` : ""}` };
   }
 
   #disabled(id: string): boolean {
@@ -130,13 +140,18 @@ export class ModelRouter {
 
   /** Every listed model, public or not (spec 2.1: the catalog is not filtered per key). */
   list(): CatalogEntry[] {
-    return [...this.#models.values()].map(({ id, config }) => ({
-      id,
-      object: "model",
-      created: this.#created,
-      owned_by: config.ownedBy ?? (deploymentsOf(config).every((deployment) => deployment.provider === "echo") ? "gateway" : "upstream"),
-      context_window: config.contextWindow,
-    }));
+    return [...this.#models.values()].map(({ id, config }) => {
+      const deprecation = this.deprecation(id);
+      return {
+        id,
+        object: "model",
+        created: this.#created,
+        owned_by: config.ownedBy ?? (deploymentsOf(config).every((deployment) => deployment.provider === "echo") ? "gateway" : "upstream"),
+        context_window: config.contextWindow,
+        // The catalog entry is where a Platform caller learns of a deprecation (spec 4.2 allows no other header).
+        ...(deprecation ? { deprecated: true, deprecation } : {}),
+      };
+    });
   }
 
   /** Ids a chat request may use (optionally only those a plan allows). */

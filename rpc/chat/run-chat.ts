@@ -66,18 +66,19 @@ const Fields = {
   temperature: v.nullish(v.pipe(v.number("temperature must be a number"), v.minValue(0), v.maxValue(2))),
   top_p: v.nullish(v.pipe(v.number("top_p must be a number"), v.minValue(0), v.maxValue(1))),
   max_tokens: v.nullish(v.pipe(v.number("max_tokens must be an integer"), v.integer("max_tokens must be an integer"), v.minValue(1))),
-  stream_options: v.nullish(v.object({ include_usage: v.nullish(v.boolean("stream_options.include_usage must be a boolean")) })),
 };
+
+const StreamOptions = v.nullish(v.object({ include_usage: v.nullish(v.boolean("stream_options.include_usage must be a boolean")) }));
 
 // spec 7.2: one message saying both are required, whichever is missing.
 const bothRequired = <T extends { model?: string; messages?: readonly unknown[] }>() => v.check<T, string>((body) => body.model !== undefined && body.messages !== undefined, "Both model and messages are required");
 
 /**
- * A Platform chat request body (spec 2.2). Only the six fields, plus `stream_options` (which
- * decides whether the client sees the usage chunk), survive parsing; everything else a client
- * sends (tools, n, seed, response_format, …) is dropped without error (spec 4.2).
+ * A Platform API chat body (spec 2.2, 4.2): exactly the six fields; everything else, including
+ * `stream_options` and `tools`, is dropped without error, so a Platform stream never carries a
+ * usage chunk (the service still asks the upstream for usage to meter the stream: an internal detail).
  */
-export const ChatBody = v.pipe(
+export const PlatformChatBody = v.pipe(
   v.object({
     ...Fields,
     messages: v.optional(v.pipe(v.array(Message, "messages must be an array of {role, content}"), v.minLength(1, "messages must not be empty"))),
@@ -86,13 +87,15 @@ export const ChatBody = v.pipe(
 );
 
 /**
- * An Account or Gateway chat request body: the Platform's fields plus function calling
- * (`tools`, `tool_choice`, `parallel_tool_calls`, assistant `tool_calls`, `tool` messages),
- * validated and forwarded to the model (docs/models-and-chat.md "Tool calls").
+ * An Account or Gateway chat request body: the six fields, `stream_options` (spec 2.2, Account:
+ * `include_usage` puts usage on the final chunk) and function calling (`tools`, `tool_choice`,
+ * `parallel_tool_calls`, assistant `tool_calls`, `tool` messages), validated and forwarded to the
+ * model (docs/models-and-chat.md "Tool calls"). Other fields are dropped without error.
  */
 export const ToolChatBody = v.pipe(
   v.object({
     ...Fields,
+    stream_options: StreamOptions,
     messages: v.optional(v.pipe(v.array(ToolMessage, "messages must be an array of {role, content}"), v.minLength(1, "messages must not be empty"))),
     tools: v.nullish(v.pipe(v.array(Tool, 'tools must be an array of {type: "function", function}'), v.maxLength(128, "at most 128 tools"))),
     tool_choice: v.nullish(ToolChoice),
@@ -101,9 +104,9 @@ export const ToolChatBody = v.pipe(
   bothRequired(),
 );
 
-export type PlatformChatBody = v.InferOutput<typeof ChatBody>;
+export type PlatformChatBodyInput = v.InferOutput<typeof PlatformChatBody>;
 export type ToolChatBodyInput = v.InferOutput<typeof ToolChatBody>;
-export type ChatBodyInput = PlatformChatBody | ToolChatBodyInput;
+export type ChatBodyInput = PlatformChatBodyInput | ToolChatBodyInput;
 
 /** The six forwarded fields, without nulls (spec 2.2: omitted means the model's default). */
 export function toChatRequest(body: ChatBodyInput): ChatRequest {

@@ -45,6 +45,22 @@ async function reachableEvent(deps: EventsDeps, principal: Principal, id: string
   return event;
 }
 
+/**
+ * The consumer group an ack or nack without `consumer` settles (spec 6 shows no payload): the
+ * one group holding a lease on the event. None: 409 (nothing to settle); several: 400 asking
+ * for `consumer` (docs/events.md "Ack and nack without a body").
+ */
+async function soleLeaseHolder(deps: Pick<EventsDeps, "events">, eventId: string): Promise<string> {
+  const holders = await deps.events.leaseHolders(eventId);
+  if (holders.length === 1) return holders[0]!;
+  if (holders.length === 0) {
+    throw new ServiceError("CONFLICT", `No consumer group holds a lease on event ${eventId}: consume it first, or name the consumer`, { details: { reason: "not_leased", eventId } });
+  }
+  throw new ServiceError("BAD_REQUEST", `Event ${eventId} is leased to ${holders.length} consumer groups (${holders.join(", ")}): say which in \`consumer\``, {
+    details: { eventId, consumers: holders },
+  });
+}
+
 /** docs/events.md "Answers": why an ack, nack or requeue did not apply. */
 function settleError(result: SettleResult, id: string, consumer: string): ServiceError {
   const messages: Record<Exclude<SettleResult, "ok">, string> = {
@@ -151,26 +167,29 @@ export const eventMethods = [
 
   eventsDomain.method({
     name: "events.ack",
-    summary: "Finish an event for a consumer group. 409 when already acknowledged, dead-lettered, not leased, or when `leaseId` is no longer current; 404 when unknown.",
-    input: v.object({ event_id: EventId, consumer: Consumer, leaseId: v.optional(v.pipe(v.string(), v.maxLength(64))) }),
+    summary:
+      "Finish an event for a consumer group. Without a body (no `consumer`) it settles the one lease held on the event; with leases of several groups `consumer` says which (400 otherwise). 409 when already acknowledged, dead-lettered, not leased, or when `leaseId` is no longer current; 404 when unknown.",
+    input: v.object({ event_id: EventId, consumer: v.optional(Consumer), leaseId: v.optional(v.pipe(v.string(), v.maxLength(64))) }),
     auth: AUTH,
     output: Settled("acked"),
     errors: ["NOT_FOUND", "CONFLICT"],
     http: [{ surface: "gateway", method: "POST", path: "/events/:event_id/ack" }],
     async handler(params, ctx) {
       const event = await reachableEvent(ctx.deps, ctx.principal, params.event_id);
-      const result = await ctx.deps.events.ack({ id: event.id, consumer: params.consumer, leaseId: params.leaseId });
-      if (result !== "ok") throw settleError(result, event.id, params.consumer);
-      return { id: event.id, consumer: params.consumer, status: "acked" };
+      const consumer = params.consumer ?? (await soleLeaseHolder(ctx.deps, event.id));
+      const result = await ctx.deps.events.ack({ id: event.id, consumer, leaseId: params.leaseId });
+      if (result !== "ok") throw settleError(result, event.id, consumer);
+      return { id: event.id, consumer, status: "acked" };
     },
   }),
 
   eventsDomain.method({
     name: "events.nack",
-    summary: "Give a leased event back to its consumer group, available again after `delaySeconds` (default 0); past EVENTS_MAX_DELIVERIES it is dead-lettered.",
+    summary:
+      "Give a leased event back to its consumer group, available again after `delaySeconds` (default 0); past EVENTS_MAX_DELIVERIES it is dead-lettered. Without `consumer`, the one lease held on the event (as for ack).",
     input: v.object({
       event_id: EventId,
-      consumer: Consumer,
+      consumer: v.optional(Consumer),
       leaseId: v.optional(v.pipe(v.string(), v.maxLength(64))),
       delaySeconds: v.optional(queryInt(0, 43_200), 0),
     }),
@@ -180,9 +199,10 @@ export const eventMethods = [
     http: [{ surface: "gateway", method: "POST", path: "/events/:event_id/nack" }],
     async handler(params, ctx) {
       const event = await reachableEvent(ctx.deps, ctx.principal, params.event_id);
-      const result = await ctx.deps.events.nack({ id: event.id, consumer: params.consumer, leaseId: params.leaseId, delayMs: params.delaySeconds * 1000 });
-      if (result !== "ok") throw settleError(result, event.id, params.consumer);
-      return { id: event.id, consumer: params.consumer, status: "nacked" };
+      const consumer = params.consumer ?? (await soleLeaseHolder(ctx.deps, event.id));
+      const result = await ctx.deps.events.nack({ id: event.id, consumer, leaseId: params.leaseId, delayMs: params.delaySeconds * 1000 });
+      if (result !== "ok") throw settleError(result, event.id, consumer);
+      return { id: event.id, consumer, status: "nacked" };
     },
   }),
 

@@ -5,6 +5,7 @@ import type { CreditsRepo } from "../../storage/repos/credits.js";
 import type { LedgerRepo } from "../../storage/repos/ledger.js";
 import { placeHold, type Hold } from "./holds.js";
 import type { Charge } from "./charge.js";
+import type { HoldRefusal } from "../../storage/atomic.js";
 import { MICRO_PER_CREDIT } from "./types.js";
 
 /** What admission reads: the ledger, the balances, the hold lease. */
@@ -27,6 +28,17 @@ const WINDOW_MS = 60_000;
 
 const insufficientCredits = () => new ServiceError("INSUFFICIENT_CREDITS", "Insufficient credits", { type: "insufficient_quota" });
 
+/** 402 on the credits line: spec 7.2's message when the balance is spent, and why when it is not. */
+const creditsRefused = ({ value }: HoldRefusal) =>
+  value <= 0
+    ? insufficientCredits()
+    : new ServiceError("INSUFFICIENT_CREDITS", "Insufficient credits: the rest of the workspace's balance is held by requests in flight", { type: "insufficient_quota" });
+
+/** " (N held by requests in flight)" when part of a limit is only held, not used. */
+export function heldNote(held: number, unit: string): string {
+  return held > 0 ? ` (${held} ${unit} held by requests in flight)` : "";
+}
+
 /** spec 7.2: 402 before any model runs, on every Platform endpoint, when the balance is zero or below. */
 export async function requireCredits(services: Pick<AdmissionDeps, "credits">, principal: Principal): Promise<void> {
   const balance = await services.credits.balance(principal.workspaceId!);
@@ -38,18 +50,20 @@ function retryAfter(ttlMs: number): Record<string, string> {
 }
 
 /**
- * The admission rule of the Platform API: admits a chat request by placing one hold
- * (rpc/money/holds.ts) for the most it can cost (`estimate`: the prompt at the input price
- * plus `max_tokens` or the model's output cap at the output price) on every account that
- * limits it, in this order of refusal:
- * - the workspace's credits: 402 `Insufficient credits` when the balance, less what requests
- *   in flight hold, cannot cover it (OpenRouter's rule; spec 7.2 before any model runs);
- * - the key's spendLimit (credits, lifetime): 402 when spend + holds + this would pass it;
- * - rpmLimit: requests per minute, counted at once, 429 past it;
- * - tpmLimit: tokens per minute, prompt + output cap held, 429.
+ * The Platform API's accounts, admitted by the ledger's admission rule (storage/admission.ts:
+ * admitted while what remains is above zero, the hold its worst case capped at what remains):
+ * places one hold (rpc/money/holds.ts) for the most the request can cost (`estimate`: the
+ * prompt at the input price plus `max_tokens` or the model's output cap at the output price)
+ * on every account that limits it, in this order of refusal:
+ * - the workspace's credits: 402 `Insufficient credits` once the balance, less what requests
+ *   in flight hold, is zero or below (spec 7.2, before any model runs);
+ * - the key's spendLimit (credits, lifetime): 402 naming the spend limit;
+ * - rpmLimit: requests per minute, counted at once and exact, 429;
+ * - tpmLimit: tokens per minute, prompt + output cap held (capped), 429.
  * (The 429s carry Retry-After, which the Platform renderer drops: spec 7.2.)
- * One atomic step, so N instances on one Redis together never admit past any of them. The
- * hold settles to the metered cost when the request ends, however it ends.
+ * One atomic step, so N instances on one Redis together overshoot none of them by more than
+ * one request's excess over its capped hold. The hold settles to the metered cost when the
+ * request ends, however it ends.
  */
 export function admitPlatformChat(services: AdmissionDeps, principal: Principal, estimate: Estimate): Promise<Hold> {
   const { ledger } = services;
@@ -57,8 +71,8 @@ export function admitPlatformChat(services: AdmissionDeps, principal: Principal,
   const { maxCost } = estimate;
   const cost = (_usage: unknown, cost: number) => cost;
   const charges: Charge[] = [
-    // A free request still needs a positive balance (spec 7.2: zero or below is 402).
-    { account: ledger.credits(principal.workspaceId!), amount: maxCost, limit: maxCost > 0 ? 0 : 1, refuse: insufficientCredits, used: cost },
+    // A free request still needs a positive balance (spec 7.2: zero or below is 402): the rule admits only while something remains.
+    { account: ledger.credits(principal.workspaceId!), amount: maxCost, limit: 0, refuse: creditsRefused, used: cost },
   ];
   if (key) {
     charges.push(
@@ -67,7 +81,8 @@ export function admitPlatformChat(services: AdmissionDeps, principal: Principal,
             account: ledger.keySpend(key.id),
             amount: maxCost,
             limit: key.spendLimit * MICRO_PER_CREDIT,
-            refuse: () => new ServiceError("INSUFFICIENT_CREDITS", `This API key has reached its spend limit of ${key.spendLimit} credits`, { type: "insufficient_quota" }),
+            refuse: ({ held }) =>
+              new ServiceError("INSUFFICIENT_CREDITS", `This API key has reached its spend limit of ${key.spendLimit} credits${heldNote(held, "micro-credits")}`, { type: "insufficient_quota" }),
             used: cost,
           }
         : { account: ledger.keySpend(key.id), amount: 0, track: true, used: cost },
@@ -88,7 +103,8 @@ export function admitPlatformChat(services: AdmissionDeps, principal: Principal,
         account: ledger.keyTokens(key.id, WINDOW_MS),
         amount: estimate.tokens,
         limit,
-        refuse: ({ ttlMs }) => new ServiceError("RATE_LIMITED", `Rate limit reached for this API key: ${limit} tokens per minute`, { headers: retryAfter(ttlMs) }),
+        refuse: ({ ttlMs, held }) =>
+          new ServiceError("RATE_LIMITED", `Rate limit reached for this API key: ${limit} tokens per minute${heldNote(held, "tokens")}`, { headers: retryAfter(ttlMs) }),
         used: (usage) => usage.total_tokens,
       });
     }

@@ -76,8 +76,9 @@ export class Allowance {
   }
 
   /**
-   * The plan allowance as a charge of a request that may use up to `tokens`: refused with 429
-   * insufficient_quota (spec 7.1) when the window's allowance cannot cover it.
+   * The plan allowance as a charge of a request that may use up to `tokens`: admitted while
+   * something of the window's allowance remains (storage/admission.ts), else 429
+   * insufficient_quota (spec 7.1) naming the plan.
    */
   charge(userId: string, planId: string, tokens: number): Charge {
     const { id, plan } = this.resolve(planId);
@@ -86,12 +87,12 @@ export class Allowance {
       account: this.#account(userId, plan),
       amount: tokens,
       limit: plan.tokensPerWindow,
-      refuse: ({ value, held }, amount) =>
+      refuse: ({ value, held }) =>
         new ServiceError(
           "QUOTA_EXCEEDED",
           value >= plan.tokensPerWindow
             ? `You have used the ${name} plan's allowance of ${plan.tokensPerWindow} tokens for this period`
-            : `The ${name} plan's allowance of ${plan.tokensPerWindow} tokens for this period cannot cover this request: ${value} used, ${held} held by requests in flight, up to ${amount} needed (lower max_tokens)`,
+            : `The rest of the ${name} plan's allowance of ${plan.tokensPerWindow} tokens for this period is held by requests in flight (${value} used, ${held} held); try again when they end`,
           { type: "insufficient_quota" },
         ),
       used: (usage) => usage.total_tokens,

@@ -11,8 +11,8 @@ export async function tokensUsed(services: { ledger: LedgerRepo }, tenantId: str
 
 /**
  * The tenant's month as a charge of one model turn that may use up to `tokens` (prompt plus
- * output cap): the hold is refused with 429 once what is left of `limits.tokensPerMonth`,
- * less what turns in flight hold, cannot cover it (docs/agents.md "Limits").
+ * output cap): admitted while something of `limits.tokensPerMonth` remains, less what turns in
+ * flight hold (storage/admission.ts), else 429 (docs/agents.md "Limits").
  */
 export function tenantTokensCharge(services: { ledger: LedgerRepo }, tenant: Tenant, tokens: number, now = new Date()): Charge {
   const limit = tenant.limits.tokensPerMonth;
@@ -25,7 +25,7 @@ export function tenantTokensCharge(services: { ledger: LedgerRepo }, tenant: Ten
       return new ServiceError(
         "QUOTA_EXCEEDED",
         `Token allowance spent: tenant ${tenant.slug} used ${used} of ${limit} tokens this month` +
-          (used < limit ? ` and the rest cannot cover this model turn (up to ${requested} tokens${held ? `, ${held} held by turns in flight` : ""})` : ""),
+          (used < limit ? ` and the rest is held by model turns in flight (${held} tokens)` : ""),
         {
           details: { tenantId: tenant.id, used, held, requested, limit, resetsAt: nextMonth.toISOString() },
           headers: { "Retry-After": String(Math.max(1, Math.ceil((nextMonth.getTime() - now.getTime()) / 1000))) },

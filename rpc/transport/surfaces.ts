@@ -1,6 +1,6 @@
 import { getCookie, type HTTPEvent } from "h3";
 import type { Surface } from "../define.js";
-import { describe, toServiceError, type ServiceError } from "../errors.js";
+import { describe, ServiceError, toServiceError } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { Presented } from "../auth.js";
 
@@ -107,8 +107,9 @@ export interface RenderedError {
  * envelope. REST, `/rpc`, MCP, socket upgrades and stream error frames all come through here.
  */
 export function renderError(surface: Surface | "rpc", thrown: unknown, requestId: string, log: Logger, headers?: Headers): RenderedError {
-  const error = toServiceError(thrown);
+  let error = toServiceError(thrown);
   if (error.code === "INTERNAL") log.error({ requestId, error: describe(thrown) });
+  if (surface === "platform") error = platformError(error);
   const out = new Headers(headers);
   for (const [name, value] of Object.entries(error.headers ?? {})) {
     // spec 7.2: Platform 429s carry no Retry-After, whoever set the limit; clients back off on their own.
@@ -116,4 +117,17 @@ export function renderError(surface: Surface | "rpc", thrown: unknown, requestId
     out.set(name, value);
   }
   return { status: error.status, body: errorBody(surface, error, requestId), headers: out, error };
+}
+
+/**
+ * spec 7.2 lists the Platform's statuses: a body that is not JSON (missing or other
+ * Content-Type) is a malformed request, 400 `invalid_request_error` rather than 415; a model
+ * that did not answer in time is 502 `server_error` rather than 504. Errors relayed from the
+ * model gateway keep their own status.
+ */
+function platformError(error: ServiceError): ServiceError {
+  const keep = { ...(error.headers ? { headers: error.headers } : {}), cause: error };
+  if (error.code === "UNSUPPORTED_MEDIA_TYPE") return new ServiceError("BAD_REQUEST", error.message, { ...keep, type: "invalid_request_error" });
+  if (error.code === "TIMEOUT") return new ServiceError("BAD_GATEWAY", error.message, { ...keep, type: "server_error" });
+  return error;
 }

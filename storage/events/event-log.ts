@@ -91,6 +91,11 @@ export interface EventLog {
   ack(query: SettleQuery): Promise<SettleResult>;
   /** Makes the event available to the group again after `delayMs`; past the cap it is dead-lettered. */
   nack(query: SettleQuery & { delayMs: number }): Promise<SettleResult>;
+  /**
+   * The consumer groups that hold a lease on the event now (what ack and nack would settle
+   * without `leaseId`), in name order; empty for an unknown event.
+   */
+  leaseHolders(id: string): Promise<string[]>;
   deadLetters(query: { tenantId: string; consumer?: string; topic?: string; limit: number }): Promise<DeadLetter[]>;
   /** Puts a dead letter back in its group's queue with a fresh delivery count. */
   requeue(query: { id: string; consumer: string }): Promise<SettleResult>;

@@ -136,6 +136,17 @@ export class LocalEventLog implements EventLog {
     return out;
   }
 
+  async leaseHolders(id: string): Promise<string[]> {
+    await this.#load();
+    const stored = this.#byId.get(id);
+    if (!stored) return [];
+    const holders: string[] = [];
+    for (const group of this.#groups.values()) {
+      if (group.tenantId === stored.event.tenantId && group.topic === stored.event.topic && group.pending[id]?.leaseId) holders.push(group.consumer);
+    }
+    return holders.sort();
+  }
+
   async ack(query: SettleQuery): Promise<SettleResult> {
     return this.#settle(query, (group, id) => {
       delete group.pending[id];

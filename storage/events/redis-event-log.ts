@@ -188,6 +188,23 @@ export class RedisEventLog implements EventLog {
     return rows.map(([json, leaseId, count, until]) => ({ event: JSON.parse(json) as EventRecord, leaseId, deliveryCount: Number(count), leaseExpiresAt: Number(until) }));
   }
 
+  async leaseHolders(id: string): Promise<string[]> {
+    const event = await this.get(id);
+    if (!event) return [];
+    const stream = `${this.#p}s:${event.tenantId}:${event.topic}`;
+    let groups: string[];
+    try {
+      // XINFO GROUPS: a flat list of [name, …, …] per group.
+      const info = (await this.#redis.call("XINFO", "GROUPS", stream)) as unknown[][];
+      groups = info.map((fields) => String(fields[fields.indexOf("name") + 1]));
+    } catch {
+      return []; // no stream yet: nobody consumed the topic
+    }
+    const leases = await Promise.all(groups.map((group) => this.#redis.hget(this.#keys(event.tenantId, event.topic, group)[2]!, id)));
+    // A lease entry is "<leaseId> <stream> <entry id> <count>"; an empty lease id is a nacked event waiting.
+    return groups.filter((_, i) => leases[i] && !leases[i]!.startsWith(" ")).sort();
+  }
+
   ack(query: SettleQuery) {
     return this.#settle(query, "ack", 0);
   }

@@ -16,7 +16,7 @@ export interface LedgerAccount {
 
 export interface LedgerHoldLine {
   account: LedgerAccount;
-  /** The most the request can take from this account. */
+  /** The most the request can take from this account; held capped at what remains (storage/admission.ts). */
   amount: number;
   /** balance: the floor (0 when absent); usage: the cap (none: not limited, only recorded). */
   limit?: number;
@@ -72,7 +72,10 @@ export class LedgerRepo {
     return `hold_${holdIdBytes().toString("base64url")}`;
   }
 
-  /** Places hold `id` on every line or on none (null: admitted). */
+  /**
+   * Places hold `id` on every line or on none (null: admitted), by the admission rule of
+   * storage/admission.ts: a line is admitted while what remains of it is above zero.
+   */
   hold(id: string, lines: LedgerHoldLine[], leaseMs: number): Promise<HoldRefusal | null> {
     return this.#store.atomic.hold(
       id,

@@ -14,6 +14,17 @@ function limitText(value: number | null): string {
   return value === null ? "" : String(value);
 }
 
+const number = (value: number) => value.toLocaleString("en-US");
+
+/** A key's limits as users read them (docs/console.md): "5 credits", "60 requests a minute", "No limit". */
+export function spendLimitWords(value: number | null): string {
+  return value === null ? "No limit" : `${number(value)} ${value === 1 ? "credit" : "credits"}`;
+}
+
+export function perMinuteWords(value: number | null, unit: "request" | "token"): string {
+  return value === null ? "No limit" : `${number(value)} ${unit}${value === 1 ? "" : "s"} a minute`;
+}
+
 /** A secret just created: shown once, with a copy button, until the user dismisses it. */
 export function NewSecret({ secret, name, usage, onDone }: { secret: string; name: string; usage?: ComponentChildren; onDone(): void }) {
   const [copied, setCopied] = useState("");
@@ -87,12 +98,17 @@ function EditKey({ keyRecord, workspaceId, onSaved, onCancel }: { keyRecord: Con
         <label for={`${id}-name`}>Name</label>
         <input id={`${id}-name`} value={name} onInput={(event) => setName(event.currentTarget.value)} />
         <label for={`${id}-spend`}>Spend limit (credits, empty = none)</label>
-        <input id={`${id}-spend`} inputMode="decimal" value={spend} onInput={(event) => setSpend(event.currentTarget.value)} />
+        <input id={`${id}-spend`} inputMode="decimal" value={spend} aria-describedby={`${id}-limits-help`} onInput={(event) => setSpend(event.currentTarget.value)} />
         <label for={`${id}-rpm`}>Requests per minute (empty = none)</label>
-        <input id={`${id}-rpm`} inputMode="numeric" value={rpm} onInput={(event) => setRpm(event.currentTarget.value)} />
+        <input id={`${id}-rpm`} inputMode="numeric" value={rpm} aria-describedby={`${id}-limits-help`} onInput={(event) => setRpm(event.currentTarget.value)} />
         <label for={`${id}-tpm`}>Tokens per minute (empty = none)</label>
-        <input id={`${id}-tpm`} inputMode="numeric" value={tpm} onInput={(event) => setTpm(event.currentTarget.value)} />
+        <input id={`${id}-tpm`} inputMode="numeric" value={tpm} aria-describedby={`${id}-limits-help`} onInput={(event) => setTpm(event.currentTarget.value)} />
       </div>
+      <p class="muted" id={`${id}-limits-help`}>
+        The spend limit counts credits over the key's whole life; the other two count each minute. A request is served while
+        something of each limit is left and is charged what it really used, so the last request can go a little past a limit;
+        after that the key gets 402 (spend) or 429 (per minute) until the limit is raised or the minute ends.
+      </p>
       {error && (
         <p class="error" role="alert">
           {error}
@@ -202,8 +218,8 @@ export function KeysPanel({ workspaceId, isDefault, onChange }: { workspaceId: s
                 <th scope="col">Expires</th>
                 <th scope="col">Scopes</th>
                 <th scope="col">Spend limit</th>
-                <th scope="col">RPM</th>
-                <th scope="col">TPM</th>
+                <th scope="col">Requests per minute</th>
+                <th scope="col">Tokens per minute</th>
                 <th scope="col">Actions</th>
               </tr>
             </thead>
@@ -216,9 +232,9 @@ export function KeysPanel({ workspaceId, isDefault, onChange }: { workspaceId: s
                     <td>{when(record.lastUsedAt)}</td>
                     <td>{when(record.expiresAt)}</td>
                     <td>{record.scopes.join(", ")}</td>
-                    <td>{record.spendLimit ?? "—"}</td>
-                    <td>{record.rpmLimit ?? "—"}</td>
-                    <td>{record.tpmLimit ?? "—"}</td>
+                    <td>{spendLimitWords(record.spendLimit)}</td>
+                    <td>{perMinuteWords(record.rpmLimit, "request")}</td>
+                    <td>{perMinuteWords(record.tpmLimit, "token")}</td>
                     <td class="actions">
                       <button type="button" class="secondary" aria-label={`Edit ${record.name}`} onClick={() => setEditing(editing === record.id ? undefined : record.id)}>
                         Edit

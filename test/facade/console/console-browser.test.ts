@@ -128,7 +128,18 @@ describe("The console in a real browser", () => {
     await poll(() => page.locator(".edit [role=alert]").textContent()).toBe("Invalid request: rpmLimit: rpmLimit must be a whole number");
     await page.getByLabel("Requests per minute (empty = none)").fill("1");
     await page.getByRole("button", { name: "Save" }).click();
-    await poll(() => keyRow("browser key").locator("td").nth(5).textContent()).toBe("1");
+    await poll(() => keyRow("browser key").locator("td").nth(5).textContent()).toBe("1 request a minute");
+    // The other limits read as words too, and the column headers say what they count.
+    expect(await keyRow("browser key").locator("td").nth(4).textContent()).toBe("No limit");
+    expect(await keyRow("browser key").locator("td").nth(6).textContent()).toBe("No limit");
+    await page.getByRole("button", { name: "Edit browser key" }).click();
+    await page.getByLabel("Spend limit (credits, empty = none)").fill("2.5");
+    // A tokens-per-minute limit far below a request's worst case (4,096 output tokens) still serves requests.
+    await page.getByLabel("Tokens per minute (empty = none)").fill("1000");
+    await page.getByRole("button", { name: "Save" }).click();
+    await poll(() => keyRow("browser key").locator("td").nth(4).textContent()).toBe("2.5 credits");
+    expect(await keyRow("browser key").locator("td").nth(6).textContent()).toBe("1,000 tokens a minute");
+    expect(await page.locator("#key-table thead th").allTextContents()).toEqual(expect.arrayContaining(["Spend limit", "Requests per minute", "Tokens per minute"]));
     await shot(page, "keys");
     // The first request above is from another minute's window or this one: send until refused.
     let refused: unknown;
@@ -149,7 +160,7 @@ describe("The console in a real browser", () => {
     await page.getByRole("button", { name: "Edit browser key" }).click();
     await page.getByLabel("Requests per minute (empty = none)").fill("");
     await page.getByRole("button", { name: "Save" }).click();
-    await poll(() => keyRow("browser key").locator("td").nth(5).textContent()).toBe("—");
+    await poll(() => keyRow("browser key").locator("td").nth(5).textContent()).toBe("No limit");
     await chat();
     await chat();
     await page.getByRole("button", { name: "Usage" }).click();

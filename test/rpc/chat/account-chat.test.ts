@@ -9,7 +9,12 @@ import { countPromptTokens } from "../../../rpc/chat/tokens.js";
 
 const MODELS = { models: { "acct-echo": { provider: "echo" }, "pro-echo": { provider: "echo", plans: ["pro"] }, hidden: { provider: "echo", public: false } } };
 // A tiny allowance so a test can spend it: any request is more than one token.
-const PLANS = { free: { name: "Free", tokensPerWindow: 1_000_000, windowSeconds: 3600 }, tiny: { name: "Tiny", tokensPerWindow: countPromptTokens(userMessage("spend the allowance")) + 1, windowSeconds: 3600 }, pro: { tokensPerWindow: 1_000_000, windowSeconds: 3600 } };
+const PLANS = {
+  free: { name: "Free", tokensPerWindow: 1_000_000, windowSeconds: 3600 },
+  tiny: { name: "Tiny", tokensPerWindow: countPromptTokens(userMessage("spend the allowance")) + 1, windowSeconds: 3600 },
+  thirty: { name: "Thirty", tokensPerWindow: 30, windowSeconds: 3600 },
+  pro: { tokensPerWindow: 1_000_000, windowSeconds: 3600 },
+};
 
 let server: TestServer;
 let user: Awaited<ReturnType<typeof registerUser>>;
@@ -143,23 +148,37 @@ describe("POST /account/v1/chat/completions", () => {
     }
   });
 
-  it("answers 429 insufficient_quota once the plan allowance is spent", async () => {
+  it("serves while something of the plan allowance remains, then answers 429 insufficient_quota naming the plan", async () => {
     const spender = await registerUser(server);
     const userRecord = (await server.composition.ports.repos.users.get(spender.user.id))!;
     await server.composition.ports.repos.users.put({ ...userRecord, plan: "tiny" });
     const { key } = await personalKey(spender.token);
     const client = openaiClient(server, "/account/v1", key);
-    // The allowance covers exactly one request's prompt and max_tokens 1.
-    await expect(client.chat.completions.create({ model: "acct-echo", messages: userMessage("spend the allowance"), max_tokens: 2 })).rejects.toBeInstanceOf(OpenAI.RateLimitError);
-    await client.chat.completions.create({ model: "acct-echo", messages: userMessage("spend the allowance"), max_tokens: 1 });
+    // The worst case (prompt + max_tokens 2) is one token more than the whole allowance: still
+    // served, its hold capped at what remains, and the metered usage charged.
+    const first = await client.chat.completions.create({ model: "acct-echo", messages: userMessage("spend the allowance"), max_tokens: 2 });
+    expect(first.usage!.total_tokens).toBe(PLANS.tiny.tokensPerWindow + 1);
     const res = await server.request("/account/v1/chat/completions", { method: "POST", headers: bearer(key), json: { model: "acct-echo", messages: userMessage("x") } });
     expect(res.status).toBe(429);
-    expect(res.body).toEqual({ error: { message: expect.stringMatching(/Tiny/), type: "insufficient_quota" } });
+    expect(res.body).toEqual({ error: { message: `You have used the Tiny plan's allowance of ${PLANS.tiny.tokensPerWindow} tokens for this period`, type: "insufficient_quota" } });
     const error = await client.chat.completions.create({ model: "acct-echo", messages: userMessage("x") }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.RateLimitError);
     // The catalog shows the spent allowance.
     const models = await server.request("/account/v1/models", { headers: bearer(key) });
-    expect(models.body.plan).toMatchObject({ id: "tiny", remaining: 0 });
+    expect(models.body.plan).toMatchObject({ id: "tiny", used: PLANS.tiny.tokensPerWindow + 1, remaining: 0 });
+  });
+
+  it("serves a 9-token request on a 30-token plan though its worst case (4,096 output tokens) is far more", async () => {
+    const small = await registerUser(server);
+    await server.composition.ports.repos.users.put({ ...(await server.composition.ports.repos.users.get(small.user.id))!, plan: "thirty" });
+    const { key } = await personalKey(small.token);
+    const messages = userMessage("one two");
+    expect(countPromptTokens(messages)).toBe(9);
+    const answer = await openaiClient(server, "/account/v1", key).chat.completions.create({ model: "acct-echo", messages });
+    expect(answer.choices[0]!.message.content).toBe("one two");
+    expect(answer.usage).toMatchObject({ prompt_tokens: 9, completion_tokens: 2 });
+    const models = await server.request("/account/v1/models", { headers: bearer(key) });
+    expect(models.body.plan).toMatchObject({ id: "thirty", used: 11, remaining: 19 });
   });
 
   it("uses flat {error, code} for 401 and {error: {message, type}} for request errors", async () => {

@@ -66,8 +66,8 @@ describe("rpmLimit and tpmLimit (per key, per minute)", () => {
   it("refuses requests past tpmLimit with 429 and no Retry-After, counting metered tokens", async () => {
     const messages = userMessage("x");
     const prompt = countPromptTokens(messages);
-    // Room for one request (prompt + max_tokens held, prompt + 1 metered), not two.
-    const { key } = await consoleKey(server, account, { tpmLimit: prompt + 2 });
+    // Room for one request (prompt + 1 metered); then nothing of the minute remains.
+    const { key } = await consoleKey(server, account, { tpmLimit: prompt + 1 });
     const client = openaiClient(server, "/api/v1", key);
     const first = await client.chat.completions.create({ model: "echo-cheap", messages, max_tokens: 1 });
     expect(first.usage!.total_tokens).toBe(prompt + 1);
@@ -76,12 +76,26 @@ describe("rpmLimit and tpmLimit (per key, per minute)", () => {
     expect(error.message).toMatch(/tokens per minute/);
     expect(error.headers?.get("retry-after")).toBeNull();
 
-    // A prompt larger than the whole limit never fits.
+    // A worst case larger than the whole limit is still served while something of the minute
+    // remains (held capped at what remains); then the minute is used up.
     const { key: tiny } = await consoleKey(server, account, { tpmLimit: 3 });
+    const served = await server.request("/api/v1/chat/completions", { method: "POST", headers: bearer(tiny), json: { model: "echo-cheap", messages, max_tokens: 1 } });
+    expect(served.status).toBe(200);
     const res = await server.request("/api/v1/chat/completions", { method: "POST", headers: bearer(tiny), json: { model: "echo-cheap", messages, max_tokens: 1 } });
     expect(res.status).toBe(429);
-    expect(res.body.error.type).toBe("rate_limit_error");
+    expect(res.body.error).toMatchObject({ type: "rate_limit_error", message: "Rate limit reached for this API key: 3 tokens per minute" });
     expect(res.headers.get("retry-after")).toBeNull();
+  });
+
+  it("serves the first request of a key with tpmLimit 1000 though its worst case holds 4,096 output tokens", async () => {
+    const { key } = await consoleKey(server, account, { tpmLimit: 1000 });
+    const client = openaiClient(server, "/api/v1", key);
+    const answer = await client.chat.completions.create({ model: "echo-cheap", messages: userMessage("hello") });
+    expect(answer.choices[0]!.message.content).toBe("hello");
+    // …and the next ones while the minute's tokens last.
+    await client.chat.completions.create({ model: "echo-cheap", messages: userMessage("hello") });
+    const listed = (await listKeys()).find((entry) => entry.tpmLimit === 1000);
+    expect(listed).toBeDefined();
   });
 
   it("a removed limit (null) stops applying", async () => {
@@ -165,7 +179,7 @@ describe("credits: metered usage at the model's price", () => {
     expect(before - (await balance())).toBe(cost);
   });
 
-  it("relays the usage chunk to a client that asked, and still debits once", async () => {
+  it("drops stream_options on the Platform (no usage chunk for a client that asked), and still debits once", async () => {
     upstream.script("vendor-metered", { kind: "stream", words });
     const before = await balance();
     const stream = await openaiClient(server, "/api/v1", account.key).chat.completions.create({
@@ -176,7 +190,8 @@ describe("credits: metered usage at the model's price", () => {
     });
     const chunks = [];
     for await (const chunk of stream) chunks.push(chunk);
-    expect(chunks.at(-1)!.usage).toEqual(fakeUsage(words));
+    expect(chunks.some((chunk) => chunk.usage)).toBe(false);
+    expect(upstream.calls[0]!.body.stream_options).toEqual({ include_usage: true });
     expect(before - (await balance())).toBe(cost);
   });
 
@@ -222,33 +237,45 @@ describe("credits: metered usage at the model's price", () => {
     await vi.waitFor(async () => expect(before - (await balance())).toBe(expected));
   });
 
-  it("never runs a model the balance cannot cover: exactly one request's most, then 402, never below zero", async () => {
+  it("serves a request whose worst case passes the balance while the balance is above zero, then 402, never below −(one request's worst case)", async () => {
     const poor = await platformAccount(server, 0);
     const messages = userMessage("spend it");
-    const most = costOf({ prompt_tokens: countPromptTokens(messages), completion_tokens: 2 }, { input: 1000, output: 2000 });
-    await server.composition.ports.repos.credits.grant(poor.workspaceId, most);
+    const prompt = countPromptTokens(messages);
+    const price = { input: 1000, output: 2000 };
+    const fits = costOf({ prompt_tokens: prompt, completion_tokens: 2 }, price);
+    await server.composition.ports.repos.credits.grant(poor.workspaceId, fits);
     const client = openaiClient(server, "/api/v1", poor.key);
-    const error = (await client.chat.completions.create({ model: "echo-cheap", messages, max_tokens: 3 }).catch((e: unknown) => e)) as APIError;
-    // A positive balance that cannot cover max_tokens is refused before any model runs (OpenRouter's rule).
-    expect(error.status).toBe(402);
-    expect(error.error).toMatchObject({ message: "Insufficient credits", type: "insufficient_quota" });
-    expect(error.headers?.get("x-service-request-id")).toBeNull();
-    await client.chat.completions.create({ model: "echo-cheap", messages, max_tokens: 2 });
+    // max_tokens 3 costs more than the balance: held capped at the balance, served, charged in full.
+    const served = await client.chat.completions.create({ model: "echo-cheap", messages, max_tokens: 3 });
+    expect(served.usage).toMatchObject({ prompt_tokens: prompt, completion_tokens: 2 });
     expect(await server.composition.ports.repos.credits.balance(poor.workspaceId)).toBe(0);
+    // A balance that covers part of the next request: held capped, charged in full, so the
+    // balance ends below zero by that request's excess over its hold and no more.
+    await server.composition.ports.repos.credits.grant(poor.workspaceId, fits);
+    const longer = userMessage("spend it now");
+    const worst = costOf({ prompt_tokens: countPromptTokens(longer), completion_tokens: 3 }, price);
+    await client.chat.completions.create({ model: "echo-cheap", messages: longer, max_tokens: 3 });
+    const balance = await server.composition.ports.repos.credits.balance(poor.workspaceId);
+    expect(balance).toBe(fits - worst);
+    expect(balance).toBeLessThan(0);
+    expect(balance).toBeGreaterThanOrEqual(-worst);
+    // spec 7.2: a balance of zero or below is 402 before any model runs.
     const again = (await client.chat.completions.create({ model: "echo-cheap", messages: userMessage("again"), max_tokens: 1 }).catch((e: unknown) => e)) as APIError;
     expect(again.status).toBe(402);
+    expect(again.error).toMatchObject({ message: "Insufficient credits", type: "insufficient_quota" });
+    expect(again.headers?.get("x-service-request-id")).toBeNull();
   });
 
-  it("holds the model's output cap when max_tokens is absent", async () => {
+  it("100 micro-credits and a model costing 10 a request: served ten times though each request's worst case (4,096 output tokens) is far more", async () => {
     const poor = await platformAccount(server, 0);
-    const messages = userMessage("short");
-    const prompt = countPromptTokens(messages);
-    // echo-cheap: no maxOutputTokens, so 4096 completion tokens are held.
-    await server.composition.ports.repos.credits.grant(poor.workspaceId, costOf({ prompt_tokens: prompt, completion_tokens: 4096 }, { input: 1000, output: 2000 }) - 1);
+    const messages = userMessage("x");
+    // echo-cheap at 1,000/2,000 micro-credits per 1,000 tokens: 8 prompt tokens and 1 answer token cost 10.
+    expect(costOf({ prompt_tokens: countPromptTokens(messages), completion_tokens: 1 }, { input: 1000, output: 2000 })).toBe(10);
+    await server.composition.ports.repos.credits.grant(poor.workspaceId, 100);
     const client = openaiClient(server, "/api/v1", poor.key);
-    await expect(client.chat.completions.create({ model: "echo-cheap", messages })).rejects.toMatchObject({ status: 402 });
-    await server.composition.ports.repos.credits.grant(poor.workspaceId, 1);
-    await client.chat.completions.create({ model: "echo-cheap", messages });
+    for (let i = 0; i < 10; i++) await client.chat.completions.create({ model: "echo-cheap", messages });
+    expect(await server.composition.ports.repos.credits.balance(poor.workspaceId)).toBe(0);
+    await expect(client.chat.completions.create({ model: "echo-cheap", messages })).rejects.toMatchObject({ status: 402, error: { message: "Insufficient credits" } });
   });
 });
 

@@ -116,17 +116,18 @@ describe("tenant limits", () => {
     expect(results.filter((res) => res.status === 403)).toHaveLength(4);
   });
 
-  it("refuses invocations with 429 once the month's tokens cannot cover a model turn", async () => {
+  it("refuses invocations with 429 once nothing of the month's tokens remains", async () => {
     upstream.script("metered", () => ({ text: "ok", usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } }));
-    // A turn holds 8 (prompt "hi") + 2 (maxTokens) and uses 15: 10 ≤ 39, 15 + 10 ≤ 39, 30 + 10 > 39.
-    const tenant = await createTenant({ agents: 5, tokensPerMonth: 39 });
+    // A turn holds 8 (prompt "hi") + 2 (maxTokens) and uses 15: admitted at 0 and 15 used of 30, refused at 30.
+    const tenant = await createTenant({ agents: 5, tokensPerMonth: 30 });
     const agent = (await createAgent(tenant.id)).body;
     expect((await invoke(agent.id)).body.status).toBe("completed");
     expect((await invoke(agent.id)).body.status).toBe("completed");
     const refused = await invoke(agent.id);
     expect(refused.status).toBe(429);
     expect(refused.body.error.message).toContain("Token allowance spent");
-    expect(refused.body.error.details).toMatchObject({ used: 30, limit: 39, requested: 10 });
+    expect(refused.body.error.message).toContain("used 30 of 30 tokens this month");
+    expect(refused.body.error.details).toMatchObject({ used: 30, limit: 30, requested: 10 });
     expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
     expect(upstream.calls).toHaveLength(2);
     expect((await server.request(`${G}/tenants/${tenant.id}`, { headers: as(alice.token) })).body.usage.tokensThisMonth).toBe(30);
@@ -137,8 +138,9 @@ describe("tenant limits", () => {
 
   it("stops a run mid-way when the allowance runs out between model turns", async () => {
     upstream.script("metered", () => ({ toolCalls: [{ name: "calculator", arguments: { expression: "1+1" } }] }));
-    // Turn holds: 10, then 19 (the tool round adds to the prompt), then 28; each turn uses 15.
-    const tenant = await createTenant({ agents: 5, tokensPerMonth: 40 });
+    // Turn worst cases: 10, then 19 (the tool round adds to the prompt), then 28; each turn uses 15.
+    // The second is held capped at the 15 that remain; the third finds nothing left.
+    const tenant = await createTenant({ agents: 5, tokensPerMonth: 30 });
     const created = await server.request(`${G}/agents`, { method: "POST", headers: as(alice.token), json: { name: "loop", model: "metered", tools: ["calculator"], tenantId: tenant.id, config: { maxTokens: 2 } } });
     const res = await invoke(created.body.id);
     expect(res.status).toBe(200);

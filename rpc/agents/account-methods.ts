@@ -1,0 +1,74 @@
+import * as v from "valibot";
+import type { AnyMethod, HttpBinding } from "../define.js";
+import { localAgentMethods } from "./methods.js";
+import { requireAgent } from "./records.js";
+import { agentsDomain } from "./deps.js";
+import { toolView } from "../tools/execute.js";
+import { scopeOfPrincipal } from "../tools/visible-tools.js";
+import { ToolView } from "../views.js";
+
+/**
+ * The Account API's agent endpoints (spec 4.1, 5: "for desktop and command-line clients",
+ * scope `compute`; docs/agents.md "Account API: `/agent/*`"). The same operations as the
+ * Gateway's agent methods — same handlers, same rules, same answers — reached with a personal
+ * key holding `compute`; a key without it gets 403 `INSUFFICIENT_CAPABILITY` (spec 7.1).
+ */
+const ACCOUNT_AUTH = { kinds: ["account_key"], scopes: ["compute"], scopeError: "INSUFFICIENT_CAPABILITY" } as const;
+
+const AgentId = v.pipe(v.string("agent_id must be a string"), v.minLength(1, "agent_id is required"), v.maxLength(128));
+
+/** A Gateway agent method offered on the Account API under `name`, at one binding. */
+function onAccount(gatewayName: string, name: string, binding: Omit<HttpBinding, "surface">, summary?: string): AnyMethod {
+  const method = localAgentMethods.find((candidate) => candidate.name === gatewayName);
+  if (!method) throw new Error(`no agent method ${gatewayName}`);
+  return {
+    ...method,
+    name,
+    summary: summary ?? method.summary,
+    auth: ACCOUNT_AUTH,
+    errors: [...(method.errors ?? []), "INSUFFICIENT_CAPABILITY"],
+    http: [{ ...binding, surface: "account" }],
+  };
+}
+
+export const accountAgentMethods: readonly AnyMethod[] = [
+  onAccount("agents.list", "account.agent.list", { method: "GET", path: "/agent/agents" }, "Your agents (every tenant you are a member of, or `tenantId` only), oldest first, as a bare JSON array."),
+  onAccount("agents.create", "account.agent.create", { method: "POST", path: "/agent/agents", status: 201 }),
+  onAccount("agents.get", "account.agent.get", { method: "GET", path: "/agent/agents/:agent_id" }),
+  onAccount("agents.delete", "account.agent.delete", { method: "DELETE", path: "/agent/agents/:agent_id" }),
+  onAccount("agents.invoke", "account.agent.invoke", { method: "POST", path: "/agent/agents/:agent_id/invoke" }),
+  onAccount("agents.logs", "account.agent.logs", { method: "GET", path: "/agent/agents/:agent_id/logs" }),
+  onAccount("agents.cancel", "account.agent.cancel", { method: "POST", path: "/agent/runs/:run_id/cancel" }),
+
+  agentsDomain.method({
+    name: "account.agent.tools",
+    summary:
+      "The tools one of your agents may call: each of its tools as the catalog describes it now (name, description, input schema), and `unavailable` naming those the catalog does not offer at the moment (a VM that is not connected, a server removed).",
+    input: v.object({ agent_id: AgentId }),
+    auth: ACCOUNT_AUTH,
+    output: v.object({ agentId: v.string(), tools: v.array(ToolView), unavailable: v.array(v.string()) }),
+    errors: ["NOT_FOUND", "INSUFFICIENT_CAPABILITY"],
+    http: [{ surface: "account", method: "GET", path: "/agent/agents/:agent_id/tools" }],
+    async handler(params, ctx) {
+      const agent = await requireAgent(ctx.deps, ctx.principal.userId, params.agent_id);
+      // The catalog as the agent's tenant sees it: what a run of this agent is offered.
+      const catalog = await ctx.deps.catalog.list({ scope: { tenantId: agent.tenantId } });
+      const tools = agent.tools.flatMap((name) => catalog.filter((tool) => tool.name === name));
+      return { agentId: agent.id, tools: tools.map(toolView), unavailable: agent.tools.filter((name) => !tools.some((tool) => tool.name === name)) };
+    },
+  }),
+
+  agentsDomain.method({
+    name: "account.agent.catalog",
+    summary: "The tools you can give an agent (built-ins, your tenant's and shared MCP servers, your connected VMs), to pick `tools` when creating one.",
+    input: v.object({}),
+    auth: ACCOUNT_AUTH,
+    output: v.object({ tools: v.array(ToolView), count: v.number() }),
+    errors: ["INSUFFICIENT_CAPABILITY"],
+    http: [{ surface: "account", method: "GET", path: "/agent/tools" }],
+    async handler(_params, ctx) {
+      const tools = await ctx.deps.catalog.list({ scope: await scopeOfPrincipal(ctx.deps, ctx.principal) });
+      return { tools: tools.map(toolView), count: tools.length };
+    },
+  }),
+];
