@@ -15,6 +15,7 @@ import type { ResolveHost } from "../rpc/policies/outbound-guard.js";
 import { healthTransport, type Lifecycle } from "./health.js";
 import { trackInFlight } from "./drain.js";
 import { metricsTransport } from "./metrics.js";
+import { guardStrictPaths } from "./strict-paths.js";
 
 export interface RunningServer {
   /** Origin the server listens on, e.g. `http://127.0.0.1:8787`. */
@@ -72,6 +73,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     });
     // No TLS nor HTTP/2 here: srvx made a node:http server.
     const node = server.node!.server as NodeServer;
+    guardStrictPaths(node, log);
     const inFlight = trackInFlight(node, lifecycle);
     await server.ready();
     const listening = new URL(server.url!);
