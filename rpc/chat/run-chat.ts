@@ -65,9 +65,23 @@ export interface RunOptions {
 export async function runChat(ctx: CallContext, options: RunOptions): Promise<ChatCompletion | AsyncIterable<ChatChunk>> {
   const { model, request, includeUsage } = options;
   const observe = observeChat(ctx, model);
-  const settleOnce = once(async (usage, estimated) => {
+  const charge: Settle = async (usage, estimated) => {
     observe.metered(usage, estimated);
     await options.settle(usage, estimated);
+  };
+  let streamed = false;
+  const settleOnce = once(async (usage, estimated) => {
+    // docs/crash-consistency.md "No charge without an answer": where the transport can tell,
+    // a request is settled only once its answer's last byte was handed to the socket. A
+    // process killed before that settles nothing (its hold is released with it: memory and
+    // fs at once, Redis when the lease ends), so a client that retries never pays twice. An
+    // answer whose connection closed first is not charged unless it was a stream, which the
+    // client got part of (billed as streamed). Nothing to charge settles at once.
+    if (!ctx.delivered || (usage.prompt_tokens === 0 && usage.completion_tokens === 0)) return charge(usage, estimated);
+    void ctx.delivered().then(
+      (sent) => (sent || streamed ? charge(usage, estimated) : charge(usageOf(0, 0), true)).catch((error: unknown) => meteringFailed(ctx, error, usage)),
+      (error: unknown) => meteringFailed(ctx, error, usage),
+    );
   }, ctx);
   const promptEstimate = options.promptTokens ?? countPromptTokens(request.messages);
   let result;
@@ -85,6 +99,7 @@ export async function runChat(ctx: CallContext, options: RunOptions): Promise<Ch
     return { ...completion, model: model.id };
   }
   const chunks = result.chunks;
+  streamed = true;
   const relay = (async function* relay(): AsyncGenerator<ChatChunk> {
     let streamed = "";
     try {
@@ -151,8 +166,12 @@ function once(settle: Settle, ctx: CallContext): Settle {
     try {
       await settle(usage, estimated);
     } catch (error) {
-      // The usage happened; a storage failure here must not turn a delivered answer into an error.
-      ctx.services.log.error({ requestId: ctx.requestId, error: `metering failed: ${(error as Error).message}`, usage });
+      meteringFailed(ctx, error, usage);
     }
   };
+}
+
+/** The usage happened; a storage failure here must not turn a delivered answer into an error. */
+function meteringFailed(ctx: CallContext, error: unknown, usage: Usage): void {
+  ctx.services.log.error({ requestId: ctx.requestId, error: `metering failed: ${(error as Error).message}`, usage });
 }
