@@ -1,6 +1,6 @@
 import type { RateLimiterAbstract } from "rate-limiter-flexible";
 import { ServiceError } from "../errors.js";
-import type { Services } from "../services.js";
+import type { AccountsDeps } from "./deps.js";
 import { sha256Hex } from "../../storage/ids.js";
 import { UsersRepo } from "../../storage/repos/users.js";
 
@@ -23,9 +23,11 @@ interface Limiters {
   address: RateLimiterAbstract;
 }
 
-const byServices = new WeakMap<Services, Limiters>();
+type ThrottleDeps = Pick<AccountsDeps, "config" | "store">;
 
-function limiters(services: Services): Limiters {
+const byServices = new WeakMap<ThrottleDeps, Limiters>();
+
+function limiters(services: ThrottleDeps): Limiters {
   let found = byServices.get(services);
   if (!found) {
     const { config, store } = services;
@@ -55,7 +57,7 @@ function tooManyAttempts(msBeforeNext: number) {
 }
 
 /** Refuses (429) an address past its limits, waits out the slower path for a targeted email, then lets the check run. */
-export async function admitLogin(services: Services, email: string, ip: string): Promise<LoginThrottle> {
+export async function admitLogin(services: ThrottleDeps, email: string, ip: string): Promise<LoginThrottle> {
   const { config } = services;
   const { pair, email: perEmail, address } = limiters(services);
   const emailKey = sha256Hex(UsersRepo.normalizeEmail(email));

@@ -1,11 +1,10 @@
 import * as v from "valibot";
-import { defineMethod } from "../define.js";
 import { ServiceError } from "../errors.js";
 import { burnPasswordCheck, passwordProblem, verifyPassword } from "../credentials/passwords.js";
 import { createAccount, publicUser } from "./accounts.js";
 import { admitLogin } from "./login-throttle.js";
-import type { Services } from "../services.js";
 import { SessionIssued, Success, UserView } from "../views.js";
+import { accountsDomain, type AccountsDeps } from "./deps.js";
 
 const Email = v.pipe(v.string("email must be a string"), v.trim(), v.maxLength(254), v.email("email must be a valid email address"));
 const Password = v.pipe(v.string("password must be a string"), v.minLength(1, "password is required"), v.maxLength(256));
@@ -19,9 +18,9 @@ const INVALID_LOGIN = () => new ServiceError("UNAUTHORIZED", "Invalid email or p
  * 429 with Retry-After for an address past its limits, a slower path for an email under
  * attack). Unknown email and wrong password take the same time and give the same 401.
  */
-export async function checkPassword(services: Services, email: string, password: string, ip: string) {
-  const throttle = await admitLogin(services, email, ip);
-  const user = await services.users.byEmail(email);
+export async function checkPassword(deps: AccountsDeps, email: string, password: string, ip: string) {
+  const throttle = await admitLogin(deps, email, ip);
+  const user = await deps.users.byEmail(email);
   const ok = user ? await verifyPassword(password, user.passwordHash) : await burnPasswordCheck(password);
   if (!user || !ok) {
     await throttle.failed();
@@ -31,13 +30,13 @@ export async function checkPassword(services: Services, email: string, password:
   return user;
 }
 
-async function issueSession(services: Services, userId: string) {
-  const { token, expiresAt } = await services.sessions.issue(userId);
+async function issueSession(deps: AccountsDeps, userId: string) {
+  const { token, expiresAt } = await deps.sessions.issue(userId);
   return { token, tokenType: "Bearer", expiresAt: expiresAt.toISOString() };
 }
 
 export const authMethods = [
-  defineMethod({
+  accountsDomain.method({
     name: "auth.register",
     summary: "Create a user with a personal tenant and default workspace; returns a session token.",
     input: v.object({
@@ -52,12 +51,12 @@ export const authMethods = [
     async handler(params, ctx) {
       const problem = passwordProblem(params.password);
       if (problem) throw new ServiceError("BAD_REQUEST", problem, { details: { issues: [{ path: "password", message: problem }] } });
-      const user = await createAccount(ctx.services, params);
-      return { user: publicUser(user), ...(await issueSession(ctx.services, user.id)) };
+      const user = await createAccount(ctx.deps, params);
+      return { user: publicUser(user), ...(await issueSession(ctx.deps, user.id)) };
     },
   }),
 
-  defineMethod({
+  accountsDomain.method({
     name: "auth.login",
     summary: "Exchange an email and password for a session token.",
     input: Credentials,
@@ -66,12 +65,12 @@ export const authMethods = [
     errors: ["UNAUTHORIZED", "RATE_LIMITED"],
     http: [{ surface: "gateway", method: "POST", path: "/auth/login" }],
     async handler(params, ctx) {
-      const user = await checkPassword(ctx.services, params.email, params.password, ctx.ip);
-      return { user: publicUser(user), ...(await issueSession(ctx.services, user.id)) };
+      const user = await checkPassword(ctx.deps, params.email, params.password, ctx.ip);
+      return { user: publicUser(user), ...(await issueSession(ctx.deps, user.id)) };
     },
   }),
 
-  defineMethod({
+  accountsDomain.method({
     name: "auth.logout",
     summary: "Revoke the session token used for this request.",
     input: v.object({}),
@@ -80,12 +79,12 @@ export const authMethods = [
     http: [{ surface: "gateway", method: "POST", path: "/auth/logout" }],
     async handler(_params, ctx) {
       const session = ctx.principal.session!;
-      await ctx.services.sessions.revoke(session);
+      await ctx.deps.sessions.revoke(session);
       return { success: true };
     },
   }),
 
-  defineMethod({
+  accountsDomain.method({
     name: "auth.me",
     summary: "The signed-in user, their tenant and workspace, and how they authenticated.",
     input: v.object({}),
@@ -94,9 +93,9 @@ export const authMethods = [
     http: [{ surface: "gateway", method: "GET", path: "/auth/me" }],
     async handler(_params, ctx) {
       const principal = ctx.principal;
-      const user = await ctx.services.users.get(principal.userId);
+      const user = await ctx.deps.users.get(principal.userId);
       if (!user) throw new ServiceError("UNAUTHORIZED", "Invalid or expired credentials");
-      const tenant = await ctx.services.tenants.getTenant(user.tenantId);
+      const tenant = await ctx.deps.tenants.getTenant(user.tenantId);
       return {
         user: publicUser(user),
         tenant: tenant && { id: tenant.id, slug: tenant.slug, name: tenant.name, plan: tenant.plan },

@@ -1,11 +1,12 @@
 import { RateLimiterRes, type RateLimiterAbstract } from "rate-limiter-flexible";
 import type { Principal } from "../auth.js";
 import { ServiceError } from "../errors.js";
-import type { Services } from "../services.js";
+import type { CorePorts } from "../ports.js";
 import { callerTenant } from "./telemetry-ingest.js";
 
 // One limiter per running service set (tests start several servers in one process).
-const limiters = new WeakMap<Services, RateLimiterAbstract>();
+type BudgetPorts = Pick<CorePorts, "config" | "store" | "users">;
+const limiters = new WeakMap<BudgetPorts, RateLimiterAbstract>();
 
 /**
  * The Gateway-wide budget per tenant (docs/quotas.md): GATEWAY_TENANT_RATE_LIMIT_RPM requests
@@ -14,14 +15,14 @@ const limiters = new WeakMap<Services, RateLimiterAbstract>();
  * (personal) tenant. Counters in `services.store.limiter`: shared by every instance on Redis.
  * 429 RATE_LIMITED with `Retry-After` in the Gateway envelope past it.
  */
-export async function enforceTenantBudget(principal: Principal, services: Services): Promise<void> {
+export async function enforceTenantBudget(principal: Principal, services: BudgetPorts): Promise<void> {
   let limiter = limiters.get(services);
   const limit = services.config.GATEWAY_TENANT_RATE_LIMIT_RPM;
   if (!limiter) {
     limiter = services.store.limiter({ name: "gateway-tenant-rpm", points: limit, durationSeconds: 60 });
     limiters.set(services, limiter);
   }
-  const tenantId = await callerTenant(services, principal.userId);
+  const tenantId = await callerTenant(services.users, principal.userId);
   try {
     await limiter.consume(tenantId, 1);
   } catch (error) {

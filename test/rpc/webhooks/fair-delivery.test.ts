@@ -4,6 +4,9 @@ import { startReceiver } from "../../helpers/webhook-receiver.js";
 import { eventually } from "../../helpers/eventually.js";
 import { newId } from "../../../storage/ids.js";
 import { WebhookWorker } from "../../../rpc/webhooks/worker.js";
+import type { WebhooksDeps } from "../../../rpc/webhooks/deps.js";
+
+const webhooksOf = (server: TestServer) => server.composition.deps<WebhooksDeps>("webhooks");
 
 /**
  * docs/webhooks.md "Fair delivery". Before, fan-out ran inside the publishing request: 5,000
@@ -30,14 +33,14 @@ beforeAll(async () => {
   receiver.secrets.push(secret);
   const now = new Date().toISOString();
   for (let i = 1; i < SUBS; i++) {
-    await server.services.webhooks.putSubscription({
+    await webhooksOf(server).webhooks.putSubscription({
       id: newId("whs"),
       tenantId: noisy.user.tenantId,
       url: `http://127.0.0.1:${receiver.port}/noisy`,
       filter: ["load.*"],
       description: "",
       enabled: true,
-      secret: server.services.secrets.seal(secret),
+      secret: webhooksOf(server).secrets.seal(secret),
       createdAt: now,
       updatedAt: now,
     });
@@ -124,10 +127,10 @@ describe("claims of a dead instance", () => {
   it("are retried once their lease ends (seconds, not the 75 s they used to wait), and a live holder's renewed claim is never taken", async () => {
     const sub = (await small.request("/gateway/v1/webhooks/subscriptions", { method: "POST", headers: bearer(user.token), json: { url: `http://127.0.0.1:${receiver.port}/lease` } })).body;
     receiver.secrets.push(sub.secret);
-    const worker = small.services.webhookWorker;
-    const repo = small.services.webhooks;
+    const worker = webhooksOf(small).webhookWorker;
+    const repo = webhooksOf(small).webhooks;
     // A delivery whose first attempt a dead instance claimed (and never made).
-    const event = await small.services.events.publish({ tenantId: user.user.tenantId, topic: "lease", type: "lease.one", source: "test", payload: {} });
+    const event = await webhooksOf(small).events.publish({ tenantId: user.user.tenantId, topic: "lease", type: "lease.one", source: "test", payload: {} });
     vi.useFakeTimers({ toFake: ["Date"] });
     vi.setSystemTime(Date.now());
     const created = new Date().toISOString();
