@@ -128,6 +128,25 @@ interface CallInFlight {
 }
 const inFlight = new AsyncLocalStorage<CallInFlight>();
 
+/** Resumptions of one call's SSE answer (a server that closes it to be polled, SEP-1699). */
+const MAX_RESUMES = 5;
+
+/**
+ * Passes an SSE body through unchanged, noting the last `id:` field it carried in `last`
+ * (the event to resume after).
+ */
+async function* eventIds(body: AsyncIterable<Uint8Array | string>, last: { value: string | undefined }): AsyncGenerator<Uint8Array> {
+  let partial = "";
+  const decoder = new TextDecoder();
+  for await (const chunk of body) {
+    const bytes = typeof chunk === "string" ? new TextEncoder().encode(chunk) : chunk;
+    const lines = (partial + decoder.decode(bytes, { stream: true })).split(/\r\n|\r|\n/);
+    partial = lines.pop() ?? "";
+    for (const line of lines) if (line.startsWith("id:")) last.value = line.slice(3).trimStart();
+    yield bytes;
+  }
+}
+
 /** How long after a call's answer stream ended without its reply the call fails. */
 const STREAM_END_GRACE_MS = 100;
 
@@ -605,24 +624,40 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
             return;
           }
           // SSE, split by the project's one splitter, read to its end (the connection goes back
-          // to the pool); a stream that ends or breaks before the reply ends the call.
+          // to the pool); a stream that ends or breaks before the reply ends the call, unless it
+          // carried event ids: then it is resumed with a GET and `Last-Event-ID` (MCP Streamable
+          // HTTP "Resumability and Redelivery"), as the SDK's transport does, a few times at most.
           void (async () => {
-            try {
-              for await (const data of readSseData(response)) {
-                let message: unknown;
-                try {
-                  message = JSON.parse(data);
-                } catch {
-                  continue; // Not JSON: ignored, as the SDK transport reports and skips it.
+            let stream: IncomingMessage = response;
+            for (let resumed = 0; ; resumed += 1) {
+              const lastId = { value: undefined as string | undefined };
+              try {
+                for await (const data of readSseData(eventIds(stream, lastId))) {
+                  let message: unknown;
+                  try {
+                    message = JSON.parse(data);
+                  } catch {
+                    continue; // Not JSON: ignored, as the SDK transport reports and skips it.
+                  }
+                  deliver(message);
                 }
-                deliver(message);
+              } catch (error) {
+                // An error of the connection (as Node's response emits it) fails the call as a
+                // transport failure; a stream closed early without one is a stream ended (below).
+                if ((error as NodeJS.ErrnoException).code !== "ERR_STREAM_PREMATURE_CLOSE") return reject(error);
               }
-            } catch (error) {
-              // An error of the connection (as Node's response emits it) fails the call as a
-              // transport failure; a stream closed early without one is a stream ended (below).
-              if ((error as NodeJS.ErrnoException).code !== "ERR_STREAM_PREMATURE_CLOSE") reject(error);
+              if (settled || abort.signal.aborted) return;
+              if (lastId.value === undefined || resumed >= MAX_RESUMES) return reject(new StreamEnded());
+              try {
+                stream = await request(this.#url!, { method: "GET", headers: { ...headers, accept: "text/event-stream", "last-event-id": lastId.value }, signal: abort.signal });
+              } catch (error) {
+                return reject(error);
+              }
+              if ((stream.statusCode ?? 0) !== 200) {
+                stream.resume();
+                return reject(new StreamEnded());
+              }
             }
-            if (!settled) reject(new StreamEnded());
           })();
         }, reject);
       });

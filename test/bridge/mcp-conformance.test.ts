@@ -98,8 +98,10 @@ const outcomeOf = (outcomes: Map<string, Outcome>, scenario: string): Outcome =>
  * request, as `mcp-remote --header` does for a client that cannot, and passes everything else
  * (Host and Origin included, for the DNS-rebinding scenario; SSE streams as they flow) through.
  */
-async function credentialProxy(target: string, token: string): Promise<{ origin: string; close(): Promise<void> }> {
-  const { hostname, port } = new URL(target);
+async function credentialProxy(): Promise<{ origin: string; port: number; target(origin: string, token: string): void; close(): Promise<void> }> {
+  let hostname = "";
+  let port = "";
+  let token = "";
   const server: HttpServer = createServer((req, res) => {
     const upstream = httpRequest({ host: hostname, port, method: req.method, path: req.url, headers: { ...req.headers, authorization: `Bearer ${token}` } }, (answer) => {
       res.writeHead(answer.statusCode ?? 502, answer.headers);
@@ -110,8 +112,14 @@ async function credentialProxy(target: string, token: string): Promise<{ origin:
     req.pipe(upstream);
   });
   await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
+  const own = (server.address() as AddressInfo).port;
   return {
-    origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    origin: `http://127.0.0.1:${own}`,
+    port: own,
+    target(origin, key) {
+      ({ hostname, port } = new URL(origin));
+      token = key;
+    },
     async close() {
       server.closeAllConnections();
       await new Promise<void>((done) => server.close(() => done()));
@@ -127,11 +135,15 @@ describe("the MCP conformance suite through the gateway", () => {
   beforeAll(async () => {
     if (!existsSync(NODE) || !existsSync(CLI)) throw new Error("The conformance suite is not installed: run `npm ci --prefix test/conformance` (the root `npm ci` does it)");
     upstream = await serveConformanceUpstream();
-    gateway = await startTestServer({ MCP_SERVERS_ALLOW_PRIVATE: "true", GATEWAY_RATE_LIMIT_RPM: "100000", GATEWAY_CORS_ORIGINS: "http://localhost" });
+    proxy = await credentialProxy();
+    // The Origin allowlist (the MCP endpoint's DNS-rebinding guard, docs/mcp.md) names the
+    // origin clients reach the gateway at: here the proxy's.
+    const origins = [`http://localhost:${proxy.port}`, `http://127.0.0.1:${proxy.port}`].join(",");
+    gateway = await startTestServer({ MCP_SERVERS_ALLOW_PRIVATE: "true", GATEWAY_RATE_LIMIT_RPM: "100000", GATEWAY_CORS_ORIGINS: origins });
     const { token } = await registerUser(gateway);
     const registered = await gateway.request("/gateway/v1/mcp/servers", { method: "POST", headers: bearer(token), json: { name: "conformance", url: upstream.url } });
     expect(registered.body.health).toBe("healthy");
-    proxy = await credentialProxy(gateway.origin, token);
+    proxy.target(gateway.origin, token);
   });
   afterAll(async () => {
     await proxy?.close();
