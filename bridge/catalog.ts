@@ -24,6 +24,11 @@ export type SourceNotice = { owner: string | undefined; source: string } & (
   | { kind: "prompts/list_changed" }
 );
 
+/** Counts tool calls by outcome (rpc/metrics.ts `toolCall`). */
+export interface ToolCallCounter {
+  toolCall(name: string, outcome: "ok" | "tool_error" | "failed"): void;
+}
+
 /**
  * The one tool catalog behind REST (`/mcp/tools`), MCP (`tools/list`, `tools/call`) and
  * agents. Emits `changed` whenever a source is added, removed or reports new tools, so open
@@ -32,6 +37,12 @@ export type SourceNotice = { owner: string | undefined; source: string } & (
 export class Catalog {
   readonly #sources = new Map<string, ToolSource>();
   readonly #events = new EventEmitter().setMaxListeners(0);
+  readonly #counted?: ToolCallCounter;
+
+  /** `counted` hears every call's outcome, whichever transport or agent made it (the metrics). */
+  constructor(options: { counted?: ToolCallCounter } = {}) {
+    this.#counted = options.counted;
+  }
 
   addSource(source: ToolSource): void {
     if (this.#sources.has(source.id)) throw new Error(`Duplicate tool source: ${source.id}`);
@@ -102,10 +113,17 @@ export class Catalog {
 
   /** Runs a tool by name in the scope of `options.tenantId`; unknown names are NOT_FOUND. Argument validation happens before this. */
   async call(name: string, args: Record<string, unknown>, options: CallOptions): Promise<ToolResult> {
-    const tool = await this.get(name, toolScope(options.tenantId));
-    if (!tool) throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
-    const source = this.#sources.get(tool.source.id);
-    if (!source) throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
-    return source.call(name, args, options);
+    try {
+      const tool = await this.get(name, toolScope(options.tenantId));
+      if (!tool) throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
+      const source = this.#sources.get(tool.source.id);
+      if (!source) throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
+      const result = await source.call(name, args, options);
+      this.#counted?.toolCall(name, result.isError ? "tool_error" : "ok");
+      return result;
+    } catch (error) {
+      this.#counted?.toolCall(name, "failed");
+      throw error;
+    }
   }
 }

@@ -1,4 +1,4 @@
-import type { OpenToolBridge } from "../rpc/services.js";
+import type { OpenToolBridge } from "../rpc/tools/ports.js";
 import { Catalog } from "./catalog.js";
 import { BuiltinSource } from "./builtin/source.js";
 import { UpstreamServers } from "./upstream/registry.js";
@@ -13,14 +13,14 @@ export interface ToolBridge {
 }
 
 /**
- * Opens the bridge over the service's storage. Returns a function for `createServices` and
+ * Opens the bridge over the service's storage. Returns a function for `compose` (rpc/compose.ts) and
  * a getter for the concrete parts, which the bridge's own transports (MCP endpoint, sockets) use.
  */
 export function defineToolBridge(): { open: OpenToolBridge; get(): ToolBridge } {
   let bridge: ToolBridge | undefined;
   return {
-    async open({ config, log, store, secrets, resolveHost, emit }) {
-      const catalog = new Catalog();
+    async open({ config, log, store, secrets, resolveHost, emit, metrics }) {
+      const catalog = new Catalog({ counted: metrics });
       const vms = new VmHub({ config, log, store, catalog, emit });
       await vms.start();
       catalog.addSource(new BuiltinSource({ resolveHost }));

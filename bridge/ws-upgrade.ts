@@ -48,7 +48,7 @@ function presentedOnUpgrade(surface: "gateway" | "bridge", request: Request): Pr
  * JSON error with its status (401 with `WWW-Authenticate`, 403, 400, 429), before any socket opens.
  */
 export function defineSocketUpgrade<T>(dispatcher: Dispatcher, gate: SocketGate) {
-  const { log, config } = dispatcher.services;
+  const { log, config } = dispatcher.ports;
   const origins = allowedOrigins(config);
   return async (request: Request) => {
     const requestId = randomUUID();

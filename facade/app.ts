@@ -20,9 +20,9 @@ import { SURFACE_BASES, surfaceOfPath } from "../rpc/transport/surfaces.js";
  */
 export function buildApp(dispatcher: Dispatcher, transports: readonly Transport[] = []): H3 {
   const app = new H3({ silent: true });
-  app.use(hostCheckMiddleware(dispatcher.services.config, dispatcher.services));
-  app.use(corsMiddleware(dispatcher.services.config));
-  app.use(crossSiteMiddleware(dispatcher.services.config, dispatcher.services));
+  app.use(hostCheckMiddleware(dispatcher.ports.config, dispatcher.ports));
+  app.use(corsMiddleware(dispatcher.ports.config));
+  app.use(crossSiteMiddleware(dispatcher.ports.config, dispatcher.ports));
   const routes: MountedRoute[] = mountRest(app, dispatcher);
   mountJsonRpc(app, dispatcher);
   let openapi: { origin: string; document: unknown } | undefined;
@@ -30,7 +30,7 @@ export function buildApp(dispatcher: Dispatcher, transports: readonly Transport[
     if (openapi?.origin !== origin) openapi = { origin, document: buildOpenApi(dispatcher.registry, origin) };
     return openapi.document;
   };
-  mountDocs(app, documentFor, dispatcher.services.config.PUBLIC_URL);
+  mountDocs(app, documentFor, dispatcher.ports.config.PUBLIC_URL);
   mountConsole(app);
   for (const transport of transports) transport(app, dispatcher);
 
@@ -51,7 +51,7 @@ export function buildApp(dispatcher: Dispatcher, transports: readonly Transport[
   app.all("/**", (event) => {
     const pathname = new URL(event.req.url).pathname;
     const surface = surfaceOfPath(pathname) ?? "gateway";
-    return instrument(surface, dispatcher.services, async (_event, scope) => {
+    return instrument(surface, dispatcher.ports, async (_event, scope) => {
       const allowed = [...new Set(routes.filter((route) => route.pattern.test(pathname)).map((route) => route.method))];
       if (allowed.length > 0) {
         scope.responseHeaders.set("allow", allowed.join(", "));

@@ -17,11 +17,11 @@ export const MAX_BATCH = 50;
  * requests answer HTTP 400 with the JSON-RPC error; everything else 200.
  */
 export function mountJsonRpc(app: H3, dispatcher: Dispatcher) {
-  const { log, config } = dispatcher.services;
+  const { log, config } = dispatcher.ports;
   app.on(
     "POST",
     "/rpc",
-    instrument("rpc", dispatcher.services, async (event, scope) => {
+    instrument("rpc", dispatcher.ports, async (event, scope) => {
       const request = event.req;
       const body = await readJsonBody(request, config.GATEWAY_MAX_PAYLOAD_BYTES);
       if (body === undefined) throw new ServiceError("INVALID_REQUEST", "Empty request");

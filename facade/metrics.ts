@@ -11,7 +11,7 @@ const digest = (value: string) => createHash("sha256").update(value).digest();
  * otherwise). Outside every surface: not rate-limited, not logged.
  */
 export function metricsTransport(app: H3, dispatcher: Dispatcher): void {
-  const { metrics, config } = dispatcher.services;
+  const { metrics, config } = dispatcher.ports;
   const expected = config.METRICS_TOKEN ? digest(config.METRICS_TOKEN) : undefined;
   app.on("GET", "/metrics", async (event) => {
     if (expected) {

@@ -37,7 +37,7 @@ function decodeParams(params: Record<string, string> | undefined): Record<string
  */
 export function mountRest(app: H3, dispatcher: Dispatcher): MountedRoute[] {
   const routes: MountedRoute[] = [];
-  const { log, config } = dispatcher.services;
+  const { log, config } = dispatcher.ports;
   for (const method of Object.values(dispatcher.registry)) {
     if (method.internal) continue;
     for (const binding of method.http) {
@@ -46,7 +46,7 @@ export function mountRest(app: H3, dispatcher: Dispatcher): MountedRoute[] {
       app.on(
         binding.method,
         path,
-        instrument(binding.surface, dispatcher.services, (event, scope) => handleRest(event.req, event.context.params, method, binding, dispatcher, scope, config.GATEWAY_MAX_PAYLOAD_BYTES)),
+        instrument(binding.surface, dispatcher.ports, (event, scope) => handleRest(event.req, event.context.params, method, binding, dispatcher, scope, config.GATEWAY_MAX_PAYLOAD_BYTES)),
       );
     }
   }
@@ -109,7 +109,7 @@ async function handleRest(
       abort: scope.abort,
       // The request's log line and metrics wait for the stream's end (tokens, full duration).
       onEnd: scope.defer(),
-      errorFrame: (error) => renderError(binding.surface, error, scope.requestId, dispatcher.services.log).body,
+      errorFrame: (error) => renderError(binding.surface, error, scope.requestId, dispatcher.ports.log).body,
     });
   }
   if (result === undefined) return new Response(null, { status: 204, headers: scope.responseHeaders });

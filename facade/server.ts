@@ -2,16 +2,14 @@ import type { Server as NodeServer } from "node:http";
 import { serve } from "h3";
 import { plugin as crossws } from "crossws/server";
 import type { Config } from "../rpc/config.js";
-import { Dispatcher } from "../rpc/dispatcher.js";
+import type { Dispatcher } from "../rpc/dispatcher.js";
 import { createLogger, type LogSink } from "../rpc/log.js";
-import { methodsFor } from "../rpc/methods.js";
-import { createRegistry } from "../rpc/registry.js";
-import { createServices, type Services } from "../rpc/services.js";
+import { compose, type Composition } from "../rpc/compose.js";
 import { buildApp } from "./app.js";
 import { bridgeTransports } from "../bridge/transports.js";
 import { defineToolBridge, type ToolBridge } from "../bridge/tool-bridge.js";
 import { SURFACE_BASES } from "../rpc/transport/surfaces.js";
-import type { ResolveHost } from "../rpc/policies/outbound-guard.js";
+import type { ResolveHost } from "../rpc/outbound/outbound-guard.js";
 import { healthTransport, type Lifecycle } from "./health.js";
 import { trackInFlight } from "./drain.js";
 import { metricsTransport } from "./metrics.js";
@@ -21,8 +19,9 @@ export interface RunningServer {
   origin: string;
   /** Base URL of each surface. */
   urls: Record<string, string>;
-  services: Services;
-  /** The concrete tool bridge behind `services.catalog`, `vms` and `upstream`. */
+  /** The core's ports, each domain module's deps, and `close` (rpc/compose.ts). */
+  composition: Composition;
+  /** The concrete tool bridge behind the tools domain's `catalog`, `vms` and `upstream`. */
   bridge: ToolBridge;
   dispatcher: Dispatcher;
   /** `draining` turns true when drain() starts (/readyz answers 503 from then on). */
@@ -55,11 +54,11 @@ export interface StartOptions {
 export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
   const log = createLogger(config.LOG_LEVEL, options.logSink);
   const tools = defineToolBridge();
-  const services = await createServices(config, log, tools.open, { resolveHost: options.resolveHost });
+  const composition = await compose(config, log, tools.open, { resolveHost: options.resolveHost });
   const bridge = tools.get();
   try {
-    const dispatcher = new Dispatcher(createRegistry(methodsFor(config)), services);
-    services.metrics.knowOperations(Object.keys(dispatcher.registry));
+    const { dispatcher } = composition;
+    composition.ports.metrics.knowOperations(Object.keys(dispatcher.registry));
     const lifecycle: Lifecycle = { draining: false };
     const app = buildApp(dispatcher, [healthTransport(lifecycle), metricsTransport, ...bridgeTransports(bridge)]);
     const server = serve(app, {
@@ -91,7 +90,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const running: RunningServer = {
       origin: listening.origin,
       urls,
-      services,
+      composition,
       bridge,
       dispatcher,
       lifecycle,
@@ -103,7 +102,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
           await inFlight.settled(graceMs);
           // Past the grace (or with none): whatever is still open is cut.
           await server.close(true);
-          await services.close();
+          await composition.close();
         })());
       },
       close() {
@@ -112,7 +111,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     };
     return running;
   } catch (error) {
-    await services.close();
+    await composition.close();
     throw error;
   }
 }

@@ -1,6 +1,6 @@
 import { timingSafeEqual } from "node:crypto";
 import { ServiceError, type ErrorCode } from "./errors.js";
-import type { Services } from "./services.js";
+import type { CorePorts } from "./ports.js";
 import { parseKey } from "./credentials/api-keys.js";
 import { looksLikeJwt, type SessionClaims } from "./credentials/sessions.js";
 import { addressedToBridge, verifyServiceToken } from "./credentials/service-tokens.js";
@@ -83,7 +83,7 @@ const TOUCH_INTERVAL_MS = 60_000;
  * Narrows a request to a principal before any handler runs: a credential of an allowed kind,
  * valid, unrevoked and unexpired (else 401), holding the scopes (else 403).
  */
-export async function authenticate(presented: Presented, spec: AuthSpec, services: Services): Promise<Principal | undefined> {
+export async function authenticate(presented: Presented, spec: AuthSpec, services: CorePorts): Promise<Principal | undefined> {
   if (spec === "public") return undefined;
   const allowed = new Set(spec.kinds);
   const principal = await resolve(presented, allowed, services, spec.keyRefusal);
@@ -115,7 +115,7 @@ function requireScopes(principal: Principal, spec: Exclude<AuthSpec, "public">):
 }
 
 /** 403 unless the method is open to everyone authenticated or the caller is an operator (DESIGN "Ownership"). */
-export async function requireOperator(principal: Principal | undefined, spec: AuthSpec, services: Services): Promise<void> {
+export async function requireOperator(principal: Principal | undefined, spec: AuthSpec, services: CorePorts): Promise<void> {
   if (spec === "public" || !spec.operator || !principal) return;
   if (!(await isOperator(principal, services))) {
     throw new ServiceError("FORBIDDEN", "Only operators may do this", { details: { reason: "operator_required" } });
@@ -123,13 +123,13 @@ export async function requireOperator(principal: Principal | undefined, spec: Au
 }
 
 /** The service credential, or a user flagged operator (`npm run admin -- grant-operator`). */
-export async function isOperator(principal: Principal, services: Services): Promise<boolean> {
+export async function isOperator(principal: Principal, services: CorePorts): Promise<boolean> {
   if (principal.kind === "service") return true;
   const user = await services.users.get(principal.userId);
   return user?.operator === true;
 }
 
-async function resolve(presented: Presented, allowed: Set<CredentialKind>, services: Services, keyRefusal?: string): Promise<Principal> {
+async function resolve(presented: Presented, allowed: Set<CredentialKind>, services: CorePorts, keyRefusal?: string): Promise<Principal> {
   if (allowed.has("console") && presented.cookie) {
     const claims = await services.sessions.verify(presented.cookie);
     if (!claims) throw new ServiceError("UNAUTHORIZED", "Session expired or signed out; sign in again", { details: { reason: "invalid" } });
@@ -192,7 +192,7 @@ async function resolve(presented: Presented, allowed: Set<CredentialKind>, servi
   };
 }
 
-async function sessionPrincipal(kind: CredentialKind, claims: SessionClaims, services: Services): Promise<Principal> {
+async function sessionPrincipal(kind: CredentialKind, claims: SessionClaims, services: CorePorts): Promise<Principal> {
   const user = await services.users.get(claims.userId);
   if (!user) throw unauthorized("invalid");
   return { kind, userId: user.id, workspaceId: user.workspaceId, scopes: ["*"], session: claims };

@@ -1,8 +1,7 @@
 import type * as v from "valibot";
 import type { AuthSpec, Principal } from "./auth.js";
 import type { ErrorCode } from "./errors.js";
-import type { Services } from "./services.js";
-import type { ClientRelay } from "./tools/types.js";
+import type { ClientRelay } from "./relay.js";
 
 /** The HTTP surfaces of the service (DESIGN "Surfaces on one origin"). */
 export type Surface = "platform" | "console" | "account" | "gateway" | "bridge";
@@ -72,11 +71,12 @@ export interface Policies {
 }
 
 /** What a handler gets besides its params. `principal` is set whenever the method is not public. */
-export interface CallContext<P extends Principal | undefined = Principal | undefined> {
+export interface CallContext<P extends Principal | undefined = Principal | undefined, Deps = unknown> {
   requestId: string;
   surface: Surface | "rpc";
   principal: P;
-  services: Services;
+  /** What the method's domain module built in `init` (rpc/module.ts): only what its handlers use. */
+  deps: Deps;
   /** Aborted when the caller goes away. */
   signal: AbortSignal;
   /** Headers added to the response, error or not (e.g. `X-Service-Request-Id`, `Set-Cookie`). */
@@ -101,7 +101,7 @@ export interface ProgressUpdate {
 }
 
 /** The context of a method with this auth spec: authenticated methods see a principal, no `!` needed. */
-export type ContextFor<A extends AuthSpec> = CallContext<A extends "public" ? Principal | undefined : Principal>;
+export type ContextFor<A extends AuthSpec, Deps = unknown> = CallContext<A extends "public" ? Principal | undefined : Principal, Deps>;
 
 /** Framing of a streamed result over SSE. */
 export interface StreamOptions {
@@ -114,7 +114,7 @@ type MaybePromise<T> = T | Promise<T>;
 /** What a handler must return: the declared output's shape when there is one. */
 export type ResultOf<O> = O extends v.GenericSchema ? v.InferInput<O> : unknown;
 
-export interface MethodDef<TSchema extends v.GenericSchema = v.GenericSchema, A extends AuthSpec = AuthSpec, O extends v.GenericSchema | undefined = undefined> {
+export interface MethodDef<TSchema extends v.GenericSchema = v.GenericSchema, A extends AuthSpec = AuthSpec, O extends v.GenericSchema | undefined = undefined, Deps = unknown> {
   /** Dotted name, unique in the registry: `auth.register`. */
   name: string;
   summary: string;
@@ -135,11 +135,13 @@ export interface MethodDef<TSchema extends v.GenericSchema = v.GenericSchema, A 
    */
   internal?: boolean;
   stream?: StreamOptions;
-  handler(params: v.InferOutput<TSchema>, ctx: ContextFor<A>): MaybePromise<ResultOf<O> | AsyncIterable<unknown>>;
+  handler(params: v.InferOutput<TSchema>, ctx: ContextFor<A, Deps>): MaybePromise<ResultOf<O> | AsyncIterable<unknown>>;
 }
 
 export type AnyMethod = Omit<MethodDef<v.GenericSchema, AuthSpec, v.GenericSchema | undefined>, "handler"> & {
   handler(params: unknown, ctx: CallContext): unknown;
+  /** The domain module that declared it (rpc/module.ts `domain(name).method`); its deps reach the handler. */
+  domain?: string;
 };
 
 /** Declares one operation; the facade, JSON-RPC and OpenAPI are generated from it. */

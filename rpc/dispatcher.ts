@@ -5,8 +5,8 @@ import { ServiceError } from "./errors.js";
 import { renderError } from "./transport/surfaces.js";
 import { applyParamPolicies, applyPolicies } from "./policies/apply.js";
 import type { Registry } from "./registry.js";
-import type { Services } from "./services.js";
-import type { ClientRelay } from "./tools/types.js";
+import type { CorePorts } from "./ports.js";
+import type { ClientRelay } from "./relay.js";
 import { parseParams } from "./validate.js";
 
 /** What a transport knows about one call: the facts, never the decisions. */
@@ -52,12 +52,16 @@ const MAX_COLLECTED_ITEMS = 10_000;
  */
 export class Dispatcher {
   readonly registry: Registry;
-  readonly services: Services;
+  /** What the core reads: authentication, limiters, the log, shutdown hooks. */
+  readonly ports: CorePorts;
+  /** Each domain module's deps by domain name (rpc/compose.ts); a handler gets its own domain's. */
+  readonly deps: ReadonlyMap<string, unknown>;
   readonly jsonrpc: JSONRPCServer<CallFacts>;
 
-  constructor(registry: Registry, services: Services) {
+  constructor(registry: Registry, ports: CorePorts, deps: ReadonlyMap<string, unknown> = new Map()) {
     this.registry = registry;
-    this.services = services;
+    this.ports = ports;
+    this.deps = deps;
     this.jsonrpc = new JSONRPCServer<CallFacts>({ errorListener: () => undefined });
     for (const method of Object.values(registry)) {
       if (method.internal) continue;
@@ -81,17 +85,17 @@ export class Dispatcher {
   async dispatch(name: string, params: ParamsSource, facts: CallFacts): Promise<unknown> {
     const method = this.registry[name];
     if (!method) throw new ServiceError("METHOD_NOT_FOUND", `Unknown method: ${name}`);
-    const principal = facts.authenticated ? admitPrincipal(facts.authenticated, method.auth) : await authenticate(facts.presented, method.auth, this.services);
-    await requireOperator(principal, method.auth, this.services);
+    const principal = facts.authenticated ? admitPrincipal(facts.authenticated, method.auth) : await authenticate(facts.presented, method.auth, this.ports);
+    await requireOperator(principal, method.auth, this.ports);
     if (principal) facts.onAuthenticated?.(principal, method);
     // spec 4.2: the Platform API adds no header but X-Service-Request-Id.
-    await applyPolicies(method, principal, this.services, facts.surface === "platform" ? undefined : facts.responseHeaders);
+    await applyPolicies(method, principal, this.ports, facts.surface === "platform" ? undefined : facts.responseHeaders);
     const raw = typeof params === "function" ? await (params as (method: AnyMethod) => unknown)(method) : params;
     const ctx: CallContext = {
       requestId: facts.requestId,
       surface: facts.surface,
       principal,
-      services: this.services,
+      deps: method.domain === undefined ? undefined : this.deps.get(method.domain),
       signal: facts.signal,
       responseHeaders: facts.responseHeaders,
       ip: facts.ip,
@@ -101,12 +105,12 @@ export class Dispatcher {
       ...(facts.relay ? { relay: facts.relay } : {}),
     };
     const parsed = parseParams(method.input, raw);
-    await applyParamPolicies(method, principal, parsed, this.services);
+    await applyParamPolicies(method, principal, parsed, this.ports);
     return method.handler(parsed, ctx);
   }
 
   toJsonRpcError(error: unknown, requestId: string): JSONRPCErrorException {
-    const serviceError = renderError("rpc", error, requestId, this.services.log).error;
+    const serviceError = renderError("rpc", error, requestId, this.ports.log).error;
     return new JSONRPCErrorException(serviceError.message, serviceError.rpcCode, {
       code: serviceError.code,
       status: serviceError.status,

@@ -1,13 +1,13 @@
 import { parseArgs } from "node:util";
 import { randomBytes } from "node:crypto";
-import type { Services } from "../rpc/services.js";
+import type { Composition } from "../rpc/compose.js";
 import { createAccount, publicUser } from "../rpc/accounts/accounts.js";
 import { createKey } from "../rpc/keys/create-key.js";
 import { DEFAULT_PLATFORM_SCOPES } from "../rpc/keys/console-keys.js";
 import { isServiceError } from "../rpc/errors.js";
 import { passwordProblem } from "../rpc/credentials/passwords.js";
-import { loadPlans } from "../rpc/chat/allowance.js";
-import { MICRO_PER_CREDIT } from "../rpc/chat/key-limits.js";
+import { loadPlans } from "../rpc/money/allowance.js";
+import { MICRO_PER_CREDIT } from "../rpc/money/money.js";
 import { newId, nowIso } from "../storage/ids.js";
 import type { User } from "../storage/repos/users.js";
 import { McpServersRepo } from "../storage/repos/mcp-servers.js";
@@ -55,6 +55,13 @@ Commands:
   list-mcp-servers                            The shared servers (header names only).
   remove-mcp-server --name <n>                Removes a shared server from every tenant's catalog.
   help             This text.`;
+
+/** What the commands reach: the core's storage, secrets and repositories (rpc/compose.ts). */
+function adminDeps(composition: Composition) {
+  const { config, store, secrets, keyPrefixes, repos } = composition.ports;
+  return { config, store, secrets, keyPrefixes, users: repos.users, tenants: repos.tenants, credits: repos.credits, keys: repos.keys };
+}
+type AdminDeps = ReturnType<typeof adminDeps>;
 
 type Flags = Record<string, string | boolean | string[] | undefined>;
 
@@ -106,13 +113,13 @@ function optionalLimit(flags: Flags, name: string, integer: boolean): number | n
   return value;
 }
 
-async function userByEmail(services: Services, email: string): Promise<User> {
+async function userByEmail(services: AdminDeps, email: string): Promise<User> {
   const user = await services.users.byEmail(email);
   if (!user) throw new AdminError(`No user with email ${email}`);
   return user;
 }
 
-async function existingWorkspace(services: Services, id: string) {
+async function existingWorkspace(services: AdminDeps, id: string) {
   const workspace = await services.tenants.getWorkspace(id);
   if (!workspace) throw new AdminError(`No workspace ${id} (find a user's workspace with: user --email <e>)`);
   return workspace;
@@ -143,7 +150,8 @@ function headerFlags(flags: Flags): Record<string, string> {
 }
 
 /** Runs one command; returns what to print (JSON-serialisable). Throws AdminError on bad input. */
-export async function runAdmin(args: string[], services: Services): Promise<unknown> {
+export async function runAdmin(args: string[], composition: Composition): Promise<unknown> {
+  const services = adminDeps(composition);
   const { command, flags } = parse(args);
   switch (command) {
     case "help":

@@ -1,6 +1,7 @@
 import { ConfigError, loadConfig } from "../rpc/config.js";
 import { createLogger } from "../rpc/log.js";
-import { createServices, noTools } from "../rpc/services.js";
+import { compose } from "../rpc/compose.js";
+import { noTools } from "../rpc/tools/no-tools.js";
 import { AdminError, runAdmin, USAGE } from "./admin-commands.js";
 
 /**
@@ -18,12 +19,12 @@ let exitCode = 0;
 try {
   const config = loadConfig(process.env);
   // STORAGE=fs: with a server running on DATA_DIR, every storage operation goes through it.
-  const services = await createServices(config, createLogger("silent"), noTools, { whenDataDirOwned: "connect" });
+  const composition = await compose(config, createLogger("silent"), noTools, { whenDataDirOwned: "connect" });
   try {
-    const result = await runAdmin(args, services);
+    const result = await runAdmin(args, composition);
     process.stdout.write(`${typeof result === "string" ? result : JSON.stringify(result, null, 2)}\n`);
   } finally {
-    await services.close();
+    await composition.close();
   }
 } catch (error) {
   if (error instanceof AdminError || error instanceof ConfigError) {

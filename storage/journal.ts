@@ -347,13 +347,3 @@ async function syncDir(dir: string): Promise<void> {
     await handle.close();
   }
 }
-
-/** Whether `dir` holds an engine's files. */
-export async function hasJournal(dir: string): Promise<boolean> {
-  try {
-    await stat(join(dir, "snapshot"));
-    return true;
-  } catch {
-    return (await readdir(dir).catch(() => [] as string[])).some((name) => /^journal-\d+$/.test(name));
-  }
-}

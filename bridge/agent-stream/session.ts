@@ -225,7 +225,7 @@ export class AgentStreamSession {
 
   /** An error frame: masked and logged like every transport (renderError), then framed. */
   #error(error: unknown, context: Record<string, unknown>): void {
-    const { error: rendered } = renderError("gateway", error, this.#options.requestId, this.#options.dispatcher.services.log);
+    const { error: rendered } = renderError("gateway", error, this.#options.requestId, this.#options.dispatcher.ports.log);
     // The socket's messages name fields agentId and runId where the methods say agent_id and run_id.
     const rename = (text: string) => text.replace(/\b(agent_id|run_id)\b/g, (name) => FIELD_NAMES[name]!);
     const details =
@@ -243,7 +243,7 @@ export class AgentStreamSession {
   }
 
   #log(fields: Record<string, unknown>): void {
-    this.#options.dispatcher.services.log.info({ requestId: this.#options.requestId, ...fields });
+    this.#options.dispatcher.ports.log.info({ requestId: this.#options.requestId, ...fields });
   }
 
   #send(frame: Frame): void {

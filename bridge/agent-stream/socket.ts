@@ -17,11 +17,11 @@ type PeerState = Partial<Admitted<unknown>> & { session?: AgentStreamSession };
  * messages onto registry methods.
  */
 export function agentStreamTransport(app: H3, dispatcher: Dispatcher): void {
-  const { log, config } = dispatcher.services;
+  const { log, config } = dispatcher.ports;
   const orchestratorMode = Boolean(config.ORCH_BASE_URL);
   // On shutdown every stream gets 1001 (going away), so clients reconnect to another instance.
   const open = new Set<{ close(code?: number, reason?: string): void }>();
-  dispatcher.services.onClose(() => {
+  dispatcher.ports.onClose(() => {
     for (const peer of open) peer.close(1001, "server shutting down");
   });
   app.on(

@@ -2,7 +2,7 @@ import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { isIP } from "node:net";
 import { errorResult, okResult, type BuiltinTool } from "./internal/tool.js";
-import { AddressRefused, OutboundGuard, type ResolveHost } from "../../rpc/policies/outbound-guard.js";
+import { AddressRefused, OutboundGuard, type ResolveHost } from "../../rpc/outbound/outbound-guard.js";
 
 export interface HttpFetchOptions {
   /**

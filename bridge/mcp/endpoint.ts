@@ -5,7 +5,7 @@ import { FastResponse } from "srvx";
 import type { Principal } from "../../rpc/auth.js";
 import type { Dispatcher } from "../../rpc/dispatcher.js";
 import { isServiceError, ServiceError } from "../../rpc/errors.js";
-import type { Services } from "../../rpc/services.js";
+import type { CorePorts } from "../../rpc/module.js";
 import { readJsonBody } from "../../rpc/transport/body.js";
 import { instrument, jsonResponse, type RequestScope } from "../../rpc/transport/instrument.js";
 import { allowedOrigins, assertOrigin } from "../../rpc/transport/origin.js";
@@ -37,10 +37,10 @@ export const MCP_SERVER_PATHS = [`${SURFACE_BASES.bridge}/mcp/servers/:name/`, `
 const SESSION_HEADER = "mcp-session-id";
 
 // The session table of each running service set (several servers may share one process in tests).
-const tables = new WeakMap<Services, McpSessions>();
+const tables = new WeakMap<CorePorts, McpSessions>();
 
 /** This instance's open MCP sessions (health checks, tests). */
-export function mcpSessionsOf(services: Services): McpSessions | undefined {
+export function mcpSessionsOf(services: CorePorts): McpSessions | undefined {
   return tables.get(services);
 }
 
@@ -50,7 +50,7 @@ export function mcpSessionsOf(services: Services): McpSessions | undefined {
  * metadata (RFC 9728 §5.1).
  */
 async function principalOfRequest(request: Request, dispatcher: Dispatcher, scope: RequestScope, upstream: string | undefined): Promise<Principal> {
-  const services = dispatcher.services;
+  const services = dispatcher.ports;
   try {
     let principal: Principal | undefined;
     // A server's own endpoint also checks the caller sees that server (the same 404 otherwise).
@@ -101,7 +101,7 @@ export function mcpTransport(bridge: ToolBridge): Transport {
 }
 
 function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
-  const services = dispatcher.services;
+  const services = dispatcher.ports;
   const { config, log } = services;
   // spec 8 GATEWAY_CORS_ORIGINS doubles as the Origin allowlist (MCP "Security Warning": DNS rebinding).
   const origins = allowedOrigins(config);
@@ -182,7 +182,7 @@ async function openSession(
   upstream: string | undefined,
   bridge: ToolBridge,
 ): Promise<Response> {
-  const services = dispatcher.services;
+  const services = dispatcher.ports;
   const toolScope = await scopeOfPrincipal(services, principal);
   let session: McpSession | undefined;
   // A client that declared sampling, elicitation or roots gets upstream sessions of its own
@@ -264,7 +264,7 @@ async function answerStateless(
   const transport = new JsonResponseTransport({
     sessionIdGenerator: undefined,
     enableJsonResponse: true,
-    maxRequestBodySize: dispatcher.services.config.GATEWAY_MAX_PAYLOAD_BYTES,
+    maxRequestBodySize: dispatcher.ports.config.GATEWAY_MAX_PAYLOAD_BYTES,
   });
   await server.connect(transport);
   let streaming = false;

@@ -142,7 +142,7 @@ export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller
 
   /** Errors of resources and prompts requests as JSON-RPC errors (they have no result form). */
   const protocolError = (thrown: unknown, notFound: number): never => {
-    const { error } = renderError("bridge", thrown, caller().requestId, dispatcher.services.log);
+    const { error } = renderError("bridge", thrown, caller().requestId, dispatcher.ports.log);
     if (error.code === "INTERNAL") throw new McpError(ErrorCode.InternalError, "Internal error");
     if (error.code === "NOT_FOUND") throw new McpError(notFound, error.message, error.details);
     const upstreamCode = (error.details as { upstreamCode?: number } | undefined)?.upstreamCode;
@@ -281,7 +281,7 @@ export async function runToolCall(
     return result;
   } catch (thrown) {
     // Masked and logged like every transport's errors.
-    const { error } = renderError("bridge", thrown, requestId, dispatcher.services.log);
+    const { error } = renderError("bridge", thrown, requestId, dispatcher.ports.log);
     note("error", { message: error.message, code: error.code });
     if (error.code === "INTERNAL") throw new McpError(ErrorCode.InternalError, "Internal error");
     // MCP 2025-11-25 "Error Handling": an unknown tool is a protocol error (-32602) ...

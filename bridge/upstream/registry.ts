@@ -8,11 +8,11 @@ import { McpServersRepo, type McpServerEvent, type McpServerRecord } from "../..
 import type { Catalog } from "../catalog.js";
 import type { UpstreamRegisterInput, UpstreamServerHandle, UpstreamServerView, UpstreamSummary } from "../../rpc/tools/ports.js";
 import type { ToolScope } from "../../rpc/tools/types.js";
-import { AddressRefused, OutboundGuard, type ResolveHost } from "../../rpc/policies/outbound-guard.js";
-import { guardedRequest, toGuardedFetch, type GuardedFetch } from "../../rpc/policies/guarded-fetch.js";
+import { AddressRefused, OutboundGuard, type ResolveHost } from "../../rpc/outbound/outbound-guard.js";
+import { guardedRequest, toGuardedFetch, type GuardedFetch } from "../../rpc/outbound/guarded-fetch.js";
 import type { LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
 import { UpstreamConnection, type UpstreamSessionBounds } from "./connection.js";
-import type { EmitEvent } from "../../rpc/services.js";
+import type { EmitEvent } from "../../rpc/tools/ports.js";
 
 /**
  * How often stored registrations are compared with this instance's connections. Redis tells

@@ -15,7 +15,7 @@ import { vmToolSource } from "./source.js";
 import { vmNotConnected } from "../../rpc/tools/sources.js";
 import { VmOwnersRepo } from "../../storage/repos/vm-owners.js";
 import { admitVmOwner } from "./ownership.js";
-import type { EmitEvent } from "../../rpc/services.js";
+import type { EmitEvent } from "../../rpc/tools/ports.js";
 
 export interface VmHubOptions {
   config: Config;

@@ -24,7 +24,7 @@ export function vmSocketTransport(bridge: ToolBridge): Transport {
 }
 
 function mountVmSocket(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
-  const { log } = dispatcher.services;
+  const { log } = dispatcher.ports;
   app.on(
     "GET",
     VM_SOCKET_PATH,

@@ -1,23 +1,24 @@
-import type { Services } from "../services.js";
 import { ServiceError } from "../errors.js";
 import { hashPassword } from "../credentials/passwords.js";
 import { newId, nowIso } from "../../storage/ids.js";
 import type { User } from "../../storage/repos/users.js";
 import type { Tenant } from "../../storage/repos/tenants.js";
 import { UsersRepo } from "../../storage/repos/users.js";
+import type { Repos } from "../repos.js";
+import type { Config } from "../config.js";
 
 /**
  * The personal tenant of `user`, with TENANT_DEFAULT_AGENT_LIMIT and
  * TENANT_DEFAULT_TOKENS_PER_MONTH as its limits (docs/agents.md "Limits").
  */
-export function personalTenant(services: Services, user: User, slug: string, now: string): Tenant {
+export function personalTenant(deps: { config: Pick<Config, "TENANT_DEFAULT_AGENT_LIMIT" | "TENANT_DEFAULT_TOKENS_PER_MONTH"> }, user: User, slug: string, now: string): Tenant {
   return {
     id: user.tenantId,
     slug,
     name: `${user.fullName || user.email}'s tenant`,
     plan: "free",
     region: "default",
-    limits: { agents: services.config.TENANT_DEFAULT_AGENT_LIMIT, tokensPerMonth: services.config.TENANT_DEFAULT_TOKENS_PER_MONTH },
+    limits: { agents: deps.config.TENANT_DEFAULT_AGENT_LIMIT, tokensPerMonth: deps.config.TENANT_DEFAULT_TOKENS_PER_MONTH },
     ownerId: user.id,
     createdAt: now,
     updatedAt: now,
@@ -32,9 +33,9 @@ export function personalTenant(services: Services, user: User, slug: string, now
  * before the claim leaves unreachable records and a free email; the loser of a race removes
  * its records.
  */
-export async function createAccount(services: Services, input: { email: string; password: string; fullName: string }): Promise<User> {
+export async function createAccount(deps: Pick<Repos, "users" | "tenants"> & { config: Pick<Config, "TENANT_DEFAULT_AGENT_LIMIT" | "TENANT_DEFAULT_TOKENS_PER_MONTH"> }, input: { email: string; password: string; fullName: string }): Promise<User> {
   const email = UsersRepo.normalizeEmail(input.email);
-  if (await services.users.byEmail(email)) throw emailTaken();
+  if (await deps.users.byEmail(email)) throw emailTaken();
   const passwordHash = await hashPassword(input.password);
   const now = nowIso();
   const user: User = {
@@ -48,8 +49,8 @@ export async function createAccount(services: Services, input: { email: string; 
     createdAt: now,
   };
   const slugBase = email.split("@")[0]!.toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-|-$/g, "") || "user";
-  await services.tenants.putTenant(personalTenant(services, user, `${slugBase}-${user.tenantId.slice(-6).toLowerCase()}`, now));
-  await services.tenants.putWorkspace({
+  await deps.tenants.putTenant(personalTenant(deps, user, `${slugBase}-${user.tenantId.slice(-6).toLowerCase()}`, now));
+  await deps.tenants.putWorkspace({
     id: user.workspaceId,
     tenantId: user.tenantId,
     name: "Default",
@@ -57,11 +58,11 @@ export async function createAccount(services: Services, input: { email: string; 
     createdAt: now,
     updatedAt: now,
   });
-  await services.users.put(user);
-  if (!(await services.users.claimEmail(email, user.id))) {
-    await services.users.remove(user).catch(() => undefined);
-    await services.tenants.removeWorkspace(user.workspaceId).catch(() => undefined);
-    await services.tenants.removeTenant(user.tenantId).catch(() => undefined);
+  await deps.users.put(user);
+  if (!(await deps.users.claimEmail(email, user.id))) {
+    await deps.users.remove(user).catch(() => undefined);
+    await deps.tenants.removeWorkspace(user.workspaceId).catch(() => undefined);
+    await deps.tenants.removeTenant(user.tenantId).catch(() => undefined);
     throw emailTaken();
   }
   return user;

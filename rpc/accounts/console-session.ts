@@ -1,11 +1,11 @@
 import { setCookie, type H3Event } from "h3";
 import * as v from "valibot";
-import { defineMethod, type CallContext } from "../define.js";
 import { ServiceError } from "../errors.js";
 import { checkPassword } from "./methods.js";
 import { publicUser } from "./accounts.js";
 import { CONSOLE_COOKIE } from "../transport/surfaces.js";
 import { Success, Timestamp, UserView } from "../views.js";
+import { accountsDomain, type AccountsContext } from "./deps.js";
 
 /**
  * Console sign-in (spec 5: console key endpoints take a browser session cookie only). The
@@ -16,7 +16,7 @@ import { Success, Timestamp, UserView } from "../views.js";
 const COOKIE_PATH = "/api";
 
 /** Sets (or, with an empty value and 0, clears) the session cookie on the response, with h3's serializer. */
-function setSessionCookie(ctx: CallContext, value: string, maxAgeSeconds: number): void {
+function setSessionCookie(ctx: AccountsContext, value: string, maxAgeSeconds: number): void {
   // h3's setCookie writes to the response headers only: the method's header sink is enough.
   const sink = { res: { headers: ctx.responseHeaders } } as unknown as H3Event;
   setCookie(sink, CONSOLE_COOKIE, value, {
@@ -24,7 +24,7 @@ function setSessionCookie(ctx: CallContext, value: string, maxAgeSeconds: number
     maxAge: maxAgeSeconds,
     httpOnly: true,
     sameSite: "lax",
-    secure: Boolean(ctx.services.config.PUBLIC_URL?.startsWith("https:")),
+    secure: Boolean(ctx.deps.config.PUBLIC_URL?.startsWith("https:")),
   });
 }
 
@@ -34,7 +34,7 @@ const Credentials = v.object({
 });
 
 export const consoleSessionMethods = [
-  defineMethod({
+  accountsDomain.method({
     name: "console.session.create",
     summary: "Console sign-in: checks email and password and sets the HttpOnly `gw_console` session cookie.",
     input: Credentials,
@@ -44,8 +44,8 @@ export const consoleSessionMethods = [
     http: [{ surface: "console", method: "POST", path: "/session" }],
     async handler(params, ctx) {
       // Same throttled check as the Gateway login: failures per email end in 429.
-      const user = await checkPassword(ctx.services, params.email, params.password);
-      const { token, expiresAt } = await ctx.services.sessions.issue(user.id);
+      const user = await checkPassword(ctx.deps, params.email, params.password);
+      const { token, expiresAt } = await ctx.deps.sessions.issue(user.id);
       const maxAge = Math.max(0, Math.floor((expiresAt.getTime() - Date.now()) / 1000));
       setSessionCookie(ctx, token, maxAge);
       ctx.responseHeaders.set("cache-control", "no-store");
@@ -53,7 +53,7 @@ export const consoleSessionMethods = [
     },
   }),
 
-  defineMethod({
+  accountsDomain.method({
     name: "console.session.get",
     summary: "The user signed in to the console, and when the session ends.",
     input: v.object({}),
@@ -62,13 +62,13 @@ export const consoleSessionMethods = [
     http: [{ surface: "console", method: "GET", path: "/session" }],
     async handler(_params, ctx) {
       const principal = ctx.principal;
-      const user = await ctx.services.users.get(principal.userId);
+      const user = await ctx.deps.users.get(principal.userId);
       if (!user) throw new ServiceError("UNAUTHORIZED", "Not signed in");
       return { user: publicUser(user), expiresAt: new Date(principal.session!.expiresAt).toISOString(), operator: user.operator === true };
     },
   }),
 
-  defineMethod({
+  accountsDomain.method({
     name: "console.session.delete",
     summary: "Console sign-out: revokes the session and clears the cookie.",
     input: v.object({}),
@@ -77,7 +77,7 @@ export const consoleSessionMethods = [
     http: [{ surface: "console", method: "DELETE", path: "/session" }],
     async handler(_params, ctx) {
       // Revoked server-side too: a copied cookie stops working, not just the browser's.
-      await ctx.services.sessions.revoke(ctx.principal.session!);
+      await ctx.deps.sessions.revoke(ctx.principal.session!);
       setSessionCookie(ctx, "", 0);
       return { success: true };
     },

@@ -1,13 +1,12 @@
 import * as v from "valibot";
 import { RateLimiterRes } from "rate-limiter-flexible";
-import { defineMethod } from "../define.js";
 import { ServiceError } from "../errors.js";
 import { burnPasswordCheck, passwordProblem, verifyPassword } from "../credentials/passwords.js";
 import { createAccount, publicUser } from "./accounts.js";
 import { UsersRepo } from "../../storage/repos/users.js";
 import { sha256Hex } from "../../storage/ids.js";
-import type { Services } from "../services.js";
 import { SessionIssued, Success, UserView } from "../views.js";
+import { accountsDomain, type AccountsDeps } from "./deps.js";
 
 const Email = v.pipe(v.string("email must be a string"), v.trim(), v.maxLength(254), v.email("email must be a valid email address"));
 const Password = v.pipe(v.string("password must be a string"), v.minLength(1, "password is required"), v.maxLength(256));
@@ -21,24 +20,24 @@ const INVALID_LOGIN = () => new ServiceError("UNAUTHORIZED", "Invalid email or p
  * LOGIN_WINDOW_SECONDS, then 429 with Retry-After). Unknown email and wrong password take
  * the same time and give the same 401.
  */
-export async function checkPassword(services: Services, email: string, password: string) {
+export async function checkPassword(deps: AccountsDeps, email: string, password: string) {
   const throttleKey = sha256Hex(UsersRepo.normalizeEmail(email));
-  const state = await services.loginLimiter.get(throttleKey);
-  if (state && state.remainingPoints <= 0 && state.consumedPoints >= services.config.LOGIN_MAX_FAILURES) {
+  const state = await deps.loginLimiter.get(throttleKey);
+  if (state && state.remainingPoints <= 0 && state.consumedPoints >= deps.config.LOGIN_MAX_FAILURES) {
     throw tooManyAttempts(state.msBeforeNext);
   }
-  const user = await services.users.byEmail(email);
+  const user = await deps.users.byEmail(email);
   const ok = user ? await verifyPassword(password, user.passwordHash) : await burnPasswordCheck(password);
   if (!user || !ok) {
     try {
-      await services.loginLimiter.consume(throttleKey);
+      await deps.loginLimiter.consume(throttleKey);
     } catch (rejection) {
       if (rejection instanceof RateLimiterRes) throw tooManyAttempts(rejection.msBeforeNext);
       throw rejection;
     }
     throw INVALID_LOGIN();
   }
-  await services.loginLimiter.delete(throttleKey);
+  await deps.loginLimiter.delete(throttleKey);
   return user;
 }
 
@@ -49,13 +48,13 @@ function tooManyAttempts(msBeforeNext: number) {
   });
 }
 
-async function issueSession(services: Services, userId: string) {
-  const { token, expiresAt } = await services.sessions.issue(userId);
+async function issueSession(deps: AccountsDeps, userId: string) {
+  const { token, expiresAt } = await deps.sessions.issue(userId);
   return { token, tokenType: "Bearer", expiresAt: expiresAt.toISOString() };
 }
 
 export const authMethods = [
-  defineMethod({
+  accountsDomain.method({
     name: "auth.register",
     summary: "Create a user with a personal tenant and default workspace; returns a session token.",
     input: v.object({
@@ -70,12 +69,12 @@ export const authMethods = [
     async handler(params, ctx) {
       const problem = passwordProblem(params.password);
       if (problem) throw new ServiceError("BAD_REQUEST", problem, { details: { issues: [{ path: "password", message: problem }] } });
-      const user = await createAccount(ctx.services, params);
-      return { user: publicUser(user), ...(await issueSession(ctx.services, user.id)) };
+      const user = await createAccount(ctx.deps, params);
+      return { user: publicUser(user), ...(await issueSession(ctx.deps, user.id)) };
     },
   }),
 
-  defineMethod({
+  accountsDomain.method({
     name: "auth.login",
     summary: "Exchange an email and password for a session token.",
     input: Credentials,
@@ -84,12 +83,12 @@ export const authMethods = [
     errors: ["UNAUTHORIZED", "RATE_LIMITED"],
     http: [{ surface: "gateway", method: "POST", path: "/auth/login" }],
     async handler(params, ctx) {
-      const user = await checkPassword(ctx.services, params.email, params.password);
-      return { user: publicUser(user), ...(await issueSession(ctx.services, user.id)) };
+      const user = await checkPassword(ctx.deps, params.email, params.password);
+      return { user: publicUser(user), ...(await issueSession(ctx.deps, user.id)) };
     },
   }),
 
-  defineMethod({
+  accountsDomain.method({
     name: "auth.logout",
     summary: "Revoke the session token used for this request.",
     input: v.object({}),
@@ -98,12 +97,12 @@ export const authMethods = [
     http: [{ surface: "gateway", method: "POST", path: "/auth/logout" }],
     async handler(_params, ctx) {
       const session = ctx.principal.session!;
-      await ctx.services.sessions.revoke(session);
+      await ctx.deps.sessions.revoke(session);
       return { success: true };
     },
   }),
 
-  defineMethod({
+  accountsDomain.method({
     name: "auth.me",
     summary: "The signed-in user, their tenant and workspace, and how they authenticated.",
     input: v.object({}),
@@ -112,9 +111,9 @@ export const authMethods = [
     http: [{ surface: "gateway", method: "GET", path: "/auth/me" }],
     async handler(_params, ctx) {
       const principal = ctx.principal;
-      const user = await ctx.services.users.get(principal.userId);
+      const user = await ctx.deps.users.get(principal.userId);
       if (!user) throw new ServiceError("UNAUTHORIZED", "Invalid or expired credentials");
-      const tenant = await ctx.services.tenants.getTenant(user.tenantId);
+      const tenant = await ctx.deps.tenants.getTenant(user.tenantId);
       return {
         user: publicUser(user),
         tenant: tenant && { id: tenant.id, slug: tenant.slug, name: tenant.name, plan: tenant.plan },

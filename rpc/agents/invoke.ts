@@ -1,6 +1,5 @@
 import type { Principal } from "../auth.js";
 import { ServiceError, toServiceError } from "../errors.js";
-import type { Services } from "../services.js";
 import type { ChatChunk, ProviderResult } from "../chat/types.js";
 import { countPromptTokens, countTokens, usageOf } from "../chat/tokens.js";
 import type { ToolDef } from "../tools/types.js";
@@ -8,17 +7,16 @@ import { newId } from "../../storage/ids.js";
 import type { AgentRecord } from "../../storage/repos/agents.js";
 import { runAgent, type AgentEvent, type AgentMessage, type RunDependencies, type RunResult } from "./run.js";
 import { EventQueue } from "./queue.js";
-import { agentTimestamp } from "./time.js";
+import { agentTimestamp } from "../time.js";
 import { appendAgentLog } from "./logs.js";
 import { agentRunsChannel, trackRun, type AgentRunMessage } from "./runs.js";
 import { requireAgent } from "./records.js";
-import { recordAgentRun, recordUsage } from "../billing/metering.js";
 import { lifecycleOf, runFinished, runStarted } from "./state.js";
-import { tenantTokensCharge } from "../tenants/tenancy.js";
-import { placeHold, type Hold } from "../chat/holds.js";
+import type { Hold } from "../money/money.js";
 import type { RoutedModel } from "../chat/model-router.js";
 import type { Tenant } from "../../storage/repos/tenants.js";
-import { emitEvent } from "../events/publish.js";
+import { emitEvent } from "../event-sink.js";
+import type { AgentsDeps } from "./deps.js";
 
 /** The bus channel every event of every run of an agent is published on, as `{runId, event}`. */
 
@@ -39,24 +37,24 @@ export interface InvokeHandle {
  * on another instance can watch. `signal` cancels the run (it ends `cancelled`).
  */
 export async function invokeAgent(
-  services: Services,
+  deps: AgentsDeps,
   principal: Principal,
   agentId: string,
   input: string,
   signal: AbortSignal,
   trace: { traceparent?: string } = {},
 ): Promise<InvokeHandle> {
-  const agent = await requireAgent(services, principal.userId, agentId, "member");
-  if ((await lifecycleOf(services, agent.id)) === "paused") {
+  const agent = await requireAgent(deps, principal.userId, agentId, "member");
+  if ((await lifecycleOf(deps, agent.id)) === "paused") {
     throw new ServiceError("CONFLICT", "The agent is paused; resume it before invoking", { details: { status: "paused" } });
   }
-  const tenant = await services.tenants.getTenant(agent.tenantId);
+  const tenant = await deps.tenants.getTenant(agent.tenantId);
   if (!tenant) throw new ServiceError("NOT_FOUND", `The agent's tenant no longer exists: ${agent.tenantId}`);
-  const model = services.models.resolve(agent.model);
+  const model = deps.models.resolve(agent.model);
   const turnHold = async (current: Tenant, messages: readonly AgentMessage[]): Promise<Hold> => {
     const prompt = countPromptTokens(messages);
-    const output = agent.config.maxTokens ?? services.models.outputCap(model, prompt);
-    const hold = await placeHold(services, [tenantTokensCharge(services, current, prompt + output)]);
+    const output = agent.config.maxTokens ?? deps.models.outputCap(model, prompt);
+    const hold = await deps.money.admitTenantTurn(current, prompt + output);
     // Each settled model turn is counted in the tenant's metering (docs/billing.md "Usage").
     let settled = false;
     return {
@@ -65,7 +63,7 @@ export async function invokeAgent(
         if (settled) return;
         settled = true;
         await hold.settle(usage, cost);
-        await recordUsage(services, undefined, { surface: "agent", model: agent.model, credits: false, agentId: agent.id, tenantId: agent.tenantId }, usage, cost);
+        await deps.money.recordUsage(undefined, { surface: "agent", model: agent.model, credits: false, agentId: agent.id, tenantId: agent.tenantId }, usage, cost);
       },
       release: () => {
         settled = true;
@@ -80,21 +78,21 @@ export async function invokeAgent(
   // The first turn's hold is placed before the run starts, so a spent month is a 429 here.
   let firstHold: Hold | undefined = await turnHold(tenant, messages);
 
-  const catalog = await services.catalog.list({ scope: { tenantId: agent.tenantId } });
+  const catalog = await deps.catalog.list({ scope: { tenantId: agent.tenantId } });
   const tools: ToolDef[] = catalog.filter((tool) => agent.tools.includes(tool.name));
   const missing = agent.tools.filter((name) => !tools.some((tool) => tool.name === name));
 
   const runId = newId("run");
   const started = agentTimestamp();
   // Cancellable by `agents.cancel` from any instance, as well as by the caller going away.
-  const tracked = await trackRun(services, { runId, agentId: agent.id, userId: principal.userId, startedAt: started }, signal).catch(async (error) => {
+  const tracked = await trackRun(deps, { runId, agentId: agent.id, userId: principal.userId, startedAt: started }, signal).catch(async (error) => {
     await firstHold?.release().catch(() => undefined);
     throw error;
   });
   signal = tracked.signal;
-  await recordAgentRun(services, agent.tenantId, agent.id, agent.model);
+  await deps.money.recordAgentRun(agent.tenantId, agent.id, agent.model);
   try {
-    await runStarted(services, agent.id);
+    await runStarted(deps, agent.id);
   } catch (error) {
     await firstHold.release().catch(() => undefined);
     await tracked.untrack();
@@ -102,21 +100,21 @@ export async function invokeAgent(
   }
   const queue = new EventQueue<AgentEvent>();
   try {
-    emitEvent(services, agent.tenantId, "agent.invoked", { agentId: agent.id, runId, model: agent.model });
-    await appendAgentLog(services, agent.id, {
+    emitEvent(deps, agent.tenantId, "agent.invoked", { agentId: agent.id, runId, model: agent.model });
+    await appendAgentLog(deps, agent.id, {
       event: "invocation.started",
       message: `Invocation ${runId} started`,
       runId,
       data: { input: clip(input), model: agent.model, tools: tools.map((tool) => tool.name), ...(missing.length ? { unavailableTools: missing } : {}) },
     });
   } catch (error) {
-    await runFinished(services, agent.id, true).catch(() => undefined);
+    await runFinished(deps, agent.id, true).catch(() => undefined);
     await firstHold.release().catch(() => undefined);
     await tracked.untrack();
     throw error;
   }
 
-  const deps: RunDependencies = {
+  const run: RunDependencies = {
     tools,
     maxSteps: agent.config.maxSteps,
     signal,
@@ -124,7 +122,7 @@ export async function invokeAgent(
       // A hold before every model turn, so a long run stops once the month cannot cover the next one.
       let hold = firstHold;
       firstHold = undefined;
-      if (!hold) hold = await turnHold((await services.tenants.getTenant(agent.tenantId)) ?? tenant, request.messages);
+      if (!hold) hold = await turnHold((await deps.tenants.getTenant(agent.tenantId)) ?? tenant, request.messages);
       let result: ProviderResult;
       try {
         result = await model.provider.complete(
@@ -144,22 +142,22 @@ export async function invokeAgent(
         await hold.release().catch(() => undefined);
         throw error;
       }
-      return await metered(services, hold, model, result, countPromptTokens(request.messages));
+      return await metered(deps, hold, model, result, countPromptTokens(request.messages));
     },
     callTool(name, args, toolSignal) {
-      const seconds = agent.config.toolTimeoutSeconds ?? services.config.GATEWAY_TIMEOUT_SECONDS;
+      const seconds = agent.config.toolTimeoutSeconds ?? deps.config.GATEWAY_TIMEOUT_SECONDS;
       // Upstream and VM tools answer only for the agent's own tenant (DESIGN "Ownership").
-      return services.catalog.call(name, args, { timeoutMs: Math.round(seconds * 1000), signal: toolSignal, tenantId: agent.tenantId });
+      return deps.catalog.call(name, args, { timeoutMs: Math.round(seconds * 1000), signal: toolSignal, tenantId: agent.tenantId });
     },
   };
 
-  void drive(services, agent, runId, started, runAgent(deps, messages), queue).finally(() => tracked.untrack());
+  void drive(deps, agent, runId, started, runAgent(run, messages), queue).finally(() => tracked.untrack());
   return { runId, events: queue };
 }
 
 /** Runs the loop to its end, whoever reads: logs, bus, state, then the reader's queue. */
 async function drive(
-  services: Services,
+  deps: AgentsDeps,
   agent: AgentRecord,
   runId: string,
   startedAt: string,
@@ -169,14 +167,14 @@ async function drive(
   const channel = agentRunsChannel(agent.id);
   const emit = (event: AgentEvent) => {
     queue.push(event);
-    services.store.bus.publish(channel, { runId, event } satisfies AgentRunMessage).catch(() => undefined);
+    deps.store.bus.publish(channel, { runId, event } satisfies AgentRunMessage).catch(() => undefined);
   };
   let finished = false;
   try {
     for await (const event of run) {
       if (event.type === "step") {
         const { step } = event;
-        await appendAgentLog(services, agent.id, {
+        await appendAgentLog(deps, agent.id, {
           level: step.error ? "error" : "info",
           event: "step",
           message: step.error ? `Tool ${step.tool} failed: ${step.error}` : `Tool ${step.tool} ran in ${step.durationMs} ms`,
@@ -186,33 +184,33 @@ async function drive(
       }
       if (event.type === "done") {
         const { result } = event;
-        await appendAgentLog(services, agent.id, {
+        await appendAgentLog(deps, agent.id, {
           level: result.status === "completed" ? "info" : "error",
           event: "invocation.finished",
           message: `Invocation ${runId} ended: ${result.status}${result.error ? ` (${result.error})` : ""}`,
           runId,
           data: { status: result.status, steps: result.steps.length, usage: result.usage, startedAt, ...(result.error ? { error: result.error } : {}) },
         });
-        emitEvent(services, agent.tenantId, result.status === "completed" ? "agent.completed" : result.status === "cancelled" ? "agent.cancelled" : "agent.failed", {
+        emitEvent(deps, agent.tenantId, result.status === "completed" ? "agent.completed" : result.status === "cancelled" ? "agent.cancelled" : "agent.failed", {
           agentId: agent.id, runId, status: result.status, steps: result.steps.length, ...(result.error ? { error: result.error } : {}),
         });
         // The status is back before anyone sees `done`: a caller that reads the agent next sees it idle.
         finished = true;
-        await runFinished(services, agent.id, result.status === "error");
+        await runFinished(deps, agent.id, result.status === "error");
       }
       emit(event);
     }
   } catch (error) {
     // Only storage can fail here (runAgent itself never throws): record it and end the run.
     const message = toServiceError(error).message;
-    services.log.error({ event: "agent.run", agentId: agent.id, runId, error: String(error) });
+    deps.log.error({ event: "agent.run", agentId: agent.id, runId, error: String(error) });
     if (!finished) {
       finished = true;
-      await runFinished(services, agent.id, true).catch(() => undefined);
+      await runFinished(deps, agent.id, true).catch(() => undefined);
       emit({ type: "done", result: { status: "error", output: "", steps: [], usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }, error: message } });
     }
   } finally {
-    if (!finished) await runFinished(services, agent.id, false).catch(() => undefined);
+    if (!finished) await runFinished(deps, agent.id, false).catch(() => undefined);
     queue.close();
   }
 }
@@ -222,9 +220,9 @@ async function drive(
  * A provider that reports no usage is counted by estimate (rpc/chat/tokens.ts) so the
  * allowance holds.
  */
-async function metered(services: Services, hold: Hold, model: RoutedModel, result: ProviderResult, promptEstimate: number): Promise<ProviderResult> {
-  const settle = (usage: ChatChunk["usage"] & object) => hold.settle(usage, services.models.cost(model, usage)).catch((error: unknown) => {
-    services.log.error({ event: "agent.metering", error: String(error) });
+async function metered(deps: AgentsDeps, hold: Hold, model: RoutedModel, result: ProviderResult, promptEstimate: number): Promise<ProviderResult> {
+  const settle = (usage: ChatChunk["usage"] & object) => hold.settle(usage, deps.models.cost(model, usage)).catch((error: unknown) => {
+    deps.log.error({ event: "agent.metering", error: String(error) });
   });
   if (result.kind === "completion") {
     const usage = result.completion.usage;

@@ -1,23 +1,22 @@
 import * as v from "valibot";
-import { defineMethod, type CallContext } from "../define.js";
 import { ServiceError } from "../errors.js";
 import type { Principal } from "../auth.js";
 import { queryInt } from "../validate.js";
-import type { Services } from "../services.js";
 import { newId } from "../../storage/ids.js";
 import type { AgentConfig, AgentRecord } from "../../storage/repos/agents.js";
-import { agentTimestamp } from "./time.js";
+import { agentTimestamp } from "../time.js";
 import { invokeAgent } from "./invoke.js";
 import { cancelRun, watchRuns } from "./runs.js";
 import { appendAgentLog, dropAgentLogs, readAgentLogs } from "./logs.js";
 import { agentView, requireAgent } from "./records.js";
 import { clearState, runningCount, transition, type Transition } from "./state.js";
-import { createInTenant, tenantFor } from "../tenants/tenancy.js";
-import { requireTenantAccess, tenantsOf, type Role } from "../tenants/access.js";
+import { createInTenant } from "../tenants/tenancy.js";
+import { requireTenantAccess, tenantOrPersonal, tenantsOf, type Role } from "../tenants/access.js";
 import type { AgentEvent, RunResult } from "./run.js";
 import { AgentView } from "../views.js";
 import { AgentRunView, Success, Timestamp } from "../views.js";
-import { emitEvent } from "../events/publish.js";
+import { emitEvent } from "../event-sink.js";
+import { agentsDomain, type AgentsDeps, type AgentsContext } from "./deps.js";
 
 const AgentId = v.pipe(v.string("agent_id must be a string"), v.minLength(1, "agent_id is required"), v.maxLength(128));
 const Name = v.pipe(v.string("name must be a string"), v.trim(), v.minLength(1, "name is required"), v.maxLength(100, "name: at most 100 characters"));
@@ -44,14 +43,14 @@ const Config = v.strictObject(
 const AUTH = { kinds: ["session", "gateway_key"] } as const;
 
 /** 400 naming every tool not in the catalog and a model the router does not serve. */
-async function checkToolsAndModel(services: Services, tenantId: string, tools: string[], model?: string): Promise<void> {
+async function checkToolsAndModel(deps: AgentsDeps, tenantId: string, tools: string[], model?: string): Promise<void> {
   // Only tools the agent's tenant sees: another tenant's server or VM is as unknown as a missing one.
-  const known = new Set((await services.catalog.list({ scope: { tenantId } })).map((tool) => tool.name));
+  const known = new Set((await deps.catalog.list({ scope: { tenantId } })).map((tool) => tool.name));
   const unknownTools = tools.filter((name) => !known.has(name));
   let modelProblem: string | undefined;
   if (model !== undefined) {
     try {
-      services.models.resolve(model);
+      deps.models.resolve(model);
     } catch (error) {
       modelProblem = error instanceof ServiceError ? error.message : String(error);
     }
@@ -59,7 +58,7 @@ async function checkToolsAndModel(services: Services, tenantId: string, tools: s
   if (!unknownTools.length && !modelProblem) return;
   const problems = [
     ...(unknownTools.length ? [`unknown tools: ${unknownTools.join(", ")} (see GET /mcp/tools)`] : []),
-    ...(modelProblem ? [`unknown model: ${model} (usable: ${services.models.usableIds().join(", ") || "none"})`] : []),
+    ...(modelProblem ? [`unknown model: ${model} (usable: ${deps.models.usableIds().join(", ") || "none"})`] : []),
   ];
   throw new ServiceError("VALIDATION_FAILED", `Invalid agent: ${problems.join("; ")}`, {
     details: {
@@ -68,13 +67,13 @@ async function checkToolsAndModel(services: Services, tenantId: string, tools: s
         ...(modelProblem ? [{ path: "model", message: `unknown model: ${model}` }] : []),
       ],
       ...(unknownTools.length ? { unknownTools } : {}),
-      ...(modelProblem ? { unknownModel: model, usableModels: services.models.usableIds() } : {}),
+      ...(modelProblem ? { unknownModel: model, usableModels: deps.models.usableIds() } : {}),
     },
   });
 }
 
-function configOf(services: Services, input: v.InferOutput<typeof Config> | undefined): AgentConfig {
-  const config: AgentConfig = { maxSteps: input?.maxSteps ?? services.config.AGENT_DEFAULT_MAX_STEPS };
+function configOf(deps: AgentsDeps, input: v.InferOutput<typeof Config> | undefined): AgentConfig {
+  const config: AgentConfig = { maxSteps: input?.maxSteps ?? deps.config.AGENT_DEFAULT_MAX_STEPS };
   if (input?.systemPrompt !== undefined) config.systemPrompt = input.systemPrompt;
   if (input?.temperature !== undefined) config.temperature = input.temperature;
   if (input?.maxTokens !== undefined) config.maxTokens = input.maxTokens;
@@ -102,7 +101,7 @@ async function* framed(runId: string, events: AsyncIterable<AgentEvent>) {
 }
 
 function lifecycleMethod(action: Transition, summary: string) {
-  return defineMethod({
+  return agentsDomain.method({
     name: `agents.${action}`,
     summary,
     input: v.object({ agent_id: AgentId }),
@@ -111,22 +110,22 @@ function lifecycleMethod(action: Transition, summary: string) {
     errors: ["NOT_FOUND", "CONFLICT"],
     http: [{ surface: "gateway", method: "POST", path: `/agents/:agent_id/${action}` }],
     async handler(params, ctx) {
-      const agent = await requireAgent(ctx.services, ctx.principal.userId, params.agent_id, "member");
-      const status = await transition(ctx.services, agent, action);
-      emitEvent(ctx.services, agent.tenantId, `agent.${action === "deploy" ? "deployed" : action === "pause" ? "paused" : "resumed"}`, { agentId: agent.id, status });
-      await appendAgentLog(ctx.services, agent.id, { event: `agent.${action}`, message: `Agent ${action === "deploy" ? "deployed" : action === "pause" ? "paused" : "resumed"}`, data: { status } });
-      return agentView(ctx.services, agent);
+      const agent = await requireAgent(ctx.deps, ctx.principal.userId, params.agent_id, "member");
+      const status = await transition(ctx.deps, agent, action);
+      emitEvent(ctx.deps, agent.tenantId, `agent.${action === "deploy" ? "deployed" : action === "pause" ? "paused" : "resumed"}`, { agentId: agent.id, status });
+      await appendAgentLog(ctx.deps, agent.id, { event: `agent.${action}`, message: `Agent ${action === "deploy" ? "deployed" : action === "pause" ? "paused" : "resumed"}`, data: { status } });
+      return agentView(ctx.deps, agent);
     },
   });
 }
 
-async function owned(ctx: CallContext<Principal>, agentId: string, need: Role = "viewer"): Promise<AgentRecord> {
-  return requireAgent(ctx.services, ctx.principal.userId, agentId, need);
+async function owned(ctx: AgentsContext<Principal>, agentId: string, need: Role = "viewer"): Promise<AgentRecord> {
+  return requireAgent(ctx.deps, ctx.principal.userId, agentId, need);
 }
 
 /** Gateway agents by id, run here (spec 4.4 "API-gateway mode"); served when ORCH_BASE_URL is unset. */
 export const localAgentMethods = [
-  defineMethod({
+  agentsDomain.method({
     name: "agents.list",
     summary: "The agents of every tenant the caller is a member of (or of `tenantId` only), oldest first, as a bare JSON array (spec 2.6).",
     input: v.object({ tenantId: v.optional(v.pipe(v.string("tenantId must be a string"), v.minLength(1), v.maxLength(128))) }),
@@ -138,20 +137,20 @@ export const localAgentMethods = [
     ],
     async handler(params, ctx) {
       const tenants = params.tenantId
-        ? [await requireTenantAccess(ctx.services, ctx.principal, params.tenantId, "viewer")]
-        : (await tenantsOf(ctx.services, ctx.principal)).map(({ tenant }) => tenant);
+        ? [await requireTenantAccess(ctx.deps, ctx.principal, params.tenantId, "viewer")]
+        : (await tenantsOf(ctx.deps, ctx.principal)).map(({ tenant }) => tenant);
       const wanted = new Set(tenants.map((tenant) => tenant.id));
       // Every agent of a tenant lives under the tenant's creator: one listing per creator.
       const partitions = [...new Set(tenants.map((tenant) => tenant.ownerId))];
-      const agents = (await Promise.all(partitions.map((owner) => ctx.services.agents.list(owner))))
+      const agents = (await Promise.all(partitions.map((owner) => ctx.deps.agents.list(owner))))
         .flat()
         .filter((agent) => wanted.has(agent.tenantId))
         .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
-      return Promise.all(agents.map((agent) => agentView(ctx.services, agent)));
+      return Promise.all(agents.map((agent) => agentView(ctx.deps, agent)));
     },
   }),
 
-  defineMethod({
+  agentsDomain.method({
     name: "agents.create",
     summary:
       "Create an agent in a tenant (`tenantId`, default the caller's personal tenant). Tools must be in the catalog and the model in the router (400 naming the bad ones); 403 past the tenant's limits.agents.",
@@ -169,8 +168,8 @@ export const localAgentMethods = [
     http: [{ surface: "gateway", method: "POST", path: "/agents", status: 201 }],
     async handler(params, ctx) {
       const principal = ctx.principal;
-      const tenant = await tenantFor(ctx.services, principal, params.tenantId);
-      await checkToolsAndModel(ctx.services, tenant.id, params.tools, params.model);
+      const tenant = await tenantOrPersonal(ctx.deps, principal, params.tenantId, "member");
+      await checkToolsAndModel(ctx.deps, tenant.id, params.tools, params.model);
       const now = agentTimestamp();
       const agent: AgentRecord = {
         id: newId("agt"),
@@ -178,21 +177,21 @@ export const localAgentMethods = [
         model: params.model,
         tools: params.tools,
         description: params.description,
-        config: configOf(ctx.services, params.config),
+        config: configOf(ctx.deps, params.config),
         tenantId: tenant.id,
         ownerId: tenant.ownerId,
         createdBy: principal.userId,
         createdAt: now,
         updatedAt: now,
       };
-      await createInTenant(ctx.services, tenant, () => ctx.services.agents.put(agent));
-      emitEvent(ctx.services, agent.tenantId, "agent.created", { agentId: agent.id, name: agent.name, model: agent.model });
-      await appendAgentLog(ctx.services, agent.id, { event: "agent.created", message: `Agent ${agent.name} created`, data: { model: agent.model, tools: agent.tools } });
-      return agentView(ctx.services, agent);
+      await createInTenant(ctx.deps, tenant, () => ctx.deps.agents.put(agent));
+      emitEvent(ctx.deps, agent.tenantId, "agent.created", { agentId: agent.id, name: agent.name, model: agent.model });
+      await appendAgentLog(ctx.deps, agent.id, { event: "agent.created", message: `Agent ${agent.name} created`, data: { model: agent.model, tools: agent.tools } });
+      return agentView(ctx.deps, agent);
     },
   }),
 
-  defineMethod({
+  agentsDomain.method({
     name: "agents.get",
     summary: "An agent of a tenant the caller is a member of; a non-member gets the same 404 as for a missing agent.",
     input: v.object({ agent_id: AgentId }),
@@ -201,11 +200,11 @@ export const localAgentMethods = [
     errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "GET", path: "/agents/:agent_id" }],
     async handler(params, ctx) {
-      return agentView(ctx.services, await owned(ctx, params.agent_id));
+      return agentView(ctx.deps, await owned(ctx, params.agent_id));
     },
   }),
 
-  defineMethod({
+  agentsDomain.method({
     name: "agents.update",
     summary: "Change an agent's description and/or tools (spec 2.6: a partial update); tools must be in the catalog.",
     input: v.object({ agent_id: AgentId, description: v.optional(Description), tools: v.optional(Tools) }),
@@ -215,24 +214,24 @@ export const localAgentMethods = [
     http: [{ surface: "gateway", method: "PUT", path: "/agents/:agent_id" }],
     async handler(params, ctx) {
       const agent = await owned(ctx, params.agent_id, "member");
-      if (params.tools) await checkToolsAndModel(ctx.services, agent.tenantId, params.tools);
+      if (params.tools) await checkToolsAndModel(ctx.deps, agent.tenantId, params.tools);
       const updated: AgentRecord = {
         ...agent,
         ...(params.description !== undefined ? { description: params.description } : {}),
         ...(params.tools ? { tools: params.tools } : {}),
         updatedAt: agentTimestamp(),
       };
-      await ctx.services.agents.put(updated);
-      await appendAgentLog(ctx.services, agent.id, {
+      await ctx.deps.agents.put(updated);
+      await appendAgentLog(ctx.deps, agent.id, {
         event: "agent.updated",
         message: "Agent updated",
         data: { fields: [...(params.description !== undefined ? ["description"] : []), ...(params.tools ? ["tools"] : [])] },
       });
-      return agentView(ctx.services, updated);
+      return agentView(ctx.deps, updated);
     },
   }),
 
-  defineMethod({
+  agentsDomain.method({
     name: "agents.delete",
     summary: "Owners: delete an agent with its logs; 409 while an invocation is running.",
     input: v.object({ agent_id: AgentId }),
@@ -242,22 +241,22 @@ export const localAgentMethods = [
     http: [{ surface: "gateway", method: "DELETE", path: "/agents/:agent_id" }],
     async handler(params, ctx) {
       const agent = await owned(ctx, params.agent_id, "owner");
-      if ((await runningCount(ctx.services, agent.id)) > 0) {
+      if ((await runningCount(ctx.deps, agent.id)) > 0) {
         throw new ServiceError("CONFLICT", "The agent is running; delete it once its invocations finish", { details: { status: "running" } });
       }
       // Two concurrent deletes: only one removes the agent and its state; the other is a 404.
-      if (!(await ctx.services.agentState.claimDelete(agent.id, 60_000))) {
+      if (!(await ctx.deps.agentState.claimDelete(agent.id, 60_000))) {
         throw new ServiceError("NOT_FOUND", `Agent not found: ${agent.id}`);
       }
-      await ctx.services.agents.remove(agent);
-      await clearState(ctx.services, agent.id);
-      await dropAgentLogs(ctx.services, agent.id);
-      emitEvent(ctx.services, agent.tenantId, "agent.deleted", { agentId: agent.id, name: agent.name });
+      await ctx.deps.agents.remove(agent);
+      await clearState(ctx.deps, agent.id);
+      await dropAgentLogs(ctx.deps, agent.id);
+      emitEvent(ctx.deps, agent.tenantId, "agent.deleted", { agentId: agent.id, name: agent.name });
       return { success: true };
     },
   }),
 
-  defineMethod({
+  agentsDomain.method({
     name: "agents.invoke",
     summary:
       "Run the agent on `input`: the model calls the agent's tools until it answers or config.maxSteps rounds have run. The result has output, steps, usage, status and runId; `stream: true` sends the run's events over SSE.",
@@ -273,7 +272,7 @@ export const localAgentMethods = [
     stream: {},
     async handler(params, ctx) {
       const startedAt = agentTimestamp();
-      const { runId, events } = await invokeAgent(ctx.services, ctx.principal, params.agent_id, params.input, ctx.signal, { traceparent: ctx.traceparent });
+      const { runId, events } = await invokeAgent(ctx.deps, ctx.principal, params.agent_id, params.input, ctx.signal, { traceparent: ctx.traceparent });
       if (params.stream) return framed(runId, events);
       for await (const event of events) {
         if (event.type === "done") return invokeResult(params.agent_id, runId, event.result, startedAt);
@@ -282,7 +281,7 @@ export const localAgentMethods = [
     },
   }),
 
-  defineMethod({
+  agentsDomain.method({
     name: "agents.logs",
     summary: "The agent's last `lines` log entries (default 100, at most 1000), newest last: invocations started and finished, steps, errors, transitions.",
     input: v.object({ agent_id: AgentId, lines: v.optional(queryInt(1, 1000), 100) }),
@@ -292,12 +291,12 @@ export const localAgentMethods = [
     http: [{ surface: "gateway", method: "GET", path: "/agents/:agent_id/logs" }],
     async handler(params, ctx) {
       const agent = await owned(ctx, params.agent_id);
-      const logs = await readAgentLogs(ctx.services, agent.id, params.lines);
+      const logs = await readAgentLogs(ctx.deps, agent.id, params.lines);
       return { agentId: agent.id, logs };
     },
   }),
 
-  defineMethod({
+  agentsDomain.method({
     name: "agents.subscribe",
     summary:
       "Watch the agent's runs, started on any instance: a `subscribed` event once watching, then each run's events (status, chunk, step, done) with its runId, until the caller goes away. The agent stream's `subscribe` message.",
@@ -309,11 +308,11 @@ export const localAgentMethods = [
     stream: {},
     async handler(params, ctx) {
       const agent = await owned(ctx, params.agent_id);
-      return watchRuns(ctx.services, agent.id, ctx.signal);
+      return watchRuns(ctx.deps, agent.id, ctx.signal);
     },
   }),
 
-  defineMethod({
+  agentsDomain.method({
     name: "agents.cancel",
     summary:
       "Cancel a running invocation of one of your agents, wherever it runs; it ends with status `cancelled`. A run that ended, never existed or is another user's is 404. The agent stream's `cancel` message.",
@@ -323,8 +322,8 @@ export const localAgentMethods = [
     errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "POST", path: "/agents/runs/:run_id/cancel" }],
     async handler(params, ctx) {
-      const { runId, agentId } = await cancelRun(ctx.services, ctx.principal.userId, params.run_id, (agentId) =>
-        requireAgent(ctx.services, ctx.principal.userId, agentId, "member").then(
+      const { runId, agentId } = await cancelRun(ctx.deps, ctx.principal.userId, params.run_id, (agentId) =>
+        requireAgent(ctx.deps, ctx.principal.userId, agentId, "member").then(
           () => true,
           () => false,
         ),
@@ -343,7 +342,7 @@ export const localAgentMethods = [
  * still opens and answers every message with a pointer to the orchestrator's stream.
  */
 export const agentStreamMethods = [
-  defineMethod({
+  agentsDomain.method({
     name: "agents.stream.connect",
     summary: "Admits an agent-stream socket (`WS /gateway/v1/agents/stream`, spec 4.4): a session or Gateway key.",
     input: v.object({}),

@@ -1,11 +1,12 @@
 import * as v from "valibot";
 import { Relayed } from "../views.js";
-import { defineMethod, type AnyMethod, type CallContext, type HttpVerb } from "../define.js";
+import { type AnyMethod, type HttpVerb } from "../define.js";
 import type { AuthSpec } from "../auth.js";
 import { principalOf } from "../auth.js";
 import { queryInt } from "../validate.js";
 import { orchestratorOf } from "./orchestrator/client.js";
 import { readSseData } from "../sse-parse.js";
+import { agentsDomain, type AgentsContext } from "./deps.js";
 
 /**
  * Agents in orchestrator-proxy mode (spec 4.4): served when ORCH_BASE_URL is set, instead of
@@ -38,8 +39,8 @@ function queryOf(params: Record<string, unknown>): Record<string, string | numbe
   return query;
 }
 
-function call(ctx: CallContext, method: "GET" | "POST", path: string, extra: { query?: Record<string, string | number | boolean>; body?: Record<string, unknown> }) {
-  return orchestratorOf(ctx.services).json({
+function call(ctx: AgentsContext, method: "GET" | "POST", path: string, extra: { query?: Record<string, string | number | boolean>; body?: Record<string, unknown> }) {
+  return orchestratorOf(ctx.deps).json({
     method,
     path,
     ...extra,
@@ -53,7 +54,7 @@ const acknowledged = (result: unknown, name: string, action: string) => result ?
 
 /** One forwarded agent operation `<verb> /agents/:name/<action>`. */
 function agentAction(action: string, verb: HttpVerb & ("GET" | "POST"), summary: string, extraInput: v.ObjectEntries = {}): AnyMethod {
-  return defineMethod({
+  return agentsDomain.method({
     name: `agents.${action}`,
     summary,
     input: v.looseObject({ name: AGENT_NAME, ...extraInput }),
@@ -72,7 +73,7 @@ function agentAction(action: string, verb: HttpVerb & ("GET" | "POST"), summary:
 }
 
 export const orchestratorAgentMethods: readonly AnyMethod[] = [
-  defineMethod({
+  agentsDomain.method({
     name: "agents.list",
     summary: "Agents known to the orchestrator (orchestrator-proxy mode); query parameters are passed on.",
     input: v.looseObject({}),
@@ -82,7 +83,7 @@ export const orchestratorAgentMethods: readonly AnyMethod[] = [
     handler: (params, ctx) => call(ctx, "GET", "/agents", { query: queryOf(params) }),
   }),
 
-  defineMethod({
+  agentsDomain.method({
     name: "agents.create",
     summary: "Create (and, depending on the orchestrator, spawn) an agent by name; the body is passed on.",
     input: v.looseObject({
@@ -98,7 +99,7 @@ export const orchestratorAgentMethods: readonly AnyMethod[] = [
     handler: (params, ctx) => call(ctx, "POST", "/agents", { body: params }),
   }),
 
-  defineMethod({
+  agentsDomain.method({
     name: "agents.get",
     summary: "One agent by name, as the orchestrator describes it.",
     input: v.object({ name: AGENT_NAME }),
@@ -108,7 +109,7 @@ export const orchestratorAgentMethods: readonly AnyMethod[] = [
     handler: (params, ctx) => call(ctx, "GET", agentPath(params.name), {}),
   }),
 
-  defineMethod({
+  agentsDomain.method({
     name: "agents.logs",
     summary: "The last `tail` log lines of an agent (orchestrator-proxy mode).",
     input: v.object({ name: AGENT_NAME, tail: v.optional(queryInt(1, 10_000)) }),
@@ -130,7 +131,7 @@ export const orchestratorAgentMethods: readonly AnyMethod[] = [
     title: v.optional(v.string("title must be a string")),
   }),
 
-  defineMethod({
+  agentsDomain.method({
     name: "agents.stream",
     summary: "The agent's live event stream, relayed from the orchestrator event by event (SSE).",
     input: v.looseObject({ name: AGENT_NAME }),
@@ -140,7 +141,7 @@ export const orchestratorAgentMethods: readonly AnyMethod[] = [
     stream: {},
     async handler(params, ctx) {
       // Opened before the handler returns, so an orchestrator error is an HTTP error, not a frame.
-      const body = await orchestratorOf(ctx.services).stream({
+      const body = await orchestratorOf(ctx.deps).stream({
         method: "GET",
         path: agentPath(params.name, "stream"),
         query: queryOf(rest(params)),

@@ -1,17 +1,17 @@
 import { ServiceError } from "../errors.js";
-import type { Services } from "../services.js";
 import type { AgentRecord } from "../../storage/repos/agents.js";
 import { statusChangedAt, statusOf } from "./state.js";
 import { roleAllows, roleIn, type Role } from "../tenants/access.js";
+import type { AgentsDeps } from "./deps.js";
 
 /**
  * An agent of a tenant the caller is a member of, with at least `need` (rpc/tenants/access.ts):
  * a non-member gets the same 404 as for a missing agent, a member whose role is too weak 403.
  */
-export async function requireAgent(services: Services, userId: string, agentId: string, need: Role = "viewer"): Promise<AgentRecord> {
-  const agent = await services.agents.find(agentId, userId);
-  const tenant = agent ? await services.tenants.getTenant(agent.tenantId) : null;
-  const role = tenant ? await roleIn(services, userId, tenant) : null;
+export async function requireAgent(deps: AgentsDeps, userId: string, agentId: string, need: Role = "viewer"): Promise<AgentRecord> {
+  const agent = await deps.agents.find(agentId, userId);
+  const tenant = agent ? await deps.tenants.getTenant(agent.tenantId) : null;
+  const role = tenant ? await roleIn(deps, userId, tenant) : null;
   if (!agent || !tenant || !role) throw new ServiceError("NOT_FOUND", `Agent not found: ${agentId}`);
   if (!roleAllows(role, need)) {
     throw new ServiceError("FORBIDDEN", `Your role in tenant ${tenant.slug} is ${role}; this needs ${need} or above`, { details: { tenantId: tenant.id, role, required: need } });
@@ -20,8 +20,8 @@ export async function requireAgent(services: Services, userId: string, agentId: 
 }
 
 /** The agent as every response shows it: spec 2.6 fields, plus its tenant. */
-export async function agentView(services: Services, agent: AgentRecord) {
-  const [status, changedAt] = await Promise.all([statusOf(services, agent.id), statusChangedAt(services, agent.id)]);
+export async function agentView(deps: AgentsDeps, agent: AgentRecord) {
+  const [status, changedAt] = await Promise.all([statusOf(deps, agent.id), statusChangedAt(deps, agent.id)]);
   return {
     id: agent.id,
     name: agent.name,

@@ -1,7 +1,7 @@
 import { ServiceError } from "../errors.js";
-import type { Services } from "../services.js";
 import { EventQueue } from "./queue.js";
 import type { AgentEvent } from "./run.js";
+import type { AgentsDeps } from "./deps.js";
 
 /** Bus channel of one agent's run events, so a client on any instance can watch. */
 export const agentRunsChannel = (agentId: string) => `agent-runs:${agentId}`;
@@ -24,20 +24,20 @@ interface LocalRuns {
 }
 
 // The runs of each running service set (tests start several servers in one process).
-const registries = new WeakMap<Services, LocalRuns>();
+const registries = new WeakMap<AgentsDeps, LocalRuns>();
 
-function localRuns(services: Services): LocalRuns {
-  let runs = registries.get(services);
+function localRuns(deps: AgentsDeps): LocalRuns {
+  let runs = registries.get(deps);
   if (!runs) {
     const controllers = new Map<string, AbortController>();
-    const listening = services.store.bus
+    const listening = deps.store.bus
       .subscribe(CANCEL_CHANNEL, (raw) => {
         const runId = (raw as Partial<CancelMessage> | null)?.runId;
         if (typeof runId === "string") controllers.get(runId)?.abort(cancelledByClient());
       })
-      .then((unsubscribe) => services.onClose(unsubscribe));
+      .then((unsubscribe) => deps.onClose(unsubscribe));
     runs = { controllers, listening };
-    registries.set(services, runs);
+    registries.set(deps, runs);
   }
   return runs;
 }
@@ -52,24 +52,24 @@ function cancelledByClient(): ServiceError {
  * `signal` or by a cancel) and the function that forgets the run when it ends.
  */
 export async function trackRun(
-  services: Services,
+  deps: AgentsDeps,
   run: { runId: string; agentId: string; userId: string; startedAt: string },
   signal: AbortSignal,
 ): Promise<{ signal: AbortSignal; untrack: () => Promise<void> }> {
-  const runs = localRuns(services);
+  const runs = localRuns(deps);
   await runs.listening;
   const controller = new AbortController();
   const follow = () => controller.abort(signal.reason);
   if (signal.aborted) follow();
   else signal.addEventListener("abort", follow, { once: true });
   runs.controllers.set(run.runId, controller);
-  await services.agents.saveRun(run);
+  await deps.agents.saveRun(run);
   return {
     signal: controller.signal,
     async untrack() {
       signal.removeEventListener("abort", follow);
       runs.controllers.delete(run.runId);
-      await services.agents.removeRun(run.runId).catch(() => undefined);
+      await deps.agents.removeRun(run.runId).catch(() => undefined);
     },
   };
 }
@@ -78,12 +78,12 @@ export async function trackRun(
  * Cancels a run of the caller's, on this instance or another. A run that ended, never
  * existed or is another user's is the same 404.
  */
-export async function cancelRun(services: Services, userId: string, runId: string, mayCancel?: (agentId: string) => Promise<boolean>): Promise<{ runId: string; agentId: string }> {
-  const record = await services.agents.getRun(runId);
+export async function cancelRun(deps: AgentsDeps, userId: string, runId: string, mayCancel?: (agentId: string) => Promise<boolean>): Promise<{ runId: string; agentId: string }> {
+  const record = await deps.agents.getRun(runId);
   if (!record || (record.userId !== userId && !(await mayCancel?.(record.agentId)))) throw new ServiceError("NOT_FOUND", `No running run ${runId}`);
-  const local = localRuns(services).controllers.get(runId);
+  const local = localRuns(deps).controllers.get(runId);
   if (local) local.abort(cancelledByClient());
-  else await services.store.bus.publish(CANCEL_CHANNEL, { runId } satisfies CancelMessage);
+  else await deps.store.bus.publish(CANCEL_CHANNEL, { runId } satisfies CancelMessage);
   return { runId, agentId: record.agentId };
 }
 
@@ -95,9 +95,9 @@ export type WatchedEvent = { type: "subscribed"; agentId: string } | (AgentEvent
  * subscription is live, then every run's events with their runId, until `signal` aborts
  * (or the reader stops).
  */
-export async function watchRuns(services: Services, agentId: string, signal: AbortSignal): Promise<AsyncIterable<WatchedEvent>> {
+export async function watchRuns(deps: AgentsDeps, agentId: string, signal: AbortSignal): Promise<AsyncIterable<WatchedEvent>> {
   const queue = new EventQueue<WatchedEvent>();
-  const unsubscribe = await services.store.bus.subscribe(agentRunsChannel(agentId), (raw) => {
+  const unsubscribe = await deps.store.bus.subscribe(agentRunsChannel(agentId), (raw) => {
     const message = raw as Partial<AgentRunMessage> | null;
     if (!message || typeof message.runId !== "string" || typeof message.event !== "object" || message.event === null) return;
     queue.push({ ...(message.event as AgentEvent), runId: message.runId });

@@ -1,8 +1,8 @@
 import { ServiceError } from "../errors.js";
-import type { Services } from "../services.js";
 import type { AgentRecord } from "../../storage/repos/agents.js";
 import type { AgentLifecycle } from "../../storage/repos/agent-state.js";
-import { agentTimestamp } from "./time.js";
+import { agentTimestamp } from "../time.js";
+import type { Repos } from "../repos.js";
 
 /**
  * The agent state machine (docs/agents.md "Status"). Stored: the lifecycle state
@@ -19,31 +19,31 @@ export type AgentStatus = Lifecycle | "running" | "error";
  * state values rather than in the record, so a status change never rewrites the record a
  * concurrent PUT is writing. Strictly increasing: two changes in one millisecond still differ.
  */
-async function statusChanged(services: Services, agentId: string): Promise<void> {
-  const current = await services.agentState.changedAt(agentId);
+async function statusChanged(deps: Pick<Repos, "agentState">, agentId: string): Promise<void> {
+  const current = await deps.agentState.changedAt(agentId);
   const after = current ? Date.parse(`${current}Z`) + 1 : 0;
-  await services.agentState.setChangedAt(agentId, current, agentTimestamp(new Date(Math.max(Date.now(), after))));
+  await deps.agentState.setChangedAt(agentId, current, agentTimestamp(new Date(Math.max(Date.now(), after))));
 }
 
 /** When the agent's status last changed (null: never since it was created). */
-export function statusChangedAt(services: Services, agentId: string): Promise<string | null> {
-  return services.agentState.changedAt(agentId);
+export function statusChangedAt(deps: Pick<Repos, "agentState">, agentId: string): Promise<string | null> {
+  return deps.agentState.changedAt(agentId);
 }
 
-export async function lifecycleOf(services: Services, agentId: string): Promise<Lifecycle> {
-  return services.agentState.lifecycle(agentId);
+export async function lifecycleOf(deps: Pick<Repos, "agentState">, agentId: string): Promise<Lifecycle> {
+  return deps.agentState.lifecycle(agentId);
 }
 
-export async function runningCount(services: Services, agentId: string): Promise<number> {
-  return services.agentState.running(agentId);
+export async function runningCount(deps: Pick<Repos, "agentState">, agentId: string): Promise<number> {
+  return deps.agentState.running(agentId);
 }
 
 /** `running` > `paused` > `error` > `deployed` / `idle`. */
-export async function statusOf(services: Services, agentId: string): Promise<AgentStatus> {
+export async function statusOf(deps: Pick<Repos, "agentState">, agentId: string): Promise<AgentStatus> {
   const [lifecycle, running, failed] = await Promise.all([
-    lifecycleOf(services, agentId),
-    runningCount(services, agentId),
-    services.agentState.failed(agentId),
+    lifecycleOf(deps, agentId),
+    runningCount(deps, agentId),
+    deps.agentState.failed(agentId),
   ]);
   if (running > 0) return "running";
   if (lifecycle === "paused") return "paused";
@@ -51,18 +51,18 @@ export async function statusOf(services: Services, agentId: string): Promise<Age
   return lifecycle;
 }
 
-export async function runStarted(services: Services, agentId: string): Promise<number> {
-  const running = await services.agentState.addRunning(agentId, 1);
-  await statusChanged(services, agentId);
+export async function runStarted(deps: Pick<Repos, "agentState">, agentId: string): Promise<number> {
+  const running = await deps.agentState.addRunning(agentId, 1);
+  await statusChanged(deps, agentId);
   return running;
 }
 
 /** Ends one invocation: the count goes down; the error mark follows the outcome. */
-export async function runFinished(services: Services, agentId: string, failed: boolean): Promise<void> {
-  const state = services.agentState;
+export async function runFinished(deps: Pick<Repos, "agentState">, agentId: string, failed: boolean): Promise<void> {
+  const state = deps.agentState;
   await state.markFailed(agentId, failed);
   if ((await state.addRunning(agentId, -1)) <= 0) await state.dropRunningIfZero(agentId);
-  await statusChanged(services, agentId);
+  await statusChanged(deps, agentId);
 }
 
 export type Transition = "deploy" | "pause" | "resume";
@@ -74,23 +74,23 @@ const TRANSITIONS: Record<Transition, { from: Lifecycle; to: Lifecycle; refuse: 
 };
 
 /** Applies a transition or throws 409 naming the current status. */
-export async function transition(services: Services, agent: AgentRecord, name: Transition): Promise<AgentStatus> {
+export async function transition(deps: Pick<Repos, "agentState">, agent: AgentRecord, name: Transition): Promise<AgentStatus> {
   const rule = TRANSITIONS[name];
-  const current = await lifecycleOf(services, agent.id);
+  const current = await lifecycleOf(deps, agent.id);
   const conflict = (message: string, status: AgentStatus) =>
     new ServiceError("CONFLICT", message, { details: { status, transition: name, allowedFrom: rule.from } });
-  if (current !== rule.from) throw conflict(rule.refuse[current] ?? `Cannot ${name} from ${current}`, await statusOf(services, agent.id));
+  if (current !== rule.from) throw conflict(rule.refuse[current] ?? `Cannot ${name} from ${current}`, await statusOf(deps, agent.id));
   // Deploying swaps what serves invocations: not while any is in flight.
-  if (name === "deploy" && (await runningCount(services, agent.id)) > 0) throw conflict("The agent is running; deploy once its invocations finish", "running");
-  if (!(await services.agentState.setLifecycle(agent.id, current, rule.to))) {
-    throw conflict("The agent changed state concurrently; try again", await statusOf(services, agent.id));
+  if (name === "deploy" && (await runningCount(deps, agent.id)) > 0) throw conflict("The agent is running; deploy once its invocations finish", "running");
+  if (!(await deps.agentState.setLifecycle(agent.id, current, rule.to))) {
+    throw conflict("The agent changed state concurrently; try again", await statusOf(deps, agent.id));
   }
-  if (name === "deploy") await services.agentState.markFailed(agent.id, false);
-  await statusChanged(services, agent.id);
-  return statusOf(services, agent.id);
+  if (name === "deploy") await deps.agentState.markFailed(agent.id, false);
+  await statusChanged(deps, agent.id);
+  return statusOf(deps, agent.id);
 }
 
 /** Removes every state value of a deleted agent. */
-export function clearState(services: Services, agentId: string): Promise<void> {
-  return services.agentState.clear(agentId);
+export function clearState(deps: Pick<Repos, "agentState">, agentId: string): Promise<void> {
+  return deps.agentState.clear(agentId);
 }

@@ -1,11 +1,10 @@
 import * as v from "valibot";
-import { defineMethod } from "../define.js";
 import { ServiceError } from "../errors.js";
 import { queryInt } from "../validate.js";
-import { MICRO_PER_CREDIT } from "../chat/key-limits.js";
+import { MICRO_PER_CREDIT } from "../money/money.js";
 import { publicUser } from "../accounts/accounts.js";
-import type { Services } from "../services.js";
 import type { Workspace } from "../../storage/repos/tenants.js";
+import { billingDomain, type BillingDeps } from "./deps.js";
 
 const OPERATORS = { kinds: ["session", "console", "service"], operator: true } as const;
 const WorkspaceId = v.pipe(v.string("workspaceId must be a string"), v.trim(), v.minLength(1, "workspaceId is required"), v.maxLength(128));
@@ -18,12 +17,12 @@ const BalanceView = v.object({
   creditBalance: v.pipe(v.number(), v.description("Micro-credits (1 credit = 1,000,000)")),
 });
 
-async function balanceView(services: Services, workspace: Workspace) {
-  return { workspaceId: workspace.id, name: workspace.name, tenantId: workspace.tenantId, status: workspace.status, creditBalance: await services.credits.balance(workspace.id) };
+async function balanceView(deps: BillingDeps, workspace: Workspace) {
+  return { workspaceId: workspace.id, name: workspace.name, tenantId: workspace.tenantId, status: workspace.status, creditBalance: await deps.credits.balance(workspace.id) };
 }
 
-async function existing(services: Services, id: string): Promise<Workspace> {
-  const workspace = await services.tenants.getWorkspace(id);
+async function existing(deps: BillingDeps, id: string): Promise<Workspace> {
+  const workspace = await deps.tenants.getWorkspace(id);
   if (!workspace) throw new ServiceError("NOT_FOUND", `Workspace not found: ${id}`);
   return workspace;
 }
@@ -34,7 +33,7 @@ async function existing(services: Services, id: string): Promise<Workspace> {
  * grant credits to any workspace.
  */
 export const creditMethods = [
-  defineMethod({
+  billingDomain.method({
     name: "operator.balances",
     summary:
       "Operators: workspaces with their credit balances in micro-credits: a user's (by `email`), one (by `workspaceId`), or without either every workspace in id order, `limit` at a time after `after` (`nextAfter` is set while more remain).",
@@ -59,22 +58,22 @@ export const creditMethods = [
       { surface: "console", method: "GET", path: "/operator/balances" },
     ],
     async handler(params, ctx) {
-      const { services } = ctx;
-      if (params.workspaceId) return { workspaces: [await balanceView(services, await existing(services, params.workspaceId))] };
+      const { deps } = ctx;
+      if (params.workspaceId) return { workspaces: [await balanceView(deps, await existing(deps, params.workspaceId))] };
       if (!params.email) {
-        const page = await services.tenants.allWorkspaces({ after: params.after, limit: params.limit });
-        const workspaces = await Promise.all(page.workspaces.map((workspace) => balanceView(services, workspace)));
+        const page = await deps.tenants.allWorkspaces({ after: params.after, limit: params.limit });
+        const workspaces = await Promise.all(page.workspaces.map((workspace) => balanceView(deps, workspace)));
         return page.more ? { workspaces, nextAfter: page.workspaces.at(-1)!.id } : { workspaces };
       }
-      const user = await services.users.byEmail(params.email!);
+      const user = await deps.users.byEmail(params.email!);
       if (!user) throw new ServiceError("NOT_FOUND", `No user with email ${params.email}`);
-      const workspaces = await services.tenants.workspacesOf(user.tenantId, [user.workspaceId]);
+      const workspaces = await deps.tenants.workspacesOf(user.tenantId, [user.workspaceId]);
       const { id, email } = publicUser(user);
-      return { user: { id, email }, workspaces: await Promise.all(workspaces.map((workspace) => balanceView(services, workspace))) };
+      return { user: { id, email }, workspaces: await Promise.all(workspaces.map((workspace) => balanceView(deps, workspace))) };
     },
   }),
 
-  defineMethod({
+  billingDomain.method({
     name: "operator.credits.grant",
     summary: "Operators: add `credits` (up to 6 decimals) to a workspace's balance; answers the new balance in micro-credits.",
     input: v.object({
@@ -95,11 +94,11 @@ export const creditMethods = [
       { surface: "console", method: "POST", path: "/operator/credits" },
     ],
     async handler(params, ctx) {
-      const workspace = await existing(ctx.services, params.workspaceId);
+      const workspace = await existing(ctx.deps, params.workspaceId);
       const micro = Math.round(params.credits * MICRO_PER_CREDIT);
-      await ctx.services.credits.grant(workspace.id, micro);
-      ctx.services.log.info({ requestId: ctx.requestId, event: "credits.granted", workspaceId: workspace.id, microCredits: micro, by: ctx.principal.userId });
-      return { ...(await balanceView(ctx.services, workspace)), granted: micro };
+      await ctx.deps.credits.grant(workspace.id, micro);
+      ctx.deps.log.info({ requestId: ctx.requestId, event: "credits.granted", workspaceId: workspace.id, microCredits: micro, by: ctx.principal.userId });
+      return { ...(await balanceView(ctx.deps, workspace)), granted: micro };
     },
   }),
 ];

@@ -1,12 +1,13 @@
 import { Readable } from "node:stream";
 import * as v from "valibot";
-import { defineMethod, RawReply, type CallContext, type HttpVerb, type RawRequest } from "../define.js";
+import { RawReply, type HttpVerb, type RawRequest } from "../define.js";
 import type { Principal } from "../auth.js";
 import { ServiceError } from "../errors.js";
 import { signServiceToken } from "../credentials/service-tokens.js";
 import { tenantOrPersonal } from "../tenants/access.js";
 import { RawRequestInput } from "../validate.js";
-import { isUpstreamTimeout, upstreamRequest, type UpstreamResponse } from "../transport/upstream.js";
+import { isUpstreamTimeout, upstreamRequest, type UpstreamResponse } from "../outbound/upstream.js";
+import { billingDomain, type BillingContext } from "./deps.js";
 
 /** RFC 9110 7.6.1: headers for one connection only, never forwarded; plus what a proxy sets itself. */
 const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length"]);
@@ -53,12 +54,12 @@ const sleep = (ms: number, signal: AbortSignal) =>
  * the answer streamed back with its status. GATEWAY_TIMEOUT_SECONDS per attempt (504),
  * GATEWAY_MAX_RETRIES for idempotent methods on a failed connection or a 502/503/504.
  */
-export async function proxyToManager(ctx: CallContext<Principal>, path: string, request: RawRequest): Promise<RawReply> {
-  const { config } = ctx.services;
+export async function proxyToManager(ctx: BillingContext<Principal>, path: string, request: RawRequest): Promise<RawReply> {
+  const { config } = ctx.deps;
   if (!config.MANAGER_BASE_URL) throw new ServiceError("UNAVAILABLE", "The billing service is not configured: set MANAGER_BASE_URL", { details: { variable: "MANAGER_BASE_URL" } });
   if (!config.SERVICE_JWT_SECRET) throw new ServiceError("UNAVAILABLE", "The billing service is not configured: set SERVICE_JWT_SECRET to sign calls to the manager", { details: { variable: "SERVICE_JWT_SECRET" } });
-  const tenant = await tenantOrPersonal(ctx.services, ctx.principal, undefined, "viewer");
-  const user = await ctx.services.users.get(ctx.principal.userId);
+  const tenant = await tenantOrPersonal(ctx.deps, ctx.principal, undefined, "viewer");
+  const user = await ctx.deps.users.get(ctx.principal.userId);
   const workspaceId = ctx.principal.workspaceId ?? user?.workspaceId ?? "";
   const base = config.MANAGER_BASE_URL.replace(/\/+$/, "");
   const target = `${base}/${path.split("/").map(encodeURIComponent).join("/")}${request.search}`;
@@ -79,7 +80,7 @@ export async function proxyToManager(ctx: CallContext<Principal>, path: string, 
     if (ctx.signal.aborted) break;
     let response: UpstreamResponse;
     try {
-      // The shared upstream pool (rpc/transport/upstream.ts): the limit covers the answer's
+      // The shared upstream pool (rpc/outbound/upstream.ts): the limit covers the answer's
       // headers and each gap in its body; the caller going away closes the connection.
       response = await upstreamRequest(target, { method: request.method, headers, body: request.body, signal: ctx.signal, timeoutMs });
     } catch (error) {
@@ -103,7 +104,7 @@ export async function proxyToManager(ctx: CallContext<Principal>, path: string, 
 
 /** The billing proxy (spec 4.4 `/billing/{path}`, docs/billing.md). */
 export const billingProxyMethods = [
-  defineMethod({
+  billingDomain.method({
     name: "billing.proxy",
     summary:
       "Pass-through to the billing manager (MANAGER_BASE_URL/{path}) with the query and body; the caller's identity goes as X-Gateway-User-Id, X-Gateway-Tenant-Id, X-Gateway-Workspace-Id and a short-lived service token, never the caller's credential. 503 when MANAGER_BASE_URL is unset, 502 when the manager is down, 504 past GATEWAY_TIMEOUT_SECONDS.",

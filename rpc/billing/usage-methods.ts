@@ -1,10 +1,10 @@
 import * as v from "valibot";
-import { defineMethod, type CallContext } from "../define.js";
 import type { Principal } from "../auth.js";
 import { ServiceError } from "../errors.js";
 import { tenantOrPersonal } from "../tenants/access.js";
 import { USAGE_FIELDS, type UsageCounts, type UsageDims } from "../../storage/repos/usage.js";
 import { ProxyPath } from "./proxy.js";
+import { billingDomain, type BillingContext } from "./deps.js";
 
 // The console's cookie session reads the same reports (docs/console.md).
 const AUTH = { kinds: ["session", "gateway_key", "console"] } as const;
@@ -39,12 +39,12 @@ function groupBy<K extends string>(rows: Row[], name: K, keyOf: (row: Row) => st
   return [...groups.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([key, counts]) => ({ [name]: key, ...counts }) as Record<K, string> & UsageCounts);
 }
 
-async function window(ctx: CallContext<Principal>, params: { tenantId?: string; from?: string; to?: string }) {
-  const tenant = await tenantOrPersonal(ctx.services, ctx.principal, params.tenantId, "viewer");
+async function window(ctx: BillingContext<Principal>, params: { tenantId?: string; from?: string; to?: string }) {
+  const tenant = await tenantOrPersonal(ctx.deps, ctx.principal, params.tenantId, "viewer");
   const to = params.to ?? new Date().toISOString().slice(0, 10);
   const from = params.from ?? new Date(Date.parse(`${to}T00:00:00Z`) - (DEFAULT_DAYS - 1) * 86_400_000).toISOString().slice(0, 10);
   if (from > to) throw new ServiceError("VALIDATION_FAILED", "Invalid request: from must not be after to", { details: { issues: [{ path: "from", message: "after to" }] } });
-  const rows = await ctx.services.usage.rows(tenant.id, from, to);
+  const rows = await ctx.deps.usage.rows(tenant.id, from, to);
   return { tenant, from, to, rows };
 }
 
@@ -58,7 +58,7 @@ const REPORTS = {
 
 /** Usage from the gateway's own metering (spec 4.4 `/billing/usage`, `/usage/{path}`). */
 export const usageMethods = [
-  defineMethod({
+  billingDomain.method({
     name: "billing.usage",
     summary:
       "The tenant's usage (the caller's personal tenant, or `tenantId`) from `from` to `to` (days, UTC; default the last 30): totals, by surface, and per workspace with its credit balance. Credits are micro-credits taken from workspace balances.",
@@ -73,8 +73,8 @@ export const usageMethods = [
     async handler(params, ctx) {
       const { tenant, from, to, rows } = await window(ctx, params);
       const totals = rows.reduce((sum, row) => add(sum, row), zero());
-      const user = await ctx.services.users.get(ctx.principal.userId);
-      const workspaces = await ctx.services.tenants.workspacesOf(tenant.id, user?.tenantId === tenant.id ? [user.workspaceId] : []);
+      const user = await ctx.deps.users.get(ctx.principal.userId);
+      const workspaces = await ctx.deps.tenants.workspacesOf(tenant.id, user?.tenantId === tenant.id ? [user.workspaceId] : []);
       const perWorkspace = groupBy(rows, "workspaceId", (row) => row.workspaceId);
       return {
         tenantId: tenant.id,
@@ -87,14 +87,14 @@ export const usageMethods = [
             ...(perWorkspace.find((entry) => entry.workspaceId === workspace.id) ?? { workspaceId: workspace.id, ...zero() }),
             name: workspace.name,
             status: workspace.status,
-            creditBalance: await ctx.services.credits.balance(workspace.id),
+            creditBalance: await ctx.deps.credits.balance(workspace.id),
           })),
         ),
       };
     },
   }),
 
-  defineMethod({
+  billingDomain.method({
     name: "usage.report",
     summary:
       "A usage report of the tenant (personal, or `tenantId`) from `from` to `to`: `daily`, `models`, `keys` or `agents` (GET /usage/daily …); each row has requests, inputTokens, outputTokens, credits and agentRuns. Another path is 404; a path with `..` is 400.",

@@ -1,21 +1,18 @@
-import { defineMethod, type CallContext } from "../define.js";
 import { principalOf } from "../auth.js";
-import { countPromptTokens } from "./tokens.js";
+import { countPromptTokens, usageOf } from "./tokens.js";
 import { ChatBody, runChat, toChatRequest, type ChatBodyInput } from "./run-chat.js";
-import { holdPlatformChat, requireCredits } from "./key-limits.js";
-import { holdUserChat, userPlan } from "./user-allowance.js";
 import type { RoutedModel } from "./model-router.js";
-import type { Hold } from "./holds.js";
+import type { Hold, Meter } from "../money/money.js";
 import type { ChatRequest } from "./types.js";
 import { ChatCompletionView } from "../views.js";
-import { recordUsage, type Meter } from "../billing/metering.js";
+import { chatDomain, type ChatContext } from "./deps.js";
 
 /**
  * From here on the request has reached the router (spec 4.2): the response carries
  * `X-Service-Request-Id`, success or forwarded error. Earlier refusals (400, 401, 402, 403
  * on scope, key limits) never get it.
  */
-function enterRouter(ctx: CallContext): void {
+function enterRouter(ctx: ChatContext): void {
   ctx.responseHeaders.set("X-Service-Request-Id", ctx.requestId);
 }
 
@@ -26,7 +23,7 @@ function enterRouter(ctx: CallContext): void {
  * workspace without credits comes first on the Platform API).
  */
 async function holdAndRun(
-  ctx: CallContext,
+  ctx: ChatContext,
   body: ChatBodyInput,
   plan: string | undefined,
   hold: (model: RoutedModel, request: ChatRequest, promptTokens: number) => Promise<Hold>,
@@ -36,8 +33,8 @@ async function holdAndRun(
   const request = toChatRequest(body);
   let model: RoutedModel;
   try {
-    model = ctx.services.models.resolve(request.model, plan);
-    ctx.services.models.annotate(model.id, ctx.responseHeaders);
+    model = ctx.deps.models.resolve(request.model, plan);
+    ctx.deps.models.annotate(model.id, ctx.responseHeaders);
   } catch (error) {
     await beforeRouterError?.();
     enterRouter(ctx);
@@ -54,24 +51,24 @@ async function holdAndRun(
     // Settled on the ledger and counted in the metering with the same amounts (docs/billing.md
     // "Usage"), sent together: one journal flush on fs, one round trip on Redis.
     settle: async (usage) => {
-      const cost = ctx.services.models.cost(model, usage);
-      await Promise.all([held.settle(usage, cost), recordUsage(ctx.services, ctx.principal, { ...meter, model: model.id }, usage, cost)]);
+      const cost = ctx.deps.models.cost(model, usage);
+      await Promise.all([held.settle(usage, cost), ctx.deps.money.recordUsage(ctx.principal, { ...meter, model: model.id }, usage, cost)]);
     },
   });
 }
 
 /** A chat on the user's plan allowance (Account and Gateway surfaces): no workspace credits are held. */
-async function userChat(ctx: CallContext, params: ChatBodyInput, surface: "account" | "gateway") {
+async function userChat(ctx: ChatContext, params: ChatBodyInput, surface: "account" | "gateway") {
   const userId = principalOf(ctx).userId;
-  const planId = await userPlan(ctx, userId);
-  return holdAndRun(ctx, params, planId, (model, request, promptTokens) => holdUserChat(ctx, userId, planId, model, promptTokens, request.max_tokens), undefined, {
+  const planId = await ctx.deps.money.userPlan(userId);
+  return holdAndRun(ctx, params, planId, (model, request, promptTokens) => ctx.deps.money.admitUser(userId, planId, promptTokens + ctx.deps.models.outputCap(model, promptTokens, request.max_tokens)), undefined, {
     surface,
     credits: false,
   });
 }
 
 export const chatMethods = [
-  defineMethod({
+  chatDomain.method({
     name: "platform.chat.completions",
     summary:
       "Chat completion billed to the key's workspace (spec 4.2); SSE chunks ending in [DONE] when stream is true. 402 when the credits left cannot cover the most the request can cost (prompt plus max_tokens).",
@@ -87,14 +84,18 @@ export const chatMethods = [
         ctx,
         params,
         undefined,
-        (model, request, promptTokens) => holdPlatformChat(ctx.services, principal, model, promptTokens, request.max_tokens),
-        () => requireCredits(ctx.services, principal),
+        (model, request, promptTokens) => {
+          // The most the request can cost: the prompt plus max_tokens (or the model's output cap).
+          const output = ctx.deps.models.outputCap(model, promptTokens, request.max_tokens);
+          return ctx.deps.money.admitPlatform(principal, { maxCost: ctx.deps.models.cost(model, usageOf(promptTokens, output)), tokens: promptTokens + output });
+        },
+        () => ctx.deps.money.requireCredits(principal),
         { surface: "platform", credits: true },
       );
     },
   }),
 
-  defineMethod({
+  chatDomain.method({
     name: "account.chat.completions",
     summary: "Chat completion on the account's plan allowance (spec 4.1); needs scope intelligence.",
     input: ChatBody,
@@ -106,7 +107,7 @@ export const chatMethods = [
     handler: (params, ctx) => userChat(ctx, params, "account"),
   }),
 
-  defineMethod({
+  chatDomain.method({
     name: "gateway.chat.completions",
     summary: "Chat completion through the model router for a signed-in user or gateway key (spec 4.4), on the user's plan allowance.",
     input: ChatBody,

@@ -1,34 +1,32 @@
 import * as v from "valibot";
-import { defineMethod } from "../define.js";
 import { principalOf, unauthorized } from "../auth.js";
 import { ServiceError } from "../errors.js";
-import { requireCredits } from "./key-limits.js";
 import { ModelEntry, ModelList } from "../views.js";
-import type { CallContext } from "../define.js";
 import type { Principal } from "../auth.js";
+import { chatDomain, type ChatContext } from "./deps.js";
 
 // spec 2.1: the catalog is not filtered per key, so one id answers like the list it is in.
 const ModelId = v.object({ model_id: v.pipe(v.string(), v.minLength(1), v.maxLength(256)) });
 
-function findModel(ctx: CallContext, id: string) {
-  const entry = ctx.services.models.list().find((candidate) => candidate.id === id);
+function findModel(ctx: ChatContext, id: string) {
+  const entry = ctx.deps.models.list().find((candidate) => candidate.id === id);
   if (!entry) throw new ServiceError("NOT_FOUND", `The model '${id}' does not exist`);
   return entry;
 }
 
 /** spec 5: an Account key reads the catalog with either scope; returns the user's plan status. */
-async function accountPlan(ctx: CallContext<Principal>) {
+async function accountPlan(ctx: ChatContext<Principal>) {
   const principal = ctx.principal;
   if (!principal.scopes.some((scope) => scope === "intelligence" || scope === "compute")) {
     throw new ServiceError("INSUFFICIENT_CAPABILITY", "This key lacks the intelligence or compute scope");
   }
-  const user = await ctx.services.users.get(principal.userId);
+  const user = await ctx.deps.users.get(principal.userId);
   if (!user) throw unauthorized("invalid");
-  return ctx.services.allowance.status(user.id, user.plan);
+  return ctx.deps.money.planStatus(user.id, user.plan);
 }
 
 export const modelMethods = [
-  defineMethod({
+  chatDomain.method({
     name: "platform.models.list",
     summary: "The model catalog (spec 2.1); not filtered per key. 402 when the workspace has no credits.",
     input: v.object({}),
@@ -37,12 +35,12 @@ export const modelMethods = [
     errors: ["INSUFFICIENT_CREDITS"],
     http: [{ surface: "platform", method: "GET", path: "/models" }],
     async handler(_params, ctx) {
-      await requireCredits(ctx.services, principalOf(ctx));
-      return { object: "list", data: ctx.services.models.list() };
+      await ctx.deps.money.requireCredits(principalOf(ctx));
+      return { object: "list", data: ctx.deps.models.list() };
     },
   }),
 
-  defineMethod({
+  chatDomain.method({
     name: "account.models.list",
     summary: "The model catalog with the account's current plan, its allowance and which models it unlocks (spec 2.1, 4.1).",
     input: v.object({}),
@@ -52,16 +50,16 @@ export const modelMethods = [
     http: [{ surface: "account", method: "GET", path: "/models" }],
     async handler(_params, ctx) {
       const plan = await accountPlan(ctx);
-      const usable = new Set(ctx.services.models.usableIds(plan.id));
+      const usable = new Set(ctx.deps.models.usableIds(plan.id));
       return {
         object: "list",
         plan,
-        data: ctx.services.models.list().map((entry) => ({ ...entry, available: usable.has(entry.id) })),
+        data: ctx.deps.models.list().map((entry) => ({ ...entry, available: usable.has(entry.id) })),
       };
     },
   }),
 
-  defineMethod({
+  chatDomain.method({
     name: "gateway.models.list",
     summary: "The runtime model list of the model router (spec 4.4).",
     input: v.object({}),
@@ -69,12 +67,12 @@ export const modelMethods = [
     output: ModelList,
     http: [{ surface: "gateway", method: "GET", path: "/models" }],
     handler(_params, ctx) {
-      return { object: "list", data: ctx.services.models.list() };
+      return { object: "list", data: ctx.deps.models.list() };
     },
   }),
 
   // What `openai.models.retrieve(id)` calls, with the list's credential and 402 rules.
-  defineMethod({
+  chatDomain.method({
     name: "platform.models.get",
     summary: "One model of the catalog (spec 2.1), as `GET /models` lists it; 404 for an unknown id, 402 when the workspace has no credits.",
     input: ModelId,
@@ -83,12 +81,12 @@ export const modelMethods = [
     errors: ["INSUFFICIENT_CREDITS", "NOT_FOUND"],
     http: [{ surface: "platform", method: "GET", path: "/models/:model_id" }],
     async handler(params, ctx) {
-      await requireCredits(ctx.services, principalOf(ctx));
+      await ctx.deps.money.requireCredits(principalOf(ctx));
       return findModel(ctx, params.model_id);
     },
   }),
 
-  defineMethod({
+  chatDomain.method({
     name: "account.models.get",
     summary: "One model of the catalog with `available`: whether the account's current plan unlocks it; 404 for an unknown id.",
     input: ModelId,
@@ -99,11 +97,11 @@ export const modelMethods = [
     async handler(params, ctx) {
       const plan = await accountPlan(ctx);
       const entry = findModel(ctx, params.model_id);
-      return { ...entry, available: ctx.services.models.usableIds(plan.id).includes(entry.id) };
+      return { ...entry, available: ctx.deps.models.usableIds(plan.id).includes(entry.id) };
     },
   }),
 
-  defineMethod({
+  chatDomain.method({
     name: "gateway.models.get",
     summary: "One model of the model router's list; 404 for an unknown id.",
     input: ModelId,

@@ -52,7 +52,6 @@ const Document = v.strictObject({
   models: v.record(v.pipe(v.string(), v.regex(/^[\w.:/-]{1,128}$/, "model ids are letters, digits and _ . : / - (max 128)")), Entry),
 });
 
-export type EchoModelConfig = v.InferOutput<typeof EchoEntry>;
 export type OpenAiModelConfig = v.InferOutput<typeof OpenAiEntry>;
 export type ModelConfig = v.InferOutput<typeof Entry>;
 

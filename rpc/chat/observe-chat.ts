@@ -1,6 +1,6 @@
-import type { CallContext } from "../define.js";
 import type { RoutedModel } from "./model-router.js";
 import type { Usage } from "./types.js";
+import type { ChatContext } from "./deps.js";
 
 const ms = (since: number) => Math.round((performance.now() - since) * 100) / 100;
 
@@ -8,9 +8,9 @@ const ms = (since: number) => Math.round((performance.now() - since) * 100) / 10
  * What one chat request reports: upstream latency and time to first token (metrics by model,
  * and the request's log line), tokens and cost by model and surface once it is metered.
  */
-export function observeChat(ctx: CallContext, model: RoutedModel) {
+export function observeChat(ctx: ChatContext, model: RoutedModel) {
   const started = performance.now();
-  const { metrics } = ctx.services;
+  const { metrics } = ctx.deps;
   const fields = ctx.logFields;
   const counters = metrics.chat(model.id, ctx.surface);
   let firstToken = false;
@@ -32,7 +32,7 @@ export function observeChat(ctx: CallContext, model: RoutedModel) {
     },
     /** The request was metered: tokens and cost at the model's price (micro-credits). */
     metered(usage: Usage, estimated: boolean) {
-      const cost = ctx.services.models.cost(model, usage);
+      const cost = ctx.deps.models.cost(model, usage);
       counters.inputTokens.inc(usage.prompt_tokens);
       counters.outputTokens.inc(usage.completion_tokens);
       counters.credits.inc(cost);

@@ -1,9 +1,9 @@
 import * as v from "valibot";
-import type { CallContext } from "../define.js";
 import type { RoutedModel } from "./model-router.js";
 import { countPromptTokens, countTokens, usageOf } from "./tokens.js";
 import { observeChat } from "./observe-chat.js";
 import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from "./types.js";
+import type { ChatContext } from "./deps.js";
 
 const Message = v.object({
   role: v.pipe(v.string("messages[].role must be a string"), v.minLength(1, "messages[].role is required")),
@@ -62,7 +62,7 @@ export interface RunOptions {
  * carries it, and that chunk is dropped for a client that did not ask. A stream that ends
  * without usage (dropped upstream, client gone) is settled from the text streamed so far.
  */
-export async function runChat(ctx: CallContext, options: RunOptions): Promise<ChatCompletion | AsyncIterable<ChatChunk>> {
+export async function runChat(ctx: ChatContext, options: RunOptions): Promise<ChatCompletion | AsyncIterable<ChatChunk>> {
   const { model, request, includeUsage } = options;
   const observe = observeChat(ctx, model);
   const settleOnce = once(async (usage, estimated) => {
@@ -143,7 +143,7 @@ async function drain(chunks: AsyncIterable<unknown>): Promise<void> {
   }
 }
 
-function once(settle: Settle, ctx: CallContext): Settle {
+function once(settle: Settle, ctx: ChatContext): Settle {
   let done = false;
   return async (usage, estimated) => {
     if (done) return;
@@ -152,7 +152,7 @@ function once(settle: Settle, ctx: CallContext): Settle {
       await settle(usage, estimated);
     } catch (error) {
       // The usage happened; a storage failure here must not turn a delivered answer into an error.
-      ctx.services.log.error({ requestId: ctx.requestId, error: `metering failed: ${(error as Error).message}`, usage });
+      ctx.deps.log.error({ requestId: ctx.requestId, error: `metering failed: ${(error as Error).message}`, usage });
     }
   };
 }

@@ -44,11 +44,8 @@ export interface ChatRequest {
   tools?: ToolSpec[];
 }
 
-export interface Usage {
-  prompt_tokens: number;
-  completion_tokens: number;
-  total_tokens: number;
-}
+export type { Usage } from "../money/types.js";
+import type { Usage } from "../money/types.js";
 
 /** A `chat.completion.chunk` frame as the wire format has it; other fields pass through. */
 export interface ChatChunk {

@@ -1,12 +1,11 @@
 import * as v from "valibot";
-import { defineMethod } from "../define.js";
 import { isServiceError, ServiceError } from "../errors.js";
 import { queryInt } from "../validate.js";
-import type { Services } from "../services.js";
 import type { Principal } from "../auth.js";
 import type { EventRecord, SettleResult } from "../../storage/events/event-log.js";
 import { requireTenantAccess, TENANT_ACCESS, tenantOrPersonal, type Role } from "../tenants/access.js";
-import { publishEvent } from "./publish.js";
+import { eventsDomain, type EventsDeps } from "./deps.js";
+
 
 const AUTH = { kinds: ["session", "gateway_key"] } as const;
 
@@ -32,12 +31,12 @@ const Page = <T extends v.GenericSchema>(item: T) => v.object({ data: v.array(it
 const Settled = (status: string) => v.object({ id: v.string(), consumer: v.string(), status: v.pipe(v.string(), v.description(status)) });
 
 /** An event of a tenant the caller reaches; anything else is the same 404 as an unknown id. */
-async function reachableEvent(services: Services, principal: Principal, id: string, need: Role = "member"): Promise<EventRecord> {
-  const event = await services.events.get(id);
+async function reachableEvent(deps: EventsDeps, principal: Principal, id: string, need: Role = "member"): Promise<EventRecord> {
+  const event = await deps.events.get(id);
   const notFound = new ServiceError("NOT_FOUND", `Event not found: ${id}`);
   if (!event) throw notFound;
   try {
-    await requireTenantAccess(services, principal, event.tenantId, need);
+    await requireTenantAccess(deps, principal, event.tenantId, need);
   } catch (error) {
     // A member without the role gets 403; anyone else the same 404 as a missing event.
     if (isServiceError(error) && error.code === "FORBIDDEN") throw error;
@@ -61,7 +60,7 @@ function settleError(result: SettleResult, id: string, consumer: string): Servic
 }
 
 export const eventMethods = [
-  defineMethod({
+  eventsDomain.method({
     name: "events.publish",
     summary: "Publish an event on a tenant's bus (docs/events.md); matching webhook subscriptions get a delivery.",
     input: v.object({
@@ -82,15 +81,15 @@ export const eventMethods = [
     errors: ["NOT_FOUND", "PAYLOAD_TOO_LARGE"],
     http: [{ surface: "gateway", method: "POST", path: "/events", status: 201 }],
     async handler(params, ctx) {
-      const tenant = await tenantOrPersonal(ctx.services, ctx.principal, params.tenantId, TENANT_ACCESS.publish);
+      const tenant = await tenantOrPersonal(ctx.deps, ctx.principal, params.tenantId, TENANT_ACCESS.publish);
       const size = Buffer.byteLength(JSON.stringify(params.payload));
-      const limit = ctx.services.config.EVENTS_MAX_PAYLOAD_BYTES;
+      const limit = ctx.deps.config.EVENTS_MAX_PAYLOAD_BYTES;
       if (size > limit) throw new ServiceError("PAYLOAD_TOO_LARGE", `payload is ${size} bytes; the limit is ${limit} (EVENTS_MAX_PAYLOAD_BYTES)`, { details: { size, limit } });
-      return publishEvent(ctx.services, { tenantId: tenant.id, topic: params.topic, type: params.type, source: params.source, payload: params.payload });
+      return ctx.deps.sink.publish({ tenantId: tenant.id, topic: params.topic, type: params.type, source: params.source, payload: params.payload });
     },
   }),
 
-  defineMethod({
+  eventsDomain.method({
     name: "events.list",
     summary: "A tenant's events, newest first, with a cursor; `status=dead` lists dead letters with their reason instead.",
     input: v.object({
@@ -108,12 +107,12 @@ export const eventMethods = [
     errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "GET", path: "/events" }],
     async handler(params, ctx) {
-      const tenant = await tenantOrPersonal(ctx.services, ctx.principal, params.tenantId);
+      const tenant = await tenantOrPersonal(ctx.deps, ctx.principal, params.tenantId);
       if (params.status === "dead") {
-        const dead = await ctx.services.events.deadLetters({ tenantId: tenant.id, consumer: params.consumer, topic: params.topic, limit: params.limit });
+        const dead = await ctx.deps.events.deadLetters({ tenantId: tenant.id, consumer: params.consumer, topic: params.topic, limit: params.limit });
         return { data: dead.map((letter) => ({ ...letter.event, status: "dead", consumer: letter.consumer, deliveries: letter.deliveries, reason: letter.reason, deadAt: letter.deadAt })), nextCursor: null };
       }
-      const page = await ctx.services.events.list({
+      const page = await ctx.deps.events.list({
         tenantId: tenant.id,
         topic: params.topic,
         type: params.type,
@@ -125,7 +124,7 @@ export const eventMethods = [
     },
   }),
 
-  defineMethod({
+  eventsDomain.method({
     name: "events.consume",
     summary:
       "Lease up to `max` events of a topic not yet acknowledged by the consumer group `consumer` (at least once; two callers of one group never hold the same event at once).",
@@ -141,8 +140,8 @@ export const eventMethods = [
     errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "POST", path: "/events/consume" }],
     async handler(params, ctx) {
-      const tenant = await tenantOrPersonal(ctx.services, ctx.principal, params.tenantId, TENANT_ACCESS.use);
-      const leases = await ctx.services.events.consume({ tenantId: tenant.id, topic: params.topic, consumer: params.consumer, max: params.max, leaseMs: params.leaseSeconds * 1000 });
+      const tenant = await tenantOrPersonal(ctx.deps, ctx.principal, params.tenantId, TENANT_ACCESS.use);
+      const leases = await ctx.deps.events.consume({ tenantId: tenant.id, topic: params.topic, consumer: params.consumer, max: params.max, leaseMs: params.leaseSeconds * 1000 });
       return {
         consumer: params.consumer,
         data: leases.map((lease) => ({ ...lease.event, leaseId: lease.leaseId, deliveryCount: lease.deliveryCount, leaseExpiresAt: new Date(lease.leaseExpiresAt).toISOString() })),
@@ -150,7 +149,7 @@ export const eventMethods = [
     },
   }),
 
-  defineMethod({
+  eventsDomain.method({
     name: "events.ack",
     summary: "Finish an event for a consumer group. 409 when already acknowledged, dead-lettered, not leased, or when `leaseId` is no longer current; 404 when unknown.",
     input: v.object({ event_id: EventId, consumer: Consumer, leaseId: v.optional(v.pipe(v.string(), v.maxLength(64))) }),
@@ -159,14 +158,14 @@ export const eventMethods = [
     errors: ["NOT_FOUND", "CONFLICT"],
     http: [{ surface: "gateway", method: "POST", path: "/events/:event_id/ack" }],
     async handler(params, ctx) {
-      const event = await reachableEvent(ctx.services, ctx.principal, params.event_id);
-      const result = await ctx.services.events.ack({ id: event.id, consumer: params.consumer, leaseId: params.leaseId });
+      const event = await reachableEvent(ctx.deps, ctx.principal, params.event_id);
+      const result = await ctx.deps.events.ack({ id: event.id, consumer: params.consumer, leaseId: params.leaseId });
       if (result !== "ok") throw settleError(result, event.id, params.consumer);
       return { id: event.id, consumer: params.consumer, status: "acked" };
     },
   }),
 
-  defineMethod({
+  eventsDomain.method({
     name: "events.nack",
     summary: "Give a leased event back to its consumer group, available again after `delaySeconds` (default 0); past EVENTS_MAX_DELIVERIES it is dead-lettered.",
     input: v.object({
@@ -180,14 +179,14 @@ export const eventMethods = [
     errors: ["NOT_FOUND", "CONFLICT"],
     http: [{ surface: "gateway", method: "POST", path: "/events/:event_id/nack" }],
     async handler(params, ctx) {
-      const event = await reachableEvent(ctx.services, ctx.principal, params.event_id);
-      const result = await ctx.services.events.nack({ id: event.id, consumer: params.consumer, leaseId: params.leaseId, delayMs: params.delaySeconds * 1000 });
+      const event = await reachableEvent(ctx.deps, ctx.principal, params.event_id);
+      const result = await ctx.deps.events.nack({ id: event.id, consumer: params.consumer, leaseId: params.leaseId, delayMs: params.delaySeconds * 1000 });
       if (result !== "ok") throw settleError(result, event.id, params.consumer);
       return { id: event.id, consumer: params.consumer, status: "nacked" };
     },
   }),
 
-  defineMethod({
+  eventsDomain.method({
     name: "events.requeue",
     summary: "Put a dead-lettered event back in its consumer group's queue with a fresh delivery count.",
     input: v.object({ event_id: EventId, consumer: Consumer }),
@@ -196,8 +195,8 @@ export const eventMethods = [
     errors: ["NOT_FOUND", "CONFLICT"],
     http: [{ surface: "gateway", method: "POST", path: "/events/:event_id/requeue" }],
     async handler(params, ctx) {
-      const event = await reachableEvent(ctx.services, ctx.principal, params.event_id);
-      const result = await ctx.services.events.requeue({ id: event.id, consumer: params.consumer });
+      const event = await reachableEvent(ctx.deps, ctx.principal, params.event_id);
+      const result = await ctx.deps.events.requeue({ id: event.id, consumer: params.consumer });
       if (result !== "ok") throw settleError(result, event.id, params.consumer);
       return { id: event.id, consumer: params.consumer, status: "requeued" };
     },

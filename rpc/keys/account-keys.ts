@@ -1,12 +1,12 @@
 import * as v from "valibot";
-import { defineMethod } from "../define.js";
 import { ServiceError } from "../errors.js";
 import { createKey } from "./create-key.js";
 import type { KeyRecord } from "../../storage/repos/keys.js";
 import { nowIso } from "../../storage/ids.js";
 import { AccountKeyView, WithSecret } from "../views.js";
 import { KEYS_NEED_A_SESSION_OR_CONSOLE } from "./session-only.js";
-import { emitUserEvent } from "../events/publish.js";
+import { emitUserEvent } from "../event-sink.js";
+import { keysDomain } from "./deps.js";
 
 /** spec 5: personal keys carry `intelligence` and/or `compute`; keys made today carry both. */
 export const ACCOUNT_SCOPES = ["intelligence", "compute"] as const;
@@ -29,7 +29,7 @@ function view(record: KeyRecord) {
 const SIGNED_IN = KEYS_NEED_A_SESSION_OR_CONSOLE;
 
 export const accountKeyMethods = [
-  defineMethod({
+  keysDomain.method({
     name: "account.keys.list",
     summary: "The signed-in user's personal (Account API) keys; never the secrets.",
     input: v.object({}),
@@ -40,12 +40,12 @@ export const accountKeyMethods = [
       { surface: "console", method: "GET", path: "/personal-keys" },
     ],
     async handler(_params, ctx) {
-      const records = await ctx.services.keys.list(ctx.principal.userId, "account");
+      const records = await ctx.deps.keys.list(ctx.principal.userId, "account");
       return { data: records.map(view) };
     },
   }),
 
-  defineMethod({
+  keysDomain.method({
     name: "account.keys.create",
     summary: "Create a personal key (`<ACCOUNT_KEY_PREFIX>…`) with scopes intelligence and compute, or a subset; the plaintext is shown once.",
     input: v.object({
@@ -66,7 +66,7 @@ export const accountKeyMethods = [
     ],
     async handler(params, ctx) {
       const userId = ctx.principal.userId;
-      const { record, secret } = await createKey(ctx.services, {
+      const { record, secret } = await createKey(ctx.deps, {
         kind: "account",
         owner: userId,
         userId,
@@ -74,12 +74,12 @@ export const accountKeyMethods = [
         scopes: params.scopes ?? [...ACCOUNT_SCOPES],
       });
       ctx.responseHeaders.set("cache-control", "no-store");
-      emitUserEvent(ctx.services, userId, "key.created", { keyId: record.id, kind: "account", name: record.name });
+      emitUserEvent(ctx.deps, userId, "key.created", { keyId: record.id, kind: "account", name: record.name });
       return { ...view(record), key: secret };
     },
   }),
 
-  defineMethod({
+  keysDomain.method({
     name: "account.keys.delete",
     summary: "Revoke one of the signed-in user's personal keys; it is refused with 401 from the next request on.",
     input: v.object({ id: v.pipe(v.string(), v.minLength(1)) }),
@@ -91,10 +91,10 @@ export const accountKeyMethods = [
       { surface: "console", method: "DELETE", path: "/personal-keys/:id" },
     ],
     async handler(params, ctx) {
-      const record = await ctx.services.keys.get(ctx.principal.userId, params.id);
+      const record = await ctx.deps.keys.get(ctx.principal.userId, params.id);
       if (!record || record.kind !== "account") throw new ServiceError("NOT_FOUND", "Key not found");
-      await ctx.services.keys.revoke(record, nowIso());
-      emitUserEvent(ctx.services, record.userId, "key.revoked", { keyId: record.id, kind: "account" });
+      await ctx.deps.keys.revoke(record, nowIso());
+      emitUserEvent(ctx.deps, record.userId, "key.revoked", { keyId: record.id, kind: "account" });
       return { id: record.id, revoked: true };
     },
   }),

@@ -1,15 +1,14 @@
 import * as v from "valibot";
-import { defineMethod, type CallContext } from "../define.js";
 import type { Principal } from "../auth.js";
 import { requireWorkspace } from "../workspaces/access.js";
 import type { Role } from "../tenants/access.js";
 import { ServiceError } from "../errors.js";
 import { createKey } from "./create-key.js";
 import type { KeyRecord } from "../../storage/repos/keys.js";
-import type { Services } from "../services.js";
 import { nowIso } from "../../storage/ids.js";
 import { ConsoleKeyView, Timestamp, WithSecret } from "../views.js";
-import { emitUserEvent } from "../events/publish.js";
+import { emitUserEvent } from "../event-sink.js";
+import { keysDomain, type KeysDeps, type KeysContext } from "./deps.js";
 
 /** Scopes of a console-created platform key (spec 2.4: `chat:write` by default). */
 export const DEFAULT_PLATFORM_SCOPES = ["chat:write"];
@@ -55,8 +54,8 @@ export function consoleKeyView(record: KeyRecord) {
 }
 
 /** The caller's workspace's platform key, or the same 404 whether it is missing or another workspace's (spec 3). */
-async function ownKey(services: Services, workspaceId: string, id: string): Promise<KeyRecord> {
-  const record = await services.keys.get(workspaceId, id);
+async function ownKey(deps: KeysDeps, workspaceId: string, id: string): Promise<KeyRecord> {
+  const record = await deps.keys.get(workspaceId, id);
   if (!record || record.kind !== "platform") throw new ServiceError("NOT_FOUND", "API key not found");
   return record;
 }
@@ -66,8 +65,8 @@ async function ownKey(services: Services, workspaceId: string, id: string): Prom
  * console picked another of their tenants' workspaces (a non-member gets the same 404 as for
  * a missing workspace; reading needs viewer, changing keys member).
  */
-async function workspaceOf(ctx: CallContext<Principal>, workspaceId: string | undefined, need: Role): Promise<string> {
-  if (workspaceId && workspaceId !== ctx.principal.workspaceId) return (await requireWorkspace(ctx.services, ctx.principal, workspaceId, need)).workspace.id;
+async function workspaceOf(ctx: KeysContext<Principal>, workspaceId: string | undefined, need: Role): Promise<string> {
+  if (workspaceId && workspaceId !== ctx.principal.workspaceId) return (await requireWorkspace(ctx.deps, ctx.principal, workspaceId, need)).workspace.id;
   if (!ctx.principal.workspaceId) throw new ServiceError("FORBIDDEN", "This account has no workspace");
   return ctx.principal.workspaceId;
 }
@@ -80,7 +79,7 @@ const WorkspaceParam = { workspaceId: v.optional(v.pipe(v.string("workspaceId mu
 const CONSOLE_ONLY = { kinds: ["console"] } as const;
 
 export const consoleKeyMethods = [
-  defineMethod({
+  keysDomain.method({
     name: "console.keys.create",
     summary: "Create a platform key (`sk-<service>-…`) for the signed-in user's workspace; the plaintext is in this response only.",
     input: v.object({
@@ -95,7 +94,7 @@ export const consoleKeyMethods = [
     http: [{ surface: "console", method: "POST", path: "/api-keys", status: 201 }],
     async handler(params, ctx) {
       const principal = ctx.principal;
-      const { record, secret } = await createKey(ctx.services, {
+      const { record, secret } = await createKey(ctx.deps, {
         kind: "platform",
         owner: await workspaceOf(ctx, params.workspaceId, "member"),
         userId: principal.userId,
@@ -104,13 +103,13 @@ export const consoleKeyMethods = [
         expiresAt: params.expiresAt ?? null,
       });
       ctx.responseHeaders.set("cache-control", "no-store");
-      emitUserEvent(ctx.services, principal.userId, "key.created", { keyId: record.id, kind: "platform", name: record.name });
+      emitUserEvent(ctx.deps, principal.userId, "key.created", { keyId: record.id, kind: "platform", name: record.name });
       // spec 4.3: exactly {id, name, key, createdAt}.
       return { id: record.id, name: record.name, key: secret, createdAt: record.createdAt };
     },
   }),
 
-  defineMethod({
+  keysDomain.method({
     name: "console.keys.list",
     summary: "The workspace's active platform keys, oldest first, as `{data: [...]}`; never the secrets.",
     input: v.object(WorkspaceParam),
@@ -118,12 +117,12 @@ export const consoleKeyMethods = [
     output: v.object({ data: v.array(ConsoleKeyView) }),
     http: [{ surface: "console", method: "GET", path: "/api-keys" }],
     async handler(params, ctx) {
-      const records = await ctx.services.keys.list(await workspaceOf(ctx, params.workspaceId, "viewer"), "platform");
+      const records = await ctx.deps.keys.list(await workspaceOf(ctx, params.workspaceId, "viewer"), "platform");
       return { data: records.map(consoleKeyView) };
     },
   }),
 
-  defineMethod({
+  keysDomain.method({
     name: "console.keys.update",
     summary: "Rename a platform key or change its spendLimit, rpmLimit, tpmLimit (null removes a limit).",
     input: v.pipe(
@@ -145,18 +144,18 @@ export const consoleKeyMethods = [
     errors: ["NOT_FOUND", "VALIDATION_FAILED"],
     http: [{ surface: "console", method: "PATCH", path: "/api-keys/:id" }],
     async handler(params, ctx) {
-      const record = await ownKey(ctx.services, await workspaceOf(ctx, params.workspaceId, "member"), params.id);
+      const record = await ownKey(ctx.deps, await workspaceOf(ctx, params.workspaceId, "member"), params.id);
       const next: KeyRecord = { ...record };
       if (params.name !== undefined) next.name = params.name;
       if (params.spendLimit !== undefined) next.spendLimit = params.spendLimit;
       if (params.rpmLimit !== undefined) next.rpmLimit = params.rpmLimit;
       if (params.tpmLimit !== undefined) next.tpmLimit = params.tpmLimit;
-      await ctx.services.keys.update(next);
+      await ctx.deps.keys.update(next);
       return consoleKeyView(next);
     },
   }),
 
-  defineMethod({
+  keysDomain.method({
     name: "console.keys.delete",
     summary: "Revoke a platform key permanently; it is refused with 401 from the next request on.",
     input: v.object({ id: KeyId, ...WorkspaceParam }),
@@ -165,9 +164,9 @@ export const consoleKeyMethods = [
     errors: ["NOT_FOUND"],
     http: [{ surface: "console", method: "DELETE", path: "/api-keys/:id" }],
     async handler(params, ctx) {
-      const record = await ownKey(ctx.services, await workspaceOf(ctx, params.workspaceId, "member"), params.id);
-      await ctx.services.keys.revoke(record, nowIso());
-      emitUserEvent(ctx.services, record.userId, "key.revoked", { keyId: record.id, kind: "platform" });
+      const record = await ownKey(ctx.deps, await workspaceOf(ctx, params.workspaceId, "member"), params.id);
+      await ctx.deps.keys.revoke(record, nowIso());
+      emitUserEvent(ctx.deps, record.userId, "key.revoked", { keyId: record.id, kind: "platform" });
       return { id: record.id, revoked: true };
     },
   }),

@@ -1,7 +1,7 @@
-import type { Services } from "../services.js";
 import { generateKey, keyHint } from "../credentials/api-keys.js";
 import type { KeyKind, KeyRecord } from "../../storage/repos/keys.js";
 import { newId, nowIso, sha256Hex } from "../../storage/ids.js";
+import type { KeysDeps } from "./deps.js";
 
 export interface NewKey {
   kind: KeyKind;
@@ -18,9 +18,9 @@ export interface NewKey {
 }
 
 /** Creates a key of any kind; the plaintext is returned here and stored nowhere. */
-export async function createKey(services: Services, input: NewKey): Promise<{ record: KeyRecord; secret: string }> {
-  const secret = generateKey(services.keyPrefixes, input.kind);
-  const record = await services.keys.create({
+export async function createKey(deps: Pick<KeysDeps, "keys" | "keyPrefixes">, input: NewKey): Promise<{ record: KeyRecord; secret: string }> {
+  const secret = generateKey(deps.keyPrefixes, input.kind);
+  const record = await deps.keys.create({
     id: newId("key"),
     kind: input.kind,
     owner: input.owner,
@@ -28,7 +28,7 @@ export async function createKey(services: Services, input: NewKey): Promise<{ re
     name: input.name,
     description: input.description,
     hash: sha256Hex(secret),
-    hint: keyHint(services.keyPrefixes, input.kind, secret),
+    hint: keyHint(deps.keyPrefixes, input.kind, secret),
     scopes: input.scopes,
     createdAt: nowIso(),
     expiresAt: input.expiresAt ?? null,

@@ -1,12 +1,12 @@
 import * as v from "valibot";
-import { defineMethod } from "../define.js";
 import { ServiceError } from "../errors.js";
 import { createKey } from "./create-key.js";
 import { KEYS_NEED_A_SESSION_OR_CONSOLE } from "./session-only.js";
 import type { KeyRecord } from "../../storage/repos/keys.js";
 import { nowIso } from "../../storage/ids.js";
 import { GatewayKeyView, WithSecret } from "../views.js";
-import { emitUserEvent } from "../events/publish.js";
+import { emitUserEvent } from "../event-sink.js";
+import { keysDomain } from "./deps.js";
 
 function view(record: KeyRecord) {
   return {
@@ -21,7 +21,7 @@ function view(record: KeyRecord) {
 }
 
 export const gatewayKeyMethods = [
-  defineMethod({
+  keysDomain.method({
     name: "auth.keys.list",
     summary: "The caller's gateway API keys (never the secrets).",
     input: v.object({}),
@@ -32,12 +32,12 @@ export const gatewayKeyMethods = [
       { surface: "console", method: "GET", path: "/gateway-keys" },
     ],
     async handler(_params, ctx) {
-      const records = await ctx.services.keys.list(ctx.principal.userId, "gateway");
+      const records = await ctx.deps.keys.list(ctx.principal.userId, "gateway");
       return records.map(view);
     },
   }),
 
-  defineMethod({
+  keysDomain.method({
     name: "auth.keys.create",
     summary: "Create a gateway API key (`sk_…`); the plaintext is in this response only.",
     input: v.object({
@@ -53,7 +53,7 @@ export const gatewayKeyMethods = [
     ],
     async handler(params, ctx) {
       const userId = ctx.principal.userId;
-      const { record, secret } = await createKey(ctx.services, {
+      const { record, secret } = await createKey(ctx.deps, {
         kind: "gateway",
         owner: userId,
         userId,
@@ -61,12 +61,12 @@ export const gatewayKeyMethods = [
         description: params.description,
         scopes: ["*"],
       });
-      emitUserEvent(ctx.services, userId, "key.created", { keyId: record.id, kind: "gateway", name: record.name });
+      emitUserEvent(ctx.deps, userId, "key.created", { keyId: record.id, kind: "gateway", name: record.name });
       return { ...view(record), key: secret };
     },
   }),
 
-  defineMethod({
+  keysDomain.method({
     name: "auth.keys.delete",
     summary: "Revoke one of the caller's gateway keys; it is refused from the next request on.",
     input: v.object({ key_id: v.pipe(v.string(), v.minLength(1)) }),
@@ -78,11 +78,11 @@ export const gatewayKeyMethods = [
       { surface: "console", method: "DELETE", path: "/gateway-keys/:key_id" },
     ],
     async handler(params, ctx) {
-      const record = await ctx.services.keys.get(ctx.principal.userId, params.key_id);
+      const record = await ctx.deps.keys.get(ctx.principal.userId, params.key_id);
       // Another user's key and a missing key are the same 404.
       if (!record || record.kind !== "gateway") throw new ServiceError("NOT_FOUND", "API key not found");
-      await ctx.services.keys.revoke(record, nowIso());
-      emitUserEvent(ctx.services, ctx.principal.userId, "key.revoked", { keyId: record.id, kind: "gateway" });
+      await ctx.deps.keys.revoke(record, nowIso());
+      emitUserEvent(ctx.deps, ctx.principal.userId, "key.revoked", { keyId: record.id, kind: "gateway" });
       return { success: true, id: record.id };
     },
   }),

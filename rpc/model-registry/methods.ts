@@ -1,8 +1,8 @@
 import * as v from "valibot";
-import { defineMethod } from "../define.js";
 import { ServiceError } from "../errors.js";
 import { nowIso } from "../../storage/ids.js";
 import type { ModelEntry } from "../../storage/repos/model-registry.js";
+import { modelRegistryDomain } from "./deps.js";
 
 const SIGNED_IN = { kinds: ["session", "gateway_key", "service"] } as const;
 const OPERATORS = { kinds: ["session", "gateway_key", "service"], operator: true } as const;
@@ -68,15 +68,15 @@ function applyPatch(entry: ModelEntry, patch: Patch, now: string): ModelEntry {
   return next;
 }
 
-async function entryOr404(id: string, ctx: { services: { modelRegistry: { repo: { get(id: string): Promise<ModelEntry | null> } } } }): Promise<ModelEntry> {
-  const entry = await ctx.services.modelRegistry.repo.get(id);
+async function entryOr404(id: string, ctx: { deps: { modelRegistry: { repo: { get(id: string): Promise<ModelEntry | null> } } } }): Promise<ModelEntry> {
+  const entry = await ctx.deps.modelRegistry.repo.get(id);
   if (!entry) throw new ServiceError("NOT_FOUND", `Model not found in the registry: ${id}`);
   return entry;
 }
 
 /** The model registry (spec 4.4 "/model-registry"; docs/model-registry.md); distinct from /models. */
 export const modelRegistryMethods = [
-  defineMethod({
+  modelRegistryDomain.method({
     name: "modelRegistry.list",
     summary: "Every registry entry: catalog metadata and provider data, including models the router does not serve. Optional filter by status or tag.",
     input: v.object({ status: v.optional(Status), tag: v.optional(v.string()) }),
@@ -84,14 +84,14 @@ export const modelRegistryMethods = [
     output: v.object({ data: v.array(EntryView) }),
     http: [{ surface: "gateway", method: "GET", path: "/model-registry/models" }],
     async handler(params, ctx) {
-      let entries = await ctx.services.modelRegistry.repo.list();
+      let entries = await ctx.deps.modelRegistry.repo.list();
       if (params.status) entries = entries.filter((entry) => entry.status === params.status);
       if (params.tag) entries = entries.filter((entry) => entry.tags.includes(params.tag!));
       return { data: entries };
     },
   }),
 
-  defineMethod({
+  modelRegistryDomain.method({
     name: "modelRegistry.create",
     summary: "Adds a registry entry (operators only); 409 when the id exists (PATCH it instead).",
     input: v.object({ id: ModelId, ...Fields }),
@@ -100,7 +100,7 @@ export const modelRegistryMethods = [
     errors: ["CONFLICT"],
     http: [{ surface: "gateway", method: "POST", path: "/model-registry/models", status: 201 }],
     async handler(params, ctx) {
-      const registry = ctx.services.modelRegistry;
+      const registry = ctx.deps.modelRegistry;
       if (!(await registry.repo.claim(params.id))) throw new ServiceError("CONFLICT", `Model ${params.id} is already in the registry; PATCH /model-registry/models/${params.id} updates it`);
       const now = nowIso();
       const base: ModelEntry = {
@@ -123,7 +123,7 @@ export const modelRegistryMethods = [
     },
   }),
 
-  defineMethod({
+  modelRegistryDomain.method({
     name: "modelRegistry.get",
     summary: "One registry entry; an unknown id is 404.",
     input: v.object({ model_id: ModelId }),
@@ -134,7 +134,7 @@ export const modelRegistryMethods = [
     handler: (params, ctx) => entryOr404(params.model_id, ctx),
   }),
 
-  defineMethod({
+  modelRegistryDomain.method({
     name: "modelRegistry.update",
     summary: "Updates a registry entry (operators only). `status: disabled` makes the router refuse the model (403 listing usable ids); `deprecated` adds the Deprecation and X-Model-Warning headers to chat answers.",
     input: v.object({ model_id: ModelId, ...Fields }),
@@ -144,11 +144,11 @@ export const modelRegistryMethods = [
     http: [{ surface: "gateway", method: "PATCH", path: "/model-registry/models/:model_id" }],
     async handler(params, ctx) {
       const entry = await entryOr404(params.model_id, ctx);
-      return ctx.services.modelRegistry.save(applyPatch(entry, params, nowIso()));
+      return ctx.deps.modelRegistry.save(applyPatch(entry, params, nowIso()));
     },
   }),
 
-  defineMethod({
+  modelRegistryDomain.method({
     name: "modelRegistry.health",
     summary:
       "healthy, degraded or down: passive (error rate, p50/p95 latency and time to first token over the last 5 minutes of real traffic) and active (a probe of the upstream's models list, cached MODEL_HEALTH_TTL_SECONDS), with the last error.",
@@ -159,7 +159,7 @@ export const modelRegistryMethods = [
     http: [{ surface: "gateway", method: "GET", path: "/model-registry/models/:model_id/health" }],
     async handler(params, ctx) {
       const entry = await entryOr404(params.model_id, ctx);
-      return ctx.services.modelRegistry.health(entry);
+      return ctx.deps.modelRegistry.health(entry);
     },
   }),
 ];

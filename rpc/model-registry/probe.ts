@@ -1,4 +1,4 @@
-import { isUpstreamTimeout, upstreamRequest } from "../transport/upstream.js";
+import { isUpstreamTimeout, upstreamRequest } from "../outbound/upstream.js";
 import type { RoutedModel } from "../chat/model-router.js";
 
 export interface ProbeResult {
@@ -22,7 +22,7 @@ export async function probeUpstream(model: RoutedModel, env: Record<string, stri
   const apiKey = config.apiKeyEnv ? env[config.apiKeyEnv] : undefined;
   if (config.apiKeyEnv && !apiKey) return done(false, `not configured: ${config.apiKeyEnv} is not set`);
   try {
-    // The pooled upstream client (rpc/transport/upstream.ts), as the chat calls it.
+    // The pooled upstream client (rpc/outbound/upstream.ts), as the chat calls it.
     const response = await upstreamRequest(config.baseURL.replace(/\/+$/, "") + "/models", {
       method: "GET",
       headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {},

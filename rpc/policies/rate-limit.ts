@@ -1,10 +1,10 @@
 import { RateLimiterRes, type RateLimiterAbstract } from "rate-limiter-flexible";
 import type { Principal } from "../auth.js";
 import { ServiceError } from "../errors.js";
-import type { Services } from "../services.js";
+import type { CorePorts } from "../ports.js";
 
 // One limiter per running service set (tests start several servers in one process).
-const limiters = new WeakMap<Services, RateLimiterAbstract>();
+const limiters = new WeakMap<CorePorts, RateLimiterAbstract>();
 
 /** What a bridge request is counted against: the key itself, else the user (sessions), else the service. */
 export function principalRateKey(principal: Principal): string {
@@ -20,7 +20,7 @@ export function principalRateKey(principal: Principal): string {
  * gets `X-RateLimit-Limit`, `-Remaining` and `-Reset` (seconds until the window resets) in
  * `headers`, the de facto names most HTTP APIs use.
  */
-export async function enforceBridgeRate(principalKey: string, services: Services, headers?: Headers): Promise<void> {
+export async function enforceBridgeRate(principalKey: string, services: CorePorts, headers?: Headers): Promise<void> {
   let limiter = limiters.get(services);
   if (!limiter) {
     limiter = services.store.limiter({ name: "bridge-rpm", points: services.config.GATEWAY_RATE_LIMIT_RPM, durationSeconds: 60 });

@@ -1,8 +1,8 @@
 import { RateLimiterRes, type RateLimiterAbstract } from "rate-limiter-flexible";
 import { ServiceError } from "../errors.js";
-import type { Services } from "../services.js";
+import type { CorePorts } from "../ports.js";
 
-const limiters = new WeakMap<Services, RateLimiterAbstract>();
+const limiters = new WeakMap<CorePorts, RateLimiterAbstract>();
 
 /**
  * TELEMETRY_INGEST_PER_MINUTE: events per tenant per minute, counted per event of a batch and
@@ -10,7 +10,7 @@ const limiters = new WeakMap<Services, RateLimiterAbstract>();
  * that does not fit is refused whole with 429 and Retry-After; its events still count, as any
  * attempt does, so a client hammering past the limit stays limited.
  */
-export async function enforceTelemetryIngest(tenantId: string, events: number, services: Services): Promise<void> {
+export async function enforceTelemetryIngest(tenantId: string, events: number, services: CorePorts): Promise<void> {
   let limiter = limiters.get(services);
   const limit = services.config.TELEMETRY_INGEST_PER_MINUTE;
   if (!limiter) {
@@ -30,8 +30,8 @@ export async function enforceTelemetryIngest(tenantId: string, events: number, s
 }
 
 /** The caller's tenant: a user's personal tenant (telemetry is per tenant, docs/telemetry.md). */
-export async function callerTenant(services: Services, userId: string): Promise<string> {
-  const user = await services.users.get(userId);
+export async function callerTenant(users: CorePorts["users"], userId: string): Promise<string> {
+  const user = await users.get(userId);
   if (!user) throw new ServiceError("UNAUTHORIZED", "Invalid or expired API key", { details: { reason: "invalid" } });
   return user.tenantId;
 }

@@ -1,11 +1,11 @@
 import * as v from "valibot";
-import { defineMethod } from "../define.js";
 import { ServiceError } from "../errors.js";
 import { randomBytes } from "node:crypto";
 import { nowIso } from "../../storage/ids.js";
 import { HOUR_MS, decodeCursor, type TelemetryEvent } from "../../storage/repos/telemetry-model.js";
 import { callerTenant } from "../policies/telemetry-ingest.js";
 import { EventSchema, MAX_FUTURE_MS } from "./event-schema.js";
+import { telemetryDomain } from "./deps.js";
 
 const AUTH = { kinds: ["session", "gateway_key"] } as const;
 const MAX_BATCH = 500;
@@ -25,7 +25,7 @@ function windowOf(params: { since?: number; until?: number }, retentionDays: num
 
 /** Telemetry per tenant (spec 4.4 "/telemetry"; docs/telemetry.md). */
 export const telemetryMethods = [
-  defineMethod({
+  telemetryDomain.method({
     name: "telemetry.ingest",
     summary: `Records a batch of 1-${MAX_BATCH} events for the caller's tenant: 202 with accepted/rejected counts and a result per event (a bad event never sinks the batch). Limited per tenant by TELEMETRY_INGEST_PER_MINUTE.`,
     input: v.object({
@@ -44,9 +44,9 @@ export const telemetryMethods = [
     }),
     http: [{ surface: "gateway", method: "POST", path: "/telemetry/events", status: 202 }],
     async handler(params, ctx) {
-      const tenantId = await callerTenant(ctx.services, ctx.principal.userId);
+      const tenantId = await callerTenant(ctx.deps.users, ctx.principal.userId);
       const now = Date.now();
-      const oldest = now - ctx.services.config.TELEMETRY_RETENTION_DAYS * DAY_MS;
+      const oldest = now - ctx.deps.config.TELEMETRY_RETENTION_DAYS * DAY_MS;
       const receivedAt = nowIso();
       // One random draw per batch, not per event (it showed in the ingest profile): a random batch part and the index.
       const batchId = `tev_${randomBytes(9).toString("base64url").replace(/[-_]/g, "x")}`;
@@ -59,17 +59,17 @@ export const telemetryMethods = [
         const event = parsed.output;
         const ts = typeof event.timestamp === "number" ? event.timestamp : Date.parse(event.timestamp);
         if (ts > now + MAX_FUTURE_MS) return { index, status: "rejected" as const, errors: ["timestamp: more than 5 minutes in the future"] };
-        if (ts < oldest) return { index, status: "rejected" as const, errors: [`timestamp: older than the ${ctx.services.config.TELEMETRY_RETENTION_DAYS}-day retention`] };
+        if (ts < oldest) return { index, status: "rejected" as const, errors: [`timestamp: older than the ${ctx.deps.config.TELEMETRY_RETENTION_DAYS}-day retention`] };
         const id = `${batchId}${index.toString(36).padStart(2, "0")}`;
         accepted.push({ id, name: event.name, timestamp: new Date(ts).toISOString(), component: event.component, version: event.version, clientId: event.clientId, attributes: event.attributes, receivedAt });
         return { index, status: "accepted" as const, id };
       });
-      await ctx.services.telemetry.ingest(tenantId, accepted);
+      await ctx.deps.telemetry.ingest(tenantId, accepted);
       return { accepted: accepted.length, rejected: results.length - accepted.length, results };
     },
   }),
 
-  defineMethod({
+  telemetryDomain.method({
     name: "telemetry.list",
     summary: "The tenant's events, oldest first, in [since, until) (default: the last 24 hours), optionally of one name or component; `cursor` continues a page (`nextCursor`, null at the end).",
     input: v.object({
@@ -84,14 +84,14 @@ export const telemetryMethods = [
     output: v.object({ data: v.array(v.object({ id: v.string(), name: v.string(), timestamp: v.string(), component: v.string(), version: v.string(), clientId: v.string(), attributes: v.record(v.string(), v.unknown()), receivedAt: v.string() })), nextCursor: v.nullable(v.string()) }),
     http: [{ surface: "gateway", method: "GET", path: "/telemetry/events" }],
     async handler(params, ctx) {
-      const tenantId = await callerTenant(ctx.services, ctx.principal.userId);
-      const { since, until } = windowOf(params, ctx.services.config.TELEMETRY_RETENTION_DAYS, DAY_MS);
-      const page = await ctx.services.telemetry.list(tenantId, { name: params.name, component: params.component, since, until, cursor: params.cursor, limit: params.limit });
+      const tenantId = await callerTenant(ctx.deps.users, ctx.principal.userId);
+      const { since, until } = windowOf(params, ctx.deps.config.TELEMETRY_RETENTION_DAYS, DAY_MS);
+      const page = await ctx.deps.telemetry.list(tenantId, { name: params.name, component: params.component, since, until, cursor: params.cursor, limit: params.limit });
       return { data: page.events, nextCursor: page.cursor };
     },
   }),
 
-  defineMethod({
+  telemetryDomain.method({
     name: "telemetry.summary",
     summary:
       "Counts and distinct clients of the tenant's events in whole UTC hours covering [since, until) (default: the last 24 hours), grouped by name, component, version or day; with `metric`, p50/p95/max of that numeric attribute.",
@@ -105,12 +105,12 @@ export const telemetryMethods = [
     output: v.object({ since: v.string(), until: v.string(), groupBy: v.string(), metric: v.optional(v.string()), total: v.object({ count: v.number(), clients: v.number(), metric: v.optional(v.object({ count: v.number(), p50: v.nullable(v.number()), p95: v.nullable(v.number()), max: v.nullable(v.number()) })) }), groups: v.array(v.object({ key: v.string(), count: v.number(), clients: v.number(), metric: v.optional(v.object({ count: v.number(), p50: v.nullable(v.number()), p95: v.nullable(v.number()), max: v.nullable(v.number()) })) })) }),
     http: [{ surface: "gateway", method: "GET", path: "/telemetry/summary" }],
     async handler(params, ctx) {
-      const tenantId = await callerTenant(ctx.services, ctx.principal.userId);
-      const window = windowOf(params, ctx.services.config.TELEMETRY_RETENTION_DAYS, DAY_MS);
+      const tenantId = await callerTenant(ctx.deps.users, ctx.principal.userId);
+      const window = windowOf(params, ctx.deps.config.TELEMETRY_RETENTION_DAYS, DAY_MS);
       // Counts are kept per UTC hour: the window widens to whole hours and says so.
       const since = Math.floor(window.since / HOUR_MS) * HOUR_MS;
       const until = Math.ceil(window.until / HOUR_MS) * HOUR_MS;
-      const summary = await ctx.services.telemetry.summary(tenantId, { since, until, groupBy: params.groupBy, metric: params.metric });
+      const summary = await ctx.deps.telemetry.summary(tenantId, { since, until, groupBy: params.groupBy, metric: params.metric });
       const groups = params.groupBy === "day" ? summary.groups.sort((a, b) => a.key.localeCompare(b.key)) : summary.groups.sort((a, b) => b.count - a.count || a.key.localeCompare(b.key));
       return {
         since: new Date(since).toISOString(),

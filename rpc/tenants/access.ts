@@ -1,11 +1,15 @@
 import { ServiceError } from "../errors.js";
 import type { Principal } from "../auth.js";
-import type { Services } from "../services.js";
 import type { Tenant } from "../../storage/repos/tenants.js";
 import { ROLES, type Role } from "../../storage/repos/members.js";
 import type { User } from "../../storage/repos/users.js";
 import { nowIso } from "../../storage/ids.js";
 import { personalTenant } from "../accounts/accounts.js";
+import type { Repos } from "../repos.js";
+import type { Config } from "../config.js";
+
+/** What tenant access reads (and the personal tenant it makes on first use). */
+export type AccessDeps = Pick<Repos, "users" | "tenants" | "members" | "agents"> & { config: Pick<Config, "TENANT_DEFAULT_AGENT_LIMIT" | "TENANT_DEFAULT_TOKENS_PER_MONTH"> };
 
 export { ROLES, type Role };
 
@@ -38,20 +42,20 @@ export function roleAllows(role: Role, need: Role): boolean {
 const notFound = (tenantId: string) => new ServiceError("NOT_FOUND", `Tenant not found: ${tenantId}`);
 
 /** The caller's personal tenant, made on first use (TENANT_DEFAULT_* limits) when it does not exist yet. */
-async function personalOf(services: Services, user: User): Promise<Tenant> {
-  const existing = await services.tenants.getTenant(user.tenantId);
+async function personalOf(deps: AccessDeps, user: User): Promise<Tenant> {
+  const existing = await deps.tenants.getTenant(user.tenantId);
   if (existing) return existing;
-  return services.tenants.putTenant(personalTenant(services, user, `personal-${user.tenantId.slice(-8).toLowerCase()}`, nowIso()));
+  return deps.tenants.putTenant(personalTenant(deps, user, `personal-${user.tenantId.slice(-8).toLowerCase()}`, nowIso()));
 }
 
 /**
  * A user's role in a tenant, or null for a non-member: their membership record; for a tenant
  * whose members were never changed (made before roles, or never shared), its creator is its owner.
  */
-export async function roleIn(services: Services, userId: string, tenant: Tenant): Promise<Role | null> {
-  const membership = await services.members.get(tenant.id, userId);
+export async function roleIn(deps: AccessDeps, userId: string, tenant: Tenant): Promise<Role | null> {
+  const membership = await deps.members.get(tenant.id, userId);
   if (membership) return membership.role;
-  if (tenant.ownerId === userId && !(await services.members.seeded(tenant.id))) return "owner";
+  if (tenant.ownerId === userId && !(await deps.members.seeded(tenant.id))) return "owner";
   return null;
 }
 
@@ -62,12 +66,12 @@ export async function roleIn(services: Services, userId: string, tenant: Tenant)
  * sessions and agent-stream messages re-run their methods through the dispatcher, so a
  * removed member loses access on their next message.
  */
-export async function requireTenantAccess(services: Services, principal: Principal, tenantId: string, need: Role = "viewer"): Promise<Tenant> {
-  const user = await services.users.get(principal.userId);
+export async function requireTenantAccess(deps: AccessDeps, principal: Principal, tenantId: string, need: Role = "viewer"): Promise<Tenant> {
+  const user = await deps.users.get(principal.userId);
   if (!user) throw notFound(tenantId);
-  const tenant = user.tenantId === tenantId ? await personalOf(services, user) : await services.tenants.getTenant(tenantId);
+  const tenant = user.tenantId === tenantId ? await personalOf(deps, user) : await deps.tenants.getTenant(tenantId);
   if (!tenant) throw notFound(tenantId);
-  const role = await roleIn(services, user.id, tenant);
+  const role = await roleIn(deps, user.id, tenant);
   if (!role) throw notFound(tenantId);
   if (!roleAllows(role, need)) {
     throw new ServiceError("FORBIDDEN", `Your role in tenant ${tenant.slug} is ${role}; this needs ${need} or above`, {
@@ -78,27 +82,27 @@ export async function requireTenantAccess(services: Services, principal: Princip
 }
 
 /** `requireTenantAccess` for a kind of operation: `tenantAccess(services, principal, id, "publish")`. */
-export function tenantAccess(services: Services, principal: Principal, tenantId: string, access: TenantAccess): Promise<Tenant> {
-  return requireTenantAccess(services, principal, tenantId, TENANT_ACCESS[access]);
+export function tenantAccess(deps: AccessDeps, principal: Principal, tenantId: string, access: TenantAccess): Promise<Tenant> {
+  return requireTenantAccess(deps, principal, tenantId, TENANT_ACCESS[access]);
 }
 
 /** The named tenant (checked), or the caller's personal tenant when none is named. */
-export async function tenantOrPersonal(services: Services, principal: Principal, tenantId: string | undefined, need: Role = "viewer"): Promise<Tenant> {
-  if (tenantId) return requireTenantAccess(services, principal, tenantId, need);
-  const user = await services.users.get(principal.userId);
+export async function tenantOrPersonal(deps: AccessDeps, principal: Principal, tenantId: string | undefined, need: Role = "viewer"): Promise<Tenant> {
+  if (tenantId) return requireTenantAccess(deps, principal, tenantId, need);
+  const user = await deps.users.get(principal.userId);
   if (!user) throw new ServiceError("UNAUTHORIZED", "Invalid or expired API key");
-  return requireTenantAccess(services, principal, user.tenantId, need);
+  return requireTenantAccess(deps, principal, user.tenantId, need);
 }
 
 /** True when the user is a member of the tenant with at least `need` (a quiet check for filters). */
-export async function reaches(services: Services, userId: string, tenantId: string, need: Role = "viewer"): Promise<boolean> {
-  const user = await services.users.get(userId);
+export async function reaches(deps: AccessDeps, userId: string, tenantId: string, need: Role = "viewer"): Promise<boolean> {
+  const user = await deps.users.get(userId);
   if (!user) return false;
   // A personal tenant keeps its user as owner (docs/tenants.md), made or not yet.
   if (user.tenantId === tenantId) return true;
-  const tenant = await services.tenants.getTenant(tenantId);
+  const tenant = await deps.tenants.getTenant(tenantId);
   if (!tenant) return false;
-  const role = await roleIn(services, userId, tenant);
+  const role = await roleIn(deps, userId, tenant);
   return role !== null && roleAllows(role, need);
 }
 
@@ -106,21 +110,21 @@ export async function reaches(services: Services, userId: string, tenantId: stri
  * Every tenant the user is a member of, with their role: the personal one first, then the
  * others oldest first.
  */
-export async function tenantsOf(services: Services, principal: Principal): Promise<{ tenant: Tenant; role: Role }[]> {
-  const user = await services.users.get(principal.userId);
+export async function tenantsOf(deps: AccessDeps, principal: Principal): Promise<{ tenant: Tenant; role: Role }[]> {
+  const user = await deps.users.get(principal.userId);
   if (!user) return [];
-  const personal = await personalOf(services, user);
+  const personal = await personalOf(deps, user);
   // Tenants created before roles are indexed under their creator only.
-  const ids = new Set([...(await services.members.tenantIdsOf(user.id)), ...(await services.agents.ownedTenantIds(user.id))]);
+  const ids = new Set([...(await deps.members.tenantIdsOf(user.id)), ...(await deps.agents.ownedTenantIds(user.id))]);
   ids.delete(personal.id);
   const out: { tenant: Tenant; role: Role }[] = [];
-  const personalRole = await roleIn(services, user.id, personal);
+  const personalRole = await roleIn(deps, user.id, personal);
   if (personalRole) out.push({ tenant: personal, role: personalRole });
   const others: { tenant: Tenant; role: Role }[] = [];
   for (const id of ids) {
-    const tenant = await services.tenants.getTenant(id);
+    const tenant = await deps.tenants.getTenant(id);
     if (!tenant) continue;
-    const role = await roleIn(services, user.id, tenant);
+    const role = await roleIn(deps, user.id, tenant);
     if (role) others.push({ tenant, role });
   }
   others.sort((a, b) => a.tenant.createdAt.localeCompare(b.tenant.createdAt));

@@ -1,12 +1,11 @@
 import * as v from "valibot";
-import { defineMethod } from "../define.js";
 import { ServiceError } from "../errors.js";
-import type { Services } from "../services.js";
 import type { Tenant } from "../../storage/repos/tenants.js";
 import { ROLES, type Membership, type Role } from "../../storage/repos/members.js";
 import { nowIso } from "../../storage/ids.js";
 import { requireTenantAccess, roleIn } from "./access.js";
-import { emitEvent } from "../events/publish.js";
+import { emitEvent } from "../event-sink.js";
+import { tenantsDomain, type TenantsDeps } from "./deps.js";
 
 const TenantId = v.pipe(v.string("tenant_id must be a string"), v.minLength(1), v.maxLength(128));
 const MemberId = v.pipe(v.string("member_id must be a string"), v.minLength(1), v.maxLength(128));
@@ -23,8 +22,8 @@ const MemberView = v.object({
   updatedAt: v.string(),
 });
 
-async function memberView(services: Services, membership: Membership) {
-  const user = await services.users.get(membership.userId);
+async function memberView(deps: TenantsDeps, membership: Membership) {
+  const user = await deps.users.get(membership.userId);
   return {
     userId: membership.userId,
     email: user?.email ?? "",
@@ -37,9 +36,9 @@ async function memberView(services: Services, membership: Membership) {
 }
 
 /** Every member, the creator of a never-shared tenant included (its implicit owner). */
-async function membersOf(services: Services, tenant: Tenant): Promise<Membership[]> {
-  const records = await services.members.list(tenant.id);
-  if (records.some((record) => record.userId === tenant.ownerId) || (await services.members.seeded(tenant.id))) return records;
+async function membersOf(deps: TenantsDeps, tenant: Tenant): Promise<Membership[]> {
+  const records = await deps.members.list(tenant.id);
+  if (records.some((record) => record.userId === tenant.ownerId) || (await deps.members.seeded(tenant.id))) return records;
   const creator: Membership = { tenantId: tenant.id, userId: tenant.ownerId, role: "owner", addedBy: tenant.ownerId, addedAt: tenant.createdAt, updatedAt: tenant.createdAt };
   return [creator, ...records];
 }
@@ -53,10 +52,10 @@ const notMember = (memberId: string) => new ServiceError("NOT_FOUND", `Member no
  * - the last owner cannot be removed or demoted (409);
  * - a user's personal tenant keeps them as its owner (409).
  */
-async function changeMember(services: Services, callerId: string, tenant: Tenant, memberId: string, next: Role | null): Promise<Membership | null> {
-  return services.members.withLock(tenant.id, async () => {
-    await services.members.seed(tenant.id, tenant.ownerId, tenant.createdAt);
-    const [caller, target] = await Promise.all([services.members.get(tenant.id, callerId), services.members.get(tenant.id, memberId)]);
+async function changeMember(deps: TenantsDeps, callerId: string, tenant: Tenant, memberId: string, next: Role | null): Promise<Membership | null> {
+  return deps.members.withLock(tenant.id, async () => {
+    await deps.members.seed(tenant.id, tenant.ownerId, tenant.createdAt);
+    const [caller, target] = await Promise.all([deps.members.get(tenant.id, callerId), deps.members.get(tenant.id, memberId)]);
     if (!target) throw notMember(memberId);
     const self = callerId === memberId;
     const callerRole = caller?.role;
@@ -71,28 +70,28 @@ async function changeMember(services: Services, callerId: string, tenant: Tenant
       throw new ServiceError("FORBIDDEN", "Only an owner can grant the owner role", { details: { required: "owner" } });
     }
     if (target.role === "owner" && next !== "owner") {
-      const owners = (await services.members.list(tenant.id)).filter((member) => member.role === "owner");
+      const owners = (await deps.members.list(tenant.id)).filter((member) => member.role === "owner");
       if (owners.length <= 1) {
         throw new ServiceError("CONFLICT", `${memberId} is the last owner of tenant ${tenant.slug}; make another member owner first`, {
           details: { tenantId: tenant.id, reason: "last_owner" },
         });
       }
-      const user = await services.users.get(memberId);
+      const user = await deps.users.get(memberId);
       if (user?.tenantId === tenant.id) {
         throw new ServiceError("CONFLICT", `Tenant ${tenant.slug} is ${user.email}'s personal tenant; they stay its owner`, { details: { tenantId: tenant.id, reason: "personal_tenant" } });
       }
     }
     if (next === null) {
-      await services.members.remove(tenant.id, memberId);
+      await deps.members.remove(tenant.id, memberId);
       return null;
     }
-    return services.members.put({ ...target, role: next, updatedAt: nowIso() });
+    return deps.members.put({ ...target, role: next, updatedAt: nowIso() });
   });
 }
 
 /** Tenant members and roles (spec 4.4 `/tenants/{tenant_id}/members`, docs/tenants.md). */
 export const memberMethods = [
-  defineMethod({
+  tenantsDomain.method({
     name: "tenants.members.list",
     summary: "The tenant's members with their roles, oldest first. Any member may read it; a non-member gets the same 404 as for a missing tenant.",
     input: v.object({ tenant_id: TenantId }),
@@ -101,13 +100,13 @@ export const memberMethods = [
     errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "GET", path: "/tenants/:tenant_id/members" }],
     async handler(params, ctx) {
-      const tenant = await requireTenantAccess(ctx.services, ctx.principal, params.tenant_id, "viewer");
-      const members = await Promise.all((await membersOf(ctx.services, tenant)).map((member) => memberView(ctx.services, member)));
+      const tenant = await requireTenantAccess(ctx.deps, ctx.principal, params.tenant_id, "viewer");
+      const members = await Promise.all((await membersOf(ctx.deps, tenant)).map((member) => memberView(ctx.deps, member)));
       return { members, count: members.length };
     },
   }),
 
-  defineMethod({
+  tenantsDomain.method({
     name: "tenants.members.add",
     summary:
       "Admins: add an existing user (by `userId` or `email`) with a `role` (owner, admin, member, viewer; only owners grant owner). 404 for an unknown user, 409 when already a member.",
@@ -125,24 +124,24 @@ export const memberMethods = [
     errors: ["NOT_FOUND", "FORBIDDEN", "CONFLICT", "VALIDATION_FAILED"],
     http: [{ surface: "gateway", method: "POST", path: "/tenants/:tenant_id/members", status: 201 }],
     async handler(params, ctx) {
-      const { services, principal } = ctx;
-      const tenant = await requireTenantAccess(services, principal, params.tenant_id, params.role === "owner" ? "owner" : "admin");
-      const user = params.userId ? await services.users.get(params.userId) : await services.users.byEmail(params.email!);
+      const { deps, principal } = ctx;
+      const tenant = await requireTenantAccess(deps, principal, params.tenant_id, params.role === "owner" ? "owner" : "admin");
+      const user = params.userId ? await deps.users.get(params.userId) : await deps.users.byEmail(params.email!);
       if (!user) throw new ServiceError("NOT_FOUND", `No user with ${params.userId ? `id ${params.userId}` : `email ${params.email}`}`);
-      const added = await services.members.withLock(tenant.id, async () => {
-        await services.members.seed(tenant.id, tenant.ownerId, tenant.createdAt);
-        if (await roleIn(services, user.id, tenant)) {
+      const added = await deps.members.withLock(tenant.id, async () => {
+        await deps.members.seed(tenant.id, tenant.ownerId, tenant.createdAt);
+        if (await roleIn(deps, user.id, tenant)) {
           throw new ServiceError("CONFLICT", `${user.email} is already a member of tenant ${tenant.slug}`, { details: { userId: user.id } });
         }
         const now = nowIso();
-        return services.members.put({ tenantId: tenant.id, userId: user.id, role: params.role, addedBy: principal.userId, addedAt: now, updatedAt: now });
+        return deps.members.put({ tenantId: tenant.id, userId: user.id, role: params.role, addedBy: principal.userId, addedAt: now, updatedAt: now });
       });
-      emitEvent(services, tenant.id, "member.added", { tenantId: tenant.id, userId: user.id, role: params.role });
-      return memberView(services, added);
+      emitEvent(deps, tenant.id, "member.added", { tenantId: tenant.id, userId: user.id, role: params.role });
+      return memberView(deps, added);
     },
   }),
 
-  defineMethod({
+  tenantsDomain.method({
     name: "tenants.members.update",
     summary:
       "Admins: change a member's role; only owners grant or take away owner (this is how ownership is transferred). The last owner cannot be demoted (409).",
@@ -152,14 +151,14 @@ export const memberMethods = [
     errors: ["NOT_FOUND", "FORBIDDEN", "CONFLICT", "VALIDATION_FAILED"],
     http: [{ surface: "gateway", method: "PATCH", path: "/tenants/:tenant_id/members/:member_id" }],
     async handler(params, ctx) {
-      const tenant = await requireTenantAccess(ctx.services, ctx.principal, params.tenant_id, "viewer");
-      const updated = await changeMember(ctx.services, ctx.principal.userId, tenant, params.member_id, params.role);
-      emitEvent(ctx.services, tenant.id, "member.role_changed", { tenantId: tenant.id, userId: params.member_id, role: params.role });
-      return memberView(ctx.services, updated!);
+      const tenant = await requireTenantAccess(ctx.deps, ctx.principal, params.tenant_id, "viewer");
+      const updated = await changeMember(ctx.deps, ctx.principal.userId, tenant, params.member_id, params.role);
+      emitEvent(ctx.deps, tenant.id, "member.role_changed", { tenantId: tenant.id, userId: params.member_id, role: params.role });
+      return memberView(ctx.deps, updated!);
     },
   }),
 
-  defineMethod({
+  tenantsDomain.method({
     name: "tenants.members.remove",
     summary:
       "Admins: remove a member (any member may remove themselves; removing an owner needs an owner). The last owner cannot be removed (409). The removed user loses access at once, open MCP sessions and agent streams included, on their next message.",
@@ -169,9 +168,9 @@ export const memberMethods = [
     errors: ["NOT_FOUND", "FORBIDDEN", "CONFLICT"],
     http: [{ surface: "gateway", method: "DELETE", path: "/tenants/:tenant_id/members/:member_id" }],
     async handler(params, ctx) {
-      const tenant = await requireTenantAccess(ctx.services, ctx.principal, params.tenant_id, "viewer");
-      await changeMember(ctx.services, ctx.principal.userId, tenant, params.member_id, null);
-      emitEvent(ctx.services, tenant.id, "member.removed", { tenantId: tenant.id, userId: params.member_id });
+      const tenant = await requireTenantAccess(ctx.deps, ctx.principal, params.tenant_id, "viewer");
+      await changeMember(ctx.deps, ctx.principal.userId, tenant, params.member_id, null);
+      emitEvent(ctx.deps, tenant.id, "member.removed", { tenantId: tenant.id, userId: params.member_id });
       return { success: true, userId: params.member_id };
     },
   }),

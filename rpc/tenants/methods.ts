@@ -1,15 +1,14 @@
 import * as v from "valibot";
-import { defineMethod } from "../define.js";
 import { ServiceError } from "../errors.js";
-import type { Services } from "../services.js";
 import { newId, nowIso } from "../../storage/ids.js";
 import type { Tenant } from "../../storage/repos/tenants.js";
 import type { Role } from "../../storage/repos/members.js";
-import { agentCount, tokensUsed } from "./tenancy.js";
+import { agentCount } from "./tenancy.js";
 import { requireTenantAccess, roleIn, tenantsOf } from "./access.js";
-import { monthKey } from "../agents/time.js";
+import { monthKey } from "../time.js";
 import { TenantView } from "../views.js";
-import { emitEvent } from "../events/publish.js";
+import { emitEvent } from "../event-sink.js";
+import { tenantsDomain, type TenantsDeps } from "./deps.js";
 
 const Slug = v.pipe(
   v.string("slug must be a string"),
@@ -29,8 +28,8 @@ const TenantId = v.pipe(v.string("tenant_id must be a string"), v.minLength(1), 
 const AUTH = { kinds: ["session", "gateway_key"] } as const;
 
 /** A tenant as the API shows it, with how much of its limits is used. */
-async function tenantView(services: Services, tenant: Tenant, role?: Role | null) {
-  const [agents, tokens] = await Promise.all([agentCount(services, tenant), tokensUsed(services, tenant.id)]);
+async function tenantView(deps: TenantsDeps, tenant: Tenant, role?: Role | null) {
+  const [agents, tokens] = await Promise.all([agentCount(deps, tenant), deps.money.tenantTokensUsed(tenant.id)]);
   return {
     id: tenant.id,
     slug: tenant.slug,
@@ -48,7 +47,7 @@ async function tenantView(services: Services, tenant: Tenant, role?: Role | null
 
 /** Tenants on the Gateway (spec 4.4 "Platform foundation"): each belongs to the user who created it. */
 export const tenantMethods = [
-  defineMethod({
+  tenantsDomain.method({
     name: "tenants.list",
     summary: "The tenants the caller is a member of, with their role: the personal one first, then the others, oldest first.",
     input: v.object({}),
@@ -56,12 +55,12 @@ export const tenantMethods = [
     output: v.array(TenantView),
     http: [{ surface: "gateway", method: "GET", path: "/tenants" }],
     async handler(_params, ctx) {
-      const tenants = await tenantsOf(ctx.services, ctx.principal);
-      return Promise.all(tenants.map(({ tenant, role }) => tenantView(ctx.services, tenant, role)));
+      const tenants = await tenantsOf(ctx.deps, ctx.principal);
+      return Promise.all(tenants.map(({ tenant, role }) => tenantView(ctx.deps, tenant, role)));
     },
   }),
 
-  defineMethod({
+  tenantsDomain.method({
     name: "tenants.create",
     summary:
       "Create a tenant (spec 2.7): slug (unique, 409 when taken), name, plan, region, limits {agents, tokensPerMonth} (defaults TENANT_DEFAULT_AGENT_LIMIT, TENANT_DEFAULT_TOKENS_PER_MONTH).",
@@ -78,9 +77,9 @@ export const tenantMethods = [
     http: [{ surface: "gateway", method: "POST", path: "/tenants", status: 201 }],
     async handler(params, ctx) {
       const principal = ctx.principal;
-      const { config } = ctx.services;
+      const { config } = ctx.deps;
       const id = newId("ten");
-      if (!(await ctx.services.tenants.claimSlug(params.slug, id))) {
+      if (!(await ctx.deps.tenants.claimSlug(params.slug, id))) {
         throw new ServiceError("CONFLICT", `The slug ${params.slug} is taken`, { details: { slug: params.slug } });
       }
       const now = nowIso();
@@ -99,18 +98,18 @@ export const tenantMethods = [
         updatedAt: now,
       };
       try {
-        await ctx.services.tenants.putTenant(tenant);
-        await ctx.services.agents.addOwnedTenant(principal.userId, id);
-        await ctx.services.members.seed(id, principal.userId, now);
+        await ctx.deps.tenants.putTenant(tenant);
+        await ctx.deps.agents.addOwnedTenant(principal.userId, id);
+        await ctx.deps.members.seed(id, principal.userId, now);
       } catch (error) {
-        await ctx.services.tenants.releaseSlug(params.slug, id).catch(() => undefined);
+        await ctx.deps.tenants.releaseSlug(params.slug, id).catch(() => undefined);
         throw error;
       }
-      return tenantView(ctx.services, tenant, "owner");
+      return tenantView(ctx.deps, tenant, "owner");
     },
   }),
 
-  defineMethod({
+  tenantsDomain.method({
     name: "tenants.get",
     summary: "A tenant the caller is a member of (any role), with its usage and the caller's role; a non-member gets the same 404 as for a missing tenant.",
     input: v.object({ tenant_id: TenantId }),
@@ -119,12 +118,12 @@ export const tenantMethods = [
     errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "GET", path: "/tenants/:tenant_id" }],
     async handler(params, ctx) {
-      const tenant = await requireTenantAccess(ctx.services, ctx.principal, params.tenant_id, "viewer");
-      return tenantView(ctx.services, tenant, await roleIn(ctx.services, ctx.principal.userId, tenant));
+      const tenant = await requireTenantAccess(ctx.deps, ctx.principal, params.tenant_id, "viewer");
+      return tenantView(ctx.deps, tenant, await roleIn(ctx.deps, ctx.principal.userId, tenant));
     },
   }),
 
-  defineMethod({
+  tenantsDomain.method({
     name: "tenants.update",
     summary: "Admins: change a tenant's name, plan, region or limits (each limit on its own). Lowering limits.agents below the current count blocks new agents only.",
     input: v.object({
@@ -139,7 +138,7 @@ export const tenantMethods = [
     errors: ["NOT_FOUND", "FORBIDDEN", "VALIDATION_FAILED"],
     http: [{ surface: "gateway", method: "PATCH", path: "/tenants/:tenant_id" }],
     async handler(params, ctx) {
-      const tenant = await requireTenantAccess(ctx.services, ctx.principal, params.tenant_id, "admin");
+      const tenant = await requireTenantAccess(ctx.deps, ctx.principal, params.tenant_id, "admin");
       const updated: Tenant = {
         ...tenant,
         ...(params.name !== undefined ? { name: params.name } : {}),
@@ -151,9 +150,9 @@ export const tenantMethods = [
         },
         updatedAt: nowIso(),
       };
-      await ctx.services.tenants.putTenant(updated);
-      emitEvent(ctx.services, updated.id, "tenant.updated", { tenantId: updated.id, fields: Object.keys(params).filter((key) => key !== "tenant_id") });
-      return tenantView(ctx.services, updated, await roleIn(ctx.services, ctx.principal.userId, updated));
+      await ctx.deps.tenants.putTenant(updated);
+      emitEvent(ctx.deps, updated.id, "tenant.updated", { tenantId: updated.id, fields: Object.keys(params).filter((key) => key !== "tenant_id") });
+      return tenantView(ctx.deps, updated, await roleIn(ctx.deps, ctx.principal.userId, updated));
     },
   }),
 ];

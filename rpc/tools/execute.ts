@@ -1,9 +1,9 @@
 import type { Principal } from "../auth.js";
 import { ServiceError } from "../errors.js";
-import type { Services } from "../services.js";
 import type { CallOptions, ToolDef, ToolResult, ToolScope } from "./types.js";
 import { assertArgs } from "./validate-args.js";
 import { scopeOfPrincipal } from "./visible-tools.js";
+import type { ToolsDeps } from "./deps.js";
 
 export interface ExecuteOptions {
   principal: Principal;
@@ -13,8 +13,8 @@ export interface ExecuteOptions {
 }
 
 /** The catalog entry of `name` in the caller's scope, or NOT_FOUND (404 over REST) — another tenant's tool included. */
-export async function requireTool(services: Services, name: string, scope: ToolScope): Promise<ToolDef> {
-  const tool = await services.catalog.get(name, scope);
+export async function requireTool(deps: ToolsDeps, name: string, scope: ToolScope): Promise<ToolDef> {
+  const tool = await deps.catalog.get(name, scope);
   if (!tool) throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
   return tool;
 }
@@ -24,13 +24,13 @@ export async function requireTool(services: Services, name: string, scope: ToolS
  * check the args against its JSON Schema before anything runs (spec 4.4), then call its
  * source within GATEWAY_TIMEOUT_SECONDS (spec 8).
  */
-export async function executeTool(services: Services, name: string, args: unknown, options: ExecuteOptions): Promise<ToolResult> {
-  const scope = await scopeOfPrincipal(services, options.principal);
-  const tool = await requireTool(services, name, scope);
+export async function executeTool(deps: ToolsDeps, name: string, args: unknown, options: ExecuteOptions): Promise<ToolResult> {
+  const scope = await scopeOfPrincipal(deps, options.principal);
+  const tool = await requireTool(deps, name, scope);
   assertArgs(name, tool.inputSchema, args ?? {});
   // Upstream and VM tools resolve only within the caller's tenant (DESIGN "Ownership").
-  return services.catalog.call(name, (args ?? {}) as Record<string, unknown>, {
-    timeoutMs: services.config.GATEWAY_TIMEOUT_SECONDS * 1000,
+  return deps.catalog.call(name, (args ?? {}) as Record<string, unknown>, {
+    timeoutMs: deps.config.GATEWAY_TIMEOUT_SECONDS * 1000,
     signal: options.signal,
     tenantId: "tenantId" in scope ? scope.tenantId : undefined,
     ...(options.onProgress ? { onProgress: options.onProgress } : {}),

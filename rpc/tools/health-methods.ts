@@ -1,5 +1,5 @@
 import * as v from "valibot";
-import { defineMethod } from "../define.js";
+import { toolsDomain } from "./deps.js";
 
 /** Bound on the storage probe (bridge health, /readyz), so a hung Redis makes health fail instead of hang. */
 const PROBE_TIMEOUT_MS = 2000;
@@ -22,7 +22,7 @@ export async function probeStorage(kv: { getItem(key: string): Promise<unknown> 
 }
 
 export const bridgeHealthMethods = [
-  defineMethod({
+  toolsDomain.method({
     name: "bridge.health",
     summary: "Bridge health (spec 4.5): storage, shared upstream MCP servers with their health (tenants' servers as counts), connected VM agents. Public; `status` is `degraded` when storage fails or a shared server is unhealthy.",
     input: v.object({}),
@@ -30,7 +30,7 @@ export const bridgeHealthMethods = [
     output: v.object({ status: v.pipe(v.string(), v.description("ok or degraded")), storage: v.object({ driver: v.string(), ok: v.boolean() }), vms: v.object({ connected: v.number(), inFlight: v.number() }), tools: v.number() }),
     http: [{ surface: "bridge", method: "GET", path: "/health" }],
     async handler(_params, ctx) {
-      const { store, upstream, vms, catalog } = ctx.services;
+      const { store, upstream, vms, catalog } = ctx.deps;
       const storage = { driver: store.driver, ...(await probeStorage(store.kv)) };
       const servers = upstream.summary();
       const stats = vms.stats();

@@ -1,10 +1,10 @@
 import type { Principal } from "../auth.js";
 import { ServiceError } from "../errors.js";
-import type { Services } from "../services.js";
 import type { McpCompleteParams, McpObject, McpOffers, UpstreamServerHandle, VmPresence } from "./ports.js";
 import type { ToolScope } from "./types.js";
 import { NAMESPACE_SEPARATOR } from "./sources.js";
 import { scopeOfPrincipal } from "./visible-tools.js";
+import type { ToolsDeps } from "./deps.js";
 
 /**
  * Resources and prompts of upstream MCP servers, federated into the bridge's MCP endpoint
@@ -53,33 +53,33 @@ export interface FederationCall {
 }
 
 /** The servers a call federates: the one named (NOT_FOUND when the caller does not see it), or every one the caller sees. */
-async function sourcesOf(services: Services, call: FederationCall): Promise<UpstreamServerHandle[]> {
-  const scope = await scopeOfPrincipal(services, call.principal);
-  if (call.server === undefined) return [...services.upstream.visible(scope), ...(await vmSources(services, scope))];
-  const handle = services.upstream.find(scope, call.server);
+async function sourcesOf(deps: ToolsDeps, call: FederationCall): Promise<UpstreamServerHandle[]> {
+  const scope = await scopeOfPrincipal(deps, call.principal);
+  if (call.server === undefined) return [...deps.upstream.visible(scope), ...(await vmSources(deps, scope))];
+  const handle = deps.upstream.find(scope, call.server);
   if (!handle) throw new ServiceError("NOT_FOUND", `No MCP server named ${call.server}`);
   return [handle];
 }
 
 /** Admission of a server's own endpoint: the caller's tenant owns it, or it is shared; anything else is the same 404. */
-export async function requireVisibleServer(services: Services, principal: Principal, server: string): Promise<void> {
-  await sourcesOf(services, { principal, server });
+export async function requireVisibleServer(deps: ToolsDeps, principal: Principal, server: string): Promise<void> {
+  await sourcesOf(deps, { principal, server });
 }
 
 /** The VMs of the caller's tenant that announced resources or prompts (never another tenant's; internal services see none). */
-async function vmSources(services: Services, scope: ToolScope): Promise<UpstreamServerHandle[]> {
+async function vmSources(deps: ToolsDeps, scope: ToolScope): Promise<UpstreamServerHandle[]> {
   if (!("tenantId" in scope)) return [];
-  const records = await services.vms.list();
+  const records = await deps.vms.list();
   return records
     .filter((record) => record.tenantId === scope.tenantId && (record.resources?.length || record.prompts?.length))
     .sort((a, b) => a.vmId.localeCompare(b.vmId))
-    .map((record) => vmSource(services, record));
+    .map((record) => vmSource(deps, record));
 }
 
 const notFound = (what: string) => new ServiceError("NOT_FOUND", what);
 
 /** A VM as a federated source: its announced lists, `resources/read` and `prompts/get` asked of the VM. */
-function vmSource(services: Services, record: VmPresence): UpstreamServerHandle {
+function vmSource(deps: ToolsDeps, record: VmPresence): UpstreamServerHandle {
   const resources = record.resources ?? [];
   const prompts = record.prompts ?? [];
   return {
@@ -93,11 +93,11 @@ function vmSource(services: Services, record: VmPresence): UpstreamServerHandle 
     // Only what the VM announced is asked of it.
     readResource: async (uri, options) => {
       if (!resources.some((resource) => resource.uri === uri)) throw notFound(`Unknown resource: ${uri}`);
-      return services.vms.ask(record.vmId, "resources/read", { uri }, options);
+      return deps.vms.ask(record.vmId, "resources/read", { uri }, options);
     },
     getPrompt: async (name, args, options) => {
       if (!prompts.some((prompt) => prompt.name === name)) throw notFound(`Unknown prompt: ${name}`);
-      return services.vms.ask(record.vmId, "prompts/get", { name, arguments: args }, options);
+      return deps.vms.ask(record.vmId, "prompts/get", { name, arguments: args }, options);
     },
     subscribe: async (uri) => {
       throw notFound(`Unknown resource: ${uri}`);
@@ -114,11 +114,11 @@ const uriPrefix = (source: UpstreamServerHandle) => source.namespace?.uri ?? nam
 const promptPrefix = (source: UpstreamServerHandle) => source.namespace?.prompt ?? `${source.name}${NAMESPACE_SEPARATOR}`;
 const metaOf = (source: UpstreamServerHandle) => source.namespace?.meta ?? { server: source.name };
 
-const bounds = (services: Services, signal?: AbortSignal) => ({ timeoutMs: services.config.GATEWAY_TIMEOUT_SECONDS * 1000, ...(signal ? { signal } : {}) });
+const bounds = (deps: ToolsDeps, signal?: AbortSignal) => ({ timeoutMs: deps.config.GATEWAY_TIMEOUT_SECONDS * 1000, ...(signal ? { signal } : {}) });
 
 /** What the sources offer, for the capabilities an MCP server declares at initialize. */
-export async function federatedCapabilities(services: Services, call: FederationCall): Promise<McpOffers> {
-  const offers = (await sourcesOf(services, call)).map((source) => source.offers());
+export async function federatedCapabilities(deps: ToolsDeps, call: FederationCall): Promise<McpOffers> {
+  const offers = (await sourcesOf(deps, call)).map((source) => source.offers());
   const some = (key: keyof McpOffers) => offers.some((offer) => offer[key]);
   return { resources: some("resources"), prompts: some("prompts"), subscribe: some("subscribe"), completions: some("completions") };
 }
@@ -126,69 +126,69 @@ export async function federatedCapabilities(services: Services, call: Federation
 type Lister = (source: UpstreamServerHandle) => Promise<McpObject[]>;
 
 /** Every source's list, each item renamed for the caller; a source that fails lists nothing (like the tool catalog). */
-async function collect(services: Services, call: FederationCall, list: Lister, rename: (source: UpstreamServerHandle, item: McpObject) => McpObject): Promise<McpObject[]> {
-  const sources = await sourcesOf(services, call);
+async function collect(deps: ToolsDeps, call: FederationCall, list: Lister, rename: (source: UpstreamServerHandle, item: McpObject) => McpObject): Promise<McpObject[]> {
+  const sources = await sourcesOf(deps, call);
   const lists = await Promise.all(sources.map((source) => list(source).catch(() => [] as McpObject[])));
   return lists.flatMap((items, index) => (call.server === undefined ? items.map((item) => rename(sources[index]!, item)) : items));
 }
 
 const withMeta = (item: McpObject, meta: Record<string, unknown>): McpObject => ({ ...item, _meta: { ...((item._meta as Record<string, unknown> | undefined) ?? {}), ...meta } });
 
-export function listResources(services: Services, call: FederationCall): Promise<McpObject[]> {
-  return collect(services, call, (source) => source.listResources(bounds(services, call.signal)), (source, item) =>
+export function listResources(deps: ToolsDeps, call: FederationCall): Promise<McpObject[]> {
+  return collect(deps, call, (source) => source.listResources(bounds(deps, call.signal)), (source, item) =>
     withMeta({ ...item, uri: uriPrefix(source) + String(item.uri) }, { ...metaOf(source), uri: item.uri }),
   );
 }
 
-export function listResourceTemplates(services: Services, call: FederationCall): Promise<McpObject[]> {
-  return collect(services, call, (source) => source.listResourceTemplates(bounds(services, call.signal)), (source, item) =>
+export function listResourceTemplates(deps: ToolsDeps, call: FederationCall): Promise<McpObject[]> {
+  return collect(deps, call, (source) => source.listResourceTemplates(bounds(deps, call.signal)), (source, item) =>
     withMeta({ ...item, uriTemplate: uriPrefix(source) + String(item.uriTemplate) }, { ...metaOf(source), uriTemplate: item.uriTemplate }),
   );
 }
 
-export function listPrompts(services: Services, call: FederationCall): Promise<McpObject[]> {
-  return collect(services, call, (source) => source.listPrompts(bounds(services, call.signal)), (source, item) =>
+export function listPrompts(deps: ToolsDeps, call: FederationCall): Promise<McpObject[]> {
+  return collect(deps, call, (source) => source.listPrompts(bounds(deps, call.signal)), (source, item) =>
     withMeta({ ...item, name: promptPrefix(source) + String(item.name) }, { ...metaOf(source), name: item.name }),
   );
 }
 
 /** The source of a namespaced name or URI, resolved only among the servers the caller sees. */
-async function resolve(services: Services, call: FederationCall, parsed: { server: string } | undefined, unknown: ServiceError): Promise<UpstreamServerHandle> {
-  if (call.server !== undefined) return (await sourcesOf(services, call))[0]!;
+async function resolve(deps: ToolsDeps, call: FederationCall, parsed: { server: string } | undefined, unknown: ServiceError): Promise<UpstreamServerHandle> {
+  if (call.server !== undefined) return (await sourcesOf(deps, call))[0]!;
   if (!parsed) throw unknown;
-  const handle = services.upstream.find(await scopeOfPrincipal(services, call.principal), parsed.server);
+  const handle = deps.upstream.find(await scopeOfPrincipal(deps, call.principal), parsed.server);
   if (!handle) throw unknown;
   return handle;
 }
 
 /** A namespaced resource URI's source and the source's own URI (a VM's `vm+<vmId>+<uri>` included). */
-async function locateUri(services: Services, call: FederationCall, uri: string, unknown: ServiceError): Promise<{ source: UpstreamServerHandle; own: string }> {
+async function locateUri(deps: ToolsDeps, call: FederationCall, uri: string, unknown: ServiceError): Promise<{ source: UpstreamServerHandle; own: string }> {
   const parsed = call.server === undefined ? splitUri(uri) : { server: call.server, uri };
   if (call.server === undefined && parsed?.server === VM_NAMESPACE) {
     const plus = parsed.uri.indexOf("+");
     const vmId = parsed.uri.slice(0, plus);
-    const source = plus > 0 ? (await vmSources(services, await scopeOfPrincipal(services, call.principal))).find((vm) => vm.name === vmSourceName(vmId)) : undefined;
+    const source = plus > 0 ? (await vmSources(deps, await scopeOfPrincipal(deps, call.principal))).find((vm) => vm.name === vmSourceName(vmId)) : undefined;
     if (!source) throw unknown;
     return { source, own: parsed.uri.slice(plus + 1) };
   }
-  return { source: await resolve(services, call, parsed, unknown), own: parsed!.uri };
+  return { source: await resolve(deps, call, parsed, unknown), own: parsed!.uri };
 }
 
 /** A namespaced prompt name's source and the source's own name (a VM's `vm__<vmId>__<prompt>` included). */
-async function locatePrompt(services: Services, call: FederationCall, name: string, unknown: ServiceError): Promise<{ source: UpstreamServerHandle; own: string }> {
+async function locatePrompt(deps: ToolsDeps, call: FederationCall, name: string, unknown: ServiceError): Promise<{ source: UpstreamServerHandle; own: string }> {
   const parsed = call.server === undefined ? splitName(name) : { server: call.server, name };
   if (call.server === undefined && parsed?.server === VM_NAMESPACE) {
     // vmIds may hold `__`: each split point is tried against the caller's VMs' prompts.
-    const vms = await vmSources(services, await scopeOfPrincipal(services, call.principal));
+    const vms = await vmSources(deps, await scopeOfPrincipal(deps, call.principal));
     for (const source of vms) {
       const prefix = promptPrefix(source);
       if (!name.startsWith(prefix)) continue;
       const own = name.slice(prefix.length);
-      if ((await source.listPrompts(bounds(services))).some((prompt) => prompt.name === own)) return { source, own };
+      if ((await source.listPrompts(bounds(deps))).some((prompt) => prompt.name === own)) return { source, own };
     }
     throw unknown;
   }
-  return { source: await resolve(services, call, parsed, unknown), own: parsed!.name };
+  return { source: await resolve(deps, call, parsed, unknown), own: parsed!.name };
 }
 
 /** The server name under which VM agents' resources and prompts are namespaced (reserved for upstream servers). */
@@ -206,11 +206,11 @@ function renameContent(prefix: string, content: McpObject): McpObject {
   return content;
 }
 
-export async function readResource(services: Services, call: FederationCall, uri: string): Promise<McpObject> {
+export async function readResource(deps: ToolsDeps, call: FederationCall, uri: string): Promise<McpObject> {
   const unknown = new ServiceError("NOT_FOUND", `Unknown resource: ${uri}`, { details: { uri } });
-  const { source, own } = await locateUri(services, call, uri, unknown);
+  const { source, own } = await locateUri(deps, call, uri, unknown);
   if (!source.offers().resources) throw unknown;
-  const result = await source.readResource(own, bounds(services, call.signal)).catch((error: unknown) => {
+  const result = await source.readResource(own, bounds(deps, call.signal)).catch((error: unknown) => {
     // A URI the source does not have is the same answer as an unknown one.
     throw error instanceof ServiceError && error.code === "NOT_FOUND" ? unknown : error;
   });
@@ -224,20 +224,20 @@ export async function readResource(services: Services, call: FederationCall, uri
  * URI), whose `notifications/resources/updated` then reach that session, renamed. An unknown URI
  * (or one of a server the caller does not see) is NOT_FOUND, like resources/read.
  */
-export async function subscribe(services: Services, call: FederationCall, uri: string, subscriber: string, subscribing: boolean): Promise<Record<string, never>> {
+export async function subscribe(deps: ToolsDeps, call: FederationCall, uri: string, subscriber: string, subscribing: boolean): Promise<Record<string, never>> {
   const unknown = new ServiceError("NOT_FOUND", `Unknown resource: ${uri}`, { details: { uri } });
-  const { source, own } = await locateUri(services, call, uri, unknown);
+  const { source, own } = await locateUri(deps, call, uri, unknown);
   if (!source.offers().resources) throw unknown;
-  if (subscribing) await source.subscribe(own, subscriber, bounds(services, call.signal));
-  else await source.unsubscribe(own, subscriber, bounds(services, call.signal));
+  if (subscribing) await source.subscribe(own, subscriber, bounds(deps, call.signal));
+  else await source.unsubscribe(own, subscriber, bounds(deps, call.signal));
   return {};
 }
 
-export async function getPrompt(services: Services, call: FederationCall, name: string, args: Record<string, string>): Promise<McpObject> {
+export async function getPrompt(deps: ToolsDeps, call: FederationCall, name: string, args: Record<string, string>): Promise<McpObject> {
   const unknown = new ServiceError("NOT_FOUND", `Unknown prompt: ${name}`);
-  const { source, own } = await locatePrompt(services, call, name, unknown);
+  const { source, own } = await locatePrompt(deps, call, name, unknown);
   if (!source.offers().prompts) throw unknown;
-  const result = await source.getPrompt(own, args, bounds(services, call.signal));
+  const result = await source.getPrompt(own, args, bounds(deps, call.signal));
   if (call.server !== undefined) return result;
   const messages = ((result.messages as McpObject[] | undefined) ?? []).map((message) =>
     message.content && typeof message.content === "object" ? { ...message, content: renameContent(uriPrefix(source), message.content as McpObject) } : message,
@@ -250,14 +250,14 @@ export async function getPrompt(services: Services, call: FederationCall, name: 
  * (`s+<uriTemplate>`), answered by its server with the server's own ref. A ref of a server
  * the caller does not see, or that offers no completions, is the same NOT_FOUND as an unknown one.
  */
-export async function complete(services: Services, call: FederationCall, params: McpCompleteParams): Promise<McpObject> {
+export async function complete(deps: ToolsDeps, call: FederationCall, params: McpCompleteParams): Promise<McpObject> {
   const { ref } = params;
   const unknown =
     ref.type === "ref/prompt" ? new ServiceError("NOT_FOUND", `Unknown prompt: ${ref.name}`) : new ServiceError("NOT_FOUND", `Unknown resource template: ${ref.uri}`, { details: { uri: ref.uri } });
   const parsed = call.server !== undefined ? { server: call.server, ref } : ownRef(ref);
-  const source = await resolve(services, call, parsed, unknown);
+  const source = await resolve(deps, call, parsed, unknown);
   if (!source.offers().completions) throw unknown;
-  return source.complete({ ...params, ref: parsed!.ref }, bounds(services, call.signal));
+  return source.complete({ ...params, ref: parsed!.ref }, bounds(deps, call.signal));
 }
 
 /** A namespaced completion ref back to its server and the server's own ref. */

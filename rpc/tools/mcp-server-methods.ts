@@ -1,10 +1,10 @@
 import * as v from "valibot";
-import { defineMethod, type CallContext } from "../define.js";
 import { principalOf } from "../auth.js";
 import { ServiceError } from "../errors.js";
 import { UpstreamServerView } from "../views.js";
-import { emitEvent } from "../events/publish.js";
+import { emitEvent } from "../event-sink.js";
 import { tenantOrPersonal, type Role } from "../tenants/access.js";
+import { toolsDomain, type ToolsContext } from "./deps.js";
 
 const tenantId = v.optional(v.pipe(v.string("tenantId must be a string"), v.minLength(1), v.maxLength(128)));
 
@@ -13,13 +13,13 @@ const tenantId = v.optional(v.pipe(v.string("tenantId must be a string"), v.minL
  * a tenant they are a member of, with at least `need`, when `tenantId` names it; a non-member
  * gets the same 404 as for a missing tenant (rpc/tenants/access.ts).
  */
-async function ownerOf(ctx: CallContext, requested: string | undefined, need: Role): Promise<string> {
-  return (await tenantOrPersonal(ctx.services, principalOf(ctx), requested, need)).id;
+async function ownerOf(ctx: ToolsContext, requested: string | undefined, need: Role): Promise<string> {
+  return (await tenantOrPersonal(ctx.deps, principalOf(ctx), requested, need)).id;
 }
 
 /** Upstream MCP servers whose tools join the catalog (spec 4.4 `GET, POST /mcp/servers`). */
 export const mcpServerMethods = [
-  defineMethod({
+  toolsDomain.method({
     name: "mcp.servers.list",
     summary:
       "The upstream MCP servers of the caller's tenant (or of `tenantId`, a tenant they own) and the ones operators shared (`shared: true`), with their health (connecting, healthy, unhealthy), last error and tool count.",
@@ -31,12 +31,12 @@ export const mcpServerMethods = [
       { surface: "console", method: "GET", path: "/mcp/servers" },
     ],
     async handler(params, ctx) {
-      const servers = await ctx.services.upstream.list(await ownerOf(ctx, params.tenantId, "viewer"));
+      const servers = await ctx.deps.upstream.list(await ownerOf(ctx, params.tenantId, "viewer"));
       return { servers, count: servers.length };
     },
   }),
 
-  defineMethod({
+  toolsDomain.method({
     name: "mcp.servers.register",
     summary:
       "Register an upstream MCP server (Streamable HTTP) for the caller's tenant (or `tenantId`, a tenant they own): only that tenant sees its tools, as `<name>__<tool>`. Header values are encrypted at rest and never shown. Answers 201 after the first connection attempt, with the health it reached: a server that is down is kept and retried. 409 when the tenant (or a shared server) has the name.",
@@ -61,13 +61,13 @@ export const mcpServerMethods = [
     async handler(params, ctx) {
       const { tenantId: requested, ...server } = params;
       const tenantId = await ownerOf(ctx, requested, "member");
-      const registered = await ctx.services.upstream.register({ ...server, tenantId, createdBy: principalOf(ctx).userId });
-      emitEvent(ctx.services, tenantId, "mcp.server.registered", { name: server.name, url: server.url });
+      const registered = await ctx.deps.upstream.register({ ...server, tenantId, createdBy: principalOf(ctx).userId });
+      emitEvent(ctx.deps, tenantId, "mcp.server.registered", { name: server.name, url: server.url });
       return registered;
     },
   }),
 
-  defineMethod({
+  toolsDomain.method({
     name: "mcp.servers.delete",
     summary:
       "Unregister one of the tenant's upstream MCP servers; its tools leave the catalog on every instance. Another tenant's server is the same 404 as a missing one; a shared server is 403.",
@@ -78,8 +78,8 @@ export const mcpServerMethods = [
     http: [{ surface: "gateway", method: "DELETE", path: "/mcp/servers/:name" }],
     async handler(params, ctx) {
       const tenantId = await ownerOf(ctx, params.tenantId, "owner");
-      await ctx.services.upstream.remove(tenantId, params.name);
-      emitEvent(ctx.services, tenantId, "mcp.server.removed", { name: params.name });
+      await ctx.deps.upstream.remove(tenantId, params.name);
+      emitEvent(ctx.deps, tenantId, "mcp.server.removed", { name: params.name });
       return { success: true, name: params.name };
     },
   }),

@@ -1,5 +1,4 @@
 import * as v from "valibot";
-import { defineMethod } from "../define.js";
 import { principalOf, type Principal } from "../auth.js";
 import { ServiceError } from "../errors.js";
 import { executeTool, toolView } from "./execute.js";
@@ -18,6 +17,7 @@ import {
   subscribe,
   type FederationCall,
 } from "./mcp-federation.js";
+import { toolsDomain } from "./deps.js";
 
 const category = v.optional(v.pipe(v.string("category must be a string"), v.minLength(1), v.maxLength(64)));
 /** A server's own endpoint (`/bridge/mcp/servers/{name}/`): that server only, with its own names. */
@@ -30,7 +30,7 @@ const toolName = v.pipe(v.string("tool must be a string"), v.minLength(1, "tool 
 
 /** The tool catalog over REST (spec 4.4 "Tool catalog and routing", 4.5 `/v1/mcp/tools`). */
 export const toolMethods = [
-  defineMethod({
+  toolsDomain.method({
     name: "mcp.tools.list",
     summary: "Every tool of the catalog (built-ins, upstream MCP servers, connected VMs), optionally of one category.",
     input: v.object({ category }),
@@ -43,12 +43,12 @@ export const toolMethods = [
     ],
     async handler(params, ctx) {
       // Another tenant's VM tools are not listed (rpc/tools/visible-tools.ts).
-      const tools = await visibleTools(ctx.services, principalOf(ctx), { category: params.category });
+      const tools = await visibleTools(ctx.deps, principalOf(ctx), { category: params.category });
       return { tools: tools.map(toolView), count: tools.length };
     },
   }),
 
-  defineMethod({
+  toolsDomain.method({
     name: "mcp.tools.get",
     summary: "One tool of the catalog with its JSON Schema; 404 for an unknown name.",
     input: v.object({ name: toolName }),
@@ -57,13 +57,13 @@ export const toolMethods = [
     errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "GET", path: "/mcp/tools/:name" }],
     async handler(params, ctx) {
-      const tool = await visibleTool(ctx.services, principalOf(ctx), params.name);
+      const tool = await visibleTool(ctx.deps, principalOf(ctx), params.name);
       if (!tool) throw new ServiceError("NOT_FOUND", `Unknown tool: ${params.name}`);
       return toolView(tool);
     },
   }),
 
-  defineMethod({
+  toolsDomain.method({
     name: "mcp.tools.execute",
     summary:
       "Run a catalog tool (spec 2.7: query `tool`, body `{args}`). Args are checked against the tool's JSON Schema first (400 VALIDATION_FAILED); the result is MCP's CallToolResult.",
@@ -76,10 +76,10 @@ export const toolMethods = [
     errors: ["NOT_FOUND", "VALIDATION_FAILED", "TIMEOUT", "UNAVAILABLE", "BAD_GATEWAY"],
     http: [{ surface: "gateway", method: "POST", path: "/mcp/tools/execute" }],
     async handler(params, ctx) {
-      return executeTool(ctx.services, params.tool, params.args, { principal: principalOf(ctx), signal: ctx.signal });
+      return executeTool(ctx.deps, params.tool, params.args, { principal: principalOf(ctx), signal: ctx.signal });
     },
   }),
-  defineMethod({
+  toolsDomain.method({
     name: "bridge.mcp.connect",
     summary: "Admits one request to the MCP endpoint (spec 4.5): a session, Gateway key or the service credential, and the bridge rate limit.",
     input: v.object({ server: upstreamServer }),
@@ -89,10 +89,10 @@ export const toolMethods = [
     http: [],
     // A server's own endpoint: another tenant's server is the same 404 as one nobody registered.
     handler: async (params, ctx) => {
-      if (params.server !== undefined) await requireVisibleServer(ctx.services, ctx.principal, params.server);
+      if (params.server !== undefined) await requireVisibleServer(ctx.deps, ctx.principal, params.server);
     },
   }),
-  defineMethod({
+  toolsDomain.method({
     name: "bridge.mcp.tools.list",
     summary: "MCP `tools/list`: the catalog as the caller's tenant sees it, with JSON Schemas.",
     input: v.object({ server: upstreamServer }),
@@ -100,13 +100,13 @@ export const toolMethods = [
     internal: true,
     http: [],
     async handler(params, ctx) {
-      const tools = await visibleTools(ctx.services, ctx.principal);
+      const tools = await visibleTools(ctx.deps, ctx.principal);
       if (params.server === undefined) return tools;
       const prefix = params.server + NAMESPACE_SEPARATOR;
       return tools.filter((tool) => tool.source.kind === "mcp" && tool.source.server === params.server).map((tool) => ({ ...tool, name: tool.name.slice(prefix.length) }));
     },
   }),
-  defineMethod({
+  toolsDomain.method({
     name: "bridge.mcp.tools.call",
     summary: "MCP `tools/call`: runs a catalog tool for the caller after checking its arguments against the tool's schema.",
     input: v.object({
@@ -119,46 +119,46 @@ export const toolMethods = [
     http: [],
     async handler(params, ctx) {
       const options = { principal: ctx.principal, signal: ctx.signal, ...(ctx.onProgress ? { onProgress: ctx.onProgress } : {}), ...(ctx.relay ? { relay: ctx.relay } : {}) };
-      if (params.server === undefined) return executeTool(ctx.services, params.name, params.arguments, options);
+      if (params.server === undefined) return executeTool(ctx.deps, params.name, params.arguments, options);
       // A server's own endpoint: the catalog's call path (schema check, timeout) under the namespaced name.
       try {
-        return await executeTool(ctx.services, params.server + NAMESPACE_SEPARATOR + params.name, params.arguments, options);
+        return await executeTool(ctx.deps, params.server + NAMESPACE_SEPARATOR + params.name, params.arguments, options);
       } catch (error) {
         if (error instanceof ServiceError && error.code === "NOT_FOUND") throw new ServiceError("NOT_FOUND", `Unknown tool: ${params.name}`);
         throw error;
       }
     },
   }),
-  defineMethod({
+  toolsDomain.method({
     name: "bridge.mcp.capabilities",
     summary: "What the MCP endpoint declares at initialize besides tools: resources and prompts when a server the caller sees offers them.",
     input: v.object({ server: upstreamServer }),
     ...mcpInternal,
-    handler: (params, ctx) => federatedCapabilities(ctx.services, { principal: ctx.principal, server: params.server }),
+    handler: (params, ctx) => federatedCapabilities(ctx.deps, { principal: ctx.principal, server: params.server }),
   }),
-  defineMethod({
+  toolsDomain.method({
     name: "bridge.mcp.resources.list",
     summary: "MCP `resources/list`: the resources of the upstream servers the caller sees, URIs namespaced `<server>+<uri>`.",
     input: v.object({ server: upstreamServer }),
     ...mcpInternal,
-    handler: (params, ctx) => listResources(ctx.services, federation(ctx, params.server)),
+    handler: (params, ctx) => listResources(ctx.deps, federation(ctx, params.server)),
   }),
-  defineMethod({
+  toolsDomain.method({
     name: "bridge.mcp.resources.templates",
     summary: "MCP `resources/templates/list`: the resource templates of the upstream servers the caller sees, namespaced like resources.",
     input: v.object({ server: upstreamServer }),
     ...mcpInternal,
-    handler: (params, ctx) => listResourceTemplates(ctx.services, federation(ctx, params.server)),
+    handler: (params, ctx) => listResourceTemplates(ctx.deps, federation(ctx, params.server)),
   }),
-  defineMethod({
+  toolsDomain.method({
     name: "bridge.mcp.resources.read",
     summary: "MCP `resources/read`: reads a namespaced resource URI from its server, if the caller sees that server.",
     input: v.object({ server: upstreamServer, uri: ResourceUri }),
     ...mcpInternal,
-    handler: (params, ctx) => readResource(ctx.services, federation(ctx, params.server), params.uri),
+    handler: (params, ctx) => readResource(ctx.deps, federation(ctx, params.server), params.uri),
   }),
   ...(["subscribe", "unsubscribe"] as const).map((verb) =>
-    defineMethod({
+    toolsDomain.method({
       name: `bridge.mcp.resources.${verb}`,
       summary: `MCP \`resources/${verb}\`: relayed to the server of a namespaced URI, if the caller sees that server, for one MCP session.`,
       input: v.object({
@@ -167,17 +167,17 @@ export const toolMethods = [
         subscriber: v.pipe(v.string("subscriber must be a string"), v.minLength(1), v.maxLength(128)),
       }),
       ...mcpInternal,
-      handler: (params, ctx) => subscribe(ctx.services, federation(ctx, params.server), params.uri, params.subscriber, verb === "subscribe"),
+      handler: (params, ctx) => subscribe(ctx.deps, federation(ctx, params.server), params.uri, params.subscriber, verb === "subscribe"),
     }),
   ),
-  defineMethod({
+  toolsDomain.method({
     name: "bridge.mcp.prompts.list",
     summary: "MCP `prompts/list`: the prompts of the upstream servers the caller sees, as `<server>__<prompt>`.",
     input: v.object({ server: upstreamServer }),
     ...mcpInternal,
-    handler: (params, ctx) => listPrompts(ctx.services, federation(ctx, params.server)),
+    handler: (params, ctx) => listPrompts(ctx.deps, federation(ctx, params.server)),
   }),
-  defineMethod({
+  toolsDomain.method({
     name: "bridge.mcp.prompts.get",
     summary: "MCP `prompts/get`: a namespaced prompt from its server, if the caller sees that server.",
     input: v.object({
@@ -186,9 +186,9 @@ export const toolMethods = [
       arguments: v.optional(v.record(v.string(), v.string("prompt arguments are strings")), {}),
     }),
     ...mcpInternal,
-    handler: (params, ctx) => getPrompt(ctx.services, federation(ctx, params.server), params.name, params.arguments),
+    handler: (params, ctx) => getPrompt(ctx.deps, federation(ctx, params.server), params.name, params.arguments),
   }),
-  defineMethod({
+  toolsDomain.method({
     name: "bridge.mcp.completion.complete",
     summary: "MCP `completion/complete`: completions of a namespaced prompt argument or resource template variable, from its server, if the caller sees that server.",
     input: v.object({
@@ -201,6 +201,6 @@ export const toolMethods = [
       context: v.optional(v.object({ arguments: v.optional(v.record(v.string(), v.string("completion context arguments are strings"))) })),
     }),
     ...mcpInternal,
-    handler: (params, ctx) => complete(ctx.services, federation(ctx, params.server), params),
+    handler: (params, ctx) => complete(ctx.deps, federation(ctx, params.server), params),
   }),
 ];

@@ -1,8 +1,14 @@
 import type { CallOptions, JsonSchema, ToolDef, ToolResult, ToolScope } from "./types.js";
+import type { Config } from "../config.js";
+import type { Logger } from "../log.js";
+import type { Metrics } from "../metrics.js";
+import type { ResolveHost } from "../outbound/outbound-guard.js";
+import type { Store } from "../../storage/store.js";
+import type { SecretBox } from "../../storage/secret-box.js";
 
 /**
- * What the rpc domains need of the tool bridge, as interfaces on `services`. The bridge
- * (bridge/) implements them; only the composition root (facade/server.ts) wires the two
+ * What the rpc domains need of the tool bridge, as interfaces (the tools and agents modules
+ * take them in `init`). The bridge (bridge/) implements them; only the composition root wires the two
  * together, so no rpc file imports bridge/ (docs/architecture.md).
  */
 
@@ -196,3 +202,28 @@ export interface ToolBridgePorts {
   upstream: UpstreamRegistry;
   close(): Promise<void>;
 }
+
+declare module "../ports.js" {
+  interface DomainExports {
+    /** The tool bridge's ports, wired in by the composition root (rpc/compose.ts) before any module. */
+    bridge: ToolBridgePorts;
+  }
+}
+
+/** Publishes one of the service's own events under a tenant (rpc/event-sink.ts); never fails. */
+export type EmitEvent = (tenantId: string | undefined, type: string, data: Record<string, unknown>) => void;
+
+/** What the composition root hands the tool bridge when it opens it (rpc/compose.ts). */
+export interface ToolBridgeInfra {
+  config: Config;
+  log: Logger;
+  store: Store;
+  secrets: SecretBox;
+  resolveHost: ResolveHost;
+  emit: EmitEvent;
+  /** Counts every catalog call by source and outcome. */
+  metrics: Pick<Metrics, "toolCall">;
+}
+
+/** Opens the tool bridge over the service's storage; the composition root passes the real one. */
+export type OpenToolBridge = (infra: ToolBridgeInfra) => Promise<ToolBridgePorts>;

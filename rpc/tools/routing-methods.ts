@@ -1,6 +1,5 @@
 import * as v from "valibot";
 import { tenantOrPersonal, type Role } from "../tenants/access.js";
-import { defineMethod, type CallContext } from "../define.js";
 import { principalOf } from "../auth.js";
 import { ServiceError } from "../errors.js";
 import { newId, nowIso } from "../../storage/ids.js";
@@ -13,6 +12,7 @@ import { checkSteps, executePlan } from "./routing/executor.js";
 import { extractArgs } from "./routing/args.js";
 import { vmNotConnected } from "./sources.js";
 import { ToolPlanView, ToolResultView } from "../views.js";
+import { toolsDomain, type ToolsContext } from "./deps.js";
 
 const input = v.pipe(v.string("input must be a string"), v.trim(), v.minLength(1, "input is required"), v.maxLength(10_000, "input is at most 10000 characters"));
 const tenantId = v.optional(v.pipe(v.string("tenantId must be a string"), v.minLength(1), v.maxLength(128)));
@@ -24,11 +24,11 @@ const args = v.record(v.string(), v.unknown(), "args must be an object");
  * of (with at least `need`) when `tenantId` names it. A non-member gets the same 404 as for a
  * missing tenant (rpc/tenants/access.ts).
  */
-async function scopeOf(ctx: CallContext, requested?: string, need: Role = "viewer"): Promise<RouteScope> {
-  return { tenantId: (await tenantOrPersonal(ctx.services, principalOf(ctx), requested, need)).id };
+async function scopeOf(ctx: ToolsContext, requested?: string, need: Role = "viewer"): Promise<RouteScope> {
+  return { tenantId: (await tenantOrPersonal(ctx.deps, principalOf(ctx), requested, need)).id };
 }
 
-const router = (ctx: CallContext) => routerFor(ctx.services);
+const router = (ctx: ToolsContext) => routerFor(ctx.deps);
 
 function choice(entry: Ranked) {
   return { server: entry.tool.server, tool: entry.tool.name, score: entry.score };
@@ -45,7 +45,7 @@ function newPlan(fields: Pick<ToolPlan, "input" | "steps" | "planner" | "unmatch
 
 /** Tool routing, planning, execution and ask (spec 4.4 "Tool catalog and routing"; docs/routing.md). */
 export const routingMethods = [
-  defineMethod({
+  toolsDomain.method({
     name: "mcp.router.tools",
     summary: "The tools the router can choose from for the caller, each with its server (`builtin`, an upstream MCP server's name, or `vm:<vmId>`).",
     input: v.object({ tenantId }),
@@ -62,7 +62,7 @@ export const routingMethods = [
     },
   }),
 
-  defineMethod({
+  toolsDomain.method({
     name: "mcp.route",
     summary:
       "The best tool for a request in words (BM25 over tool names, descriptions, categories and argument schemas) with the runners-up. `preferredMcp` wins when that server has any match. No match: 200 with `tool: null`.",
@@ -78,7 +78,7 @@ export const routingMethods = [
     },
   }),
 
-  defineMethod({
+  toolsDomain.method({
     name: "mcp.plan",
     summary:
       "Plan the tool calls a request needs and store the plan. With a planner model (ROUTER_MODEL) the model proposes the steps, checked strictly against the catalog and the tools' schemas; otherwise, or when its answer is invalid, the request is split into clauses and each routed.",
@@ -93,7 +93,7 @@ export const routingMethods = [
     errors: ["NOT_FOUND", "VALIDATION_FAILED"],
     http: [{ surface: "gateway", method: "POST", path: "/mcp/plan", status: 201 }],
     async handler(params, ctx) {
-      const { config, models, toolPlans } = ctx.services;
+      const { config, models, toolPlans } = ctx.deps;
       const scope = await scopeOf(ctx, params.tenantId, "member");
       const maxSteps = Math.min(params.maxSteps ?? config.ROUTER_MAX_STEPS, config.ROUTER_MAX_STEPS);
       const preferred = params.preferredMcp || undefined;
@@ -111,7 +111,7 @@ export const routingMethods = [
     },
   }),
 
-  defineMethod({
+  toolsDomain.method({
     name: "mcp.plans.list",
     summary: "The caller's tool plans, newest first.",
     input: v.object({}),
@@ -119,12 +119,12 @@ export const routingMethods = [
     output: v.object({ plans: v.array(ToolPlanView), count: v.number() }),
     http: [{ surface: "gateway", method: "GET", path: "/mcp/plans" }],
     async handler(_params, ctx) {
-      const plans = await ctx.services.toolPlans.list(principalOf(ctx).userId);
+      const plans = await ctx.deps.toolPlans.list(principalOf(ctx).userId);
       return { plans, count: plans.length };
     },
   }),
 
-  defineMethod({
+  toolsDomain.method({
     name: "mcp.plans.get",
     summary: "One of the caller's tool plans with each step's result; another user's plan is 404 like a missing one.",
     input: v.object({ id: v.pipe(v.string(), v.minLength(1), v.maxLength(128)) }),
@@ -133,13 +133,13 @@ export const routingMethods = [
     errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "GET", path: "/mcp/plans/:id" }],
     async handler(params, ctx) {
-      const plan = await ctx.services.toolPlans.get(principalOf(ctx).userId, params.id);
+      const plan = await ctx.deps.toolPlans.get(principalOf(ctx).userId, params.id);
       if (!plan) throw new ServiceError("NOT_FOUND", `Unknown plan: ${params.id}`);
       return plan;
     },
   }),
 
-  defineMethod({
+  toolsDomain.method({
     name: "mcp.execute",
     summary:
       "Run a stored plan (`planId`) or the given `steps` step by step through the catalog. Every step's args are checked against its tool's schema before anything runs (400); each step's result, error and duration are stored in the plan, which ends `completed` or `failed` at the first failing step.",
@@ -169,7 +169,7 @@ export const routingMethods = [
     errors: ["NOT_FOUND", "VALIDATION_FAILED", "CONFLICT"],
     http: [{ surface: "gateway", method: "POST", path: "/mcp/execute" }],
     async handler(params, ctx) {
-      const { toolPlans } = ctx.services;
+      const { toolPlans } = ctx.deps;
       const userId = principalOf(ctx).userId;
       let plan: ToolPlan;
       if (params.planId) {
@@ -189,11 +189,11 @@ export const routingMethods = [
       // A plan runs with its tenant's tools only while the caller is still a member there.
       const scope = await scopeOf(ctx, plan.tenantId, "member");
       // Stored with credential-like values sealed, shown redacted (docs/routing.md).
-      return toolPlans.redacted(await executePlan(ctx.services, toolPlans, router(ctx), plan, scope, ctx.signal));
+      return toolPlans.redacted(await executePlan(ctx.deps, toolPlans, router(ctx), plan, scope, ctx.signal));
     },
   }),
 
-  defineMethod({
+  toolsDomain.method({
     name: "mcp.ask",
     summary:
       "Route a request to one tool and propose the call; nothing runs unless `approve` is true. `vmId` limits the choice to that VM's tools and runs the call there; `toolInput` replaces the arguments read from the request.",
@@ -213,7 +213,7 @@ export const routingMethods = [
       let scope = await scopeOf(ctx, params.tenantId, params.approve ? "member" : "viewer");
       let onlyServer: string | undefined;
       if (params.vmId) {
-        const record = await ctx.services.vms.find(params.vmId);
+        const record = await ctx.deps.vms.find(params.vmId);
         // Another tenant's VM answers exactly like a missing one (bridge/tools/execute does the same).
         if (!record) throw vmNotConnected(params.vmId);
         try {
@@ -238,8 +238,8 @@ export const routingMethods = [
       const base = { proposed, alternatives: routed.alternatives.map(choice), reason: routed.reason };
       if (!params.approve) return { ...base, executed: false };
       await checkSteps(router(ctx), [{ tool: tool.name, args: callArgs }], scope);
-      const result = await ctx.services.catalog.call(tool.name, callArgs, {
-        timeoutMs: ctx.services.config.GATEWAY_TIMEOUT_SECONDS * 1000,
+      const result = await ctx.deps.catalog.call(tool.name, callArgs, {
+        timeoutMs: ctx.deps.config.GATEWAY_TIMEOUT_SECONDS * 1000,
         signal: ctx.signal,
         tenantId: scope.tenantId,
         ...(params.vmId ? { vmId: params.vmId } : {}),

@@ -1,3 +1,5 @@
+import type { ClientRelay } from "../relay.js";
+export type { ClientRelay, ClientRequest } from "../relay.js";
 /** The tool catalog's shapes, shared by the rpc domains (through `services`) and the bridge sources that implement them. */
 
 /** A JSON Schema object describing a tool's arguments. */
@@ -55,19 +57,6 @@ export interface CallOptions {
   /** The MCP client session that made the call, for the upstream server's requests during it (sampling, elicitation, roots). */
   relay?: ClientRelay;
 }
-
-/** A request an upstream MCP server sends its client during a call (MCP "Client features"). */
-export interface ClientRequest {
-  method: "sampling/createMessage" | "elicitation/create" | "roots/list";
-  params?: Record<string, unknown>;
-}
-
-/**
- * Relays a server-to-client request to the MCP client session that made the call, and
- * resolves with its answer; rejects (MCP error) when the client cannot be asked: no session
- * (plain JSON-RPC), or the client did not declare the capability.
- */
-export type ClientRelay = (request: ClientRequest, options: { signal: AbortSignal; timeoutMs: number }) => Promise<Record<string, unknown>>;
 
 /**
  * One origin of tools (built-ins, one upstream MCP server, the connected VMs). A source owns

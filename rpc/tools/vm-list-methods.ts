@@ -1,6 +1,6 @@
 import * as v from "valibot";
-import { defineMethod } from "../define.js";
 import { tenantsOf } from "../tenants/access.js";
+import { toolsDomain } from "./deps.js";
 
 const VmView = v.object({
   vmId: v.string(),
@@ -12,7 +12,7 @@ const VmView = v.object({
 
 /** Connected VM agents a user may see (docs/vm-agents.md): those of the tenants they are a member of. */
 export const vmListMethods = [
-  defineMethod({
+  toolsDomain.method({
     name: "vms.list",
     summary: "VM agents connected now (on any instance) for the tenants the caller is a member of, with their tool count.",
     input: v.object({}),
@@ -23,8 +23,8 @@ export const vmListMethods = [
       { surface: "console", method: "GET", path: "/vms" },
     ],
     async handler(_params, ctx) {
-      const tenants = new Set((await tenantsOf(ctx.services, ctx.principal)).map(({ tenant }) => tenant.id));
-      const vms = (await ctx.services.vms.list())
+      const tenants = new Set((await tenantsOf(ctx.deps, ctx.principal)).map(({ tenant }) => tenant.id));
+      const vms = (await ctx.deps.vms.list())
         .filter((vm) => tenants.has(vm.tenantId))
         .sort((a, b) => a.vmId.localeCompare(b.vmId))
         .map((vm) => ({ vmId: vm.vmId, agentId: vm.agentId, tenantId: vm.tenantId, connectedAt: vm.connectedAt, tools: vm.tools.length }));

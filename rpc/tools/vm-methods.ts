@@ -1,15 +1,14 @@
 import * as v from "valibot";
-import { defineMethod } from "../define.js";
 import { principalOf } from "../auth.js";
 import { ServiceError } from "../errors.js";
 import type { Principal } from "../auth.js";
 import { reaches, tenantOrPersonal } from "../tenants/access.js";
-import type { Services } from "../services.js";
 import { queryInt } from "../validate.js";
 import { catalogName, vmNotConnected } from "./sources.js";
 import type { VmIdentity } from "./ports.js";
 import { ToolResultView } from "../views.js";
-import { emitEvent } from "../events/publish.js";
+import { emitEvent } from "../event-sink.js";
+import { toolsDomain, type ToolsDeps } from "./deps.js";
 
 /** Ids are path-safe and MCP-name-safe (MCP allows `[A-Za-z0-9_.-]`). */
 const VmSafeId = (field: string) =>
@@ -22,10 +21,10 @@ const VmSafeId = (field: string) =>
  * The tenant a VM serves: the caller's own unless it names a tenant where the caller is a
  * member (role member or above); otherwise 403, as a socket upgrade has no 404 to hide behind.
  */
-async function tenantOf(principal: Principal, requested: string | undefined, services: Services): Promise<string> {
+async function tenantOf(principal: Principal, requested: string | undefined, deps: ToolsDeps): Promise<string> {
   if (principal.kind === "service") return requested || "internal";
   try {
-    return (await tenantOrPersonal(services, principal, requested, "member")).id;
+    return (await tenantOrPersonal(deps, principal, requested, "member")).id;
   } catch (error) {
     if (error instanceof ServiceError && (error.code === "NOT_FOUND" || error.code === "FORBIDDEN")) {
       throw new ServiceError("FORBIDDEN", `You cannot connect a VM for tenant ${requested}`);
@@ -35,7 +34,7 @@ async function tenantOf(principal: Principal, requested: string | undefined, ser
 }
 
 export const vmToolMethods = [
-  defineMethod({
+  toolsDomain.method({
     name: "bridge.vms.connect",
     summary:
       "Admits a VM agent's socket (`WS /bridge/agents/{agent_id}/ws?vmId=&tenantId=`, spec 4.5): the caller's credential, the bridge rate limit, valid ids, a tenant the caller owns.",
@@ -46,15 +45,15 @@ export const vmToolMethods = [
     internal: true,
     http: [],
     async handler(params, ctx): Promise<VmIdentity> {
-      const tenantId = await tenantOf(ctx.principal, params.tenantId || undefined, ctx.services);
+      const tenantId = await tenantOf(ctx.principal, params.tenantId || undefined, ctx.deps);
       const identity: VmIdentity = { vmId: params.vmId, agentId: params.agentId, tenantId, userId: ctx.principal.userId };
       // The first tenant to connect a vmId owns it; another tenant's socket is refused (403).
-      await ctx.services.vms.admit(identity);
-      emitEvent(ctx.services, tenantId, "vm.connected", { vmId: identity.vmId, agentId: identity.agentId });
+      await ctx.deps.vms.admit(identity);
+      emitEvent(ctx.deps, tenantId, "vm.connected", { vmId: identity.vmId, agentId: identity.agentId });
       return identity;
     },
   }),
-  defineMethod({
+  toolsDomain.method({
     name: "bridge.tools.execute",
     summary:
       "Run a tool on a connected VM agent (spec 2.7 VM tool dispatch). 503 when the VM is not connected, 504 past `timeout`, 502 with the VM's message when the VM fails.",
@@ -73,11 +72,11 @@ export const vmToolMethods = [
     http: [{ surface: "bridge", method: "POST", path: "/tools/execute" }],
     async handler(params, ctx) {
       const principal = principalOf(ctx);
-      const { vms, config } = ctx.services;
+      const { vms, config } = ctx.deps;
       const record = await vms.find(params.vm_id);
       // Another tenant's VM answers exactly like a missing one, so VM ids cannot be probed;
       // internal services (PLATFORM_SERVICE_KEY) reach every VM.
-      if (!record || (principal.kind !== "service" && !(await reaches(ctx.services, principal.userId, record.tenantId, "member")))) throw vmNotConnected(params.vm_id);
+      if (!record || (principal.kind !== "service" && !(await reaches(ctx.deps, principal.userId, record.tenantId, "member")))) throw vmNotConnected(params.vm_id);
       // The VM's own name, or its catalog name `vm__<vmId>__<tool>`.
       const prefix = catalogName(record.vmId, "");
       const tool = params.tool_name.startsWith(prefix) ? params.tool_name.slice(prefix.length) : params.tool_name;

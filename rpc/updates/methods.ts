@@ -1,11 +1,11 @@
 import semver from "semver";
 import * as v from "valibot";
-import { defineMethod } from "../define.js";
 import { ServiceError } from "../errors.js";
 import { nowIso } from "../../storage/ids.js";
 import type { Release, Rollout } from "../../storage/repos/releases.js";
 import { decideUpdate, effectivePercentage, etagOf } from "./check.js";
 import { CHANNELS, ChannelSchema, Component, Version, precedence } from "./versions.js";
+import { updatesDomain } from "./deps.js";
 
 const SIGNED_IN = { kinds: ["session", "gateway_key", "service"] } as const;
 const OPERATORS = { kinds: ["session", "gateway_key", "service"], operator: true } as const;
@@ -71,7 +71,7 @@ const byVersionDesc = (a: { version: string }, b: { version: string }) => semver
 
 /** Component updates (spec 4.4 "/updates", spec 9; docs/updates.md). */
 export const updateMethods = [
-  defineMethod({
+  updatesDomain.method({
     name: "updates.releases.list",
     summary: "Published releases, newest version first; optionally one component and the channels a client on `channel` sees.",
     input: v.object({ component: v.optional(Component), channel: v.optional(ChannelSchema) }),
@@ -79,7 +79,7 @@ export const updateMethods = [
     output: v.object({ data: v.array(ReleaseView) }),
     http: [{ surface: "gateway", method: "GET", path: "/updates/releases" }],
     async handler(params, ctx) {
-      const repo = ctx.services.releases;
+      const repo = ctx.deps.releases;
       let releases = await repo.list(params.component);
       if (params.channel) {
         const visible = new Set(CHANNELS.slice(0, CHANNELS.indexOf(params.channel) + 1));
@@ -92,7 +92,7 @@ export const updateMethods = [
     },
   }),
 
-  defineMethod({
+  updatesDomain.method({
     name: "updates.releases.publish",
     summary: "Publishes a release (operators only). A second release of the same component and version (build metadata ignored) is 409.",
     input: ReleaseBody,
@@ -106,19 +106,19 @@ export const updateMethods = [
       const release: Release = { ...fields, publishedAt: now, publishedBy: ctx.principal.userId };
       if (release.minimumVersion === undefined) delete release.minimumVersion;
       const key = precedence(release.version);
-      if (!(await ctx.services.releases.claim(release.component, key))) throw conflict(release);
+      if (!(await ctx.deps.releases.claim(release.component, key))) throw conflict(release);
       // The rollout goes first: a staged release must never be visible at 100 % for a moment.
       let rollout: Rollout | null = null;
       if (percentage !== undefined) {
         rollout = { component: release.component, version: release.version, channel: release.channel, percentage, state: "active", createdAt: now, updatedAt: now, updatedBy: ctx.principal.userId };
-        await ctx.services.releases.putRollout(rollout, key);
+        await ctx.deps.releases.putRollout(rollout, key);
       }
-      await ctx.services.releases.put(release, key);
+      await ctx.deps.releases.put(release, key);
       return releaseView(release, rollout);
     },
   }),
 
-  defineMethod({
+  updatesDomain.method({
     name: "updates.rollouts.set",
     summary:
       "Stages a published release: sets its rollout percentage (0-100; raise, lower), pauses it (`state: paused`), resumes it (`active`) or rolls it back (`rolled_back`: offered to nobody). Operators only.",
@@ -136,7 +136,7 @@ export const updateMethods = [
     http: [{ surface: "gateway", method: "POST", path: "/updates/rollouts" }],
     async handler(params, ctx) {
       const key = precedence(params.version);
-      const release = await ctx.services.releases.get(params.component, key);
+      const release = await ctx.deps.releases.get(params.component, key);
       if (!release) throw new ServiceError("NOT_FOUND", `No release ${params.component} ${params.version}: publish it at POST /updates/releases first`);
       if (params.channel && params.channel !== release.channel) {
         throw new ServiceError("BAD_REQUEST", `Release ${params.component} ${release.version} is on channel ${release.channel}, not ${params.channel}`);
@@ -145,7 +145,7 @@ export const updateMethods = [
         throw new ServiceError("BAD_REQUEST", "Give percentage, state or startAt");
       }
       const now = nowIso();
-      const previous = await ctx.services.releases.getRollout(params.component, key);
+      const previous = await ctx.deps.releases.getRollout(params.component, key);
       const rollout: Rollout = {
         component: release.component,
         version: release.version,
@@ -158,12 +158,12 @@ export const updateMethods = [
       };
       const startAt = params.startAt === undefined ? previous?.startAt : params.startAt ?? undefined;
       if (startAt) rollout.startAt = new Date(startAt).toISOString();
-      await ctx.services.releases.putRollout(rollout, key);
+      await ctx.deps.releases.putRollout(rollout, key);
       return rolloutView(rollout);
     },
   }),
 
-  defineMethod({
+  updatesDomain.method({
     name: "updates.rollouts.list",
     summary: "Rollouts, optionally of one component.",
     input: v.object({ component: v.optional(Component) }),
@@ -171,11 +171,11 @@ export const updateMethods = [
     output: v.object({ data: v.array(v.object({ component: v.string(), version: v.string(), channel: v.string(), percentage: v.number(), effectivePercentage: v.number(), state: v.string(), startAt: v.optional(v.string()), createdAt: v.string(), updatedAt: v.string() })) }),
     http: [{ surface: "gateway", method: "GET", path: "/updates/rollouts" }],
     async handler(params, ctx) {
-      return { data: (await ctx.services.releases.listRollouts(params.component)).sort(byVersionDesc).map(rolloutView) };
+      return { data: (await ctx.deps.releases.listRollouts(params.component)).sort(byVersionDesc).map(rolloutView) };
     },
   }),
 
-  defineMethod({
+  updatesDomain.method({
     name: "updates.check",
     summary:
       "Whether a component at currentVersion on a channel has an update for this client (clientId query or X-Client-Id header): the highest release whose rollout includes the client. Cacheable (Cache-Control, ETag; If-None-Match answers 304).",
@@ -194,7 +194,7 @@ export const updateMethods = [
     }),
     http: [{ surface: "gateway", method: "GET", path: "/updates/check", headerParams: { "x-client-id": "clientId" } }],
     async handler(params, ctx) {
-      const [releases, rollouts] = await Promise.all([ctx.services.releases.list(params.component), ctx.services.releases.listRollouts(params.component)]);
+      const [releases, rollouts] = await Promise.all([ctx.deps.releases.list(params.component), ctx.deps.releases.listRollouts(params.component)]);
       const answer = decideUpdate(params, releases, new Map(rollouts.map((rollout) => [precedence(rollout.version), rollout])));
       // Private: the answer depends on the client id. Short: a rollout change reaches clients within a minute.
       ctx.responseHeaders.set("cache-control", "private, max-age=60");

@@ -1,14 +1,13 @@
 import * as v from "valibot";
-import { defineMethod } from "../define.js";
 import { isServiceError, ServiceError } from "../errors.js";
 import { queryInt } from "../validate.js";
-import type { Services } from "../services.js";
 import type { Principal } from "../auth.js";
 import { newId, nowIso } from "../../storage/ids.js";
 import type { WebhookDelivery, WebhookSubscription } from "../../storage/repos/webhooks.js";
 import { TENANT_ACCESS, tenantAccess, tenantOrPersonal } from "../tenants/access.js";
 import { FILTER_PATTERN, matchesFilter } from "./filter.js";
 import { ROTATION_GRACE_MS, WebhookWorker } from "./worker.js";
+import { webhooksDomain, type WebhooksDeps } from "./deps.js";
 
 const AUTH = { kinds: ["session", "gateway_key"] } as const;
 const TenantId = v.pipe(v.string("tenantId must be a string"), v.minLength(1), v.maxLength(128));
@@ -60,13 +59,13 @@ function deliveryView(delivery: WebhookDelivery) {
 }
 
 /** A record of a tenant the caller reaches, else the same 404 as a missing one. */
-async function reachable<T extends { tenantId: string }>(services: Services, principal: Principal, record: T | null, what: string, id: string): Promise<T> {
+async function reachable<T extends { tenantId: string }>(deps: WebhooksDeps, principal: Principal, record: T | null, what: string, id: string): Promise<T> {
   const notFound = new ServiceError("NOT_FOUND", `${what} not found: ${id}`);
   if (!record) throw notFound;
   try {
     // Managing webhooks is for the tenant's admins (docs/tenants.md); a non-member gets the
     // same 404 as for a missing record, a member without the role a 403.
-    await tenantAccess(services, principal, record.tenantId, "webhooks");
+    await tenantAccess(deps, principal, record.tenantId, "webhooks");
   } catch (error) {
     if (isServiceError(error) && error.code === "FORBIDDEN") throw error;
     throw notFound;
@@ -74,11 +73,11 @@ async function reachable<T extends { tenantId: string }>(services: Services, pri
   return record;
 }
 
-const subscription = (services: Services, principal: Principal, id: string) =>
-  services.webhooks.getSubscription(id).then((sub) => reachable(services, principal, sub, "Webhook subscription", id));
+const subscription = (deps: WebhooksDeps, principal: Principal, id: string) =>
+  deps.webhooks.getSubscription(id).then((sub) => reachable(deps, principal, sub, "Webhook subscription", id));
 
 export const webhookMethods = [
-  defineMethod({
+  webhooksDomain.method({
     name: "webhooks.subscriptions.list",
     summary: "A tenant's webhook subscriptions (secrets are never listed).",
     input: v.object({ tenantId: v.optional(TenantId) }),
@@ -87,13 +86,13 @@ export const webhookMethods = [
     errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "GET", path: "/webhooks/subscriptions" }],
     async handler(params, ctx) {
-      const tenant = await tenantOrPersonal(ctx.services, ctx.principal, params.tenantId, TENANT_ACCESS.webhooks);
-      const subs = await ctx.services.webhooks.listSubscriptions(tenant.id);
+      const tenant = await tenantOrPersonal(ctx.deps, ctx.principal, params.tenantId, TENANT_ACCESS.webhooks);
+      const subs = await ctx.deps.webhooks.listSubscriptions(tenant.id);
       return { data: subs.sort((a, b) => a.createdAt.localeCompare(b.createdAt)).map(subscriptionView) };
     },
   }),
 
-  defineMethod({
+  webhooksDomain.method({
     name: "webhooks.subscriptions.create",
     summary:
       "Subscribe a URL to a tenant's events matching `filter`. The URL must pass the private-address rule (400). The signing secret `whsec_…` is in this answer only.",
@@ -109,8 +108,8 @@ export const webhookMethods = [
     errors: ["NOT_FOUND", "VALIDATION_FAILED"],
     http: [{ surface: "gateway", method: "POST", path: "/webhooks/subscriptions", status: 201 }],
     async handler(params, ctx) {
-      const tenant = await tenantOrPersonal(ctx.services, ctx.principal, params.tenantId, TENANT_ACCESS.webhooks);
-      const url = await ctx.services.webhookWorker.checkUrl(params.url);
+      const tenant = await tenantOrPersonal(ctx.deps, ctx.principal, params.tenantId, TENANT_ACCESS.webhooks);
+      const url = await ctx.deps.webhookWorker.checkUrl(params.url);
       const secret = WebhookWorker.newSecret();
       const now = nowIso();
       const sub: WebhookSubscription = {
@@ -120,16 +119,16 @@ export const webhookMethods = [
         filter: params.filter,
         description: params.description,
         enabled: params.enabled,
-        secret: ctx.services.secrets.seal(secret),
+        secret: ctx.deps.secrets.seal(secret),
         createdAt: now,
         updatedAt: now,
       };
-      await ctx.services.webhooks.putSubscription(sub);
+      await ctx.deps.webhooks.putSubscription(sub);
       return { ...subscriptionView(sub), secret };
     },
   }),
 
-  defineMethod({
+  webhooksDomain.method({
     name: "webhooks.subscriptions.get",
     summary: "One webhook subscription (no secret).",
     input: v.object({ subscription_id: Id }),
@@ -138,11 +137,11 @@ export const webhookMethods = [
     errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "GET", path: "/webhooks/subscriptions/:subscription_id" }],
     async handler(params, ctx) {
-      return subscriptionView(await subscription(ctx.services, ctx.principal, params.subscription_id));
+      return subscriptionView(await subscription(ctx.deps, ctx.principal, params.subscription_id));
     },
   }),
 
-  defineMethod({
+  webhooksDomain.method({
     name: "webhooks.subscriptions.update",
     summary: "Change a subscription's url, filter, description, or enable/disable it (a disabled subscription gets no new deliveries).",
     input: v.object({ subscription_id: Id, url: v.optional(Url), filter: v.optional(Filter), description: v.optional(v.pipe(v.string(), v.maxLength(500))), enabled: v.optional(v.boolean()) }),
@@ -151,8 +150,8 @@ export const webhookMethods = [
     errors: ["NOT_FOUND", "VALIDATION_FAILED"],
     http: [{ surface: "gateway", method: "PATCH", path: "/webhooks/subscriptions/:subscription_id" }],
     async handler(params, ctx) {
-      const sub = await subscription(ctx.services, ctx.principal, params.subscription_id);
-      const url = params.url !== undefined ? (await ctx.services.webhookWorker.checkUrl(params.url)).toString() : sub.url;
+      const sub = await subscription(ctx.deps, ctx.principal, params.subscription_id);
+      const url = params.url !== undefined ? (await ctx.deps.webhookWorker.checkUrl(params.url)).toString() : sub.url;
       const updated: WebhookSubscription = {
         ...sub,
         url,
@@ -161,12 +160,12 @@ export const webhookMethods = [
         enabled: params.enabled ?? sub.enabled,
         updatedAt: nowIso(),
       };
-      await ctx.services.webhooks.putSubscription(updated);
+      await ctx.deps.webhooks.putSubscription(updated);
       return subscriptionView(updated);
     },
   }),
 
-  defineMethod({
+  webhooksDomain.method({
     name: "webhooks.subscriptions.delete",
     summary: "Delete a subscription; its pending deliveries end as failed on their next attempt.",
     input: v.object({ subscription_id: Id }),
@@ -175,13 +174,13 @@ export const webhookMethods = [
     errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "DELETE", path: "/webhooks/subscriptions/:subscription_id" }],
     async handler(params, ctx) {
-      const sub = await subscription(ctx.services, ctx.principal, params.subscription_id);
-      await ctx.services.webhooks.removeSubscription(sub);
+      const sub = await subscription(ctx.deps, ctx.principal, params.subscription_id);
+      await ctx.deps.webhooks.removeSubscription(sub);
       return { id: sub.id, deleted: true };
     },
   }),
 
-  defineMethod({
+  webhooksDomain.method({
     name: "webhooks.subscriptions.rotate",
     summary: "A new signing secret, shown in this answer only; the old one also signs for 24 hours so receivers can roll over.",
     input: v.object({ subscription_id: Id }),
@@ -190,21 +189,21 @@ export const webhookMethods = [
     errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "POST", path: "/webhooks/subscriptions/:subscription_id/rotate-secret" }],
     async handler(params, ctx) {
-      const sub = await subscription(ctx.services, ctx.principal, params.subscription_id);
+      const sub = await subscription(ctx.deps, ctx.principal, params.subscription_id);
       const secret = WebhookWorker.newSecret();
       const updated: WebhookSubscription = {
         ...sub,
-        secret: ctx.services.secrets.seal(secret),
+        secret: ctx.deps.secrets.seal(secret),
         previousSecret: sub.secret,
         previousUntil: new Date(Date.now() + ROTATION_GRACE_MS).toISOString(),
         updatedAt: nowIso(),
       };
-      await ctx.services.webhooks.putSubscription(updated);
+      await ctx.deps.webhooks.putSubscription(updated);
       return { ...subscriptionView(updated), secret };
     },
   }),
 
-  defineMethod({
+  webhooksDomain.method({
     name: "webhooks.dispatch",
     summary:
       "Send an event now: `eventId` (an event of the tenant) to its matching subscriptions, or a `webhook.ping` test event; `subscriptionId` narrows it to one subscription.",
@@ -214,23 +213,23 @@ export const webhookMethods = [
     errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "POST", path: "/webhooks/dispatch" }],
     async handler(params, ctx) {
-      const { services, principal } = ctx;
-      const only = params.subscriptionId ? await subscription(services, principal, params.subscriptionId) : undefined;
+      const { deps, principal } = ctx;
+      const only = params.subscriptionId ? await subscription(deps, principal, params.subscriptionId) : undefined;
       let event;
       if (params.eventId) {
-        event = await reachable(services, principal, await services.events.get(params.eventId), "Event", params.eventId);
+        event = await reachable(deps, principal, await deps.events.get(params.eventId), "Event", params.eventId);
       } else {
-        const tenant = await tenantOrPersonal(services, principal, params.tenantId ?? only?.tenantId, TENANT_ACCESS.webhooks);
-        event = await services.events.publish({ tenantId: tenant.id, topic: "webhook", type: "webhook.ping", source: "gateway", payload: { message: "ping" } });
+        const tenant = await tenantOrPersonal(deps, principal, params.tenantId ?? only?.tenantId, TENANT_ACCESS.webhooks);
+        event = await deps.events.publish({ tenantId: tenant.id, topic: "webhook", type: "webhook.ping", source: "gateway", payload: { message: "ping" } });
       }
       if (only && only.tenantId !== event.tenantId) throw new ServiceError("NOT_FOUND", `Webhook subscription not found: ${only.id}`);
-      const targets = only ? [only] : (await services.webhooks.listSubscriptions(event.tenantId)).filter((sub) => sub.enabled && (event.type === "webhook.ping" || matchesFilter(sub.filter, event)));
-      const deliveries = await services.webhookWorker.fanOut(event, targets);
+      const targets = only ? [only] : (await deps.webhooks.listSubscriptions(event.tenantId)).filter((sub) => sub.enabled && (event.type === "webhook.ping" || matchesFilter(sub.filter, event)));
+      const deliveries = await deps.webhookWorker.fanOut(event, targets);
       return { eventId: event.id, deliveries: deliveries.map(deliveryView) };
     },
   }),
 
-  defineMethod({
+  webhooksDomain.method({
     name: "webhooks.deliveries.list",
     summary: "Deliveries of a tenant (or of one subscription), newest first: status, each attempt's status code, duration and a bounded response snippet, the next attempt time.",
     input: v.object({
@@ -245,11 +244,11 @@ export const webhookMethods = [
     errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "GET", path: "/webhooks/deliveries" }],
     async handler(params, ctx) {
-      const { services, principal } = ctx;
-      const sub = params.subscriptionId ? await subscription(services, principal, params.subscriptionId) : undefined;
-      const tenant = sub ? { id: sub.tenantId } : await tenantOrPersonal(services, principal, params.tenantId, TENANT_ACCESS.webhooks);
+      const { deps, principal } = ctx;
+      const sub = params.subscriptionId ? await subscription(deps, principal, params.subscriptionId) : undefined;
+      const tenant = sub ? { id: sub.tenantId } : await tenantOrPersonal(deps, principal, params.tenantId, TENANT_ACCESS.webhooks);
       // Cursor: `createdAt|id` of the last item of the previous page.
-      const all = (await services.webhooks.listDeliveries(tenant.id))
+      const all = (await deps.webhooks.listDeliveries(tenant.id))
         .filter((d) => (!sub || d.subscriptionId === sub.id) && (!params.status || d.status === params.status))
         .sort((a, b) => b.createdAt.localeCompare(a.createdAt) || b.id.localeCompare(a.id));
       const start = params.cursor ? all.findIndex((d) => `${d.createdAt}|${d.id}` === params.cursor) + 1 : 0;
@@ -259,7 +258,7 @@ export const webhookMethods = [
     },
   }),
 
-  defineMethod({
+  webhooksDomain.method({
     name: "webhooks.deliveries.retry",
     summary: "Attempt a delivery again now (its schedule is unchanged); 409 while another attempt of it is in flight.",
     input: v.object({ delivery_id: Id }),
@@ -268,8 +267,8 @@ export const webhookMethods = [
     errors: ["NOT_FOUND", "CONFLICT"],
     http: [{ surface: "gateway", method: "POST", path: "/webhooks/deliveries/:delivery_id/retry" }],
     async handler(params, ctx) {
-      const delivery = await reachable(ctx.services, ctx.principal, await ctx.services.webhooks.getDelivery(params.delivery_id), "Webhook delivery", params.delivery_id);
-      const result = await ctx.services.webhookWorker.attempt(delivery.id, { manual: true });
+      const delivery = await reachable(ctx.deps, ctx.principal, await ctx.deps.webhooks.getDelivery(params.delivery_id), "Webhook delivery", params.delivery_id);
+      const result = await ctx.deps.webhookWorker.attempt(delivery.id, { manual: true });
       if (!result) throw new ServiceError("CONFLICT", `An attempt of delivery ${delivery.id} is in flight`);
       return deliveryView(result);
     },

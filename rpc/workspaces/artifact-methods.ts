@@ -1,11 +1,12 @@
 import { createHash } from "node:crypto";
 import * as v from "valibot";
-import { defineMethod, RawReply, type RawRequest } from "../define.js";
+import { RawReply, type RawRequest } from "../define.js";
 import { ServiceError } from "../errors.js";
 import { nowIso } from "../../storage/ids.js";
 import { ArtifactsRepo, type Artifact } from "../../storage/repos/artifacts.js";
 import { parseParams, queryInt, RawRequestInput } from "../validate.js";
 import { requireActive, requireWorkspace } from "./access.js";
+import { workspacesDomain } from "./deps.js";
 
 const AUTH = { kinds: ["session", "gateway_key"] } as const;
 const Id = (field: string) => v.pipe(v.string(`${field} must be a string`), v.minLength(1, `${field} is required`), v.maxLength(128));
@@ -64,7 +65,7 @@ function contentDisposition(name: string): string {
 
 /** Artifacts of a workspace (spec 4.4 `/workspaces/{id}/artifacts`, docs/tenants.md "Artifacts"). */
 export const artifactMethods = [
-  defineMethod({
+  workspacesDomain.method({
     name: "workspaces.artifacts.upload",
     summary:
       "Members: upload a file to an active workspace, as the raw body (its Content-Type, `?name=`) or as JSON `{name, contentType, content: base64}`; within GATEWAY_MAX_PAYLOAD_BYTES (413 past it). Stored with its size and SHA-256.",
@@ -74,7 +75,7 @@ export const artifactMethods = [
     errors: ["NOT_FOUND", "FORBIDDEN", "VALIDATION_FAILED", "PAYLOAD_TOO_LARGE", "PARSE_ERROR"],
     http: [{ surface: "gateway", method: "POST", path: "/workspaces/:workspace_id/artifacts", status: 201, raw: true }],
     async handler(params, ctx) {
-      const { workspace } = await requireWorkspace(ctx.services, ctx.principal, params.workspace_id, "member");
+      const { workspace } = await requireWorkspace(ctx.deps, ctx.principal, params.workspace_id, "member");
       requireActive(workspace, "no artifacts are added to it");
       const upload = readUpload(params.request);
       const artifact: Artifact = {
@@ -87,11 +88,11 @@ export const artifactMethods = [
         createdBy: ctx.principal.userId,
         createdAt: nowIso(),
       };
-      return ctx.services.artifacts.put(artifact, upload.content);
+      return ctx.deps.artifacts.put(artifact, upload.content);
     },
   }),
 
-  defineMethod({
+  workspacesDomain.method({
     name: "workspaces.artifacts.list",
     summary: "The workspace's artifacts, oldest first, `limit` at a time (default 50, at most 200); `next` is the `cursor` of the next page.",
     input: v.object({ workspace_id: Id("workspace_id"), limit: v.optional(queryInt(1, 200), 50), cursor: v.optional(v.pipe(v.string(), v.regex(/^art_[0-9a-z]+$/, "cursor must be a `next` value from a previous page"))) }),
@@ -100,13 +101,13 @@ export const artifactMethods = [
     errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "GET", path: "/workspaces/:workspace_id/artifacts" }],
     async handler(params, ctx) {
-      const { workspace } = await requireWorkspace(ctx.services, ctx.principal, params.workspace_id, "viewer");
-      const page = await ctx.services.artifacts.page(workspace.id, params.limit, params.cursor);
+      const { workspace } = await requireWorkspace(ctx.deps, ctx.principal, params.workspace_id, "viewer");
+      const page = await ctx.deps.artifacts.page(workspace.id, params.limit, params.cursor);
       return { artifacts: page.items, ...(page.next ? { next: page.next } : {}) };
     },
   }),
 
-  defineMethod({
+  workspacesDomain.method({
     name: "workspaces.artifacts.get",
     summary: "An artifact's metadata: name, content type, size, SHA-256.",
     input: v.object({ workspace_id: Id("workspace_id"), artifact_id: Id("artifact_id") }),
@@ -115,14 +116,14 @@ export const artifactMethods = [
     errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "GET", path: "/workspaces/:workspace_id/artifacts/:artifact_id" }],
     async handler(params, ctx) {
-      const { workspace } = await requireWorkspace(ctx.services, ctx.principal, params.workspace_id, "viewer");
-      const artifact = await ctx.services.artifacts.get(workspace.id, params.artifact_id);
+      const { workspace } = await requireWorkspace(ctx.deps, ctx.principal, params.workspace_id, "viewer");
+      const artifact = await ctx.deps.artifacts.get(workspace.id, params.artifact_id);
       if (!artifact) throw notFound(params.artifact_id);
       return artifact;
     },
   }),
 
-  defineMethod({
+  workspacesDomain.method({
     name: "workspaces.artifacts.content",
     summary: "An artifact's bytes with its Content-Type, an ETag (its SHA-256; If-None-Match answers 304) and Content-Disposition: attachment.",
     input: v.object({ workspace_id: Id("workspace_id"), artifact_id: Id("artifact_id"), request: RawRequestInput }),
@@ -131,14 +132,14 @@ export const artifactMethods = [
     errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "GET", path: "/workspaces/:workspace_id/artifacts/:artifact_id/content", raw: true }],
     async handler(params, ctx) {
-      const { workspace } = await requireWorkspace(ctx.services, ctx.principal, params.workspace_id, "viewer");
-      const artifact = await ctx.services.artifacts.get(workspace.id, params.artifact_id);
+      const { workspace } = await requireWorkspace(ctx.deps, ctx.principal, params.workspace_id, "viewer");
+      const artifact = await ctx.deps.artifacts.get(workspace.id, params.artifact_id);
       if (!artifact) throw notFound(params.artifact_id);
       const etag = `"${artifact.sha256}"`;
       const headers = new Headers({ etag, "cache-control": "private, no-cache" });
       const match = params.request.headers["if-none-match"];
       if (match && match.split(",").some((tag) => tag.trim().replace(/^W\//, "") === etag || tag.trim() === "*")) return new RawReply(304, headers, null);
-      const content = await ctx.services.artifacts.content(artifact.id);
+      const content = await ctx.deps.artifacts.content(artifact.id);
       if (!content) throw notFound(params.artifact_id);
       headers.set("content-type", artifact.contentType);
       headers.set("content-length", String(content.byteLength));
@@ -148,7 +149,7 @@ export const artifactMethods = [
     },
   }),
 
-  defineMethod({
+  workspacesDomain.method({
     name: "workspaces.artifacts.delete",
     summary: "Owners: delete an artifact and its bytes (also in an archived workspace).",
     input: v.object({ workspace_id: Id("workspace_id"), artifact_id: Id("artifact_id") }),
@@ -157,10 +158,10 @@ export const artifactMethods = [
     errors: ["NOT_FOUND", "FORBIDDEN"],
     http: [{ surface: "gateway", method: "DELETE", path: "/workspaces/:workspace_id/artifacts/:artifact_id" }],
     async handler(params, ctx) {
-      const { workspace } = await requireWorkspace(ctx.services, ctx.principal, params.workspace_id, "owner");
-      const artifact = await ctx.services.artifacts.get(workspace.id, params.artifact_id);
+      const { workspace } = await requireWorkspace(ctx.deps, ctx.principal, params.workspace_id, "owner");
+      const artifact = await ctx.deps.artifacts.get(workspace.id, params.artifact_id);
       if (!artifact) throw notFound(params.artifact_id);
-      await ctx.services.artifacts.remove(artifact);
+      await ctx.deps.artifacts.remove(artifact);
       return { success: true, id: artifact.id };
     },
   }),

@@ -1,11 +1,10 @@
 import * as v from "valibot";
-import { defineMethod } from "../define.js";
-import type { Services } from "../services.js";
 import { newId, nowIso } from "../../storage/ids.js";
 import { WORKSPACE_STATUSES, type Workspace } from "../../storage/repos/tenants.js";
 import { requireTenantAccess, tenantsOf } from "../tenants/access.js";
 import { requireWorkspace } from "./access.js";
-import { emitEvent } from "../events/publish.js";
+import { emitEvent } from "../event-sink.js";
+import { workspacesDomain, type WorkspacesDeps } from "./deps.js";
 
 const AUTH = { kinds: ["session", "gateway_key"] } as const;
 /** Reading workspaces is also open to the console's cookie session (docs/console.md). */
@@ -24,8 +23,8 @@ export const WorkspaceView = v.object({
   updatedAt: v.string(),
 });
 
-async function workspaceView(services: Services, workspace: Workspace) {
-  const [creditBalance, keys] = await Promise.all([services.credits.balance(workspace.id), services.keys.list(workspace.id, "platform")]);
+async function workspaceView(deps: WorkspacesDeps, workspace: Workspace) {
+  const [creditBalance, keys] = await Promise.all([deps.credits.balance(workspace.id), deps.keys.list(workspace.id, "platform")]);
   return {
     id: workspace.id,
     tenantId: workspace.tenantId,
@@ -40,7 +39,7 @@ async function workspaceView(services: Services, workspace: Workspace) {
 
 /** Workspaces (spec 4.4 "Platform foundation", spec 3 transition; docs/tenants.md "Workspaces"). */
 export const workspaceMethods = [
-  defineMethod({
+  workspacesDomain.method({
     name: "workspaces.list",
     summary:
       "Workspaces of every tenant the caller is a member of (or of `tenantId`), oldest first; active ones only unless `status` is `archived` or `all`.",
@@ -56,17 +55,17 @@ export const workspaceMethods = [
       { surface: "console", method: "GET", path: "/workspaces" },
     ],
     async handler(params, ctx) {
-      const { services, principal } = ctx;
-      const user = await services.users.get(principal.userId);
-      const tenants = params.tenantId ? [await requireTenantAccess(services, principal, params.tenantId, "viewer")] : (await tenantsOf(services, principal)).map(({ tenant }) => tenant);
-      const lists = await Promise.all(tenants.map((tenant) => services.tenants.workspacesOf(tenant.id, user && user.tenantId === tenant.id ? [user.workspaceId] : [])));
+      const { deps, principal } = ctx;
+      const user = await deps.users.get(principal.userId);
+      const tenants = params.tenantId ? [await requireTenantAccess(deps, principal, params.tenantId, "viewer")] : (await tenantsOf(deps, principal)).map(({ tenant }) => tenant);
+      const lists = await Promise.all(tenants.map((tenant) => deps.tenants.workspacesOf(tenant.id, user && user.tenantId === tenant.id ? [user.workspaceId] : [])));
       const workspaces = lists.flat().filter((workspace) => params.status === "all" || workspace.status === params.status);
-      const views = await Promise.all(workspaces.map((workspace) => workspaceView(services, workspace)));
+      const views = await Promise.all(workspaces.map((workspace) => workspaceView(deps, workspace)));
       return { workspaces: views, count: views.length };
     },
   }),
 
-  defineMethod({
+  workspacesDomain.method({
     name: "workspaces.create",
     summary: "Admins: create an active workspace in a tenant (`tenantId`, `name`); its credit balance starts at 0.",
     input: v.object({
@@ -78,15 +77,15 @@ export const workspaceMethods = [
     errors: ["NOT_FOUND", "FORBIDDEN", "VALIDATION_FAILED"],
     http: [{ surface: "gateway", method: "POST", path: "/workspaces", status: 201 }],
     async handler(params, ctx) {
-      const tenant = await requireTenantAccess(ctx.services, ctx.principal, params.tenantId, "admin");
+      const tenant = await requireTenantAccess(ctx.deps, ctx.principal, params.tenantId, "admin");
       const now = nowIso();
       const workspace: Workspace = { id: newId("ws"), tenantId: tenant.id, name: params.name, status: "active", createdAt: now, updatedAt: now };
-      await ctx.services.tenants.putWorkspace(workspace);
-      return workspaceView(ctx.services, workspace);
+      await ctx.deps.tenants.putWorkspace(workspace);
+      return workspaceView(ctx.deps, workspace);
     },
   }),
 
-  defineMethod({
+  workspacesDomain.method({
     name: "workspaces.get",
     summary: "A workspace with its status, credit balance (micro-credits) and platform key count; a non-member gets the same 404 as for a missing one.",
     input: v.object({ workspace_id: Id("workspace_id") }),
@@ -95,12 +94,12 @@ export const workspaceMethods = [
     errors: ["NOT_FOUND"],
     http: [{ surface: "gateway", method: "GET", path: "/workspaces/:workspace_id" }],
     async handler(params, ctx) {
-      const { workspace } = await requireWorkspace(ctx.services, ctx.principal, params.workspace_id, "viewer");
-      return workspaceView(ctx.services, workspace);
+      const { workspace } = await requireWorkspace(ctx.deps, ctx.principal, params.workspace_id, "viewer");
+      return workspaceView(ctx.deps, workspace);
     },
   }),
 
-  defineMethod({
+  workspacesDomain.method({
     name: "workspaces.update",
     summary:
       "Admins: move a workspace to `status` (query; spec 3): `archived` refuses its platform keys with 403, spends no credits and adds no artifacts; `active` restores all of it. Idempotent.",
@@ -110,12 +109,12 @@ export const workspaceMethods = [
     errors: ["NOT_FOUND", "FORBIDDEN", "VALIDATION_FAILED"],
     http: [{ surface: "gateway", method: "PATCH", path: "/workspaces/:workspace_id" }],
     async handler(params, ctx) {
-      const { workspace } = await requireWorkspace(ctx.services, ctx.principal, params.workspace_id, "admin");
-      if (workspace.status === params.status) return workspaceView(ctx.services, workspace);
+      const { workspace } = await requireWorkspace(ctx.deps, ctx.principal, params.workspace_id, "admin");
+      if (workspace.status === params.status) return workspaceView(ctx.deps, workspace);
       const updated: Workspace = { ...workspace, status: params.status, updatedAt: nowIso() };
-      await ctx.services.tenants.putWorkspace(updated);
-      emitEvent(ctx.services, updated.tenantId, "workspace.status_changed", { workspaceId: updated.id, from: workspace.status, status: updated.status });
-      return workspaceView(ctx.services, updated);
+      await ctx.deps.tenants.putWorkspace(updated);
+      emitEvent(ctx.deps, updated.tenantId, "workspace.status_changed", { workspaceId: updated.id, from: workspace.status, status: updated.status });
+      return workspaceView(ctx.deps, updated);
     },
   }),
 ];

@@ -69,7 +69,7 @@ describe("MCP endpoint with the SDK client", () => {
 
     // Answered calls leave nothing behind in the session (SDK 1.32 JSON replies leaked, bridge/mcp/_json-transport.ts).
     await Promise.all(Array.from({ length: 20 }, (_, i) => client.callTool({ name: "calculator", arguments: { expression: `${i} + 1` } })));
-    const sessions = mcpSessionsOf(server.services)!;
+    const sessions = mcpSessionsOf(server.dispatcher.ports)!;
     expect(sessions.size).toBeGreaterThan(0);
     expect(sessions.all().map((session) => session.transport.heldReplies)).toEqual(sessions.all().map(() => 0));
   });

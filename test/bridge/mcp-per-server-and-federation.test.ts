@@ -243,7 +243,7 @@ describe("MCP: one endpoint per upstream server, resources and prompts federated
       const transport = new StreamableHTTPClientTransport(new URL(server.url(path)), { requestInit: { headers: bearer(token) } });
       await client.connect(transport);
       clients.push(client);
-      await eventually(() => mcpSessionsOf(server.services)!.get(transport.sessionId!)?.streamOpen === true);
+      await eventually(() => mcpSessionsOf(server.dispatcher.ports)!.get(transport.sessionId!)?.streamOpen === true);
       return { client, updated, changed };
     }
 

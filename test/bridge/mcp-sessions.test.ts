@@ -92,7 +92,7 @@ describe("MCP_MAX_SESSIONS_PER_USER over the real endpoint", () => {
     expect(((await stale.json()) as { error: { code: number } }).error.code).toBe(-32004);
 
     for (const live of [second, third, theirs]) expect((await live.client.listTools()).tools.length).toBeGreaterThan(0);
-    const table = mcpSessionsOf(server.services)!;
+    const table = mcpSessionsOf(server.dispatcher.ports)!;
     expect(table.all().filter((session) => session.userId === table.get(third.sessionId)!.userId)).toHaveLength(2);
   });
 });

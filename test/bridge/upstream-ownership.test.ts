@@ -7,7 +7,8 @@ import { serveScripted, type ScriptedTool } from "../helpers/upstream.js";
 import { dropRedisPrefix, uniqueRedisPrefix } from "../helpers/redis.js";
 import { loadConfig } from "../../rpc/config.js";
 import { createLogger } from "../../rpc/log.js";
-import { createServices, noTools } from "../../rpc/services.js";
+import { compose } from "../../rpc/compose.js";
+import { noTools } from "../../rpc/tools/no-tools.js";
 import { runAdmin } from "../../scripts/admin-commands.js";
 import { eventually } from "../helpers/eventually.js";
 
@@ -193,7 +194,7 @@ describe("servers an operator shares with every tenant (npm run admin, Redis)", 
   async function admin(...args: string[]) {
     // The admin command as scripts/admin.ts runs it: its own services on the same storage.
     const config = loadConfig({ ...env, GATEWAY_JWT_SECRET: TEST_JWT_SECRET, DATA_ENCRYPTION_SECRET: TEST_DATA_SECRET, LOG_LEVEL: "silent" });
-    const services = await createServices(config, createLogger("silent"), noTools);
+    const services = await compose(config, createLogger("silent"), noTools);
     try {
       return await runAdmin(args, services);
     } finally {

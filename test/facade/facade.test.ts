@@ -6,9 +6,10 @@ import { defineMethod } from "../../rpc/define.js";
 import { Dispatcher } from "../../rpc/dispatcher.js";
 import { loadConfig } from "../../rpc/config.js";
 import { createLogger } from "../../rpc/log.js";
-import { allMethods } from "../../rpc/methods.js";
 import { createRegistry } from "../../rpc/registry.js";
-import { createServices, noTools, type Services } from "../../rpc/services.js";
+import { methodsFor } from "../../rpc/modules.js";
+import { compose, type Composition } from "../../rpc/compose.js";
+import { noTools } from "../../rpc/tools/no-tools.js";
 import { bearer, registerUser, startTestServer, TEST_JWT_SECRET, type TestServer } from "../helpers/server.js";
 
 const G = "/gateway/v1";
@@ -183,14 +184,14 @@ describe("JSON-RPC at POST /rpc", () => {
 });
 
 describe("unexpected exceptions", () => {
-  let services: Services;
+  let services: Composition;
   let close: () => Promise<void>;
   let origin: string;
   const lines: string[] = [];
 
   beforeAll(async () => {
     const config = loadConfig({ STORAGE: "memory", GATEWAY_JWT_SECRET: TEST_JWT_SECRET, LOG_LEVEL: "info" });
-    services = await createServices(config, createLogger("info", (line) => lines.push(line)), noTools);
+    services = await compose(config, createLogger("info", (line) => lines.push(line)), noTools);
     const broken = defineMethod({
       name: "test.broken",
       summary: "Fails the way a driver would.",
@@ -201,7 +202,7 @@ describe("unexpected exceptions", () => {
         throw new Error("ECONNRESET redis://secret-host:6379 password=hunter2");
       },
     });
-    const dispatcher = new Dispatcher(createRegistry([...allMethods, broken]), services);
+    const dispatcher = new Dispatcher(createRegistry([...Object.values(services.dispatcher.registry), broken]), services.dispatcher.ports, services.dispatcher.deps);
     const server = serve(buildApp(dispatcher), { port: 0, hostname: "127.0.0.1", silent: true, gracefulShutdown: false });
     await server.ready();
     origin = new URL(server.url!).origin;
@@ -233,7 +234,7 @@ describe("unexpected exceptions", () => {
 
 describe("registry", () => {
   it("refuses duplicate names and the reserved rpc. prefix", () => {
-    const method = allMethods[0]!;
+    const method = methodsFor({})[0]!;
     expect(() => createRegistry([method, method])).toThrow(/Duplicate method/);
     expect(() => createRegistry([{ ...method, name: "rpc.discover" }])).toThrow(/reserved/);
   });

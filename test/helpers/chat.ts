@@ -26,7 +26,7 @@ export async function platformAccount(server: TestServer, credits = 100): Promis
   const cookie = await consoleSignIn(server, user.email, user.password);
   const created = await server.request("/api/api-keys", { method: "POST", headers: withCookie(cookie), json: { name: "test key" } });
   if (created.status !== 201) throw new Error(`key create failed: ${created.status} ${JSON.stringify(created.body)}`);
-  if (credits > 0) await server.services.credits.grant(user.user.workspaceId, credits * MICRO);
+  if (credits > 0) await server.composition.ports.repos.credits.grant(user.user.workspaceId, credits * MICRO);
   return { user, cookie, workspaceId: user.user.workspaceId, key: created.body.key, keyId: created.body.id };
 }
 

@@ -5,13 +5,14 @@ import { Dispatcher, type CallFacts } from "../../rpc/dispatcher.js";
 import { loadConfig } from "../../rpc/config.js";
 import { createLogger } from "../../rpc/log.js";
 import { createRegistry } from "../../rpc/registry.js";
-import { createServices, noTools, type Services } from "../../rpc/services.js";
+import { compose, type Composition } from "../../rpc/compose.js";
+import { noTools } from "../../rpc/tools/no-tools.js";
 import { isServiceError } from "../../rpc/errors.js";
 import { TEST_JWT_SECRET } from "../helpers/server.js";
 
 // The dispatcher alone, without HTTP: the order of its steps and what each transport relies on.
 describe("Dispatcher.dispatch", () => {
-  let services: Services;
+  let services: Composition;
   let dispatcher: Dispatcher;
   let token: string;
   const lines: string[] = [];
@@ -19,7 +20,7 @@ describe("Dispatcher.dispatch", () => {
 
   beforeAll(async () => {
     const config = loadConfig({ STORAGE: "memory", GATEWAY_JWT_SECRET: TEST_JWT_SECRET, GATEWAY_RATE_LIMIT_RPM: "2", LOG_LEVEL: "info" });
-    services = await createServices(config, createLogger("info", (line) => lines.push(line)), noTools);
+    services = await compose(config, createLogger("info", (line) => lines.push(line)), noTools);
     const echo = defineMethod({
       name: "test.echo",
       summary: "Returns its params and who called.",
@@ -49,8 +50,8 @@ describe("Dispatcher.dispatch", () => {
       http: [],
       handler: () => "admitted",
     });
-    dispatcher = new Dispatcher(createRegistry([echo, limited, gate]), services);
-    await services.users.put({
+    dispatcher = new Dispatcher(createRegistry([echo, limited, gate]), services.dispatcher.ports);
+    await services.ports.repos.users.put({
       id: "usr_dispatch",
       email: "dispatch@example.com",
       passwordHash: "x",
@@ -60,7 +61,7 @@ describe("Dispatcher.dispatch", () => {
       plan: "free",
       createdAt: new Date().toISOString(),
     } as never);
-    token = (await services.sessions.issue("usr_dispatch")).token;
+    token = (await services.ports.sessions.issue("usr_dispatch")).token;
   });
   afterAll(() => services.close());
 

@@ -64,7 +64,7 @@ describe("npm run admin beside a running server on one DATA_DIR", () => {
     for (const result of results) expect(result.code, result.stderr).toBe(0);
     expect(served).toBe(requests);
     const granted = grants.reduce((sum, credits) => sum + Math.round(Number(credits) * MICRO), 0);
-    const { ledger } = server.services;
+    const { ledger } = server.composition.ports.repos;
     expect(await ledger.state(ledger.credits(account.workspaceId))).toMatchObject({ value: MICRO + granted - requests * perRequest, held: 0 });
   }, 120_000);
 });

@@ -78,11 +78,11 @@ describe("npm run admin", () => {
     expect(models.data.length).toBeGreaterThan(0);
     const completion = await client.chat.completions.create({ model: models.data[0]!.id, messages: userMessage("paid by admin credits") });
     expect(completion.choices[0]!.message.content).toBe("paid by admin credits");
-    const balance = await server.services.credits.balance(workspace);
+    const balance = await server.composition.ports.repos.credits.balance(workspace);
     expect(balance).toBeLessThan(2_500_000);
     expect(balance).toBeGreaterThan(0);
     // The store holds the key's hash only.
-    const record = (await server.services.keys.list(workspace, "platform"))[0]!;
+    const record = (await server.composition.ports.repos.keys.list(workspace, "platform"))[0]!;
     expect(record.hash).not.toContain(key);
     expect(JSON.stringify(record)).not.toContain(key);
 

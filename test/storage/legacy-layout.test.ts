@@ -30,11 +30,11 @@ describe("a DATA_DIR in the one-file-per-record layout", () => {
     try {
       const login = await fetch(server.url("/gateway/v1/auth/login"), { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email: "legacy@example.com", password: "Legacy-Horse-9" }) });
       expect(login.status).toBe(200);
-      expect(await server.services.credits.balance(WORKSPACE)).toBe(3_000_000);
+      expect(await server.composition.ports.repos.credits.balance(WORKSPACE)).toBe(3_000_000);
       const client = openaiClient(server, "/api/v1", KEY);
       const model = (await client.models.list()).data[0]!.id;
       await client.chat.completions.create({ model, messages: userMessage("after the import") });
-      balance = await server.services.credits.balance(WORKSPACE);
+      balance = await server.composition.ports.repos.credits.balance(WORKSPACE);
       expect(balance).toBeLessThan(3_000_000);
       expect(balance).toBeGreaterThan(0);
     } finally {
@@ -47,7 +47,7 @@ describe("a DATA_DIR in the one-file-per-record layout", () => {
     // The second start reads the snapshot: the charge made after the import is there.
     server = await startTestServer({ STORAGE: "fs", DATA_DIR: dir });
     try {
-      expect(await server.services.credits.balance(WORKSPACE)).toBe(balance);
+      expect(await server.composition.ports.repos.credits.balance(WORKSPACE)).toBe(balance);
       const client = openaiClient(server, "/api/v1", KEY);
       expect((await client.models.list()).data.length).toBeGreaterThan(0);
     } finally {

@@ -121,7 +121,7 @@ describe.each(["fs", "redis"] as const)("upstream headers at rest (%s)", (storag
       expect(upstream.requestHeaders.some((h) => h.authorization === "Bearer legacy-plaintext-77")).toBe(true);
       // fs: what the server holds now; the value it replaced leaves the disk with the journal
       // at the next snapshot (at the latest when the server closes), checked below.
-      const current = async () => (storage === "fs" ? JSON.stringify(await Promise.all((await server.services.store.kv.getKeys("")).map((key) => server.services.store.kv.getItem(key)))) : raw());
+      const current = async () => (storage === "fs" ? JSON.stringify(await Promise.all((await server.composition.ports.store.kv.getKeys("")).map((key) => server.composition.ports.store.kv.getItem(key)))) : raw());
       await eventually(async () => !(await current()).includes("legacy-plaintext-77"));
       expect(server.loggedErrors()).toEqual([]);
     } finally {

@@ -3,7 +3,7 @@ import type { Config } from "../../config.js";
 import type { Logger } from "../../log.js";
 import type { Principal } from "../../auth.js";
 import { ServiceError } from "../../errors.js";
-import { isUpstreamTimeout, upstreamRequest, type UpstreamResponse } from "../../transport/upstream.js";
+import { isUpstreamTimeout, upstreamRequest, type UpstreamResponse } from "../../outbound/upstream.js";
 import { toOrchestratorError, unreachable, timedOut } from "./errors.js";
 
 /** Who the orchestrator is told is calling; the caller's own token is never forwarded. */
@@ -105,7 +105,7 @@ export class OrchestratorClient {
   }
 
   /**
-   * One attempt on the shared upstream pool (rpc/transport/upstream.ts). The time limit covers
+   * One attempt on the shared upstream pool (rpc/outbound/upstream.ts). The time limit covers
    * the answer's headers and, for JSON, each gap in its body; the caller's signal covers the
    * whole exchange and closes the connection when it aborts. A non-2xx answer is read and
    * thrown as an `HttpFailure`.
@@ -259,11 +259,11 @@ function pause(ms: number, signal?: AbortSignal): Promise<void> {
 const clients = new WeakMap<object, OrchestratorClient>();
 
 /** The one client of a running service (created on first use, one per `Services`). */
-export function orchestratorOf(services: { config: Config; log: Logger }): OrchestratorClient {
-  let client = clients.get(services);
+export function orchestratorOf(deps: { config: Config; log: Logger }): OrchestratorClient {
+  let client = clients.get(deps);
   if (!client) {
-    client = new OrchestratorClient(services.config, services.log);
-    clients.set(services, client);
+    client = new OrchestratorClient(deps.config, deps.log);
+    clients.set(deps, client);
   }
   return client;
 }

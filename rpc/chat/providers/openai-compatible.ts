@@ -1,6 +1,6 @@
 import { ServiceError } from "../../errors.js";
 import { readSseData } from "../../sse-parse.js";
-import { isUpstreamTimeout, upstreamRequest, type UpstreamResponse } from "../../transport/upstream.js";
+import { isUpstreamTimeout, upstreamRequest, type UpstreamResponse } from "../../outbound/upstream.js";
 import type { ChatChunk, ChatCompletion, ChatRequest, Provider, ProviderResult } from "../types.js";
 import type { OpenAiModelConfig } from "../models-config.js";
 
@@ -37,7 +37,7 @@ export class OpenAiCompatibleProvider implements Provider {
     // Agent runs offer tools as functions; an empty list is an error upstream, so it is left out.
     if (!request.tools?.length) delete body.tools;
 
-    // The pooled client (rpc/transport/upstream.ts): the timeout covers the wait for the first
+    // The pooled client (rpc/outbound/upstream.ts): the timeout covers the wait for the first
     // byte and then each gap between chunks; the caller's signal cancels the upstream request.
     const url = config.baseURL.replace(/\/+$/, "") + "/chat/completions";
     const headers: Record<string, string> = {

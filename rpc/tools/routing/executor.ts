@@ -1,10 +1,10 @@
 import { ServiceError, toServiceError } from "../../errors.js";
-import type { Services } from "../../services.js";
 import type { ToolPlan, ToolPlanStep, ToolPlansRepo } from "../../../storage/repos/tool-plans.js";
 import { nowIso } from "../../../storage/ids.js";
 import type { ToolResult } from "../types.js";
 import { schemaIssues } from "../validate-args.js";
 import type { RouteScope, ToolRouter } from "./tool-router.js";
+import type { ToolsDeps } from "../deps.js";
 
 /** The text of a tool result, for an error message. */
 function resultText(result: ToolResult): string {
@@ -40,7 +40,7 @@ export async function checkSteps(router: ToolRouter, steps: readonly Pick<ToolPl
  * ended: the step records are reset and overwritten.
  */
 export async function executePlan(
-  services: Services,
+  deps: ToolsDeps,
   repo: ToolPlansRepo,
   router: ToolRouter,
   plan: ToolPlan,
@@ -48,7 +48,7 @@ export async function executePlan(
   signal: AbortSignal,
 ): Promise<ToolPlan> {
   await checkSteps(router, plan.steps, scope);
-  const timeoutMs = services.config.GATEWAY_TIMEOUT_SECONDS * 1000;
+  const timeoutMs = deps.config.GATEWAY_TIMEOUT_SECONDS * 1000;
   if (!(await repo.claim(plan.id, plan.steps.length * timeoutMs + 60_000))) throw new ServiceError("CONFLICT", `Plan ${plan.id} is already running`);
   try {
     plan.status = "running";
@@ -68,7 +68,7 @@ export async function executePlan(
       step.startedAt = nowIso();
       const started = performance.now();
       try {
-        const result = await services.catalog.call(step.tool, step.args, { timeoutMs, signal, tenantId: scope.tenantId });
+        const result = await deps.catalog.call(step.tool, step.args, { timeoutMs, signal, tenantId: scope.tenantId });
         step.result = result;
         if (result.isError) step.error = resultText(result) || "The tool reported an error";
       } catch (error) {

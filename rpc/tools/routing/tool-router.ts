@@ -161,13 +161,13 @@ function matchServer(preferred: string, ranked: Ranked[]): Ranked | undefined {
 const routers = new WeakMap<ToolCatalog, ToolRouter>();
 
 /** The router of a catalog, made on first use and kept as long as the catalog. */
-export function routerFor(services: { catalog: ToolCatalog; vms: VmDirectory; onClose?(fn: () => void): void }): ToolRouter {
-  let router = routers.get(services.catalog);
+export function routerFor(deps: { catalog: ToolCatalog; vms: VmDirectory; onClose?(fn: () => void): void }): ToolRouter {
+  let router = routers.get(deps.catalog);
   if (!router) {
-    router = new ToolRouter(services.catalog, services.vms);
-    routers.set(services.catalog, router);
+    router = new ToolRouter(deps.catalog, deps.vms);
+    routers.set(deps.catalog, router);
     const made = router;
-    services.onClose?.(() => made.close());
+    deps.onClose?.(() => made.close());
   }
   return router;
 }

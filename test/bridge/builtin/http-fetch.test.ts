@@ -2,7 +2,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { httpFetch } from "../../../bridge/builtin/http-fetch.js";
-import type { ResolveHost } from "../../../rpc/policies/outbound-guard.js";
+import type { ResolveHost } from "../../../rpc/outbound/outbound-guard.js";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
 
 /** `http_fetch` applies the address rule to the address it connects to (docs/security.md). */

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ResolveHost } from "../../../rpc/policies/outbound-guard.js";
+import type { ResolveHost } from "../../../rpc/outbound/outbound-guard.js";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
 import { serveScripted, type ScriptedTool } from "../../helpers/upstream.js";
 import { eventually } from "../../helpers/eventually.js";

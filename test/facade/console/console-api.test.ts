@@ -200,10 +200,10 @@ describe("The console page and the endpoints it calls (docs/console.md)", () => 
       const refused = await server.request("/api/operator/credits", { method: "POST", headers: withCookie(aliceCookie), json: { workspaceId: alice.user.workspaceId, credits: 5 } });
       expect(refused.status).toBe(403);
       expect((await server.request(`/api/operator/balances?email=${encodeURIComponent(bob.email)}`, { headers: withCookie(aliceCookie) })).status).toBe(403);
-      expect(await server.services.credits.balance(alice.user.workspaceId)).toBe(0);
+      expect(await server.composition.ports.repos.credits.balance(alice.user.workspaceId)).toBe(0);
 
-      const record = (await server.services.users.get(alice.user.id))!;
-      await server.services.users.put({ ...record, operator: true });
+      const record = (await server.composition.ports.repos.users.get(alice.user.id))!;
+      await server.composition.ports.repos.users.put({ ...record, operator: true });
       expect((await server.request("/api/session", { headers: withCookie(aliceCookie) })).body.operator).toBe(true);
       const balances = await server.request(`/api/operator/balances?email=${encodeURIComponent(bob.email)}`, { headers: withCookie(aliceCookie) });
       expect(balances.status).toBe(200);
@@ -211,7 +211,7 @@ describe("The console page and the endpoints it calls (docs/console.md)", () => 
       const granted = await server.request("/api/operator/credits", { method: "POST", headers: withCookie(aliceCookie), json: { workspaceId: bob.user.workspaceId, credits: 2.5 } });
       expect(granted.status).toBe(200);
       expect(granted.body).toMatchObject({ workspaceId: bob.user.workspaceId, granted: 2_500_000, creditBalance: 2_500_000 });
-      expect(await server.services.credits.balance(bob.user.workspaceId)).toBe(2_500_000);
+      expect(await server.composition.ports.repos.credits.balance(bob.user.workspaceId)).toBe(2_500_000);
 
       const negative = await server.request("/api/operator/credits", { method: "POST", headers: withCookie(aliceCookie), json: { workspaceId: bob.user.workspaceId, credits: -1 } });
       expect(negative.status).toBe(400);

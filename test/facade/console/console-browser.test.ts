@@ -41,7 +41,7 @@ describe("The console in a real browser", () => {
     server = await startTestServer({ MCP_SERVERS_ALLOW_PRIVATE: "true" });
     user = await registerUser(server, { fullName: "Ada Example" });
     // The page's own operator tab grants the credits below.
-    await server.services.users.put({ ...(await server.services.users.get(user.user.id))!, operator: true });
+    await server.composition.ports.repos.users.put({ ...(await server.composition.ports.repos.users.get(user.user.id))!, operator: true });
     browser = await launchBrowser();
     await browser.context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: server.origin });
     page = browser.context.pages()[0] ?? (await browser.context.newPage());
@@ -222,7 +222,7 @@ describe("The console in a real browser", () => {
     expect(await response.json()).toEqual({ error: { message: `Cross-site request refused: Origin ${evil.replace(/\/$/, "")} is not this service` } });
     // The browser did attach the session cookie (same site): only the Origin check stopped it.
     expect((await response.request().allHeaders()).cookie ?? "").toContain("gw_console=");
-    const listed = (await server.services.keys.list(user.user.workspaceId, "platform")).map((key) => key.name);
+    const listed = (await server.composition.ports.repos.keys.list(user.user.workspaceId, "platform")).map((key) => key.name);
     expect(listed).not.toContain("planted");
   });
 

@@ -126,7 +126,7 @@ describe("Gateway agents by id", () => {
     expect(res).toMatchObject({ status: 200, body: { success: true } });
     expect((await server.request(`${G}/agents/${agent.id}`, { headers: as(alice.token) })).status).toBe(404);
     expect((await server.request(`${G}/agents/${agent.id}`, { method: "DELETE", headers: as(alice.token) })).status).toBe(404);
-    expect(await server.services.agents.logs(agent.id)).toEqual([]);
+    expect(await server.composition.ports.repos.agents.logs(agent.id)).toEqual([]);
   });
 
   it("invokes the built-in echo model without tools", async () => {

@@ -135,7 +135,7 @@ describe("POST /agents/{id}/invoke", () => {
     upstream.script("tool-model", () => ({ text: "hello there" }));
     const agent = await createAgent({ name: "watched", model: "tool-model" });
     const seen: any[] = [];
-    const off = await server.services.store.bus.subscribe(`agent-runs:${agent.id}`, (message) => seen.push(message));
+    const off = await server.composition.ports.store.bus.subscribe(`agent-runs:${agent.id}`, (message) => seen.push(message));
     const res = await invoke(agent.id, "hi");
     await eventually(() => seen.some((message) => message.event.type === "done"));
     await off();

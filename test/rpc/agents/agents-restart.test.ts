@@ -56,7 +56,7 @@ describe("agents survive a restart", () => {
     const first = await startTestServer(env);
     const seeded = await seed(first);
     // A run in flight when the process stops dies with it: the next start does not show it running.
-    await runStarted(first.services, seeded.agent.id);
+    await runStarted(first.composition.ports.repos, seeded.agent.id);
     const running = (await first.request(`${G}/agents/${seeded.agent.id}`, { headers: bearer(seeded.token) })).body;
     expect(running.status).toBe("running");
     // The run's start was a status change; the restart keeps that time while the status reads deployed again.
@@ -104,7 +104,7 @@ describe("agent runs across instances", () => {
       // The agent and its state are visible from the other instance.
       expect((await b.request(`${G}/agents/${agent.id}`, { headers: bearer(token) })).body.status).toBe("idle");
       const seen: any[] = [];
-      const off = await b.services.store.bus.subscribe(`agent-runs:${agent.id}`, (message) => seen.push(message));
+      const off = await b.composition.ports.store.bus.subscribe(`agent-runs:${agent.id}`, (message) => seen.push(message));
       const run = (await a.request(`${G}/agents/${agent.id}/invoke`, { method: "POST", headers: bearer(token), json: { input: "over the wire" } })).body;
       await eventually(() => seen.some((message) => message.event.type === "done"));
       await off();

@@ -28,7 +28,7 @@ const chat = (key: string, model: string, content: string, stream = false) =>
 describe("usage from the gateway's own metering", () => {
   it("reconciles exactly with the credit ledger across keys, models and streamed requests", async () => {
     const second = await consoleKey(server, account);
-    const before = await server.services.credits.balance(account.workspaceId);
+    const before = await server.composition.ports.repos.credits.balance(account.workspaceId);
     const keys = [account.key, second.key];
     const sent: { key: string; model: string }[] = [];
     for (let i = 0; i < 8; i += 1) {
@@ -38,7 +38,7 @@ describe("usage from the gateway's own metering", () => {
       expect(res.status).toBe(200);
       sent.push({ key, model });
     }
-    const after = await server.services.credits.balance(account.workspaceId);
+    const after = await server.composition.ports.repos.credits.balance(account.workspaceId);
     const spent = before - after;
     expect(spent).toBeGreaterThan(0);
 

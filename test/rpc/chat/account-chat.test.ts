@@ -124,7 +124,7 @@ describe("POST /account/v1/chat/completions", () => {
   });
 
   it("needs scope intelligence: a compute-only key gets 403 INSUFFICIENT_CAPABILITY but may read the catalog", async () => {
-    const { secret } = await createKey(server.services, { kind: "account", owner: user.user.id, userId: user.user.id, name: "old key", scopes: ["compute"] });
+    const { secret } = await createKey({ ...server.composition.ports, keys: server.composition.ports.repos.keys }, { kind: "account", owner: user.user.id, userId: user.user.id, name: "old key", scopes: ["compute"] });
     const res = await server.request("/account/v1/chat/completions", { method: "POST", headers: bearer(secret), json: { model: "acct-echo", messages: userMessage("x") } });
     expect(res.status).toBe(403);
     expect(res.body).toEqual({ error: expect.any(String), code: "INSUFFICIENT_CAPABILITY" });
@@ -145,8 +145,8 @@ describe("POST /account/v1/chat/completions", () => {
 
   it("answers 429 insufficient_quota once the plan allowance is spent", async () => {
     const spender = await registerUser(server);
-    const userRecord = (await server.services.users.get(spender.user.id))!;
-    await server.services.users.put({ ...userRecord, plan: "tiny" });
+    const userRecord = (await server.composition.ports.repos.users.get(spender.user.id))!;
+    await server.composition.ports.repos.users.put({ ...userRecord, plan: "tiny" });
     const { key } = await personalKey(spender.token);
     const client = openaiClient(server, "/account/v1", key);
     // The allowance covers exactly one request's prompt and max_tokens 1.

@@ -41,7 +41,7 @@ afterAll(async () => {
   await msw.close();
 });
 
-const balance = () => server.services.credits.balance(account.workspaceId);
+const balance = () => server.composition.ports.repos.credits.balance(account.workspaceId);
 const listKeys = async () => (await server.request("/api/api-keys", { headers: withCookie(account.cookie) })).body.data as Record<string, any>[];
 
 describe("rpmLimit and tpmLimit (per key, per minute)", () => {
@@ -226,7 +226,7 @@ describe("credits: metered usage at the model's price", () => {
     const poor = await platformAccount(server, 0);
     const messages = userMessage("spend it");
     const most = costOf({ prompt_tokens: countPromptTokens(messages), completion_tokens: 2 }, { input: 1000, output: 2000 });
-    await server.services.credits.grant(poor.workspaceId, most);
+    await server.composition.ports.repos.credits.grant(poor.workspaceId, most);
     const client = openaiClient(server, "/api/v1", poor.key);
     const error = (await client.chat.completions.create({ model: "echo-cheap", messages, max_tokens: 3 }).catch((e: unknown) => e)) as APIError;
     // A positive balance that cannot cover max_tokens is refused before any model runs (OpenRouter's rule).
@@ -234,7 +234,7 @@ describe("credits: metered usage at the model's price", () => {
     expect(error.error).toMatchObject({ message: "Insufficient credits", type: "insufficient_quota" });
     expect(error.headers?.get("x-service-request-id")).toBeNull();
     await client.chat.completions.create({ model: "echo-cheap", messages, max_tokens: 2 });
-    expect(await server.services.credits.balance(poor.workspaceId)).toBe(0);
+    expect(await server.composition.ports.repos.credits.balance(poor.workspaceId)).toBe(0);
     const again = (await client.chat.completions.create({ model: "echo-cheap", messages: userMessage("again"), max_tokens: 1 }).catch((e: unknown) => e)) as APIError;
     expect(again.status).toBe(402);
   });
@@ -244,10 +244,10 @@ describe("credits: metered usage at the model's price", () => {
     const messages = userMessage("short");
     const prompt = countPromptTokens(messages);
     // echo-cheap: no maxOutputTokens, so 4096 completion tokens are held.
-    await server.services.credits.grant(poor.workspaceId, costOf({ prompt_tokens: prompt, completion_tokens: 4096 }, { input: 1000, output: 2000 }) - 1);
+    await server.composition.ports.repos.credits.grant(poor.workspaceId, costOf({ prompt_tokens: prompt, completion_tokens: 4096 }, { input: 1000, output: 2000 }) - 1);
     const client = openaiClient(server, "/api/v1", poor.key);
     await expect(client.chat.completions.create({ model: "echo-cheap", messages })).rejects.toMatchObject({ status: 402 });
-    await server.services.credits.grant(poor.workspaceId, 1);
+    await server.composition.ports.repos.credits.grant(poor.workspaceId, 1);
     await client.chat.completions.create({ model: "echo-cheap", messages });
   });
 });
@@ -270,7 +270,7 @@ describe("limits shared by two instances on one Redis", () => {
     const shared = await platformAccount(a);
     const limit = 5;
     const { key } = await consoleKey(a, shared, { rpmLimit: limit });
-    const before = await b.services.credits.balance(shared.workspaceId);
+    const before = await b.composition.ports.repos.credits.balance(shared.workspaceId);
     const messages = userMessage("shared limit");
     const results = await Promise.all(
       Array.from({ length: 14 }, (_, i) =>
@@ -282,6 +282,6 @@ describe("limits shared by two instances on one Redis", () => {
     expect(statuses.filter((status) => status === 429)).toHaveLength(14 - limit);
     for (const res of results.filter((r) => r.status === 429)) expect(res.headers.get("retry-after")).toBeNull();
     const perRequest = costOf(results.find((res) => res.status === 200)!.body.usage, { input: 1000, output: 2000 });
-    expect(before - (await a.services.credits.balance(shared.workspaceId))).toBe(limit * perRequest);
+    expect(before - (await a.composition.ports.repos.credits.balance(shared.workspaceId))).toBe(limit * perRequest);
   });
 });

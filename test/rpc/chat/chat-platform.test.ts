@@ -392,13 +392,13 @@ describe("errors raised before the router (spec 7.2): no X-Service-Request-Id", 
     }
     expect(upstream.calls).toHaveLength(0);
     // Zero or below: a negative balance is refused the same way.
-    await server.services.credits.charge(broke.workspaceId, 5);
+    await server.composition.ports.repos.credits.charge(broke.workspaceId, 5);
     const res = await chat({ model: "local-echo", messages: userMessage("x") }, broke.key);
     expect(res.status).toBe(402);
   });
 
   it("403 permission_error for a key without chat:write", async () => {
-    const { secret } = await createKey(server.services, { kind: "platform", owner: account.workspaceId, userId: account.user.user.id, name: "read only", scopes: [] });
+    const { secret } = await createKey({ ...server.composition.ports, keys: server.composition.ports.repos.keys }, { kind: "platform", owner: account.workspaceId, userId: account.user.user.id, name: "read only", scopes: [] });
     const error = (await openaiClient(server, "/api/v1", secret).chat.completions.create({ model: "local-echo", messages: userMessage("x") }).catch((e: unknown) => e)) as APIError;
     expect(error).toBeInstanceOf(OpenAI.PermissionDeniedError);
     expect(error.error).toMatchObject({ type: "permission_error" });

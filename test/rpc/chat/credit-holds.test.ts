@@ -85,12 +85,12 @@ describe.each(["memory", "fs", "redis"] as const)("credit holds on %s", (driver)
 
   it(`credits for exactly ${N} requests admit ${N} of ${5 * N} concurrent ones, and the balance ends at zero`, async () => {
     const account = await platformAccount(servers[0]!, 0);
-    await servers[0]!.services.credits.grant(account.workspaceId, N * perRequest);
+    await servers[0]!.composition.ports.repos.credits.grant(account.workspaceId, N * perRequest);
     const { ok, refused, other } = await burst(servers, account);
     expect(other).toEqual([]);
     expect(ok).toBe(N);
     expect(refused).toBe(4 * N);
-    const { ledger } = servers[0]!.services;
+    const { ledger } = servers[0]!.composition.ports.repos;
     expect(await ledger.state(ledger.credits(account.workspaceId))).toMatchObject({ value: 0, held: 0 });
   });
 
@@ -108,7 +108,7 @@ describe.each(["memory", "fs", "redis"] as const)("credit holds on %s", (driver)
 describe("a hold ends exactly once, however the request ends", () => {
   let server: TestServer;
   let account: PlatformAccount;
-  const state = () => server.services.ledger.state(server.services.ledger.credits(account.workspaceId));
+  const state = () => server.composition.ports.repos.ledger.state(server.composition.ports.repos.ledger.credits(account.workspaceId));
 
   beforeAll(async () => {
     server = await startTestServer({ MODELS_JSON: JSON.stringify(MODELS()), HOLD_LEASE_SECONDS: "60" });
@@ -142,7 +142,7 @@ describe("a hold ends exactly once, however the request ends", () => {
   });
 
   it("releases a hold left by a process that died once its lease runs out", async () => {
-    const { ledger } = server.services;
+    const { ledger } = server.composition.ports.repos;
     const balance = (await state()).value;
     // What a killed process leaves behind: a hold on the whole balance that nobody settles.
     expect(await ledger.hold("hold_dead", [{ account: ledger.credits(account.workspaceId), amount: balance }], 60_000)).toBeNull();

@@ -64,7 +64,7 @@ describe("service tokens on the bridge", () => {
     const serviceVm = await connectVm(vmSocketUrl(server.origin, "agent-2", { vmId: "svc-owned-vm", tenantId: "ops" }), await serviceToken({ iss: "gateway" }));
     try {
       await serviceVm.register([{ name: "ping2" }]);
-      await eventually(async () => (await server.services.vms.find("svc-owned-vm"))?.tenantId === "ops");
+      await eventually(async () => (await server.bridge.vms.find("svc-owned-vm"))?.tenantId === "ops");
     } finally {
       await serviceVm.close();
     }

@@ -59,7 +59,7 @@ describe("the service's own events (docs/events.md catalog)", () => {
 
   it("never fails the operation when publishing fails", async () => {
     server.allowLoggedErrors((line) => line.msg === "event not published");
-    const spy = vi.spyOn(server.services.events, "publish").mockRejectedValue(new Error("bus down"));
+    const spy = vi.spyOn(server.composition.ports.eventLog, "publish").mockRejectedValue(new Error("bus down"));
     try {
       const res = await call("POST", "/auth/keys", { name: "still-works" });
       expect(res.status).toBe(201);

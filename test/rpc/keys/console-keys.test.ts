@@ -14,7 +14,7 @@ const LIST_FIELDS = ["createdAt", "expiresAt", "id", "lastUsedAt", "name", "rpmL
 /** What the auth layer says of a platform key, without depending on any Platform route. */
 async function platformKeyState(server: TestServer, key: string): Promise<"ok" | string> {
   try {
-    await authenticate({ bearer: key }, { kinds: ["platform_key"] }, server.services);
+    await authenticate({ bearer: key }, { kinds: ["platform_key"] }, server.dispatcher.ports);
     return "ok";
   } catch (error) {
     return (error as Error).message;
@@ -122,7 +122,7 @@ describe("Console session and key endpoints (spec 4.3, 7.3)", () => {
       const cleared = await server.request(`${KEYS}/${id}`, { method: "PATCH", headers: withCookie(aliceCookie), json: { rpmLimit: null } });
       expect(cleared.body).toMatchObject({ name: "ci-prod", rpmLimit: null, spendLimit: 12.5 });
       // The limits are on the stored record the Platform API enforces.
-      const stored = await server.services.keys.get(alice.user.workspaceId, id);
+      const stored = await server.composition.ports.repos.keys.get(alice.user.workspaceId, id);
       expect(stored).toMatchObject({ spendLimit: 12.5, rpmLimit: null, tpmLimit: 100000 });
 
       const deleted = await server.request(`${KEYS}/${id}`, { method: "DELETE", headers: withCookie(aliceCookie) });
@@ -138,7 +138,7 @@ describe("Console session and key endpoints (spec 4.3, 7.3)", () => {
     it("refuses a revoked key with 401 on the Platform API", async () => {
       const created = await server.request(KEYS, { method: "POST", headers: withCookie(aliceCookie), json: { name: "short-lived" } });
       const key = created.body.key as string;
-      await server.services.credits.grant(alice.user.workspaceId, 5_000_000);
+      await server.composition.ports.repos.credits.grant(alice.user.workspaceId, 5_000_000);
       const before = await server.request("/api/v1/models", { headers: bearer(key) });
       expect(before.status).toBe(200);
       await server.request(`${KEYS}/${created.body.id}`, { method: "DELETE", headers: withCookie(aliceCookie) });
@@ -197,7 +197,7 @@ describe("Console session and key endpoints (spec 4.3, 7.3)", () => {
       expect(res.status).toBe(400);
       expect(Object.keys(res.body)).toEqual(["error"]);
       expect(res.body.error.message).toContain(message);
-      const stored = await server.services.keys.get(alice.user.workspaceId, id);
+      const stored = await server.composition.ports.repos.keys.get(alice.user.workspaceId, id);
       expect(stored).toMatchObject({ name: "limits", spendLimit: null, rpmLimit: null, tpmLimit: null, scopes: ["chat:write"] });
     });
   });
@@ -236,7 +236,7 @@ describe("Console session and key endpoints (spec 4.3, 7.3)", () => {
       const created = await server.request(KEYS, { method: "POST", headers: withCookie(aliceCookie), json: { name: "api key" } });
       const platformKey = created.body.key as string;
       const gatewayKey = (await server.request("/gateway/v1/auth/keys", { method: "POST", headers: bearer(alice.token), json: { name: "gw" } })).body.key as string;
-      const before = (await server.services.keys.list(alice.user.workspaceId, "platform")).length;
+      const before = (await server.composition.ports.repos.keys.list(alice.user.workspaceId, "platform")).length;
       for (const token of [platformKey, gatewayKey, alice.token]) {
         const res = await server.request(KEYS, { method: "POST", headers: bearer(token), json: { name: "minted" } });
         expect(res.status).toBe(401);
@@ -252,7 +252,7 @@ describe("Console session and key endpoints (spec 4.3, 7.3)", () => {
       // A cookie carrying an API key instead of a session is refused too.
       const forged = await server.request(KEYS, { method: "POST", headers: { cookie: `gw_console=${platformKey}` }, json: { name: "minted" } });
       expect(forged.status).toBe(401);
-      expect((await server.services.keys.list(alice.user.workspaceId, "platform")).length).toBe(before);
+      expect((await server.composition.ports.repos.keys.list(alice.user.workspaceId, "platform")).length).toBe(before);
     });
 
     it("keeps key secrets out of the logs", async () => {

@@ -44,7 +44,7 @@ describe("one instance", () => {
   it("refuses a key of an archived workspace from the next request", async () => {
     const account = await platformAccount(server);
     expect((await chat(account.key)).status).toBe(200);
-    await server.services.tenants.putWorkspace({ ...(await server.services.tenants.getWorkspace(account.workspaceId))!, status: "archived" });
+    await server.composition.ports.repos.tenants.putWorkspace({ ...(await server.composition.ports.repos.tenants.getWorkspace(account.workspaceId))!, status: "archived" });
     const refused = await chat(account.key);
     expect(refused.status).toBe(403);
     expect(refused.body.error.message).toMatch(/archived/);

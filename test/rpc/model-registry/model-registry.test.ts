@@ -44,7 +44,7 @@ beforeAll(async () => {
   await msw.listen();
   server = await startTestServer({ MODELS_JSON: JSON.stringify(MODELS()), MODEL_HEALTH_TTL_SECONDS: "30", MODEL_HEALTH_PROBE_TIMEOUT_MS: "400" });
   const op = await registerUser(server);
-  await runAdmin(["grant-operator", "--email", op.email], server.services);
+  await runAdmin(["grant-operator", "--email", op.email], server.composition);
   operator = bearer(op.token);
   alice = bearer((await registerUser(server)).token);
   bob = bearer((await registerUser(server)).token);

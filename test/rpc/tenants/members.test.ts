@@ -89,7 +89,7 @@ describe("tenant members", () => {
     ]);
     // The loser is no longer a member (404) or would remove the last owner (409): one owner stays.
     expect([a.status, b.status].filter((status) => status === 200)).toHaveLength(1);
-    const members = await server.services.members.list(tenantId);
+    const members = await server.composition.ports.repos.members.list(tenantId);
     expect(members.filter((member) => member.role === "owner")).toHaveLength(1);
   });
 

@@ -22,7 +22,7 @@ const check = (query: string, headers = alice) => server.request(`/gateway/v1/up
 beforeAll(async () => {
   server = await startTestServer({ PLATFORM_SERVICE_KEY: SERVICE_KEY });
   const op = await registerUser(server);
-  await runAdmin(["grant-operator", "--email", op.email], server.services);
+  await runAdmin(["grant-operator", "--email", op.email], server.composition);
   operator = bearer(op.token);
   alice = bearer((await registerUser(server)).token);
   bob = bearer((await registerUser(server)).token);

@@ -1,3 +1,4 @@
+import type { WebhooksDeps } from "../../../rpc/webhooks/deps.js";
 import { mkdtemp, readFile, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -29,7 +30,7 @@ it("a pending delivery survives a restart on fs, and the secret is never on disk
     receiver.secrets.push(sub.secret);
     receiver.answers.push(500);
     await server.request("/gateway/v1/events", { method: "POST", headers: bearer(user.token), json: { topic: "x", type: "x.y", payload: {} } });
-    const delivery = await eventually(async () => (await server.services.webhooks.listDeliveries(user.user.tenantId)).find((d) => d.attempts.length === 1));
+    const delivery = await eventually(async () => (await server.composition.ports.repos.webhooks.listDeliveries(user.user.tenantId)).find((d) => d.attempts.length === 1));
     await server.close();
 
     for (const file of await filesUnder(dir)) expect(await readFile(file, "utf8")).not.toContain(sub.secret.slice(6));
@@ -38,9 +39,9 @@ it("a pending delivery survives a restart on fs, and the secret is never on disk
     try {
       vi.useFakeTimers({ toFake: ["Date"] });
       vi.setSystemTime(Date.parse(delivery!.nextAttemptAt!) + 1);
-      expect(await server.services.webhookWorker.tick()).toBe(1);
+      expect(await server.composition.deps<WebhooksDeps>("webhooks").webhookWorker.tick()).toBe(1);
       vi.useRealTimers();
-      const after = await server.services.webhooks.getDelivery(delivery!.id);
+      const after = await server.composition.ports.repos.webhooks.getDelivery(delivery!.id);
       expect(after).toMatchObject({ status: "succeeded" });
       expect(after!.attempts.map((a) => a.statusCode)).toEqual([500, 200]);
       expect(receiver.received.at(-1)!.error).toBeUndefined();

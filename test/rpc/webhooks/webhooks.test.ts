@@ -1,9 +1,10 @@
+import type { WebhooksDeps } from "../../../rpc/webhooks/deps.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
 import { startReceiver } from "../../helpers/webhook-receiver.js";
 import { eventually } from "../../helpers/eventually.js";
 import { RETRY_SCHEDULE_MS } from "../../../rpc/webhooks/worker.js";
-import type { ResolveHost } from "../../../rpc/policies/outbound-guard.js";
+import type { ResolveHost } from "../../../rpc/outbound/outbound-guard.js";
 
 /** Set to make public.example.com answer with loopback, as a rebinding DNS server would after the check. */
 let rebound = false;
@@ -78,13 +79,13 @@ describe("webhooks", () => {
     const watcher = await subscribe(alice, ["webhook.delivery.failed"], "/watch");
     receiver.answers.push(500, 503, "redirect", 404, 500, 500, 500, 500);
     await call(alice, "POST", "/events", { topic: "retry", type: "retry.me", payload: {} });
-    const worker = server.services.webhookWorker;
+    const worker = server.composition.deps<WebhooksDeps>("webhooks").webhookWorker;
     await eventually(async () => (await deliveriesOf(sub.id))[0]?.attemptCount === 1);
     const id = (await deliveriesOf(sub.id))[0].id as string;
     // Only Date is faked: sockets and timers stay real, the worker reads the clock we move.
     vi.useFakeTimers({ toFake: ["Date"] });
     vi.setSystemTime(Date.now());
-    let record = (await server.services.webhooks.getDelivery(id))!;
+    let record = (await server.composition.ports.repos.webhooks.getDelivery(id))!;
     for (let i = 0; i < RETRY_SCHEDULE_MS.length; i++) {
       const wait = Date.parse(record.nextAttemptAt!) - Date.now();
       expect(wait).toBeGreaterThanOrEqual(RETRY_SCHEDULE_MS[i]! * 0.9 - 50);
@@ -94,7 +95,7 @@ describe("webhooks", () => {
       expect(await worker.tick()).toBe(0);
       vi.setSystemTime(Date.now() + 1000);
       expect(await worker.tick()).toBe(1);
-      record = (await server.services.webhooks.getDelivery(id))!;
+      record = (await server.composition.ports.repos.webhooks.getDelivery(id))!;
     }
     vi.useRealTimers();
     let [delivery] = await deliveriesOf(sub.id);
@@ -206,7 +207,7 @@ describe("webhooks with the address rule on (the default)", () => {
       const dispatched = await strict.request("/gateway/v1/webhooks/dispatch", { method: "POST", headers: bearer(user.token), json: { subscriptionId: sub.body.id } });
       const id = dispatched.body.deliveries[0].id;
       const delivery = await eventually(async () => {
-        const record = await strict.services.webhooks.getDelivery(id);
+        const record = await strict.composition.ports.repos.webhooks.getDelivery(id);
         return record && record.attempts.length === 1 ? record : undefined;
       });
       expect(delivery!.attempts[0]).toMatchObject({ statusCode: null, error: expect.stringContaining("Refused") });

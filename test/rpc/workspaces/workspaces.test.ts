@@ -42,7 +42,7 @@ describe("workspaces", () => {
     expect(refused.body.error.type).toBe("permission_error");
     expect(refused.body.error.message).toContain("is archived");
     expect(refused.headers.get("x-service-request-id")).toBeNull();
-    expect((await server.services.credits.balance(account.workspaceId))).toBe(before.body.creditBalance);
+    expect((await server.composition.ports.repos.credits.balance(account.workspaceId))).toBe(before.body.creditBalance);
     expect((await server.request(`${G}/workspaces`, { headers: bearer(token) })).body.count).toBe(0);
     expect((await server.request(`${G}/workspaces?status=all`, { headers: bearer(token) })).body.count).toBe(1);
     const active = await server.request(`${G}/workspaces/${account.workspaceId}?status=active`, { method: "PATCH", headers: bearer(token) });

@@ -1,8 +1,8 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AddressRefused, OutboundGuard, type ResolveHost } from "../../../rpc/policies/outbound-guard.js";
-import { toGuardedFetch } from "../../../rpc/policies/guarded-fetch.js";
+import { AddressRefused, OutboundGuard, type ResolveHost } from "../../../rpc/outbound/outbound-guard.js";
+import { toGuardedFetch } from "../../../rpc/outbound/guarded-fetch.js";
 
 /** The reusable connection-time guard (upstream MCP servers, http_fetch, webhooks). */
 

@@ -1,4 +1,5 @@
-import type { Services } from "../services.js";
+import type { LedgerRepo } from "../../storage/repos/ledger.js";
+import type { Config } from "../config.js";
 import type { LedgerHoldLine, LedgerSettleLine } from "../../storage/repos/ledger.js";
 import type { Usage } from "./types.js";
 import type { Charge } from "./charge.js";
@@ -16,10 +17,10 @@ export interface Hold {
  * first refused charge's error. While the request runs the hold's lease is renewed every half
  * lease, so only a process that died leaves a hold to expire.
  */
-export async function placeHold(services: Services, charges: Charge[]): Promise<Hold> {
-  const { ledger } = services;
+export async function placeHold(deps: { ledger: LedgerRepo; config: Pick<Config, "HOLD_LEASE_SECONDS"> }, charges: Charge[]): Promise<Hold> {
+  const { ledger } = deps;
   const id = ledger.newHoldId();
-  const leaseMs = services.config.HOLD_LEASE_SECONDS * 1000;
+  const leaseMs = deps.config.HOLD_LEASE_SECONDS * 1000;
   const held = charges.filter((charge) => !charge.track);
   const lines: LedgerHoldLine[] = held.map(({ account, amount, limit, commit }) => ({ account, amount, ...(limit !== undefined ? { limit } : {}), ...(commit ? { commit } : {}) }));
   const refusal = await ledger.hold(id, lines, leaseMs);

@@ -13,7 +13,7 @@ import { Agent, errors, type Dispatcher } from "undici";
  * the connection, so the upstream sees its socket close and stops working.
  *
  * These upstreams are the operator's own configuration, so the private-address rule of
- * user-supplied URLs (rpc/policies/outbound-guard.ts) does not apply to them, as before.
+ * user-supplied URLs (rpc/outbound/outbound-guard.ts) does not apply to them, as before.
  */
 const agent = new Agent({
   keepAliveTimeout: 10_000,

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
 import ipaddr from "ipaddr.js";
-import { addressRefusal, isPrivateAddress } from "../../../rpc/policies/private-address.js";
+import { addressRefusal, isPrivateAddress } from "../../../rpc/outbound/private-address.js";
 
 /** The address rule (docs/security.md "Outbound connections"): only public unicast. */
 

@@ -1,6 +1,10 @@
 import type { Principal } from "../auth.js";
-import type { Services } from "../services.js";
-import type { Usage } from "../chat/types.js";
+import type { Logger } from "../log.js";
+import type { Usage } from "./types.js";
+import type { Repos } from "../repos.js";
+
+/** What metering reads and writes. */
+export type MeteringDeps = Pick<Repos, "usage" | "tenants" | "users"> & { log: Logger };
 
 /** Where a metered request is counted (docs/billing.md "Usage"). */
 export interface Meter {
@@ -20,7 +24,7 @@ const day = (at = new Date()) => at.toISOString().slice(0, 10);
  * `credits` is the amount the ledger took, rounded the same way (storage/repos/ledger.ts), so
  * the sums reconcile exactly with the balance. A failure is logged, never the caller's error.
  */
-export async function recordUsage(services: Services, principal: Principal | undefined, meter: Meter, usage: Usage, cost: number): Promise<void> {
+export async function recordUsage(services: MeteringDeps, principal: Principal | undefined, meter: Meter, usage: Usage, cost: number): Promise<void> {
   try {
     const workspaceId = meter.surface === "platform" ? principal?.workspaceId : undefined;
     let tenantId = meter.tenantId;
@@ -50,7 +54,7 @@ export async function recordUsage(services: Services, principal: Principal | und
 }
 
 /** Counts an agent run as it starts. */
-export async function recordAgentRun(services: Services, tenantId: string, agentId: string, model: string): Promise<void> {
+export async function recordAgentRun(services: MeteringDeps, tenantId: string, agentId: string, model: string): Promise<void> {
   try {
     await services.usage.record(tenantId, { day: day(), surface: "agent", model, agentId }, { agentRuns: 1 });
   } catch (error) {

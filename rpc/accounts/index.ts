@@ -1,0 +1,15 @@
+import { pick } from "../module.js";
+import { accountsDomain } from "./deps.js";
+import { authMethods } from "./methods.js";
+import { consoleSessionMethods } from "./console-session.js";
+
+/** Accounts: registration, sign-in, sessions (docs/console.md). */
+export const accountsModule = accountsDomain.module({
+  methods: [...authMethods, ...consoleSessionMethods],
+  init: (ports) => ({
+    ...pick(ports, ["config", "sessions", "sink", "store"]),
+    ...pick(ports.repos, ["users", "tenants", "members", "agents"]),
+    // Failed sign-ins per email.
+    loginLimiter: ports.store.limiter({ name: "login", points: ports.config.LOGIN_MAX_FAILURES, durationSeconds: ports.config.LOGIN_WINDOW_SECONDS }),
+  }),
+});

@@ -1,0 +1,18 @@
+import type { Principal } from "../auth.js";
+import type { CallContext } from "../define.js";
+import { domain, type Ports } from "../module.js";
+import type { Repos } from "../repos.js";
+import type { ModelRouter } from "./model-router.js";
+import type { Money } from "../money/money.js";
+
+/** What the chat domain's handlers reach as `ctx.deps` (built in `./index.ts`). */
+export type ChatDeps = Pick<Repos, "users"> &
+  Pick<Ports, "config" | "log" | "metrics"> & {
+  models: ModelRouter;
+  money: Money;
+  };
+
+export const chatDomain = domain<ChatDeps>("chat");
+
+/** The call context of a chat handler or helper. */
+export type ChatContext<P extends Principal | undefined = Principal | undefined> = CallContext<P, ChatDeps>;
