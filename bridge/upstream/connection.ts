@@ -227,6 +227,8 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
   readonly #subscribers = new Map<string, Set<string>>();
   /** Upstream sessions of client sessions that declared client features, by client session id (undefined: refused or failed, the shared connection serves it). */
   readonly #own = new Map<string, Promise<OwnSession | undefined>>();
+  /** Client sessions refused one (a bound was reached): the shared connection serves them. */
+  readonly #refused = new Set<string>();
   readonly #settings: ConnectionSettings;
 
   constructor(record: McpServerRecord, settings: ConnectionSettings) {
@@ -686,14 +688,15 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
     if (!owner || !bounds || this.#closed) return undefined;
     let pending = this.#own.get(owner.id);
     if (pending) return pending;
-    if (this.#own.size >= bounds.perServer) {
-      this.#settings.log.info({ level: "warn", msg: `MCP server ${this.record.name}: MCP_UPSTREAM_SESSIONS_PER_SERVER (${bounds.perServer}) reached; session ${owner.id} uses the shared connection` });
+    // Past a bound the client session stays on the shared connection for its life (told once).
+    if (this.#refused.has(owner.id)) return undefined;
+    const refuse = (bound: string) => {
+      this.#refused.add(owner.id);
+      this.#settings.log.info({ level: "warn", msg: `MCP server ${this.record.name}: ${bound} reached; MCP session ${owner.id} uses the shared connection` });
       return undefined;
-    }
-    if (!bounds.take(owner.userId)) {
-      this.#settings.log.info({ level: "warn", msg: `MCP server ${this.record.name}: MCP_UPSTREAM_SESSIONS_PER_USER reached for user ${owner.userId}; session ${owner.id} uses the shared connection` });
-      return undefined;
-    }
+    };
+    if (this.#own.size >= bounds.perServer) return refuse(`MCP_UPSTREAM_SESSIONS_PER_SERVER (${bounds.perServer})`);
+    if (!bounds.take(owner.userId)) return refuse(`MCP_UPSTREAM_SESSIONS_PER_USER for user ${owner.userId}`);
     // Opened outside the request's context: the session's GET stream (read in the context it
     // was opened in) must carry nobody's call.
     pending = inFlight.exit(() => clientSession.exit(() => this.#openOwn(owner))).catch((error: unknown) => {
@@ -751,6 +754,7 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
 
   /** The client session ended (or its upstream session broke): its upstream session ends. */
   #closeOwn(id: string): void {
+    this.#refused.delete(id);
     const pending = this.#own.get(id);
     if (!pending) return;
     this.#own.delete(id);
