@@ -115,6 +115,10 @@ const ENV_SCHEMA = v.object({
   MCP_SESSION_IDLE_SECONDS: v.optional(intFrom(10, 7 * 24 * 3600), "1800"),
   /** Open MCP sessions one user may hold on an instance; opening one more ends that user's least recently used session (its next request gets 404). */
   MCP_MAX_SESSIONS_PER_USER: v.optional(intFrom(1, 100_000), "100"),
+  /** Upstream sessions of their own (MCP sessions declaring sampling, elicitation or roots) one user may hold on an instance, across servers; past it the shared connection serves (docs/mcp.md "Upstream sessions"). */
+  MCP_UPSTREAM_SESSIONS_PER_USER: v.optional(intFrom(0, 100_000), "20"),
+  /** Such upstream sessions one upstream server may be given on an instance, across users. */
+  MCP_UPSTREAM_SESSIONS_PER_SERVER: v.optional(intFrom(0, 100_000), "200"),
   /** `limits.agents` of a tenant made without limits: a personal tenant created on first use, or POST /tenants without `limits` (docs/agents.md). */
   TENANT_DEFAULT_AGENT_LIMIT: v.optional(intFrom(0, 1_000_000), "25"),
   /** `limits.tokensPerMonth` of such a tenant: model tokens its agent invocations may use per calendar month (UTC). */

@@ -6,9 +6,11 @@ import {
   ErrorCode,
   ListRootsResultSchema,
   type ClientCapabilities,
+  type LoggingLevel,
   type ServerRequest,
 } from "@modelcontextprotocol/sdk/types.js";
 import type { ClientRelay, ClientRequest } from "../../rpc/tools/types.js";
+import type { ClientSessionLink } from "../upstream/client-session.js";
 
 /**
  * A JSON-RPC error for the upstream server: the SDK sends `code` and `message` of what a
@@ -17,6 +19,9 @@ import type { ClientRelay, ClientRequest } from "../../rpc/tools/types.js";
 export function rpcError(code: number, message: string): Error & { code: number } {
   return Object.assign(new Error(message.replace(/^(MCP error -?\d+: )+/, "")), { code });
 }
+
+/** The SDK `Server`'s levels set by `logging/setLevel`, per session (SDK 1.32 field). */
+export type LoggingLevels = { _loggingLevels?: Map<string | undefined, LoggingLevel> };
 
 /** The part of the SDK's RequestHandlerExtra a relay needs: the tools/call it belongs to. */
 export interface CallExtra {
@@ -90,5 +95,64 @@ export function clientRelay(server: Server | undefined, extra: CallExtra): Clien
     } finally {
       for (const source of [signal, extra.signal]) source.removeEventListener("abort", abort);
     }
+  };
+}
+
+/** How long a request of an upstream server waits for the client's GET stream to open. */
+const STREAM_WAIT_STEP_MS = 25;
+
+/** What a session link needs of the session it belongs to. */
+export interface LinkedSession {
+  id: string;
+  userId: string;
+  /** `/bridge/mcp/servers/{name}/`: log messages keep the server's own logger names. */
+  upstream?: string;
+  /** The client holds its GET stream open (requests and notifications not tied to a call go there). */
+  streamOpen: boolean;
+}
+
+/**
+ * The link of a client session that declared sampling, elicitation or roots
+ * (bridge/upstream/client-session.ts): what its upstream sessions need of it. An upstream
+ * server's request not tied to one of the client's calls goes on the client's GET stream
+ * (MCP Streamable HTTP "Listening for Messages from the Server"), waiting for the stream to
+ * open within the request's bound; its answer or error goes back to the server.
+ */
+export function sessionLink(server: Server, session: LinkedSession): ClientSessionLink {
+  const capabilities = server.getClientCapabilities() ?? {};
+  return {
+    id: session.id,
+    userId: session.userId,
+    capabilities,
+    clientInfo: server.getClientVersion() ?? { name: "mcp-client", version: "0" },
+    loggingLevel: () => (server as unknown as LoggingLevels)._loggingLevels?.get(session.id),
+    async request(request, { signal, timeoutMs }) {
+      const capability = capabilityOf(request);
+      if (!capability.declared(capabilities)) {
+        throw rpcError(ErrorCode.MethodNotFound, `${request.method} refused: the MCP client did not declare the ${capability.name} capability`);
+      }
+      const deadline = Date.now() + timeoutMs;
+      while (!session.streamOpen) {
+        if (signal.aborted) throw rpcError(ErrorCode.InternalError, "Request cancelled");
+        if (Date.now() >= deadline) throw rpcError(ErrorCode.InternalError, `${request.method} could not reach the MCP client: it holds no GET stream open for requests outside its calls`);
+        await new Promise((resolve) => setTimeout(resolve, STREAM_WAIT_STEP_MS));
+      }
+      try {
+        const result = await server.request({ method: request.method, params: request.params ?? {} } as ServerRequest, resultSchema(request) as never, {
+          signal,
+          timeout: Math.max(1, deadline - Date.now()),
+        });
+        return result as Record<string, unknown>;
+      } catch (thrown) {
+        const error = thrown as Error & { code?: unknown };
+        throw rpcError(typeof error.code === "number" ? error.code : ErrorCode.InternalError, error.message);
+      }
+    },
+    log(source, params) {
+      if (!session.streamOpen) return;
+      // The catalog endpoint names loggers `<server>/<logger>`; a server's own endpoint keeps its names.
+      const logger = session.upstream !== undefined ? params.logger : params.logger ? `${source}/${params.logger}` : source;
+      void server.sendLoggingMessage({ level: params.level, ...(logger === undefined ? {} : { logger }), data: params.data }, session.id).catch(() => undefined);
+    },
   };
 }

@@ -14,7 +14,9 @@ import { JSON_ONLY_HEADER, JsonResponseTransport } from "./internal/json-transpo
 import { METADATA_PATH, protectedResourceMetadata, publicOrigin, wwwAuthenticate } from "./metadata.js";
 import { McpSessions, type McpSession } from "./sessions.js";
 import { createToolServer, runToolCall, type McpServerOptions } from "./tool-server.js";
-import { declaresClientFeatures } from "./client-relay.js";
+import { declaresClientFeatures, sessionLink } from "./client-relay.js";
+import type { ClientSessionLink } from "../upstream/client-session.js";
+import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { scopeOfPrincipal } from "../../rpc/tools/visible-tools.js";
 import type { Transport } from "../../rpc/transport/mount.js";
 import type { ToolBridge } from "../tool-bridge.js";
@@ -138,7 +140,7 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
     if (!sessionId) {
       if (plain) return answerToolCall(plain, principal, dispatcher, scope, upstream, undefined);
       const initializing = request.method === "POST" && (Array.isArray(parsedBody) ? parsedBody.some(isInitializeRequest) : isInitializeRequest(parsedBody));
-      if (initializing) return openSession(request, parsedBody, principal, dispatcher, sessions, scope, upstream);
+      if (initializing) return openSession(request, parsedBody, principal, dispatcher, sessions, scope, upstream, bridge);
       // Plain JSON-RPC (spec 2.7: `{jsonrpc, id, method: "tools/list"}` with bearer auth, perhaps
       // through a proxy that forwards JSON-RPC): answered statelessly, same catalog and limits.
       if (request.method === "POST") return answerStateless(request, parsedBody, principal, dispatcher, scope, upstream);
@@ -178,14 +180,23 @@ async function openSession(
   sessions: McpSessions,
   scope: RequestScope,
   upstream: string | undefined,
+  bridge: ToolBridge,
 ): Promise<Response> {
   const services = dispatcher.ports;
   const toolScope = await scopeOfPrincipal(services, principal);
   let session: McpSession | undefined;
-  const server = createToolServer(
+  // A client that declared sampling, elicitation or roots gets upstream sessions of its own
+  // (docs/mcp.md "Upstream sessions"); made once the session exists and the client is known.
+  let link: ClientSessionLink | undefined;
+  const server: Server = createToolServer(
     dispatcher,
     () => (session ? { principal: session.principal, requestId: session.requestId } : { principal, requestId: scope.requestId }),
-    await offersFor(dispatcher, principal, scope, upstream),
+    {
+      ...(await offersFor(dispatcher, principal, scope, upstream)),
+      link: () => (link ??= session && declaresClientFeatures(server.getClientCapabilities()) ? sessionLink(server, session) : undefined),
+      onSetLevel: (id, level) => bridge.upstream.setLevel(id, level),
+      onRootsChanged: (id) => bridge.upstream.rootsChanged(id),
+    },
   );
   const transport = new JsonResponseTransport({
     sessionIdGenerator: () => randomUUID(),

@@ -11,11 +11,14 @@ import {
   ListToolsRequestSchema,
   McpError,
   ReadResourceRequestSchema,
+  RootsListChangedNotificationSchema,
+  SetLevelRequestSchema,
   SubscribeRequestSchema,
   UnsubscribeRequestSchema,
   type CallToolResult,
   type CompleteResult,
   type GetPromptResult,
+  type LoggingLevel,
   type Prompt,
   type ReadResourceResult,
   type Resource,
@@ -30,7 +33,8 @@ import type { McpOffers } from "../../rpc/tools/ports.js";
 import type { ToolDef } from "../../rpc/tools/types.js";
 import { renderError } from "../../rpc/transport/surfaces.js";
 import type { ClientRelay } from "../../rpc/tools/types.js";
-import { clientRelay } from "./client-relay.js";
+import { clientRelay, type LoggingLevels } from "./client-relay.js";
+import { clientSession, type ClientSessionLink } from "../upstream/client-session.js";
 
 /**
  * One JSON Schema validator for every MCP server of the process: the SDK builds a new Ajv
@@ -70,6 +74,22 @@ export interface McpServerOptions {
   upstream?: string;
   /** Declared only when a source the caller sees offers them (`bridge.mcp.capabilities`). */
   offers: McpOffers;
+  /**
+   * The session's client declared sampling, elicitation or roots: what it asks is served in
+   * its context, so upstream servers answer it on an upstream session of its own
+   * (docs/mcp.md "Upstream sessions").
+   */
+  link?: () => ClientSessionLink | undefined;
+  /** `logging/setLevel` of the session, forwarded to its upstream sessions. */
+  onSetLevel?: (sessionId: string, level: LoggingLevel) => Promise<void>;
+  /** `notifications/roots/list_changed` of the session's client. */
+  onRootsChanged?: (sessionId: string) => void;
+}
+
+/** Runs `work` in the context of the session's client when it has a link (see McpServerOptions.link). */
+function inSession<T>(options: McpServerOptions | undefined, work: () => T): T {
+  const link = options?.link?.();
+  return link ? clientSession.run(link, work) : work();
 }
 
 /** Who is calling in the HTTP request being served, as the endpoint admitted them. */
@@ -88,7 +108,7 @@ export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller
   const { upstream, offers } = options;
   const call = (method: string, params: Record<string, unknown>, signal: AbortSignal, onProgress?: (update: ProgressUpdate) => void, relay?: ClientRelay) => {
     const { principal, requestId } = caller();
-    return dispatcher.dispatch(method, upstream === undefined ? params : { ...params, server: upstream }, {
+    return inSession(options, () => dispatcher.dispatch(method, upstream === undefined ? params : { ...params, server: upstream }, {
       requestId,
       surface: "bridge",
       presented: {},
@@ -98,7 +118,7 @@ export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller
       ip: "",
       ...(onProgress ? { onProgress } : {}),
       ...(relay ? { relay } : {}),
-    });
+    }));
   };
   // logging: the SDK answers logging/setLevel per session and filters sendLoggingMessage by it.
   const capabilities: ServerCapabilities = { tools: { listChanged: true }, logging: {} };
@@ -135,6 +155,18 @@ export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller
       return protocolError(thrown, notFound);
     }
   };
+
+  // The SDK's own handler keeps the level per session (it filters sendLoggingMessage by it);
+  // the level also goes to the session's upstream sessions, which then log at it.
+  server.setRequestHandler(SetLevelRequestSchema, async (request, extra) => {
+    (server as unknown as LoggingLevels)._loggingLevels?.set(extra.sessionId, request.params.level);
+    if (extra.sessionId) await options.onSetLevel?.(extra.sessionId, request.params.level);
+    return {};
+  });
+  server.setNotificationHandler(RootsListChangedNotificationSchema, () => {
+    const id = options.link?.()?.id;
+    if (id) options.onRootsChanged?.(id);
+  });
 
   server.setRequestHandler(ListToolsRequestSchema, async (request, extra) => {
     const tools = (await call("bridge.mcp.tools.list", {}, extra.signal)) as ToolDef[];
@@ -197,14 +229,12 @@ export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller
       progressToken === undefined
         ? undefined
         : (update: ProgressUpdate) => void extra.sendNotification({ method: "notifications/progress", params: { ...update, progressToken } }).catch(() => undefined);
-    return runToolCall(dispatcher, caller, upstream, server, request.params, extra as never, onProgress);
+    return inSession(options, () => runToolCall(dispatcher, caller, upstream, server, request.params, extra as never, onProgress));
   });
 
   return server;
 }
 
-/** The SDK `Server`'s levels set by `logging/setLevel`, per session (SDK 1.32 field). */
-type LoggingLevels = { _loggingLevels?: Map<string | undefined, string> };
 
 /** What a tools/call runs with: its signal, session, and the way to send requests to the client. */
 export type ToolCallExtra = Parameters<typeof clientRelay>[1];

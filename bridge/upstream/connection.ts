@@ -14,6 +14,7 @@ import {
   ResourceListChangedNotificationSchema,
   ResourceUpdatedNotificationSchema,
   ToolListChangedNotificationSchema,
+  type LoggingLevel,
   type Tool,
 } from "@modelcontextprotocol/sdk/types.js";
 import { ServiceError } from "../../rpc/errors.js";
@@ -29,6 +30,7 @@ import type { SourceLog, SourceNotice } from "../catalog.js";
 import { rpcError } from "../mcp/client-relay.js";
 import { readSseData } from "../../rpc/sse-parse.js";
 import { isObject } from "../../rpc/validate.js";
+import { clientSession, type ClientSessionLink } from "./client-session.js";
 
 /** A call's answer (JSON or SSE) ended without its reply. */
 class StreamEnded extends Error {
@@ -72,6 +74,30 @@ export interface ConnectionSettings {
    * goes this way once the session is established (see UpstreamConnection.call).
    */
   request?: (url: URL, init: GuardedRequestInit) => Promise<IncomingMessage>;
+  /**
+   * Bounds of the upstream sessions opened for client sessions (docs/mcp.md "Upstream
+   * sessions"): at most `perServer` on this connection, and a user's count across servers
+   * taken and given back here. Without it no client session gets one of its own.
+   */
+  sessions?: UpstreamSessionBounds;
+}
+
+export interface UpstreamSessionBounds {
+  perServer: number;
+  /** Counts one more upstream session of `userId`; false past MCP_UPSTREAM_SESSIONS_PER_USER. */
+  take(userId: string): boolean;
+  give(userId: string): void;
+}
+
+/** An SDK client and its transport: the shared connection's, or one client session's own. */
+interface Link {
+  client: Client;
+  transport: StreamableHTTPClientTransport;
+}
+
+/** An upstream session opened for one client session (docs/mcp.md "Upstream sessions"). */
+interface OwnSession extends Link {
+  owner: ClientSessionLink;
 }
 
 // Reconnection of an unhealthy server: from 1 s, doubling, capped at a minute.
@@ -101,6 +127,25 @@ interface CallInFlight {
   streamEnded(): void;
 }
 const inFlight = new AsyncLocalStorage<CallInFlight>();
+
+/** Resumptions of one call's SSE answer (a server that closes it to be polled, SEP-1699). */
+const MAX_RESUMES = 5;
+
+/**
+ * Passes an SSE body through unchanged, noting the last `id:` field it carried in `last`
+ * (the event to resume after).
+ */
+async function* eventIds(body: AsyncIterable<Uint8Array | string>, last: { value: string | undefined }): AsyncGenerator<Uint8Array> {
+  let partial = "";
+  const decoder = new TextDecoder();
+  for await (const chunk of body) {
+    const bytes = typeof chunk === "string" ? new TextEncoder().encode(chunk) : chunk;
+    const lines = (partial + decoder.decode(bytes, { stream: true })).split(/\r\n|\r|\n/);
+    partial = lines.pop() ?? "";
+    for (const line of lines) if (line.startsWith("id:")) last.value = line.slice(3).trimStart();
+    yield bytes;
+  }
+}
 
 /** How long after a call's answer stream ended without its reply the call fails. */
 const STREAM_END_GRACE_MS = 100;
@@ -180,6 +225,10 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
   #failures = 0;
   /** Subscribed URIs (the server's own) and the sessions that subscribed to each. */
   readonly #subscribers = new Map<string, Set<string>>();
+  /** Upstream sessions of client sessions that declared client features, by client session id (undefined: refused or failed, the shared connection serves it). */
+  readonly #own = new Map<string, Promise<OwnSession | undefined>>();
+  /** Client sessions refused one (a bound was reached): the shared connection serves them. */
+  readonly #refused = new Set<string>();
   readonly #settings: ConnectionSettings;
 
   constructor(record: McpServerRecord, settings: ConnectionSettings) {
@@ -224,8 +273,9 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
     await this.#forward("resources", `unsubscription from ${uri}`, options, (client) => client.unsubscribeResource({ uri }, sdkOptions(options))).catch(() => undefined);
   }
 
-  /** A session ended: its subscriptions go, and the server is told about URIs nobody holds any more. */
+  /** A session ended: its subscriptions and its own upstream session go, and the server is told about URIs nobody holds any more. */
   release(subscriber: string): void {
+    this.#closeOwn(subscriber);
     for (const uri of [...this.#subscribers.keys()]) void this.unsubscribe(uri, subscriber, { timeoutMs: this.#settings.timeoutMs });
   }
 
@@ -241,17 +291,20 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
     return this.#allPages("prompts", (client, cursor) => client.listPrompts(cursor ? { cursor } : {}, sdkOptions(options)), (page) => page.prompts);
   }
 
+  // Read, get and complete go on the client session's own upstream session when it has one
+  // (the server may ask that client something while answering); lists and subscriptions stay
+  // on the shared connection.
   readResource(uri: string, options: RequestBounds): Promise<McpObject> {
-    return this.#forward("resources", `resource ${uri}`, options, (client) => client.readResource({ uri }, sdkOptions(options)));
+    return this.#forward("resources", `resource ${uri}`, options, (client) => client.readResource({ uri }, sdkOptions(options)), true);
   }
 
   getPrompt(name: string, args: Record<string, string>, options: RequestBounds): Promise<McpObject> {
-    return this.#forward("prompts", `prompt ${name}`, options, (client) => client.getPrompt({ name, arguments: args }, sdkOptions(options)));
+    return this.#forward("prompts", `prompt ${name}`, options, (client) => client.getPrompt({ name, arguments: args }, sdkOptions(options)), true);
   }
 
   complete(params: McpCompleteParams, options: RequestBounds): Promise<McpObject> {
     const what = params.ref.type === "ref/prompt" ? `completion of prompt ${params.ref.name}` : `completion of ${params.ref.uri}`;
-    return this.#forward("completions", what, options, (client) => client.complete(params, sdkOptions(options)));
+    return this.#forward("completions", what, options, (client) => client.complete(params, sdkOptions(options)), true);
   }
 
   /** Every page of a list (at most MAX_PAGES); a server that does not offer `capability` lists nothing. */
@@ -273,13 +326,16 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
   }
 
   /** One request to the server, its failures as the catalog's errors (like tools/call, never retried). */
-  async #forward<T>(capability: keyof McpOffers, what: string, options: RequestBounds | undefined, send: (client: Client) => Promise<T>): Promise<T> {
-    const client = this.#client;
-    if (!client || this.health !== "healthy") throw new ServiceError("UNAVAILABLE", `MCP server ${this.record.name} is not connected`);
+  async #forward<T>(capability: keyof McpOffers, what: string, options: RequestBounds | undefined, send: (client: Client) => Promise<T>, own = false): Promise<T> {
+    if (!this.#client || this.health !== "healthy") throw new ServiceError("UNAVAILABLE", `MCP server ${this.record.name} is not connected`);
     if (!this.offers()[capability]) throw new ServiceError("NOT_FOUND", `MCP server ${this.record.name} offers no ${capability}`);
+    const session = own ? await this.#ownSession() : undefined;
+    const client = session?.client ?? this.#client;
+    if (!client) throw new ServiceError("UNAVAILABLE", `MCP server ${this.record.name} is not connected`);
     try {
       return await send(client);
     } catch (error) {
+      if (session && !(error instanceof McpError) && !options?.signal?.aborted) this.#closeOwn(session.owner.id);
       if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) {
         throw new ServiceError("TIMEOUT", `MCP server ${this.record.name} did not answer ${what} within ${Math.round(this.#settings.timeoutMs / 1000)} s`);
       }
@@ -433,10 +489,13 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
 
   /** Forwards `tools/call` once: a call may have side effects, so it is never retried. */
   async call(name: string, args: Record<string, unknown>, options: CallOptions): Promise<ToolResult> {
-    const client = this.#client;
     const prefix = this.record.name + NAMESPACE_SEPARATOR;
     if (!name.startsWith(prefix)) throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
-    if (!client || this.health !== "healthy") throw new ServiceError("UNAVAILABLE", `MCP server ${this.record.name} is not connected`);
+    if (!this.#client || this.health !== "healthy") throw new ServiceError("UNAVAILABLE", `MCP server ${this.record.name} is not connected`);
+    // A client session with client features calls on its own upstream session (docs/mcp.md "Upstream sessions").
+    const own = await this.#ownSession();
+    const client = own?.client ?? this.#client;
+    if (!client) throw new ServiceError("UNAVAILABLE", `MCP server ${this.record.name} is not connected`);
     // Ends the call at once when the server's answer stream ends without the reply.
     // One signal for the SDK: the caller's abort or the stream's end. The listener on the
     // caller's signal (which may be long-lived) is removed when the call settles.
@@ -457,12 +516,12 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
       // The SDK client puts its own progressToken in `_meta` when asked for progress, and
       // tells the server `notifications/cancelled` when the signal aborts.
       const { onProgress } = options;
-      const transport = this.#transport;
+      const transport = own?.transport ?? this.#transport;
       const request = this.#settings.request;
       // The common call (no progress asked, no output schema to check, the session established)
       // is sent as one JSON-RPC POST and its answer read here: the SDK transport's Web fetch
       // and stream pipeline cost several times more (docs/benchmarks-bridge.md "MCP proxy").
-      if (!onProgress && request && transport?.sessionId !== undefined && !this.#withOutputSchema.has(name.slice(prefix.length))) {
+      if (!onProgress && request && transport?.sessionId !== undefined && (own !== undefined || !this.#withOutputSchema.has(name.slice(prefix.length)))) {
         return await this.#post(client, transport, request, name.slice(prefix.length), args, options.timeoutMs, signal, call);
       }
       const result = await inFlight.run(call, () =>
@@ -484,6 +543,12 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
       if (error instanceof McpError) {
         // The server answered with a JSON-RPC error: relay its message, it is about the call.
         throw new ServiceError("BAD_GATEWAY", `MCP server ${this.record.name} refused ${name}: ${error.message}`, { details: { upstreamCode: error.code } });
+      }
+      // Transport failure of a client's own upstream session: it ends (the next request opens
+      // another); the shared connection finds out on its own whether the server is gone.
+      if (own) {
+        this.#closeOwn(own.owner.id);
+        throw new ServiceError("BAD_GATEWAY", `MCP server ${this.record.name} is unreachable: ${describeError(error, options.timeoutMs)}`);
       }
       // Transport failure: the server is gone; stop listing its tools and reconnect.
       this.#markUnhealthy(describeError(error, options.timeoutMs));
@@ -561,24 +626,40 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
             return;
           }
           // SSE, split by the project's one splitter, read to its end (the connection goes back
-          // to the pool); a stream that ends or breaks before the reply ends the call.
+          // to the pool); a stream that ends or breaks before the reply ends the call, unless it
+          // carried event ids: then it is resumed with a GET and `Last-Event-ID` (MCP Streamable
+          // HTTP "Resumability and Redelivery"), as the SDK's transport does, a few times at most.
           void (async () => {
-            try {
-              for await (const data of readSseData(response)) {
-                let message: unknown;
-                try {
-                  message = JSON.parse(data);
-                } catch {
-                  continue; // Not JSON: ignored, as the SDK transport reports and skips it.
+            let stream: IncomingMessage = response;
+            for (let resumed = 0; ; resumed += 1) {
+              const lastId = { value: undefined as string | undefined };
+              try {
+                for await (const data of readSseData(eventIds(stream, lastId))) {
+                  let message: unknown;
+                  try {
+                    message = JSON.parse(data);
+                  } catch {
+                    continue; // Not JSON: ignored, as the SDK transport reports and skips it.
+                  }
+                  deliver(message);
                 }
-                deliver(message);
+              } catch (error) {
+                // An error of the connection (as Node's response emits it) fails the call as a
+                // transport failure; a stream closed early without one is a stream ended (below).
+                if ((error as NodeJS.ErrnoException).code !== "ERR_STREAM_PREMATURE_CLOSE") return reject(error);
               }
-            } catch (error) {
-              // An error of the connection (as Node's response emits it) fails the call as a
-              // transport failure; a stream closed early without one is a stream ended (below).
-              if ((error as NodeJS.ErrnoException).code !== "ERR_STREAM_PREMATURE_CLOSE") reject(error);
+              if (settled || abort.signal.aborted) return;
+              if (lastId.value === undefined || resumed >= MAX_RESUMES) return reject(new StreamEnded());
+              try {
+                stream = await request(this.#url!, { method: "GET", headers: { ...headers, accept: "text/event-stream", "last-event-id": lastId.value }, signal: abort.signal });
+              } catch (error) {
+                return reject(error);
+              }
+              if ((stream.statusCode ?? 0) !== 200) {
+                stream.resume();
+                return reject(new StreamEnded());
+              }
             }
-            if (!settled) reject(new StreamEnded());
           })();
         }, reject);
       });
@@ -594,6 +675,112 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
       clearTimeout(timer);
       signal.removeEventListener("abort", onAbort);
     }
+  }
+
+  /**
+   * The upstream session of the client session being served (clientSession), opened on its
+   * first request to this server; undefined for clients without client features, or when the
+   * bounds are reached or it could not open (the shared connection serves the request then).
+   */
+  #ownSession(): Promise<OwnSession | undefined> | undefined {
+    const owner = clientSession.getStore();
+    const bounds = this.#settings.sessions;
+    if (!owner || !bounds || this.#closed) return undefined;
+    let pending = this.#own.get(owner.id);
+    if (pending) return pending;
+    // Past a bound the client session stays on the shared connection for its life (told once).
+    if (this.#refused.has(owner.id)) return undefined;
+    const refuse = (bound: string) => {
+      this.#refused.add(owner.id);
+      this.#settings.log.info({ level: "warn", msg: `MCP server ${this.record.name}: ${bound} reached; MCP session ${owner.id} uses the shared connection` });
+      return undefined;
+    };
+    if (this.#own.size >= bounds.perServer) return refuse(`MCP_UPSTREAM_SESSIONS_PER_SERVER (${bounds.perServer})`);
+    if (!bounds.take(owner.userId)) return refuse(`MCP_UPSTREAM_SESSIONS_PER_USER for user ${owner.userId}`);
+    // Opened outside the request's context: the session's GET stream (read in the context it
+    // was opened in) must carry nobody's call.
+    pending = inFlight.exit(() => clientSession.exit(() => this.#openOwn(owner))).catch((error: unknown) => {
+      this.#settings.log.info({ level: "warn", msg: `MCP server ${this.record.name}: upstream session for ${owner.id} failed to open: ${describeError(error, this.#settings.timeoutMs)}` });
+      if (this.#own.get(owner.id) === pending) this.#own.delete(owner.id);
+      bounds.give(owner.userId);
+      return undefined;
+    });
+    this.#own.set(owner.id, pending);
+    return pending;
+  }
+
+  async #openOwn(owner: ClientSessionLink): Promise<OwnSession> {
+    const { sampling, elicitation, roots } = owner.capabilities;
+    // The client's own capabilities and clientInfo: the server sees the client it serves.
+    const client = new Client(owner.clientInfo, {
+      capabilities: { ...(sampling ? { sampling } : {}), ...(elicitation ? { elicitation } : {}), ...(roots ? { roots } : {}) },
+    });
+    const transport = new StreamableHTTPClientTransport(new URL(this.record.url), {
+      requestInit: { headers: this.record.headers },
+      fetch: watchedFetch(this.#settings.fetch ?? fetch),
+    });
+    for (const [schema, method] of RELAYED) {
+      if (!owner.capabilities[method === "sampling/createMessage" ? "sampling" : method === "elicitation/create" ? "elicitation" : "roots"]) continue;
+      client.setRequestHandler(schema as typeof CreateMessageRequestSchema, (request, extra) => this.#relayOwn(owner, { method, params: request.params as Record<string, unknown> }, extra.signal) as never);
+    }
+    client.onerror = () => undefined;
+    client.onclose = () => {
+      void this.#own.get(owner.id)?.then((session) => {
+        if (session?.client === client) this.#closeOwn(owner.id);
+      });
+    };
+    // Its log messages are this client's only.
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => owner.log(this.record.name, notification.params));
+    try {
+      await client.connect(transport, { timeout: this.#settings.timeoutMs });
+      const level = owner.loggingLevel();
+      if (level && client.getServerCapabilities()?.logging) await client.setLoggingLevel(level, { timeout: this.#settings.timeoutMs }).catch(() => undefined);
+    } catch (error) {
+      await client.close().catch(() => undefined);
+      throw error;
+    }
+    return { client, transport, owner };
+  }
+
+  /**
+   * A request of the server on a client's own upstream session: related to a call of that
+   * client, it goes on the call's answer stream; otherwise on the client's GET stream.
+   */
+  #relayOwn(owner: ClientSessionLink, request: ClientRequest, signal: AbortSignal): Promise<Record<string, unknown>> {
+    const call = inFlight.getStore();
+    if (call && !call.done && call.relay) return call.relay(request, { signal, timeoutMs: this.#settings.timeoutMs });
+    return owner.request(request, { signal, timeoutMs: this.#settings.timeoutMs });
+  }
+
+  /** The client session ended (or its upstream session broke): its upstream session ends. */
+  #closeOwn(id: string): void {
+    this.#refused.delete(id);
+    const pending = this.#own.get(id);
+    if (!pending) return;
+    this.#own.delete(id);
+    void pending.then(async (session) => {
+      if (!session) return;
+      this.#settings.sessions?.give(session.owner.userId);
+      // DELETE tells the server the session is over (MCP Streamable HTTP "Session Management").
+      await session.transport.terminateSession().catch(() => undefined);
+      await session.client.close().catch(() => undefined);
+    });
+  }
+
+  /** Upstream sessions open for client sessions on this connection (tests, metrics). */
+  get ownSessions(): number {
+    return this.#own.size;
+  }
+
+  /** The client changed its roots: its upstream session here is told (`notifications/roots/list_changed`). */
+  rootsChanged(id: string): void {
+    void this.#own.get(id)?.then((session) => session?.client.sendRootsListChanged().catch(() => undefined));
+  }
+
+  /** The client set its log level: forwarded to its upstream session here, if the server logs. */
+  async setLevel(id: string, level: LoggingLevel): Promise<void> {
+    const session = await this.#own.get(id);
+    if (session?.client.getServerCapabilities()?.logging) await session.client.setLoggingLevel(level, { timeout: this.#settings.timeoutMs }).catch(() => undefined);
   }
 
   /** A server-to-client request: relayed to the client session of the call it arrived with, or refused. */
@@ -639,6 +826,7 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
   async close(): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#reconnectTimer);
+    for (const id of [...this.#own.keys()]) this.#closeOwn(id);
     this.#tools = [];
     await this.#dropClient();
   }

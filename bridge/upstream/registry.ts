@@ -10,7 +10,8 @@ import type { UpstreamRegisterInput, UpstreamServerHandle, UpstreamServerView, U
 import type { ToolScope } from "../../rpc/tools/types.js";
 import { AddressRefused, OutboundGuard, type ResolveHost } from "../../rpc/outbound/outbound-guard.js";
 import { guardedRequest, toGuardedFetch, type GuardedFetch } from "../../rpc/outbound/guarded-fetch.js";
-import { UpstreamConnection } from "./connection.js";
+import type { LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
+import { UpstreamConnection, type UpstreamSessionBounds } from "./connection.js";
 import type { EmitEvent } from "../../rpc/tools/ports.js";
 
 /**
@@ -44,6 +45,9 @@ export class UpstreamServers {
   readonly #fetch: GuardedFetch;
   #unsubscribe: (() => Promise<void>) | undefined;
   #resync: NodeJS.Timeout | undefined;
+  /** Upstream sessions of client sessions per user, across servers (MCP_UPSTREAM_SESSIONS_PER_USER). */
+  readonly #ownSessions = new Map<string, number>();
+  readonly #sessionBounds: UpstreamSessionBounds;
 
   constructor(deps: { catalog: Catalog; store: Store; secrets: SecretBox; config: Config; log: Logger; resolveHost?: ResolveHost; emit?: EmitEvent }) {
     this.#catalog = deps.catalog;
@@ -58,6 +62,28 @@ export class UpstreamServers {
     this.#config = deps.config;
     this.#log = deps.log;
     this.repo = new McpServersRepo(deps.store, deps.secrets);
+    const perUser = deps.config.MCP_UPSTREAM_SESSIONS_PER_USER;
+    this.#sessionBounds = {
+      perServer: deps.config.MCP_UPSTREAM_SESSIONS_PER_SERVER,
+      take: (userId) => {
+        const held = this.#ownSessions.get(userId) ?? 0;
+        if (held >= perUser) return false;
+        this.#ownSessions.set(userId, held + 1);
+        return true;
+      },
+      give: (userId) => {
+        const held = (this.#ownSessions.get(userId) ?? 1) - 1;
+        if (held > 0) this.#ownSessions.set(userId, held);
+        else this.#ownSessions.delete(userId);
+      },
+    };
+  }
+
+  /** Upstream sessions open for client sessions on this instance (docs/mcp.md "Upstream sessions"). */
+  get ownSessions(): number {
+    let open = 0;
+    for (const connection of this.#connections.values()) open += connection.ownSessions;
+    return open;
   }
 
   /** Subscribes to the bus, then connects every stored server in the background. */
@@ -108,6 +134,7 @@ export class UpstreamServers {
       log: this.#log,
       fetch: this.#fetch,
       request: (url, init) => guardedRequest(this.#guard, url, init),
+      sessions: this.#sessionBounds,
     });
     this.#connections.set(ref, connection);
     this.#catalog.addSource(connection);
@@ -194,9 +221,19 @@ export class UpstreamServers {
       .sort((a, b) => a.record.name.localeCompare(b.record.name));
   }
 
-  /** An MCP session ended: its resource subscriptions on every server end with it. */
+  /** An MCP session ended: its resource subscriptions and its own upstream sessions on every server end with it. */
   release(subscriber: string): void {
     for (const connection of this.#connections.values()) connection.release(subscriber);
+  }
+
+  /** An MCP client sent `notifications/roots/list_changed`: its upstream sessions are told. */
+  rootsChanged(session: string): void {
+    for (const connection of this.#connections.values()) connection.rootsChanged(session);
+  }
+
+  /** An MCP client's `logging/setLevel`, forwarded to its upstream sessions. */
+  async setLevel(session: string, level: LoggingLevel): Promise<void> {
+    await Promise.all([...this.#connections.values()].map((connection) => connection.setLevel(session, level)));
   }
 
   /**
