@@ -3,7 +3,7 @@ import { APIError } from "openai";
 import { http, HttpResponse } from "msw";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
 import { loopbackFetch, openaiClient, platformAccount, sseData, userMessage, type PlatformAccount } from "../../helpers/chat.js";
-import { createOpenAiUpstream, fakeUsage } from "../../../mocks/openai-upstream.js";
+import { createOpenAiUpstream } from "../../../mocks/openai-upstream.js";
 import { serveMockUpstreams, type MockUpstreams } from "../../helpers/mock-upstreams.js";
 import { countPromptTokens, countTokens } from "../../../rpc/chat/tokens.js";
 import { dropRedisPrefix, uniqueRedisPrefix } from "../../helpers/redis.js";
@@ -167,6 +167,8 @@ describe("fallbacks", () => {
     upstream.script("primary-up", { kind: "error", status: 529, body: { error: { message: "overloaded" } } });
     upstream.script("secondary-up", { kind: "stream", words: ["streamed", " fallback"] });
     const before = await balance(account);
+    // The Platform API drops stream_options (docs/models-and-chat.md): no usage chunk reaches
+    // the client, but the stream is metered from the upstream's usage all the same.
     const stream = await client.chat.completions.create({ model: "primary", messages: userMessage("go"), stream: true, stream_options: { include_usage: true } });
     let text = "";
     let usage;
@@ -176,8 +178,8 @@ describe("fallbacks", () => {
       expect(chunk.model).toBe("primary");
     }
     expect(text).toBe("streamed fallback");
-    expect(usage).toEqual(fakeUsage(["streamed", " fallback"]));
-    expect(before - (await balance(account))).toBe(priced(FALLBACK, 10, 2));
+    expect(usage).toBeUndefined();
+    await eventually(async () => before - (await balance(account)) === priced(FALLBACK, 10, 2));
   });
 
   it("a context-window error goes straight to a fallback with a larger window", async () => {
@@ -193,23 +195,24 @@ describe("fallbacks", () => {
     expect(callsTo("large-up")).toBe(1);
   });
 
-  it("one hold covers the dearest candidate: credits that cover the cheap model but not its fallback's price are refused with 402", async () => {
+  it("one hold covers the dearest candidate, capped at what remains: a balance above zero is served and settles at the answering deployment's price; zero is 402", async () => {
     const messages = userMessage("price check");
     const prompt = countPromptTokens(messages);
     const dearest = priced(FALLBACK, prompt, 50);
     expect(dearest).toBeGreaterThan(priced(CHEAP, prompt, 50));
+    // docs/billing.md "Admission": served while the balance is above zero, even below the worst case.
     const short = await platformAccount(server, 0);
     await server.composition.ports.repos.credits.grant(short.workspaceId, dearest - 1);
-    const refused = await server.request("/api/v1/chat/completions", { method: "POST", headers: bearer(short.key), json: { model: "primary", messages, max_tokens: 50 } });
-    expect(refused.status).toBe(402);
-    expect(callsTo("primary-up")).toBe(0);
-    const enough = await platformAccount(server, 0);
-    await server.composition.ports.repos.credits.grant(enough.workspaceId, dearest);
     upstream.script("primary-up", { kind: "reply", words: ["ok"] });
-    const served = await server.request("/api/v1/chat/completions", { method: "POST", headers: bearer(enough.key), json: { model: "primary", messages, max_tokens: 50 } });
+    const served = await server.request("/api/v1/chat/completions", { method: "POST", headers: bearer(short.key), json: { model: "primary", messages, max_tokens: 50 } });
     expect(served.status).toBe(200);
     // Settled at the price of the deployment that answered, the rest of the hold released.
-    expect(await server.composition.ports.repos.credits.balance(enough.workspaceId)).toBe(dearest - priced(CHEAP, 10, 1));
+    await eventually(async () => (await server.composition.ports.repos.credits.balance(short.workspaceId)) === dearest - 1 - priced(CHEAP, 10, 1));
+    const empty = await platformAccount(server, 0);
+    const calls = callsTo("primary-up");
+    const refused = await server.request("/api/v1/chat/completions", { method: "POST", headers: bearer(empty.key), json: { model: "primary", messages, max_tokens: 50 } });
+    expect(refused.status).toBe(402);
+    expect(callsTo("primary-up")).toBe(calls);
   });
 });
 
