@@ -87,7 +87,7 @@ async function webhookFigures(store: Store) {
   const secrets = new SecretBox("bench-secret-of-at-least-32-characters!!");
   const repo = new WebhooksRepo(store);
   const worker = new WebhookWorker({
-    config: { WEBHOOKS_ALLOW_PRIVATE: true, WEBHOOKS_TIMEOUT_SECONDS: 10, WEBHOOKS_POLL_MS: 0, WEBHOOKS_CONCURRENCY: 16, WEBHOOKS_TENANT_CONCURRENCY: 16, WEBHOOKS_CLAIM_LEASE_MS: 5000 },
+    config: { WEBHOOKS_ALLOW_PRIVATE: true, WEBHOOKS_TIMEOUT_SECONDS: 10, WEBHOOKS_POLL_MS: 0 },
     log: { info() {}, error() {} },
     repo,
     secrets,
@@ -104,7 +104,7 @@ async function webhookFigures(store: Store) {
         while (next < count) {
           next++;
           const event = { id: `evt_${next}`, tenantId: "ten_bench", topic: "bench", type: "bench.event", source: "bench", payload: { n: next }, createdAt: now };
-          const [delivery] = await worker.dispatch(event, [sub]);
+          const [delivery] = await worker.fanOut(event, [sub]);
           await worker.attempt(delivery!.id, { manual: true }).catch(() => null);
         }
       }),

@@ -72,7 +72,6 @@ async function handleRest(
     ip: scope.ip,
     traceparent: scope.traceparent,
     logFields: scope.log,
-    ...(scope.delivered ? { delivered: scope.delivered } : {}),
     onAuthenticated: (principal) => (scope.log.principal = { kind: principal.kind, userId: principal.userId }),
   };
   // Params are the query, the JSON body and the path parameters merged (path wins), read

@@ -13,8 +13,6 @@ import type { ResolveHost } from "../rpc/outbound/outbound-guard.js";
 import { healthTransport, type Lifecycle } from "./health.js";
 import { trackInFlight } from "./drain.js";
 import { metricsTransport } from "./metrics.js";
-import { guardStrictPaths } from "./strict-paths.js";
-import { deadlineOptions, guardIdleBodies } from "./slow-clients.js";
 
 export interface RunningServer {
   /** Origin the server listens on, e.g. `http://127.0.0.1:8787`. */
@@ -68,15 +66,11 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       hostname: config.HOST,
       silent: true,
       gracefulShutdown: false,
-      // Deadlines for slow clients (docs/security.md "Slow clients").
-      node: deadlineOptions(config),
       // spec 8: GATEWAY_MAX_PAYLOAD_BYTES also bounds WebSocket messages (ws closes with 1009 past it).
       plugins: [crossws({ options: { node: { serverOptions: { maxPayload: config.GATEWAY_MAX_PAYLOAD_BYTES } } } })],
     });
     // No TLS nor HTTP/2 here: srvx made a node:http server.
     const node = server.node!.server as NodeServer;
-    guardStrictPaths(node, log);
-    guardIdleBodies(node, config);
     const inFlight = trackInFlight(node, lifecycle);
     await server.ready();
     const listening = new URL(server.url!);

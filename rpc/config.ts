@@ -144,36 +144,6 @@ const ENV_SCHEMA = v.object({
    * before it cuts them; below the usual 30 s an orchestrator waits before SIGKILL.
    */
   SHUTDOWN_GRACE_SECONDS: v.optional(intFrom(0, 3600), "25"),
-  /** Failed sign-ins allowed from one address across all emails per LOGIN_WINDOW_SECONDS before that address gets 429 (docs/security.md "Sign-in throttling"). */
-  LOGIN_MAX_FAILURES_PER_ADDRESS: v.optional(intFrom(1, 1_000_000), "100"),
-  /** Once an email has LOGIN_MAX_FAILURES failures from any address, every sign-in to it waits this long first (the slower path; the right password still succeeds). */
-  LOGIN_SLOW_MS: v.optional(intFrom(0, 60_000), "2000"),
-  /** Time a client has to send a request's headers, in ms (Node `headersTimeout`); 408 and closed past it. */
-  HTTP_HEADERS_TIMEOUT_MS: v.optional(intFrom(100, 3_600_000), "20000"),
-  /** Time a client has to send a whole request, headers and body, in ms (Node `requestTimeout`); not counted once the request is in (SSE answers, WebSockets). */
-  HTTP_REQUEST_TIMEOUT_MS: v.optional(intFrom(100, 3_600_000), "120000"),
-  /** A request body that sends nothing for this long, in ms, is cut with 408. */
-  HTTP_BODY_IDLE_TIMEOUT_MS: v.optional(intFrom(100, 3_600_000), "20000"),
-  /** Webhook attempts in flight at once per instance (docs/webhooks.md "Fair delivery"). */
-  WEBHOOKS_CONCURRENCY: v.optional(intFrom(1, 1000), "16"),
-  /** Webhook attempts in flight at once per tenant per instance, so one tenant's backlog never takes every slot. */
-  WEBHOOKS_TENANT_CONCURRENCY: v.optional(intFrom(1, 1000), "4"),
-  /** Lease of a claimed webhook attempt, in ms, renewed while it runs: a dead instance's claims are retried this long after it stopped renewing. */
-  WEBHOOKS_CLAIM_LEASE_MS: v.optional(intFrom(200, 600_000), "5000"),
-  /** API keys one user may hold, all kinds together (docs/quotas.md). */
-  QUOTA_KEYS_PER_USER: v.optional(intFrom(1, 1_000_000), "50"),
-  /** VM sockets connected at once per tenant, across instances. */
-  QUOTA_VM_SOCKETS_PER_TENANT: v.optional(intFrom(1, 1_000_000), "50"),
-  /** Tools announced at once by all of a tenant's VM sockets, across instances. */
-  QUOTA_VM_TOOLS_PER_TENANT: v.optional(intFrom(1, 10_000_000), "5000"),
-  /** Upstream MCP servers per tenant. */
-  QUOTA_MCP_SERVERS_PER_TENANT: v.optional(intFrom(1, 1_000_000), "20"),
-  /** Webhook subscriptions per tenant. */
-  QUOTA_WEBHOOK_SUBSCRIPTIONS_PER_TENANT: v.optional(intFrom(1, 1_000_000), "100"),
-  /** Streamed answers (chat SSE) in flight at once per key, across instances. */
-  QUOTA_STREAMS_PER_KEY: v.optional(intFrom(1, 1_000_000), "20"),
-  /** Gateway requests per minute per tenant, all its users and keys together, across instances. */
-  GATEWAY_TENANT_RATE_LIMIT_RPM: v.optional(intFrom(1, 100_000_000), "1200"),
   /** Bearer token GET /metrics requires when set; unset, /metrics is open (scrape it on a private port or network). */
   METRICS_TOKEN: v.optional(v.pipe(v.string(), v.minLength(16, "must be at least 16 characters"))),
   /** `info` writes one JSON line per request; `silent` writes none. */
@@ -202,10 +172,5 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (!result.success) {
     throw new ConfigError(result.issues.map((issue) => `${v.getDotPath(issue) ?? "?"}=${JSON.stringify(issue.input)}: ${issue.message}`));
   }
-  const config = { ...result.output, ...overrides };
-  // Node refuses a headers deadline past the whole request's.
-  if (config.HTTP_HEADERS_TIMEOUT_MS > config.HTTP_REQUEST_TIMEOUT_MS) {
-    throw new ConfigError([`HTTP_HEADERS_TIMEOUT_MS=${config.HTTP_HEADERS_TIMEOUT_MS}: must not exceed HTTP_REQUEST_TIMEOUT_MS (${config.HTTP_REQUEST_TIMEOUT_MS})`]);
-  }
-  return config;
+  return { ...result.output, ...overrides };
 }

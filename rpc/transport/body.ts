@@ -2,19 +2,6 @@ import { ServiceError } from "../errors.js";
 
 const tooLarge = (limit: number) => new ServiceError("PAYLOAD_TOO_LARGE", `Request body exceeds the limit of ${limit} bytes`);
 
-/**
- * A body whose connection closed before it was complete (the client went away, or was cut by
- * the slow-client deadlines, docs/security.md "Slow clients"): a 400 nobody reads, not a 500.
- */
-async function untilComplete<T>(read: Promise<T>): Promise<T> {
-  try {
-    return await read;
-  } catch (error) {
-    if (error instanceof ServiceError) throw error;
-    throw new ServiceError("BAD_REQUEST", "The request body ended before it was complete", { cause: error });
-  }
-}
-
 const JSON_TYPE = /^application\/([\w.+-]+\+)?json\b/i;
 
 function parseJson(text: string): unknown {
@@ -45,11 +32,11 @@ export async function readJsonBody(request: Request, limit: number): Promise<unk
   // `text()` would then read through; untouched, `text()` reads the Node request directly.
   if (Number.isInteger(declared) && JSON_TYPE.test((request.headers.get("content-type") ?? "").trim())) {
     if (declared === 0) return undefined;
-    return parseJson(await untilComplete(request.text()));
+    return parseJson(await request.text());
   }
   if (!request.body) return undefined;
 
-  const bytes = await untilComplete(readCapped(request.body, limit));
+  const bytes = await readCapped(request.body, limit);
   if (bytes.byteLength === 0) return undefined;
 
   const type = request.headers.get("content-type") ?? "";
@@ -64,7 +51,7 @@ export async function readRawBody(request: Request, limit: number): Promise<Uint
   const header = request.headers.get("content-length");
   if (header !== null && Number(header) > limit) throw tooLarge(limit);
   if (!request.body) return undefined;
-  const bytes = await untilComplete(readCapped(request.body, limit));
+  const bytes = await readCapped(request.body, limit);
   return bytes.byteLength === 0 ? undefined : new Uint8Array(bytes);
 }
 

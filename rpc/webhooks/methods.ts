@@ -95,7 +95,7 @@ export const webhookMethods = [
   webhooksDomain.method({
     name: "webhooks.subscriptions.create",
     summary:
-      "Subscribe a URL to a tenant's events matching `filter`. The URL must pass the private-address rule (400). The signing secret `whsec_…` is in this answer only. 409 past the tenant's QUOTA_WEBHOOK_SUBSCRIPTIONS_PER_TENANT.",
+      "Subscribe a URL to a tenant's events matching `filter`. The URL must pass the private-address rule (400). The signing secret `whsec_…` is in this answer only.",
     input: v.object({
       tenantId: v.optional(TenantId),
       url: Url,
@@ -105,7 +105,7 @@ export const webhookMethods = [
     }),
     auth: AUTH,
     output: WithSigningSecret,
-    errors: ["NOT_FOUND", "VALIDATION_FAILED", "CONFLICT"],
+    errors: ["NOT_FOUND", "VALIDATION_FAILED"],
     http: [{ surface: "gateway", method: "POST", path: "/webhooks/subscriptions", status: 201 }],
     async handler(params, ctx) {
       const tenant = await tenantOrPersonal(ctx.deps, ctx.principal, params.tenantId, TENANT_ACCESS.webhooks);
@@ -123,17 +123,7 @@ export const webhookMethods = [
         createdAt: now,
         updatedAt: now,
       };
-      // docs/quotas.md: QUOTA_WEBHOOK_SUBSCRIPTIONS_PER_TENANT, counted under the tenant's lock.
-      await ctx.deps.webhooks.withTenantLock(tenant.id, async () => {
-        const limit = ctx.deps.config.QUOTA_WEBHOOK_SUBSCRIPTIONS_PER_TENANT;
-        const count = await ctx.deps.webhooks.countSubscriptions(tenant.id);
-        if (count >= limit) {
-          throw new ServiceError("CONFLICT", `Tenant ${tenant.slug} has ${count} webhook subscriptions, its quota (QUOTA_WEBHOOK_SUBSCRIPTIONS_PER_TENANT=${limit}); delete one first`, {
-            details: { quota: "webhookSubscriptionsPerTenant", tenantId: tenant.id, limit, count, variable: "QUOTA_WEBHOOK_SUBSCRIPTIONS_PER_TENANT" },
-          });
-        }
-        await ctx.deps.webhooks.putSubscription(sub);
-      });
+      await ctx.deps.webhooks.putSubscription(sub);
       return { ...subscriptionView(sub), secret };
     },
   }),
@@ -234,7 +224,7 @@ export const webhookMethods = [
       }
       if (only && only.tenantId !== event.tenantId) throw new ServiceError("NOT_FOUND", `Webhook subscription not found: ${only.id}`);
       const targets = only ? [only] : (await deps.webhooks.listSubscriptions(event.tenantId)).filter((sub) => sub.enabled && (event.type === "webhook.ping" || matchesFilter(sub.filter, event)));
-      const deliveries = await deps.webhookWorker.dispatch(event, targets);
+      const deliveries = await deps.webhookWorker.fanOut(event, targets);
       return { eventId: event.id, deliveries: deliveries.map(deliveryView) };
     },
   }),
