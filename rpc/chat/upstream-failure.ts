@@ -1,4 +1,5 @@
 import { ServiceError } from "../errors.js";
+import { retryAfterOf } from "./providers/provider-error.js";
 
 /**
  * What the router needs to know about a failed provider call (docs/providers.md "What is
@@ -59,11 +60,7 @@ function headerOf(headers: Record<string, string> | undefined, name: string): st
   return undefined;
 }
 
-/** RFC 9110 10.2.3: delay-seconds or an HTTP date. */
+/** RFC 9110 10.2.3: delay-seconds or an HTTP date (the adapters' one parser, `retryAfterOf`). */
 export function parseRetryAfter(value: string | undefined, now = Date.now()): number | undefined {
-  if (value === undefined) return undefined;
-  const trimmed = value.trim();
-  if (/^\d+(\.\d+)?$/.test(trimmed)) return Math.round(Number(trimmed) * 1000);
-  const at = Date.parse(trimmed);
-  return Number.isFinite(at) ? Math.max(0, at - now) : undefined;
+  return value === undefined ? undefined : retryAfterOf({ "retry-after": value }, now);
 }
