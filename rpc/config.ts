@@ -52,6 +52,16 @@ const ENV_SCHEMA = v.object({
   PASSWORD_HASH_CONCURRENCY: v.optional(intFrom(0, 64), "2"),
   /** Largest request body accepted on any surface (spec 8: 1 MiB). */
   GATEWAY_MAX_PAYLOAD_BYTES: v.optional(intFrom(1024), "1048576"),
+  /**
+   * Slow clients (docs/security.md "Slow clients"): a request's headers must arrive within
+   * HTTP_HEADERS_TIMEOUT_SECONDS and the whole request (headers and body) within
+   * HTTP_REQUEST_TIMEOUT_SECONDS; a body that stops arriving for HTTP_BODY_IDLE_TIMEOUT_SECONDS
+   * is cut. Answers are not bounded by these: an SSE stream or a WebSocket, once established,
+   * stays open.
+   */
+  HTTP_HEADERS_TIMEOUT_SECONDS: v.optional(intFrom(1, 600), "10"),
+  HTTP_REQUEST_TIMEOUT_SECONDS: v.optional(intFrom(1, 3600), "60"),
+  HTTP_BODY_IDLE_TIMEOUT_SECONDS: v.optional(intFrom(1, 600), "10"),
   /** Upper bound in seconds for a tool call or upstream request made by the bridge (spec 8). */
   GATEWAY_TIMEOUT_SECONDS: v.optional(intFrom(1, 3600), "30"),
   /** Retries of idempotent upstream calls (spec 8). */
