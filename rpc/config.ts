@@ -42,9 +42,14 @@ const ENV_SCHEMA = v.object({
   PLATFORM_KEY_SERVICE: v.optional(v.pipe(v.string(), v.regex(/^[a-z0-9]+$/, "lowercase letters and digits only")), "gateway"),
   /** Fixed prefix of personal (Account API) keys; must end with an underscore (spec 5). */
   ACCOUNT_KEY_PREFIX: v.optional(v.pipe(v.string(), v.regex(/^[a-z][a-z0-9]*_$/, "lowercase, ending in _")), "acct_"),
-  /** Failed sign-ins allowed per email per LOGIN_WINDOW_SECONDS before 429. */
+  /**
+   * Failed sign-ins allowed per email and source address per LOGIN_WINDOW_SECONDS (ten times as
+   * many per email across addresses) before attempts take the slow path: LOGIN_SLOW_MS each, one
+   * at a time per email; the right password still signs in (docs/security.md "Sign-in throttling").
+   */
   LOGIN_MAX_FAILURES: v.optional(intFrom(1, 1000), "5"),
   LOGIN_WINDOW_SECONDS: v.optional(intFrom(1, 86400), "900"),
+  LOGIN_SLOW_MS: v.optional(intFrom(0, 60_000), "2000"),
   /**
    * Password hashes (scrypt) run at once, process-wide; the rest wait their turn. scrypt shares
    * libuv's thread pool with fs, so an unbounded login flood stalls storage. `0` = unbounded.
