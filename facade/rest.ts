@@ -72,6 +72,7 @@ async function handleRest(
     ip: scope.ip,
     traceparent: scope.traceparent,
     logFields: scope.log,
+    ...(scope.delivered ? { delivered: scope.delivered } : {}),
     onAuthenticated: (principal) => (scope.log.principal = { kind: principal.kind, userId: principal.userId }),
   };
   // Params are the query, the JSON body and the path parameters merged (path wins), read

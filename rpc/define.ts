@@ -91,6 +91,12 @@ export interface CallContext<P extends Principal | undefined = Principal | undef
   onProgress?(update: ProgressUpdate): void;
   /** The MCP client session behind the call, for an upstream server's requests during it (rpc/tools/types.ts ClientRelay). */
   relay?: ClientRelay;
+  /**
+   * Resolves true once the answer's last byte was handed to the socket, false when the
+   * connection closed first. Given by transports that can tell (REST on Node); paid requests
+   * settle on it (docs/crash-consistency.md "No charge without an answer").
+   */
+  delivered?(): Promise<boolean>;
 }
 
 /** One step of a long call (MCP `notifications/progress`, without the token). */

@@ -34,6 +34,8 @@ export interface CallFacts {
   onProgress?(update: ProgressUpdate): void;
   /** The MCP client session behind the call, for an upstream server's sampling, elicitation and roots requests. */
   relay?: ClientRelay;
+  /** Whether the answer reached the socket in full (REST on Node); see CallContext.delivered. */
+  delivered?(): Promise<boolean>;
 }
 
 /**
@@ -103,6 +105,7 @@ export class Dispatcher {
       logFields: facts.logFields,
       ...(facts.onProgress ? { onProgress: facts.onProgress } : {}),
       ...(facts.relay ? { relay: facts.relay } : {}),
+      ...(facts.delivered ? { delivered: facts.delivered } : {}),
     };
     const parsed = parseParams(method.input, raw);
     await applyParamPolicies(method, principal, parsed, this.ports);

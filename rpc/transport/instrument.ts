@@ -39,6 +39,12 @@ export interface RequestScope {
    * (the stream's end), so they carry its full duration and what the stream metered.
    */
   defer(): () => void;
+  /**
+   * Resolves true once the answer's last byte was handed to the socket, false when the
+   * connection closed before (the client went away). Made on first call; undefined off Node.
+   * Paid requests settle on it (docs/crash-consistency.md "No charge without an answer").
+   */
+  delivered?(): Promise<boolean>;
   /** Filled in by the handler for the log line (chat adds model, tokens, cost, latencies). */
   log: { operation?: string; principal?: { kind: string; userId: string }; [field: string]: unknown };
 }
@@ -86,6 +92,21 @@ function clientAbort(request: H3Event["req"]): AbortController {
   return abort;
 }
 
+/** When the answer was handed to the socket in full (true) or the connection closed first (false). */
+function deliveryOf(request: H3Event["req"]): (() => Promise<boolean>) | undefined {
+  const res = (request as { runtime?: { node?: { res?: ServerResponse } } }).runtime?.node?.res;
+  if (!res) return undefined;
+  let delivered: Promise<boolean> | undefined;
+  return () =>
+    (delivered ??= new Promise<boolean>((resolve) => {
+      if (res.writableFinished) return resolve(true);
+      if (res.destroyed) return resolve(false);
+      // 'finish': the last chunk was handed to the operating system; 'close' first: cut.
+      res.once("finish", () => resolve(true));
+      res.once("close", () => resolve(res.writableFinished));
+    }));
+}
+
 /**
  * Wraps a route: a request id (the client's X-Request-Id when sane), an abort signal tied to
  * the client, the surface's error envelope, one JSON log line and the HTTP metrics per request.
@@ -104,6 +125,7 @@ export function instrument(surface: Surface | "rpc", observers: Observers, handl
       abort,
       ip: getRequestIP(event) ?? "unknown",
       traceparent: traceparentOf(request),
+      delivered: deliveryOf(request),
       log: {},
       defer() {
         let release!: () => void;
