@@ -1,9 +1,9 @@
 import type { Middleware } from "h3";
 import type { Config } from "../../rpc/config.js";
 import { ServiceError } from "../../rpc/errors.js";
-import { refuse, type Observers } from "../../rpc/transport/instrument.js";
-import { allowedOrigins, crossSiteWrite } from "../../rpc/transport/origin.js";
-import { surfaceOfPath } from "../../rpc/transport/surfaces.js";
+import { refuse, type Observers } from "../transport/instrument.js";
+import { allowedOrigins, crossSiteWrite } from "../transport/origin.js";
+import { surfaceOfPath } from "../../rpc/surfaces.js";
 
 /**
  * 403 in the console's envelope for a state-changing console request sent by another site's
