@@ -7,7 +7,7 @@ import { surfaceOfPath } from "../../rpc/surfaces.js";
 
 /**
  * 403 in the console's envelope for a state-changing console request sent by another site's
- * page (rpc/transport/origin.ts `crossSiteWrite`), before the cookie is even read. The
+ * page (facade/transport/origin.ts `crossSiteWrite`), before the cookie is even read. The
  * console is the one surface whose credential a browser attaches by itself.
  */
 export function crossSiteMiddleware(config: Pick<Config, "GATEWAY_CORS_ORIGINS" | "PUBLIC_URL">, observers: Observers): Middleware {
