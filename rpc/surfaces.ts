@@ -162,7 +162,8 @@ export const SURFACES: Readonly<Record<CallSurface, SurfaceProfile>> = {
     envelope: (error, requestId) => ({ jsonrpc: "2.0", id: null, error: { code: error.rpcCode, message: error.message, data: { code: error.code, status: error.status, requestId } } }),
     requestIdHeader: "x-request-id",
     retryAfter: true,
-    rateLimitHeaders: true,
+    // A batch mixes calls: their budgets reach the caller as each call's JSON-RPC error (-32029), not as headers.
+    rateLimitHeaders: false,
     serviceHeaders: true,
     // The Gateway's credentials, so the Gateway's budget: no way around it by calling by name.
     rateLimit: "gateway",
