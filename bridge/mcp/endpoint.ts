@@ -110,7 +110,6 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
     const upstream = (event.context.params as Record<string, string> | undefined)?.name;
     assertOrigin(request, origins);
     const principal = await principalOfRequest(request, dispatcher, scope, upstream);
-    scope.log.principal = { kind: principal.kind, userId: principal.userId };
 
     const version = request.headers.get("mcp-protocol-version");
     if (version !== null && !SUPPORTED_PROTOCOL_VERSIONS.includes(version)) {
