@@ -157,6 +157,18 @@ const ENV_SCHEMA = v.object({
   WEBHOOKS_ALLOW_PRIVATE: v.optional(v.pipe(v.picklist(["true", "false"], "must be true or false"), v.transform((value) => value === "true")), "false"),
   /** Seconds a webhook receiver has to answer one attempt. */
   WEBHOOKS_TIMEOUT_SECONDS: v.optional(intFrom(1, 120), "15"),
+  /**
+   * Fair delivery (docs/webhooks.md): webhook attempts and fan-outs run at most
+   * WEBHOOKS_CONCURRENCY at a time per instance, at most WEBHOOKS_TENANT_CONCURRENCY of one
+   * tenant, tenants in turn.
+   */
+  WEBHOOKS_CONCURRENCY: v.optional(intFrom(1, 1024), "32"),
+  WEBHOOKS_TENANT_CONCURRENCY: v.optional(intFrom(1, 1024), "4"),
+  /**
+   * Seconds an instance's claim on an attempt or a fan-out lasts, renewed while it runs: one
+   * that dies gives its work up to another instance within this.
+   */
+  WEBHOOKS_LEASE_SECONDS: v.optional(intFrom(1, 600), "5"),
   /** How often each instance looks for due webhook deliveries, in ms; 0 turns the background loop off (attempts then run on dispatch, retry, or an explicit tick). */
   WEBHOOKS_POLL_MS: v.optional(intFrom(0, 3_600_000), "1000"),
   /**
