@@ -2,6 +2,7 @@ import type * as v from "valibot";
 import type { AuthSpec, Principal } from "./auth.js";
 import type { ErrorCode } from "./errors.js";
 import type { ClientRelay } from "./relay.js";
+import type { SetCookie } from "./cookies.js";
 
 /** The HTTP surfaces of the service (DESIGN "Surfaces on one origin"). */
 export type Surface = "platform" | "console" | "account" | "gateway" | "bridge";
@@ -83,6 +84,8 @@ export interface CallContext<P extends Principal | undefined = Principal | undef
   responseHeaders: Headers;
   /** The caller's address, for throttling. */
   ip: string;
+  /** Sets a cookie on the answer (the console's session cookie), on HTTP transports. */
+  setCookie?: SetCookie;
   /** The caller's W3C `traceparent`, passed on to model providers, the orchestrator and the manager. */
   traceparent?: string;
   /** Extra fields for the request's log line (chat: model, tokens, cost, latencies). */
