@@ -19,6 +19,9 @@ export function createAnthropicUpstream(baseURL: string): ScriptedProvider & { h
     const turn = behaviour.turn;
     const id = `msg_${provider.calls.length}`;
     const usage = usageOf(turn);
+    // Thinking counts in output_tokens; cache reads and writes are reported beside input_tokens.
+    const promptUsage = { input_tokens: usage.input, cache_creation_input_tokens: usage.cacheWrite, cache_read_input_tokens: usage.cacheRead };
+    const outputTokens = usage.output + usage.thoughts;
     const stopReason = turn.toolCalls?.length ? "tool_use" : turn.finish === "length" ? "max_tokens" : "end_turn";
     if (!body.stream) {
       return HttpResponse.json({
@@ -29,11 +32,11 @@ export function createAnthropicUpstream(baseURL: string): ScriptedProvider & { h
         content: contentOf(turn),
         stop_reason: stopReason,
         stop_sequence: null,
-        usage: { input_tokens: usage.input, output_tokens: usage.output },
+        usage: { ...promptUsage, output_tokens: outputTokens },
       });
     }
     const frames = [
-      sseEvent({ type: "message_start", message: { id, type: "message", role: "assistant", model: body.model, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: usage.input, output_tokens: 1 } } }, "message_start"),
+      sseEvent({ type: "message_start", message: { id, type: "message", role: "assistant", model: body.model, content: [], stop_reason: null, stop_sequence: null, usage: { ...promptUsage, output_tokens: 1 } } }, "message_start"),
       sseEvent({ type: "ping" }, "ping"),
     ];
     let index = 0;
@@ -52,7 +55,7 @@ export function createAnthropicUpstream(baseURL: string): ScriptedProvider & { h
       frames.push(sseEvent({ type: "content_block_stop", index }, "content_block_stop"));
       index++;
     }
-    frames.push(sseEvent({ type: "message_delta", delta: { stop_reason: stopReason, stop_sequence: null }, usage: { output_tokens: usage.output } }, "message_delta"));
+    frames.push(sseEvent({ type: "message_delta", delta: { stop_reason: stopReason, stop_sequence: null }, usage: { output_tokens: outputTokens } }, "message_delta"));
     frames.push(sseEvent({ type: "message_stop" }, "message_stop"));
     if (behaviour.kind === "stream-error") {
       frames.splice(behaviour.after, frames.length, sseEvent({ type: "error", error: { type: "overloaded_error", message: "Overloaded" } }, "error"));

@@ -39,7 +39,14 @@ export function createBedrockUpstream(baseURL: string): ScriptedProvider & { han
     const turn = behaviour.turn;
     const usage = usageOf(turn);
     const stopReason = turn.toolCalls?.length ? "tool_use" : turn.finish === "length" ? "max_tokens" : "end_turn";
-    const tokenUsage = { inputTokens: usage.input, outputTokens: usage.output, totalTokens: usage.input + usage.output };
+    const outputTokens = usage.output + usage.thoughts;
+    const tokenUsage = {
+      inputTokens: usage.input,
+      outputTokens,
+      totalTokens: usage.input + usage.cacheRead + usage.cacheWrite + outputTokens,
+      ...(usage.cacheRead ? { cacheReadInputTokens: usage.cacheRead } : {}),
+      ...(usage.cacheWrite ? { cacheWriteInputTokens: usage.cacheWrite } : {}),
+    };
     if (operation === "converse") {
       return HttpResponse.json({ output: { message: { role: "assistant", content: contentOf(turn) } }, stopReason, usage: tokenUsage, metrics: { latencyMs: 12 } });
     }
