@@ -48,10 +48,11 @@ export function createAnthropicUpstream(baseURL: string): ScriptedProvider & { h
     }
     for (const call of turn.toolCalls ?? []) {
       frames.push(sseEvent({ type: "content_block_start", index, content_block: { type: "tool_use", id: call.id, name: call.name, input: {} } }, "content_block_start"));
-      const json = JSON.stringify(call.input);
+      // A call without input streams only the empty partial_json.
+      const json = Object.keys(call.input).length ? JSON.stringify(call.input) : "";
       const half = Math.floor(json.length / 2);
       frames.push(sseEvent({ type: "content_block_delta", index, delta: { type: "input_json_delta", partial_json: "" } }, "content_block_delta"));
-      for (const part of [json.slice(0, half), json.slice(half)]) frames.push(sseEvent({ type: "content_block_delta", index, delta: { type: "input_json_delta", partial_json: part } }, "content_block_delta"));
+      for (const part of json ? [json.slice(0, half), json.slice(half)] : []) frames.push(sseEvent({ type: "content_block_delta", index, delta: { type: "input_json_delta", partial_json: part } }, "content_block_delta"));
       frames.push(sseEvent({ type: "content_block_stop", index }, "content_block_stop"));
       index++;
     }

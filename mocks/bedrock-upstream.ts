@@ -59,9 +59,10 @@ export function createBedrockUpstream(baseURL: string): ScriptedProvider & { han
     }
     for (const call of turn.toolCalls ?? []) {
       frames.push(eventFrame("contentBlockStart", { contentBlockIndex: index, start: { toolUse: { toolUseId: call.id, name: call.name } } }));
-      const json = JSON.stringify(call.input);
+      // A call without input streams none.
+      const json = Object.keys(call.input).length ? JSON.stringify(call.input) : "";
       const half = Math.floor(json.length / 2);
-      for (const part of [json.slice(0, half), json.slice(half)]) frames.push(eventFrame("contentBlockDelta", { contentBlockIndex: index, delta: { toolUse: { input: part } } }));
+      for (const part of json ? [json.slice(0, half), json.slice(half)] : []) frames.push(eventFrame("contentBlockDelta", { contentBlockIndex: index, delta: { toolUse: { input: part } } }));
       frames.push(eventFrame("contentBlockStop", { contentBlockIndex: index }));
       index++;
     }
