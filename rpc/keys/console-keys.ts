@@ -3,7 +3,7 @@ import type { Principal } from "../auth.js";
 import { requireWorkspace } from "../workspaces/access.js";
 import type { Role } from "../tenants/access.js";
 import { ServiceError } from "../errors.js";
-import { createKey } from "./create-key.js";
+import { createKeyWithinQuota } from "./create-key.js";
 import type { KeyRecord } from "../../storage/repos/keys.js";
 import { nowIso } from "../../storage/ids.js";
 import { ConsoleKeyView, Timestamp, WithSecret } from "../views.js";
@@ -90,11 +90,11 @@ export const consoleKeyMethods = [
     }),
     auth: CONSOLE_ONLY,
     output: v.object({ id: v.string(), name: v.string(), key: WithSecret.entries.key, createdAt: Timestamp }),
-    errors: ["VALIDATION_FAILED"],
+    errors: ["VALIDATION_FAILED", "CONFLICT"],
     http: [{ surface: "console", method: "POST", path: "/api-keys", status: 201 }],
     async handler(params, ctx) {
       const principal = ctx.principal;
-      const { record, secret } = await createKey(ctx.deps, {
+      const { record, secret } = await createKeyWithinQuota(ctx.deps, {
         kind: "platform",
         owner: await workspaceOf(ctx, params.workspaceId, "member"),
         userId: principal.userId,
