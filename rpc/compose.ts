@@ -98,7 +98,7 @@ export async function compose(config: Config, log: Logger, openTools: OpenToolBr
     const deps = new Map<string, unknown>();
     for (const module of modules) await initModule(module, ports, deps, exported, closers);
 
-    const core: CorePorts = { ...pickCore(ports), users: ports.repos.users, keys: ports.repos.keys, tenants: ports.repos.tenants };
+    const core: CorePorts = { ...pickCore(ports), users: ports.repos.users, keys: ports.repos.keys, tenants: ports.repos.tenants, members: ports.repos.members };
     const dispatcher = new Dispatcher(createRegistry(modules.flatMap((module) => module.methods)), core, deps);
     return {
       ports,
