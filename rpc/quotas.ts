@@ -102,7 +102,8 @@ export async function takeStreamPlace(deps: { config: Config; quotas: QuotasRepo
     released ??= (async () => {
       clearInterval(timer);
       signal?.removeEventListener("abort", onAbort);
-      await deps.quotas.release("streams", scope, id, id).catch((error: unknown) => deps.log.error({ event: "quota.release_failed", quota: "streams_per_key", error: String(error) }));
+      // A place that could not be given back (storage down, or closed at shutdown) ends with its lease.
+      await deps.quotas.release("streams", scope, id, id).catch((error: unknown) => deps.log.info({ event: "quota.release_failed", quota: "streams_per_key", error: String(error) }));
     })();
     return released;
   };

@@ -196,7 +196,8 @@ export class VmHub {
       new ServiceError("BAD_GATEWAY", `VM ${conn.vmId} disconnected while the call was in flight`, { details: { vmId: conn.vmId, reason: "vm_disconnected", closeCode: code } }),
     );
     // Only the places this connection still owns: a newer socket of the vmId keeps its own.
-    void this.#releasePlaces(conn);
+    // (At shutdown `close` gives them back itself, before storage closes.)
+    if (!this.#closed) void this.#releasePlaces(conn);
     if (this.#local.get(conn.vmId) !== conn) return; // already replaced
     this.#local.delete(conn.vmId);
     this.#opts.log.info({ event: "vm.disconnected", vmId: conn.vmId, connectionId: conn.id, code });
@@ -298,13 +299,16 @@ export class VmHub {
     if (conn.closed) await this.#releasePlaces(conn);
   }
 
-  /** Gives back the places a connection still owns (its socket and its tools); never fails. */
+  /**
+   * Gives back the places a connection still owns (its socket and its tools); never fails: a
+   * place that could not be given back ends with its lease.
+   */
   async #releasePlaces(conn: VmConnection): Promise<void> {
     const tenantId = conn.identity.tenantId;
     await Promise.all([
       this.#quotas.release("vm-sockets", tenantId, conn.vmId, conn.id),
       this.#quotas.release("vm-tools", tenantId, conn.vmId, conn.id),
-    ]).catch((error: unknown) => this.#opts.log.error({ event: "vm.quota_release_failed", vmId: conn.vmId, error: String(error) }));
+    ]).catch((error: unknown) => this.#opts.log.info({ event: "vm.quota_release_failed", vmId: conn.vmId, error: String(error) }));
   }
 
   /** Renews the leases of this instance's sockets and tools, one call per tenant and quota. */
