@@ -1,7 +1,7 @@
 import { toJsonSchema } from "@valibot/to-json-schema";
 import type { GenericSchema } from "valibot";
 import type { AnyMethod, HttpBinding, Surface } from "../rpc/define.js";
-import { ERROR_TABLE } from "../rpc/errors.js";
+import { contractErrors, type ContractError } from "../rpc/method-errors.js";
 import type { Registry } from "../rpc/registry.js";
 import { fullPath } from "./rest.js";
 
@@ -75,24 +75,34 @@ function security(method: AnyMethod, surface: Surface): JsonObject[] {
   return out;
 }
 
-/** The error statuses a binding can answer: from its auth, policies, input and declared errors. */
-function errorStatuses(method: AnyMethod, hasParams: boolean): number[] {
-  const statuses = new Set<number>();
-  if (hasParams) statuses.add(400);
-  if (method.auth !== "public") statuses.add(401);
-  if (method.auth !== "public" && method.auth.scopes?.length) statuses.add(method.auth.scopeError ? ERROR_TABLE[method.auth.scopeError].status : 403);
-  if (method.auth !== "public" && method.auth.operator) statuses.add(403);
-  if (method.policies?.rateLimit || method.policies?.ingest) statuses.add(429);
-  for (const code of method.errors ?? []) statuses.add(ERROR_TABLE[code].status);
-  return [...statuses].sort((a, b) => a - b);
+/**
+ * The error responses of a method, by status: its contract's errors (rpc/method-errors.ts: the
+ * declared codes and those its auth, input and policies imply), so the document lists exactly
+ * what the declaration says. Each response names its codes (`x-error-codes`).
+ */
+function errorResponses(method: AnyMethod, surface: Surface, hasParams: boolean): Record<string, JsonObject> {
+  const byStatus = new Map<number, ContractError[]>();
+  for (const error of contractErrors(method, { hasParams })) byStatus.set(error.status, [...(byStatus.get(error.status) ?? []), error]);
+  return Object.fromEntries(
+    [...byStatus.entries()].sort(([a], [b]) => a - b).map(([status, errors]) => [String(status), errorResponse(surface, status, errors)]),
+  );
 }
 
-function errorResponse(surface: Surface, status?: number | "4XX"): JsonObject {
+function errorResponse(surface: Surface, status?: number | "4XX", errors: ContractError[] = []): JsonObject {
   // spec 7.1: the Account API refuses credentials with a flat {error, code}.
   const schema = surface === "account" && (status === 401 || status === 403) ? "FlatError" : ERROR_SCHEMA_OF[surface];
+  const codes = errors.map((error) => `\`${error.code}\`${error.message ? ` (${error.message})` : ""}`).join(", ");
   const description =
-    status === "4XX" ? "Any other client error (a malformed request, a method not allowed here, a body too large)" : status ? `Error (${ERROR_DESCRIPTIONS[status] ?? "see the error body"})` : "Error";
-  return { description, content: { "application/json": { schema: { $ref: `#/components/schemas/${schema}` } } } };
+    status === "4XX"
+      ? "Any other client error (a malformed request, a method not allowed here, a body too large)"
+      : status
+        ? `Error (${ERROR_DESCRIPTIONS[status] ?? "see the error body"})${codes ? `: ${codes}` : ""}`
+        : "Error";
+  return {
+    description,
+    ...(errors.length ? { "x-error-codes": errors.map((error) => error.code) } : {}),
+    content: { "application/json": { schema: { $ref: `#/components/schemas/${schema}` } } },
+  };
 }
 
 const ERROR_DESCRIPTIONS: Record<number, string> = {
@@ -141,7 +151,7 @@ function operation(method: AnyMethod, binding: HttpBinding, multiple: boolean): 
           ...(method.stream ? { "text/event-stream": { schema: { type: "string" } } } : {}),
         },
       },
-      ...Object.fromEntries(errorStatuses(method, Object.keys(properties).length > 0).map((status) => [String(status), errorResponse(binding.surface, status)])),
+      ...errorResponses(method, binding.surface, Object.keys(properties).length > 0),
       "4XX": errorResponse(binding.surface, "4XX"),
       default: errorResponse(binding.surface),
     },

@@ -1,7 +1,8 @@
 import { JSONRPCErrorException, JSONRPCServer } from "json-rpc-2.0";
 import { admitPrincipal, authenticate, requireOperator, type Presented, type Principal } from "./auth.js";
-import { isAsyncIterable, type AnyMethod, type CallContext, type ProgressUpdate, type Surface } from "./define.js";
-import { ServiceError } from "./errors.js";
+import { isAsyncIterable, type AnyMethod, type CallContext, type Fail, type MethodParams, type MethodResult, type ProgressUpdate, type Surface } from "./define.js";
+import { ServiceError, type ErrorCode } from "./errors.js";
+import { failFor, runChecked } from "./method-errors.js";
 import { renderError } from "./transport/surfaces.js";
 import { applyParamPolicies, applyPolicies } from "./policies/apply.js";
 import type { Registry } from "./registry.js";
@@ -40,7 +41,31 @@ export interface CallFacts {
  * The params of a call: a value, or a function that reads them (a REST body) and runs only
  * once the caller is authenticated, so a caller without credentials learns nothing about the body.
  */
-export type ParamsSource = unknown | ((method: AnyMethod) => unknown | Promise<unknown>);
+export type ParamsSource<P = unknown> = P | ((method: AnyMethod) => P | Promise<P>);
+
+declare const wire: unique symbol;
+
+/**
+ * Params as a request carried them (a REST body, a socket message, an upgrade's query), not
+ * yet checked: `dispatcher.call` takes them for any method, and the method's input schema
+ * validates them like typed ones (400 / -32602 when they do not fit). `fromWire` marks them,
+ * so passing unchecked data is a visible choice at the call site.
+ */
+export type WireParams = { readonly [wire]: true };
+
+/** Marks params read from a request as unchecked input for `dispatcher.call` (see WireParams). */
+export function fromWire(params: ParamsSource): WireParams {
+  return params as WireParams;
+}
+
+export interface DispatcherOptions {
+  /**
+   * Log an error line (`method.undeclared_error`) when a handler raises a code its method's
+   * contract does not list (rpc/method-errors.ts), so a test server fails on it; the answer is
+   * unchanged. On in test runs (vitest sets `VITEST`), off otherwise.
+   */
+  checkDeclaredErrors?: boolean;
+}
 
 /** Streamed results returned over plain JSON-RPC are collected, up to this many items. */
 const MAX_COLLECTED_ITEMS = 10_000;
@@ -50,18 +75,20 @@ const MAX_COLLECTED_ITEMS = 10_000;
  * and the agent stream): look up the method, authenticate, apply the method's declared
  * policies, read and validate the params, run the handler.
  */
-export class Dispatcher {
-  readonly registry: Registry;
+export class Dispatcher<M extends AnyMethod = AnyMethod> {
+  readonly registry: Registry<M>;
   /** What the core reads: authentication, limiters, the log, shutdown hooks. */
   readonly ports: CorePorts;
   /** Each domain module's deps by domain name (rpc/compose.ts); a handler gets its own domain's. */
   readonly deps: ReadonlyMap<string, unknown>;
   readonly jsonrpc: JSONRPCServer<CallFacts>;
+  readonly #checkDeclaredErrors: boolean;
 
-  constructor(registry: Registry, ports: CorePorts, deps: ReadonlyMap<string, unknown> = new Map()) {
+  constructor(registry: Registry<M>, ports: CorePorts, deps: ReadonlyMap<string, unknown> = new Map(), options: DispatcherOptions = {}) {
     this.registry = registry;
     this.ports = ports;
     this.deps = deps;
+    this.#checkDeclaredErrors = options.checkDeclaredErrors ?? process.env.VITEST !== undefined;
     this.jsonrpc = new JSONRPCServer<CallFacts>({ errorListener: () => undefined });
     for (const method of Object.values(registry)) {
       if (method.internal) continue;
@@ -82,6 +109,18 @@ export class Dispatcher {
     }
   }
 
+  /**
+   * Calls a declared method: what code with a known method uses (the sockets, the MCP codec,
+   * REST with the route's method). The params are the method's input (or `fromWire(…)` for
+   * unchecked ones), the result what its handler returns (`MethodResult`). A method this dispatcher's registry does not hold is
+   * METHOD_NOT_FOUND, like an unknown name.
+   */
+  call<K extends M>(method: K, params: ParamsSource<MethodParams<K>> | WireParams, facts: CallFacts): Promise<MethodResult<K>> {
+    if (this.registry[method.name] !== method) return Promise.reject(new ServiceError("METHOD_NOT_FOUND", `Unknown method: ${method.name}`));
+    return this.dispatch(method.name, params, facts) as Promise<MethodResult<K>>;
+  }
+
+  /** Calls a method by name: for transports that route by name (`POST /rpc`). */
   async dispatch(name: string, params: ParamsSource, facts: CallFacts): Promise<unknown> {
     const method = this.registry[name];
     if (!method) throw new ServiceError("METHOD_NOT_FOUND", `Unknown method: ${name}`);
@@ -91,7 +130,7 @@ export class Dispatcher {
     // spec 4.2: the Platform API adds no header but X-Service-Request-Id.
     await applyPolicies(method, principal, this.ports, facts.surface === "platform" ? undefined : facts.responseHeaders);
     const raw = typeof params === "function" ? await (params as (method: AnyMethod) => unknown)(method) : params;
-    const ctx: CallContext = {
+    const ctx: CallContext & { fail: Fail<ErrorCode> } = {
       requestId: facts.requestId,
       surface: facts.surface,
       principal,
@@ -103,9 +142,13 @@ export class Dispatcher {
       logFields: facts.logFields,
       ...(facts.onProgress ? { onProgress: facts.onProgress } : {}),
       ...(facts.relay ? { relay: facts.relay } : {}),
+      fail: failFor(method),
     };
     const parsed = parseParams(method.input, raw);
     await applyParamPolicies(method, principal, parsed, this.ports);
+    if (this.#checkDeclaredErrors) {
+      return runChecked(method, parsed, ctx, (code) => this.ports.log.error({ requestId: facts.requestId, event: "method.undeclared_error", method: method.name, code, message: `${method.name} raised ${code}, which its declaration does not list: add it to its errors` }));
+    }
     return method.handler(parsed, ctx);
   }
 

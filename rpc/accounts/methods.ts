@@ -64,7 +64,7 @@ export const authMethods = [
     }),
     auth: "public",
     output: SessionIssued,
-    errors: ["VALIDATION_FAILED", "BAD_REQUEST", "CONFLICT"],
+    errors: { VALIDATION_FAILED: {}, BAD_REQUEST: {}, CONFLICT: {} },
     http: [{ surface: "gateway", method: "POST", path: "/auth/register", status: 201 }],
     async handler(params, ctx) {
       const problem = passwordProblem(params.password);
@@ -80,7 +80,7 @@ export const authMethods = [
     input: Credentials,
     auth: "public",
     output: SessionIssued,
-    errors: ["UNAUTHORIZED", "RATE_LIMITED"],
+    errors: { UNAUTHORIZED: {}, RATE_LIMITED: {} },
     http: [{ surface: "gateway", method: "POST", path: "/auth/login" }],
     async handler(params, ctx) {
       const user = await checkPassword(ctx.deps, params.email, params.password);

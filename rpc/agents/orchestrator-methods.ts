@@ -1,6 +1,6 @@
 import * as v from "valibot";
 import { Relayed } from "../views.js";
-import { type AnyMethod, type HttpVerb } from "../define.js";
+import type { HttpVerb } from "../define.js";
 import type { AuthSpec } from "../auth.js";
 import { principalOf } from "../auth.js";
 import { queryInt } from "../validate.js";
@@ -15,7 +15,7 @@ import { agentsDomain, type AgentsContext } from "./deps.js";
  * answer comes back as is — a list may be a bare array (spec 2.6).
  */
 
-const AUTH: AuthSpec = { kinds: ["session", "gateway_key"] };
+const AUTH = { kinds: ["session", "gateway_key"] } as const satisfies AuthSpec;
 
 const AGENT_NAME = v.pipe(
   v.string("name must be a string"),
@@ -53,7 +53,7 @@ function call(ctx: AgentsContext, method: "GET" | "POST", path: string, extra: {
 const acknowledged = (result: unknown, name: string, action: string) => result ?? { success: true, name, action };
 
 /** One forwarded agent operation `<verb> /agents/:name/<action>`. */
-function agentAction(action: string, verb: HttpVerb & ("GET" | "POST"), summary: string, extraInput: v.ObjectEntries = {}): AnyMethod {
+function agentAction<const A extends string>(action: A, verb: HttpVerb & ("GET" | "POST"), summary: string, extraInput: v.ObjectEntries = {}) {
   return agentsDomain.method({
     name: `agents.${action}`,
     summary,
@@ -72,7 +72,7 @@ function agentAction(action: string, verb: HttpVerb & ("GET" | "POST"), summary:
   });
 }
 
-export const orchestratorAgentMethods: readonly AnyMethod[] = [
+export const orchestratorAgentMethods = [
   agentsDomain.method({
     name: "agents.list",
     summary: "Agents known to the orchestrator (orchestrator-proxy mode); query parameters are passed on.",

@@ -52,7 +52,7 @@ export const creditMethods = [
       workspaces: v.array(BalanceView),
       nextAfter: v.optional(v.pipe(v.string(), v.description("Pass as `after` for the next page of the overview"))),
     }),
-    errors: ["NOT_FOUND", "VALIDATION_FAILED"],
+    errors: { NOT_FOUND: {}, VALIDATION_FAILED: {} },
     http: [
       { surface: "gateway", method: "GET", path: "/operator/balances" },
       { surface: "console", method: "GET", path: "/operator/balances" },
@@ -88,7 +88,7 @@ export const creditMethods = [
     }),
     auth: OPERATORS,
     output: v.object({ ...BalanceView.entries, granted: v.pipe(v.number(), v.description("Micro-credits added")) }),
-    errors: ["NOT_FOUND", "VALIDATION_FAILED"],
+    errors: { NOT_FOUND: {}, VALIDATION_FAILED: {} },
     http: [
       { surface: "gateway", method: "POST", path: "/operator/credits" },
       { surface: "console", method: "POST", path: "/operator/credits" },

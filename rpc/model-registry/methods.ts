@@ -97,7 +97,7 @@ export const modelRegistryMethods = [
     input: v.object({ id: ModelId, ...Fields }),
     auth: OPERATORS,
     output: EntryView,
-    errors: ["CONFLICT"],
+    errors: { CONFLICT: {} },
     http: [{ surface: "gateway", method: "POST", path: "/model-registry/models", status: 201 }],
     async handler(params, ctx) {
       const registry = ctx.deps.modelRegistry;
@@ -129,7 +129,7 @@ export const modelRegistryMethods = [
     input: v.object({ model_id: ModelId }),
     auth: SIGNED_IN,
     output: EntryView,
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {} },
     http: [{ surface: "gateway", method: "GET", path: "/model-registry/models/:model_id" }],
     handler: (params, ctx) => entryOr404(params.model_id, ctx),
   }),
@@ -140,7 +140,7 @@ export const modelRegistryMethods = [
     input: v.object({ model_id: ModelId, ...Fields }),
     auth: OPERATORS,
     output: EntryView,
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {} },
     http: [{ surface: "gateway", method: "PATCH", path: "/model-registry/models/:model_id" }],
     async handler(params, ctx) {
       const entry = await entryOr404(params.model_id, ctx);
@@ -155,7 +155,7 @@ export const modelRegistryMethods = [
     input: v.object({ model_id: ModelId }),
     auth: SIGNED_IN,
     output: v.object({ id: v.string(), status: v.picklist(["healthy", "degraded", "down"]), reasons: v.array(v.string()), passive: v.object({ windowSeconds: v.number(), requests: v.number(), errors: v.number(), errorRate: v.nullable(v.number()), latencyMs: v.object({ p50: v.nullable(v.number()), p95: v.nullable(v.number()) }), ttftMs: v.object({ p50: v.nullable(v.number()), p95: v.nullable(v.number()) }), lastError: v.nullable(v.object({ message: v.string(), at: v.string() })) }), active: v.nullable(v.object({ cached: v.boolean() })), lastError: v.nullable(v.object({ message: v.string(), at: v.string() })), checkedAt: v.string(), deployments: v.array(v.object({ index: v.number(), provider: v.string(), upstreamModel: v.string(), weight: v.number(), inFlight: v.number(), coolingDown: v.boolean(), cooldownUntil: v.nullable(v.string()) })) }),
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {} },
     http: [{ surface: "gateway", method: "GET", path: "/model-registry/models/:model_id/health" }],
     async handler(params, ctx) {
       const entry = await entryOr404(params.model_id, ctx);
