@@ -1,6 +1,6 @@
 import type { H3 } from "h3";
 import { RawReply, isAsyncIterable, type AnyMethod, type HttpBinding, type RawRequest } from "../rpc/define.js";
-import type { CallFacts, Dispatcher } from "../rpc/dispatcher.js";
+import { fromWire, type CallFacts, type Dispatcher } from "../rpc/dispatcher.js";
 import { ServiceError } from "../rpc/errors.js";
 import { readJsonBody, readRawBody } from "../rpc/transport/body.js";
 import { instrument, jsonResponse, type RequestScope } from "../rpc/transport/instrument.js";
@@ -96,7 +96,7 @@ async function handleRest(
     }
     return { ...query, ...(body as Record<string, unknown> | undefined), ...decodeParams(pathParams) };
   };
-  const result = await dispatcher.dispatch(method.name, binding.raw ? readRaw : readParams, facts);
+  const result = await dispatcher.call(method, fromWire(binding.raw ? readRaw : readParams), facts);
   if (result instanceof RawReply) {
     const headers = new Headers(scope.responseHeaders);
     result.headers.forEach((value, name) => headers.set(name, value));

@@ -18,6 +18,7 @@ import { declaresClientFeatures, sessionLink } from "./client-relay.js";
 import type { ClientSessionLink } from "../upstream/client-session.js";
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { scopeOfPrincipal } from "../../rpc/tools/visible-tools.js";
+import { bridgeMcpCapabilities, bridgeMcpConnect } from "../../rpc/tools/methods.js";
 import type { Transport } from "../../rpc/transport/mount.js";
 import type { ToolBridge } from "../tool-bridge.js";
 import { isObject } from "../../rpc/validate.js";
@@ -54,7 +55,7 @@ async function principalOfRequest(request: Request, dispatcher: Dispatcher, scop
   try {
     let principal: Principal | undefined;
     // A server's own endpoint also checks the caller sees that server (the same 404 otherwise).
-    await dispatcher.dispatch("bridge.mcp.connect", upstream === undefined ? {} : { server: upstream }, {
+    await dispatcher.call(bridgeMcpConnect, upstream === undefined ? {} : { server: upstream }, {
       requestId: scope.requestId,
       surface: "bridge",
       presented: presentedFor("bridge", request),
@@ -77,7 +78,7 @@ async function principalOfRequest(request: Request, dispatcher: Dispatcher, scop
 
 /** What the MCP server for this caller declares besides tools (resources, prompts), asked through the dispatcher. */
 async function offersFor(dispatcher: Dispatcher, principal: Principal, scope: RequestScope, upstream: string | undefined): Promise<McpServerOptions> {
-  const offers = (await dispatcher.dispatch("bridge.mcp.capabilities", upstream === undefined ? {} : { server: upstream }, {
+  const offers = await dispatcher.call(bridgeMcpCapabilities, upstream === undefined ? {} : { server: upstream }, {
     requestId: scope.requestId,
     surface: "bridge",
     presented: {},
@@ -85,7 +86,7 @@ async function offersFor(dispatcher: Dispatcher, principal: Principal, scope: Re
     signal: scope.abort.signal,
     responseHeaders: new Headers(),
     ip: scope.ip,
-  })) as McpServerOptions["offers"];
+  });
   return { offers, ...(upstream === undefined ? {} : { upstream }) };
 }
 
