@@ -156,6 +156,8 @@ function operation(method: AnyMethod, binding: HttpBinding, multiple: boolean): 
       default: errorResponse(binding.surface),
     },
     "x-jsonrpc-method": method.name,
+    // Names `POST /rpc` still answers to, deprecated (docs/versioning.md "Renamed JSON-RPC methods").
+    ...(method.formerNames?.length ? { "x-jsonrpc-deprecated-names": method.formerNames } : {}),
   };
   if (Object.keys(bodyProps).length > 0) {
     op.requestBody = {

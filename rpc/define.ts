@@ -177,6 +177,11 @@ export interface MethodDef<
 > {
   /** Dotted lowercase `domain.noun.verb`, unique in the registry: `tenants.members.add`. */
   name: N;
+  /**
+   * Names the method had before a rename: `POST /rpc` still answers to them, deprecated, until
+   * the next major version (docs/versioning.md "Renamed JSON-RPC methods").
+   */
+  formerNames?: readonly string[];
   summary: string;
   input: TSchema;
   /**
@@ -204,6 +209,7 @@ export interface MethodDef<
 /** A declared method as the registry, the dispatcher and the transports handle it, whatever its types. */
 export interface AnyMethod {
   readonly name: string;
+  readonly formerNames?: readonly string[];
   readonly summary: string;
   readonly input: v.GenericSchema;
   readonly output?: v.GenericSchema;

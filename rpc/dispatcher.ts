@@ -92,7 +92,8 @@ export class Dispatcher<M extends AnyMethod = AnyMethod> {
     this.jsonrpc = new JSONRPCServer<CallFacts>({ errorListener: () => undefined });
     for (const method of Object.values(registry)) {
       if (method.internal) continue;
-      this.jsonrpc.addMethod(method.name, async (params, facts) => {
+      // Former names (a rename, docs/versioning.md) still answer over `/rpc`.
+      for (const name of [method.name, ...(method.formerNames ?? [])]) this.jsonrpc.addMethod(name, async (params, facts) => {
         try {
           const result = await this.dispatch(method.name, params ?? {}, facts);
           if (!isAsyncIterable(result)) return result ?? null;

@@ -30,6 +30,8 @@ function onAccount<M extends AnyMethod, const N extends string>(method: M, name:
   return {
     ...method,
     name,
+    // Named `account.agent.*` before the one naming scheme (docs/versioning.md).
+    formerNames: [name.replace("account.agents.", "account.agent.")],
     summary: summary ?? method.summary,
     auth: ACCOUNT_AUTH,
     errors: { ...(method.errors as NonNullable<M["errors"]>), INSUFFICIENT_CAPABILITY: {} },
@@ -38,16 +40,17 @@ function onAccount<M extends AnyMethod, const N extends string>(method: M, name:
 }
 
 export const accountAgentMethods = [
-  onAccount(agentsList, "account.agent.list", { method: "GET", path: "/agent/agents" }, "Your agents (every tenant you are a member of, or `tenantId` only), oldest first, as a bare JSON array."),
-  onAccount(agentsCreate, "account.agent.create", { method: "POST", path: "/agent/agents", status: 201 }),
-  onAccount(agentsGet, "account.agent.get", { method: "GET", path: "/agent/agents/:agent_id" }),
-  onAccount(agentsDelete, "account.agent.delete", { method: "DELETE", path: "/agent/agents/:agent_id" }),
-  onAccount(agentsInvoke, "account.agent.invoke", { method: "POST", path: "/agent/agents/:agent_id/invoke" }),
-  onAccount(agentsLogs, "account.agent.logs", { method: "GET", path: "/agent/agents/:agent_id/logs" }),
-  onAccount(agentsCancel, "account.agent.cancel", { method: "POST", path: "/agent/runs/:run_id/cancel" }),
+  onAccount(agentsList, "account.agents.list", { method: "GET", path: "/agent/agents" }, "Your agents (every tenant you are a member of, or `tenantId` only), oldest first, as a bare JSON array."),
+  onAccount(agentsCreate, "account.agents.create", { method: "POST", path: "/agent/agents", status: 201 }),
+  onAccount(agentsGet, "account.agents.get", { method: "GET", path: "/agent/agents/:agent_id" }),
+  onAccount(agentsDelete, "account.agents.delete", { method: "DELETE", path: "/agent/agents/:agent_id" }),
+  onAccount(agentsInvoke, "account.agents.invoke", { method: "POST", path: "/agent/agents/:agent_id/invoke" }),
+  onAccount(agentsLogs, "account.agents.logs", { method: "GET", path: "/agent/agents/:agent_id/logs" }),
+  onAccount(agentsCancel, "account.agents.cancel", { method: "POST", path: "/agent/runs/:run_id/cancel" }),
 
   agentsDomain.method({
-    name: "account.agent.tools",
+    name: "account.agents.tools",
+    formerNames: ["account.agent.tools"],
     summary:
       "The tools one of your agents may call: each of its tools as the catalog describes it now (name, description, input schema), and `unavailable` naming those the catalog does not offer at the moment (a VM that is not connected, a server removed).",
     input: v.object({ agent_id: AgentId }),
@@ -65,7 +68,8 @@ export const accountAgentMethods = [
   }),
 
   agentsDomain.method({
-    name: "account.agent.catalog",
+    name: "account.agents.catalog",
+    formerNames: ["account.agent.catalog"],
     summary: "The tools you can give an agent (built-ins, your tenant's and shared MCP servers, your connected VMs), to pick `tools` when creating one.",
     input: v.object({}),
     auth: ACCOUNT_AUTH,

@@ -77,7 +77,8 @@ async function entryOr404(id: string, ctx: { deps: { modelRegistry: { repo: { ge
 /** The model registry (spec 4.4 "/model-registry"; docs/model-registry.md); distinct from /models. */
 export const modelRegistryMethods = [
   modelRegistryDomain.method({
-    name: "modelRegistry.list",
+    name: "registry.models.list",
+    formerNames: ["modelRegistry.list"],
     summary: "Every registry entry: catalog metadata and provider data, including models the router does not serve. Optional filter by status or tag.",
     input: v.object({ status: v.optional(Status), tag: v.optional(v.string()) }),
     auth: SIGNED_IN,
@@ -92,7 +93,8 @@ export const modelRegistryMethods = [
   }),
 
   modelRegistryDomain.method({
-    name: "modelRegistry.create",
+    name: "registry.models.create",
+    formerNames: ["modelRegistry.create"],
     summary: "Adds a registry entry (operators only); 409 when the id exists (PATCH it instead).",
     input: v.object({ id: ModelId, ...Fields }),
     auth: OPERATORS,
@@ -124,7 +126,8 @@ export const modelRegistryMethods = [
   }),
 
   modelRegistryDomain.method({
-    name: "modelRegistry.get",
+    name: "registry.models.get",
+    formerNames: ["modelRegistry.get"],
     summary: "One registry entry; an unknown id is 404.",
     input: v.object({ model_id: ModelId }),
     auth: SIGNED_IN,
@@ -135,7 +138,8 @@ export const modelRegistryMethods = [
   }),
 
   modelRegistryDomain.method({
-    name: "modelRegistry.update",
+    name: "registry.models.update",
+    formerNames: ["modelRegistry.update"],
     summary: "Updates a registry entry (operators only). `status: disabled` makes the router refuse the model (403 listing usable ids); `deprecated` adds the Deprecation and X-Model-Warning headers to chat answers.",
     input: v.object({ model_id: ModelId, ...Fields }),
     auth: OPERATORS,
@@ -149,7 +153,8 @@ export const modelRegistryMethods = [
   }),
 
   modelRegistryDomain.method({
-    name: "modelRegistry.health",
+    name: "registry.models.health",
+    formerNames: ["modelRegistry.health"],
     summary:
       "healthy, degraded or down, with each deployment (cooling down or not): passive (error rate, p50/p95 latency and time to first token over the last 5 minutes of real traffic) and active (a probe of the upstream's models list, cached MODEL_HEALTH_TTL_SECONDS), with the last error.",
     input: v.object({ model_id: ModelId }),

@@ -104,8 +104,8 @@ describe("OpenAPI and docs", () => {
     check("account.keys.list", (await server.request("/account/v1/keys", { headers: auth })).body);
     check("updates.releases.list", (await server.request("/gateway/v1/updates/releases", { headers: auth })).body);
     check("updates.check", (await server.request("/gateway/v1/updates/check?component=desktop&currentVersion=1.0.0", { headers: auth })).body);
-    check("modelRegistry.list", (await server.request("/gateway/v1/model-registry/models", { headers: auth })).body);
-    check("modelRegistry.get", (await server.request(`/gateway/v1/model-registry/models/${models.data[0].id}`, { headers: auth })).body);
+    check("registry.models.list", (await server.request("/gateway/v1/model-registry/models", { headers: auth })).body);
+    check("registry.models.get", (await server.request(`/gateway/v1/model-registry/models/${models.data[0].id}`, { headers: auth })).body);
     check("telemetry.ingest", (await server.request("/gateway/v1/telemetry/events", { method: "POST", headers: auth, json: { events: [{ name: "app.start", timestamp: Date.now(), component: "desktop", version: "1.0.0", clientId: "c" }, {}] } })).body);
     check("mcp.tools.list", (await server.request("/gateway/v1/mcp/tools", { headers: auth })).body);
     check("mcp.tools.execute", (await server.request("/gateway/v1/mcp/tools/execute?tool=calculator", { method: "POST", headers: auth, json: { args: { expression: "1+2" } } })).body);
