@@ -107,6 +107,11 @@ export interface ErrorDecl {
    * the message `ctx.fail(code)` uses when given none.
    */
   readonly message?: string;
+  /**
+   * The status the method's surface answers this code with, when not ERROR_TABLE's: the
+   * Platform API renders an upstream timeout as 502 (rpc/transport/surfaces.ts).
+   */
+  readonly status?: number;
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { AuthSpec } from "./auth.js";
-import type { AnyMethod, CallContext, Fail, Policies } from "./define.js";
+import type { AnyMethod, CallContext, ErrorDecl, Fail, Policies } from "./define.js";
 import { ERROR_TABLE, ServiceError, isServiceError, type ErrorCode } from "./errors.js";
 
 /**
@@ -39,10 +39,11 @@ export function policyErrors(policies: Policies | undefined): ErrorCode[] {
  */
 export function contractErrors(method: AnyMethod, options: { hasParams?: boolean } = {}): ContractError[] {
   const out = new Map<ErrorCode, ContractError>();
-  const add = (code: ErrorCode, origin: ErrorOrigin, message?: string) => {
-    if (!out.has(code)) out.set(code, { code, status: ERROR_TABLE[code].status, origin, ...(message === undefined ? {} : { message }) });
+  const add = (code: ErrorCode, origin: ErrorOrigin, declared?: ErrorDecl) => {
+    if (out.has(code)) return;
+    out.set(code, { code, status: declared?.status ?? ERROR_TABLE[code].status, origin, ...(declared?.message === undefined ? {} : { message: declared.message }) });
   };
-  for (const [code, declared] of Object.entries(method.errors ?? {}) as [ErrorCode, { message?: string } | undefined][]) add(code, "declared", declared?.message);
+  for (const [code, declared] of Object.entries(method.errors ?? {}) as [ErrorCode, ErrorDecl | undefined][]) add(code, "declared", declared);
   for (const code of authErrors(method.auth)) add(code, "auth");
   if (options.hasParams !== false) add("VALIDATION_FAILED", "input");
   for (const code of policyErrors(method.policies)) add(code, "policy");

@@ -56,7 +56,7 @@ export const accountAgentMethods = [
     input: v.object({ agent_id: AgentId }),
     auth: ACCOUNT_AUTH,
     output: v.object({ agentId: v.string(), tools: v.array(ToolView), unavailable: v.array(v.string()) }),
-    errors: { NOT_FOUND: {}, INSUFFICIENT_CAPABILITY: {} },
+    errors: { NOT_FOUND: {}, INSUFFICIENT_CAPABILITY: {}, FORBIDDEN: {} },
     http: [{ surface: "account", method: "GET", path: "/agent/agents/:agent_id/tools" }],
     async handler(params, ctx) {
       const agent = await requireAgent(ctx.deps, ctx.principal.userId, params.agent_id);

@@ -107,7 +107,7 @@ function lifecycleMethod<const T extends Transition>(action: T, summary: string)
     input: v.object({ agent_id: AgentId }),
     auth: AUTH,
     output: AgentView,
-    errors: { NOT_FOUND: {}, CONFLICT: {} },
+    errors: { NOT_FOUND: {}, CONFLICT: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "POST", path: `/agents/:agent_id/${action}` }],
     async handler(params, ctx) {
       const agent = await requireAgent(ctx.deps, ctx.principal.userId, params.agent_id, "member");
@@ -129,6 +129,7 @@ export const agentsList = agentsDomain.method({
   input: v.object({ tenantId: v.optional(v.pipe(v.string("tenantId must be a string"), v.minLength(1), v.maxLength(128))) }),
   auth: { ...AUTH, kinds: [...AUTH.kinds, "console"] },
   output: v.array(AgentView),
+  errors: { NOT_FOUND: {}, FORBIDDEN: {} },
   http: [
     { surface: "gateway", method: "GET", path: "/agents" },
     { surface: "console", method: "GET", path: "/agents" },
@@ -195,7 +196,7 @@ export const agentsGet = agentsDomain.method({
   input: v.object({ agent_id: AgentId }),
   auth: AUTH,
   output: AgentView,
-  errors: { NOT_FOUND: {} },
+  errors: { NOT_FOUND: {}, FORBIDDEN: {} },
   http: [{ surface: "gateway", method: "GET", path: "/agents/:agent_id" }],
   async handler(params, ctx) {
     return agentView(ctx.deps, await owned(ctx, params.agent_id));
@@ -208,7 +209,7 @@ export const agentsUpdate = agentsDomain.method({
   input: v.object({ agent_id: AgentId, description: v.optional(Description), tools: v.optional(Tools) }),
   auth: AUTH,
   output: AgentView,
-  errors: { NOT_FOUND: {}, VALIDATION_FAILED: {}, CONFLICT: {} },
+  errors: { NOT_FOUND: {}, VALIDATION_FAILED: {}, CONFLICT: {}, FORBIDDEN: {} },
   http: [{ surface: "gateway", method: "PUT", path: "/agents/:agent_id" }],
   async handler(params, ctx) {
     const agent = await owned(ctx, params.agent_id, "member");
@@ -235,7 +236,7 @@ export const agentsDelete = agentsDomain.method({
   input: v.object({ agent_id: AgentId }),
   auth: AUTH,
   output: Success,
-  errors: { NOT_FOUND: {}, CONFLICT: {} },
+  errors: { NOT_FOUND: {}, CONFLICT: {}, FORBIDDEN: {} },
   http: [{ surface: "gateway", method: "DELETE", path: "/agents/:agent_id" }],
   async handler(params, ctx) {
     const agent = await owned(ctx, params.agent_id, "owner");
@@ -265,7 +266,7 @@ export const agentsInvoke = agentsDomain.method({
   }),
   auth: AUTH,
   output: AgentRunView,
-  errors: { NOT_FOUND: {}, CONFLICT: {}, QUOTA_EXCEEDED: {} },
+  errors: { NOT_FOUND: {}, CONFLICT: {}, QUOTA_EXCEEDED: {}, FORBIDDEN: {}, UNAVAILABLE: {}, MODEL_NOT_AVAILABLE: {} },
   http: [{ surface: "gateway", method: "POST", path: "/agents/:agent_id/invoke" }],
   stream: {},
   async handler(params, ctx) {
@@ -285,7 +286,7 @@ export const agentsLogs = agentsDomain.method({
   input: v.object({ agent_id: AgentId, lines: v.optional(queryInt(1, 1000), 100) }),
   auth: AUTH,
   output: v.object({ agentId: v.string(), logs: v.array(v.object({ seq: v.number(), time: Timestamp, level: v.string(), event: v.string(), message: v.string() })) }),
-  errors: { NOT_FOUND: {} },
+  errors: { NOT_FOUND: {}, FORBIDDEN: {} },
   http: [{ surface: "gateway", method: "GET", path: "/agents/:agent_id/logs" }],
   async handler(params, ctx) {
     const agent = await owned(ctx, params.agent_id);
@@ -301,7 +302,7 @@ export const agentsSubscribe = agentsDomain.method({
   input: v.object({ agent_id: AgentId }),
   auth: AUTH,
   output: v.pipe(v.object({ type: v.string(), agentId: v.optional(v.string()), runId: v.optional(v.string()) }), v.description("Each SSE event: `subscribed`, then status, chunk, step and done events of runs")),
-  errors: { NOT_FOUND: {} },
+  errors: { NOT_FOUND: {}, FORBIDDEN: {} },
   http: [{ surface: "gateway", method: "GET", path: "/agents/:agent_id/events" }],
   stream: {},
   async handler(params, ctx) {

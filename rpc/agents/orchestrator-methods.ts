@@ -17,6 +17,12 @@ import { agentsDomain, type AgentsContext } from "./deps.js";
 
 const AUTH = { kinds: ["session", "gateway_key"] } as const satisfies AuthSpec;
 
+/**
+ * What the orchestrator's answers become (rpc/agents/orchestrator/errors.ts): the caller's
+ * mistakes keep their meaning, the orchestrator's own failures are 502, no answer in time 504.
+ */
+const ORCHESTRATOR_ERRORS = { BAD_REQUEST: {}, FORBIDDEN: {}, NOT_FOUND: {}, CONFLICT: {}, RATE_LIMITED: {}, BAD_GATEWAY: {}, TIMEOUT: {} } as const;
+
 const AGENT_NAME = v.pipe(
   v.string("name must be a string"),
   v.regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/, "name: letters, digits, _ . - (1-128, starting with a letter or digit)"),
@@ -60,6 +66,7 @@ function agentAction<const A extends string>(action: A, verb: HttpVerb & ("GET" 
     input: v.looseObject({ name: AGENT_NAME, ...extraInput }),
     auth: AUTH,
     output: Relayed,
+    errors: ORCHESTRATOR_ERRORS,
     http: [{ surface: "gateway", method: verb, path: `/agents/:name/${action}` }],
     async handler(params, ctx) {
       const others = rest(params);
@@ -79,6 +86,7 @@ export const orchestratorAgentMethods = [
     input: v.looseObject({}),
     auth: AUTH,
     output: Relayed,
+    errors: ORCHESTRATOR_ERRORS,
     http: [{ surface: "gateway", method: "GET", path: "/agents" }],
     handler: (params, ctx) => call(ctx, "GET", "/agents", { query: queryOf(params) }),
   }),
@@ -95,6 +103,7 @@ export const orchestratorAgentMethods = [
     }),
     auth: AUTH,
     output: Relayed,
+    errors: ORCHESTRATOR_ERRORS,
     http: [{ surface: "gateway", method: "POST", path: "/agents", status: 201 }],
     handler: (params, ctx) => call(ctx, "POST", "/agents", { body: params }),
   }),
@@ -105,6 +114,7 @@ export const orchestratorAgentMethods = [
     input: v.object({ name: AGENT_NAME }),
     auth: AUTH,
     output: Relayed,
+    errors: ORCHESTRATOR_ERRORS,
     http: [{ surface: "gateway", method: "GET", path: "/agents/:name" }],
     handler: (params, ctx) => call(ctx, "GET", agentPath(params.name), {}),
   }),
@@ -115,6 +125,7 @@ export const orchestratorAgentMethods = [
     input: v.object({ name: AGENT_NAME, tail: v.optional(queryInt(1, 10_000)) }),
     auth: AUTH,
     output: Relayed,
+    errors: ORCHESTRATOR_ERRORS,
     http: [{ surface: "gateway", method: "GET", path: "/agents/:name/logs" }],
     handler: (params, ctx) => call(ctx, "GET", agentPath(params.name, "logs"), { query: params.tail === undefined ? {} : { tail: params.tail } }),
   }),
@@ -137,6 +148,7 @@ export const orchestratorAgentMethods = [
     input: v.looseObject({ name: AGENT_NAME }),
     auth: AUTH,
     output: Relayed,
+    errors: ORCHESTRATOR_ERRORS,
     http: [{ surface: "gateway", method: "GET", path: "/agents/:name/stream" }],
     stream: {},
     async handler(params, ctx) {

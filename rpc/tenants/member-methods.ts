@@ -97,7 +97,7 @@ export const memberMethods = [
     input: v.object({ tenant_id: TenantId }),
     auth: AUTH,
     output: v.object({ members: v.array(MemberView), count: v.number() }),
-    errors: { NOT_FOUND: {} },
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "GET", path: "/tenants/:tenant_id/members" }],
     async handler(params, ctx) {
       const tenant = await requireTenantAccess(ctx.deps, ctx.principal, params.tenant_id, "viewer");

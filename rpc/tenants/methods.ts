@@ -115,7 +115,7 @@ export const tenantMethods = [
     input: v.object({ tenant_id: TenantId }),
     auth: AUTH,
     output: TenantView,
-    errors: { NOT_FOUND: {} },
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "GET", path: "/tenants/:tenant_id" }],
     async handler(params, ctx) {
       const tenant = await requireTenantAccess(ctx.deps, ctx.principal, params.tenant_id, "viewer");

@@ -26,6 +26,7 @@ export const mcpServerMethods = [
     input: v.object({ tenantId }),
     auth: { kinds: ["session", "gateway_key", "console"] },
     output: v.object({ servers: v.array(UpstreamServerView), count: v.number() }),
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [
       { surface: "gateway", method: "GET", path: "/mcp/servers" },
       { surface: "console", method: "GET", path: "/mcp/servers" },

@@ -85,6 +85,7 @@ export const bridgeMcpConnect = toolsDomain.method({
   auth: { kinds: ["session", "gateway_key", "service"] },
   policies: { rateLimit: "bridge" },
   internal: true,
+  errors: { NOT_FOUND: {} },
   http: [],
   // A server's own endpoint: another tenant's server is the same 404 as one nobody registered.
   handler: async (params, ctx) => {
@@ -117,6 +118,7 @@ export const bridgeMcpToolsCall = toolsDomain.method({
   }),
   auth: { kinds: ["session", "gateway_key", "service"] },
   internal: true,
+  errors: { NOT_FOUND: {}, TIMEOUT: {}, UNAVAILABLE: {}, BAD_GATEWAY: {} },
   http: [],
   async handler(params, ctx) {
     const options = { principal: ctx.principal, signal: ctx.signal, ...(ctx.onProgress ? { onProgress: ctx.onProgress } : {}), ...(ctx.relay ? { relay: ctx.relay } : {}) };
@@ -135,6 +137,7 @@ export const bridgeMcpCapabilities = toolsDomain.method({
   name: "bridge.mcp.capabilities",
   summary: "What the MCP endpoint declares at initialize besides tools: resources and prompts when a server the caller sees offers them.",
   input: v.object({ server: upstreamServer }),
+  errors: { NOT_FOUND: {} },
   ...mcpInternal,
   handler: (params, ctx) => federatedCapabilities(ctx.deps, { principal: ctx.principal, server: params.server }),
 });
@@ -143,6 +146,7 @@ export const bridgeMcpResourcesList = toolsDomain.method({
   name: "bridge.mcp.resources.list",
   summary: "MCP `resources/list`: the resources of the upstream servers the caller sees, URIs namespaced `<server>+<uri>`.",
   input: v.object({ server: upstreamServer }),
+  errors: { NOT_FOUND: {}, TIMEOUT: {}, UNAVAILABLE: {}, BAD_GATEWAY: {} },
   ...mcpInternal,
   handler: (params, ctx) => listResources(ctx.deps, federation(ctx, params.server)),
 });
@@ -151,6 +155,7 @@ export const bridgeMcpResourcesTemplates = toolsDomain.method({
   name: "bridge.mcp.resources.templates",
   summary: "MCP `resources/templates/list`: the resource templates of the upstream servers the caller sees, namespaced like resources.",
   input: v.object({ server: upstreamServer }),
+  errors: { NOT_FOUND: {}, TIMEOUT: {}, UNAVAILABLE: {}, BAD_GATEWAY: {} },
   ...mcpInternal,
   handler: (params, ctx) => listResourceTemplates(ctx.deps, federation(ctx, params.server)),
 });
@@ -159,6 +164,7 @@ export const bridgeMcpResourcesRead = toolsDomain.method({
   name: "bridge.mcp.resources.read",
   summary: "MCP `resources/read`: reads a namespaced resource URI from its server, if the caller sees that server.",
   input: v.object({ server: upstreamServer, uri: ResourceUri }),
+  errors: { NOT_FOUND: {}, TIMEOUT: {}, UNAVAILABLE: {}, BAD_GATEWAY: {} },
   ...mcpInternal,
   handler: (params, ctx) => readResource(ctx.deps, federation(ctx, params.server), params.uri),
 });
@@ -173,6 +179,7 @@ function resourceSubscription<const V extends "subscribe" | "unsubscribe">(verb:
       uri: ResourceUri,
       subscriber: v.pipe(v.string("subscriber must be a string"), v.minLength(1), v.maxLength(128)),
     }),
+    errors: { NOT_FOUND: {}, TIMEOUT: {}, UNAVAILABLE: {}, BAD_GATEWAY: {} },
     ...mcpInternal,
     handler: (params, ctx) => subscribe(ctx.deps, federation(ctx, params.server), params.uri, params.subscriber, verb === "subscribe"),
   });
@@ -185,6 +192,7 @@ export const bridgeMcpPromptsList = toolsDomain.method({
   name: "bridge.mcp.prompts.list",
   summary: "MCP `prompts/list`: the prompts of the upstream servers the caller sees, as `<server>__<prompt>`.",
   input: v.object({ server: upstreamServer }),
+  errors: { NOT_FOUND: {}, TIMEOUT: {}, UNAVAILABLE: {}, BAD_GATEWAY: {} },
   ...mcpInternal,
   handler: (params, ctx) => listPrompts(ctx.deps, federation(ctx, params.server)),
 });
@@ -197,6 +205,7 @@ export const bridgeMcpPromptsGet = toolsDomain.method({
     name: v.pipe(v.string("name must be a string"), v.minLength(1, "name is required"), v.maxLength(256)),
     arguments: v.optional(v.record(v.string(), v.string("prompt arguments are strings")), {}),
   }),
+  errors: { NOT_FOUND: {}, TIMEOUT: {}, UNAVAILABLE: {}, BAD_GATEWAY: {} },
   ...mcpInternal,
   handler: (params, ctx) => getPrompt(ctx.deps, federation(ctx, params.server), params.name, params.arguments),
 });
@@ -213,6 +222,7 @@ export const bridgeMcpCompletionComplete = toolsDomain.method({
     argument: v.object({ name: v.pipe(v.string(), v.maxLength(256)), value: v.pipe(v.string(), v.maxLength(4096)) }),
     context: v.optional(v.object({ arguments: v.optional(v.record(v.string(), v.string("completion context arguments are strings"))) })),
   }),
+  errors: { NOT_FOUND: {}, TIMEOUT: {}, UNAVAILABLE: {}, BAD_GATEWAY: {} },
   ...mcpInternal,
   handler: (params, ctx) => complete(ctx.deps, federation(ctx, params.server), params),
 });

@@ -42,6 +42,7 @@ export const bridgeVmsConnect = toolsDomain.method({
   // spec 8: upgrades count against the same per-credential budget as other bridge requests.
   policies: { rateLimit: "bridge" },
   internal: true,
+  errors: { FORBIDDEN: {} },
   http: [],
   async handler(params, ctx): Promise<VmIdentity> {
     const tenantId = await tenantOf(ctx.principal, params.tenantId || undefined, ctx.deps);

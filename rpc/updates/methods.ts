@@ -132,7 +132,7 @@ export const updateMethods = [
     }),
     auth: OPERATORS,
     output: v.object({ component: v.string(), version: v.string(), channel: v.string(), percentage: v.number(), state: v.string(), effectivePercentage: v.number() }),
-    errors: { NOT_FOUND: {} },
+    errors: { NOT_FOUND: {}, BAD_REQUEST: {} },
     http: [{ surface: "gateway", method: "POST", path: "/updates/rollouts" }],
     async handler(params, ctx) {
       const key = precedence(params.version);

@@ -49,7 +49,7 @@ export const workspaceMethods = [
     }),
     auth: READ_AUTH,
     output: v.object({ workspaces: v.array(WorkspaceView), count: v.number() }),
-    errors: { NOT_FOUND: {} },
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [
       { surface: "gateway", method: "GET", path: "/workspaces" },
       { surface: "console", method: "GET", path: "/workspaces" },
@@ -91,7 +91,7 @@ export const workspaceMethods = [
     input: v.object({ workspace_id: Id("workspace_id") }),
     auth: AUTH,
     output: WorkspaceView,
-    errors: { NOT_FOUND: {} },
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "GET", path: "/workspaces/:workspace_id" }],
     async handler(params, ctx) {
       const { workspace } = await requireWorkspace(ctx.deps, ctx.principal, params.workspace_id, "viewer");
