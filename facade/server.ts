@@ -1,4 +1,4 @@
-import type { Server as NodeServer } from "node:http";
+import type { IncomingMessage, Server as NodeServer } from "node:http";
 import { serve } from "h3";
 import { plugin as crossws } from "crossws/server";
 import type { Config } from "../rpc/config.js";
@@ -8,7 +8,7 @@ import { compose, type Composition } from "../rpc/compose.js";
 import { buildApp } from "./app.js";
 import { bridgeTransports } from "../bridge/transports.js";
 import { defineToolBridge, type ToolBridge } from "../bridge/tool-bridge.js";
-import { SURFACE_BASES } from "../rpc/transport/surfaces.js";
+import { SURFACE_BASES } from "../rpc/surfaces.js";
 import type { ResolveHost } from "../rpc/outbound/outbound-guard.js";
 import { healthTransport, type Lifecycle } from "./health.js";
 import { trackInFlight } from "./drain.js";
@@ -34,6 +34,23 @@ export interface RunningServer {
   drain(graceMs: number): Promise<void>;
   /** Stops at once (drain with no grace). */
   close(): Promise<void>;
+}
+
+/**
+ * A request body that stops arriving for `idleMs` closes the connection. The deadline runs while
+ * the body is read only: once it has arrived the socket has no idle limit again, so an answer
+ * streamed for minutes (SSE) is never cut by it. A WebSocket upgrade has no body here.
+ */
+function cutIdleBodies(node: NodeServer, idleMs: number): void {
+  node.on("request", (request: IncomingMessage) => {
+    const hasBody = request.headers["transfer-encoding"] !== undefined || Number(request.headers["content-length"] ?? 0) > 0;
+    if (!hasBody || request.complete) return;
+    const socket = request.socket;
+    socket.setTimeout(idleMs);
+    const done = () => socket.setTimeout(0);
+    request.once("end", done);
+    request.once("close", done);
+  });
 }
 
 export interface StartOptions {
@@ -66,11 +83,19 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       hostname: config.HOST,
       silent: true,
       gracefulShutdown: false,
+      // Slow clients (docs/security.md "Slow clients"): node:http cuts a connection whose headers
+      // or whole request do not arrive in time, checked every second.
+      node: {
+        headersTimeout: config.HTTP_HEADERS_TIMEOUT_SECONDS * 1000,
+        requestTimeout: Math.max(config.HTTP_REQUEST_TIMEOUT_SECONDS, config.HTTP_HEADERS_TIMEOUT_SECONDS + 1) * 1000,
+        connectionsCheckingInterval: 1000,
+      },
       // spec 8: GATEWAY_MAX_PAYLOAD_BYTES also bounds WebSocket messages (ws closes with 1009 past it).
       plugins: [crossws({ options: { node: { serverOptions: { maxPayload: config.GATEWAY_MAX_PAYLOAD_BYTES } } } })],
     });
     // No TLS nor HTTP/2 here: srvx made a node:http server.
     const node = server.node!.server as NodeServer;
+    cutIdleBodies(node, config.HTTP_BODY_IDLE_TIMEOUT_SECONDS * 1000);
     const inFlight = trackInFlight(node, lifecycle);
     await server.ready();
     const listening = new URL(server.url!);

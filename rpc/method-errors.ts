@@ -1,6 +1,8 @@
 import type { AuthSpec } from "./auth.js";
-import type { AnyMethod, CallContext, ErrorDecl, Fail, Policies } from "./define.js";
+import type { AnyMethod, CallContext, ErrorDecl, Fail } from "./define.js";
 import { ERROR_TABLE, ServiceError, isServiceError, type ErrorCode } from "./errors.js";
+import { budgetOf } from "./policies/rate-limit.js";
+import type { CallSurface } from "./surfaces.js";
 
 /**
  * A method's errors are one list (docs/architecture.md "Errors are declared"): the codes it
@@ -28,16 +30,21 @@ export function authErrors(auth: AuthSpec): ErrorCode[] {
   return codes;
 }
 
-/** What the declared policies can answer (rpc/policies/). */
-export function policyErrors(policies: Policies | undefined): ErrorCode[] {
-  return policies?.rateLimit || policies?.ingest ? ["RATE_LIMITED"] : [];
+/**
+ * What the policies can answer (rpc/policies/): a request budget, the method's own or its
+ * surface's (rpc/surfaces.ts), or the telemetry ingest limit. Without a surface, the method's own.
+ */
+export function policyErrors(method: AnyMethod, surface?: CallSurface): ErrorCode[] {
+  const budget = surface === undefined ? method.policies?.rateLimit : budgetOf(method, surface);
+  return method.policies?.ingest || (method.auth !== "public" && budget) ? ["RATE_LIMITED"] : [];
 }
 
 /**
  * Every error of a method's contract, each code once, declared ones first. `hasParams: false`
- * (a method whose input has no fields) leaves validation out, as OpenAPI does.
+ * (a method whose input has no fields) leaves validation out, as OpenAPI does; `surface` adds
+ * that surface's request budget.
  */
-export function contractErrors(method: AnyMethod, options: { hasParams?: boolean } = {}): ContractError[] {
+export function contractErrors(method: AnyMethod, options: { hasParams?: boolean; surface?: CallSurface } = {}): ContractError[] {
   const out = new Map<ErrorCode, ContractError>();
   const add = (code: ErrorCode, origin: ErrorOrigin, declared?: ErrorDecl) => {
     if (out.has(code)) return;
@@ -46,7 +53,7 @@ export function contractErrors(method: AnyMethod, options: { hasParams?: boolean
   for (const [code, declared] of Object.entries(method.errors ?? {}) as [ErrorCode, ErrorDecl | undefined][]) add(code, "declared", declared);
   for (const code of authErrors(method.auth)) add(code, "auth");
   if (options.hasParams !== false) add("VALIDATION_FAILED", "input");
-  for (const code of policyErrors(method.policies)) add(code, "policy");
+  for (const code of policyErrors(method, options.surface)) add(code, "policy");
   return [...out.values()];
 }
 
@@ -54,9 +61,9 @@ export function contractErrors(method: AnyMethod, options: { hasParams?: boolean
  * The code of an error a handler raised that its method's contract does not list, if any.
  * `INTERNAL` (an unexpected error, masked) is in every contract.
  */
-export function undeclaredCode(method: AnyMethod, error: unknown): ErrorCode | undefined {
+export function undeclaredCode(method: AnyMethod, error: unknown, surface?: CallSurface): ErrorCode | undefined {
   if (!isServiceError(error) || error.code === "INTERNAL") return undefined;
-  return contractErrors(method).some((entry) => entry.code === error.code) ? undefined : error.code;
+  return contractErrors(method, { surface }).some((entry) => entry.code === error.code) ? undefined : error.code;
 }
 
 /** "NOT_FOUND" → "Not found": the message of a raised code nobody worded. */
@@ -77,11 +84,11 @@ export function failFor(method: AnyMethod): Fail<ErrorCode> {
  * (the dispatcher does this in test runs; the error itself goes on unchanged). Errors of a
  * stream after it started are not seen here.
  */
-export async function runChecked(method: AnyMethod, params: unknown, ctx: CallContext, report: (code: ErrorCode) => void): Promise<unknown> {
+export async function runChecked(method: AnyMethod, params: unknown, ctx: CallContext, surface: CallSurface, report: (code: ErrorCode) => void): Promise<unknown> {
   try {
     return await method.handler(params, ctx);
   } catch (error) {
-    const code = undeclaredCode(method, error);
+    const code = undeclaredCode(method, error, surface);
     if (code !== undefined) report(code);
     throw error;
   }

@@ -2,10 +2,10 @@ import type { Presented, Principal } from "../../rpc/auth.js";
 import { agentsCancel, agentsInvoke, agentsSubscribe } from "../../rpc/agents/methods.js";
 import type { AgentEvent } from "../../rpc/agents/run.js";
 import { isAsyncIterable, type MethodResult } from "../../rpc/define.js";
-import { fromWire, type CallFacts, type Dispatcher } from "../../rpc/dispatcher.js";
+import { callFacts, fromWire, type CallFacts, type Dispatcher } from "../../rpc/dispatcher.js";
 import { ServiceError } from "../../rpc/errors.js";
 import type { Issue } from "../../rpc/validate.js";
-import { renderError } from "../../rpc/transport/surfaces.js";
+import { renderError } from "../../rpc/surfaces.js";
 
 /** Runs one socket may have going at once; past it, `RATE_LIMITED` error frames. */
 export const MAX_RUNS_PER_SOCKET = 16;
@@ -112,14 +112,7 @@ export class AgentStreamSession {
 
   /** The facts of one call the socket makes: its credentials again, its request id. */
   #facts(signal: AbortSignal): CallFacts {
-    return {
-      requestId: this.#options.requestId,
-      surface: "gateway",
-      presented: this.#options.presented,
-      signal,
-      responseHeaders: new Headers(),
-      ip: "",
-    };
+    return callFacts({ requestId: this.#options.requestId, surface: "gateway", transport: "socket", presented: this.#options.presented, signal });
   }
 
   async #invoke(message: Message, tag: { id?: string }): Promise<void> {

@@ -2,8 +2,8 @@ import { defineWebSocketHandler, type H3 } from "h3";
 import { agentsStreamConnect } from "../../rpc/agents/methods.js";
 import type { MethodResult } from "../../rpc/define.js";
 import type { Dispatcher } from "../../rpc/dispatcher.js";
-import { SURFACE_BASES } from "../../rpc/transport/surfaces.js";
-import { defineSocketUpgrade, type Admitted } from "../ws-upgrade.js";
+import { SURFACE_BASES } from "../../rpc/surfaces.js";
+import { defineSocketUpgrade, type Admitted } from "../../facade/transport/ws-upgrade.js";
 import { AgentStreamSession } from "./session.js";
 
 /** `WS {gateway_base_url}/agents/stream` (spec 4.4, messages per spec 2.7). */

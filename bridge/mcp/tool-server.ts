@@ -28,7 +28,7 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import type { Principal } from "../../rpc/auth.js";
 import type { AnyMethod, MethodParams, MethodResult, ProgressUpdate } from "../../rpc/define.js";
-import type { Dispatcher } from "../../rpc/dispatcher.js";
+import { callFacts, type Dispatcher } from "../../rpc/dispatcher.js";
 import {
   bridgeMcpCompletionComplete,
   bridgeMcpPromptsGet,
@@ -43,7 +43,7 @@ import {
 } from "../../rpc/tools/methods.js";
 import type { McpObject, McpOffers } from "../../rpc/tools/ports.js";
 import type { ToolDef, ToolResult } from "../../rpc/tools/types.js";
-import { renderError } from "../../rpc/transport/surfaces.js";
+import { renderError } from "../../rpc/surfaces.js";
 import type { ClientRelay } from "../../rpc/tools/types.js";
 import { clientRelay, type LoggingLevels } from "./client-relay.js";
 import { clientSession, type ClientSessionLink } from "../upstream/client-session.js";
@@ -133,17 +133,9 @@ export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller
   // Every codec method takes the upstream server of a server's own endpoint.
   const call = <K extends CodecMethod>(method: K, params: MethodParams<K>, signal: AbortSignal, onProgress?: (update: ProgressUpdate) => void, relay?: ClientRelay) => {
     const { principal, requestId } = caller();
-    return inSession(options, () => dispatcher.call(method, upstream === undefined ? params : { ...params, server: upstream }, {
-      requestId,
-      surface: "bridge",
-      presented: {},
-      authenticated: principal,
-      signal,
-      responseHeaders: new Headers(),
-      ip: "",
-      ...(onProgress ? { onProgress } : {}),
-      ...(relay ? { relay } : {}),
-    }));
+    return inSession(options, () =>
+      dispatcher.call(method, upstream === undefined ? params : { ...params, server: upstream }, callFacts({ requestId, surface: "bridge", transport: "mcp", authenticated: principal, signal, onProgress, relay })),
+    );
   };
   // logging: the SDK answers logging/setLevel per session and filters sendLoggingMessage by it.
   const capabilities: ServerCapabilities = { tools: { listChanged: true }, logging: {} };
@@ -293,17 +285,11 @@ export async function runToolCall(
   try {
     // The upstream server's sampling, elicitation and roots requests during the call go to this client.
     const relay = clientRelay(server, extra);
-    const result = await dispatcher.call(bridgeMcpToolsCall, upstream === undefined ? { name, arguments: args ?? {} } : { name, arguments: args ?? {}, server: upstream }, {
-      requestId,
-      surface: "bridge",
-      presented: {},
-      authenticated: principal,
-      signal: extra.signal,
-      responseHeaders: new Headers(),
-      ip: "",
-      ...(onProgress ? { onProgress } : {}),
-      relay,
-    });
+    const result = await dispatcher.call(
+      bridgeMcpToolsCall,
+      upstream === undefined ? { name, arguments: args ?? {} } : { name, arguments: args ?? {}, server: upstream },
+      callFacts({ requestId, surface: "bridge", transport: "mcp", authenticated: principal, signal: extra.signal, onProgress, relay }),
+    );
     note(result.isError ? "warning" : "debug", { message: result.isError ? "tool answered with an error" : "tool call finished" });
     return relayed<CallToolResult>(result);
   } catch (thrown) {

@@ -1,9 +1,8 @@
-import { setCookie, type H3Event } from "h3";
 import * as v from "valibot";
 import { ServiceError } from "../errors.js";
 import { checkPassword } from "./methods.js";
 import { publicUser } from "./accounts.js";
-import { CONSOLE_COOKIE } from "../transport/surfaces.js";
+import { CONSOLE_COOKIE, SURFACES } from "../surfaces.js";
 import { Success, Timestamp, UserView } from "../views.js";
 import { accountsDomain, type AccountsContext } from "./deps.js";
 
@@ -13,13 +12,15 @@ import { accountsDomain, type AccountsContext } from "./deps.js";
  * so another site cannot make the browser send it with a POST, PATCH or DELETE, and Secure
  * when the service is published over https. Its path is the console base, `/api`.
  */
-const COOKIE_PATH = "/api";
+const COOKIE_PATH = SURFACES.console.base;
 
-/** Sets (or, with an empty value and 0, clears) the session cookie on the response, with h3's serializer. */
+/**
+ * Sets (or, with an empty value and 0, clears) the session cookie on the response, through the
+ * HTTP transport's cookie writer (facade/transport/cookies.ts); a transport without one has no
+ * cookies to set.
+ */
 function setSessionCookie(ctx: AccountsContext, value: string, maxAgeSeconds: number): void {
-  // h3's setCookie writes to the response headers only: the method's header sink is enough.
-  const sink = { res: { headers: ctx.responseHeaders } } as unknown as H3Event;
-  setCookie(sink, CONSOLE_COOKIE, value, {
+  ctx.setCookie?.(CONSOLE_COOKIE, value, {
     path: COOKIE_PATH,
     maxAge: maxAgeSeconds,
     httpOnly: true,
@@ -43,8 +44,8 @@ export const consoleSessionMethods = [
     errors: { UNAUTHORIZED: {}, RATE_LIMITED: {} },
     http: [{ surface: "console", method: "POST", path: "/session" }],
     async handler(params, ctx) {
-      // Same throttled check as the Gateway login: failures per email end in 429.
-      const user = await checkPassword(ctx.deps, params.email, params.password);
+      // Same throttled check as the Gateway login (rpc/accounts/login-throttle.ts).
+      const user = await checkPassword(ctx.deps, params.email, params.password, ctx);
       const { token, expiresAt } = await ctx.deps.sessions.issue(user.id);
       const maxAge = Math.max(0, Math.floor((expiresAt.getTime() - Date.now()) / 1000));
       setSessionCookie(ctx, token, maxAge);
