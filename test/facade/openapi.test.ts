@@ -139,7 +139,9 @@ describe("OpenAPI and docs", () => {
       });
     const responsesOf = (errors: ErrorMap) => (buildOpenApi(createRegistry([declare(errors)])) as any).paths["/gateway/v1/things"].post.responses;
     const plain = responsesOf({});
-    expect(Object.keys(plain).filter((status) => /^\d+$/.test(status))).toEqual(["200", "400", "401"]);
+    // Input (400), a session (401) and the Gateway's request budget (429) imply their own.
+    expect(Object.keys(plain).filter((status) => /^\d+$/.test(status))).toEqual(["200", "400", "401", "429"]);
+    expect(plain["429"]["x-error-codes"]).toEqual(["RATE_LIMITED"]);
     const conflicting = responsesOf({ CONFLICT: { message: "a thing with this name exists" } });
     expect(conflicting["409"]).toMatchObject({ "x-error-codes": ["CONFLICT"] });
     expect(conflicting["409"].description).toContain("`CONFLICT` (a thing with this name exists)");
