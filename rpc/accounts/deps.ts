@@ -6,7 +6,7 @@ import type { RateLimiterAbstract } from "rate-limiter-flexible";
 
 /** What the accounts domain's handlers reach as `ctx.deps` (built in `./index.ts`). */
 export type AccountsDeps = Pick<Repos, "users" | "tenants" | "members" | "agents"> &
-  Pick<Ports, "config" | "sessions" | "sink" | "store"> & {
+  Pick<Ports, "config" | "log" | "sessions" | "sink" | "store"> & {
   loginLimiter: RateLimiterAbstract;
   };
 

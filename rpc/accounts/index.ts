@@ -2,12 +2,13 @@ import { pick } from "../module.js";
 import { accountsDomain } from "./deps.js";
 import { authMethods } from "./methods.js";
 import { consoleSessionMethods } from "./console-session.js";
+import { operatorUserMethods } from "./operator-methods.js";
 
 /** Accounts: registration, sign-in, sessions (docs/console.md). */
 export const accountsModule = accountsDomain.module({
-  methods: [...authMethods, ...consoleSessionMethods],
+  methods: [...authMethods, ...consoleSessionMethods, ...operatorUserMethods],
   init: (ports) => ({
-    ...pick(ports, ["config", "sessions", "sink", "store"]),
+    ...pick(ports, ["config", "log", "sessions", "sink", "store"]),
     ...pick(ports.repos, ["users", "tenants", "members", "agents"]),
     // Failed sign-ins per email.
     loginLimiter: ports.store.limiter({ name: "login", points: ports.config.LOGIN_MAX_FAILURES, durationSeconds: ports.config.LOGIN_WINDOW_SECONDS }),
