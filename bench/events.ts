@@ -87,7 +87,7 @@ async function webhookFigures(store: Store) {
   const secrets = new SecretBox("bench-secret-of-at-least-32-characters!!");
   const repo = new WebhooksRepo(store);
   const worker = new WebhookWorker({
-    config: { WEBHOOKS_ALLOW_PRIVATE: true, WEBHOOKS_TIMEOUT_SECONDS: 10, WEBHOOKS_POLL_MS: 0 },
+    config: { WEBHOOKS_ALLOW_PRIVATE: true, WEBHOOKS_TIMEOUT_SECONDS: 10, WEBHOOKS_POLL_MS: 0, WEBHOOKS_CONCURRENCY: 32, WEBHOOKS_TENANT_CONCURRENCY: 32, WEBHOOKS_LEASE_SECONDS: 5 },
     log: { info() {}, error() {} },
     repo,
     secrets,

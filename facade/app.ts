@@ -7,6 +7,7 @@ import { mountConsole } from "./console/route.js";
 import { crossSiteMiddleware } from "./console/cross-site.js";
 import { corsMiddleware } from "./cors.js";
 import { hostCheckMiddleware } from "./host-check.js";
+import { strictPathsMiddleware } from "./strict-paths.js";
 import { instrument, jsonResponse } from "../rpc/transport/instrument.js";
 import { mountJsonRpc } from "./jsonrpc.js";
 import { buildOpenApi } from "./openapi.js";
@@ -21,6 +22,7 @@ import { SURFACE_BASES, surfaceOfPath } from "../rpc/transport/surfaces.js";
 export function buildApp(dispatcher: Dispatcher, transports: readonly Transport[] = []): H3 {
   const app = new H3({ silent: true });
   app.use(hostCheckMiddleware(dispatcher.ports.config, dispatcher.ports));
+  app.use(strictPathsMiddleware(dispatcher.ports));
   app.use(corsMiddleware(dispatcher.ports.config));
   app.use(crossSiteMiddleware(dispatcher.ports.config, dispatcher.ports));
   const routes: MountedRoute[] = mountRest(app, dispatcher);

@@ -1,4 +1,4 @@
-import type { Server as NodeServer } from "node:http";
+import type { IncomingMessage, Server as NodeServer } from "node:http";
 import { serve } from "h3";
 import { plugin as crossws } from "crossws/server";
 import type { Config } from "../rpc/config.js";
@@ -36,6 +36,23 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
+/**
+ * A request body that stops arriving for `idleMs` closes the connection. The deadline runs while
+ * the body is read only: once it has arrived the socket has no idle limit again, so an answer
+ * streamed for minutes (SSE) is never cut by it. A WebSocket upgrade has no body here.
+ */
+function cutIdleBodies(node: NodeServer, idleMs: number): void {
+  node.on("request", (request: IncomingMessage) => {
+    const hasBody = request.headers["transfer-encoding"] !== undefined || Number(request.headers["content-length"] ?? 0) > 0;
+    if (!hasBody || request.complete) return;
+    const socket = request.socket;
+    socket.setTimeout(idleMs);
+    const done = () => socket.setTimeout(0);
+    request.once("end", done);
+    request.once("close", done);
+  });
+}
+
 export interface StartOptions {
   /** Where log lines go (default stdout). */
   logSink?: LogSink;
@@ -66,11 +83,19 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       hostname: config.HOST,
       silent: true,
       gracefulShutdown: false,
+      // Slow clients (docs/security.md "Slow clients"): node:http cuts a connection whose headers
+      // or whole request do not arrive in time, checked every second.
+      node: {
+        headersTimeout: config.HTTP_HEADERS_TIMEOUT_SECONDS * 1000,
+        requestTimeout: Math.max(config.HTTP_REQUEST_TIMEOUT_SECONDS, config.HTTP_HEADERS_TIMEOUT_SECONDS + 1) * 1000,
+        connectionsCheckingInterval: 1000,
+      },
       // spec 8: GATEWAY_MAX_PAYLOAD_BYTES also bounds WebSocket messages (ws closes with 1009 past it).
       plugins: [crossws({ options: { node: { serverOptions: { maxPayload: config.GATEWAY_MAX_PAYLOAD_BYTES } } } })],
     });
     // No TLS nor HTTP/2 here: srvx made a node:http server.
     const node = server.node!.server as NodeServer;
+    cutIdleBodies(node, config.HTTP_BODY_IDLE_TIMEOUT_SECONDS * 1000);
     const inFlight = trackInFlight(node, lifecycle);
     await server.ready();
     const listening = new URL(server.url!);

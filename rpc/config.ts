@@ -42,9 +42,14 @@ const ENV_SCHEMA = v.object({
   PLATFORM_KEY_SERVICE: v.optional(v.pipe(v.string(), v.regex(/^[a-z0-9]+$/, "lowercase letters and digits only")), "gateway"),
   /** Fixed prefix of personal (Account API) keys; must end with an underscore (spec 5). */
   ACCOUNT_KEY_PREFIX: v.optional(v.pipe(v.string(), v.regex(/^[a-z][a-z0-9]*_$/, "lowercase, ending in _")), "acct_"),
-  /** Failed sign-ins allowed per email per LOGIN_WINDOW_SECONDS before 429. */
+  /**
+   * Failed sign-ins allowed per email and source address per LOGIN_WINDOW_SECONDS (ten times as
+   * many per email across addresses) before attempts take the slow path: LOGIN_SLOW_MS each, one
+   * at a time per email; the right password still signs in (docs/security.md "Sign-in throttling").
+   */
   LOGIN_MAX_FAILURES: v.optional(intFrom(1, 1000), "5"),
   LOGIN_WINDOW_SECONDS: v.optional(intFrom(1, 86400), "900"),
+  LOGIN_SLOW_MS: v.optional(intFrom(0, 60_000), "2000"),
   /**
    * Password hashes (scrypt) run at once, process-wide; the rest wait their turn. scrypt shares
    * libuv's thread pool with fs, so an unbounded login flood stalls storage. `0` = unbounded.
@@ -52,6 +57,16 @@ const ENV_SCHEMA = v.object({
   PASSWORD_HASH_CONCURRENCY: v.optional(intFrom(0, 64), "2"),
   /** Largest request body accepted on any surface (spec 8: 1 MiB). */
   GATEWAY_MAX_PAYLOAD_BYTES: v.optional(intFrom(1024), "1048576"),
+  /**
+   * Slow clients (docs/security.md "Slow clients"): a request's headers must arrive within
+   * HTTP_HEADERS_TIMEOUT_SECONDS and the whole request (headers and body) within
+   * HTTP_REQUEST_TIMEOUT_SECONDS; a body that stops arriving for HTTP_BODY_IDLE_TIMEOUT_SECONDS
+   * is cut. Answers are not bounded by these: an SSE stream or a WebSocket, once established,
+   * stays open.
+   */
+  HTTP_HEADERS_TIMEOUT_SECONDS: v.optional(intFrom(1, 600), "10"),
+  HTTP_REQUEST_TIMEOUT_SECONDS: v.optional(intFrom(1, 3600), "60"),
+  HTTP_BODY_IDLE_TIMEOUT_SECONDS: v.optional(intFrom(1, 600), "10"),
   /** Upper bound in seconds for a tool call or upstream request made by the bridge (spec 8). */
   GATEWAY_TIMEOUT_SECONDS: v.optional(intFrom(1, 3600), "30"),
   /** Retries of idempotent upstream calls (spec 8). */
@@ -137,6 +152,18 @@ const ENV_SCHEMA = v.object({
   WEBHOOKS_ALLOW_PRIVATE: v.optional(v.pipe(v.picklist(["true", "false"], "must be true or false"), v.transform((value) => value === "true")), "false"),
   /** Seconds a webhook receiver has to answer one attempt. */
   WEBHOOKS_TIMEOUT_SECONDS: v.optional(intFrom(1, 120), "15"),
+  /**
+   * Fair delivery (docs/webhooks.md): webhook attempts and fan-outs run at most
+   * WEBHOOKS_CONCURRENCY at a time per instance, at most WEBHOOKS_TENANT_CONCURRENCY of one
+   * tenant, tenants in turn.
+   */
+  WEBHOOKS_CONCURRENCY: v.optional(intFrom(1, 1024), "32"),
+  WEBHOOKS_TENANT_CONCURRENCY: v.optional(intFrom(1, 1024), "4"),
+  /**
+   * Seconds an instance's claim on an attempt or a fan-out lasts, renewed while it runs: one
+   * that dies gives its work up to another instance within this.
+   */
+  WEBHOOKS_LEASE_SECONDS: v.optional(intFrom(1, 600), "5"),
   /** How often each instance looks for due webhook deliveries, in ms; 0 turns the background loop off (attempts then run on dispatch, retry, or an explicit tick). */
   WEBHOOKS_POLL_MS: v.optional(intFrom(0, 3_600_000), "1000"),
   /**

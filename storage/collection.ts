@@ -38,6 +38,19 @@ export class Collection<T> {
     await this.#kv.removeItem(this.key(...parts));
   }
 
+  /** The keys of every record below the prefix, in key order. */
+  async keys(...prefix: string[]): Promise<string[]> {
+    const base = this.key(...prefix);
+    return (await this.#kv.getKeys(base)).filter((key) => key.startsWith(base + ":")).sort();
+  }
+
+  /** The records at these full keys (from `keys`), those still there. */
+  async getMany(keys: string[]): Promise<T[]> {
+    if (keys.length === 0) return [];
+    const items = await this.#kv.getItems(keys);
+    return items.map((item) => item.value as T).filter((value) => value !== null && value !== undefined);
+  }
+
   /** Every record below the prefix, in key order. */
   async list(...prefix: string[]): Promise<T[]> {
     const base = this.key(...prefix);

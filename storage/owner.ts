@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import lockfile from "proper-lockfile";
@@ -24,15 +25,32 @@ export class DataDirBusyError extends Error {
   }
 }
 
-/** Whether process `pid` runs on this machine (this process included). */
+/**
+ * Whether process `pid` runs on this machine (this process included). A process killed but not
+ * yet reaped by its parent (a zombie: state `Z` or `X` in `/proc/<pid>/stat` on Linux) still
+ * answers `kill(pid, 0)`, yet it will never write again: it counts as dead, so a restart right
+ * after `kill -9` is not refused while the dead owner waits for its parent.
+ */
 export function processAlive(pid: number): boolean {
   if (pid === process.pid) return true;
   try {
     process.kill(pid, 0);
-    return true;
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === "EPERM";
   }
+  return !isZombie(pid);
+}
+
+function isZombie(pid: number): boolean {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  } catch {
+    return false; // no procfs (macOS): kill(pid, 0) is all there is
+  }
+  // "pid (comm) state …": comm may hold spaces and parentheses, the state follows the last ")".
+  const state = stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+  return state === "Z" || state === "X";
 }
 
 async function ownerPid(dataDir: string): Promise<number | undefined> {

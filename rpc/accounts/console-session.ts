@@ -43,8 +43,8 @@ export const consoleSessionMethods = [
     errors: ["UNAUTHORIZED", "RATE_LIMITED"],
     http: [{ surface: "console", method: "POST", path: "/session" }],
     async handler(params, ctx) {
-      // Same throttled check as the Gateway login: failures per email end in 429.
-      const user = await checkPassword(ctx.deps, params.email, params.password);
+      // Same throttled check as the Gateway login (rpc/accounts/login-throttle.ts).
+      const user = await checkPassword(ctx.deps, params.email, params.password, ctx);
       const { token, expiresAt } = await ctx.deps.sessions.issue(user.id);
       const maxAge = Math.max(0, Math.floor((expiresAt.getTime() - Date.now()) / 1000));
       setSessionCookie(ctx, token, maxAge);

@@ -2,12 +2,12 @@ import type { Principal } from "../auth.js";
 import type { CallContext } from "../define.js";
 import { domain, type Ports } from "../module.js";
 import type { Repos } from "../repos.js";
-import type { RateLimiterAbstract } from "rate-limiter-flexible";
+import type { LoginThrottle } from "./login-throttle.js";
 
 /** What the accounts domain's handlers reach as `ctx.deps` (built in `./index.ts`). */
 export type AccountsDeps = Pick<Repos, "users" | "tenants" | "members" | "agents"> &
   Pick<Ports, "config" | "log" | "sessions" | "sink" | "store"> & {
-  loginLimiter: RateLimiterAbstract;
+  loginThrottle: LoginThrottle;
   };
 
 export const accountsDomain = domain<AccountsDeps>("accounts");

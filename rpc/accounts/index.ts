@@ -2,6 +2,7 @@ import { pick } from "../module.js";
 import { accountsDomain } from "./deps.js";
 import { authMethods } from "./methods.js";
 import { consoleSessionMethods } from "./console-session.js";
+import { LoginThrottle } from "./login-throttle.js";
 import { operatorUserMethods } from "./operator-methods.js";
 
 /** Accounts: registration, sign-in, sessions (docs/console.md). */
@@ -10,7 +11,6 @@ export const accountsModule = accountsDomain.module({
   init: (ports) => ({
     ...pick(ports, ["config", "log", "sessions", "sink", "store"]),
     ...pick(ports.repos, ["users", "tenants", "members", "agents"]),
-    // Failed sign-ins per email.
-    loginLimiter: ports.store.limiter({ name: "login", points: ports.config.LOGIN_MAX_FAILURES, durationSeconds: ports.config.LOGIN_WINDOW_SECONDS }),
+    loginThrottle: new LoginThrottle(ports.store, ports.config),
   }),
 });

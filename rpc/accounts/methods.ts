@@ -1,10 +1,8 @@
 import * as v from "valibot";
-import { RateLimiterRes } from "rate-limiter-flexible";
 import { ServiceError } from "../errors.js";
 import { burnPasswordCheck, verifyPassword } from "../credentials/passwords.js";
 import { publicUser, registerAccount } from "./accounts.js";
 import { UsersRepo } from "../../storage/repos/users.js";
-import { sha256Hex } from "../../storage/ids.js";
 import { SessionIssued, Success, UserView } from "../views.js";
 import { accountsDomain, type AccountsDeps } from "./deps.js";
 
@@ -15,39 +13,18 @@ export const FullName = v.pipe(v.string("fullName must be a string"), v.trim(), 
 
 const Credentials = v.object({ email: Email, password: Password });
 
-const INVALID_LOGIN = () => new ServiceError("UNAUTHORIZED", "Invalid email or password", { details: { reason: "credentials" } });
-
 /**
- * Checks an email and password, throttling failures per email (LOGIN_MAX_FAILURES per
- * LOGIN_WINDOW_SECONDS, then 429 with Retry-After). Unknown email and wrong password take
- * the same time and give the same 401.
+ * Checks an email and password under the sign-in throttle (./login-throttle.ts): failures are
+ * counted per email and source address, and past the limit attempts are slowed, not refused for
+ * the right password. Unknown email and wrong password take the same time and give the same 401.
  */
-export async function checkPassword(deps: AccountsDeps, email: string, password: string) {
-  const throttleKey = sha256Hex(UsersRepo.normalizeEmail(email));
-  const state = await deps.loginLimiter.get(throttleKey);
-  if (state && state.remainingPoints <= 0 && state.consumedPoints >= deps.config.LOGIN_MAX_FAILURES) {
-    throw tooManyAttempts(state.msBeforeNext);
-  }
-  const user = await deps.users.byEmail(email);
-  const ok = user ? await verifyPassword(password, user.passwordHash) : await burnPasswordCheck(password);
-  if (!user || !ok) {
-    try {
-      await deps.loginLimiter.consume(throttleKey);
-    } catch (rejection) {
-      if (rejection instanceof RateLimiterRes) throw tooManyAttempts(rejection.msBeforeNext);
-      throw rejection;
-    }
-    throw INVALID_LOGIN();
-  }
-  await deps.loginLimiter.delete(throttleKey);
-  return user;
-}
-
-function tooManyAttempts(msBeforeNext: number) {
-  const seconds = Math.max(1, Math.ceil(msBeforeNext / 1000));
-  return new ServiceError("RATE_LIMITED", "Too many failed sign-in attempts; try again later", {
-    headers: { "Retry-After": String(seconds) },
-  });
+export async function checkPassword(deps: AccountsDeps, email: string, password: string, ctx: { ip: string; signal?: AbortSignal; logFields?: Record<string, unknown> }) {
+  let found: Awaited<ReturnType<AccountsDeps["users"]["byEmail"]>>;
+  await deps.loginThrottle.check(UsersRepo.normalizeEmail(email), ctx.ip, async () => {
+    found = await deps.users.byEmail(email);
+    return found ? await verifyPassword(password, found.passwordHash) : (await burnPasswordCheck(password), false);
+  }, { signal: ctx.signal, logFields: ctx.logFields });
+  return found!;
 }
 
 async function issueSession(deps: AccountsDeps, userId: string) {
@@ -83,7 +60,7 @@ export const authMethods = [
     errors: ["UNAUTHORIZED", "RATE_LIMITED"],
     http: [{ surface: "gateway", method: "POST", path: "/auth/login" }],
     async handler(params, ctx) {
-      const user = await checkPassword(ctx.deps, params.email, params.password);
+      const user = await checkPassword(ctx.deps, params.email, params.password, ctx);
       return { user: publicUser(user), ...(await issueSession(ctx.deps, user.id)) };
     },
   }),

@@ -13,8 +13,14 @@ import { billingDomain, type BillingContext } from "./deps.js";
 const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length"]);
 /** The caller's own credentials: the manager gets the caller's identity and a service token instead. */
 const CREDENTIALS = new Set(["authorization", "x-api-key", "cookie"]);
-/** Headers the gateway sets towards the manager; a caller cannot forge them. */
-const IDENTITY = ["x-gateway-user-id", "x-gateway-tenant-id", "x-gateway-workspace-id", "x-request-id"];
+/**
+ * Identity-looking headers a caller could try to pass as someone else's (docs/billing.md
+ * "Proxy"): the gateway's own, the common `X-User-Id`/`X-Tenant-Id` forms a manager might read,
+ * and what a proxy in front of the manager would set about the client (`X-Forwarded-*`,
+ * `Forwarded`, `X-Real-IP`). Never forwarded; the gateway sets its `X-Gateway-*` ones itself.
+ */
+const IDENTITY = new Set(["x-request-id", "x-user-id", "x-tenant-id", "x-workspace-id", "x-account-id", "x-org-id", "x-organization-id", "forwarded", "x-real-ip", "x-client-ip", "true-client-ip", "cf-connecting-ip"]);
+const IDENTITY_PREFIXES = ["x-gateway-", "x-forwarded-"];
 /** Answer headers relayed besides the status and body. */
 const RELAYED = ["content-type", "cache-control", "etag", "last-modified", "content-disposition", "location", "retry-after"];
 /** RFC 9110 9.2.2: methods a retry cannot repeat the effect of. */
@@ -36,10 +42,18 @@ function forwardedHeaders(request: RawRequest): Record<string, string> {
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(request.headers)) {
     const lower = name.toLowerCase();
-    if (HOP_BY_HOP.has(lower) || CREDENTIALS.has(lower) || connectionListed.has(lower) || IDENTITY.includes(lower) || lower.startsWith("x-gateway-")) continue;
+    if (HOP_BY_HOP.has(lower) || CREDENTIALS.has(lower) || connectionListed.has(lower) || IDENTITY.has(lower) || IDENTITY_PREFIXES.some((prefix) => lower.startsWith(prefix))) continue;
     headers[lower] = value;
   }
   return headers;
+}
+
+/** The `tenantId` query parameter (the last one when repeated), or undefined. */
+function queriedTenant(search: string): string | undefined {
+  const values = new URLSearchParams(search).getAll("tenantId");
+  const last = values.at(-1);
+  if (values.length > 1 && values.some((value) => value !== last)) throw new ServiceError("VALIDATION_FAILED", "tenantId is given more than once with different values", { details: { field: "tenantId" } });
+  return last === "" ? undefined : last;
 }
 
 const sleep = (ms: number, signal: AbortSignal) =>
@@ -58,7 +72,9 @@ export async function proxyToManager(ctx: BillingContext<Principal>, path: strin
   const { config } = ctx.deps;
   if (!config.MANAGER_BASE_URL) throw new ServiceError("UNAVAILABLE", "The billing service is not configured: set MANAGER_BASE_URL", { details: { variable: "MANAGER_BASE_URL" } });
   if (!config.SERVICE_JWT_SECRET) throw new ServiceError("UNAVAILABLE", "The billing service is not configured: set SERVICE_JWT_SECRET to sign calls to the manager", { details: { variable: "SERVICE_JWT_SECRET" } });
-  const tenant = await tenantOrPersonal(ctx.deps, ctx.principal, undefined, "viewer");
+  // A `tenantId` in the query names the tenant the call is about: it must be one of the
+  // caller's (404 like a missing one otherwise), and it is the tenant the manager is told.
+  const tenant = await tenantOrPersonal(ctx.deps, ctx.principal, queriedTenant(request.search), "viewer");
   const user = await ctx.deps.users.get(ctx.principal.userId);
   const workspaceId = ctx.principal.workspaceId ?? user?.workspaceId ?? "";
   const base = config.MANAGER_BASE_URL.replace(/\/+$/, "");
@@ -111,7 +127,7 @@ export const billingProxyMethods = [
     input: v.object({ path: ProxyPath, request: RawRequestInput }),
     auth: { kinds: ["session", "gateway_key"] },
     output: v.pipe(v.unknown(), v.description("The manager's answer: its status, content type and body, relayed as they came")),
-    errors: ["VALIDATION_FAILED", "BAD_GATEWAY", "UNAVAILABLE", "TIMEOUT", "PAYLOAD_TOO_LARGE"],
+    errors: ["VALIDATION_FAILED", "NOT_FOUND", "BAD_GATEWAY", "UNAVAILABLE", "TIMEOUT", "PAYLOAD_TOO_LARGE"],
     http: (["GET", "POST", "PUT", "PATCH", "DELETE"] as const).map((method) => ({ surface: "gateway" as const, method, path: "/billing/**:path", raw: true })),
     handler: (params, ctx) => proxyToManager(ctx, params.path, params.request),
   }),

@@ -4,6 +4,19 @@ const tooLarge = (limit: number) => new ServiceError("PAYLOAD_TOO_LARGE", `Reque
 
 const JSON_TYPE = /^application\/([\w.+-]+\+)?json\b/i;
 
+/**
+ * The body stopped arriving (the client went away, or was cut as too slow: docs/security.md
+ * "Slow clients"): a 400 nobody may read, logged as the client's fault, not as an error.
+ */
+async function received<T>(read: Promise<T>): Promise<T> {
+  try {
+    return await read;
+  } catch (error) {
+    if (error instanceof ServiceError) throw error;
+    throw new ServiceError("BAD_REQUEST", "The request body was not received completely", { cause: error });
+  }
+}
+
 function parseJson(text: string): unknown {
   try {
     return JSON.parse(text);
@@ -32,11 +45,11 @@ export async function readJsonBody(request: Request, limit: number): Promise<unk
   // `text()` would then read through; untouched, `text()` reads the Node request directly.
   if (Number.isInteger(declared) && JSON_TYPE.test((request.headers.get("content-type") ?? "").trim())) {
     if (declared === 0) return undefined;
-    return parseJson(await request.text());
+    return parseJson(await received(request.text()));
   }
   if (!request.body) return undefined;
 
-  const bytes = await readCapped(request.body, limit);
+  const bytes = await received(readCapped(request.body, limit));
   if (bytes.byteLength === 0) return undefined;
 
   const type = request.headers.get("content-type") ?? "";
@@ -51,7 +64,7 @@ export async function readRawBody(request: Request, limit: number): Promise<Uint
   const header = request.headers.get("content-length");
   if (header !== null && Number(header) > limit) throw tooLarge(limit);
   if (!request.body) return undefined;
-  const bytes = await readCapped(request.body, limit);
+  const bytes = await received(readCapped(request.body, limit));
   return bytes.byteLength === 0 ? undefined : new Uint8Array(bytes);
 }
 

@@ -31,7 +31,9 @@ export const webhooksModule = webhooksDomain.module({
         });
       },
     });
-    sink.onPublished((event) => webhookWorker.fanOut(event));
+    // One stored fan-out job per event: publishing answers in constant time, whatever the
+    // number of subscriptions (docs/webhooks.md "Fair delivery").
+    sink.onPublished((event) => webhookWorker.published(event));
     webhookWorker.start();
     return {
       ...pick(ports, ["config", "log", "secrets", "resolveHost", "sink"]),

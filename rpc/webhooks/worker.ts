@@ -7,9 +7,10 @@ import { AddressRefused, OutboundGuard, type ResolveHost } from "../outbound/out
 import { toGuardedFetch, type GuardedFetch } from "../outbound/guarded-fetch.js";
 import type { SecretBox } from "../../storage/secret-box.js";
 import type { EventRecord } from "../../storage/events/event-log.js";
-import type { DeliveryAttempt, WebhookDelivery, WebhookSubscription, WebhooksRepo } from "../../storage/repos/webhooks.js";
-import { newId } from "../../storage/ids.js";
+import type { DeliveryAttempt, FanOutJob, WebhookDelivery, WebhookSubscription, WebhooksRepo } from "../../storage/repos/webhooks.js";
+import { newId, sha256Hex } from "../../storage/ids.js";
 import { matchesFilter } from "./filter.js";
+import { FairQueue } from "./fair-queue.js";
 
 /** Waits after failed attempts 1…7 (Svix's schedule); an 8th failure marks the delivery failed. */
 export const RETRY_SCHEDULE_MS = [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000] as const;
@@ -19,9 +20,21 @@ export const JITTER = 0.1;
 export const SNIPPET_BYTES = 1024;
 /** A rotated-out secret still signs (second signature) this long, so receivers can roll over. */
 export const ROTATION_GRACE_MS = 24 * 3600_000;
+/** Deliveries stored per step of a fan-out; the event loop is yielded between steps. */
+export const FAN_OUT_BATCH = 100;
+
+/**
+ * The id of the delivery of `eventId` to `subscriptionId`: the same whichever instance stores
+ * it, so a fan-out taken over after a crash never stores a delivery twice.
+ */
+export function deliveryIdOf(eventId: string, subscriptionId: string): string {
+  return `msg_${sha256Hex(`${eventId}\n${subscriptionId}`).slice(0, 24)}`;
+}
+
+const yieldToLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 export interface WebhookWorkerDeps {
-  config: Pick<Config, "WEBHOOKS_ALLOW_PRIVATE" | "WEBHOOKS_TIMEOUT_SECONDS" | "WEBHOOKS_POLL_MS">;
+  config: Pick<Config, "WEBHOOKS_ALLOW_PRIVATE" | "WEBHOOKS_TIMEOUT_SECONDS" | "WEBHOOKS_POLL_MS" | "WEBHOOKS_CONCURRENCY" | "WEBHOOKS_TENANT_CONCURRENCY" | "WEBHOOKS_LEASE_SECONDS">;
   log: Logger;
   repo: WebhooksRepo;
   secrets: SecretBox;
@@ -32,10 +45,13 @@ export interface WebhookWorkerDeps {
 }
 
 /**
- * Sends webhook deliveries (docs/webhooks.md). Deliveries are stored before any attempt; each
- * attempt number of a delivery is claimed in storage first, so among all instances exactly
- * one makes it. A background loop (WEBHOOKS_POLL_MS, unref'd) calls `tick()`; tests call it
- * with the clock they control.
+ * Sends webhook deliveries (docs/webhooks.md). Publishing an event stores one fan-out job;
+ * the job, then each delivery, runs through a fair queue (WEBHOOKS_CONCURRENCY at a time, at
+ * most WEBHOOKS_TENANT_CONCURRENCY per tenant, tenants in turn), never in the publishing
+ * request. Deliveries are stored before any attempt; each attempt number of a delivery is
+ * claimed in storage for WEBHOOKS_LEASE_SECONDS, renewed while it runs, so among live instances
+ * exactly one makes it and one that dies gives it up within the lease. A background loop
+ * (WEBHOOKS_POLL_MS, unref'd) calls `tick()`; tests call it with the clock they control.
  */
 export class WebhookWorker {
   readonly #deps: WebhookWorkerDeps;
@@ -44,6 +60,9 @@ export class WebhookWorker {
   readonly #holder = newId("wrk");
   readonly #random: () => number;
   readonly #inFlight = new Set<Promise<unknown>>();
+  readonly #queue: FairQueue;
+  /** Deliveries and fan-outs queued or running here, so a tick does not queue them twice. */
+  readonly #queued = new Set<string>();
   #timer: NodeJS.Timeout | undefined;
   #closed = false;
   /** Aborts attempts in flight when the service closes, so shutdown never waits for a slow receiver. */
@@ -52,6 +71,7 @@ export class WebhookWorker {
   constructor(deps: WebhookWorkerDeps) {
     this.#deps = deps;
     this.#random = deps.random ?? Math.random;
+    this.#queue = new FairQueue(deps.config.WEBHOOKS_CONCURRENCY, deps.config.WEBHOOKS_TENANT_CONCURRENCY);
     this.#guard = new OutboundGuard({
       allowPrivate: deps.config.WEBHOOKS_ALLOW_PRIVATE,
       resolve: deps.resolveHost,
@@ -103,13 +123,92 @@ export class WebhookWorker {
     return url;
   }
 
-  /** Stores one delivery per enabled subscription of the event's tenant whose filter matches, then attempts them. */
-  async fanOut(event: EventRecord, only?: WebhookSubscription[]): Promise<WebhookDelivery[]> {
-    const subs = only ?? (await this.#deps.repo.listSubscriptions(event.tenantId)).filter((sub) => sub.enabled && matchesFilter(sub.filter, event));
+  /** Deliveries waiting in this instance's queue, and running (docs/webhooks.md "Fair delivery"). */
+  get queue(): { waiting: number; running: number } {
+    return { waiting: this.#queue.waiting, running: this.#queue.running };
+  }
+
+  /**
+   * Called when an event is published: stores its fan-out job (one write, whatever the number
+   * of subscriptions) and queues it; answers before any subscription is read.
+   */
+  async published(event: EventRecord): Promise<void> {
+    const job: FanOutJob = { eventId: event.id, tenantId: event.tenantId, event, createdAt: new Date().toISOString() };
+    await this.#deps.repo.putFanOut(job);
+    this.#queueFanOut(job);
+  }
+
+  #queueFanOut(job: FanOutJob): void {
+    const key = `fanout:${job.eventId}`;
+    if (this.#closed || this.#queued.has(key)) return;
+    this.#queued.add(key);
+    void this.#track(this.#queue.push(job.tenantId, () => this.#runFanOut(job)))
+      .catch((error) => this.#deps.log.error({ msg: "webhook fan-out failed", eventId: job.eventId, error: String(error) }))
+      .finally(() => this.#queued.delete(key));
+  }
+
+  /** Stores the event's deliveries in batches, queueing each for its first attempt; then drops the job. */
+  async #runFanOut(job: FanOutJob): Promise<void> {
+    const lease = this.#deps.config.WEBHOOKS_LEASE_SECONDS * 1000;
+    if (!(await this.#deps.repo.claimFanOut(job.eventId, this.#holder, lease))) return;
+    const renewal = setInterval(() => void this.#deps.repo.renewFanOut(job.eventId, this.#holder, lease).catch(() => undefined), lease / 3);
+    renewal.unref();
+    try {
+      const { event } = job;
+      for await (const page of this.#deps.repo.subscriptionPages(job.tenantId, FAN_OUT_BATCH)) {
+        if (this.#closed) return;
+        const subs = page.filter((sub) => sub.enabled && matchesFilter(sub.filter, event));
+        const stored = await Promise.all(subs.map((sub) => this.#storeDelivery(event, sub)));
+        for (const delivery of stored) if (delivery.status === "pending") void this.#queueAttempt(delivery.tenantId, delivery.id);
+        await yieldToLoop();
+      }
+      await this.#deps.repo.removeFanOut(job.eventId);
+    } finally {
+      clearInterval(renewal);
+    }
+  }
+
+  /** The delivery of `event` to `sub`, stored unless it already is (a fan-out taken over). */
+  async #storeDelivery(event: EventRecord, sub: WebhookSubscription): Promise<WebhookDelivery> {
+    const id = deliveryIdOf(event.id, sub.id);
+    const existing = await this.#deps.repo.getDelivery(id);
+    if (existing) return existing;
+    const now = new Date().toISOString();
+    return this.#deps.repo.putDelivery({
+      id,
+      tenantId: event.tenantId,
+      subscriptionId: sub.id,
+      eventId: event.id,
+      eventType: event.type,
+      body: JSON.stringify({ type: event.type, timestamp: event.createdAt, data: event }),
+      status: "pending",
+      attempts: [],
+      nextAttemptAt: now,
+      createdAt: now,
+      updatedAt: now,
+    });
+  }
+
+  /** Queues one attempt of a delivery (fairly, by tenant); resolves with its outcome. */
+  #queueAttempt(tenantId: string, id: string, now?: number): Promise<WebhookDelivery | null> {
+    const key = `delivery:${id}`;
+    if (this.#closed || this.#queued.has(key)) return Promise.resolve(null);
+    this.#queued.add(key);
+    const done = this.#queue.push(tenantId, () => this.attempt(id, now === undefined ? {} : { now }));
+    void this.#track(done)
+      .catch(() => undefined)
+      .finally(() => this.#queued.delete(key));
+    return done.catch(() => null);
+  }
+
+  /**
+   * Stores one delivery of a stored event per given subscription (POST /webhooks/dispatch) and
+   * queues their attempts; answers with the deliveries as stored.
+   */
+  async fanOut(event: EventRecord, only: WebhookSubscription[]): Promise<WebhookDelivery[]> {
     const now = new Date().toISOString();
     const deliveries: WebhookDelivery[] = [];
-    for (const sub of subs) {
-      const body = JSON.stringify({ type: event.type, timestamp: event.createdAt, data: event });
+    for (const sub of only) {
       deliveries.push(
         await this.#deps.repo.putDelivery({
           id: newId("msg"),
@@ -117,7 +216,7 @@ export class WebhookWorker {
           subscriptionId: sub.id,
           eventId: event.id,
           eventType: event.type,
-          body,
+          body: JSON.stringify({ type: event.type, timestamp: event.createdAt, data: event }),
           status: "pending",
           attempts: [],
           nextAttemptAt: now,
@@ -126,20 +225,25 @@ export class WebhookWorker {
         }),
       );
     }
-    for (const delivery of deliveries) void this.#track(this.attempt(delivery.id)).catch(() => undefined);
+    for (const delivery of deliveries) void this.#queueAttempt(delivery.tenantId, delivery.id);
     return deliveries;
   }
 
-  /** Attempts every due delivery once (those another instance claimed are skipped). */
+  /**
+   * Takes up fan-outs left by an instance that died (their claim expired), and attempts every
+   * due delivery once through the fair queue (those another instance claimed are skipped).
+   * Resolves with the number of attempts made.
+   */
   async tick(now = Date.now()): Promise<number> {
+    for (const job of await this.#deps.repo.listFanOuts()) this.#queueFanOut(job);
     const ids = await this.#deps.repo.due(now);
-    let attempted = 0;
-    // A few at a time: a slow receiver must not hold up the others, nor open unbounded sockets.
-    for (let i = 0; i < ids.length; i += 8) {
-      const results = await Promise.all(ids.slice(i, i + 8).map((id) => this.attempt(id, { now }).catch(() => null)));
-      attempted += results.filter(Boolean).length;
-    }
-    return attempted;
+    const results = await Promise.all(
+      ids.map(async (id) => {
+        const delivery = await this.#deps.repo.getDelivery(id);
+        return delivery ? this.#queueAttempt(delivery.tenantId, id, now) : null;
+      }),
+    );
+    return results.filter(Boolean).length;
   }
 
   /**
@@ -151,10 +255,21 @@ export class WebhookWorker {
     const delivery = await this.#deps.repo.getDelivery(id);
     if (!delivery) return null;
     if (!options.manual && (delivery.status !== "pending" || !delivery.nextAttemptAt || Date.parse(delivery.nextAttemptAt) > now)) return null;
-    const ttl = this.#deps.config.WEBHOOKS_TIMEOUT_SECONDS * 1000 + 60_000;
-    if (!(await this.#deps.repo.claimAttempt(delivery.id, delivery.attempts.length, this.#holder, ttl))) return null;
-    const sub = await this.#deps.repo.getSubscription(delivery.subscriptionId);
-    const attempt = sub ? await this.#send(sub, delivery) : { at: new Date().toISOString(), statusCode: null, durationMs: 0, error: "subscription deleted" };
+    // The claim is a lease renewed while the attempt runs: an instance that dies mid-attempt
+    // gives it up within WEBHOOKS_LEASE_SECONDS, and another instance's tick makes it.
+    const lease = this.#deps.config.WEBHOOKS_LEASE_SECONDS * 1000;
+    const number = delivery.attempts.length;
+    if (!(await this.#deps.repo.claimAttempt(delivery.id, number, this.#holder, lease))) return null;
+    const renewal = setInterval(() => void this.#deps.repo.renewAttempt(delivery.id, number, this.#holder, lease).catch(() => undefined), lease / 3);
+    renewal.unref();
+    let sub: WebhookSubscription | null;
+    let attempt: DeliveryAttempt;
+    try {
+      sub = await this.#deps.repo.getSubscription(delivery.subscriptionId);
+      attempt = sub ? await this.#send(sub, delivery) : { at: new Date().toISOString(), statusCode: null, durationMs: 0, error: "subscription deleted" };
+    } finally {
+      clearInterval(renewal);
+    }
     const ok = attempt.statusCode !== null && attempt.statusCode >= 200 && attempt.statusCode < 300;
     const attempts = [...delivery.attempts, attempt];
     let next: WebhookDelivery;

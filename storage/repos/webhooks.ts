@@ -1,5 +1,6 @@
 import { Collection } from "../collection.js";
 import type { Store } from "../store.js";
+import type { EventRecord } from "../events/event-log.js";
 
 export interface WebhookSubscription {
   id: string;
@@ -46,6 +47,19 @@ interface Owner {
   tenantId: string;
 }
 
+/**
+ * An event still to be fanned out to its tenant's subscriptions: stored when the event is
+ * published (one write, whatever the number of subscriptions), removed once every delivery is
+ * stored. A job whose instance died is taken over when its claim expires.
+ */
+export interface FanOutJob {
+  eventId: string;
+  tenantId: string;
+  /** The event as published (what each delivery's body carries). */
+  event: EventRecord;
+  createdAt: string;
+}
+
 interface Due {
   id: string;
   tenantId: string;
@@ -62,6 +76,7 @@ export class WebhooksRepo {
   readonly #deliveries: Collection<WebhookDelivery>;
   readonly #deliveryOwners: Collection<Owner>;
   readonly #due: Collection<Due>;
+  readonly #fanOuts: Collection<FanOutJob>;
   readonly #atomic: Store["atomic"];
 
   constructor(store: Store) {
@@ -71,6 +86,28 @@ export class WebhooksRepo {
     this.#deliveries = new Collection(store.kv, "webhook-deliveries");
     this.#deliveryOwners = new Collection(store.kv, "webhook-delivery-owners");
     this.#due = new Collection(store.kv, "webhook-due");
+    this.#fanOuts = new Collection(store.kv, "webhook-fanouts");
+  }
+
+  putFanOut(job: FanOutJob) {
+    return this.#fanOuts.put([job.eventId], job);
+  }
+
+  removeFanOut(eventId: string) {
+    return this.#fanOuts.remove(eventId);
+  }
+
+  listFanOuts(): Promise<FanOutJob[]> {
+    return this.#fanOuts.list();
+  }
+
+  /** Claims the fan-out of one event for `holder` for `ttlMs` (renewed while it runs). */
+  claimFanOut(eventId: string, holder: string, ttlMs: number): Promise<boolean> {
+    return this.#atomic.setIfAbsent(`webhook-fanout:${eventId}`, holder, ttlMs);
+  }
+
+  renewFanOut(eventId: string, holder: string, ttlMs: number): Promise<boolean> {
+    return this.#atomic.compareAndSet(`webhook-fanout:${eventId}`, holder, holder, ttlMs);
   }
 
   async putSubscription(sub: WebhookSubscription) {
@@ -86,6 +123,12 @@ export class WebhooksRepo {
 
   listSubscriptions(tenantId: string) {
     return this.#subs.list(tenantId);
+  }
+
+  /** A tenant's subscriptions, `size` at a time (a fan-out reads thousands without one long read). */
+  async *subscriptionPages(tenantId: string, size: number): AsyncGenerator<WebhookSubscription[]> {
+    const keys = await this.#subs.keys(tenantId);
+    for (let i = 0; i < keys.length; i += size) yield await this.#subs.getMany(keys.slice(i, i + size));
   }
 
   async removeSubscription(sub: WebhookSubscription) {
@@ -123,5 +166,10 @@ export class WebhooksRepo {
    */
   claimAttempt(id: string, attempt: number, holder: string, ttlMs: number): Promise<boolean> {
     return this.#atomic.setIfAbsent(`webhook-attempt:${id}:${attempt}`, holder, ttlMs);
+  }
+
+  /** Extends a claim this holder still has; false when it expired and may be another's now. */
+  renewAttempt(id: string, attempt: number, holder: string, ttlMs: number): Promise<boolean> {
+    return this.#atomic.compareAndSet(`webhook-attempt:${id}:${attempt}`, holder, holder, ttlMs);
   }
 }

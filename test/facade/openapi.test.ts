@@ -133,6 +133,7 @@ describe("OpenAPI and docs", () => {
       expect(res.status, asset).toBe(200);
       expect((await res.arrayBuffer()).byteLength).toBeGreaterThan(1000);
     }
-    expect((await fetch(server.url("/docs/assets/..%2Fpackage.json"))).status).toBe(404);
+    // An encoded slash outside a model id is refused before routing (docs/security.md "Strict paths").
+    expect((await fetch(server.url("/docs/assets/..%2Fpackage.json"))).status).toBe(400);
   });
 });

@@ -5,6 +5,8 @@ import { Webhook } from "standardwebhooks";
 export type Answer = number | "hang" | "redirect" | "huge";
 
 export interface Received {
+  /** The request's path (each test's subscriptions point at paths of their own). */
+  path: string;
   headers: IncomingHttpHeaders;
   body: string;
   /** The parsed payload, when the signature verified against one of `secrets`. */
@@ -38,7 +40,7 @@ export async function startReceiver() {
           error = String(e);
         }
       }
-      received.push({ headers: req.headers, body, verified, error });
+      received.push({ path: req.url ?? "", headers: req.headers, body, verified, error });
       const answer = answers.shift() ?? 200;
       if (answer === "hang") {
         hanging.add(() => res.destroy());

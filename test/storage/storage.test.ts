@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { mkdtemp, readdir, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -8,6 +9,7 @@ import { Collection } from "../../storage/collection.js";
 import { UsersRepo } from "../../storage/repos/users.js";
 import { KeysRepo, type KeyRecord } from "../../storage/repos/keys.js";
 import { CreditsRepo } from "../../storage/repos/credits.js";
+import { eventually } from "../helpers/eventually.js";
 import { dropRedisPrefix, TEST_REDIS_URL, uniqueRedisPrefix } from "../helpers/redis.js";
 
 const dirs: string[] = [];
@@ -284,5 +286,33 @@ describe("fs store: one owner per DATA_DIR", () => {
     const store = await openStore(options);
     expect(await new CreditsRepo(store).balance("ws_k")).toBe(7);
     await store.close();
+  });
+
+  it("takes over at once from a killed owner its parent has not reaped yet (a zombie)", async () => {
+    const options = await optionsFor("fs");
+    // The owner's parent is a shell that execs `sleep`: nothing reaps the owner once it is
+    // killed, so its pid stays in the process table (state Z) until the sleep ends.
+    const script = `${JSON.stringify(process.execPath)} --import tsx test/fixtures/fs-owner.ts & echo "OWNER $!"; exec sleep 30`;
+    const parent = spawn("sh", ["-c", script], { env: { ...process.env, DATA_DIR: options.DATA_DIR }, stdio: ["ignore", "pipe", "inherit"] });
+    try {
+      let output = "";
+      const ownerPid = await new Promise<number>((resolve, reject) => {
+        parent.stdout!.on("data", (chunk) => {
+          output += String(chunk);
+          const pid = /OWNER (\d+)/.exec(output)?.[1];
+          if (pid && output.includes("READY")) resolve(Number(pid));
+        });
+        parent.once("exit", () => reject(new Error("owner's parent exited")));
+      });
+      await expect(openStore(options)).rejects.toMatchObject({ code: "DATA_DIR_BUSY" });
+      process.kill(ownerPid, "SIGKILL");
+      await eventually(() => /\) [ZX] /.test(readFileSync(`/proc/${ownerPid}/stat`, "utf8")));
+      expect(() => process.kill(ownerPid, 0)).not.toThrow(); // still in the table
+      const store = await openStore(options);
+      expect(await new CreditsRepo(store).balance("ws_k")).toBe(7);
+      await store.close();
+    } finally {
+      parent.kill("SIGKILL");
+    }
   });
 });

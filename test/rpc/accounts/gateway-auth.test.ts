@@ -12,7 +12,7 @@ describe("Gateway auth and keys", () => {
   let bob: Awaited<ReturnType<typeof registerUser>>;
 
   beforeAll(async () => {
-    server = await startTestServer({ LOGIN_MAX_FAILURES: "3" });
+    server = await startTestServer({ LOGIN_MAX_FAILURES: "3", LOGIN_SLOW_MS: "250" });
     [alice, bob] = await Promise.all([registerUser(server), registerUser(server)]);
   });
   afterAll(async () => {
@@ -83,13 +83,17 @@ describe("Gateway auth and keys", () => {
       expect(strip(wrong.body)).toEqual(strip(unknown.body));
     });
 
-    it("throttles repeated failures for one email with 429 and Retry-After, even for the right password", async () => {
+    it("slows repeated failures for one email and address: wrong passwords then get 429 with Retry-After, the right one still signs in", async () => {
       const victim = await registerUser(server);
       const attempt = (password: string) => server.request(`${G}/auth/login`, { method: "POST", json: { email: victim.email, password } });
       for (let i = 0; i < 3; i++) expect((await attempt("Wrong-password-1")).status).toBe(401);
-      const blocked = await attempt(victim.password);
+      const blocked = await attempt("Wrong-password-1");
       expect(blocked.status).toBe(429);
       expect(Number(blocked.headers.get("retry-after"))).toBeGreaterThan(0);
+      const started = Date.now();
+      const owner = await attempt(victim.password);
+      expect(owner.status).toBe(200);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(250); // LOGIN_SLOW_MS
     });
 
     it("revokes the token on logout", async () => {

