@@ -26,7 +26,7 @@ const DOMAINS = (() => {
 })();
 
 /** The core: rpc/*.ts at the top (but the composition: compose.ts, modules.ts) and its folders. */
-const CORE = "^rpc/([^/]+\\.ts|credentials/|policies/|outbound/|transport/)";
+const CORE = "^rpc/([^/]+\\.ts|credentials/|policies/|outbound/)";
 const COMPOSITION = "^rpc/(compose|modules)\\.ts$";
 
 const domainOrder = DOMAINS.slice(0, -1).map((domain, index) => ({
@@ -51,8 +51,7 @@ module.exports = {
       name: "rpc-imports-no-http",
       comment: "rpc/ never imports an HTTP server library; the shared HTTP pieces live with the transports.",
       severity: "error",
-      // Until the shared HTTP pieces move to facade/transport/ (docs/architecture.md): these still do.
-      from: { path: "^rpc/", pathNot: "^rpc/(transport/|accounts/console-session\\.ts$)" },
+      from: { path: "^rpc/" },
       to: { path: "(^|node_modules/)(h3|srvx|crossws)($|/)" },
     },
     {

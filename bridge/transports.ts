@@ -1,4 +1,4 @@
-import type { Transport } from "../rpc/transport/mount.js";
+import type { Transport } from "../facade/transport/mount.js";
 import { mcpTransport } from "./mcp/endpoint.js";
 import { vmSocketTransport } from "./vm/socket.js";
 import { agentStreamTransport } from "./agent-stream/socket.js";

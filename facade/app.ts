@@ -1,18 +1,18 @@
 import { H3 } from "h3";
 import type { Dispatcher } from "../rpc/dispatcher.js";
 import { ServiceError } from "../rpc/errors.js";
-import type { Transport } from "../rpc/transport/mount.js";
+import type { Transport } from "./transport/mount.js";
 import { mountDocs } from "./docs.js";
 import { mountConsole } from "./console/route.js";
 import { crossSiteMiddleware } from "./console/cross-site.js";
 import { corsMiddleware } from "./cors.js";
 import { hostCheckMiddleware } from "./host-check.js";
 import { strictPathsMiddleware } from "./strict-paths.js";
-import { instrument, jsonResponse } from "../rpc/transport/instrument.js";
+import { instrument, jsonResponse } from "./transport/instrument.js";
 import { mountJsonRpc } from "./jsonrpc.js";
 import { buildOpenApi } from "./openapi.js";
 import { mountRest, type MountedRoute } from "./rest.js";
-import { SURFACE_BASES, surfaceOfPath } from "../rpc/transport/surfaces.js";
+import { SURFACE_BASES, surfaceOfPath } from "../rpc/surfaces.js";
 
 
 /**

@@ -1,7 +1,7 @@
 import type { Middleware } from "h3";
 import type { Config } from "../rpc/config.js";
-import { allowedOrigins } from "../rpc/transport/origin.js";
-import { surfaceOfPath } from "../rpc/transport/surfaces.js";
+import { allowedOrigins } from "./transport/origin.js";
+import { surfaceOfPath } from "../rpc/surfaces.js";
 
 const ALLOW_METHODS = "GET, POST, PUT, PATCH, DELETE, OPTIONS";
 const DEFAULT_ALLOW_HEADERS = "authorization, content-type, x-api-key, mcp-session-id, mcp-protocol-version, last-event-id, x-client-id, if-none-match";

@@ -1,7 +1,7 @@
 import type { H3 } from "h3";
 import type { Dispatcher } from "../rpc/dispatcher.js";
 import { probeStorage } from "../rpc/tools/health-methods.js";
-import { jsonResponse } from "../rpc/transport/instrument.js";
+import { jsonResponse } from "./transport/instrument.js";
 
 /** What the process says about itself: set by the composition root when it starts draining. */
 export interface Lifecycle {

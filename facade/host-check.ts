@@ -2,8 +2,8 @@ import type { Middleware } from "h3";
 import ipaddr from "ipaddr.js";
 import type { Config } from "../rpc/config.js";
 import { ServiceError } from "../rpc/errors.js";
-import { refuse, type Observers } from "../rpc/transport/instrument.js";
-import { surfaceOfPath } from "../rpc/transport/surfaces.js";
+import { refuse, type Observers } from "./transport/instrument.js";
+import { surfaceOfPath } from "../rpc/surfaces.js";
 
 /** The host part of a `Host` header or URL host: lowercased, without port, IPv6 brackets kept off. */
 function hostName(value: string): string {

@@ -1,10 +1,11 @@
 import type { H3 } from "h3";
 import type { JSONRPCRequest, JSONRPCResponse } from "json-rpc-2.0";
-import type { CallFacts, Dispatcher } from "../rpc/dispatcher.js";
+import { callFacts, type Dispatcher } from "../rpc/dispatcher.js";
 import { ServiceError } from "../rpc/errors.js";
-import { readJsonBody } from "../rpc/transport/body.js";
-import { instrument, jsonResponse } from "../rpc/transport/instrument.js";
-import { errorBody, presentedFor } from "../rpc/transport/surfaces.js";
+import { readJsonBody } from "./transport/body.js";
+import { instrument, jsonResponse, scopeFacts } from "./transport/instrument.js";
+import { errorBody } from "../rpc/surfaces.js";
+import { presentedFor } from "./transport/surfaces.js";
 import { isObject } from "../rpc/validate.js";
 
 /** Most requests one batch may carry. */
@@ -28,15 +29,14 @@ export function mountJsonRpc(app: H3, dispatcher: Dispatcher) {
       if (Array.isArray(body) && body.length === 0) throw new ServiceError("INVALID_REQUEST", "Empty batch");
       if (Array.isArray(body) && body.length > MAX_BATCH) throw new ServiceError("INVALID_REQUEST", `Batch exceeds ${MAX_BATCH} requests`);
       if (!Array.isArray(body)) scope.log.operation = typeof (body as { method?: unknown })?.method === "string" ? (body as { method: string }).method : undefined;
-      const facts: CallFacts = {
-        requestId: scope.requestId,
+      // Methods' headers stay off the JSON-RPC answer (a batch mixes many calls); the calls join its log line.
+      const facts = callFacts({
+        ...scopeFacts(scope),
         surface: "rpc",
+        transport: "rpc",
         presented: presentedFor("rpc", request),
-        signal: scope.abort.signal,
         responseHeaders: new Headers(),
-        ip: scope.ip,
-        traceparent: scope.traceparent,
-      };
+      });
       // JSON-RPC 2.0 §4, §6: anything but an object is an Invalid Request (-32600), alone or
       // inside a batch; the library is only handed objects.
       const invalid = () => errorBody("rpc", new ServiceError("INVALID_REQUEST", "Invalid Request: each request must be a JSON object"), scope.requestId) as JSONRPCResponse;

@@ -1,7 +1,7 @@
 import { timingSafeEqual, createHash } from "node:crypto";
 import type { H3 } from "h3";
 import type { Dispatcher } from "../rpc/dispatcher.js";
-import { jsonResponse } from "../rpc/transport/instrument.js";
+import { jsonResponse } from "./transport/instrument.js";
 
 const digest = (value: string) => createHash("sha256").update(value).digest();
 

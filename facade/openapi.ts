@@ -2,28 +2,14 @@ import { toJsonSchema } from "@valibot/to-json-schema";
 import type { GenericSchema } from "valibot";
 import type { AnyMethod, HttpBinding, Surface } from "../rpc/define.js";
 import { ERROR_TABLE } from "../rpc/errors.js";
+import { budgetOf } from "../rpc/policies/rate-limit.js";
 import type { Registry } from "../rpc/registry.js";
+import { HTTP_SURFACES, SURFACES, type ErrorSchemaName } from "../rpc/surfaces.js";
 import { fullPath } from "./rest.js";
 
 type JsonObject = Record<string, unknown>;
 
-const SURFACE_DESCRIPTIONS: Record<Surface, string> = {
-  platform: "Metered chat completions and the model catalog for software serving third parties (platform keys `sk-…`).",
-  console: "Platform key management for a signed-in browser session (cookie).",
-  account: "Chat and the model catalog on a user's own account (personal keys).",
-  gateway: "Auth, keys, agents, the tool catalog and routing, tenants and models (sessions or gateway keys).",
-  bridge: "The tool bridge: tool execution on VMs, upstream MCP servers and health.",
-};
-
-const SURFACE_TITLES: Record<Surface, string> = {
-  platform: "Platform API",
-  console: "Console keys",
-  account: "Account API",
-  gateway: "Gateway API",
-  bridge: "Tool bridge",
-};
-
-const ERROR_SCHEMAS: Record<string, JsonObject> = {
+const ERROR_SCHEMAS: Record<ErrorSchemaName, JsonObject> = {
   OpenAIError: {
     type: "object",
     required: ["error"],
@@ -44,14 +30,6 @@ const ERROR_SCHEMAS: Record<string, JsonObject> = {
   },
 };
 
-const ERROR_SCHEMA_OF: Record<Surface, string> = {
-  platform: "OpenAIError",
-  account: "OpenAIError",
-  console: "ConsoleError",
-  gateway: "GatewayError",
-  bridge: "GatewayError",
-};
-
 function jsonSchema(schema: GenericSchema): JsonObject {
   const out = toJsonSchema(schema, { errorMode: "ignore", target: "draft-2020-12" }) as JsonObject;
   delete out.$schema;
@@ -67,29 +45,31 @@ function security(method: AnyMethod, surface: Surface): JsonObject[] {
   if (method.auth === "public") return [];
   const kinds = new Set(method.auth.kinds);
   const out: JsonObject[] = [];
-  if (kinds.has("console") && surface === "console") out.push({ consoleSession: [] });
+  const reads = SURFACES[surface].credentials;
+  if (kinds.has("console") && reads.includes("cookie")) out.push({ consoleSession: [] });
   if (kinds.has("session")) out.push({ sessionToken: [] });
   const keyKinds = ["gateway_key", "platform_key", "account_key", "service"].filter((kind) => kinds.has(kind as never));
   if (keyKinds.length) out.push({ apiKeyBearer: [] });
-  if ((surface === "gateway" || surface === "bridge") && (kinds.has("gateway_key") || kinds.has("service"))) out.push({ apiKeyHeader: [] });
+  if (reads.includes("apiKey") && (kinds.has("gateway_key") || kinds.has("service"))) out.push({ apiKeyHeader: [] });
   return out;
 }
 
-/** The error statuses a binding can answer: from its auth, policies, input and declared errors. */
-function errorStatuses(method: AnyMethod, hasParams: boolean): number[] {
+/** The error statuses a binding can answer: from its auth, policies (its own and its surface's), input and declared errors. */
+function errorStatuses(method: AnyMethod, surface: Surface, hasParams: boolean): number[] {
   const statuses = new Set<number>();
   if (hasParams) statuses.add(400);
   if (method.auth !== "public") statuses.add(401);
   if (method.auth !== "public" && method.auth.scopes?.length) statuses.add(method.auth.scopeError ? ERROR_TABLE[method.auth.scopeError].status : 403);
   if (method.auth !== "public" && method.auth.operator) statuses.add(403);
-  if (method.policies?.rateLimit || method.policies?.ingest) statuses.add(429);
+  if (method.policies?.ingest || (method.auth !== "public" && budgetOf(method, surface))) statuses.add(429);
   for (const code of method.errors ?? []) statuses.add(ERROR_TABLE[code].status);
   return [...statuses].sort((a, b) => a - b);
 }
 
 function errorResponse(surface: Surface, status?: number | "4XX"): JsonObject {
-  // spec 7.1: the Account API refuses credentials with a flat {error, code}.
-  const schema = surface === "account" && (status === 401 || status === 403) ? "FlatError" : ERROR_SCHEMA_OF[surface];
+  // docs/interface.md 7.1: the Account API refuses credentials with a flat {error, code}.
+  const { errorSchema, authErrorSchema } = SURFACES[surface].openapi!;
+  const schema = authErrorSchema && (status === 401 || status === 403) ? authErrorSchema : errorSchema;
   const description =
     status === "4XX" ? "Any other client error (a malformed request, a method not allowed here, a body too large)" : status ? `Error (${ERROR_DESCRIPTIONS[status] ?? "see the error body"})` : "Error";
   return { description, content: { "application/json": { schema: { $ref: `#/components/schemas/${schema}` } } } };
@@ -131,7 +111,7 @@ function operation(method: AnyMethod, binding: HttpBinding, multiple: boolean): 
       ? `${method.name}.${binding.surface}${method.http.filter((other) => other.surface === binding.surface).length > 1 ? `.${binding.method.toLowerCase()}` : ""}`
       : method.name,
     summary: method.summary,
-    tags: [SURFACE_TITLES[binding.surface]],
+    tags: [SURFACES[binding.surface].title],
     parameters,
     responses: {
       [String(binding.status ?? 200)]: {
@@ -141,7 +121,7 @@ function operation(method: AnyMethod, binding: HttpBinding, multiple: boolean): 
           ...(method.stream ? { "text/event-stream": { schema: { type: "string" } } } : {}),
         },
       },
-      ...Object.fromEntries(errorStatuses(method, Object.keys(properties).length > 0).map((status) => [String(status), errorResponse(binding.surface, status)])),
+      ...Object.fromEntries(errorStatuses(method, binding.surface, Object.keys(properties).length > 0).map((status) => [String(status), errorResponse(binding.surface, status)])),
       "4XX": errorResponse(binding.surface, "4XX"),
       default: errorResponse(binding.surface),
     },
@@ -189,7 +169,7 @@ const JSON_RPC_PATH = {
     summary: "Call any operation by name over JSON-RPC 2.0 (single or batch of up to 50; notifications get 202)",
     description:
       "The method is an operation's `x-jsonrpc-method`; params are its parameters as one object. Credentials are the Gateway's (session token, `X-API-Key`, bearer key), checked per method: errors come back as JSON-RPC errors with HTTP 200, except a request that is not JSON-RPC (400).",
-    tags: ["JSON-RPC"],
+    tags: [SURFACES.rpc.title],
     requestBody: {
       required: true,
       content: { "application/json": { schema: { oneOf: [JSON_RPC_REQUEST, { type: "array", minItems: 1, maxItems: 50, items: JSON_RPC_REQUEST }] } } },
@@ -225,8 +205,7 @@ export function buildOpenApi(registry: Registry, serverUrl?: string): JsonObject
     },
     ...(serverUrl ? { servers: [{ url: serverUrl, description: "This instance; each surface is a base path on it" }] } : {}),
     tags: [
-      ...(Object.entries(SURFACE_TITLES) as [Surface, string][]).map(([surface, name]) => ({ name, description: SURFACE_DESCRIPTIONS[surface] })),
-      { name: "JSON-RPC", description: "Every operation above by its `x-jsonrpc-method` name, over JSON-RPC 2.0." },
+      ...[...HTTP_SURFACES, "rpc" as const].map((surface) => ({ name: SURFACES[surface].title, description: SURFACES[surface].description })),
     ],
     paths: { ...paths, "/rpc": JSON_RPC_PATH },
     components: {

@@ -1,11 +1,13 @@
 import type { H3 } from "h3";
 import { RawReply, isAsyncIterable, type AnyMethod, type HttpBinding, type RawRequest } from "../rpc/define.js";
-import type { CallFacts, Dispatcher } from "../rpc/dispatcher.js";
+import { callFacts, type Dispatcher } from "../rpc/dispatcher.js";
 import { ServiceError } from "../rpc/errors.js";
-import { readJsonBody, readRawBody } from "../rpc/transport/body.js";
-import { instrument, jsonResponse, type RequestScope } from "../rpc/transport/instrument.js";
-import { toSseResponse } from "./sse.js";
-import { SURFACE_BASES, presentedFor, renderError } from "../rpc/transport/surfaces.js";
+import { readJsonBody, readRawBody } from "./transport/body.js";
+import { instrument, jsonResponse, scopeFacts, type RequestScope } from "./transport/instrument.js";
+import { cookieWriter } from "./transport/cookies.js";
+import { toSseResponse } from "./transport/sse.js";
+import { SURFACE_BASES, SURFACES, renderError } from "../rpc/surfaces.js";
+import { presentedFor } from "./transport/surfaces.js";
 
 const WITH_BODY = new Set(["POST", "PUT", "PATCH"]);
 
@@ -63,17 +65,14 @@ async function handleRest(
   limit: number,
 ): Promise<Response> {
   scope.log.operation = method.name;
-  const facts: CallFacts = {
-    requestId: scope.requestId,
+  const facts = callFacts({
+    ...scopeFacts(scope),
     surface: binding.surface,
+    transport: "rest",
     presented: presentedFor(binding.surface, request),
-    signal: scope.abort.signal,
-    responseHeaders: scope.responseHeaders,
-    ip: scope.ip,
-    traceparent: scope.traceparent,
-    logFields: scope.log,
-    onAuthenticated: (principal) => (scope.log.principal = { kind: principal.kind, userId: principal.userId }),
-  };
+    setCookie: cookieWriter(scope.responseHeaders),
+    ...(scope.delivered ? { delivered: scope.delivered } : {}),
+  });
   // Params are the query, the JSON body and the path parameters merged (path wins), read
   // only once the caller is authenticated.
   const readRaw = async () => {
@@ -109,7 +108,7 @@ async function handleRest(
       abort: scope.abort,
       // The request's log line and metrics wait for the stream's end (tokens, full duration).
       onEnd: scope.defer(),
-      plain: binding.surface === "platform",
+      plain: !SURFACES[binding.surface].serviceHeaders,
       errorFrame: (error) => renderError(binding.surface, error, scope.requestId, dispatcher.ports.log).body,
     });
   }

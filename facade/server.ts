@@ -8,7 +8,7 @@ import { compose, type Composition } from "../rpc/compose.js";
 import { buildApp } from "./app.js";
 import { bridgeTransports } from "../bridge/transports.js";
 import { defineToolBridge, type ToolBridge } from "../bridge/tool-bridge.js";
-import { SURFACE_BASES } from "../rpc/transport/surfaces.js";
+import { SURFACE_BASES } from "../rpc/surfaces.js";
 import type { ResolveHost } from "../rpc/outbound/outbound-guard.js";
 import { healthTransport, type Lifecycle } from "./health.js";
 import { trackInFlight } from "./drain.js";

@@ -1,8 +1,8 @@
 import type { IncomingMessage } from "node:http";
 import type { H3Event, Middleware } from "h3";
 import { ServiceError } from "../rpc/errors.js";
-import { refuse, type Observers } from "../rpc/transport/instrument.js";
-import { surfaceOfPath } from "../rpc/transport/surfaces.js";
+import { refuse, type Observers } from "./transport/instrument.js";
+import { surfaceOfPath } from "../rpc/surfaces.js";
 
 /**
  * Paths as they came, before URL parsing resolves them (docs/security.md "Strict paths"): a

@@ -39,7 +39,14 @@ export function createBedrockUpstream(baseURL: string): ScriptedProvider & { han
     const turn = behaviour.turn;
     const usage = usageOf(turn);
     const stopReason = turn.toolCalls?.length ? "tool_use" : turn.finish === "length" ? "max_tokens" : "end_turn";
-    const tokenUsage = { inputTokens: usage.input, outputTokens: usage.output, totalTokens: usage.input + usage.output };
+    const outputTokens = usage.output + usage.thoughts;
+    const tokenUsage = {
+      inputTokens: usage.input,
+      outputTokens,
+      totalTokens: usage.input + usage.cacheRead + usage.cacheWrite + outputTokens,
+      ...(usage.cacheRead ? { cacheReadInputTokens: usage.cacheRead } : {}),
+      ...(usage.cacheWrite ? { cacheWriteInputTokens: usage.cacheWrite } : {}),
+    };
     if (operation === "converse") {
       return HttpResponse.json({ output: { message: { role: "assistant", content: contentOf(turn) } }, stopReason, usage: tokenUsage, metrics: { latencyMs: 12 } });
     }
@@ -52,9 +59,10 @@ export function createBedrockUpstream(baseURL: string): ScriptedProvider & { han
     }
     for (const call of turn.toolCalls ?? []) {
       frames.push(eventFrame("contentBlockStart", { contentBlockIndex: index, start: { toolUse: { toolUseId: call.id, name: call.name } } }));
-      const json = JSON.stringify(call.input);
+      // A call without input streams none.
+      const json = Object.keys(call.input).length ? JSON.stringify(call.input) : "";
       const half = Math.floor(json.length / 2);
-      for (const part of [json.slice(0, half), json.slice(half)]) frames.push(eventFrame("contentBlockDelta", { contentBlockIndex: index, delta: { toolUse: { input: part } } }));
+      for (const part of json ? [json.slice(0, half), json.slice(half)] : []) frames.push(eventFrame("contentBlockDelta", { contentBlockIndex: index, delta: { toolUse: { input: part } } }));
       frames.push(eventFrame("contentBlockStop", { contentBlockIndex: index }));
       index++;
     }

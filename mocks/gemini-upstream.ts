@@ -1,5 +1,5 @@
 import { http, HttpResponse, type HttpHandler } from "msw";
-import { frameStream, scripted, sseEvent, usageOf, wordsOf, type MockTurn, type ScriptedProvider } from "./scripted-provider.js";
+import { frameStream, scripted, sseEvent, usageOf, wordsOf, type MockToolCall, type MockTurn, type ScriptedProvider } from "./scripted-provider.js";
 
 /**
  * msw handlers for Google's Generative Language API in its documented wire format:
@@ -7,8 +7,11 @@ import { frameStream, scripted, sseEvent, usageOf, wordsOf, type MockTurn, type 
  * `:streamGenerateContent?alt=sse` sends one per SSE event (no [DONE]: the stream's end is
  * the end), text parts word by word, each `functionCall` whole, the last one with
  * `finishReason` and `usageMetadata`. Requests are recorded; answers scripted per model.
+ * With `callIds` it answers as Gemini 3 does: every `functionCall` carries an `id` (the
+ * scripted one), and a call's `signature` is its part's `thoughtSignature`; Gemini 2.x gives
+ * calls no id.
  */
-export function createGeminiUpstream(baseURL: string): ScriptedProvider & { handlers: HttpHandler[] } {
+export function createGeminiUpstream(baseURL: string, options: { callIds?: boolean } = {}): ScriptedProvider & { handlers: HttpHandler[] } {
   const provider = scripted();
   const handler = http.post(`${baseURL.replace(/\/+$/, "")}/models/:call`, async ({ request, params }) => {
     const body = provider.record(request, await request.text());
@@ -25,17 +28,25 @@ export function createGeminiUpstream(baseURL: string): ScriptedProvider & { hand
     if (behaviour.kind === "error") return HttpResponse.json(behaviour.body as any, { status: behaviour.status, headers: behaviour.headers });
     const turn = behaviour.turn;
     const usage = usageOf(turn);
-    const usageMetadata = { promptTokenCount: usage.input, candidatesTokenCount: usage.output, totalTokenCount: usage.input + usage.output };
+    // promptTokenCount includes the cached part; thoughts are counted apart from the candidates.
+    const prompt = usage.input + usage.cacheRead + usage.cacheWrite;
+    const usageMetadata = {
+      promptTokenCount: prompt,
+      candidatesTokenCount: usage.output,
+      totalTokenCount: prompt + usage.output + usage.thoughts,
+      ...(usage.cacheRead ? { cachedContentTokenCount: usage.cacheRead } : {}),
+      ...(usage.thoughts ? { thoughtsTokenCount: usage.thoughts } : {}),
+    };
     const finishReason = turn.finish === "length" ? "MAX_TOKENS" : "STOP";
     const responseId = `resp-${provider.calls.length}`;
     if (method === "generateContent") {
-      return HttpResponse.json({ candidates: [{ content: { role: "model", parts: partsOf(turn) }, finishReason, index: 0 }], usageMetadata, modelVersion: model, responseId });
+      return HttpResponse.json({ candidates: [{ content: { role: "model", parts: partsOf(turn, options.callIds) }, finishReason, index: 0 }], usageMetadata, modelVersion: model, responseId });
     }
     if (new URL(request.url).searchParams.get("alt") !== "sse") return HttpResponse.json({ error: { code: 400, message: "this mock speaks alt=sse only", status: "INVALID_ARGUMENT" } }, { status: 400 });
     const response = (parts: unknown[], extra: Record<string, unknown> = {}) =>
       sseEvent({ candidates: [{ content: { role: "model", parts }, index: 0, ...extra }], modelVersion: model, responseId });
     const frames = wordsOf(turn.text ?? "").map((word) => response([{ text: word }]));
-    for (const call of turn.toolCalls ?? []) frames.push(response([{ functionCall: { name: call.name, args: call.input } }]));
+    for (const call of turn.toolCalls ?? []) frames.push(response([callPart(call, options.callIds)]));
     frames.push(sseEvent({ candidates: [{ content: { role: "model", parts: [{ text: "" }] }, finishReason, index: 0 }], usageMetadata, modelVersion: model, responseId }));
     if (behaviour.kind === "stream-error") {
       frames.splice(behaviour.after, frames.length, sseEvent({ error: { code: 503, message: "The model is overloaded.", status: "UNAVAILABLE" } }));
@@ -45,9 +56,13 @@ export function createGeminiUpstream(baseURL: string): ScriptedProvider & { hand
   return { ...provider, handlers: [handler] };
 }
 
-function partsOf(turn: MockTurn): unknown[] {
+function partsOf(turn: MockTurn, callIds = false): unknown[] {
   const parts: unknown[] = [];
   if (turn.text !== undefined) parts.push({ text: turn.text });
-  for (const call of turn.toolCalls ?? []) parts.push({ functionCall: { name: call.name, args: call.input } });
+  for (const call of turn.toolCalls ?? []) parts.push(callPart(call, callIds));
   return parts;
+}
+
+function callPart(call: MockToolCall, callIds = false): Record<string, unknown> {
+  return { functionCall: { ...(callIds ? { id: call.id } : {}), name: call.name, args: call.input }, ...(call.signature ? { thoughtSignature: call.signature } : {}) };
 }

@@ -21,8 +21,9 @@ export type UpstreamBehaviour =
    * A stream of `words`, one chunk each. With `holdBeforeEnd`, everything up to the last word is
    * sent and the stream waits for that promise before finishing (so a test can see chunks
    * arrive while the upstream is still open). With `dropAfter`, the connection ends after that
-   * many words, without a finish chunk, usage or [DONE]. With `hangAfter`, it goes silent
-   * after that many words until the request is aborted.
+   * many words, without a finish chunk, usage or [DONE] (with `holdBeforeEnd` too, it waits for
+   * the promise before it ends). With `hangAfter`, it goes silent after that many words until
+   * the request is aborted.
    */
   | { kind: "stream"; words: string[]; usage?: UpstreamUsage | null; holdBeforeEnd?: Promise<void>; dropAfter?: number; hangAfter?: number }
   /** An error answer, relayed by the gateway verbatim. */
@@ -106,9 +107,12 @@ export function createOpenAiUpstream(baseURL: string): OpenAiUpstream {
     async function* frames(): AsyncGenerator<Uint8Array | "drop" | "hang"> {
       yield sse(frame([{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }]));
       for (let index = 0; index < script.words.length; index++) {
-        if ("dropAfter" in script && script.dropAfter === index) return yield "drop";
+        if ("dropAfter" in script && script.dropAfter === index) {
+          if ("holdBeforeEnd" in script && script.holdBeforeEnd) await Promise.race([script.holdBeforeEnd, abortedPromise]);
+          return yield "drop";
+        }
         if ("hangAfter" in script && script.hangAfter === index) return yield "hang";
-        if (index === script.words.length - 1 && "holdBeforeEnd" in script && script.holdBeforeEnd) {
+        if (index === script.words.length - 1 && "holdBeforeEnd" in script && script.holdBeforeEnd && script.dropAfter === undefined) {
           await Promise.race([script.holdBeforeEnd, abortedPromise]);
         }
         yield sse(frame([{ index: 0, delta: { content: script.words[index] }, finish_reason: null }]));

@@ -11,6 +11,23 @@ export interface MockToolCall {
   id: string;
   name: string;
   input: Record<string, unknown>;
+  /** Gemini 3's `thoughtSignature` on the call's part (other mocks ignore it). */
+  signature?: string;
+}
+
+/**
+ * Tokens of one turn in provider-neutral terms, each mock reporting them in its own fields: the
+ * prompt the gateway bills is `input + cacheRead + cacheWrite`, the completion `output + thoughts`.
+ */
+export interface MockUsage {
+  /** Prompt tokens read fresh. */
+  input: number;
+  output: number;
+  /** Prompt tokens read from, and written to, the provider's prompt cache. */
+  cacheRead?: number;
+  cacheWrite?: number;
+  /** Reasoning tokens, which some providers count apart from the answer. */
+  thoughts?: number;
 }
 
 export interface MockTurn {
@@ -18,7 +35,7 @@ export interface MockTurn {
   toolCalls?: MockToolCall[];
   /** `length`: the answer was cut at the token cap. */
   finish?: "stop" | "length";
-  usage?: { input: number; output: number };
+  usage?: MockUsage;
 }
 
 export type MockBehaviour =
@@ -51,8 +68,9 @@ export function wordsOf(text: string): string[] {
 }
 
 /** Default usage: 10 prompt tokens, one completion token per word and per tool call. */
-export function usageOf(turn: MockTurn): { input: number; output: number } {
-  return turn.usage ?? { input: 10, output: wordsOf(turn.text ?? "").length + (turn.toolCalls?.length ?? 0) };
+export function usageOf(turn: MockTurn): Required<MockUsage> {
+  const usage = turn.usage ?? { input: 10, output: wordsOf(turn.text ?? "").length + (turn.toolCalls?.length ?? 0) };
+  return { cacheRead: 0, cacheWrite: 0, thoughts: 0, ...usage };
 }
 
 export function scripted(): ScriptedProvider & { behaviour(model: string, body: any, echo: string): MockBehaviour; record(request: Request, raw: string): any } {

@@ -173,12 +173,7 @@ async function resolve(presented: Presented, allowed: Set<CredentialKind>, servi
   if (!record || record.kind !== keyKind) throw unauthorized("invalid");
   if (record.expiresAt && Date.parse(record.expiresAt) <= Date.now()) throw unauthorized("invalid");
   if (!allowed.has(kind)) throw new ServiceError("FORBIDDEN", keyRefusal!, { details: { reason: "session_required" } });
-  // docs/tenants.md "Workspaces": an archived workspace's keys are refused until it is reactivated.
-  if (keyKind === "platform" && (await services.tenants.recentWorkspace(record.owner))?.status === "archived") {
-    throw new ServiceError("FORBIDDEN", `Workspace ${record.owner} is archived: its API keys are refused and no credits are spent until an admin reactivates it`, {
-      details: { reason: "workspace_archived", workspaceId: record.owner },
-    });
-  }
+  // An archived workspace's platform keys are refused by a policy of the chain (rpc/policies/archived-workspace.ts).
   if (!record.lastUsedAt || Date.now() - Date.parse(record.lastUsedAt) >= TOUCH_INTERVAL_MS) {
     record.lastUsedAt = nowIso();
     await services.keys.update(record);

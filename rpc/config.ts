@@ -73,6 +73,11 @@ const ENV_SCHEMA = v.object({
   GATEWAY_MAX_RETRIES: v.optional(intFrom(0, 10), "2"),
   /** Requests per minute per credential on the bridge, shared across instances (spec 8). */
   GATEWAY_RATE_LIMIT_RPM: v.optional(intFrom(1, 1_000_000), "120"),
+  /**
+   * Requests per minute per credential on the Gateway API (`/gateway/v1`, the agent stream and
+   * `/rpc`), shared across instances (docs/interface.md 8, docs/rate-limits.md).
+   */
+  GATEWAY_API_RATE_LIMIT_RPM: v.optional(intFrom(1, 1_000_000), "600"),
   /** Allowed browser origins, comma-separated, or `*` (spec 8). Also the MCP endpoint's Origin allowlist. */
   GATEWAY_CORS_ORIGINS: v.optional(
     v.pipe(

@@ -2,6 +2,7 @@ import type * as v from "valibot";
 import type { AuthSpec, Principal } from "./auth.js";
 import type { ErrorCode } from "./errors.js";
 import type { ClientRelay } from "./relay.js";
+import type { SetCookie } from "./cookies.js";
 
 /** The HTTP surfaces of the service (DESIGN "Surfaces on one origin"). */
 export type Surface = "platform" | "console" | "account" | "gateway" | "bridge";
@@ -83,6 +84,8 @@ export interface CallContext<P extends Principal | undefined = Principal | undef
   responseHeaders: Headers;
   /** The caller's address, for throttling. */
   ip: string;
+  /** Sets a cookie on the answer (the console's session cookie), on HTTP transports. */
+  setCookie?: SetCookie;
   /** The caller's W3C `traceparent`, passed on to model providers, the orchestrator and the manager. */
   traceparent?: string;
   /** Extra fields for the request's log line (chat: model, tokens, cost, latencies). */
@@ -91,6 +94,12 @@ export interface CallContext<P extends Principal | undefined = Principal | undef
   onProgress?(update: ProgressUpdate): void;
   /** The MCP client session behind the call, for an upstream server's requests during it (rpc/tools/types.ts ClientRelay). */
   relay?: ClientRelay;
+  /**
+   * Resolves true once the answer's last byte was handed to the socket, false when the
+   * connection closed first. Given by transports that can tell (REST on Node); paid requests
+   * settle on it (docs/crash-consistency.md "No charge without an answer").
+   */
+  delivered?(): Promise<boolean>;
 }
 
 /** One step of a long call (MCP `notifications/progress`, without the token). */

@@ -1,40 +1,15 @@
 import { JSONRPCErrorException, JSONRPCServer } from "json-rpc-2.0";
-import { admitPrincipal, authenticate, requireOperator, type Presented, type Principal } from "./auth.js";
-import { isAsyncIterable, type AnyMethod, type CallContext, type ProgressUpdate, type Surface } from "./define.js";
+import type { CallFacts } from "./call-facts.js";
+import { isAsyncIterable, type AnyMethod, type CallContext } from "./define.js";
 import { ServiceError } from "./errors.js";
-import { renderError } from "./transport/surfaces.js";
-import { applyParamPolicies, applyPolicies } from "./policies/apply.js";
+import { renderError, type CallSurface } from "./surfaces.js";
+import { chainOf, runChain, type MethodChain } from "./policies/chain.js";
+import type { PolicyCall } from "./policies/policy.js";
 import type { Registry } from "./registry.js";
 import type { CorePorts } from "./ports.js";
-import type { ClientRelay } from "./relay.js";
 import { parseParams } from "./validate.js";
 
-/** What a transport knows about one call: the facts, never the decisions. */
-export interface CallFacts {
-  requestId: string;
-  surface: Surface | "rpc";
-  presented: Presented;
-  signal: AbortSignal;
-  /** A sink for response metadata (headers), error or not. */
-  responseHeaders: Headers;
-  ip: string;
-  /** The caller's W3C `traceparent`, when it sent a well-formed one. */
-  traceparent?: string;
-  /** Extra fields for the transport's log line. */
-  logFields?: Record<string, unknown>;
-  /** Told who the caller is once authenticated (for the transport's log line). */
-  onAuthenticated?(principal: Principal, method: AnyMethod): void;
-  /**
-   * The caller as a gate method already authenticated it within this same request (MCP: one
-   * HTTP request, admitted by `bridge.mcp.connect`, carries the tools/call): held to this
-   * method's credential kinds and scopes instead of being looked up again.
-   */
-  authenticated?: Principal;
-  /** The caller listens for progress of this call (MCP `_meta.progressToken`). */
-  onProgress?(update: ProgressUpdate): void;
-  /** The MCP client session behind the call, for an upstream server's sampling, elicitation and roots requests. */
-  relay?: ClientRelay;
-}
+export { callFacts, type CallFacts, type CallFactsInit, type CallTransport } from "./call-facts.js";
 
 /**
  * The params of a call: a value, or a function that reads them (a REST body) and runs only
@@ -47,8 +22,9 @@ const MAX_COLLECTED_ITEMS = 10_000;
 
 /**
  * The one entry every transport calls (REST, `POST /rpc`, the MCP endpoint, the VM socket
- * and the agent stream): look up the method, authenticate, apply the method's declared
- * policies, read and validate the params, run the handler.
+ * and the agent stream): look up the method, run the policy chain (rpc/policies/chain.ts:
+ * observe, authenticate, refuse archived workspaces' keys, operators only, rate limit), read
+ * and validate the params, run the params' policies (telemetry ingest) and the handler.
  */
 export class Dispatcher {
   readonly registry: Registry;
@@ -57,6 +33,7 @@ export class Dispatcher {
   /** Each domain module's deps by domain name (rpc/compose.ts); a handler gets its own domain's. */
   readonly deps: ReadonlyMap<string, unknown>;
   readonly jsonrpc: JSONRPCServer<CallFacts>;
+  readonly #chains = new Map<string, MethodChain>();
 
   constructor(registry: Registry, ports: CorePorts, deps: ReadonlyMap<string, unknown> = new Map()) {
     this.registry = registry;
@@ -85,13 +62,25 @@ export class Dispatcher {
   async dispatch(name: string, params: ParamsSource, facts: CallFacts): Promise<unknown> {
     const method = this.registry[name];
     if (!method) throw new ServiceError("METHOD_NOT_FOUND", `Unknown method: ${name}`);
-    const principal = facts.authenticated ? admitPrincipal(facts.authenticated, method.auth) : await authenticate(facts.presented, method.auth, this.ports);
-    await requireOperator(principal, method.auth, this.ports);
-    if (principal) facts.onAuthenticated?.(principal, method);
-    // spec 4.2: the Platform API adds no header but X-Service-Request-Id.
-    await applyPolicies(method, principal, this.ports, facts.surface === "platform" ? undefined : facts.responseHeaders);
-    const raw = typeof params === "function" ? await (params as (method: AnyMethod) => unknown)(method) : params;
-    const ctx: CallContext = {
+    const chain = this.#chainOf(method, facts.surface);
+    const call: PolicyCall = { method, facts, ports: this.ports };
+    return runChain(chain.call, call, async () => {
+      const raw = typeof params === "function" ? await (params as (method: AnyMethod) => unknown)(method) : params;
+      call.params = parseParams(method.input, raw);
+      return runChain(chain.params, call, async () => method.handler(call.params, this.#context(call)));
+    });
+  }
+
+  /** The chain of a method through a surface, worked out once (rpc/policies/chain.ts). */
+  #chainOf(method: AnyMethod, surface: CallSurface): MethodChain {
+    const key = `${surface}\0${method.name}`;
+    let chain = this.#chains.get(key);
+    if (!chain) this.#chains.set(key, (chain = chainOf(method, surface)));
+    return chain;
+  }
+
+  #context({ method, facts, principal }: PolicyCall): CallContext {
+    return {
       requestId: facts.requestId,
       surface: facts.surface,
       principal,
@@ -103,10 +92,9 @@ export class Dispatcher {
       logFields: facts.logFields,
       ...(facts.onProgress ? { onProgress: facts.onProgress } : {}),
       ...(facts.relay ? { relay: facts.relay } : {}),
+      ...(facts.setCookie ? { setCookie: facts.setCookie } : {}),
+      ...(facts.delivered ? { delivered: facts.delivered } : {}),
     };
-    const parsed = parseParams(method.input, raw);
-    await applyParamPolicies(method, principal, parsed, this.ports);
-    return method.handler(parsed, ctx);
   }
 
   toJsonRpcError(error: unknown, requestId: string): JSONRPCErrorException {

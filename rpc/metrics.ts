@@ -31,6 +31,8 @@ export class Metrics {
 
   readonly httpRequests = new Counter({ name: "gateway_http_requests_total", help: "HTTP requests answered, by surface, operation and status", labelNames: ["surface", "operation", "status"] as const, registers: [this.registry] });
   readonly httpDuration = new Histogram({ name: "gateway_http_request_duration_seconds", help: "Time to answer, to the end of the stream for streamed answers", labelNames: ["surface", "operation", "status"] as const, buckets: SECONDS, registers: [this.registry] });
+  readonly dispatcherCalls = new Counter({ name: "gateway_dispatcher_calls_total", help: "Calls through the dispatcher from every transport, by method, surface, transport (rest, rpc, mcp, socket) and outcome (ok or the error code)", labelNames: ["method", "surface", "transport", "outcome"] as const, registers: [this.registry] });
+  readonly dispatcherDuration = new Histogram({ name: "gateway_dispatcher_call_duration_seconds", help: "Time a call spent in the dispatcher (to the first item of a streamed result), by method, surface, transport and outcome", labelNames: ["method", "surface", "transport", "outcome"] as const, buckets: SECONDS, registers: [this.registry] });
   readonly refusals = new Counter({ name: "gateway_refusals_total", help: "402 and 429 answers, by status and reason (the error code)", labelNames: ["status", "reason"] as const, registers: [this.registry] });
   readonly upstreamLatency = new Histogram({ name: "gateway_model_upstream_latency_seconds", help: "Time until a model provider answered (its response headers), by model", labelNames: ["model"] as const, buckets: SECONDS, registers: [this.registry] });
   readonly timeToFirstToken = new Histogram({ name: "gateway_model_time_to_first_token_seconds", help: "Time from the request to the first streamed content, by model", labelNames: ["model"] as const, buckets: SECONDS, registers: [this.registry] });
@@ -57,6 +59,14 @@ export class Metrics {
     return this.#child(`http\0${surface}\0${operation}\0${status}`, () => ({
       requests: this.httpRequests.labels(surface, operation, status),
       duration: this.httpDuration.labels(surface, operation, status),
+    }));
+  }
+
+  /** The per-call metrics of one method, surface, transport and outcome (rpc/policies/observe.ts). */
+  call(method: string, surface: string, transport: string, outcome: string) {
+    return this.#child(`call\0${method}\0${surface}\0${transport}\0${outcome}`, () => ({
+      calls: this.dispatcherCalls.labels(method, surface, transport, outcome),
+      duration: this.dispatcherDuration.labels(method, surface, transport, outcome),
     }));
   }
 

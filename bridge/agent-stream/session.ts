@@ -1,10 +1,10 @@
 import type { Presented, Principal } from "../../rpc/auth.js";
 import type { AgentEvent } from "../../rpc/agents/run.js";
 import type { WatchedEvent } from "../../rpc/agents/runs.js";
-import type { CallFacts, Dispatcher } from "../../rpc/dispatcher.js";
+import { callFacts, type Dispatcher } from "../../rpc/dispatcher.js";
 import { ServiceError } from "../../rpc/errors.js";
 import type { Issue } from "../../rpc/validate.js";
-import { renderError } from "../../rpc/transport/surfaces.js";
+import { renderError } from "../../rpc/surfaces.js";
 
 /** Runs one socket may have going at once; past it, `RATE_LIMITED` error frames. */
 export const MAX_RUNS_PER_SOCKET = 16;
@@ -110,14 +110,7 @@ export class AgentStreamSession {
   }
 
   #call(method: string, params: Record<string, unknown>, signal: AbortSignal): Promise<unknown> {
-    const facts: CallFacts = {
-      requestId: this.#options.requestId,
-      surface: "gateway",
-      presented: this.#options.presented,
-      signal,
-      responseHeaders: new Headers(),
-      ip: "",
-    };
+    const facts = callFacts({ requestId: this.#options.requestId, surface: "gateway", transport: "socket", presented: this.#options.presented, signal });
     return this.#options.dispatcher.dispatch(method, params, facts);
   }
 

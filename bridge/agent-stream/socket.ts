@@ -1,7 +1,7 @@
 import { defineWebSocketHandler, type H3 } from "h3";
 import type { Dispatcher } from "../../rpc/dispatcher.js";
-import { SURFACE_BASES } from "../../rpc/transport/surfaces.js";
-import { defineSocketUpgrade, type Admitted } from "../ws-upgrade.js";
+import { SURFACE_BASES } from "../../rpc/surfaces.js";
+import { defineSocketUpgrade, type Admitted } from "../../facade/transport/ws-upgrade.js";
 import { AgentStreamSession } from "./session.js";
 
 /** `WS {gateway_base_url}/agents/stream` (spec 4.4, messages per spec 2.7). */

@@ -3,13 +3,14 @@ import type { H3 } from "h3";
 import { ErrorCode, isInitializeRequest, SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/sdk/types.js";
 import { FastResponse } from "srvx";
 import type { Principal } from "../../rpc/auth.js";
-import type { Dispatcher } from "../../rpc/dispatcher.js";
+import { callFacts, type Dispatcher } from "../../rpc/dispatcher.js";
 import { isServiceError, ServiceError } from "../../rpc/errors.js";
 import type { CorePorts } from "../../rpc/module.js";
-import { readJsonBody } from "../../rpc/transport/body.js";
-import { instrument, jsonResponse, type RequestScope } from "../../rpc/transport/instrument.js";
-import { allowedOrigins, assertOrigin } from "../../rpc/transport/origin.js";
-import { SURFACE_BASES, presentedFor } from "../../rpc/transport/surfaces.js";
+import { readJsonBody } from "../../facade/transport/body.js";
+import { instrument, jsonResponse, scopeFacts, type RequestScope } from "../../facade/transport/instrument.js";
+import { allowedOrigins, assertOrigin } from "../../facade/transport/origin.js";
+import { SURFACE_BASES } from "../../rpc/surfaces.js";
+import { presentedFor } from "../../facade/transport/surfaces.js";
 import { JSON_ONLY_HEADER, JsonResponseTransport } from "./internal/json-transport.js";
 import { METADATA_PATH, protectedResourceMetadata, publicOrigin, wwwAuthenticate } from "./metadata.js";
 import { McpSessions, type McpSession } from "./sessions.js";
@@ -18,7 +19,7 @@ import { declaresClientFeatures, sessionLink } from "./client-relay.js";
 import type { ClientSessionLink } from "../upstream/client-session.js";
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { scopeOfPrincipal } from "../../rpc/tools/visible-tools.js";
-import type { Transport } from "../../rpc/transport/mount.js";
+import type { Transport } from "../../facade/transport/mount.js";
 import type { ToolBridge } from "../tool-bridge.js";
 import { isObject } from "../../rpc/validate.js";
 
@@ -54,15 +55,11 @@ async function principalOfRequest(request: Request, dispatcher: Dispatcher, scop
   try {
     let principal: Principal | undefined;
     // A server's own endpoint also checks the caller sees that server (the same 404 otherwise).
-    await dispatcher.dispatch("bridge.mcp.connect", upstream === undefined ? {} : { server: upstream }, {
-      requestId: scope.requestId,
-      surface: "bridge",
-      presented: presentedFor("bridge", request),
-      signal: scope.abort.signal,
-      responseHeaders: scope.responseHeaders,
-      ip: scope.ip,
-      onAuthenticated: (who) => (principal = who),
-    });
+    await dispatcher.dispatch(
+      "bridge.mcp.connect",
+      upstream === undefined ? {} : { server: upstream },
+      callFacts({ ...scopeFacts(scope), surface: "bridge", transport: "mcp", presented: presentedFor("bridge", request), onAuthenticated: (who) => (principal = who) }),
+    );
     return principal!;
   } catch (error) {
     if (!isServiceError(error) || error.status !== 401) throw error;
@@ -77,15 +74,11 @@ async function principalOfRequest(request: Request, dispatcher: Dispatcher, scop
 
 /** What the MCP server for this caller declares besides tools (resources, prompts), asked through the dispatcher. */
 async function offersFor(dispatcher: Dispatcher, principal: Principal, scope: RequestScope, upstream: string | undefined): Promise<McpServerOptions> {
-  const offers = (await dispatcher.dispatch("bridge.mcp.capabilities", upstream === undefined ? {} : { server: upstream }, {
-    requestId: scope.requestId,
-    surface: "bridge",
-    presented: {},
-    authenticated: principal,
-    signal: scope.abort.signal,
-    responseHeaders: new Headers(),
-    ip: scope.ip,
-  })) as McpServerOptions["offers"];
+  const offers = (await dispatcher.dispatch(
+    "bridge.mcp.capabilities",
+    upstream === undefined ? {} : { server: upstream },
+    callFacts({ ...scopeFacts(scope), surface: "bridge", transport: "mcp", authenticated: principal, responseHeaders: new Headers() }),
+  )) as McpServerOptions["offers"];
   return { offers, ...(upstream === undefined ? {} : { upstream }) };
 }
 
@@ -117,7 +110,6 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
     const upstream = (event.context.params as Record<string, string> | undefined)?.name;
     assertOrigin(request, origins);
     const principal = await principalOfRequest(request, dispatcher, scope, upstream);
-    scope.log.principal = { kind: principal.kind, userId: principal.userId };
 
     const version = request.headers.get("mcp-protocol-version");
     if (version !== null && !SUPPORTED_PROTOCOL_VERSIONS.includes(version)) {

@@ -1,5 +1,5 @@
 import type { Config } from "../../rpc/config.js";
-import { SURFACE_BASES } from "../../rpc/transport/surfaces.js";
+import { SURFACE_BASES } from "../../rpc/surfaces.js";
 
 /** The MCP endpoint's resource identifier path (RFC 9728 §1.2: the resource the token is for). */
 export const MCP_RESOURCE_PATH = `${SURFACE_BASES.bridge}/mcp`;

@@ -28,10 +28,10 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import type { Principal } from "../../rpc/auth.js";
 import type { ProgressUpdate } from "../../rpc/define.js";
-import type { Dispatcher } from "../../rpc/dispatcher.js";
+import { callFacts, type Dispatcher } from "../../rpc/dispatcher.js";
 import type { McpOffers } from "../../rpc/tools/ports.js";
 import type { ToolDef } from "../../rpc/tools/types.js";
-import { renderError } from "../../rpc/transport/surfaces.js";
+import { renderError } from "../../rpc/surfaces.js";
 import type { ClientRelay } from "../../rpc/tools/types.js";
 import { clientRelay, type LoggingLevels } from "./client-relay.js";
 import { clientSession, type ClientSessionLink } from "../upstream/client-session.js";
@@ -108,17 +108,9 @@ export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller
   const { upstream, offers } = options;
   const call = (method: string, params: Record<string, unknown>, signal: AbortSignal, onProgress?: (update: ProgressUpdate) => void, relay?: ClientRelay) => {
     const { principal, requestId } = caller();
-    return inSession(options, () => dispatcher.dispatch(method, upstream === undefined ? params : { ...params, server: upstream }, {
-      requestId,
-      surface: "bridge",
-      presented: {},
-      authenticated: principal,
-      signal,
-      responseHeaders: new Headers(),
-      ip: "",
-      ...(onProgress ? { onProgress } : {}),
-      ...(relay ? { relay } : {}),
-    }));
+    return inSession(options, () =>
+      dispatcher.dispatch(method, upstream === undefined ? params : { ...params, server: upstream }, callFacts({ requestId, surface: "bridge", transport: "mcp", authenticated: principal, signal, onProgress, relay })),
+    );
   };
   // logging: the SDK answers logging/setLevel per session and filters sendLoggingMessage by it.
   const capabilities: ServerCapabilities = { tools: { listChanged: true }, logging: {} };
@@ -266,17 +258,11 @@ export async function runToolCall(
   try {
     // The upstream server's sampling, elicitation and roots requests during the call go to this client.
     const relay = clientRelay(server, extra);
-    const result = (await dispatcher.dispatch("bridge.mcp.tools.call", upstream === undefined ? { name, arguments: args ?? {} } : { name, arguments: args ?? {}, server: upstream }, {
-      requestId,
-      surface: "bridge",
-      presented: {},
-      authenticated: principal,
-      signal: extra.signal,
-      responseHeaders: new Headers(),
-      ip: "",
-      ...(onProgress ? { onProgress } : {}),
-      relay,
-    })) as CallToolResult;
+    const result = (await dispatcher.dispatch(
+      "bridge.mcp.tools.call",
+      upstream === undefined ? { name, arguments: args ?? {} } : { name, arguments: args ?? {}, server: upstream },
+      callFacts({ requestId, surface: "bridge", transport: "mcp", authenticated: principal, signal: extra.signal, onProgress, relay }),
+    )) as CallToolResult;
     note(result.isError ? "warning" : "debug", { message: result.isError ? "tool answered with an error" : "tool call finished" });
     return result;
   } catch (thrown) {

@@ -1,10 +1,10 @@
 import { defineWebSocketHandler, type H3 } from "h3";
 import type { Dispatcher } from "../../rpc/dispatcher.js";
 import type { VmIdentity } from "../../rpc/tools/ports.js";
-import type { Transport } from "../../rpc/transport/mount.js";
-import { SURFACE_BASES } from "../../rpc/transport/surfaces.js";
+import type { Transport } from "../../facade/transport/mount.js";
+import { SURFACE_BASES } from "../../rpc/surfaces.js";
 import type { ToolBridge } from "../tool-bridge.js";
-import { defineSocketUpgrade, type Admitted } from "../ws-upgrade.js";
+import { defineSocketUpgrade, type Admitted } from "../../facade/transport/ws-upgrade.js";
 import type { VmConnection } from "./connection.js";
 
 /** The subprotocol a VM agent speaks; echoed back when offered (browsers require an echo). */

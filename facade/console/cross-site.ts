@@ -1,13 +1,13 @@
 import type { Middleware } from "h3";
 import type { Config } from "../../rpc/config.js";
 import { ServiceError } from "../../rpc/errors.js";
-import { refuse, type Observers } from "../../rpc/transport/instrument.js";
-import { allowedOrigins, crossSiteWrite } from "../../rpc/transport/origin.js";
-import { surfaceOfPath } from "../../rpc/transport/surfaces.js";
+import { refuse, type Observers } from "../transport/instrument.js";
+import { allowedOrigins, crossSiteWrite } from "../transport/origin.js";
+import { surfaceOfPath } from "../../rpc/surfaces.js";
 
 /**
  * 403 in the console's envelope for a state-changing console request sent by another site's
- * page (rpc/transport/origin.ts `crossSiteWrite`), before the cookie is even read. The
+ * page (facade/transport/origin.ts `crossSiteWrite`), before the cookie is even read. The
  * console is the one surface whose credential a browser attaches by itself.
  */
 export function crossSiteMiddleware(config: Pick<Config, "GATEWAY_CORS_ORIGINS" | "PUBLIC_URL">, observers: Observers): Middleware {

@@ -1,9 +1,8 @@
-import { setCookie, type H3Event } from "h3";
 import * as v from "valibot";
 import { ServiceError } from "../errors.js";
 import { checkPassword } from "./methods.js";
 import { publicUser } from "./accounts.js";
-import { CONSOLE_COOKIE } from "../transport/surfaces.js";
+import { CONSOLE_COOKIE, SURFACES } from "../surfaces.js";
 import { Success, Timestamp, UserView } from "../views.js";
 import { accountsDomain, type AccountsContext } from "./deps.js";
 
@@ -13,13 +12,15 @@ import { accountsDomain, type AccountsContext } from "./deps.js";
  * so another site cannot make the browser send it with a POST, PATCH or DELETE, and Secure
  * when the service is published over https. Its path is the console base, `/api`.
  */
-const COOKIE_PATH = "/api";
+const COOKIE_PATH = SURFACES.console.base;
 
-/** Sets (or, with an empty value and 0, clears) the session cookie on the response, with h3's serializer. */
+/**
+ * Sets (or, with an empty value and 0, clears) the session cookie on the response, through the
+ * HTTP transport's cookie writer (facade/transport/cookies.ts); a transport without one has no
+ * cookies to set.
+ */
 function setSessionCookie(ctx: AccountsContext, value: string, maxAgeSeconds: number): void {
-  // h3's setCookie writes to the response headers only: the method's header sink is enough.
-  const sink = { res: { headers: ctx.responseHeaders } } as unknown as H3Event;
-  setCookie(sink, CONSOLE_COOKIE, value, {
+  ctx.setCookie?.(CONSOLE_COOKIE, value, {
     path: COOKIE_PATH,
     maxAge: maxAgeSeconds,
     httpOnly: true,

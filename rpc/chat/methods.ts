@@ -5,6 +5,7 @@ import type { RoutedModel } from "./model-router.js";
 import type { Hold, Meter } from "../money/money.js";
 import type { ChatRequest } from "./types.js";
 import { ChatCompletionView } from "../views.js";
+import { SURFACES } from "../surfaces.js";
 import { chatDomain, type ChatContext } from "./deps.js";
 
 /**
@@ -35,10 +36,10 @@ async function holdAndRun(
   try {
     model = ctx.deps.models.resolve(request.model, plan);
     // A deprecated model: Account and Gateway answers carry Deprecation and X-Model-Warning; the
-    // Platform adds no header but X-Service-Request-Id (spec 4.2), so there the notice is in the
+    // Platform adds no service header (rpc/surfaces.ts, docs/interface.md 4.2), so there the notice is in the
     // catalog entry and the request's log line (docs/model-registry.md).
     const warning = ctx.deps.models.deprecation(model.id);
-    if (warning && ctx.surface === "platform") {
+    if (warning && !SURFACES[ctx.surface].serviceHeaders) {
       if (ctx.logFields) ctx.logFields.modelWarning = warning.message;
     } else {
       ctx.deps.models.annotate(model.id, ctx.responseHeaders);
@@ -89,7 +90,7 @@ export const chatMethods = [
     input: PlatformChatBody,
     auth: { kinds: ["platform_key"], scopes: ["chat:write"] },
     output: ChatCompletionView,
-    // spec 7.2: an upstream timeout is a 502 here (rpc/transport/surfaces.ts).
+    // spec 7.2: an upstream timeout is a 502 here (rpc/surfaces.ts).
     errors: ["INSUFFICIENT_CREDITS", "RATE_LIMITED", "FORBIDDEN", "UPSTREAM", "BAD_GATEWAY"],
     http: [{ surface: "platform", method: "POST", path: "/chat/completions" }],
     stream: { done: "[DONE]" },

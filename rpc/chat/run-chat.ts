@@ -160,10 +160,23 @@ export async function runChat(ctx: ChatContext, options: RunOptions): Promise<Ch
   const { model, request, includeUsage } = options;
   const observe = observeChat(ctx, model);
   let result: ProviderResult | undefined;
+  let streamed = false;
   const settleOnce = once(async (usage, estimated) => {
+    // At the price of the deployment that answered (docs/providers.md "Money"). The log line and
+    // metrics get what the request used at once; the ledger waits for the answer to leave.
     const cost = ctx.deps.models.cost(model, usage, result);
     observe.metered(usage, estimated, cost);
-    await options.settle(usage, estimated, cost);
+    // docs/crash-consistency.md "No charge without an answer": where the transport can tell,
+    // a request is settled only once its answer's last byte was handed to the socket. A
+    // process killed before that settles nothing (its hold is released with it: memory and
+    // fs at once, Redis when the lease ends), so a client that retries never pays twice. An
+    // answer whose connection closed first is not charged unless it was a stream, which the
+    // client got part of (billed as streamed). Nothing to charge settles at once.
+    if (!ctx.delivered || (usage.prompt_tokens === 0 && usage.completion_tokens === 0)) return options.settle(usage, estimated, cost);
+    void ctx.delivered().then(
+      (sent) => (sent || streamed ? options.settle(usage, estimated, cost) : options.settle(usageOf(0, 0), true, 0)).catch((error: unknown) => meteringFailed(ctx, error, usage)),
+      (error: unknown) => meteringFailed(ctx, error, usage),
+    );
   }, ctx);
   const promptEstimate = options.promptTokens ?? countPromptTokens(request.messages);
   try {
@@ -183,6 +196,7 @@ export async function runChat(ctx: ChatContext, options: RunOptions): Promise<Ch
     return { ...completion, model: model.id };
   }
   const chunks = result.chunks;
+  streamed = true;
   const relay = (async function* relay(): AsyncGenerator<ChatChunk> {
     let streamed = "";
     try {
@@ -252,8 +266,12 @@ function once(settle: (usage: Usage, estimated: boolean) => Promise<void>, ctx: 
     try {
       await settle(usage, estimated);
     } catch (error) {
-      // The usage happened; a storage failure here must not turn a delivered answer into an error.
-      ctx.deps.log.error({ requestId: ctx.requestId, error: `metering failed: ${(error as Error).message}`, usage });
+      meteringFailed(ctx, error, usage);
     }
   };
+}
+
+/** The usage happened; a storage failure here must not turn a delivered answer into an error. */
+function meteringFailed(ctx: ChatContext, error: unknown, usage: Usage): void {
+  ctx.deps.log.error({ requestId: ctx.requestId, error: `metering failed: ${(error as Error).message}`, usage });
 }

@@ -1,6 +1,7 @@
 import { RateLimiterRes, type RateLimiterAbstract } from "rate-limiter-flexible";
 import { ServiceError } from "../errors.js";
 import type { CorePorts } from "../ports.js";
+import type { Policy } from "./policy.js";
 
 const limiters = new WeakMap<CorePorts, RateLimiterAbstract>();
 
@@ -35,3 +36,20 @@ export async function callerTenant(users: CorePorts["users"], userId: string): P
   if (!user) throw new ServiceError("UNAUTHORIZED", "Invalid or expired API key", { details: { reason: "invalid" } });
   return user.tenantId;
 }
+
+/**
+ * `policies: {ingest: "telemetry"}`: the validated batch's events (`params.events`) count
+ * against the caller's tenant (TELEMETRY_INGEST_PER_MINUTE), just before the handler runs.
+ */
+export const telemetryIngest: Policy = {
+  name: "ingest",
+  stage: "params",
+  applies: (method) => method.policies?.ingest === "telemetry",
+  async run(call, next) {
+    if (call.principal) {
+      const events = (call.params as { events?: unknown }).events;
+      await enforceTelemetryIngest(await callerTenant(call.ports.users, call.principal.userId), Array.isArray(events) ? events.length : 1, call.ports);
+    }
+    return next();
+  },
+};

@@ -5,7 +5,7 @@ import { ConfigError, loadConfig } from "../../rpc/config.js";
 describe("configuration", () => {
   it("uses documented defaults", () => {
     const config = loadConfig({});
-    expect(config).toMatchObject({ PORT: 8787, STORAGE: "fs", DATA_DIR: "./data", GATEWAY_MAX_PAYLOAD_BYTES: 1048576, GATEWAY_RATE_LIMIT_RPM: 120 });
+    expect(config).toMatchObject({ PORT: 8787, STORAGE: "fs", DATA_DIR: "./data", GATEWAY_MAX_PAYLOAD_BYTES: 1048576, GATEWAY_RATE_LIMIT_RPM: 120, GATEWAY_API_RATE_LIMIT_RPM: 600 });
   });
 
   it.each([
@@ -15,6 +15,8 @@ describe("configuration", () => {
     ["GATEWAY_JWT_SECRET", "short"],
     ["REDIS_URL", "http://localhost"],
     ["GATEWAY_MAX_PAYLOAD_BYTES", "-1"],
+    ["GATEWAY_API_RATE_LIMIT_RPM", "0"],
+    ["GATEWAY_API_RATE_LIMIT_RPM", "many"],
     ["ACCOUNT_KEY_PREFIX", "NoUnderscore"],
   ])("refuses %s=%s with a message naming it", (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);

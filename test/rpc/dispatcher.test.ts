@@ -1,7 +1,7 @@
 import * as v from "valibot";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { defineMethod } from "../../rpc/define.js";
-import { Dispatcher, type CallFacts } from "../../rpc/dispatcher.js";
+import { Dispatcher, callFacts, type CallFacts } from "../../rpc/dispatcher.js";
 import { loadConfig } from "../../rpc/config.js";
 import { createLogger } from "../../rpc/log.js";
 import { createRegistry } from "../../rpc/registry.js";
@@ -65,14 +65,7 @@ describe("Dispatcher.dispatch", () => {
   });
   afterAll(() => services.close());
 
-  const facts = (bearer?: string): CallFacts => ({
-    requestId: "req-1",
-    surface: "rpc",
-    presented: bearer ? { bearer } : {},
-    signal: new AbortController().signal,
-    responseHeaders: new Headers(),
-    ip: "127.0.0.1",
-  });
+  const facts = (bearer?: string): CallFacts => callFacts({ requestId: "req-1", surface: "rpc", transport: "direct", presented: bearer ? { bearer } : {}, ip: "127.0.0.1" });
 
   it("authenticates before it reads the params: a caller without credentials never makes a body be read", async () => {
     const read = vi.fn(() => ({ n: 1 }));

@@ -218,6 +218,8 @@ async function* streamChunks(body: UpstreamResponse["body"], id: string, signal:
   let usageSent = false;
   /** Content block index → index among the tool calls. */
   const tools = new Map<number, number>();
+  /** Tool calls whose arguments have started. */
+  const argued = new Set<number>();
   const delta = (fields: Parameters<ChunkFrames["delta"]>[0]): ChatChunk => {
     if (roleSent) return frames.delta(fields);
     roleSent = true;
@@ -254,7 +256,20 @@ async function* streamChunks(body: UpstreamResponse["body"], id: string, signal:
         if (part?.type === "text_delta" && typeof part.text === "string") yield delta({ content: part.text });
         else if (part?.type === "input_json_delta" && typeof part.partial_json === "string" && part.partial_json) {
           const index = tools.get(Number(event.index));
-          if (index !== undefined) yield delta({ tool_calls: [{ index, function: { arguments: part.partial_json } }] });
+          if (index !== undefined) {
+            argued.add(index);
+            yield delta({ tool_calls: [{ index, function: { arguments: part.partial_json } }] });
+          }
+        }
+        break;
+      }
+      case "content_block_stop": {
+        // A tool without parameters streams an empty partial_json: its arguments are "{}", as
+        // in a JSON answer, so a client can parse them.
+        const index = tools.get(Number(event.index));
+        if (index !== undefined && !argued.has(index)) {
+          argued.add(index);
+          yield delta({ tool_calls: [{ index, function: { arguments: "{}" } }] });
         }
         break;
       }
@@ -284,7 +299,7 @@ async function* streamChunks(body: UpstreamResponse["body"], id: string, signal:
         throw new ProviderError("UPSTREAM", messageOf(event, status), { status, upstreamStatus: status, upstreamBody: event, retryable: isRetryableStatus(status) });
       }
       default:
-        // ping, content_block_stop, and events this translation does not use.
+        // ping, and events this translation does not use.
         break;
     }
   }

@@ -263,6 +263,8 @@ async function* streamChunks(body: UpstreamResponse["body"], id: string, signal:
   let usageSent = false;
   /** Content block index → index among the tool calls. */
   const tools = new Map<number, number>();
+  /** Tool calls whose input has started. */
+  const argued = new Set<number>();
   const role = () => {
     if (roleSent) return {};
     roleSent = true;
@@ -298,7 +300,19 @@ async function* streamChunks(body: UpstreamResponse["body"], id: string, signal:
         if (typeof delta?.text === "string" && delta.text) yield frames.delta({ ...role(), content: delta.text });
         else if (typeof delta?.toolUse?.input === "string" && delta.toolUse.input) {
           const index = tools.get(Number(payload.contentBlockIndex));
-          if (index !== undefined) yield frames.delta({ tool_calls: [{ index, function: { arguments: delta.toolUse.input } }] });
+          if (index !== undefined) {
+            argued.add(index);
+            yield frames.delta({ tool_calls: [{ index, function: { arguments: delta.toolUse.input } }] });
+          }
+        }
+        break;
+      }
+      case "contentBlockStop": {
+        // A tool without parameters streams no input: its arguments are "{}", as in a JSON answer.
+        const index = tools.get(Number(payload.contentBlockIndex));
+        if (index !== undefined && !argued.has(index)) {
+          argued.add(index);
+          yield frames.delta({ tool_calls: [{ index, function: { arguments: "{}" } }] });
         }
         break;
       }
@@ -317,7 +331,7 @@ async function* streamChunks(body: UpstreamResponse["body"], id: string, signal:
         break;
       }
       default:
-        // messageStart, contentBlockStop, and events this translation does not use.
+        // messageStart, and events this translation does not use.
         break;
     }
   }

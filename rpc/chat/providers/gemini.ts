@@ -74,6 +74,20 @@ interface GeminiResponse {
  */
 const SIGNATURE = "__thought__";
 
+/**
+ * A tool call id the adapter made up because Gemini gave the call none (Gemini 2.x): it is not
+ * sent back. Any other id is echoed on the `functionCall` and on the `functionResponse` that
+ * answers it, as Gemini 3 requires of the ids it gives every call.
+ */
+const MADE_UP_ID = /^call_[0-9a-f]{24}$/;
+
+/** A tool call id split into the call's own id (undefined when made up here) and its thought signature. */
+function callIdParts(id: string): { id?: string; signature?: string } {
+  const cut = id.indexOf(SIGNATURE);
+  const own = cut >= 0 ? id.slice(0, cut) : id;
+  return { ...(own && !MADE_UP_ID.test(own) ? { id: own } : {}), ...(cut >= 0 ? { signature: id.slice(cut + SIGNATURE.length) } : {}) };
+}
+
 /** The canonical request as a `generateContent` body. */
 export function geminiRequest(request: ChatRequest): Record<string, unknown> {
   const names = toolNamesById(request.messages);
@@ -140,7 +154,8 @@ function partsOf(message: ChatMessage, names: Map<string, string>): Part[] {
     const response = "arguments" in parsed && Object.keys(parsed).length === 1 ? { content: text } : parsed;
     const callId = message.tool_call_id ?? "";
     const name = names.get(callId) ?? message.name ?? "";
-    return [{ functionResponse: { name, response } }];
+    const { id } = callIdParts(callId);
+    return [{ functionResponse: { ...(id ? { id } : {}), name, response } }];
   }
   const parts: Part[] = [];
   if (typeof message.content === "string") {
@@ -159,9 +174,9 @@ function partsOf(message: ChatMessage, names: Map<string, string>): Part[] {
   }
   if (message.role === "assistant") {
     for (const call of message.tool_calls ?? []) {
-      const cut = call.id.indexOf(SIGNATURE);
-      const part: Part = { functionCall: { name: call.function.name, args: argumentsObject(call.function.arguments) } };
-      if (cut >= 0) part.thoughtSignature = call.id.slice(cut + SIGNATURE.length);
+      const { id, signature } = callIdParts(call.id);
+      const part: Part = { functionCall: { ...(id ? { id } : {}), name: call.function.name, args: argumentsObject(call.function.arguments) } };
+      if (signature) part.thoughtSignature = signature;
       parts.push(part);
     }
   }
@@ -201,6 +216,7 @@ function usageOf(metadata: GeminiResponse["usageMetadata"]): Usage | undefined {
 function toolCallOf(part: Part): ToolCall | undefined {
   const call = part.functionCall as { name?: unknown; args?: unknown; id?: unknown } | undefined;
   if (!call || typeof call.name !== "string") return undefined;
+  // Gemini 3 gives every call an id; for a call without one, an id is made up (MADE_UP_ID).
   let id = typeof call.id === "string" && call.id ? call.id : `call_${randomUUID().replaceAll("-", "").slice(0, 24)}`;
   if (typeof part.thoughtSignature === "string") id += SIGNATURE + part.thoughtSignature;
   return { id, type: "function", function: { name: call.name, arguments: JSON.stringify(call.args ?? {}) } };

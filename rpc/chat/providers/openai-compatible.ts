@@ -77,8 +77,10 @@ async function* parseChunks(body: UpstreamResponse["body"], timeoutMs: number, i
       }
       // A provider may report an error inside the stream; relay it as the last frame.
       if (chunk.error) throw inStreamError(chunk);
-      if (chunk.choices?.some((choice) => choice.finish_reason)) finished = true;
-      yield chunk;
+      const answer = ofTheAnswer(chunk);
+      if (!answer) continue;
+      if (answer.choices?.some((choice) => choice.finish_reason)) finished = true;
+      yield answer;
     }
     // A connection that ends before any choice finished was cut off: the client must see a
     // terminated stream, not a [DONE] that passes a truncated answer off as whole.
@@ -88,6 +90,21 @@ async function* parseChunks(body: UpstreamResponse["body"], timeoutMs: number, i
   } finally {
     if (!finished && !body.destroyed) body.destroy();
   }
+}
+
+/**
+ * The chunk as far as it carries the answer, or undefined when it carries none of it. Azure
+ * OpenAI's content filtering sends chunks of its own: a first one with no choices and only
+ * `prompt_filter_results` (its `id`, `object` and `model` empty), and with asynchronous
+ * filtering, annotations whose choice has no `delta`. Relayed, they would give clients a
+ * frame of another shape (and, as the first chunk, count as the answer having started); they
+ * are left out. A chunk with `choices: []` and `usage` is the usage frame, kept.
+ */
+function ofTheAnswer(chunk: ChatChunk): ChatChunk | undefined {
+  if (!Array.isArray(chunk.choices)) return chunk;
+  if (chunk.choices.every((choice) => choice?.delta)) return chunk.choices.length || chunk.usage ? chunk : undefined;
+  const choices = chunk.choices.filter((choice) => choice?.delta || choice?.finish_reason).map((choice) => (choice.delta ? choice : { ...choice, delta: {} }));
+  return choices.length || chunk.usage ? { ...chunk, choices } : undefined;
 }
 
 /** An error frame inside a stream (`{"error": {…}}`): relayed as the last frame, status 502. */

@@ -20,7 +20,7 @@ describe("upstream MCP calls and abort listeners", () => {
   beforeAll(async () => {
     process.on("warning", onWarning);
     upstream = await serveScripted([{ tool: { name: "ping", description: "pong", inputSchema: { type: "object" } }, run: () => ({ content: [{ type: "text", text: "pong" }] }) }]);
-    server = await startTestServer({ MCP_SERVERS_ALLOW_PRIVATE: "true", GATEWAY_RATE_LIMIT_RPM: "1000000" });
+    server = await startTestServer({ MCP_SERVERS_ALLOW_PRIVATE: "true", GATEWAY_RATE_LIMIT_RPM: "1000000", GATEWAY_API_RATE_LIMIT_RPM: "1000000" });
     token = (await registerUser(server)).token;
     expect((await server.request("/gateway/v1/mcp/servers", { method: "POST", headers: bearer(token), json: { name: "up", url: upstream.url } })).status).toBe(201);
   });

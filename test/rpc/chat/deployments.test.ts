@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { APIError } from "openai";
 import { http, HttpResponse } from "msw";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
@@ -33,6 +33,8 @@ beforeAll(async () => {
   const models = {
     // 429 with Retry-After on the first, answered by the second.
     pair: { deployments: [deployment("pair-a", { price: CHEAP, weight: 1 }), deployment("pair-b", { price: DEAR, weight: 0 })], retries: 1 },
+    // The dear one fails and the cheap one answers: held at the dear price, settled at the cheap one.
+    spill: { deployments: [deployment("spill-a", { price: DEAR, weight: 1 }), deployment("spill-b", { price: CHEAP, weight: 0 })], retries: 1 },
     weighted: { deployments: [deployment("w-a", { weight: 3 }), deployment("w-b", { weight: 1 })], routing: "weighted" },
     // Fails, then falls back.
     primary: { ...deployment("primary-up"), price: CHEAP, fallbacks: ["secondary"] },
@@ -143,7 +145,8 @@ describe("weighted routing", () => {
     expect(a + b).toBe(400);
     expect(a / 400).toBeGreaterThanOrEqual(0.68);
     expect(a / 400).toBeLessThanOrEqual(0.82);
-  });
+    // 400 requests over HTTP: well within a minute alone, more on a shared, busy machine.
+  }, 120_000);
 });
 
 describe("fallbacks", () => {
@@ -265,6 +268,86 @@ describe("streams", () => {
   });
 });
 
+describe("one hold, settled once and exactly, on every path", () => {
+  const ledgerState = (account: PlatformAccount) => server.composition.ports.repos.ledger.state(server.composition.ports.repos.ledger.credits(account.workspaceId));
+
+  /**
+   * Streams `model` with max_tokens 40 while the answering upstream is held open after its
+   * first words: what is held then, and the text the client got in the end.
+   */
+  async function heldWhileStreaming(account: PlatformAccount, model: string, messages: ReturnType<typeof userMessage>, release: () => void) {
+    const before = await ledgerState(account);
+    const response = await loopbackFetch(server.url("/api/v1/chat/completions"), {
+      method: "POST",
+      headers: { ...bearer(account.key), "content-type": "application/json" },
+      body: JSON.stringify({ model, messages, max_tokens: 40, stream: true }),
+    });
+    expect(response.status).toBe(200);
+    const reader = response.body!.getReader();
+    const decoder = new TextDecoder();
+    let text = decoder.decode((await reader.read()).value, { stream: true });
+    const inFlight = await ledgerState(account);
+    expect(inFlight.value).toBe(before.value);
+    release();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+    }
+    await vi.waitFor(async () => expect((await ledgerState(account)).held).toBe(0));
+    const after = await ledgerState(account);
+    return { held: inFlight.held, charged: before.value - after.value, frames: sseData(text) };
+  }
+
+  const content = (frames: string[]) => frames.filter((frame) => frame !== "[DONE]").map((frame) => JSON.parse(frame).choices?.[0]?.delta?.content ?? "").join("");
+  const gate = () => {
+    let release!: () => void;
+    const promise = new Promise<void>((resolve) => (release = resolve));
+    return { promise, release };
+  };
+
+  it("retry: held at the dearest deployment, settled once at the price of the one that answered", async () => {
+    const account = await platformAccount(server, 1);
+    const messages = userMessage("hold me through a retry");
+    const open = gate();
+    upstream.script("spill-a", { kind: "error", status: 429, body: { error: { message: "slow down", type: "rate_limit_error" } }, headers: { "retry-after": "2" } });
+    upstream.script("spill-b", { kind: "stream", words: ["cheap", " answer", " here"], holdBeforeEnd: open.promise });
+    const { held, charged, frames } = await heldWhileStreaming(account, "spill", messages, open.release);
+    expect(held).toBe(priced(DEAR, countPromptTokens(messages), 40));
+    expect(content(frames)).toBe("cheap answer here");
+    expect(frames.at(-1)).toBe("[DONE]");
+    expect(charged).toBe(priced(CHEAP, 10, 3));
+    expect([callsTo("spill-a"), callsTo("spill-b")]).toEqual([1, 1]);
+  });
+
+  it("fallback: held at the dearest candidate across the model and its fallbacks, settled once at the fallback's price", async () => {
+    const account = await platformAccount(server, 1);
+    const messages = userMessage("hold me through a fallback");
+    const open = gate();
+    upstream.script("primary-up", { kind: "error", status: 503, body: { error: { message: "primary down" } } });
+    upstream.script("secondary-up", { kind: "stream", words: ["fallback", " answer"], holdBeforeEnd: open.promise });
+    const { held, charged, frames } = await heldWhileStreaming(account, "primary", messages, open.release);
+    expect(held).toBe(Math.max(priced(CHEAP, countPromptTokens(messages), 40), priced(FALLBACK, countPromptTokens(messages), 40)));
+    expect(content(frames)).toBe("fallback answer");
+    expect(charged).toBe(priced(FALLBACK, 10, 2));
+    expect([callsTo("primary-up"), callsTo("secondary-up")]).toEqual([1, 1]);
+  });
+
+  it("cut stream: held at the dearest deployment, not retried, settled once for what was streamed at the price of the one that streamed", async () => {
+    const account = await platformAccount(server, 1);
+    const messages = userMessage("hold me, then cut me");
+    const open = gate();
+    upstream.script("cut-a", { kind: "stream", words: ["one", " two", " three"], dropAfter: 2, holdBeforeEnd: open.promise });
+    const { held, charged, frames } = await heldWhileStreaming(account, "cut", messages, open.release);
+    expect(held).toBe(priced(DEAR, countPromptTokens(messages), 40));
+    expect(frames.at(-1)).not.toBe("[DONE]");
+    expect(JSON.parse(frames.at(-1)!)).toHaveProperty("error");
+    expect(content(frames.slice(0, -1))).toBe("one two");
+    expect(charged).toBe(priced(DEAR, countPromptTokens(messages), countTokens("one two")));
+    expect([callsTo("cut-a"), callsTo("cut-b")]).toEqual([1, 0]);
+  });
+});
+
 describe("the documented example shape", () => {
   it("serves a model with echo and upstream deployments, least-busy", async () => {
     const account = await platformAccount(server, 1);
@@ -313,6 +396,25 @@ describe("cooldown shared by two instances on one Redis", () => {
         const metrics = await loopbackFetch(instance.url("/metrics")).then((res) => res.text());
         expect(metrics).toContain('gateway_model_deployment_cooldown{model="cool",deployment="0"} 1');
         expect(metrics).toContain('gateway_model_deployment_cooldown{model="cool",deployment="1"} 0');
+      }
+
+      // The cooldown ends on both instances after cooldownSeconds (a fake clock): skipped a
+      // second before its end, used again a second after it.
+      const until = Date.parse(health.body.deployments[0].cooldownUntil);
+      expect(until - Date.now()).toBeGreaterThan(20_000);
+      expect(until - Date.now()).toBeLessThanOrEqual(30_000);
+      upstream.script("cool-a", { kind: "reply", words: ["a", " is", " back"] });
+      vi.useFakeTimers({ toFake: ["Date"], now: until - 1000 });
+      try {
+        for (const client of clients) expect((await client.chat.completions.create({ model: "cool", messages: userMessage("hi") })).choices[0]!.message.content).toBe("b answers");
+        expect(callsTo("cool-a")).toBe(3);
+        vi.setSystemTime(until + 1000);
+        for (const client of clients) expect((await client.chat.completions.create({ model: "cool", messages: userMessage("hi") })).choices[0]!.message.content).toBe("a is back");
+        expect(callsTo("cool-a")).toBe(5);
+        const after = await two.request("/gateway/v1/model-registry/models/cool/health", { headers: bearer(viewer.token) });
+        expect(after.body.deployments[0]).toMatchObject({ coolingDown: false, cooldownUntil: null });
+      } finally {
+        vi.useRealTimers();
       }
     } finally {
       await one.close();

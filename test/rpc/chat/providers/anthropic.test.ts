@@ -158,6 +158,21 @@ describe("anthropic adapter", () => {
     });
   });
 
+  it("streams the arguments of a call to a tool without parameters as {}, as in a JSON answer", async () => {
+    const turn = { toolCalls: [{ id: "toolu_now", name: "current_time", input: {} }, { id: "toolu_paris", name: "weather", input: { city: "Paris" } }] };
+    upstream.script("claude-sonnet-4-5", { kind: "turn", turn });
+    const tools = [{ type: "function" as const, function: { name: "current_time" } }, ...TOOL_CONVERSATION.tools];
+    const request = { model: "claude", tools, messages: [{ role: "user", content: "Time, and weather in Paris?" }] };
+    const expected = [
+      { id: "toolu_now", type: "function", function: { name: "current_time", arguments: "{}" } },
+      { id: "toolu_paris", type: "function", function: { name: "weather", arguments: '{"city":"Paris"}' } },
+    ];
+    expect(completionOf(await provider.complete(request, signal())).choices[0]!.message.tool_calls).toEqual(expected);
+    const { chunks, error } = await drainStream(await provider.complete({ ...request, stream: true }, signal()));
+    expect(error).toBeUndefined();
+    expect(assemble(chunks)).toMatchObject({ finish: "tool_calls", toolCalls: expected });
+  });
+
   it("relays a 4xx verbatim as not retryable, and marks 429 (with Retry-After), 529 and 5xx retryable", async () => {
     const cases: { status: number; type: string; headers: Record<string, string>; retryable: boolean; retryAfterMs: number | undefined }[] = [
       { status: 400, type: "invalid_request_error", headers: {}, retryable: false, retryAfterMs: undefined },

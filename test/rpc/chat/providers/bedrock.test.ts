@@ -156,6 +156,21 @@ describe("bedrock adapter", () => {
     });
   });
 
+  it("streams the arguments of a call to a tool without parameters as {}, as in a JSON answer", async () => {
+    const turn = { toolCalls: [{ id: "tooluse_now", name: "current_time", input: {} }, { id: "tooluse_paris", name: "weather", input: { city: "Paris" } }] };
+    upstream.script(MODEL, { kind: "turn", turn });
+    const tools = [{ type: "function" as const, function: { name: "current_time" } }, ...TOOL_CONVERSATION.tools];
+    const request = { model: "sonnet", tools, messages: [{ role: "user", content: "Time, and weather in Paris?" }] };
+    const expected = [
+      { id: "tooluse_now", type: "function", function: { name: "current_time", arguments: "{}" } },
+      { id: "tooluse_paris", type: "function", function: { name: "weather", arguments: '{"city":"Paris"}' } },
+    ];
+    expect(completionOf(await provider.complete(request, signal())).choices[0]!.message.tool_calls).toEqual(expected);
+    const { chunks, error } = await drainStream(await provider.complete({ ...request, stream: true }, signal()));
+    expect(error).toBeUndefined();
+    expect(assemble(chunks)).toMatchObject({ finish: "tool_calls", toolCalls: expected });
+  });
+
   it("relays a 4xx verbatim as not retryable, and marks 429 (with Retry-After) and 503 retryable", async () => {
     const cases: { status: number; body: { message: string }; headers: Record<string, string>; retryable: boolean; retryAfterMs: number | undefined }[] = [
       { status: 400, body: { message: "Malformed input request" }, headers: { "x-amzn-errortype": "ValidationException:http://internal.amazon.com/coral/com.amazon.bedrock/" }, retryable: false, retryAfterMs: undefined },

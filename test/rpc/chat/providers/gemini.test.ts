@@ -9,7 +9,10 @@ import { TOOL_CONVERSATION, assemble, completionOf, drainStream, providerFor } f
 
 const BASE = "https://generativelanguage.test/v1beta";
 const upstream = createGeminiUpstream(BASE);
-const msw = mockUpstreams(...upstream.handlers);
+/** Gemini 3: every function call has an id, the first of a turn a thought signature. */
+const BASE3 = "https://gemini3.generativelanguage.test/v1beta";
+const gemini3 = createGeminiUpstream(BASE3, { callIds: true });
+const msw = mockUpstreams(...upstream.handlers, ...gemini3.handlers);
 const env = { GEMINI_KEY: "AIza-test" };
 const signal = () => new AbortController().signal;
 let provider: ReturnType<typeof providerFor>["provider"];
@@ -19,7 +22,10 @@ beforeAll(async () => {
   provider = providerFor("flash", { provider: "gemini", baseURL: msw.url(BASE), apiKeyEnv: "GEMINI_KEY", upstreamModel: "gemini-2.5-flash" }, env).provider;
 });
 afterAll(() => msw.close());
-beforeEach(() => upstream.reset());
+beforeEach(() => {
+  upstream.reset();
+  gemini3.reset();
+});
 
 describe("gemini adapter", () => {
   it("translates a JSON request and answer: contents, systemInstruction, generationConfig, key header, usage", async () => {
@@ -81,9 +87,13 @@ describe("gemini adapter", () => {
     expect(body.toolConfig).toEqual({ functionCallingConfig: { mode: "ANY" } });
     expect(body.contents).toEqual([
       { role: "user", parts: [{ text: "Weather in Paris and Rome?" }] },
-      { role: "model", parts: [{ functionCall: { name: "weather", args: { city: "Paris" } } }, { functionCall: { name: "weather", args: { city: "Rome" } } }] },
+      // The client's call ids go with the calls and with the results that answer them.
+      { role: "model", parts: [{ functionCall: { id: "call_1", name: "weather", args: { city: "Paris" } } }, { functionCall: { id: "call_2", name: "weather", args: { city: "Rome" } } }] },
       // The results name their function (from the call they answer), in one user turn.
-      { role: "user", parts: [{ functionResponse: { name: "weather", response: { temp: 21 } } }, { functionResponse: { name: "weather", response: { content: "sunny" } } }] },
+      {
+        role: "user",
+        parts: [{ functionResponse: { id: "call_1", name: "weather", response: { temp: 21 } } }, { functionResponse: { id: "call_2", name: "weather", response: { content: "sunny" } } }],
+      },
     ]);
     upstream.reset();
     await provider.complete({ model: "flash", ...TOOL_CONVERSATION, tool_choice: { type: "function", function: { name: "weather" } } }, signal());
@@ -111,6 +121,53 @@ describe("gemini adapter", () => {
     expect(assembled).toMatchObject({ finish: "tool_calls", content: "" });
     expect(assembled.toolCalls.map((call) => [call.function.name, JSON.parse(call.function.arguments)])).toEqual([["weather", { city: "Paris" }], ["weather", { city: "Rome" }]]);
     expect(new Set(assembled.toolCalls.map((call) => call.id)).size).toBe(2);
+  });
+
+  it("sends back the ids Gemini 3 gives its calls on the functionCall and functionResponse parts, and the thought signature, but no id made up for a call without one", async () => {
+    const three = providerFor("three", { provider: "gemini", baseURL: msw.url(BASE3), apiKeyEnv: "GEMINI_KEY", upstreamModel: "gemini-3-flash" }, env).provider;
+    const calls = [
+      { id: "fc_7x2k", name: "weather", input: { city: "Paris" }, signature: "c2lnLUE=" },
+      { id: "fc_9q4m", name: "weather", input: { city: "Rome" } },
+    ];
+    gemini3.script("gemini-3-flash", { kind: "turn", turn: { toolCalls: calls } });
+    const question = { model: "three", tools: TOOL_CONVERSATION.tools, messages: TOOL_CONVERSATION.messages.slice(0, 2) };
+    const answered = completionOf(await three.complete(question, signal())).choices[0]!.message.tool_calls!;
+    const streamed = assemble((await drainStream(await three.complete({ ...question, stream: true }, signal()))).chunks).toolCalls;
+    for (const toolCalls of [answered, streamed]) expect(toolCalls.map((call) => call.id)).toEqual(["fc_7x2k__thought__c2lnLUE=", "fc_9q4m"]);
+
+    gemini3.reset();
+    const results = [
+      { role: "tool", tool_call_id: answered[0]!.id, content: '{"temp":21}' },
+      { role: "tool", tool_call_id: answered[1]!.id, content: "sunny" },
+    ];
+    await three.complete({ ...question, messages: [...question.messages, { role: "assistant", content: null, tool_calls: answered }, ...results] }, signal());
+    expect(gemini3.calls[0]!.body.contents.slice(1)).toEqual([
+      {
+        role: "model",
+        parts: [
+          { functionCall: { id: "fc_7x2k", name: "weather", args: { city: "Paris" } }, thoughtSignature: "c2lnLUE=" },
+          { functionCall: { id: "fc_9q4m", name: "weather", args: { city: "Rome" } } },
+        ],
+      },
+      {
+        role: "user",
+        parts: [
+          { functionResponse: { id: "fc_7x2k", name: "weather", response: { temp: 21 } } },
+          { functionResponse: { id: "fc_9q4m", name: "weather", response: { content: "sunny" } } },
+        ],
+      },
+    ]);
+
+    // Gemini 2.x gives calls no id: the one made up for the client is not sent back.
+    upstream.script("gemini-2.5-flash", { kind: "turn", turn: { toolCalls: [calls[0]!] } });
+    const made = completionOf(await provider.complete({ ...question, model: "flash" }, signal())).choices[0]!.message.tool_calls!;
+    expect(made[0]!.id).toMatch(/^call_[0-9a-f]{24}__thought__c2lnLUE=$/);
+    upstream.reset();
+    await provider.complete({ ...question, model: "flash", messages: [...question.messages, { role: "assistant", content: null, tool_calls: made }, { ...results[0]!, tool_call_id: made[0]!.id }] }, signal());
+    expect(upstream.calls[0]!.body.contents.slice(1)).toEqual([
+      { role: "model", parts: [{ functionCall: { name: "weather", args: { city: "Paris" } }, thoughtSignature: "c2lnLUE=" }] },
+      { role: "user", parts: [{ functionResponse: { name: "weather", response: { temp: 21 } } }] },
+    ]);
   });
 
   it("relays a 4xx verbatim as not retryable, and marks 429 (its RetryInfo as the wait) and 503 retryable", async () => {

@@ -1,8 +1,11 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { http } from "msw";
 import { ServiceError } from "../../../../rpc/errors.js";
 import { ProviderError } from "../../../../rpc/chat/providers/provider-error.js";
 import { createOpenAiUpstream } from "../../../../mocks/openai-upstream.js";
 import { createToolCallingUpstream } from "../../../../mocks/openai-tools.js";
+import { createOpenAiChatUpstream } from "../../../../mocks/openai-chat-upstream.js";
+import { frameStream } from "../../../../mocks/scripted-provider.js";
 import { mockUpstreams } from "../../../helpers/mock-upstreams.js";
 import { TOOL_CONVERSATION, assemble, completionOf, drainStream, providerFor } from "../../../helpers/providers.js";
 
@@ -14,7 +17,9 @@ const AZURE_TOOLS = "https://tools-resource.openai.azure.test";
 const openai = createOpenAiUpstream(OPENAI);
 const azure = createOpenAiUpstream(`${AZURE}/openai/deployments/gpt4o-prod`);
 const azureTools = createToolCallingUpstream(`${AZURE_TOOLS}/openai/deployments/gpt4o-tools`);
-const msw = mockUpstreams(...openai.handlers, ...azure.handlers, ...azureTools.handlers);
+const AZURE_FILTERED = "https://filtered-resource.openai.azure.test";
+const azureFiltered = createOpenAiChatUpstream(`${AZURE_FILTERED}/openai/deployments/gpt4o-filtered`, { azure: true });
+const msw = mockUpstreams(...openai.handlers, ...azure.handlers, ...azureTools.handlers, ...azureFiltered.handlers);
 const env = { OPENAI_KEY: "sk-openai", AZURE_KEY: "azure-secret" };
 const signal = () => new AbortController().signal;
 
@@ -24,6 +29,7 @@ beforeEach(() => {
   openai.reset();
   azure.reset();
   azureTools.reset();
+  azureFiltered.reset();
 });
 
 describe("azure-openai adapter", () => {
@@ -53,6 +59,56 @@ describe("azure-openai adapter", () => {
     expect(error).toBeUndefined();
     expect(azureTools.calls[0]).toMatchObject({ model: "gpt4o-tools", tools: TOOL_CONVERSATION.tools, tool_choice: "required", parallel_tool_calls: false, messages: TOOL_CONVERSATION.messages });
     expect(assemble(chunks)).toMatchObject({ finish: "tool_calls", toolCalls: [{ id: expect.any(String), type: "function", function: { name: "weather", arguments: '{"city":"Oslo"}' } }] });
+  });
+});
+
+describe("azure-openai content filtering", () => {
+  const provider = () => providerFor("filtered", { provider: "azure-openai", baseURL: msw.url(AZURE_FILTERED), apiKeyEnv: "AZURE_KEY", upstreamModel: "gpt4o-filtered" }, env).provider;
+
+  it("leaves Azure's filter chunks out of a stream: the first one without choices, annotations without a delta", async () => {
+    azureFiltered.script("gpt4o-filtered", { kind: "turn", turn: { text: "all clear here", usage: { input: 9, output: 3 } } });
+    const { chunks, error } = await drainStream(await provider().complete({ model: "filtered", stream: true, messages: [{ role: "user", content: "hi" }] }, signal()));
+    expect(error).toBeUndefined();
+    // Every chunk has the shape and id of the answer's chunks; the role comes first.
+    expect(chunks.every((chunk) => chunk.object === "chat.completion.chunk" && chunk.id === chunks[0]!.id && chunk.id)).toBe(true);
+    expect(chunks.every((chunk) => (chunk.choices!.length ? chunk.choices!.every((choice) => choice.delta) : chunk.usage))).toBe(true);
+    expect(chunks[0]!.choices![0]!.delta).toMatchObject({ role: "assistant" });
+    expect(assemble(chunks)).toMatchObject({ content: "all clear here", finish: "stop", usage: { prompt_tokens: 9, completion_tokens: 3, total_tokens: 12 } });
+    // A JSON answer keeps them: they are fields beside those of the format.
+    const completion = completionOf(await provider().complete({ model: "filtered", messages: [{ role: "user", content: "hi" }] }, signal()));
+    expect(completion).toMatchObject({ choices: [{ message: { content: "all clear here" }, content_filter_results: { hate: { filtered: false } } }], prompt_filter_results: [{ prompt_index: 0 }] });
+  });
+
+  it("keeps a finish_reason that comes without a delta, with an empty one", async () => {
+    const encoder = new TextEncoder();
+    const frame = (data: unknown) => encoder.encode(`data: ${JSON.stringify(data)}\n\n`);
+    const chunk = (choices: unknown[]) => ({ id: "chatcmpl-f", object: "chat.completion.chunk", created: 1, model: "gpt-4o", choices });
+    msw.use(
+      http.post(`${AZURE_FILTERED}/openai/deployments/gpt4o-cut/chat/completions`, () =>
+        frameStream(
+          [
+            frame({ id: "", object: "", created: 0, model: "", choices: [], prompt_filter_results: [] }),
+            frame(chunk([{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }])),
+            frame(chunk([{ index: 0, delta: { content: "Some" }, finish_reason: null }])),
+            frame(chunk([{ index: 0, finish_reason: "content_filter", content_filter_results: { violence: { filtered: true, severity: "high" } } }])),
+            encoder.encode("data: [DONE]\n\n"),
+          ],
+          "text/event-stream",
+        ),
+      ),
+    );
+    try {
+      const cut = providerFor("cut", { provider: "azure-openai", baseURL: msw.url(AZURE_FILTERED), apiKeyEnv: "AZURE_KEY", upstreamModel: "gpt4o-cut" }, env).provider;
+      const { chunks, error } = await drainStream(await cut.complete({ model: "cut", stream: true, messages: [{ role: "user", content: "hi" }] }, signal()));
+      expect(error).toBeUndefined();
+      expect(chunks.map((c) => c.choices)).toEqual([
+        [{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }],
+        [{ index: 0, delta: { content: "Some" }, finish_reason: null }],
+        [{ index: 0, delta: {}, finish_reason: "content_filter", content_filter_results: { violence: { filtered: true, severity: "high" } } }],
+      ]);
+    } finally {
+      msw.resetHandlers();
+    }
   });
 });
 

@@ -1,5 +1,5 @@
-import type { Config } from "../config.js";
-import { ServiceError } from "../errors.js";
+import type { Config } from "../../rpc/config.js";
+import { ServiceError } from "../../rpc/errors.js";
 
 /** spec 8 GATEWAY_CORS_ORIGINS: `*` or a comma-separated list of origins (a trailing slash is ignored). */
 export function allowedOrigins(config: Pick<Config, "GATEWAY_CORS_ORIGINS">): readonly string[] {

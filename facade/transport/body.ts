@@ -1,4 +1,4 @@
-import { ServiceError } from "../errors.js";
+import { ServiceError } from "../../rpc/errors.js";
 
 const tooLarge = (limit: number) => new ServiceError("PAYLOAD_TOO_LARGE", `Request body exceeds the limit of ${limit} bytes`);
 

@@ -2,11 +2,11 @@ import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { getRequestIP, type H3Event } from "h3";
 import { FastResponse } from "srvx";
-import type { Surface } from "../define.js";
-import type { Logger } from "../log.js";
-import type { Metrics } from "../metrics.js";
-import { toServiceError, type ServiceError } from "../errors.js";
-import { renderError } from "./surfaces.js";
+import type { Logger } from "../../rpc/log.js";
+import type { Metrics } from "../../rpc/metrics.js";
+import { toServiceError, type ServiceError } from "../../rpc/errors.js";
+import { renderError, SURFACES, type CallSurface } from "../../rpc/surfaces.js";
+import type { CallFactsInit } from "../../rpc/call-facts.js";
 
 /** What instrument() needs of the services: where log lines and metrics go. */
 export interface Observers {
@@ -39,6 +39,12 @@ export interface RequestScope {
    * (the stream's end), so they carry its full duration and what the stream metered.
    */
   defer(): () => void;
+  /**
+   * Resolves true once the answer's last byte was handed to the socket, false when the
+   * connection closed before (the client went away). Made on first call; undefined off Node.
+   * Paid requests settle on it (docs/crash-consistency.md "No charge without an answer").
+   */
+  delivered?(): Promise<boolean>;
   /** Filled in by the handler for the log line (chat adds model, tokens, cost, latencies). */
   log: { operation?: string; principal?: { kind: string; userId: string }; [field: string]: unknown };
 }
@@ -51,15 +57,31 @@ export function jsonResponse(body: unknown, status: number, headers: Headers): R
   return new FastResponse(JSON.stringify(body), { status, headers: out });
 }
 
+/**
+ * The facts of a call a request makes, as its scope knows them (spread into `callFacts`): its
+ * request id, the client's abort signal, the header sink, the address, `traceparent`, and the
+ * request's log line for the call's fields.
+ */
+export function scopeFacts(scope: RequestScope): Omit<CallFactsInit, "surface" | "transport"> {
+  return {
+    requestId: scope.requestId,
+    signal: scope.abort.signal,
+    responseHeaders: scope.responseHeaders,
+    ip: scope.ip,
+    ...(scope.traceparent ? { traceparent: scope.traceparent } : {}),
+    logFields: scope.log,
+  };
+}
+
 /** A middleware's refusal: `error` answered in the surface's envelope, logged and counted like any request. */
-export function refuse(event: H3Event, surface: Surface | "rpc", observers: Observers, error: ServiceError): Promise<Response> {
+export function refuse(event: H3Event, surface: CallSurface, observers: Observers, error: ServiceError): Promise<Response> {
   return instrument(surface, observers, async () => {
     throw error;
   })(event);
 }
 
 /** Renders any thrown value in the surface's envelope (renderError) as a response. */
-export function errorResponse(surface: Surface | "rpc", error: unknown, requestId: string, log: Logger, headers?: Headers): Response {
+export function errorResponse(surface: CallSurface, error: unknown, requestId: string, log: Logger, headers?: Headers): Response {
   const rendered = renderError(surface, error, requestId, log, headers);
   return jsonResponse(rendered.body, rendered.status, rendered.headers);
 }
@@ -86,11 +108,26 @@ function clientAbort(request: H3Event["req"]): AbortController {
   return abort;
 }
 
+/** When the answer was handed to the socket in full (true) or the connection closed first (false). */
+function deliveryOf(request: H3Event["req"]): (() => Promise<boolean>) | undefined {
+  const res = (request as { runtime?: { node?: { res?: ServerResponse } } }).runtime?.node?.res;
+  if (!res) return undefined;
+  let delivered: Promise<boolean> | undefined;
+  return () =>
+    (delivered ??= new Promise<boolean>((resolve) => {
+      if (res.writableFinished) return resolve(true);
+      if (res.destroyed) return resolve(false);
+      // 'finish': the last chunk was handed to the operating system; 'close' first: cut.
+      res.once("finish", () => resolve(true));
+      res.once("close", () => resolve(res.writableFinished));
+    }));
+}
+
 /**
  * Wraps a route: a request id (the client's X-Request-Id when sane), an abort signal tied to
  * the client, the surface's error envelope, one JSON log line and the HTTP metrics per request.
  */
-export function instrument(surface: Surface | "rpc", observers: Observers, handler: (event: H3Event, scope: RequestScope) => Promise<Response>) {
+export function instrument(surface: CallSurface, observers: Observers, handler: (event: H3Event, scope: RequestScope) => Promise<Response>) {
   const { log, metrics } = observers;
   return async (event: H3Event): Promise<Response> => {
     const started = performance.now();
@@ -104,6 +141,7 @@ export function instrument(surface: Surface | "rpc", observers: Observers, handl
       abort,
       ip: getRequestIP(event) ?? "unknown",
       traceparent: traceparentOf(request),
+      delivered: deliveryOf(request),
       log: {},
       defer() {
         let release!: () => void;
@@ -111,8 +149,9 @@ export function instrument(surface: Surface | "rpc", observers: Observers, handl
         return () => release();
       },
     };
-    // spec 4.2: X-Service-Request-Id is the only service-specific header on the Platform API.
-    if (surface !== "platform") scope.responseHeaders.set("x-request-id", scope.requestId);
+    // The surface's request-id header (none on the Platform: docs/interface.md 4.2).
+    const requestIdHeader = SURFACES[surface].requestIdHeader;
+    if (requestIdHeader) scope.responseHeaders.set(requestIdHeader, scope.requestId);
     let response: Response;
     let refusal: string | undefined;
     try {

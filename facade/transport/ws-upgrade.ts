@@ -1,9 +1,10 @@
 import { randomUUID } from "node:crypto";
-import type { Presented, Principal } from "../rpc/auth.js";
-import type { Dispatcher } from "../rpc/dispatcher.js";
-import { jsonResponse } from "../rpc/transport/instrument.js";
-import { assertOrigin, allowedOrigins } from "../rpc/transport/origin.js";
-import { presentedFor, renderError } from "../rpc/transport/surfaces.js";
+import type { Presented, Principal } from "../../rpc/auth.js";
+import { callFacts, type Dispatcher } from "../../rpc/dispatcher.js";
+import { jsonResponse } from "./instrument.js";
+import { assertOrigin, allowedOrigins } from "./origin.js";
+import { renderError, SURFACES } from "../../rpc/surfaces.js";
+import { presentedFor } from "./surfaces.js";
 
 /** For clients that cannot set headers on a WebSocket (browsers): offer `bearer.<token>` next to the subprotocol. */
 const BEARER_PROTOCOL = "bearer.";
@@ -53,25 +54,25 @@ export function defineSocketUpgrade<T>(dispatcher: Dispatcher, gate: SocketGate)
   return async (request: Request) => {
     const requestId = randomUUID();
     let principal: Principal | undefined;
+    // The upgrade's log line, with the gate call's fields (principal, outcome, duration).
+    const logFields: Record<string, unknown> = {};
+    // What the answer carries, refusal or not: the request id, and the rate limit's X-RateLimit-*.
+    const responseHeaders = new Headers({ [SURFACES[gate.surface].requestIdHeader ?? "x-request-id"]: requestId });
     try {
       assertOrigin(request, origins);
       const presented = presentedOnUpgrade(gate.surface, request);
-      const admitted = (await dispatcher.dispatch(gate.method, () => gate.params(request), {
-        requestId,
-        surface: gate.surface,
-        presented,
-        signal: request.signal,
-        responseHeaders: new Headers(),
-        ip: "",
-        onAuthenticated: (who) => (principal = who),
-      })) as T;
-      log.info({ requestId, event: `${gate.event}.upgrade`, status: 101, principal: { kind: principal!.kind, userId: principal!.userId } });
+      const admitted = (await dispatcher.dispatch(
+        gate.method,
+        () => gate.params(request),
+        callFacts({ requestId, surface: gate.surface, transport: "socket", presented, signal: request.signal, responseHeaders, logFields, onAuthenticated: (who) => (principal = who) }),
+      )) as T;
+      log.info({ requestId, event: `${gate.event}.upgrade`, status: 101, ...logFields });
       const protocol = offeredProtocols(request).includes(gate.subprotocol) ? gate.subprotocol : undefined;
       const context: Admitted<T> = { requestId, principal: principal!, presented, admitted };
-      return { headers: { "x-request-id": requestId }, ...(protocol ? { protocol } : {}), context: context as unknown as Record<string, unknown> };
+      return { headers: Object.fromEntries(responseHeaders), ...(protocol ? { protocol } : {}), context: context as unknown as Record<string, unknown> };
     } catch (error) {
-      const rendered = renderError(gate.surface, error, requestId, log, new Headers({ "x-request-id": requestId }));
-      if (rendered.status !== 500) log.info({ requestId, event: `${gate.event}.upgrade`, status: rendered.status });
+      const rendered = renderError(gate.surface, error, requestId, log, responseHeaders);
+      if (rendered.status !== 500) log.info({ requestId, event: `${gate.event}.upgrade`, status: rendered.status, ...logFields });
       if (rendered.status === 401) rendered.headers.set("www-authenticate", `Bearer realm="${gate.surface}"`);
       return jsonResponse(rendered.body, rendered.status, rendered.headers);
     }

@@ -1,0 +1,30 @@
+import { getCookie, type HTTPEvent } from "h3";
+import type { Presented } from "../../rpc/auth.js";
+import { CONSOLE_COOKIE, SURFACES, type CallSurface } from "../../rpc/surfaces.js";
+
+/**
+ * The credential reader: the presentations a surface accepts (its profile's `credentials`,
+ * docs/interface.md 5): Platform and Account take a bearer key only; the console a cookie
+ * only; the Gateway, bridge and JSON-RPC a bearer token or `X-API-Key`.
+ */
+export function presentedFor(surface: CallSurface, request: Request): Presented {
+  const accepts = SURFACES[surface].credentials;
+  if (accepts.includes("cookie")) {
+    const cookie = getCookie({ req: request } as HTTPEvent, CONSOLE_COOKIE);
+    return cookie ? { cookie, viaConsole: true } : { viaConsole: true };
+  }
+  const presented: Presented = {};
+  if (accepts.includes("bearer")) {
+    const authorization = request.headers.get("authorization");
+    if (authorization) {
+      const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+      if (match) presented.bearer = match[1];
+      else presented.malformedAuthorization = true;
+    }
+  }
+  if (accepts.includes("apiKey")) {
+    const apiKey = request.headers.get("x-api-key")?.trim();
+    if (apiKey) presented.apiKey = apiKey;
+  }
+  return presented;
+}

@@ -1,0 +1,47 @@
+import { isServiceError } from "../errors.js";
+import type { Policy } from "./policy.js";
+
+/** A call's outcome as a label: `ok`, or the error code it ended with (INTERNAL for anything unexpected). */
+export function outcomeOf(error: unknown): string {
+  return isServiceError(error) ? error.code : "INTERNAL";
+}
+
+/**
+ * Accounts for every call, whatever the transport: the per-call metrics
+ * (`gateway_dispatcher_calls_total` and `gateway_dispatcher_call_duration_seconds`, by method,
+ * surface, transport and outcome) and the call in the log: its method, outcome and duration join
+ * the transport's own line (`calls`) when it writes one after the call (REST, `/rpc`, the MCP
+ * request's gate, socket upgrades), else the call gets a line of its own (`event: "call"`:
+ * MCP tools and resources calls, agent-stream messages). First in the chain, so refusals of
+ * every later policy are counted too.
+ */
+export const observe: Policy = {
+  name: "observe",
+  stage: "call",
+  applies: () => true,
+  async run(call, next) {
+    const started = performance.now();
+    let outcome = "ok";
+    try {
+      return await next();
+    } catch (error) {
+      outcome = outcomeOf(error);
+      throw error;
+    } finally {
+      const seconds = (performance.now() - started) / 1000;
+      const { method, facts, ports, principal } = call;
+      const transport = facts.transport ?? "direct";
+      const metric = ports.metrics.call(method.name, facts.surface, transport, outcome);
+      metric.calls.inc();
+      metric.duration.observe(seconds);
+      const entry = { method: method.name, outcome, durationMs: Math.round(seconds * 100_000) / 100 };
+      const who = principal ? { kind: principal.kind, userId: principal.userId } : undefined;
+      if (facts.logFields) {
+        if (who) facts.logFields.principal ??= who;
+        ((facts.logFields.calls ??= []) as unknown[]).push(entry);
+      } else {
+        ports.log.info({ requestId: facts.requestId, event: "call", surface: facts.surface, transport, ...entry, ...(who ? { principal: who } : {}) });
+      }
+    }
+  },
+};
