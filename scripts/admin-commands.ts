@@ -1,7 +1,7 @@
 import { parseArgs } from "node:util";
-import { randomBytes, randomUUID } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import type { Composition } from "../rpc/compose.js";
-import type { CallFacts } from "../rpc/dispatcher.js";
+import { callFacts } from "../rpc/dispatcher.js";
 import { ADMIN_PRINCIPAL } from "../rpc/auth.js";
 import { isServiceError } from "../rpc/errors.js";
 import { MICRO_PER_CREDIT } from "../rpc/money/money.js";
@@ -158,36 +158,15 @@ function adminError(error: unknown, notFound?: string): unknown {
 const noWorkspace = (id: string) => `No workspace ${id} (find a user's workspace with: user --email <e>)`;
 
 /**
- * Dispatches one method as the local administrator: the dispatcher's whole path (lookup,
- * operator check, validation, the handler with its domain's deps), as for an HTTP call. One log
- * line per call, like the HTTP transports' request line.
+ * Dispatches one method as the local administrator: the dispatcher's whole path (lookup, the
+ * policy chain with its operator check and its log line for the call, validation, the handler
+ * with its domain's deps), as for an HTTP call.
  */
 async function call<T>(composition: Composition, method: string, params: Record<string, unknown>, notFound?: string): Promise<T> {
-  const started = performance.now();
-  const facts: CallFacts = {
-    requestId: randomUUID(),
-    surface: "rpc",
-    presented: {},
-    signal: new AbortController().signal,
-    responseHeaders: new Headers(),
-    ip: "local",
-    authenticated: ADMIN_PRINCIPAL,
-  };
-  let outcome = "ok";
   try {
-    return (await composition.dispatcher.dispatch(method, params, facts)) as T;
+    return (await composition.dispatcher.dispatch(method, params, callFacts({ surface: "rpc", transport: "direct", ip: "local", authenticated: ADMIN_PRINCIPAL }))) as T;
   } catch (error) {
-    outcome = isServiceError(error) ? error.code : "INTERNAL";
     throw adminError(error, notFound);
-  } finally {
-    composition.ports.log.info({
-      requestId: facts.requestId,
-      surface: "admin",
-      operation: method,
-      principal: { kind: ADMIN_PRINCIPAL.kind, userId: ADMIN_PRINCIPAL.userId },
-      outcome,
-      durationMs: Math.round(performance.now() - started),
-    });
   }
 }
 

@@ -7,6 +7,7 @@ import { eventually } from "../helpers/eventually.js";
 import { dropRedisPrefix, TEST_REDIS_URL, uniqueRedisPrefix } from "../helpers/redis.js";
 import { loadConfig } from "../../rpc/config.js";
 import { compose } from "../../rpc/compose.js";
+import { callFacts } from "../../rpc/dispatcher.js";
 import { createLogger } from "../../rpc/log.js";
 import { noTools } from "../../rpc/tools/no-tools.js";
 import { runAdmin } from "../../scripts/admin-commands.js";
@@ -85,8 +86,8 @@ describe("npm run admin dispatches the operator methods", () => {
     expect(Object.keys(fromAdmin!.payload).sort()).toEqual(Object.keys(fromConsole!.payload).sort());
     expect(fromAdmin).toMatchObject({ type: fromConsole!.type, topic: fromConsole!.topic, source: fromConsole!.source, payload: { kind: fromConsole!.payload.kind } });
 
-    // The call's log line, as a transport writes one, on stderr; stdout is the answer alone.
-    expect(made.logs()).toContainEqual(expect.objectContaining({ surface: "admin", operation: "operator.keys.create", principal: { kind: "service", userId: "admin" }, outcome: "ok" }));
+    // The dispatcher's line for the call, on stderr; stdout is the answer alone.
+    expect(made.logs()).toContainEqual(expect.objectContaining({ event: "call", method: "operator.keys.create", principal: { kind: "service", userId: "admin" }, outcome: "ok" }));
     expect(made.stderr).not.toContain(adminKey.key);
   }, 120_000);
 
@@ -105,7 +106,7 @@ describe("npm run admin dispatches the operator methods", () => {
       const overAdmin = await admin("grant-credits", "--workspace", workspace, `--credits=${credits}`);
       expect(overAdmin.code, overAdmin.stderr).toBe(2);
       expect(overAdmin.stderr).toMatch(rule);
-      expect(overAdmin.logs()).toContainEqual(expect.objectContaining({ operation: "operator.credits.grant", outcome: "VALIDATION_FAILED" }));
+      expect(overAdmin.logs()).toContainEqual(expect.objectContaining({ event: "call", method: "operator.credits.grant", outcome: "VALIDATION_FAILED" }));
     }
     expect(await server.composition.ports.repos.credits.balance(workspace)).toBe(before);
 
@@ -133,7 +134,7 @@ describe("npm run admin dispatches the operator methods", () => {
     for (const method of internal) expect(openapi).not.toContain(method);
     // An operator's session is not the local administrator.
     const asOperator = await server.dispatcher
-      .dispatch("operator.users.update", { email, operator: false }, { requestId: "t", surface: "rpc", presented: { bearer: session }, signal: new AbortController().signal, responseHeaders: new Headers(), ip: "local" })
+      .dispatch("operator.users.update", { email, operator: false }, callFacts({ surface: "rpc", transport: "direct", presented: { bearer: session } }))
       .catch((error: unknown) => error);
     expect(asOperator).toMatchObject({ code: "UNAUTHORIZED" });
     expect((await server.composition.ports.repos.users.byEmail(email))!.operator).toBe(true);
