@@ -33,7 +33,7 @@ export interface Composition {
   readonly dispatcher: Dispatcher<ServiceMethod>;
   /** A domain module's deps by its name (tests and the admin command reach repositories and workers here). */
   deps<T = unknown>(domain: string): T;
-  /** Closes the modules in reverse order, then the bridge, then storage last. */
+  /** Waits for pending event publishes, closes the modules in reverse order, then the bus, the bridge, and storage last. */
   close(): Promise<void>;
 }
 
@@ -72,6 +72,8 @@ export async function compose(config: Config, log: Logger, openTools: OpenToolBr
     closers.push(() => tools.close());
     metrics.gauge("gateway_vm_sockets", "VM-agent sockets connected to this instance", () => tools.vms.stats().connected);
     closers.push(() => eventLog.close());
+    // Events emitted while the modules close still reach the bus before it closes.
+    closers.push(() => sink.drain());
 
     const exported: Partial<DomainExports> = { bridge: tools };
     const ports: Ports = {
@@ -97,6 +99,8 @@ export async function compose(config: Config, log: Logger, openTools: OpenToolBr
     };
     const deps = new Map<string, unknown>();
     for (const module of modules) await initModule(module, ports, deps, exported, closers);
+    // Closing starts by waiting for the events the last calls emitted (webhooks still fan them out).
+    closers.push(() => sink.drain());
 
     const core: CorePorts = { ...pickCore(ports), users: ports.repos.users, keys: ports.repos.keys, tenants: ports.repos.tenants };
     const dispatcher = new Dispatcher(createRegistry(modules.flatMap((module): readonly ServiceMethod[] => module.methods)), core, deps);
