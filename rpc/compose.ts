@@ -9,7 +9,7 @@ import { Dispatcher } from "./dispatcher.js";
 import { EventSink } from "./event-sink.js";
 import { Metrics } from "./metrics.js";
 import type { AnyDomainModule, CorePorts, DomainExports, Ports } from "./module.js";
-import { modulesFor } from "./modules.js";
+import { modulesFor, type ServiceMethod } from "./modules.js";
 import { createRegistry } from "./registry.js";
 import { openRepos } from "./repos.js";
 import type { OpenToolBridge } from "./tools/ports.js";
@@ -30,7 +30,7 @@ export interface ComposeOptions {
 /** The running service below its transports: the core's ports, each domain's deps, the dispatcher. */
 export interface Composition {
   readonly ports: Ports;
-  readonly dispatcher: Dispatcher;
+  readonly dispatcher: Dispatcher<ServiceMethod>;
   /** A domain module's deps by its name (tests and the admin command reach repositories and workers here). */
   deps<T = unknown>(domain: string): T;
   /** Waits for pending event publishes, closes the modules in reverse order, then the bus, the bridge, and storage last. */
@@ -103,7 +103,7 @@ export async function compose(config: Config, log: Logger, openTools: OpenToolBr
     closers.push(() => sink.drain());
 
     const core: CorePorts = { ...pickCore(ports), users: ports.repos.users, keys: ports.repos.keys, tenants: ports.repos.tenants };
-    const dispatcher = new Dispatcher(createRegistry(modules.flatMap((module) => module.methods)), core, deps);
+    const dispatcher = new Dispatcher(createRegistry(modules.flatMap((module): readonly ServiceMethod[] => module.methods)), core, deps);
     return {
       ports,
       dispatcher,

@@ -1,7 +1,14 @@
 import { parseArgs } from "node:util";
 import { randomBytes } from "node:crypto";
 import type { Composition } from "../rpc/compose.js";
+import type { MethodParams, MethodResult } from "../rpc/define.js";
 import { callFacts } from "../rpc/dispatcher.js";
+import type { ServiceMethod } from "../rpc/modules.js";
+import { operatorUsersCreate, operatorUsersGet, operatorUsersUpdate } from "../rpc/accounts/operator-methods.js";
+import { operatorKeysCreate } from "../rpc/keys/operator-methods.js";
+import { operatorWorkspacesCreate } from "../rpc/workspaces/operator-methods.js";
+import { operatorBalances, operatorCreditsGrant } from "../rpc/billing/credit-methods.js";
+import { operatorMcpServersShare, operatorMcpServersShared, operatorMcpServersUnshare } from "../rpc/tools/shared-server-methods.js";
 import { ADMIN_PRINCIPAL } from "../rpc/auth.js";
 import { isServiceError } from "../rpc/errors.js";
 import { MICRO_PER_CREDIT } from "../rpc/money/money.js";
@@ -162,20 +169,12 @@ const noWorkspace = (id: string) => `No workspace ${id} (find a user's workspace
  * policy chain with its operator check and its log line for the call, validation, the handler
  * with its domain's deps), as for an HTTP call.
  */
-async function call<T>(composition: Composition, method: string, params: Record<string, unknown>, notFound?: string): Promise<T> {
+async function call<M extends ServiceMethod>(composition: Composition, method: M, params: MethodParams<M>, notFound?: string): Promise<MethodResult<M>> {
   try {
-    return (await composition.dispatcher.dispatch(method, params, callFacts({ surface: "rpc", transport: "direct", ip: "local", authenticated: ADMIN_PRINCIPAL }))) as T;
+    return await composition.dispatcher.call(method, params, callFacts({ surface: "rpc", transport: "direct", ip: "local", authenticated: ADMIN_PRINCIPAL }));
   } catch (error) {
     throw adminError(error, notFound);
   }
-}
-
-interface UserAnswer {
-  user: { id: string; email: string; workspaceId: string; plan: string; operator: boolean };
-  previous: { plan: string; operator: boolean };
-}
-interface BalanceAnswer {
-  workspaces: { workspaceId: string; creditBalance: number }[];
 }
 
 /** Runs one command; returns what to print (JSON-serialisable). Throws AdminError on bad input or a refused call. */
@@ -189,38 +188,38 @@ export async function runAdmin(args: string[], composition: Composition): Promis
       const email = required(flags, "email");
       const generated = flags.password === undefined;
       const password = generated ? `${randomBytes(12).toString("base64url")}-Aa1` : required(flags, "password");
-      const { user } = await call<{ user: unknown }>(composition, "operator.users.create", { email, password, fullName: optional(flags, "name") });
+      const { user } = await call(composition, operatorUsersCreate, { email, password, fullName: optional(flags, "name") });
       return { user, ...(generated ? { password } : {}) };
     }
 
     case "user": {
-      const { user } = await call<UserAnswer>(composition, "operator.users.get", { email: required(flags, "email") });
+      const { user } = await call(composition, operatorUsersGet, { email: required(flags, "email") });
       const { operator: _operator, ...shown } = user;
-      const { workspaces } = await call<BalanceAnswer>(composition, "operator.balances", { workspaceId: user.workspaceId }, noWorkspace(user.workspaceId));
+      const { workspaces } = await call(composition, operatorBalances, { workspaceId: user.workspaceId }, noWorkspace(user.workspaceId));
       return { user: shown, balance: credits(workspaces[0]!.creditBalance) };
     }
 
     case "create-workspace":
-      return call(composition, "operator.workspaces.create", { email: required(flags, "email"), name: optional(flags, "name"), default: flags.default === true });
+      return call(composition, operatorWorkspacesCreate, { email: required(flags, "email"), name: optional(flags, "name"), default: flags.default === true });
 
     case "grant-credits": {
       const workspaceId = required(flags, "workspace");
       const amount = numberFlag(flags, "credits");
-      const answer = await call<{ workspaceId: string; granted: number; creditBalance: number }>(composition, "operator.credits.grant", { workspaceId, credits: amount }, noWorkspace(workspaceId));
+      const answer = await call(composition, operatorCreditsGrant, { workspaceId, credits: amount }, noWorkspace(workspaceId));
       return { workspace: answer.workspaceId, granted: credits(answer.granted), balance: credits(answer.creditBalance) };
     }
 
     case "balance": {
       const workspaceId = required(flags, "workspace");
-      const [workspace] = (await call<BalanceAnswer>(composition, "operator.balances", { workspaceId }, noWorkspace(workspaceId))).workspaces;
+      const [workspace] = (await call(composition, operatorBalances, { workspaceId }, noWorkspace(workspaceId))).workspaces;
       return { workspace: workspace!.workspaceId, balance: credits(workspace!.creditBalance), microCredits: workspace!.creditBalance };
     }
 
     case "create-key": {
       const workspaceId = required(flags, "workspace");
-      const key = await call<{ id: string; name: string; workspaceId: string; key: string; scopes: string[]; expiresAt: string | null; rpmLimit: number | null; tpmLimit: number | null; spendLimit: number | null }>(
+      const key = await call(
         composition,
-        "operator.keys.create",
+        operatorKeysCreate,
         {
           workspaceId,
           name: required(flags, "name"),
@@ -246,19 +245,19 @@ export async function runAdmin(args: string[], composition: Composition): Promis
     }
 
     case "set-plan": {
-      const { user, previous } = await call<UserAnswer>(composition, "operator.users.update", { email: required(flags, "email"), plan: required(flags, "plan") });
+      const { user, previous } = await call(composition, operatorUsersUpdate, { email: required(flags, "email"), plan: required(flags, "plan") });
       return { user: user.id, email: user.email, plan: user.plan, previous: previous.plan };
     }
 
     case "grant-operator":
     case "revoke-operator": {
       const operator = command === "grant-operator";
-      const { user, previous } = await call<UserAnswer>(composition, "operator.users.update", { email: required(flags, "email"), operator });
+      const { user, previous } = await call(composition, operatorUsersUpdate, { email: required(flags, "email"), operator });
       return { user: user.id, email: user.email, operator, previous: previous.operator };
     }
 
     case "add-mcp-server":
-      return call(composition, "operator.mcp.servers.share", {
+      return call(composition, operatorMcpServersShare, {
         name: required(flags, "name"),
         url: required(flags, "url"),
         category: optional(flags, "category"),
@@ -266,10 +265,10 @@ export async function runAdmin(args: string[], composition: Composition): Promis
       });
 
     case "list-mcp-servers":
-      return (await call<{ servers: unknown[] }>(composition, "operator.mcp.servers.shared", {})).servers;
+      return (await call(composition, operatorMcpServersShared, {})).servers;
 
     case "remove-mcp-server":
-      return call(composition, "operator.mcp.servers.unshare", { name: required(flags, "name") });
+      return call(composition, operatorMcpServersUnshare, { name: required(flags, "name") });
 
     default:
       throw new AdminError(`Unknown command ${JSON.stringify(command)}\n\n${USAGE}`, 2);

@@ -43,7 +43,7 @@ export const authMethods = [
     }),
     auth: "public",
     output: SessionIssued,
-    errors: ["VALIDATION_FAILED", "BAD_REQUEST", "CONFLICT"],
+    errors: { VALIDATION_FAILED: {}, BAD_REQUEST: {}, CONFLICT: {} },
     http: [{ surface: "gateway", method: "POST", path: "/auth/register", status: 201 }],
     async handler(params, ctx) {
       const user = await registerAccount(ctx.deps, params);
@@ -57,7 +57,7 @@ export const authMethods = [
     input: Credentials,
     auth: "public",
     output: SessionIssued,
-    errors: ["UNAUTHORIZED", "RATE_LIMITED"],
+    errors: { UNAUTHORIZED: {}, RATE_LIMITED: {} },
     http: [{ surface: "gateway", method: "POST", path: "/auth/login" }],
     async handler(params, ctx) {
       const user = await checkPassword(ctx.deps, params.email, params.password, ctx);

@@ -105,7 +105,7 @@ export const consoleKeyMethods = [
     }),
     auth: CONSOLE_ONLY,
     output: v.object({ id: v.string(), name: v.string(), key: WithSecret.entries.key, createdAt: Timestamp }),
-    errors: ["VALIDATION_FAILED"],
+    errors: { VALIDATION_FAILED: {}, NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "console", method: "POST", path: "/api-keys", status: 201 }],
     async handler(params, ctx) {
       const principal = ctx.principal;
@@ -127,6 +127,7 @@ export const consoleKeyMethods = [
     input: v.object(WorkspaceParam),
     auth: CONSOLE_ONLY,
     output: v.object({ data: v.array(ConsoleKeyView) }),
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "console", method: "GET", path: "/api-keys" }],
     async handler(params, ctx) {
       const records = await ctx.deps.keys.list(await workspaceOf(ctx, params.workspaceId, "viewer"), "platform");
@@ -153,7 +154,7 @@ export const consoleKeyMethods = [
     ),
     auth: CONSOLE_ONLY,
     output: ConsoleKeyView,
-    errors: ["NOT_FOUND", "VALIDATION_FAILED"],
+    errors: { NOT_FOUND: {}, VALIDATION_FAILED: {}, FORBIDDEN: {} },
     http: [{ surface: "console", method: "PATCH", path: "/api-keys/:id" }],
     async handler(params, ctx) {
       const record = await ownKey(ctx.deps, await workspaceOf(ctx, params.workspaceId, "member"), params.id);
@@ -173,7 +174,7 @@ export const consoleKeyMethods = [
     input: v.object({ id: KeyId, ...WorkspaceParam }),
     auth: CONSOLE_ONLY,
     output: v.object({ id: v.string(), revoked: v.boolean() }),
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "console", method: "DELETE", path: "/api-keys/:id" }],
     async handler(params, ctx) {
       const record = await ownKey(ctx.deps, await workspaceOf(ctx, params.workspaceId, "member"), params.id);

@@ -72,7 +72,7 @@ export const gatewayKeyMethods = [
     input: v.object({ key_id: v.pipe(v.string(), v.minLength(1)) }),
     auth: KEYS_NEED_A_SESSION_OR_CONSOLE,
     output: v.object({ success: v.boolean(), id: v.string() }),
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {} },
     http: [
       { surface: "gateway", method: "DELETE", path: "/auth/keys/:key_id" },
       { surface: "console", method: "DELETE", path: "/gateway-keys/:key_id" },

@@ -49,6 +49,7 @@ export const mcpServerMethods = [
     input: v.object({ tenantId }),
     auth: { kinds: ["session", "gateway_key", "console"] },
     output: v.object({ servers: v.array(UpstreamServerView), count: v.number() }),
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [
       { surface: "gateway", method: "GET", path: "/mcp/servers" },
       { surface: "console", method: "GET", path: "/mcp/servers" },
@@ -66,7 +67,7 @@ export const mcpServerMethods = [
     input: v.object({ name: ServerName, ...ServerConnection, tenantId }),
     auth: { kinds: ["session", "gateway_key"] },
     output: UpstreamServerView,
-    errors: ["CONFLICT", "FORBIDDEN", "VALIDATION_FAILED", "NOT_FOUND"],
+    errors: { CONFLICT: {}, FORBIDDEN: {}, VALIDATION_FAILED: {}, NOT_FOUND: {} },
     http: [{ surface: "gateway", method: "POST", path: "/mcp/servers", status: 201 }],
     async handler(params, ctx) {
       const { tenantId: requested, ...server } = params;
@@ -84,7 +85,7 @@ export const mcpServerMethods = [
     input: v.object({ name: v.pipe(v.string(), v.minLength(1), v.maxLength(48)), tenantId }),
     auth: { kinds: ["session", "gateway_key"] },
     output: v.object({ success: v.boolean(), name: v.string() }),
-    errors: ["NOT_FOUND", "FORBIDDEN"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "DELETE", path: "/mcp/servers/:name" }],
     async handler(params, ctx) {
       const tenantId = await ownerOf(ctx, params.tenantId, "owner");

@@ -60,7 +60,7 @@ export const workspaceMethods = [
     }),
     auth: READ_AUTH,
     output: v.object({ workspaces: v.array(WorkspaceView), count: v.number() }),
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [
       { surface: "gateway", method: "GET", path: "/workspaces" },
       { surface: "console", method: "GET", path: "/workspaces" },
@@ -85,7 +85,7 @@ export const workspaceMethods = [
     }),
     auth: AUTH,
     output: WorkspaceView,
-    errors: ["NOT_FOUND", "FORBIDDEN", "VALIDATION_FAILED"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {}, VALIDATION_FAILED: {} },
     http: [{ surface: "gateway", method: "POST", path: "/workspaces", status: 201 }],
     async handler(params, ctx) {
       const tenant = await requireTenantAccess(ctx.deps, ctx.principal, params.tenantId, "admin");
@@ -99,7 +99,7 @@ export const workspaceMethods = [
     input: v.object({ workspace_id: Id("workspace_id") }),
     auth: AUTH,
     output: WorkspaceView,
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "GET", path: "/workspaces/:workspace_id" }],
     async handler(params, ctx) {
       const { workspace } = await requireWorkspace(ctx.deps, ctx.principal, params.workspace_id, "viewer");
@@ -114,7 +114,7 @@ export const workspaceMethods = [
     input: v.object({ workspace_id: Id("workspace_id"), status: Status }),
     auth: AUTH,
     output: WorkspaceView,
-    errors: ["NOT_FOUND", "FORBIDDEN", "VALIDATION_FAILED"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {}, VALIDATION_FAILED: {} },
     http: [{ surface: "gateway", method: "PATCH", path: "/workspaces/:workspace_id" }],
     async handler(params, ctx) {
       const { workspace } = await requireWorkspace(ctx.deps, ctx.principal, params.workspace_id, "admin");
