@@ -21,7 +21,7 @@ export const SNIPPET_BYTES = 1024;
 /** A rotated-out secret still signs (second signature) this long, so receivers can roll over. */
 export const ROTATION_GRACE_MS = 24 * 3600_000;
 /** Deliveries stored per step of a fan-out; the event loop is yielded between steps. */
-export const FAN_OUT_BATCH = 100;
+export const FAN_OUT_BATCH = 20;
 
 /**
  * The id of the delivery of `eventId` to `subscriptionId`: the same whichever instance stores
