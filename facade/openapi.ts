@@ -1,8 +1,7 @@
 import { toJsonSchema } from "@valibot/to-json-schema";
 import type { GenericSchema } from "valibot";
 import type { AnyMethod, HttpBinding, Surface } from "../rpc/define.js";
-import { ERROR_TABLE } from "../rpc/errors.js";
-import { budgetOf } from "../rpc/policies/rate-limit.js";
+import { contractErrors, type ContractError } from "../rpc/method-errors.js";
 import type { Registry } from "../rpc/registry.js";
 import { HTTP_SURFACES, SURFACES, type ErrorSchemaName } from "../rpc/surfaces.js";
 import { fullPath } from "./rest.js";
@@ -54,25 +53,36 @@ function security(method: AnyMethod, surface: Surface): JsonObject[] {
   return out;
 }
 
-/** The error statuses a binding can answer: from its auth, policies (its own and its surface's), input and declared errors. */
-function errorStatuses(method: AnyMethod, surface: Surface, hasParams: boolean): number[] {
-  const statuses = new Set<number>();
-  if (hasParams) statuses.add(400);
-  if (method.auth !== "public") statuses.add(401);
-  if (method.auth !== "public" && method.auth.scopes?.length) statuses.add(method.auth.scopeError ? ERROR_TABLE[method.auth.scopeError].status : 403);
-  if (method.auth !== "public" && method.auth.operator) statuses.add(403);
-  if (method.policies?.ingest || (method.auth !== "public" && budgetOf(method, surface))) statuses.add(429);
-  for (const code of method.errors ?? []) statuses.add(ERROR_TABLE[code].status);
-  return [...statuses].sort((a, b) => a - b);
+/**
+ * The error responses of a method through a surface, by status: its contract's errors
+ * (rpc/method-errors.ts: the declared codes and those its auth, input and policies, its own and
+ * its surface's, imply), so the document lists exactly what the declaration says. Each
+ * response names its codes (`x-error-codes`).
+ */
+function errorResponses(method: AnyMethod, surface: Surface, hasParams: boolean): Record<string, JsonObject> {
+  const byStatus = new Map<number, ContractError[]>();
+  for (const error of contractErrors(method, { hasParams, surface })) byStatus.set(error.status, [...(byStatus.get(error.status) ?? []), error]);
+  return Object.fromEntries(
+    [...byStatus.entries()].sort(([a], [b]) => a - b).map(([status, errors]) => [String(status), errorResponse(surface, status, errors)]),
+  );
 }
 
-function errorResponse(surface: Surface, status?: number | "4XX"): JsonObject {
+function errorResponse(surface: Surface, status?: number | "4XX", errors: ContractError[] = []): JsonObject {
   // docs/interface.md 7.1: the Account API refuses credentials with a flat {error, code}.
   const { errorSchema, authErrorSchema } = SURFACES[surface].openapi!;
   const schema = authErrorSchema && (status === 401 || status === 403) ? authErrorSchema : errorSchema;
+  const codes = errors.map((error) => `\`${error.code}\`${error.message ? ` (${error.message})` : ""}`).join(", ");
   const description =
-    status === "4XX" ? "Any other client error (a malformed request, a method not allowed here, a body too large)" : status ? `Error (${ERROR_DESCRIPTIONS[status] ?? "see the error body"})` : "Error";
-  return { description, content: { "application/json": { schema: { $ref: `#/components/schemas/${schema}` } } } };
+    status === "4XX"
+      ? "Any other client error (a malformed request, a method not allowed here, a body too large)"
+      : status
+        ? `Error (${ERROR_DESCRIPTIONS[status] ?? "see the error body"})${codes ? `: ${codes}` : ""}`
+        : "Error";
+  return {
+    description,
+    ...(errors.length ? { "x-error-codes": errors.map((error) => error.code) } : {}),
+    content: { "application/json": { schema: { $ref: `#/components/schemas/${schema}` } } },
+  };
 }
 
 const ERROR_DESCRIPTIONS: Record<number, string> = {
@@ -121,11 +131,13 @@ function operation(method: AnyMethod, binding: HttpBinding, multiple: boolean): 
           ...(method.stream ? { "text/event-stream": { schema: { type: "string" } } } : {}),
         },
       },
-      ...Object.fromEntries(errorStatuses(method, binding.surface, Object.keys(properties).length > 0).map((status) => [String(status), errorResponse(binding.surface, status)])),
+      ...errorResponses(method, binding.surface, Object.keys(properties).length > 0),
       "4XX": errorResponse(binding.surface, "4XX"),
       default: errorResponse(binding.surface),
     },
     "x-jsonrpc-method": method.name,
+    // Names `POST /rpc` still answers to, deprecated (docs/versioning.md "Renamed JSON-RPC methods").
+    ...(method.formerNames?.length ? { "x-jsonrpc-deprecated-names": method.formerNames } : {}),
   };
   if (Object.keys(bodyProps).length > 0) {
     op.requestBody = {

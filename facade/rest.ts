@@ -1,6 +1,6 @@
 import type { H3 } from "h3";
 import { RawReply, isAsyncIterable, type AnyMethod, type HttpBinding, type RawRequest } from "../rpc/define.js";
-import { callFacts, type Dispatcher } from "../rpc/dispatcher.js";
+import { callFacts, fromWire, type Dispatcher } from "../rpc/dispatcher.js";
 import { ServiceError } from "../rpc/errors.js";
 import { readJsonBody, readRawBody } from "./transport/body.js";
 import { instrument, jsonResponse, scopeFacts, type RequestScope } from "./transport/instrument.js";
@@ -95,7 +95,7 @@ async function handleRest(
     }
     return { ...query, ...(body as Record<string, unknown> | undefined), ...decodeParams(pathParams) };
   };
-  const result = await dispatcher.dispatch(method.name, binding.raw ? readRaw : readParams, facts);
+  const result = await dispatcher.call(method, fromWire(binding.raw ? readRaw : readParams), facts);
   if (result instanceof RawReply) {
     const headers = new Headers(scope.responseHeaders);
     result.headers.forEach((value, name) => headers.set(name, value));

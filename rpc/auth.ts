@@ -196,6 +196,21 @@ async function sessionPrincipal(kind: CredentialKind, claims: SessionClaims, ser
 /** The principal of PLATFORM_SERVICE_KEY: no user; `userId` names the service for logs and rate limits. */
 export const SERVICE_PRINCIPAL: Principal = Object.freeze({ kind: "service", userId: "service", scopes: ["*"] }) as Principal;
 
+/**
+ * The local administrator: `npm run admin`, which holds the storage and secrets already and
+ * dispatches operator methods in-process as this principal (`CallFacts.authenticated`). An
+ * operator like the service credential (`isOperator`), with no user; `userId` names it in log
+ * lines and in the records it makes. No request can present it: it is never resolved from a
+ * credential.
+ */
+export const ADMIN_PRINCIPAL: Principal = Object.freeze({ kind: "service", userId: "admin", scopes: ["*"] }) as Principal;
+
+/**
+ * The auth of an operation only the admin command offers (an `internal` method, no binding):
+ * the service kind that `ADMIN_PRINCIPAL` carries, and operators only.
+ */
+export const LOCAL_ADMIN = { kinds: ["service"], operator: true } as const satisfies AuthSpec;
+
 /** Constant-time comparison with the configured service key (hashed first so lengths match). */
 export function isServiceKey(token: string, configured: string | undefined): boolean {
   if (!configured) return false;

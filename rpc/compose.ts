@@ -9,7 +9,7 @@ import { Dispatcher } from "./dispatcher.js";
 import { EventSink } from "./event-sink.js";
 import { Metrics } from "./metrics.js";
 import type { AnyDomainModule, CorePorts, DomainExports, Ports } from "./module.js";
-import { modulesFor } from "./modules.js";
+import { modulesFor, type ServiceMethod } from "./modules.js";
 import { createRegistry } from "./registry.js";
 import { openRepos } from "./repos.js";
 import type { OpenToolBridge } from "./tools/ports.js";
@@ -30,10 +30,10 @@ export interface ComposeOptions {
 /** The running service below its transports: the core's ports, each domain's deps, the dispatcher. */
 export interface Composition {
   readonly ports: Ports;
-  readonly dispatcher: Dispatcher;
+  readonly dispatcher: Dispatcher<ServiceMethod>;
   /** A domain module's deps by its name (tests and the admin command reach repositories and workers here). */
   deps<T = unknown>(domain: string): T;
-  /** Closes the modules in reverse order, then the bridge, then storage last. */
+  /** Waits for pending event publishes, closes the modules in reverse order, then the bus, the bridge, and storage last. */
   close(): Promise<void>;
 }
 
@@ -72,6 +72,8 @@ export async function compose(config: Config, log: Logger, openTools: OpenToolBr
     closers.push(() => tools.close());
     metrics.gauge("gateway_vm_sockets", "VM-agent sockets connected to this instance", () => tools.vms.stats().connected);
     closers.push(() => eventLog.close());
+    // Events emitted while the modules close still reach the bus before it closes.
+    closers.push(() => sink.drain());
 
     const exported: Partial<DomainExports> = { bridge: tools };
     const ports: Ports = {
@@ -97,9 +99,11 @@ export async function compose(config: Config, log: Logger, openTools: OpenToolBr
     };
     const deps = new Map<string, unknown>();
     for (const module of modules) await initModule(module, ports, deps, exported, closers);
+    // Closing starts by waiting for the events the last calls emitted (webhooks still fan them out).
+    closers.push(() => sink.drain());
 
     const core: CorePorts = { ...pickCore(ports), users: ports.repos.users, keys: ports.repos.keys, tenants: ports.repos.tenants, members: ports.repos.members };
-    const dispatcher = new Dispatcher(createRegistry(modules.flatMap((module) => module.methods)), core, deps);
+    const dispatcher = new Dispatcher(createRegistry(modules.flatMap((module): readonly ServiceMethod[] => module.methods)), core, deps);
     return {
       ports,
       dispatcher,

@@ -1,6 +1,6 @@
 import type * as v from "valibot";
 import type { AuthSpec, Principal } from "./auth.js";
-import type { ErrorCode } from "./errors.js";
+import type { ErrorCode, ServiceErrorOptions } from "./errors.js";
 import type { ClientRelay } from "./relay.js";
 import type { SetCookie } from "./cookies.js";
 
@@ -109,8 +109,64 @@ export interface ProgressUpdate {
   message?: string;
 }
 
-/** The context of a method with this auth spec: authenticated methods see a principal, no `!` needed. */
-export type ContextFor<A extends AuthSpec, Deps = unknown> = CallContext<A extends "public" ? Principal | undefined : Principal, Deps>;
+/** One error a method declares it raises. Its status and JSON-RPC code come from rpc/errors.ts ERROR_TABLE. */
+export interface ErrorDecl {
+  /**
+   * When this method answers it, in the caller's words: the OpenAPI response's description, and
+   * the message `ctx.fail(code)` uses when given none.
+   */
+  readonly message?: string;
+  /**
+   * The status the method's surface answers this code with, when not ERROR_TABLE's: the
+   * Platform API renders an upstream timeout as 502 (rpc/surfaces.ts).
+   */
+  readonly status?: number;
+}
+
+/**
+ * The errors a method's handler raises itself, keyed by code: `{ NOT_FOUND: {}, CONFLICT: {
+ * message: "…" } }`. Together with the ones its auth, input and policies imply (rpc/method-errors.ts)
+ * they are its OpenAPI error responses and the codes `ctx.fail` accepts.
+ */
+export type ErrorMap = { readonly [C in ErrorCode]?: ErrorDecl };
+
+/** No declared errors. */
+export type NoErrors = Record<never, never>;
+
+type ScopeErrorOf<A> = A extends { scopeError: infer S extends ErrorCode } ? S : "FORBIDDEN";
+type HasScopes<A> = A extends { scopes: readonly [] } ? false : A extends { scopes: readonly string[] } ? true : false;
+
+/**
+ * Codes a handler may raise without declaring them, because its auth spec and input already
+ * put them in its contract (rpc/method-errors.ts `impliedErrors` is the same rule at run time):
+ * `VALIDATION_FAILED` (a check the schema cannot express), `UNAUTHORIZED` on an authenticated
+ * method (the caller's account went away meanwhile), the scope error of a method that requires
+ * scopes and `FORBIDDEN` of an operator-only or session-only method.
+ */
+export type ImpliedCode<A extends AuthSpec> =
+  | "VALIDATION_FAILED"
+  | (A extends "public"
+      ? never
+      :
+          | "UNAUTHORIZED"
+          | (HasScopes<A> extends true ? ScopeErrorOf<A> : never)
+          | (A extends { operator: true } ? "FORBIDDEN" : never)
+          | (A extends { keyRefusal: string } ? "FORBIDDEN" : never));
+
+/** The codes a handler of this auth spec and error map may raise with `ctx.fail`. */
+export type RaisableCode<A extends AuthSpec, E> = (keyof E & ErrorCode) | ImpliedCode<A>;
+
+/** Throws the `ServiceError` of a declared code; the message defaults to the declared one. */
+export type Fail<C extends ErrorCode> = (code: C, message?: string, options?: ServiceErrorOptions) => never;
+
+/**
+ * The context of a method with this auth spec and these errors: authenticated methods see a
+ * principal (no `!` needed), and `fail` takes only the codes the method declares or implies.
+ * It is a `CallContext` too, so helpers typed with the domain's context take it as is.
+ */
+export type ContextFor<A extends AuthSpec, Deps = unknown, E = NoErrors> = CallContext<A extends "public" ? Principal | undefined : Principal, Deps> & {
+  fail: Fail<RaisableCode<A, E>>;
+};
 
 /** Framing of a streamed result over SSE. */
 export interface StreamOptions {
@@ -120,12 +176,26 @@ export interface StreamOptions {
 
 type MaybePromise<T> = T | Promise<T>;
 
-/** What a handler must return: the declared output's shape when there is one. */
-export type ResultOf<O> = O extends v.GenericSchema ? v.InferInput<O> : unknown;
+/** What a handler must return: the declared output's shape when there is one, or a stream, or a raw reply. */
+export type HandlerReturn<O> = MaybePromise<(O extends v.GenericSchema ? v.InferInput<O> : unknown) | AsyncIterable<unknown> | RawReply>;
 
-export interface MethodDef<TSchema extends v.GenericSchema = v.GenericSchema, A extends AuthSpec = AuthSpec, O extends v.GenericSchema | undefined = undefined, Deps = unknown> {
-  /** Dotted name, unique in the registry: `auth.register`. */
-  name: string;
+/** The fields of a declaration (`defineMethod`, `<domain>Domain.method`). */
+export interface MethodDef<
+  N extends string = string,
+  TSchema extends v.GenericSchema = v.GenericSchema,
+  A extends AuthSpec = AuthSpec,
+  O extends v.GenericSchema | undefined = undefined,
+  E extends ErrorMap = NoErrors,
+  R = unknown,
+  Deps = unknown,
+> {
+  /** Dotted lowercase `domain.noun.verb`, unique in the registry: `tenants.members.add`. */
+  name: N;
+  /**
+   * Names the method had before a rename: `POST /rpc` still answers to them, deprecated, until
+   * the next major version (docs/versioning.md "Renamed JSON-RPC methods").
+   */
+  formerNames?: readonly string[];
   summary: string;
   input: TSchema;
   /**
@@ -135,29 +205,83 @@ export interface MethodDef<TSchema extends v.GenericSchema = v.GenericSchema, A 
   output?: O;
   auth: A;
   policies?: Policies;
-  /** Error codes the handler itself may raise, beyond auth and validation (OpenAPI responses). */
-  errors?: readonly ErrorCode[];
+  /**
+   * The errors the handler itself raises, beyond those its auth and input imply: its OpenAPI
+   * error responses and the codes `ctx.fail` accepts.
+   */
+  errors?: E;
   http: readonly HttpBinding[];
   /**
    * A gate for a transport that is not a REST binding (an MCP request, a socket upgrade):
-   * reached only through `dispatch` by that transport, never over `/rpc` nor in OpenAPI.
+   * reached only through the dispatcher by that transport, never over `/rpc` nor in OpenAPI.
    */
   internal?: boolean;
   stream?: StreamOptions;
-  handler(params: v.InferOutput<TSchema>, ctx: ContextFor<A, Deps>): MaybePromise<ResultOf<O> | AsyncIterable<unknown>>;
+  handler(params: v.InferOutput<TSchema>, ctx: ContextFor<A, Deps, E>): R;
 }
 
-export type AnyMethod = Omit<MethodDef<v.GenericSchema, AuthSpec, v.GenericSchema | undefined>, "handler"> & {
+/** A declared method as the registry, the dispatcher and the transports handle it, whatever its types. */
+export interface AnyMethod {
+  readonly name: string;
+  readonly formerNames?: readonly string[];
+  readonly summary: string;
+  readonly input: v.GenericSchema;
+  readonly output?: v.GenericSchema;
+  readonly auth: AuthSpec;
+  readonly policies?: Policies;
+  readonly errors?: ErrorMap;
+  readonly http: readonly HttpBinding[];
+  readonly internal?: boolean;
+  readonly stream?: StreamOptions;
   handler(params: unknown, ctx: CallContext): unknown;
   /** The domain module that declared it (rpc/module.ts `domain(name).method`); its deps reach the handler. */
-  domain?: string;
-};
+  readonly domain?: string;
+}
+
+/**
+ * A declared method with its types: its name, input schema, auth, output and errors, and the
+ * result its handler returns. `dispatcher.call(method, params, facts)` reads them: the params
+ * are the input schema's input, the result the handler's (held to the declared output).
+ */
+export interface Method<
+  N extends string = string,
+  TSchema extends v.GenericSchema = v.GenericSchema,
+  A extends AuthSpec = AuthSpec,
+  O extends v.GenericSchema | undefined = v.GenericSchema | undefined,
+  E extends ErrorMap = ErrorMap,
+  R = unknown,
+> extends AnyMethod {
+  readonly name: N;
+  readonly input: TSchema;
+  readonly output?: O;
+  readonly auth: A;
+  readonly errors?: E;
+  /** Types only, never set at run time. */
+  readonly "~types"?: { readonly params: v.InferInput<TSchema>; readonly result: Awaited<R> };
+}
+
+/** What `dispatcher.call(method, …)` takes as params: the input schema's input (before defaults and transforms). */
+export type MethodParams<M extends AnyMethod> = M extends { readonly "~types"?: { readonly params: infer P } } ? P : unknown;
+
+/** What `dispatcher.call(method, …)` resolves to: what the handler returns (a stream when it streams). */
+export type MethodResult<M extends AnyMethod> = M extends { readonly "~types"?: { readonly result: infer R } } ? R : unknown;
+
+/**
+ * How the `errors` field is checked: a map whose keys are error codes (a misspelt code is an
+ * error, and so is a list of codes).
+ */
+export type ErrorsField<E> = E & { readonly [K in Exclude<keyof E, ErrorCode>]: never } & { readonly length?: never };
 
 /** Declares one operation; the facade, JSON-RPC and OpenAPI are generated from it. */
-export function defineMethod<TSchema extends v.GenericSchema, const A extends AuthSpec, O extends v.GenericSchema | undefined = undefined>(
-  def: MethodDef<TSchema, A, O>,
-): AnyMethod {
-  return def as unknown as AnyMethod;
+export function defineMethod<
+  const N extends string,
+  TSchema extends v.GenericSchema,
+  const A extends AuthSpec,
+  O extends v.GenericSchema | undefined = undefined,
+  const E extends ErrorMap = NoErrors,
+  R extends HandlerReturn<O> = HandlerReturn<O>,
+>(def: MethodDef<N, TSchema, A, O, E, R> & { errors?: ErrorsField<E> }): Method<N, TSchema, A, O, E, R> {
+  return def as unknown as Method<N, TSchema, A, O, E, R>;
 }
 
 export function isAsyncIterable(value: unknown): value is AsyncIterable<unknown> {

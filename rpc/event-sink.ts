@@ -14,6 +14,8 @@ export class EventSink {
   readonly #log: EventLog;
   readonly #logger: Logger;
   readonly #listeners: EventListener[] = [];
+  /** Publishes started by `emit`, not yet on the bus (awaited by `drain`). */
+  readonly #pending = new Set<Promise<unknown>>();
 
   constructor(log: EventLog, logger: Logger) {
     this.#log = log;
@@ -38,17 +40,36 @@ export class EventSink {
   emit(tenantId: string | undefined, type: string, data: Record<string, unknown>): void {
     if (!tenantId) return;
     const topic = type.split(".")[0]!;
-    void this.publish({ tenantId, topic, type, source: "gateway", payload: data }).catch((error: unknown) => {
-      this.#logger.error({ msg: "event not published", type, tenantId, error: String((error as Error)?.message ?? error) });
-    });
+    this.#track(
+      this.publish({ tenantId, topic, type, source: "gateway", payload: data }).catch((error: unknown) => {
+        this.#logger.error({ msg: "event not published", type, tenantId, error: String((error as Error)?.message ?? error) });
+      }),
+    );
   }
 
   /** `emit` under the user's personal tenant (keys belong to a user, not to a tenant). */
   emitForUser(users: UsersRepo, userId: string, type: string, data: Record<string, unknown>): void {
-    void users.get(userId).then(
-      (user) => this.emit(user?.tenantId, type, data),
-      () => undefined,
+    this.#track(
+      users.get(userId).then(
+        (user) => this.emit(user?.tenantId, type, data),
+        () => undefined,
+      ),
     );
+  }
+
+  /**
+   * Waits until every event `emit` started is on the bus (or its failure logged), including
+   * those emitted meanwhile: the composition calls it on close, so a short-lived process (the
+   * admin command) writes its events before it exits.
+   */
+  async drain(): Promise<void> {
+    while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
+  }
+
+  #track(publishing: Promise<unknown>): void {
+    this.#pending.add(publishing);
+    const done = () => void this.#pending.delete(publishing);
+    publishing.then(done, done);
   }
 }
 

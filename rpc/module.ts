@@ -1,6 +1,6 @@
 import type * as v from "valibot";
 import type { AuthSpec } from "./auth.js";
-import type { AnyMethod, MethodDef } from "./define.js";
+import type { AnyMethod, ErrorMap, ErrorsField, HandlerReturn, Method, MethodDef, NoErrors } from "./define.js";
 import type { Config } from "./config.js";
 import type { DomainExports, Ports } from "./ports.js";
 
@@ -13,9 +13,9 @@ type MaybePromise<T> = T | Promise<T>;
  * One domain (`rpc/<domain>/`): its methods, declared statically, and how it builds the narrow
  * dependencies its handlers see as `ctx.deps` from the core's ports and earlier domains' exports.
  */
-export interface DomainModule<Deps = unknown> {
+export interface DomainModule<Deps = unknown, M extends AnyMethod = AnyMethod> {
   readonly name: string;
-  readonly methods: readonly AnyMethod[];
+  readonly methods: readonly M[];
   /** Validates the module's configuration before storage opens (a bad document stops the start). */
   check?(config: Config): void;
   init(ports: Ports): MaybePromise<Deps>;
@@ -28,13 +28,23 @@ export interface DomainModule<Deps = unknown> {
 /** A module in the ordered list, whatever its deps. */
 export type AnyDomainModule = DomainModule<any>;
 
+/** The methods of a module, with their types (rpc/modules.ts builds the registry's type from them). */
+export type MethodsOf<Module> = Module extends DomainModule<any, infer M> ? M : never;
+
 /** Declares methods of one domain: their handlers get `ctx.deps` typed as the domain's `Deps`. */
 export interface Domain<Deps> {
   readonly name: string;
-  /** `defineMethod` with this domain's deps: same declaration fields. */
-  method<TSchema extends v.GenericSchema, const A extends AuthSpec, O extends v.GenericSchema | undefined = undefined>(def: MethodDef<TSchema, A, O, Deps>): AnyMethod;
+  /** `defineMethod` with this domain's deps: same declaration fields, the same typed method value. */
+  method<
+    const N extends string,
+    TSchema extends v.GenericSchema,
+    const A extends AuthSpec,
+    O extends v.GenericSchema | undefined = undefined,
+    const E extends ErrorMap = NoErrors,
+    R extends HandlerReturn<O> = HandlerReturn<O>,
+  >(def: MethodDef<N, TSchema, A, O, E, R, Deps> & { errors?: ErrorsField<E> }): Method<N, TSchema, A, O, E, R>;
   /** The module (for `rpc/<domain>/index.ts`), with its methods and init. */
-  module(spec: Omit<DomainModule<Deps>, "name">): DomainModule<Deps>;
+  module<M extends AnyMethod>(spec: Omit<DomainModule<Deps, M>, "name">): DomainModule<Deps, M>;
 }
 
 /** `const chat = domain<ChatDeps>("chat"); chat.method({...})`. */
@@ -42,7 +52,7 @@ export function domain<Deps>(name: string): Domain<Deps> {
   return {
     name,
     method(def) {
-      return { ...(def as unknown as AnyMethod), domain: name };
+      return { ...(def as unknown as AnyMethod), domain: name } as never;
     },
     module(spec) {
       for (const method of spec.methods) {

@@ -1,5 +1,5 @@
 import type { Config } from "./config.js";
-import type { AnyDomainModule } from "./module.js";
+import type { MethodsOf } from "./module.js";
 import { moneyModule } from "./money/index.js";
 import { accountsModule } from "./accounts/index.js";
 import { tenantsModule } from "./tenants/index.js";
@@ -22,7 +22,7 @@ import { updatesModule } from "./updates/index.js";
  * come in two modes (spec 4.4): by id, run here (default), or by name, proxied to the
  * orchestrator when `ORCH_BASE_URL` is set.
  */
-export function modulesFor(config: Pick<Config, "ORCH_BASE_URL">): readonly AnyDomainModule[] {
+export function modulesFor(config: Pick<Config, "ORCH_BASE_URL">) {
   return [
     moneyModule,
     accountsModule,
@@ -41,7 +41,13 @@ export function modulesFor(config: Pick<Config, "ORCH_BASE_URL">): readonly AnyD
   ];
 }
 
+/**
+ * Every method a deployment may serve, with its types (both agent modes): the registry's type
+ * (`Registry<ServiceMethod>`), so the service's dispatcher calls only these.
+ */
+export type ServiceMethod = MethodsOf<ReturnType<typeof modulesFor>[number]>;
+
 /** Every method of a deployment, in module order (the registry, OpenAPI, the metrics' operation labels). */
-export function methodsFor(config: Pick<Config, "ORCH_BASE_URL">) {
-  return modulesFor(config).flatMap((module) => module.methods);
+export function methodsFor(config: Pick<Config, "ORCH_BASE_URL">): readonly ServiceMethod[] {
+  return modulesFor(config).flatMap((module): readonly ServiceMethod[] => module.methods);
 }

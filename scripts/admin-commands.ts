@@ -1,23 +1,25 @@
 import { parseArgs } from "node:util";
 import { randomBytes } from "node:crypto";
 import type { Composition } from "../rpc/compose.js";
-import { createAccount, publicUser } from "../rpc/accounts/accounts.js";
-import { createKey } from "../rpc/keys/create-key.js";
-import { DEFAULT_PLATFORM_SCOPES } from "../rpc/keys/console-keys.js";
+import type { MethodParams, MethodResult } from "../rpc/define.js";
+import { callFacts } from "../rpc/dispatcher.js";
+import type { ServiceMethod } from "../rpc/modules.js";
+import { operatorUsersCreate, operatorUsersGet, operatorUsersUpdate } from "../rpc/accounts/operator-methods.js";
+import { operatorKeysCreate } from "../rpc/keys/operator-methods.js";
+import { operatorWorkspacesCreate } from "../rpc/workspaces/operator-methods.js";
+import { operatorBalances, operatorCreditsGrant } from "../rpc/billing/credit-methods.js";
+import { operatorMcpServersShare, operatorMcpServersShared, operatorMcpServersUnshare } from "../rpc/tools/shared-server-methods.js";
+import { ADMIN_PRINCIPAL } from "../rpc/auth.js";
 import { isServiceError } from "../rpc/errors.js";
-import { passwordProblem } from "../rpc/credentials/passwords.js";
-import { loadPlans } from "../rpc/money/allowance.js";
 import { MICRO_PER_CREDIT } from "../rpc/money/money.js";
-import { newId, nowIso } from "../storage/ids.js";
-import type { User } from "../storage/repos/users.js";
-import { McpServersRepo } from "../storage/repos/mcp-servers.js";
 
 /**
- * Operator commands (issue: "an admin command grants credits and creates workspaces' first
- * keys"). They act on the same storage as the server, through the same repositories, so a
- * running server sees every change at once (fs: same DATA_DIR; redis: same REDIS_URL/PREFIX).
+ * Operator commands (docs/console-and-admin.md). Each one dispatches methods of the service's
+ * own dispatcher (`operator.*`) as the local administrator (`ADMIN_PRINCIPAL`, an operator), in
+ * a composition of the same storage as the server, so every rule, event, cap and log line is
+ * the one the HTTP operator routes have, and a running server sees every change at once (fs:
+ * same DATA_DIR; redis: same REDIS_URL/PREFIX). This file only reads flags, calls, and prints.
  */
-
 /** A mistake in the command line or its target; the CLI prints the message and exits non-zero. */
 export class AdminError extends Error {
   constructor(
@@ -55,13 +57,6 @@ Commands:
   list-mcp-servers                            The shared servers (header names only).
   remove-mcp-server --name <n>                Removes a shared server from every tenant's catalog.
   help             This text.`;
-
-/** What the commands reach: the core's storage, secrets and repositories (rpc/compose.ts). */
-function adminDeps(composition: Composition) {
-  const { config, store, secrets, keyPrefixes, repos } = composition.ports;
-  return { config, store, secrets, keyPrefixes, users: repos.users, tenants: repos.tenants, credits: repos.credits, keys: repos.keys };
-}
-type AdminDeps = ReturnType<typeof adminDeps>;
 
 type Flags = Record<string, string | boolean | string[] | undefined>;
 
@@ -103,55 +98,87 @@ function required(flags: Flags, name: string): string {
   return value.trim();
 }
 
-function optionalLimit(flags: Flags, name: string, integer: boolean): number | null {
-  const raw = flags[name];
-  if (raw === undefined) return null;
-  const value = Number(raw);
-  if (typeof raw !== "string" || raw.trim() === "" || !Number.isFinite(value) || value < 0 || (integer && !Number.isInteger(value))) {
-    throw new AdminError(`--${name} must be a non-negative ${integer ? "whole number" : "number"}, got ${JSON.stringify(raw)}`, 2);
-  }
-  return value;
+const optional = (flags: Flags, name: string): string | undefined => (typeof flags[name] === "string" ? (flags[name] as string) : undefined);
+
+/** A decimal number as written on the command line; its range is the method's to check. */
+function numberFlag(flags: Flags, name: string): number;
+function numberFlag(flags: Flags, name: string, mayBeAbsent: true): number | null;
+function numberFlag(flags: Flags, name: string, mayBeAbsent = false): number | null {
+  if (mayBeAbsent && flags[name] === undefined) return null;
+  const raw = required(flags, name);
+  if (!/^-?\d+(\.\d+)?$/.test(raw)) throw new AdminError(`--${name} must be a number, got ${JSON.stringify(raw)}`, 2);
+  return Number(raw);
 }
 
-async function userByEmail(services: AdminDeps, email: string): Promise<User> {
-  const user = await services.users.byEmail(email);
-  if (!user) throw new AdminError(`No user with email ${email}`);
-  return user;
+/** A date the way `Date` reads it, handed on as an ISO 8601 timestamp (the method checks it is in the future). */
+function dateFlag(flags: Flags, name: string): string | null {
+  if (flags[name] === undefined) return null;
+  const at = Date.parse(required(flags, name));
+  if (!Number.isFinite(at)) throw new AdminError(`--${name} must be an ISO 8601 date`, 2);
+  return new Date(at).toISOString();
 }
 
-async function existingWorkspace(services: AdminDeps, id: string) {
-  const workspace = await services.tenants.getWorkspace(id);
-  if (!workspace) throw new AdminError(`No workspace ${id} (find a user's workspace with: user --email <e>)`);
-  return workspace;
-}
-
-const credits = (micro: number) => micro / MICRO_PER_CREDIT;
-
-/** `--header "Name: value"` and `--header-env "Name=ENV_VAR"` as a header map. */
+/** `--header "Name: value"` and `--header-env "Name=ENV_VAR"` as a header map (names and count are the method's to check). */
 function headerFlags(flags: Flags): Record<string, string> {
   const headers: Record<string, string> = {};
-  const token = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
   const list = (value: Flags[string]) => (Array.isArray(value) ? value : []);
   for (const raw of list(flags.header)) {
     const at = raw.indexOf(":");
-    const name = raw.slice(0, at).trim();
-    if (at < 1 || !token.test(name)) throw new AdminError(`--header must be "Name: value", got ${JSON.stringify(raw.slice(0, 40))}`, 2);
-    headers[name] = raw.slice(at + 1).trim();
+    if (at < 1) throw new AdminError(`--header must be "Name: value", got ${JSON.stringify(raw.slice(0, 40))}`, 2);
+    headers[raw.slice(0, at).trim()] = raw.slice(at + 1).trim();
   }
   for (const raw of list(flags["header-env"])) {
     const [name = "", variable = ""] = raw.split("=", 2).map((part) => part.trim());
-    if (!token.test(name) || !variable) throw new AdminError(`--header-env must be "Name=ENV_VAR", got ${JSON.stringify(raw)}`, 2);
+    if (!name || !variable) throw new AdminError(`--header-env must be "Name=ENV_VAR", got ${JSON.stringify(raw)}`, 2);
     const value = process.env[variable];
     if (value === undefined || value === "") throw new AdminError(`--header-env ${name}: environment variable ${variable} is not set`, 2);
     headers[name] = value;
   }
-  if (Object.keys(headers).length > 32) throw new AdminError("at most 32 headers", 2);
   return headers;
 }
 
-/** Runs one command; returns what to print (JSON-serialisable). Throws AdminError on bad input. */
+const credits = (micro: number) => micro / MICRO_PER_CREDIT;
+
+/** The flag that fills a method's param, for error messages in the command line's words. */
+const FLAG_OF: Record<string, string> = {
+  workspaceId: "workspace",
+  fullName: "name",
+  rpmLimit: "rpm",
+  tpmLimit: "tpm",
+  spendLimit: "spend",
+  expiresAt: "expires",
+  headers: "header",
+};
+
+/** A refused call in the command line's terms: bad input exits 2 (with the flag named), anything else 1. */
+function adminError(error: unknown, notFound?: string): unknown {
+  if (!isServiceError(error)) return error;
+  if (error.code === "VALIDATION_FAILED" || error.code === "BAD_REQUEST") {
+    const issue = (error.details as { issues?: { path: string; message: string }[] } | undefined)?.issues?.[0];
+    const param = issue?.path.split(".")[0];
+    return new AdminError(issue && param ? `--${FLAG_OF[param] ?? param}: ${issue.message}` : error.message, 2);
+  }
+  if (error.code === "NOT_FOUND" && notFound) return new AdminError(notFound);
+  return new AdminError(error.message);
+}
+
+const noWorkspace = (id: string) => `No workspace ${id} (find a user's workspace with: user --email <e>)`;
+
+/**
+ * Dispatches one method as the local administrator: the dispatcher's whole path (lookup, the
+ * policy chain with its operator check and its log line for the call, validation, the handler
+ * with its domain's deps), as for an HTTP call.
+ */
+async function call<M extends ServiceMethod>(composition: Composition, method: M, params: MethodParams<M>, notFound?: string): Promise<MethodResult<M>> {
+  try {
+    return await composition.dispatcher.call(method, params, callFacts({ surface: "rpc", transport: "direct", ip: "local", authenticated: ADMIN_PRINCIPAL }));
+  } catch (error) {
+    throw adminError(error, notFound);
+  }
+}
+
+/** Runs one command; returns what to print (JSON-serialisable). Throws AdminError on bad input or a refused call. */
 export async function runAdmin(args: string[], composition: Composition): Promise<unknown> {
-  const services = adminDeps(composition);
   const { command, flags } = parse(args);
   switch (command) {
     case "help":
@@ -161,142 +188,87 @@ export async function runAdmin(args: string[], composition: Composition): Promis
       const email = required(flags, "email");
       const generated = flags.password === undefined;
       const password = generated ? `${randomBytes(12).toString("base64url")}-Aa1` : required(flags, "password");
-      const problem = passwordProblem(password);
-      if (problem) throw new AdminError(problem, 2);
-      try {
-        const user = await createAccount(services, { email, password, fullName: typeof flags.name === "string" ? flags.name : "" });
-        return { user: publicUser(user), ...(generated ? { password } : {}) };
-      } catch (error) {
-        if (isServiceError(error)) throw new AdminError(error.message);
-        throw error;
-      }
+      const { user } = await call(composition, operatorUsersCreate, { email, password, fullName: optional(flags, "name") });
+      return { user, ...(generated ? { password } : {}) };
     }
 
     case "user": {
-      const user = await userByEmail(services, required(flags, "email"));
-      return { user: publicUser(user), balance: credits(await services.credits.balance(user.workspaceId)) };
+      const { user } = await call(composition, operatorUsersGet, { email: required(flags, "email") });
+      const { operator: _operator, ...shown } = user;
+      const { workspaces } = await call(composition, operatorBalances, { workspaceId: user.workspaceId }, noWorkspace(user.workspaceId));
+      return { user: shown, balance: credits(workspaces[0]!.creditBalance) };
     }
 
-    case "create-workspace": {
-      const user = await userByEmail(services, required(flags, "email"));
-      const now = nowIso();
-      const workspace = {
-        id: newId("ws"),
-        tenantId: user.tenantId,
-        name: typeof flags.name === "string" && flags.name.trim() ? flags.name.trim() : "Workspace",
-        status: "active" as const,
-        createdAt: now,
-        updatedAt: now,
-      };
-      await services.tenants.putWorkspace(workspace);
-      if (flags.default) await services.users.put({ ...user, workspaceId: workspace.id });
-      return { workspace, default: Boolean(flags.default) };
-    }
+    case "create-workspace":
+      return call(composition, operatorWorkspacesCreate, { email: required(flags, "email"), name: optional(flags, "name"), default: flags.default === true });
 
     case "grant-credits": {
-      const workspace = await existingWorkspace(services, required(flags, "workspace"));
-      const raw = required(flags, "credits");
-      const amount = Number(raw);
-      const micro = Math.round(amount * MICRO_PER_CREDIT);
-      if (!/^\d+(\.\d+)?$/.test(raw) || !Number.isFinite(amount) || micro <= 0 || !Number.isSafeInteger(micro)) {
-        throw new AdminError(`--credits must be a positive number (at most 6 decimals), got ${JSON.stringify(raw)}`, 2);
-      }
-      const balance = await services.credits.grant(workspace.id, micro);
-      return { workspace: workspace.id, granted: credits(micro), balance: credits(balance) };
+      const workspaceId = required(flags, "workspace");
+      const amount = numberFlag(flags, "credits");
+      const answer = await call(composition, operatorCreditsGrant, { workspaceId, credits: amount }, noWorkspace(workspaceId));
+      return { workspace: answer.workspaceId, granted: credits(answer.granted), balance: credits(answer.creditBalance) };
     }
 
     case "balance": {
-      const workspace = await existingWorkspace(services, required(flags, "workspace"));
-      const micro = await services.credits.balance(workspace.id);
-      return { workspace: workspace.id, balance: credits(micro), microCredits: micro };
+      const workspaceId = required(flags, "workspace");
+      const [workspace] = (await call(composition, operatorBalances, { workspaceId }, noWorkspace(workspaceId))).workspaces;
+      return { workspace: workspace!.workspaceId, balance: credits(workspace!.creditBalance), microCredits: workspace!.creditBalance };
     }
 
     case "create-key": {
-      const workspace = await existingWorkspace(services, required(flags, "workspace"));
-      const name = required(flags, "name");
-      if (name.length > 100) throw new AdminError("--name is at most 100 characters", 2);
-      let expiresAt: string | null = null;
-      if (flags.expires !== undefined) {
-        const at = Date.parse(String(flags.expires));
-        if (!Number.isFinite(at) || at <= Date.now()) throw new AdminError("--expires must be an ISO 8601 date in the future", 2);
-        expiresAt = new Date(at).toISOString();
-      }
-      const rpmLimit = optionalLimit(flags, "rpm", true);
-      const tpmLimit = optionalLimit(flags, "tpm", true);
-      const spendLimit = optionalLimit(flags, "spend", false);
-      const tenant = await services.tenants.getTenant(workspace.tenantId);
-      if (!tenant) throw new AdminError(`Workspace ${workspace.id} belongs to no tenant`);
-      const { record, secret } = await createKey(services, {
-        kind: "platform",
-        owner: workspace.id,
-        userId: tenant.ownerId,
-        name,
-        scopes: [...DEFAULT_PLATFORM_SCOPES],
-        expiresAt,
-        rpmLimit,
-        tpmLimit,
-        spendLimit,
-      });
+      const workspaceId = required(flags, "workspace");
+      const key = await call(
+        composition,
+        operatorKeysCreate,
+        {
+          workspaceId,
+          name: required(flags, "name"),
+          expiresAt: dateFlag(flags, "expires"),
+          rpmLimit: numberFlag(flags, "rpm", true),
+          tpmLimit: numberFlag(flags, "tpm", true),
+          spendLimit: numberFlag(flags, "spend", true),
+        },
+        noWorkspace(workspaceId),
+      );
       return {
-        id: record.id,
-        name: record.name,
-        workspace: workspace.id,
-        key: secret,
-        scopes: record.scopes,
-        expiresAt,
-        rpmLimit,
-        tpmLimit,
-        spendLimit,
+        id: key.id,
+        name: key.name,
+        workspace: key.workspaceId,
+        key: key.key,
+        scopes: key.scopes,
+        expiresAt: key.expiresAt,
+        rpmLimit: key.rpmLimit,
+        tpmLimit: key.tpmLimit,
+        spendLimit: key.spendLimit,
         note: "The key is shown once; only its SHA-256 is stored.",
       };
     }
 
     case "set-plan": {
-      const user = await userByEmail(services, required(flags, "email"));
-      const plan = required(flags, "plan");
-      const plans = loadPlans(services.config);
-      if (!plans[plan]) throw new AdminError(`Unknown plan ${JSON.stringify(plan)}; configured plans: ${Object.keys(plans).join(", ")}`, 2);
-      await services.users.put({ ...user, plan });
-      return { user: user.id, email: user.email, plan, previous: user.plan };
+      const { user, previous } = await call(composition, operatorUsersUpdate, { email: required(flags, "email"), plan: required(flags, "plan") });
+      return { user: user.id, email: user.email, plan: user.plan, previous: previous.plan };
     }
 
     case "grant-operator":
     case "revoke-operator": {
-      const user = await userByEmail(services, required(flags, "email"));
       const operator = command === "grant-operator";
-      await services.users.put({ ...user, operator });
-      return { user: user.id, email: user.email, operator, previous: user.operator === true };
+      const { user, previous } = await call(composition, operatorUsersUpdate, { email: required(flags, "email"), operator });
+      return { user: user.id, email: user.email, operator, previous: previous.operator };
     }
 
-    case "add-mcp-server": {
-      const name = required(flags, "name");
-      // The same rules as POST /gateway/v1/mcp/servers (rpc/tools/mcp-server-methods.ts).
-      if (!/^[A-Za-z0-9][A-Za-z0-9-]{0,47}$/.test(name) || name.toLowerCase() === "vm") throw new AdminError("--name: 1-48 letters, digits or '-' (not `vm`)", 2);
-      const url = required(flags, "url");
-      if (!/^https?:\/\//i.test(url) || !URL.canParse(url)) throw new AdminError("--url must be an absolute http or https URL", 2);
-      const category = typeof flags.category === "string" ? flags.category : "mcp";
-      if (!/^[a-z0-9][a-z0-9_-]{0,31}$/.test(category)) throw new AdminError("--category: lowercase letters, digits, _ or -", 2);
-      const headers = headerFlags(flags);
-      const repo = new McpServersRepo(services.store, services.secrets);
-      const record = { name, url, headers, category, tenantId: null, createdBy: "admin", createdAt: nowIso() };
-      if (!(await repo.create(record))) throw new AdminError(`An MCP server named ${name} is already shared, or a tenant uses the name`);
-      await repo.announce({ op: "added", tenantId: null, name, from: "admin" });
-      return { name, url, category, headers: Object.keys(headers), shared: true, createdAt: record.createdAt };
-    }
+    case "add-mcp-server":
+      return call(composition, operatorMcpServersShare, {
+        name: required(flags, "name"),
+        url: required(flags, "url"),
+        category: optional(flags, "category"),
+        headers: headerFlags(flags),
+      });
 
-    case "list-mcp-servers": {
-      const servers = (await new McpServersRepo(services.store, services.secrets).list()).filter((record) => record.tenantId === null);
-      return servers.map((record) => ({ name: record.name, url: record.url, category: record.category, headers: Object.keys(record.headers), createdAt: record.createdAt }));
-    }
+    case "list-mcp-servers":
+      return (await call(composition, operatorMcpServersShared, {})).servers;
 
-    case "remove-mcp-server": {
-      const name = required(flags, "name");
-      const repo = new McpServersRepo(services.store, services.secrets);
-      if (!(await repo.get(null, name))) throw new AdminError(`No shared MCP server named ${name}`);
-      await repo.remove(null, name);
-      await repo.announce({ op: "removed", tenantId: null, name, from: "admin" });
-      return { success: true, name };
-    }
+    case "remove-mcp-server":
+      return call(composition, operatorMcpServersUnshare, { name: required(flags, "name") });
 
     default:
       throw new AdminError(`Unknown command ${JSON.stringify(command)}\n\n${USAGE}`, 2);

@@ -5,9 +5,12 @@ import { noTools } from "../rpc/tools/no-tools.js";
 import { AdminError, runAdmin, USAGE } from "./admin-commands.js";
 
 /**
- * `npm run admin -- <command> …` (docs/console-and-admin.md). Opens the storage the server
- * uses (same env: STORAGE, DATA_DIR, REDIS_URL, REDIS_PREFIX, GATEWAY_JWT_SECRET), runs one
- * command, prints its result as JSON on stdout and exits: 0 done, 2 bad usage, 1 other failure.
+ * `npm run admin -- <command> …` (docs/console-and-admin.md). Composes the service on the
+ * storage the server uses (same env: STORAGE, DATA_DIR, REDIS_URL, REDIS_PREFIX,
+ * GATEWAY_JWT_SECRET, DATA_ENCRYPTION_SECRET), dispatches the command's operator methods as the
+ * local administrator, prints the result as JSON on stdout (log lines, at LOG_LEVEL, go to
+ * stderr) and exits once the composition is closed (the events the command emitted are on the
+ * bus): 0 done, 2 bad usage, 1 other failure.
  */
 const args = process.argv.slice(2);
 if (args.length === 0 || ["help", "--help", "-h"].includes(args[0]!)) {
@@ -19,7 +22,8 @@ let exitCode = 0;
 try {
   const config = loadConfig(process.env);
   // STORAGE=fs: with a server running on DATA_DIR, every storage operation goes through it.
-  const composition = await compose(config, createLogger("silent"), noTools, { whenDataDirOwned: "connect" });
+  const log = createLogger(config.LOG_LEVEL, (line) => process.stderr.write(`${line}\n`));
+  const composition = await compose(config, log, noTools, { whenDataDirOwned: "connect" });
   try {
     const result = await runAdmin(args, composition);
     process.stdout.write(`${typeof result === "string" ? result : JSON.stringify(result, null, 2)}\n`);

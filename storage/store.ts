@@ -60,6 +60,26 @@ function connectRedis(url: string): Redis {
 }
 
 /**
+ * Resolves once `redis` has finished its handshake (status `ready`). The bus's subscriber waits
+ * for it before its first SUBSCRIBE: ioredis 5.8+ may otherwise send the SUBSCRIBE before its
+ * own ready check, which then fails with "Connection in subscriber mode" (redis/ioredis#2037).
+ */
+function whenReady(redis: Redis, timeoutMs = 10_000): Promise<void> {
+  if (redis.status === "ready") return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      redis.off("ready", onReady);
+      reject(new Error(`not ready within ${timeoutMs / 1000} s`));
+    }, timeoutMs);
+    const onReady = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+    redis.once("ready", onReady);
+  });
+}
+
+/**
  * With STORAGE=fs when another process owns DATA_DIR: "fail" (a server: DataDirBusyError) or
  * "connect" (the admin command: every operation goes to the owner over its socket).
  */
@@ -189,6 +209,7 @@ async function openRedisStore(options: StoreOptions): Promise<Store> {
   const subscriber = connectRedis(options.REDIS_URL);
   try {
     await client.ping();
+    await whenReady(subscriber);
   } catch (error) {
     client.disconnect();
     subscriber.disconnect();

@@ -10,7 +10,7 @@ import { createKey } from "../../rpc/keys/create-key.js";
  * and a gateway key `sk_…` of the same user, then prints `READY <origin> <platform key> <gateway key>`. Log lines are built as in production (LOG_LEVEL=info)
  * and discarded, so their cost is measured without a pipe in the way.
  */
-const server = await startServer(loadConfig({ PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", ...process.env }), { logSink: () => undefined });
+const server = await startServer(loadConfig({ PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", GATEWAY_API_RATE_LIMIT_RPM: "1000000", ...process.env }), { logSink: () => undefined });
 const services = server.composition;
 const email = `bench-${Date.now()}@example.com`;
 const { user } = (await runAdmin(["create-user", "--email", email, "--password", "Correct-Horse-9"], services)) as { user: { id: string; workspaceId: string } };

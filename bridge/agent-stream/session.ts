@@ -1,7 +1,8 @@
 import type { Presented, Principal } from "../../rpc/auth.js";
+import { agentsCancel, agentsInvoke, agentsSubscribe } from "../../rpc/agents/methods.js";
 import type { AgentEvent } from "../../rpc/agents/run.js";
-import type { WatchedEvent } from "../../rpc/agents/runs.js";
-import { callFacts, type Dispatcher } from "../../rpc/dispatcher.js";
+import { isAsyncIterable, type MethodResult } from "../../rpc/define.js";
+import { callFacts, fromWire, type CallFacts, type Dispatcher } from "../../rpc/dispatcher.js";
 import { ServiceError } from "../../rpc/errors.js";
 import type { Issue } from "../../rpc/validate.js";
 import { renderError } from "../../rpc/surfaces.js";
@@ -109,9 +110,9 @@ export class AgentStreamSession {
     this.#subscriptions.clear();
   }
 
-  #call(method: string, params: Record<string, unknown>, signal: AbortSignal): Promise<unknown> {
-    const facts = callFacts({ requestId: this.#options.requestId, surface: "gateway", transport: "socket", presented: this.#options.presented, signal });
-    return this.#options.dispatcher.dispatch(method, params, facts);
+  /** The facts of one call the socket makes: its credentials again, its request id. */
+  #facts(signal: AbortSignal): CallFacts {
+    return callFacts({ requestId: this.#options.requestId, surface: "gateway", transport: "socket", presented: this.#options.presented, signal });
   }
 
   async #invoke(message: Message, tag: { id?: string }): Promise<void> {
@@ -120,12 +121,16 @@ export class AgentStreamSession {
     }
     const controller = new AbortController();
     this.#starting += 1;
-    let events: AsyncIterable<AgentEvent & { runId: string }>;
+    let started: MethodResult<typeof agentsInvoke>;
     try {
-      events = (await this.#call("agents.invoke", { agent_id: message.agentId, input: message.input, stream: true }, controller.signal)) as typeof events;
+      // The message's fields as they came: the method checks them (agentId, input).
+      started = await this.#options.dispatcher.call(agentsInvoke, fromWire({ agent_id: message.agentId, input: message.input, stream: true }), this.#facts(controller.signal));
     } finally {
       this.#starting -= 1;
     }
+    // `stream: true` answers with the run's events.
+    if (!isAsyncIterable(started)) throw new ServiceError("INTERNAL", "agents.invoke did not stream");
+    const events = started;
     const agentId = message.agentId as string;
     let runId: string | undefined;
     try {
@@ -134,7 +139,7 @@ export class AgentStreamSession {
           runId = id;
           this.#started(runId, agentId, controller);
         }
-        this.#send(toFrame(runId, agentId, event as AgentEvent, tag));
+        this.#send(toFrame(runId, agentId, event, tag));
       }
     } catch (error) {
       this.#error(error, { ...tag, ...(runId ? { runId } : {}), agentId });
@@ -174,7 +179,7 @@ export class AgentStreamSession {
     const controller = new AbortController();
     let markReady!: () => void;
     const ready = new Promise<void>((resolve) => (markReady = resolve));
-    const events = (await this.#call("agents.subscribe", { agent_id: agentId }, controller.signal)) as AsyncIterable<WatchedEvent>;
+    const events = await this.#options.dispatcher.call(agentsSubscribe, fromWire({ agent_id: agentId }), this.#facts(controller.signal));
     if (this.#closed) return void controller.abort();
     const id = agentId as string;
     this.#subscriptions.set(id, { controller, ready });
@@ -190,7 +195,7 @@ export class AgentStreamSession {
           // After whatever is already queued: a run started here has registered its id by then.
           setImmediate(() => {
             if (this.#closed || this.#ownRuns.has(runId) || this.#subscriptions.get(id)?.controller !== controller) return;
-            this.#send(toFrame(runId, id, rest as AgentEvent, {}));
+            this.#send(toFrame(runId, id, rest, {}));
           });
         }
       } catch (error) {
@@ -212,7 +217,7 @@ export class AgentStreamSession {
   }
 
   async #cancel(message: Message): Promise<void> {
-    const result = (await this.#call("agents.cancel", { run_id: message.runId }, new AbortController().signal)) as { runId: string; agentId: string };
+    const result = await this.#options.dispatcher.call(agentsCancel, fromWire({ run_id: message.runId }), this.#facts(new AbortController().signal));
     this.#log({ event: "agent_stream.run_cancelled", runId: result.runId, agentId: result.agentId, reason: "client_cancel" });
   }
 

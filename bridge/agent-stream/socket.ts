@@ -1,4 +1,6 @@
 import { defineWebSocketHandler, type H3 } from "h3";
+import { agentsStreamConnect } from "../../rpc/agents/methods.js";
+import type { MethodResult } from "../../rpc/define.js";
 import type { Dispatcher } from "../../rpc/dispatcher.js";
 import { SURFACE_BASES } from "../../rpc/surfaces.js";
 import { defineSocketUpgrade, type Admitted } from "../../facade/transport/ws-upgrade.js";
@@ -9,7 +11,7 @@ export const AGENT_STREAM_PATH = `${SURFACE_BASES.gateway}/agents/stream`;
 /** The subprotocol this socket speaks; echoed back when offered (browsers require an echo). */
 export const AGENT_STREAM_SUBPROTOCOL = "agent-stream.v1";
 
-type PeerState = Partial<Admitted<unknown>> & { session?: AgentStreamSession };
+type PeerState = Partial<Admitted<MethodResult<typeof agentsStreamConnect>>> & { session?: AgentStreamSession };
 
 /**
  * The agent stream: admitted in the upgrade by `agents.stream.connect` (401/403 refuse it
@@ -32,7 +34,7 @@ export function agentStreamTransport(app: H3, dispatcher: Dispatcher): void {
         surface: "gateway",
         subprotocol: AGENT_STREAM_SUBPROTOCOL,
         event: "agent_stream",
-        method: "agents.stream.connect",
+        method: agentsStreamConnect,
         params: () => ({}),
       }),
       open(peer) {

@@ -19,6 +19,7 @@ import { declaresClientFeatures, sessionLink } from "./client-relay.js";
 import type { ClientSessionLink } from "../upstream/client-session.js";
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { scopeOfPrincipal } from "../../rpc/tools/visible-tools.js";
+import { bridgeMcpCapabilities, bridgeMcpConnect } from "../../rpc/tools/methods.js";
 import type { Transport } from "../../facade/transport/mount.js";
 import type { ToolBridge } from "../tool-bridge.js";
 import { isObject } from "../../rpc/validate.js";
@@ -55,8 +56,8 @@ async function principalOfRequest(request: Request, dispatcher: Dispatcher, scop
   try {
     let principal: Principal | undefined;
     // A server's own endpoint also checks the caller sees that server (the same 404 otherwise).
-    await dispatcher.dispatch(
-      "bridge.mcp.connect",
+    await dispatcher.call(
+      bridgeMcpConnect,
       upstream === undefined ? {} : { server: upstream },
       callFacts({ ...scopeFacts(scope), surface: "bridge", transport: "mcp", presented: presentedFor("bridge", request), onAuthenticated: (who) => (principal = who) }),
     );
@@ -74,11 +75,11 @@ async function principalOfRequest(request: Request, dispatcher: Dispatcher, scop
 
 /** What the MCP server for this caller declares besides tools (resources, prompts), asked through the dispatcher. */
 async function offersFor(dispatcher: Dispatcher, principal: Principal, scope: RequestScope, upstream: string | undefined): Promise<McpServerOptions> {
-  const offers = (await dispatcher.dispatch(
-    "bridge.mcp.capabilities",
+  const offers = await dispatcher.call(
+    bridgeMcpCapabilities,
     upstream === undefined ? {} : { server: upstream },
     callFacts({ ...scopeFacts(scope), surface: "bridge", transport: "mcp", authenticated: principal, responseHeaders: new Headers() }),
-  )) as McpServerOptions["offers"];
+  );
   return { offers, ...(upstream === undefined ? {} : { upstream }) };
 }
 

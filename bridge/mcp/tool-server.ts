@@ -27,10 +27,22 @@ import {
   type Tool,
 } from "@modelcontextprotocol/sdk/types.js";
 import type { Principal } from "../../rpc/auth.js";
-import type { ProgressUpdate } from "../../rpc/define.js";
+import type { AnyMethod, MethodParams, MethodResult, ProgressUpdate } from "../../rpc/define.js";
 import { callFacts, type Dispatcher } from "../../rpc/dispatcher.js";
-import type { McpOffers } from "../../rpc/tools/ports.js";
-import type { ToolDef } from "../../rpc/tools/types.js";
+import {
+  bridgeMcpCompletionComplete,
+  bridgeMcpPromptsGet,
+  bridgeMcpPromptsList,
+  bridgeMcpResourcesList,
+  bridgeMcpResourcesRead,
+  bridgeMcpResourcesSubscribe,
+  bridgeMcpResourcesTemplates,
+  bridgeMcpResourcesUnsubscribe,
+  bridgeMcpToolsCall,
+  bridgeMcpToolsList,
+} from "../../rpc/tools/methods.js";
+import type { McpObject, McpOffers } from "../../rpc/tools/ports.js";
+import type { ToolDef, ToolResult } from "../../rpc/tools/types.js";
 import { renderError } from "../../rpc/surfaces.js";
 import type { ClientRelay } from "../../rpc/tools/types.js";
 import { clientRelay, type LoggingLevels } from "./client-relay.js";
@@ -63,6 +75,18 @@ function pageOf<T>(items: T[], cursor: string | undefined): { page: T[]; nextCur
   const offset = decodeCursor(cursor);
   const next = offset + PAGE_SIZE < items.length ? Buffer.from(String(offset + PAGE_SIZE)).toString("base64url") : undefined;
   return { page: items.slice(offset, offset + PAGE_SIZE), ...(next ? { nextCursor: next } : {}) };
+}
+
+/** The codec's methods: each takes `server`, the upstream server of a server's own endpoint. */
+type CodecMethod = AnyMethod & { readonly "~types"?: { readonly params: { server?: string } } };
+
+/**
+ * What an upstream server, a VM or a built-in tool sent (rpc/tools/ports.ts `McpObject`,
+ * rpc/tools/types.ts `ToolResult`), relayed to the client as it came: its MCP type is the
+ * sender's promise, not checked on the way through.
+ */
+function relayed<T>(value: McpObject | McpObject[] | ToolResult): T {
+  return value as unknown as T;
 }
 
 /** MCP 2025-11-25: a resource that does not exist is -32002. */
@@ -106,10 +130,11 @@ export interface McpCaller {
  */
 export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller, options: McpServerOptions = { offers: { resources: false, prompts: false, subscribe: false, completions: false } }): Server {
   const { upstream, offers } = options;
-  const call = (method: string, params: Record<string, unknown>, signal: AbortSignal, onProgress?: (update: ProgressUpdate) => void, relay?: ClientRelay) => {
+  // Every codec method takes the upstream server of a server's own endpoint.
+  const call = <K extends CodecMethod>(method: K, params: MethodParams<K>, signal: AbortSignal, onProgress?: (update: ProgressUpdate) => void, relay?: ClientRelay) => {
     const { principal, requestId } = caller();
     return inSession(options, () =>
-      dispatcher.dispatch(method, upstream === undefined ? params : { ...params, server: upstream }, callFacts({ requestId, surface: "bridge", transport: "mcp", authenticated: principal, signal, onProgress, relay })),
+      dispatcher.call(method, upstream === undefined ? params : { ...params, server: upstream }, callFacts({ requestId, surface: "bridge", transport: "mcp", authenticated: principal, signal, onProgress, relay })),
     );
   };
   // logging: the SDK answers logging/setLevel per session and filters sendLoggingMessage by it.
@@ -140,9 +165,9 @@ export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller
     const upstreamCode = (error.details as { upstreamCode?: number } | undefined)?.upstreamCode;
     throw new McpError(typeof upstreamCode === "number" ? upstreamCode : ErrorCode.InternalError, error.message);
   };
-  const forward = async <T>(method: string, params: Record<string, unknown>, signal: AbortSignal, notFound: number): Promise<T> => {
+  const forward = async <K extends CodecMethod>(method: K, params: MethodParams<K>, signal: AbortSignal, notFound: number): Promise<MethodResult<K>> => {
     try {
-      return (await call(method, params, signal)) as T;
+      return await call(method, params, signal);
     } catch (thrown) {
       return protocolError(thrown, notFound);
     }
@@ -161,55 +186,57 @@ export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller
   });
 
   server.setRequestHandler(ListToolsRequestSchema, async (request, extra) => {
-    const tools = (await call("bridge.mcp.tools.list", {}, extra.signal)) as ToolDef[];
+    const tools = await call(bridgeMcpToolsList, {}, extra.signal);
     const { page, nextCursor } = pageOf(tools, request.params?.cursor);
     return { tools: page.map(toMcpTool), ...(nextCursor ? { nextCursor } : {}) };
   });
 
   if (offers.resources) {
     server.setRequestHandler(ListResourcesRequestSchema, async (request, extra) => {
-      const resources = await forward<Resource[]>("bridge.mcp.resources.list", {}, extra.signal, ErrorCode.InvalidParams);
-      const { page, nextCursor } = pageOf(resources, request.params?.cursor);
+      const resources = await forward(bridgeMcpResourcesList, {}, extra.signal, ErrorCode.InvalidParams);
+      const { page, nextCursor } = pageOf(relayed<Resource[]>(resources), request.params?.cursor);
       return { resources: page, ...(nextCursor ? { nextCursor } : {}) };
     });
     server.setRequestHandler(ListResourceTemplatesRequestSchema, async (request, extra) => {
-      const templates = await forward<ResourceTemplate[]>("bridge.mcp.resources.templates", {}, extra.signal, ErrorCode.InvalidParams);
-      const { page, nextCursor } = pageOf(templates, request.params?.cursor);
+      const templates = await forward(bridgeMcpResourcesTemplates, {}, extra.signal, ErrorCode.InvalidParams);
+      const { page, nextCursor } = pageOf(relayed<ResourceTemplate[]>(templates), request.params?.cursor);
       return { resourceTemplates: page, ...(nextCursor ? { nextCursor } : {}) };
     });
-    server.setRequestHandler(ReadResourceRequestSchema, (request, extra) =>
-      forward<ReadResourceResult>("bridge.mcp.resources.read", { uri: request.params.uri }, extra.signal, RESOURCE_NOT_FOUND),
+    server.setRequestHandler(ReadResourceRequestSchema, async (request, extra) =>
+      relayed<ReadResourceResult>(await forward(bridgeMcpResourcesRead, { uri: request.params.uri }, extra.signal, RESOURCE_NOT_FOUND)),
     );
   }
 
   if (offers.resources && offers.subscribe) {
     // A subscription belongs to a session: its updates arrive on the session's GET stream.
-    for (const [schema, verb] of [
-      [SubscribeRequestSchema, "subscribe"],
-      [UnsubscribeRequestSchema, "unsubscribe"],
+    for (const [schema, verb, method] of [
+      [SubscribeRequestSchema, "subscribe", bridgeMcpResourcesSubscribe],
+      [UnsubscribeRequestSchema, "unsubscribe", bridgeMcpResourcesUnsubscribe],
     ] as const) {
       server.setRequestHandler(schema, async (request, extra) => {
         if (!extra.sessionId) throw new McpError(ErrorCode.InvalidRequest, `resources/${verb} needs a session: initialize first`);
-        return forward<Record<string, never>>(`bridge.mcp.resources.${verb}`, { uri: request.params.uri, subscriber: extra.sessionId }, extra.signal, RESOURCE_NOT_FOUND);
+        return forward(method, { uri: request.params.uri, subscriber: extra.sessionId }, extra.signal, RESOURCE_NOT_FOUND);
       });
     }
   }
 
   if (offers.prompts) {
     server.setRequestHandler(ListPromptsRequestSchema, async (request, extra) => {
-      const prompts = await forward<Prompt[]>("bridge.mcp.prompts.list", {}, extra.signal, ErrorCode.InvalidParams);
-      const { page, nextCursor } = pageOf(prompts, request.params?.cursor);
+      const prompts = await forward(bridgeMcpPromptsList, {}, extra.signal, ErrorCode.InvalidParams);
+      const { page, nextCursor } = pageOf(relayed<Prompt[]>(prompts), request.params?.cursor);
       return { prompts: page, ...(nextCursor ? { nextCursor } : {}) };
     });
-    server.setRequestHandler(GetPromptRequestSchema, (request, extra) =>
-      forward<GetPromptResult>("bridge.mcp.prompts.get", { name: request.params.name, arguments: request.params.arguments ?? {} }, extra.signal, ErrorCode.InvalidParams),
+    server.setRequestHandler(GetPromptRequestSchema, async (request, extra) =>
+      relayed<GetPromptResult>(await forward(bridgeMcpPromptsGet, { name: request.params.name, arguments: request.params.arguments ?? {} }, extra.signal, ErrorCode.InvalidParams)),
     );
   }
 
   if (offers.completions) {
     // An unknown ref (or one of a server the caller does not see) is -32602, as the SDK's own servers answer.
-    server.setRequestHandler(CompleteRequestSchema, (request, extra) =>
-      forward<CompleteResult>("bridge.mcp.completion.complete", { ref: request.params.ref, argument: request.params.argument, ...(request.params.context ? { context: request.params.context } : {}) }, extra.signal, ErrorCode.InvalidParams),
+    server.setRequestHandler(CompleteRequestSchema, async (request, extra) =>
+      relayed<CompleteResult>(
+        await forward(bridgeMcpCompletionComplete, { ref: request.params.ref, argument: request.params.argument, ...(request.params.context ? { context: request.params.context } : {}) }, extra.signal, ErrorCode.InvalidParams),
+      ),
     );
   }
 
@@ -258,13 +285,13 @@ export async function runToolCall(
   try {
     // The upstream server's sampling, elicitation and roots requests during the call go to this client.
     const relay = clientRelay(server, extra);
-    const result = (await dispatcher.dispatch(
-      "bridge.mcp.tools.call",
+    const result = await dispatcher.call(
+      bridgeMcpToolsCall,
       upstream === undefined ? { name, arguments: args ?? {} } : { name, arguments: args ?? {}, server: upstream },
       callFacts({ requestId, surface: "bridge", transport: "mcp", authenticated: principal, signal: extra.signal, onProgress, relay }),
-    )) as CallToolResult;
+    );
     note(result.isError ? "warning" : "debug", { message: result.isError ? "tool answered with an error" : "tool call finished" });
-    return result;
+    return relayed<CallToolResult>(result);
   } catch (thrown) {
     // Masked and logged like every transport's errors.
     const { error } = renderError("bridge", thrown, requestId, dispatcher.ports.log);

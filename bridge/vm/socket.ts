@@ -1,6 +1,7 @@
 import { defineWebSocketHandler, type H3 } from "h3";
+import type { MethodResult } from "../../rpc/define.js";
 import type { Dispatcher } from "../../rpc/dispatcher.js";
-import type { VmIdentity } from "../../rpc/tools/ports.js";
+import { bridgeVmsConnect } from "../../rpc/tools/vm-methods.js";
 import type { Transport } from "../../facade/transport/mount.js";
 import { SURFACE_BASES } from "../../rpc/surfaces.js";
 import type { ToolBridge } from "../tool-bridge.js";
@@ -12,7 +13,7 @@ export const VM_SUBPROTOCOL = "vm-agent.v1";
 
 export const VM_SOCKET_PATH = `${SURFACE_BASES.bridge}/agents/:agentId/ws`;
 
-type PeerState = Partial<Admitted<VmIdentity>> & { conn?: VmConnection };
+type PeerState = Partial<Admitted<MethodResult<typeof bridgeVmsConnect>>> & { conn?: VmConnection };
 
 /**
  * `WS /bridge/agents/:agentId/ws?vmId=&tenantId=` (spec 4.5): admitted in the upgrade by the
@@ -29,11 +30,11 @@ function mountVmSocket(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): voi
     "GET",
     VM_SOCKET_PATH,
     defineWebSocketHandler({
-      upgrade: defineSocketUpgrade<VmIdentity>(dispatcher, {
+      upgrade: defineSocketUpgrade(dispatcher, {
         surface: "bridge",
         subprotocol: VM_SUBPROTOCOL,
         event: "vm",
-        method: "bridge.vms.connect",
+        method: bridgeVmsConnect,
         params(request) {
           const url = new URL(request.url);
           return {

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { Presented, Principal } from "../../rpc/auth.js";
-import { callFacts, type Dispatcher } from "../../rpc/dispatcher.js";
+import type { AnyMethod, MethodResult } from "../../rpc/define.js";
+import { callFacts, fromWire, type Dispatcher } from "../../rpc/dispatcher.js";
 import { jsonResponse } from "./instrument.js";
 import { assertOrigin, allowedOrigins } from "./origin.js";
 import { renderError, SURFACES } from "../../rpc/surfaces.js";
@@ -9,16 +10,16 @@ import { presentedFor } from "./surfaces.js";
 /** For clients that cannot set headers on a WebSocket (browsers): offer `bearer.<token>` next to the subprotocol. */
 const BEARER_PROTOCOL = "bearer.";
 
-export interface SocketGate {
+export interface SocketGate<M extends AnyMethod> {
   /** The surface whose credentials and error envelope the upgrade uses. */
   surface: "gateway" | "bridge";
   /** The subprotocol the socket speaks; echoed back when offered (browsers require an echo). */
   subprotocol: string;
   /** Log event prefix, e.g. `vm` → `vm.upgrade`. */
   event: string;
-  /** The internal registry method that authenticates and admits the socket (auth, policies, validation). */
-  method: string;
-  /** The gate method's params, read from the upgrade request (path and query). */
+  /** The internal method that authenticates and admits the socket (auth, policies, validation). */
+  method: M;
+  /** The gate method's params, read from the upgrade request (path and query), checked by the method. */
   params(request: Request): Record<string, unknown>;
 }
 
@@ -48,7 +49,7 @@ function presentedOnUpgrade(surface: "gateway" | "bridge", request: Request): Pr
  * bearer subprotocol, then the gate method through the dispatcher. A refusal is the surface's
  * JSON error with its status (401 with `WWW-Authenticate`, 403, 400, 429), before any socket opens.
  */
-export function defineSocketUpgrade<T>(dispatcher: Dispatcher, gate: SocketGate) {
+export function defineSocketUpgrade<M extends AnyMethod>(dispatcher: Dispatcher, gate: SocketGate<M>) {
   const { log, config } = dispatcher.ports;
   const origins = allowedOrigins(config);
   return async (request: Request) => {
@@ -61,14 +62,14 @@ export function defineSocketUpgrade<T>(dispatcher: Dispatcher, gate: SocketGate)
     try {
       assertOrigin(request, origins);
       const presented = presentedOnUpgrade(gate.surface, request);
-      const admitted = (await dispatcher.dispatch(
+      const admitted = await dispatcher.call(
         gate.method,
-        () => gate.params(request),
+        fromWire(() => gate.params(request)),
         callFacts({ requestId, surface: gate.surface, transport: "socket", presented, signal: request.signal, responseHeaders, logFields, onAuthenticated: (who) => (principal = who) }),
-      )) as T;
+      );
       log.info({ requestId, event: `${gate.event}.upgrade`, status: 101, ...logFields });
       const protocol = offeredProtocols(request).includes(gate.subprotocol) ? gate.subprotocol : undefined;
-      const context: Admitted<T> = { requestId, principal: principal!, presented, admitted };
+      const context: Admitted<MethodResult<M>> = { requestId, principal: principal!, presented, admitted };
       return { headers: Object.fromEntries(responseHeaders), ...(protocol ? { protocol } : {}), context: context as unknown as Record<string, unknown> };
     } catch (error) {
       const rendered = renderError(gate.surface, error, requestId, log, responseHeaders);

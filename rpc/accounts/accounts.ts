@@ -1,5 +1,5 @@
 import { ServiceError } from "../errors.js";
-import { hashPassword } from "../credentials/passwords.js";
+import { hashPassword, passwordProblem } from "../credentials/passwords.js";
 import { newId, nowIso } from "../../storage/ids.js";
 import type { User } from "../../storage/repos/users.js";
 import type { Tenant } from "../../storage/repos/tenants.js";
@@ -66,6 +66,16 @@ export async function createAccount(deps: Pick<Repos, "users" | "tenants"> & { c
     throw emailTaken();
   }
   return user;
+}
+
+/**
+ * Registration's rules, then `createAccount`: the password must be strong enough
+ * (BAD_REQUEST naming the problem). Gateway register and the admin command's `create-user`.
+ */
+export async function registerAccount(deps: Parameters<typeof createAccount>[0], input: { email: string; password: string; fullName: string }): Promise<User> {
+  const problem = passwordProblem(input.password);
+  if (problem) throw new ServiceError("BAD_REQUEST", problem, { details: { issues: [{ path: "password", message: problem }] } });
+  return createAccount(deps, input);
 }
 
 const emailTaken = () => new ServiceError("CONFLICT", "An account with this email already exists");

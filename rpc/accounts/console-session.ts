@@ -41,7 +41,7 @@ export const consoleSessionMethods = [
     input: Credentials,
     auth: "public",
     output: v.object({ user: UserView, expiresAt: Timestamp }),
-    errors: ["UNAUTHORIZED", "RATE_LIMITED"],
+    errors: { UNAUTHORIZED: {}, RATE_LIMITED: {} },
     http: [{ surface: "console", method: "POST", path: "/session" }],
     async handler(params, ctx) {
       // Same throttled check as the Gateway login (rpc/accounts/login-throttle.ts).

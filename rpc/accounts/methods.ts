@@ -1,13 +1,15 @@
 import * as v from "valibot";
 import { ServiceError } from "../errors.js";
-import { burnPasswordCheck, passwordProblem, verifyPassword } from "../credentials/passwords.js";
-import { createAccount, publicUser } from "./accounts.js";
+import { burnPasswordCheck, verifyPassword } from "../credentials/passwords.js";
+import { publicUser, registerAccount } from "./accounts.js";
 import { UsersRepo } from "../../storage/repos/users.js";
 import { SessionIssued, Success, UserView } from "../views.js";
 import { accountsDomain, type AccountsDeps } from "./deps.js";
 
-const Email = v.pipe(v.string("email must be a string"), v.trim(), v.maxLength(254), v.email("email must be a valid email address"));
-const Password = v.pipe(v.string("password must be a string"), v.minLength(1, "password is required"), v.maxLength(256));
+export const Email = v.pipe(v.string("email must be a string"), v.trim(), v.maxLength(254), v.email("email must be a valid email address"));
+export const Password = v.pipe(v.string("password must be a string"), v.minLength(1, "password is required"), v.maxLength(256));
+/** A user's full name as stored; registration also requires one (`minLength(1)`). */
+export const FullName = v.pipe(v.string("fullName must be a string"), v.trim(), v.maxLength(200));
 
 const Credentials = v.object({ email: Email, password: Password });
 
@@ -37,16 +39,14 @@ export const authMethods = [
     input: v.object({
       email: Email,
       password: Password,
-      fullName: v.pipe(v.string("fullName must be a string"), v.trim(), v.minLength(1, "fullName is required"), v.maxLength(200)),
+      fullName: v.pipe(FullName, v.minLength(1, "fullName is required")),
     }),
     auth: "public",
     output: SessionIssued,
-    errors: ["VALIDATION_FAILED", "BAD_REQUEST", "CONFLICT"],
+    errors: { VALIDATION_FAILED: {}, BAD_REQUEST: {}, CONFLICT: {} },
     http: [{ surface: "gateway", method: "POST", path: "/auth/register", status: 201 }],
     async handler(params, ctx) {
-      const problem = passwordProblem(params.password);
-      if (problem) throw new ServiceError("BAD_REQUEST", problem, { details: { issues: [{ path: "password", message: problem }] } });
-      const user = await createAccount(ctx.deps, params);
+      const user = await registerAccount(ctx.deps, params);
       return { user: publicUser(user), ...(await issueSession(ctx.deps, user.id)) };
     },
   }),
@@ -57,7 +57,7 @@ export const authMethods = [
     input: Credentials,
     auth: "public",
     output: SessionIssued,
-    errors: ["UNAUTHORIZED", "RATE_LIMITED"],
+    errors: { UNAUTHORIZED: {}, RATE_LIMITED: {} },
     http: [{ surface: "gateway", method: "POST", path: "/auth/login" }],
     async handler(params, ctx) {
       const user = await checkPassword(ctx.deps, params.email, params.password, ctx);

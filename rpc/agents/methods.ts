@@ -101,14 +101,14 @@ async function* framed(runId: string, events: AsyncIterable<AgentEvent>) {
   for await (const event of events) yield { runId, ...event };
 }
 
-function lifecycleMethod(action: Transition, summary: string) {
+function lifecycleMethod<const T extends Transition>(action: T, summary: string) {
   return agentsDomain.method({
     name: `agents.${action}`,
     summary,
     input: v.object({ agent_id: AgentId }),
     auth: AUTH,
     output: AgentView,
-    errors: ["NOT_FOUND", "CONFLICT"],
+    errors: { NOT_FOUND: {}, CONFLICT: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "POST", path: `/agents/:agent_id/${action}` }],
     async handler(params, ctx) {
       const agent = await requireAgent(ctx.deps, ctx.principal.userId, params.agent_id, "member");
@@ -124,242 +124,258 @@ async function owned(ctx: AgentsContext<Principal>, agentId: string, need: Role 
   return requireAgent(ctx.deps, ctx.principal.userId, agentId, need);
 }
 
+export const agentsList = agentsDomain.method({
+  name: "agents.list",
+  summary: "The agents of every tenant the caller is a member of (or of `tenantId` only), oldest first, as a bare JSON array (spec 2.6).",
+  input: v.object({ tenantId: v.optional(v.pipe(v.string("tenantId must be a string"), v.minLength(1), v.maxLength(128))) }),
+  auth: { ...AUTH, kinds: [...AUTH.kinds, "console"] },
+  output: v.array(AgentView),
+  errors: { NOT_FOUND: {}, FORBIDDEN: {} },
+  http: [
+    { surface: "gateway", method: "GET", path: "/agents" },
+    { surface: "console", method: "GET", path: "/agents" },
+  ],
+  async handler(params, ctx) {
+    const tenants = params.tenantId
+      ? [await requireTenantAccess(ctx.deps, ctx.principal, params.tenantId, "viewer")]
+      : (await tenantsOf(ctx.deps, ctx.principal)).map(({ tenant }) => tenant);
+    const wanted = new Set(tenants.map((tenant) => tenant.id));
+    // Every agent of a tenant lives under the tenant's creator: one listing per creator.
+    const partitions = [...new Set(tenants.map((tenant) => tenant.ownerId))];
+    const agents = (await Promise.all(partitions.map((owner) => ctx.deps.agents.list(owner))))
+      .flat()
+      .filter((agent) => wanted.has(agent.tenantId))
+      .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
+    return Promise.all(agents.map((agent) => agentView(ctx.deps, agent)));
+  },
+});
+
+export const agentsCreate = agentsDomain.method({
+  name: "agents.create",
+  summary:
+    "Create an agent in a tenant (`tenantId`, default the caller's personal tenant). Tools must be in the catalog and the model in the router (400 naming the bad ones); 403 past the tenant's limits.agents.",
+  input: v.object({
+    name: Name,
+    model: Model,
+    tools: v.optional(Tools, []),
+    description: v.optional(Description, ""),
+    config: v.optional(Config, {}),
+    tenantId: v.optional(v.pipe(v.string("tenantId must be a string"), v.minLength(1), v.maxLength(128))),
+  }),
+  auth: AUTH,
+  output: AgentView,
+  errors: { VALIDATION_FAILED: {}, FORBIDDEN: {}, NOT_FOUND: {} },
+  http: [{ surface: "gateway", method: "POST", path: "/agents", status: 201 }],
+  async handler(params, ctx) {
+    const principal = ctx.principal;
+    const tenant = await tenantOrPersonal(ctx.deps, principal, params.tenantId, "member");
+    await checkToolsAndModel(ctx.deps, tenant.id, params.tools, params.model);
+    const now = agentTimestamp();
+    const agent: AgentRecord = {
+      id: newId("agt"),
+      name: params.name,
+      model: params.model,
+      tools: params.tools,
+      description: params.description,
+      config: configOf(ctx.deps, params.config),
+      tenantId: tenant.id,
+      ownerId: tenant.ownerId,
+      createdBy: principal.userId,
+      createdAt: now,
+      updatedAt: now,
+    };
+    await createInTenant(ctx.deps, tenant, () => ctx.deps.agents.put(agent));
+    emitEvent(ctx.deps, agent.tenantId, "agent.created", { agentId: agent.id, name: agent.name, model: agent.model });
+    await appendAgentLog(ctx.deps, agent.id, { event: "agent.created", message: `Agent ${agent.name} created`, data: { model: agent.model, tools: agent.tools } });
+    return agentView(ctx.deps, agent);
+  },
+});
+
+export const agentsGet = agentsDomain.method({
+  name: "agents.get",
+  summary: "An agent of a tenant the caller is a member of; a non-member gets the same 404 as for a missing agent.",
+  input: v.object({ agent_id: AgentId }),
+  auth: AUTH,
+  output: AgentView,
+  errors: { NOT_FOUND: {}, FORBIDDEN: {} },
+  http: [{ surface: "gateway", method: "GET", path: "/agents/:agent_id" }],
+  async handler(params, ctx) {
+    return agentView(ctx.deps, await owned(ctx, params.agent_id));
+  },
+});
+
+export const agentsUpdate = agentsDomain.method({
+  name: "agents.update",
+  summary: "Change an agent's description and/or tools (spec 2.6: a partial update); tools must be in the catalog.",
+  input: v.object({ agent_id: AgentId, description: v.optional(Description), tools: v.optional(Tools) }),
+  auth: AUTH,
+  output: AgentView,
+  errors: { NOT_FOUND: {}, VALIDATION_FAILED: {}, CONFLICT: {}, FORBIDDEN: {} },
+  http: [{ surface: "gateway", method: "PUT", path: "/agents/:agent_id" }],
+  async handler(params, ctx) {
+    const agent = await owned(ctx, params.agent_id, "member");
+    if (params.tools) await checkToolsAndModel(ctx.deps, agent.tenantId, params.tools);
+    const updated: AgentRecord = {
+      ...agent,
+      ...(params.description !== undefined ? { description: params.description } : {}),
+      ...(params.tools ? { tools: params.tools } : {}),
+      updatedAt: agentTimestamp(),
+    };
+    await ctx.deps.agents.put(updated);
+    await appendAgentLog(ctx.deps, agent.id, {
+      event: "agent.updated",
+      message: "Agent updated",
+      data: { fields: [...(params.description !== undefined ? ["description"] : []), ...(params.tools ? ["tools"] : [])] },
+    });
+    return agentView(ctx.deps, updated);
+  },
+});
+
+export const agentsDelete = agentsDomain.method({
+  name: "agents.delete",
+  summary: "Owners: delete an agent with its logs; 409 while an invocation is running.",
+  input: v.object({ agent_id: AgentId }),
+  auth: AUTH,
+  output: Success,
+  errors: { NOT_FOUND: {}, CONFLICT: {}, FORBIDDEN: {} },
+  http: [{ surface: "gateway", method: "DELETE", path: "/agents/:agent_id" }],
+  async handler(params, ctx) {
+    const agent = await owned(ctx, params.agent_id, "owner");
+    if ((await runningCount(ctx.deps, agent.id)) > 0) {
+      throw new ServiceError("CONFLICT", "The agent is running; delete it once its invocations finish", { details: { status: "running" } });
+    }
+    // Two concurrent deletes: only one removes the agent and its state; the other is a 404.
+    if (!(await ctx.deps.agentState.claimDelete(agent.id, 60_000))) {
+      throw new ServiceError("NOT_FOUND", `Agent not found: ${agent.id}`);
+    }
+    await ctx.deps.agents.remove(agent);
+    await clearState(ctx.deps, agent.id);
+    await dropAgentLogs(ctx.deps, agent.id);
+    emitEvent(ctx.deps, agent.tenantId, "agent.deleted", { agentId: agent.id, name: agent.name });
+    return { success: true };
+  },
+});
+
+export const agentsInvoke = agentsDomain.method({
+  name: "agents.invoke",
+  summary:
+    "Run the agent on `input`: the model calls the agent's tools until it answers or config.maxSteps rounds have run. The result has output, steps, usage, status and runId; `stream: true` sends the run's events over SSE.",
+  input: v.object({
+    agent_id: AgentId,
+    input: v.pipe(v.string("input must be a string"), v.minLength(1, "input is required"), v.maxLength(100_000, "input: at most 100000 characters")),
+    stream: v.optional(v.boolean("stream must be a boolean"), false),
+  }),
+  auth: AUTH,
+  output: AgentRunView,
+  errors: { NOT_FOUND: {}, CONFLICT: {}, QUOTA_EXCEEDED: {}, FORBIDDEN: {}, UNAVAILABLE: {}, MODEL_NOT_AVAILABLE: {} },
+  http: [{ surface: "gateway", method: "POST", path: "/agents/:agent_id/invoke" }],
+  stream: {},
+  async handler(params, ctx) {
+    const startedAt = agentTimestamp();
+    if (params.stream) {
+      // A streamed run holds a place among its credential's streams (QUOTA_STREAMS_PER_KEY, docs/quotas.md) until it ends.
+      const place = await takeStreamPlace(ctx.deps, ctx.principal, ctx.signal);
+      try {
+        const { runId, events } = await invokeAgent(ctx.deps, ctx.principal, params.agent_id, params.input, ctx.signal, { traceparent: ctx.traceparent });
+        return endingWith(framed(runId, events), place.release);
+      } catch (error) {
+        await place.release();
+        throw error;
+      }
+    }
+    const { runId, events } = await invokeAgent(ctx.deps, ctx.principal, params.agent_id, params.input, ctx.signal, { traceparent: ctx.traceparent });
+    for await (const event of events) {
+      if (event.type === "done") return invokeResult(params.agent_id, runId, event.result, startedAt);
+    }
+    throw new ServiceError("INTERNAL", "The run ended without a result");
+  },
+});
+
+export const agentsLogs = agentsDomain.method({
+  name: "agents.logs",
+  summary: "The agent's last `lines` log entries (default 100, at most 1000), newest last: invocations started and finished, steps, errors, transitions.",
+  input: v.object({ agent_id: AgentId, lines: v.optional(queryInt(1, 1000), 100) }),
+  auth: AUTH,
+  output: v.object({ agentId: v.string(), logs: v.array(v.object({ seq: v.number(), time: Timestamp, level: v.string(), event: v.string(), message: v.string() })) }),
+  errors: { NOT_FOUND: {}, FORBIDDEN: {} },
+  http: [{ surface: "gateway", method: "GET", path: "/agents/:agent_id/logs" }],
+  async handler(params, ctx) {
+    const agent = await owned(ctx, params.agent_id);
+    const logs = await readAgentLogs(ctx.deps, agent.id, params.lines);
+    return { agentId: agent.id, logs };
+  },
+});
+
+export const agentsSubscribe = agentsDomain.method({
+  name: "agents.subscribe",
+  summary:
+    "Watch the agent's runs, started on any instance: a `subscribed` event once watching, then each run's events (status, chunk, step, done) with its runId, until the caller goes away. The agent stream's `subscribe` message.",
+  input: v.object({ agent_id: AgentId }),
+  auth: AUTH,
+  output: v.pipe(v.object({ type: v.string(), agentId: v.optional(v.string()), runId: v.optional(v.string()) }), v.description("Each SSE event: `subscribed`, then status, chunk, step and done events of runs")),
+  errors: { NOT_FOUND: {}, FORBIDDEN: {} },
+  http: [{ surface: "gateway", method: "GET", path: "/agents/:agent_id/events" }],
+  stream: {},
+  async handler(params, ctx) {
+    const agent = await owned(ctx, params.agent_id);
+    return watchRuns(ctx.deps, agent.id, ctx.signal);
+  },
+});
+
+export const agentsCancel = agentsDomain.method({
+  name: "agents.cancel",
+  summary:
+    "Cancel a running invocation of one of your agents, wherever it runs; it ends with status `cancelled`. A run that ended, never existed or is another user's is 404. The agent stream's `cancel` message.",
+  input: v.object({ run_id: v.pipe(v.string("run_id must be a string"), v.minLength(1, "run_id is required"), v.maxLength(128)) }),
+  auth: AUTH,
+  output: v.object({ runId: v.string(), agentId: v.string(), cancelled: v.boolean() }),
+  errors: { NOT_FOUND: {} },
+  http: [{ surface: "gateway", method: "POST", path: "/agents/runs/:run_id/cancel" }],
+  async handler(params, ctx) {
+    const { runId, agentId } = await cancelRun(ctx.deps, ctx.principal.userId, params.run_id, (agentId) =>
+      requireAgent(ctx.deps, ctx.principal.userId, agentId, "member").then(
+        () => true,
+        () => false,
+      ),
+    );
+    return { runId, agentId, cancelled: true };
+  },
+});
+
+export const agentsDeploy = lifecycleMethod("deploy", "Deploy the agent (idle or error → deployed); 409 from any other status (docs/agents.md state machine).");
+export const agentsPause = lifecycleMethod("pause", "Pause a deployed agent (deployed → paused); a paused agent refuses invocations with 409.");
+export const agentsResume = lifecycleMethod("resume", "Resume a paused agent (paused → deployed).");
+
 /** Gateway agents by id, run here (spec 4.4 "API-gateway mode"); served when ORCH_BASE_URL is unset. */
 export const localAgentMethods = [
-  agentsDomain.method({
-    name: "agents.list",
-    summary: "The agents of every tenant the caller is a member of (or of `tenantId` only), oldest first, as a bare JSON array (spec 2.6).",
-    input: v.object({ tenantId: v.optional(v.pipe(v.string("tenantId must be a string"), v.minLength(1), v.maxLength(128))) }),
-    auth: { ...AUTH, kinds: [...AUTH.kinds, "console"] },
-    output: v.array(AgentView),
-    http: [
-      { surface: "gateway", method: "GET", path: "/agents" },
-      { surface: "console", method: "GET", path: "/agents" },
-    ],
-    async handler(params, ctx) {
-      const tenants = params.tenantId
-        ? [await requireTenantAccess(ctx.deps, ctx.principal, params.tenantId, "viewer")]
-        : (await tenantsOf(ctx.deps, ctx.principal)).map(({ tenant }) => tenant);
-      const wanted = new Set(tenants.map((tenant) => tenant.id));
-      // Every agent of a tenant lives under the tenant's creator: one listing per creator.
-      const partitions = [...new Set(tenants.map((tenant) => tenant.ownerId))];
-      const agents = (await Promise.all(partitions.map((owner) => ctx.deps.agents.list(owner))))
-        .flat()
-        .filter((agent) => wanted.has(agent.tenantId))
-        .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
-      return Promise.all(agents.map((agent) => agentView(ctx.deps, agent)));
-    },
-  }),
-
-  agentsDomain.method({
-    name: "agents.create",
-    summary:
-      "Create an agent in a tenant (`tenantId`, default the caller's personal tenant). Tools must be in the catalog and the model in the router (400 naming the bad ones); 403 past the tenant's limits.agents.",
-    input: v.object({
-      name: Name,
-      model: Model,
-      tools: v.optional(Tools, []),
-      description: v.optional(Description, ""),
-      config: v.optional(Config, {}),
-      tenantId: v.optional(v.pipe(v.string("tenantId must be a string"), v.minLength(1), v.maxLength(128))),
-    }),
-    auth: AUTH,
-    output: AgentView,
-    errors: ["VALIDATION_FAILED", "FORBIDDEN", "NOT_FOUND"],
-    http: [{ surface: "gateway", method: "POST", path: "/agents", status: 201 }],
-    async handler(params, ctx) {
-      const principal = ctx.principal;
-      const tenant = await tenantOrPersonal(ctx.deps, principal, params.tenantId, "member");
-      await checkToolsAndModel(ctx.deps, tenant.id, params.tools, params.model);
-      const now = agentTimestamp();
-      const agent: AgentRecord = {
-        id: newId("agt"),
-        name: params.name,
-        model: params.model,
-        tools: params.tools,
-        description: params.description,
-        config: configOf(ctx.deps, params.config),
-        tenantId: tenant.id,
-        ownerId: tenant.ownerId,
-        createdBy: principal.userId,
-        createdAt: now,
-        updatedAt: now,
-      };
-      await createInTenant(ctx.deps, tenant, () => ctx.deps.agents.put(agent));
-      emitEvent(ctx.deps, agent.tenantId, "agent.created", { agentId: agent.id, name: agent.name, model: agent.model });
-      await appendAgentLog(ctx.deps, agent.id, { event: "agent.created", message: `Agent ${agent.name} created`, data: { model: agent.model, tools: agent.tools } });
-      return agentView(ctx.deps, agent);
-    },
-  }),
-
-  agentsDomain.method({
-    name: "agents.get",
-    summary: "An agent of a tenant the caller is a member of; a non-member gets the same 404 as for a missing agent.",
-    input: v.object({ agent_id: AgentId }),
-    auth: AUTH,
-    output: AgentView,
-    errors: ["NOT_FOUND"],
-    http: [{ surface: "gateway", method: "GET", path: "/agents/:agent_id" }],
-    async handler(params, ctx) {
-      return agentView(ctx.deps, await owned(ctx, params.agent_id));
-    },
-  }),
-
-  agentsDomain.method({
-    name: "agents.update",
-    summary: "Change an agent's description and/or tools (spec 2.6: a partial update); tools must be in the catalog.",
-    input: v.object({ agent_id: AgentId, description: v.optional(Description), tools: v.optional(Tools) }),
-    auth: AUTH,
-    output: AgentView,
-    errors: ["NOT_FOUND", "VALIDATION_FAILED", "CONFLICT"],
-    http: [{ surface: "gateway", method: "PUT", path: "/agents/:agent_id" }],
-    async handler(params, ctx) {
-      const agent = await owned(ctx, params.agent_id, "member");
-      if (params.tools) await checkToolsAndModel(ctx.deps, agent.tenantId, params.tools);
-      const updated: AgentRecord = {
-        ...agent,
-        ...(params.description !== undefined ? { description: params.description } : {}),
-        ...(params.tools ? { tools: params.tools } : {}),
-        updatedAt: agentTimestamp(),
-      };
-      await ctx.deps.agents.put(updated);
-      await appendAgentLog(ctx.deps, agent.id, {
-        event: "agent.updated",
-        message: "Agent updated",
-        data: { fields: [...(params.description !== undefined ? ["description"] : []), ...(params.tools ? ["tools"] : [])] },
-      });
-      return agentView(ctx.deps, updated);
-    },
-  }),
-
-  agentsDomain.method({
-    name: "agents.delete",
-    summary: "Owners: delete an agent with its logs; 409 while an invocation is running.",
-    input: v.object({ agent_id: AgentId }),
-    auth: AUTH,
-    output: Success,
-    errors: ["NOT_FOUND", "CONFLICT"],
-    http: [{ surface: "gateway", method: "DELETE", path: "/agents/:agent_id" }],
-    async handler(params, ctx) {
-      const agent = await owned(ctx, params.agent_id, "owner");
-      if ((await runningCount(ctx.deps, agent.id)) > 0) {
-        throw new ServiceError("CONFLICT", "The agent is running; delete it once its invocations finish", { details: { status: "running" } });
-      }
-      // Two concurrent deletes: only one removes the agent and its state; the other is a 404.
-      if (!(await ctx.deps.agentState.claimDelete(agent.id, 60_000))) {
-        throw new ServiceError("NOT_FOUND", `Agent not found: ${agent.id}`);
-      }
-      await ctx.deps.agents.remove(agent);
-      await clearState(ctx.deps, agent.id);
-      await dropAgentLogs(ctx.deps, agent.id);
-      emitEvent(ctx.deps, agent.tenantId, "agent.deleted", { agentId: agent.id, name: agent.name });
-      return { success: true };
-    },
-  }),
-
-  agentsDomain.method({
-    name: "agents.invoke",
-    summary:
-      "Run the agent on `input`: the model calls the agent's tools until it answers or config.maxSteps rounds have run. The result has output, steps, usage, status and runId; `stream: true` sends the run's events over SSE.",
-    input: v.object({
-      agent_id: AgentId,
-      input: v.pipe(v.string("input must be a string"), v.minLength(1, "input is required"), v.maxLength(100_000, "input: at most 100000 characters")),
-      stream: v.optional(v.boolean("stream must be a boolean"), false),
-    }),
-    auth: AUTH,
-    output: AgentRunView,
-    errors: ["NOT_FOUND", "CONFLICT", "QUOTA_EXCEEDED"],
-    http: [{ surface: "gateway", method: "POST", path: "/agents/:agent_id/invoke" }],
-    stream: {},
-    async handler(params, ctx) {
-      const startedAt = agentTimestamp();
-      if (params.stream) {
-        // A streamed run holds a place among its credential's streams (QUOTA_STREAMS_PER_KEY, docs/quotas.md) until it ends.
-        const place = await takeStreamPlace(ctx.deps, ctx.principal, ctx.signal);
-        try {
-          const { runId, events } = await invokeAgent(ctx.deps, ctx.principal, params.agent_id, params.input, ctx.signal, { traceparent: ctx.traceparent });
-          return endingWith(framed(runId, events), place.release);
-        } catch (error) {
-          await place.release();
-          throw error;
-        }
-      }
-      const { runId, events } = await invokeAgent(ctx.deps, ctx.principal, params.agent_id, params.input, ctx.signal, { traceparent: ctx.traceparent });
-      for await (const event of events) {
-        if (event.type === "done") return invokeResult(params.agent_id, runId, event.result, startedAt);
-      }
-      throw new ServiceError("INTERNAL", "The run ended without a result");
-    },
-  }),
-
-  agentsDomain.method({
-    name: "agents.logs",
-    summary: "The agent's last `lines` log entries (default 100, at most 1000), newest last: invocations started and finished, steps, errors, transitions.",
-    input: v.object({ agent_id: AgentId, lines: v.optional(queryInt(1, 1000), 100) }),
-    auth: AUTH,
-    output: v.object({ agentId: v.string(), logs: v.array(v.object({ seq: v.number(), time: Timestamp, level: v.string(), event: v.string(), message: v.string() })) }),
-    errors: ["NOT_FOUND"],
-    http: [{ surface: "gateway", method: "GET", path: "/agents/:agent_id/logs" }],
-    async handler(params, ctx) {
-      const agent = await owned(ctx, params.agent_id);
-      const logs = await readAgentLogs(ctx.deps, agent.id, params.lines);
-      return { agentId: agent.id, logs };
-    },
-  }),
-
-  agentsDomain.method({
-    name: "agents.subscribe",
-    summary:
-      "Watch the agent's runs, started on any instance: a `subscribed` event once watching, then each run's events (status, chunk, step, done) with its runId, until the caller goes away. The agent stream's `subscribe` message.",
-    input: v.object({ agent_id: AgentId }),
-    auth: AUTH,
-    output: v.pipe(v.object({ type: v.string(), agentId: v.optional(v.string()), runId: v.optional(v.string()) }), v.description("Each SSE event: `subscribed`, then status, chunk, step and done events of runs")),
-    errors: ["NOT_FOUND"],
-    http: [{ surface: "gateway", method: "GET", path: "/agents/:agent_id/events" }],
-    stream: {},
-    async handler(params, ctx) {
-      const agent = await owned(ctx, params.agent_id);
-      return watchRuns(ctx.deps, agent.id, ctx.signal);
-    },
-  }),
-
-  agentsDomain.method({
-    name: "agents.cancel",
-    summary:
-      "Cancel a running invocation of one of your agents, wherever it runs; it ends with status `cancelled`. A run that ended, never existed or is another user's is 404. The agent stream's `cancel` message.",
-    input: v.object({ run_id: v.pipe(v.string("run_id must be a string"), v.minLength(1, "run_id is required"), v.maxLength(128)) }),
-    auth: AUTH,
-    output: v.object({ runId: v.string(), agentId: v.string(), cancelled: v.boolean() }),
-    errors: ["NOT_FOUND"],
-    http: [{ surface: "gateway", method: "POST", path: "/agents/runs/:run_id/cancel" }],
-    async handler(params, ctx) {
-      const { runId, agentId } = await cancelRun(ctx.deps, ctx.principal.userId, params.run_id, (agentId) =>
-        requireAgent(ctx.deps, ctx.principal.userId, agentId, "member").then(
-          () => true,
-          () => false,
-        ),
-      );
-      return { runId, agentId, cancelled: true };
-    },
-  }),
-
-  lifecycleMethod("deploy", "Deploy the agent (idle or error → deployed); 409 from any other status (docs/agents.md state machine)."),
-  lifecycleMethod("pause", "Pause a deployed agent (deployed → paused); a paused agent refuses invocations with 409."),
-  lifecycleMethod("resume", "Resume a paused agent (paused → deployed)."),
+  agentsList,
+  agentsCreate,
+  agentsGet,
+  agentsUpdate,
+  agentsDelete,
+  agentsInvoke,
+  agentsLogs,
+  agentsSubscribe,
+  agentsCancel,
+  agentsDeploy,
+  agentsPause,
+  agentsResume,
 ];
+
+export const agentsStreamConnect = agentsDomain.method({
+  name: "agents.stream.connect",
+  summary: "Admits an agent-stream socket (`WS /gateway/v1/agents/stream`, spec 4.4): a session or Gateway key.",
+  input: v.object({}),
+  auth: AUTH,
+  internal: true,
+  http: [],
+  handler: (_params, ctx) => ({ userId: ctx.principal.userId }),
+});
 
 /**
  * The agent stream's gate, served in both agent modes: in orchestrator-proxy mode the socket
  * still opens and answers every message with a pointer to the orchestrator's stream.
  */
 export const agentStreamMethods = [
-  agentsDomain.method({
-    name: "agents.stream.connect",
-    summary: "Admits an agent-stream socket (`WS /gateway/v1/agents/stream`, spec 4.4): a session or Gateway key.",
-    input: v.object({}),
-    auth: AUTH,
-    internal: true,
-    http: [],
-    handler: (_params, ctx) => ({ userId: ctx.principal.userId }),
-  }),
+  agentsStreamConnect,
 ];

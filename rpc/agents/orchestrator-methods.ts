@@ -1,6 +1,6 @@
 import * as v from "valibot";
 import { Relayed } from "../views.js";
-import { type AnyMethod, type HttpVerb } from "../define.js";
+import type { HttpVerb } from "../define.js";
 import type { AuthSpec } from "../auth.js";
 import { principalOf } from "../auth.js";
 import { queryInt } from "../validate.js";
@@ -15,7 +15,13 @@ import { agentsDomain, type AgentsContext } from "./deps.js";
  * answer comes back as is — a list may be a bare array (spec 2.6).
  */
 
-const AUTH: AuthSpec = { kinds: ["session", "gateway_key"] };
+const AUTH = { kinds: ["session", "gateway_key"] } as const satisfies AuthSpec;
+
+/**
+ * What the orchestrator's answers become (rpc/agents/orchestrator/errors.ts): the caller's
+ * mistakes keep their meaning, the orchestrator's own failures are 502, no answer in time 504.
+ */
+const ORCHESTRATOR_ERRORS = { BAD_REQUEST: {}, FORBIDDEN: {}, NOT_FOUND: {}, CONFLICT: {}, RATE_LIMITED: {}, BAD_GATEWAY: {}, TIMEOUT: {} } as const;
 
 const AGENT_NAME = v.pipe(
   v.string("name must be a string"),
@@ -53,13 +59,14 @@ function call(ctx: AgentsContext, method: "GET" | "POST", path: string, extra: {
 const acknowledged = (result: unknown, name: string, action: string) => result ?? { success: true, name, action };
 
 /** One forwarded agent operation `<verb> /agents/:name/<action>`. */
-function agentAction(action: string, verb: HttpVerb & ("GET" | "POST"), summary: string, extraInput: v.ObjectEntries = {}): AnyMethod {
+function agentAction<const A extends string>(action: A, verb: HttpVerb & ("GET" | "POST"), summary: string, extraInput: v.ObjectEntries = {}) {
   return agentsDomain.method({
     name: `agents.${action}`,
     summary,
     input: v.looseObject({ name: AGENT_NAME, ...extraInput }),
     auth: AUTH,
     output: Relayed,
+    errors: ORCHESTRATOR_ERRORS,
     http: [{ surface: "gateway", method: verb, path: `/agents/:name/${action}` }],
     async handler(params, ctx) {
       const others = rest(params);
@@ -72,13 +79,14 @@ function agentAction(action: string, verb: HttpVerb & ("GET" | "POST"), summary:
   });
 }
 
-export const orchestratorAgentMethods: readonly AnyMethod[] = [
+export const orchestratorAgentMethods = [
   agentsDomain.method({
     name: "agents.list",
     summary: "Agents known to the orchestrator (orchestrator-proxy mode); query parameters are passed on.",
     input: v.looseObject({}),
     auth: AUTH,
     output: Relayed,
+    errors: ORCHESTRATOR_ERRORS,
     http: [{ surface: "gateway", method: "GET", path: "/agents" }],
     handler: (params, ctx) => call(ctx, "GET", "/agents", { query: queryOf(params) }),
   }),
@@ -95,6 +103,7 @@ export const orchestratorAgentMethods: readonly AnyMethod[] = [
     }),
     auth: AUTH,
     output: Relayed,
+    errors: ORCHESTRATOR_ERRORS,
     http: [{ surface: "gateway", method: "POST", path: "/agents", status: 201 }],
     handler: (params, ctx) => call(ctx, "POST", "/agents", { body: params }),
   }),
@@ -105,6 +114,7 @@ export const orchestratorAgentMethods: readonly AnyMethod[] = [
     input: v.object({ name: AGENT_NAME }),
     auth: AUTH,
     output: Relayed,
+    errors: ORCHESTRATOR_ERRORS,
     http: [{ surface: "gateway", method: "GET", path: "/agents/:name" }],
     handler: (params, ctx) => call(ctx, "GET", agentPath(params.name), {}),
   }),
@@ -115,6 +125,7 @@ export const orchestratorAgentMethods: readonly AnyMethod[] = [
     input: v.object({ name: AGENT_NAME, tail: v.optional(queryInt(1, 10_000)) }),
     auth: AUTH,
     output: Relayed,
+    errors: ORCHESTRATOR_ERRORS,
     http: [{ surface: "gateway", method: "GET", path: "/agents/:name/logs" }],
     handler: (params, ctx) => call(ctx, "GET", agentPath(params.name, "logs"), { query: params.tail === undefined ? {} : { tail: params.tail } }),
   }),
@@ -137,6 +148,7 @@ export const orchestratorAgentMethods: readonly AnyMethod[] = [
     input: v.looseObject({ name: AGENT_NAME }),
     auth: AUTH,
     output: Relayed,
+    errors: ORCHESTRATOR_ERRORS,
     http: [{ surface: "gateway", method: "GET", path: "/agents/:name/stream" }],
     stream: {},
     async handler(params, ctx) {

@@ -127,7 +127,7 @@ export const billingProxyMethods = [
     input: v.object({ path: ProxyPath, request: RawRequestInput }),
     auth: { kinds: ["session", "gateway_key"] },
     output: v.pipe(v.unknown(), v.description("The manager's answer: its status, content type and body, relayed as they came")),
-    errors: ["VALIDATION_FAILED", "NOT_FOUND", "BAD_GATEWAY", "UNAVAILABLE", "TIMEOUT", "PAYLOAD_TOO_LARGE"],
+    errors: { VALIDATION_FAILED: {}, BAD_GATEWAY: {}, UNAVAILABLE: {}, TIMEOUT: {}, PAYLOAD_TOO_LARGE: {}, NOT_FOUND: {}, FORBIDDEN: {} },
     http: (["GET", "POST", "PUT", "PATCH", "DELETE"] as const).map((method) => ({ surface: "gateway" as const, method, path: "/billing/**:path", raw: true })),
     handler: (params, ctx) => proxyToManager(ctx, params.path, params.request),
   }),

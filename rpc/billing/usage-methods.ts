@@ -65,7 +65,7 @@ export const usageMethods = [
     input: v.object(Window),
     auth: AUTH,
     output: v.object({ tenantId: v.string(), from: v.string(), to: v.string(), totals: v.object(Counts), surfaces: v.array(v.object({ surface: v.string(), ...Counts })), workspaces: v.array(v.object({ workspaceId: v.string(), name: v.string(), status: v.string(), creditBalance: v.number(), ...Counts })) }),
-    errors: ["NOT_FOUND", "VALIDATION_FAILED"],
+    errors: { NOT_FOUND: {}, VALIDATION_FAILED: {}, FORBIDDEN: {} },
     http: [
       { surface: "gateway", method: "GET", path: "/billing/usage" },
       { surface: "console", method: "GET", path: "/billing/usage" },
@@ -101,7 +101,7 @@ export const usageMethods = [
     input: v.object({ path: ProxyPath, ...Window }),
     auth: AUTH,
     output: v.object({ tenantId: v.string(), from: v.string(), to: v.string(), report: v.string(), rows: v.array(v.record(v.string(), v.union([v.string(), v.number()]))) }),
-    errors: ["NOT_FOUND", "VALIDATION_FAILED"],
+    errors: { NOT_FOUND: {}, VALIDATION_FAILED: {}, FORBIDDEN: {} },
     http: [
       { surface: "gateway", method: "GET", path: "/usage/**:path" },
       { surface: "console", method: "GET", path: "/usage/**:path" },

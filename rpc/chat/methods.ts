@@ -107,8 +107,17 @@ export const chatMethods = [
     input: PlatformChatBody,
     auth: { kinds: ["platform_key"], scopes: ["chat:write"] },
     output: ChatCompletionView,
-    // spec 7.2: an upstream timeout is a 502 here (rpc/surfaces.ts).
-    errors: ["INSUFFICIENT_CREDITS", "RATE_LIMITED", "FORBIDDEN", "UPSTREAM", "BAD_GATEWAY"],
+    errors: {
+      INSUFFICIENT_CREDITS: {},
+      RATE_LIMITED: {},
+      FORBIDDEN: {},
+      UPSTREAM: {},
+      BAD_GATEWAY: {},
+      // spec 7.2: an upstream timeout is a 502 here (rpc/surfaces.ts).
+      TIMEOUT: { status: 502, message: "the model did not answer in time" },
+      UNAVAILABLE: {},
+      MODEL_NOT_AVAILABLE: {},
+    },
     http: [{ surface: "platform", method: "POST", path: "/chat/completions" }],
     stream: { done: "[DONE]" },
     async handler(params, ctx) {
@@ -135,7 +144,7 @@ export const chatMethods = [
     input: ToolChatBody,
     auth: { kinds: ["account_key"], scopes: ["intelligence"], scopeError: "INSUFFICIENT_CAPABILITY" },
     output: ChatCompletionView,
-    errors: ["QUOTA_EXCEEDED", "FORBIDDEN", "INSUFFICIENT_CAPABILITY", "UPSTREAM", "TIMEOUT"],
+    errors: { QUOTA_EXCEEDED: {}, FORBIDDEN: {}, INSUFFICIENT_CAPABILITY: {}, UPSTREAM: {}, TIMEOUT: {}, BAD_GATEWAY: {}, UNAVAILABLE: {}, RATE_LIMITED: {}, MODEL_NOT_AVAILABLE: {} },
     http: [{ surface: "account", method: "POST", path: "/chat/completions" }],
     stream: { done: "[DONE]" },
     handler: (params, ctx) => userChat(ctx, params, "account"),
@@ -147,7 +156,7 @@ export const chatMethods = [
     input: ToolChatBody,
     auth: { kinds: ["session", "gateway_key"] },
     output: ChatCompletionView,
-    errors: ["QUOTA_EXCEEDED", "FORBIDDEN", "UPSTREAM", "TIMEOUT"],
+    errors: { QUOTA_EXCEEDED: {}, FORBIDDEN: {}, UPSTREAM: {}, TIMEOUT: {}, BAD_GATEWAY: {}, UNAVAILABLE: {}, RATE_LIMITED: {}, MODEL_NOT_AVAILABLE: {}, INSUFFICIENT_CAPABILITY: {} },
     http: [{ surface: "gateway", method: "POST", path: "/chat/completions" }],
     stream: { done: "[DONE]" },
     handler: (params, ctx) => userChat(ctx, params, "gateway"),

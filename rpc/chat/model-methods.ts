@@ -32,7 +32,7 @@ export const modelMethods = [
     input: v.object({}),
     auth: { kinds: ["platform_key"] },
     output: ModelList,
-    errors: ["INSUFFICIENT_CREDITS"],
+    errors: { INSUFFICIENT_CREDITS: {} },
     http: [{ surface: "platform", method: "GET", path: "/models" }],
     async handler(_params, ctx) {
       await ctx.deps.money.requireCredits(principalOf(ctx));
@@ -46,7 +46,7 @@ export const modelMethods = [
     input: v.object({}),
     auth: { kinds: ["account_key"] },
     output: v.object({ object: v.string(), plan: v.object({ id: v.string(), name: v.string(), tokensPerWindow: v.number(), windowSeconds: v.number(), used: v.number(), remaining: v.number() }), data: v.array(v.object({ ...ModelEntry.entries, available: v.boolean() })) }),
-    errors: ["INSUFFICIENT_CAPABILITY"],
+    errors: { INSUFFICIENT_CAPABILITY: {} },
     http: [{ surface: "account", method: "GET", path: "/models" }],
     async handler(_params, ctx) {
       const plan = await accountPlan(ctx);
@@ -78,7 +78,7 @@ export const modelMethods = [
     input: ModelId,
     auth: { kinds: ["platform_key"] },
     output: ModelEntry,
-    errors: ["INSUFFICIENT_CREDITS", "NOT_FOUND"],
+    errors: { INSUFFICIENT_CREDITS: {}, NOT_FOUND: {} },
     http: [{ surface: "platform", method: "GET", path: "/models/:model_id" }],
     async handler(params, ctx) {
       await ctx.deps.money.requireCredits(principalOf(ctx));
@@ -92,7 +92,7 @@ export const modelMethods = [
     input: ModelId,
     auth: { kinds: ["account_key"] },
     output: v.object({ ...ModelEntry.entries, available: v.boolean() }),
-    errors: ["NOT_FOUND", "INSUFFICIENT_CAPABILITY"],
+    errors: { NOT_FOUND: {}, INSUFFICIENT_CAPABILITY: {} },
     http: [{ surface: "account", method: "GET", path: "/models/:model_id" }],
     async handler(params, ctx) {
       const plan = await accountPlan(ctx);
@@ -107,7 +107,7 @@ export const modelMethods = [
     input: ModelId,
     auth: { kinds: ["session", "gateway_key"] },
     output: ModelEntry,
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {} },
     http: [{ surface: "gateway", method: "GET", path: "/models/:model_id" }],
     handler(params, ctx) {
       return findModel(ctx, params.model_id);

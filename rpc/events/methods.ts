@@ -94,7 +94,7 @@ export const eventMethods = [
     }),
     auth: AUTH,
     output: EventView,
-    errors: ["NOT_FOUND", "PAYLOAD_TOO_LARGE"],
+    errors: { NOT_FOUND: {}, PAYLOAD_TOO_LARGE: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "POST", path: "/events", status: 201 }],
     async handler(params, ctx) {
       const tenant = await tenantOrPersonal(ctx.deps, ctx.principal, params.tenantId, TENANT_ACCESS.publish);
@@ -120,7 +120,7 @@ export const eventMethods = [
     }),
     auth: AUTH,
     output: Page(v.object({ ...EventView.entries, status: v.optional(v.string()), consumer: v.optional(v.string()), deliveries: v.optional(v.number()), reason: v.optional(v.string()), deadAt: v.optional(v.string()) })),
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "GET", path: "/events" }],
     async handler(params, ctx) {
       const tenant = await tenantOrPersonal(ctx.deps, ctx.principal, params.tenantId);
@@ -153,7 +153,7 @@ export const eventMethods = [
     }),
     auth: AUTH,
     output: v.object({ consumer: v.string(), data: v.array(v.object({ ...EventView.entries, leaseId: v.string(), deliveryCount: v.number(), leaseExpiresAt: v.string() })) }),
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "POST", path: "/events/consume" }],
     async handler(params, ctx) {
       const tenant = await tenantOrPersonal(ctx.deps, ctx.principal, params.tenantId, TENANT_ACCESS.use);
@@ -172,7 +172,7 @@ export const eventMethods = [
     input: v.object({ event_id: EventId, consumer: v.optional(Consumer), leaseId: v.optional(v.pipe(v.string(), v.maxLength(64))) }),
     auth: AUTH,
     output: Settled("acked"),
-    errors: ["NOT_FOUND", "CONFLICT"],
+    errors: { NOT_FOUND: {}, CONFLICT: {}, FORBIDDEN: {}, BAD_REQUEST: {} },
     http: [{ surface: "gateway", method: "POST", path: "/events/:event_id/ack" }],
     async handler(params, ctx) {
       const event = await reachableEvent(ctx.deps, ctx.principal, params.event_id);
@@ -195,7 +195,7 @@ export const eventMethods = [
     }),
     auth: AUTH,
     output: Settled("nacked"),
-    errors: ["NOT_FOUND", "CONFLICT"],
+    errors: { NOT_FOUND: {}, CONFLICT: {}, FORBIDDEN: {}, BAD_REQUEST: {} },
     http: [{ surface: "gateway", method: "POST", path: "/events/:event_id/nack" }],
     async handler(params, ctx) {
       const event = await reachableEvent(ctx.deps, ctx.principal, params.event_id);
@@ -212,7 +212,7 @@ export const eventMethods = [
     input: v.object({ event_id: EventId, consumer: Consumer }),
     auth: AUTH,
     output: Settled("requeued"),
-    errors: ["NOT_FOUND", "CONFLICT"],
+    errors: { NOT_FOUND: {}, CONFLICT: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "POST", path: "/events/:event_id/requeue" }],
     async handler(params, ctx) {
       const event = await reachableEvent(ctx.deps, ctx.principal, params.event_id);

@@ -60,7 +60,7 @@ export const accountKeyMethods = [
     }),
     auth: SIGNED_IN,
     output: v.object({ ...AccountKeyView.entries, ...WithSecret.entries }),
-    errors: ["CONFLICT"],
+    errors: { CONFLICT: {} },
     http: [
       { surface: "account", method: "POST", path: "/keys", status: 201 },
       { surface: "console", method: "POST", path: "/personal-keys", status: 201 },
@@ -86,7 +86,7 @@ export const accountKeyMethods = [
     input: v.object({ id: v.pipe(v.string(), v.minLength(1)) }),
     auth: SIGNED_IN,
     output: v.object({ id: v.string(), revoked: v.boolean() }),
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {} },
     http: [
       { surface: "account", method: "DELETE", path: "/keys/:id" },
       { surface: "console", method: "DELETE", path: "/personal-keys/:id" },

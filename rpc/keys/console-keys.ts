@@ -3,7 +3,7 @@ import type { Principal } from "../auth.js";
 import { requireWorkspace } from "../workspaces/access.js";
 import type { Role } from "../tenants/access.js";
 import { ServiceError } from "../errors.js";
-import { createKeyWithinQuota } from "./create-key.js";
+import { createKey, withinKeyQuota } from "./create-key.js";
 import type { KeyRecord } from "../../storage/repos/keys.js";
 import { nowIso } from "../../storage/ids.js";
 import { ConsoleKeyView, Timestamp, WithSecret } from "../views.js";
@@ -13,13 +13,13 @@ import { keysDomain, type KeysDeps, type KeysContext } from "./deps.js";
 /** Scopes of a console-created platform key (spec 2.4: `chat:write` by default). */
 export const DEFAULT_PLATFORM_SCOPES = ["chat:write"];
 
-const Name = v.pipe(v.string("name must be a string"), v.trim(), v.minLength(1, "name is required"), v.maxLength(100, "name is at most 100 characters"));
+export const Name = v.pipe(v.string("name must be a string"), v.trim(), v.minLength(1, "name is required"), v.maxLength(100, "name is at most 100 characters"));
 
 /** spendLimit in credits; null removes the limit (spec 8: per key, updatable). */
-const SpendLimit = v.nullable(
+export const SpendLimit = v.nullable(
   v.pipe(v.number("spendLimit must be a number or null"), v.finite("spendLimit must be finite"), v.minValue(0, "spendLimit must not be negative")),
 );
-const PerMinute = (field: string) =>
+export const PerMinute = (field: string) =>
   v.nullable(
     v.pipe(
       v.number(`${field} must be a number or null`),
@@ -29,7 +29,7 @@ const PerMinute = (field: string) =>
     ),
   );
 
-const ExpiresAt = v.pipe(
+export const ExpiresAt = v.pipe(
   v.string("expiresAt must be an ISO 8601 date string"),
   v.isoTimestamp("expiresAt must be an ISO 8601 timestamp, e.g. 2030-01-01T00:00:00Z"),
   v.transform((value) => new Date(value).toISOString()),
@@ -51,6 +51,21 @@ export function consoleKeyView(record: KeyRecord) {
     rpmLimit: record.rpmLimit,
     tpmLimit: record.tpmLimit,
   };
+}
+
+/**
+ * A platform key of `workspaceId` (scope `chat:write`), made for `userId`, and the
+ * `key.created` event under that user's tenant (docs/events.md): the console's create and the
+ * admin command's `create-key`.
+ */
+export async function createPlatformKey(
+  deps: KeysDeps,
+  input: { workspaceId: string; userId: string; name: string; expiresAt?: string | null; spendLimit?: number | null; rpmLimit?: number | null; tpmLimit?: number | null },
+): Promise<{ record: KeyRecord; secret: string }> {
+  const { workspaceId, ...rest } = input;
+  const created = await createKey(deps, { ...rest, kind: "platform", owner: workspaceId, scopes: [...DEFAULT_PLATFORM_SCOPES] });
+  emitUserEvent(deps, input.userId, "key.created", { keyId: created.record.id, kind: "platform", name: created.record.name });
+  return created;
 }
 
 /** The caller's workspace's platform key, or the same 404 whether it is missing or another workspace's (spec 3). */
@@ -90,20 +105,16 @@ export const consoleKeyMethods = [
     }),
     auth: CONSOLE_ONLY,
     output: v.object({ id: v.string(), name: v.string(), key: WithSecret.entries.key, createdAt: Timestamp }),
-    errors: ["VALIDATION_FAILED", "CONFLICT"],
+    errors: { VALIDATION_FAILED: {}, NOT_FOUND: {}, FORBIDDEN: {}, CONFLICT: {} },
     http: [{ surface: "console", method: "POST", path: "/api-keys", status: 201 }],
     async handler(params, ctx) {
       const principal = ctx.principal;
-      const { record, secret } = await createKeyWithinQuota(ctx.deps, {
-        kind: "platform",
-        owner: await workspaceOf(ctx, params.workspaceId, "member"),
-        userId: principal.userId,
-        name: params.name,
-        scopes: [...DEFAULT_PLATFORM_SCOPES],
-        expiresAt: params.expiresAt ?? null,
-      });
+      const workspaceId = await workspaceOf(ctx, params.workspaceId, "member");
+      // The signed-in user's key quota (QUOTA_KEYS_PER_USER, docs/quotas.md); an operator's `create-key` is not counted against it.
+      const { record, secret } = await withinKeyQuota(ctx.deps, principal.userId, () =>
+        createPlatformKey(ctx.deps, { workspaceId, userId: principal.userId, name: params.name, expiresAt: params.expiresAt ?? null }),
+      );
       ctx.responseHeaders.set("cache-control", "no-store");
-      emitUserEvent(ctx.deps, principal.userId, "key.created", { keyId: record.id, kind: "platform", name: record.name });
       // spec 4.3: exactly {id, name, key, createdAt}.
       return { id: record.id, name: record.name, key: secret, createdAt: record.createdAt };
     },
@@ -115,6 +126,7 @@ export const consoleKeyMethods = [
     input: v.object(WorkspaceParam),
     auth: CONSOLE_ONLY,
     output: v.object({ data: v.array(ConsoleKeyView) }),
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "console", method: "GET", path: "/api-keys" }],
     async handler(params, ctx) {
       const records = await ctx.deps.keys.list(await workspaceOf(ctx, params.workspaceId, "viewer"), "platform");
@@ -141,7 +153,7 @@ export const consoleKeyMethods = [
     ),
     auth: CONSOLE_ONLY,
     output: ConsoleKeyView,
-    errors: ["NOT_FOUND", "VALIDATION_FAILED"],
+    errors: { NOT_FOUND: {}, VALIDATION_FAILED: {}, FORBIDDEN: {} },
     http: [{ surface: "console", method: "PATCH", path: "/api-keys/:id" }],
     async handler(params, ctx) {
       const record = await ownKey(ctx.deps, await workspaceOf(ctx, params.workspaceId, "member"), params.id);
@@ -161,7 +173,7 @@ export const consoleKeyMethods = [
     input: v.object({ id: KeyId, ...WorkspaceParam }),
     auth: CONSOLE_ONLY,
     output: v.object({ id: v.string(), revoked: v.boolean() }),
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "console", method: "DELETE", path: "/api-keys/:id" }],
     async handler(params, ctx) {
       const record = await ownKey(ctx.deps, await workspaceOf(ctx, params.workspaceId, "member"), params.id);

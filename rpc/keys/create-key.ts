@@ -25,7 +25,12 @@ export interface NewKey {
  * quota lock, so concurrent creates on any instance never pass it.
  */
 export function createKeyWithinQuota(deps: KeysDeps, input: NewKey): Promise<{ record: KeyRecord; secret: string }> {
-  return createWithinQuota(deps, "keys_per_user", input.userId, () => liveKeysOf(deps, input.userId), () => createKey(deps, input));
+  return withinKeyQuota(deps, input.userId, () => createKey(deps, input));
+}
+
+/** Runs `create` (one more key of `userId`, of any kind) under the user's key quota. */
+export function withinKeyQuota<T>(deps: KeysDeps, userId: string, create: () => Promise<T>): Promise<T> {
+  return createWithinQuota(deps, "keys_per_user", userId, () => liveKeysOf(deps, userId), create);
 }
 
 /**

@@ -47,7 +47,7 @@ export const gatewayKeyMethods = [
     // Keys are made by a signed-in user (session token or console cookie), never by another key (spec 5).
     auth: KEYS_NEED_A_SESSION_OR_CONSOLE,
     output: v.object({ ...GatewayKeyView.entries, ...WithSecret.entries }),
-    errors: ["CONFLICT"],
+    errors: { CONFLICT: {} },
     http: [
       { surface: "gateway", method: "POST", path: "/auth/keys", status: 201 },
       { surface: "console", method: "POST", path: "/gateway-keys", status: 201 },
@@ -73,7 +73,7 @@ export const gatewayKeyMethods = [
     input: v.object({ key_id: v.pipe(v.string(), v.minLength(1)) }),
     auth: KEYS_NEED_A_SESSION_OR_CONSOLE,
     output: v.object({ success: v.boolean(), id: v.string() }),
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {} },
     http: [
       { surface: "gateway", method: "DELETE", path: "/auth/keys/:key_id" },
       { surface: "console", method: "DELETE", path: "/gateway-keys/:key_id" },

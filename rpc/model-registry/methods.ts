@@ -77,7 +77,8 @@ async function entryOr404(id: string, ctx: { deps: { modelRegistry: { repo: { ge
 /** The model registry (spec 4.4 "/model-registry"; docs/model-registry.md); distinct from /models. */
 export const modelRegistryMethods = [
   modelRegistryDomain.method({
-    name: "modelRegistry.list",
+    name: "registry.models.list",
+    formerNames: ["modelRegistry.list"],
     summary: "Every registry entry: catalog metadata and provider data, including models the router does not serve. Optional filter by status or tag.",
     input: v.object({ status: v.optional(Status), tag: v.optional(v.string()) }),
     auth: SIGNED_IN,
@@ -92,12 +93,13 @@ export const modelRegistryMethods = [
   }),
 
   modelRegistryDomain.method({
-    name: "modelRegistry.create",
+    name: "registry.models.create",
+    formerNames: ["modelRegistry.create"],
     summary: "Adds a registry entry (operators only); 409 when the id exists (PATCH it instead).",
     input: v.object({ id: ModelId, ...Fields }),
     auth: OPERATORS,
     output: EntryView,
-    errors: ["CONFLICT"],
+    errors: { CONFLICT: {} },
     http: [{ surface: "gateway", method: "POST", path: "/model-registry/models", status: 201 }],
     async handler(params, ctx) {
       const registry = ctx.deps.modelRegistry;
@@ -124,23 +126,25 @@ export const modelRegistryMethods = [
   }),
 
   modelRegistryDomain.method({
-    name: "modelRegistry.get",
+    name: "registry.models.get",
+    formerNames: ["modelRegistry.get"],
     summary: "One registry entry; an unknown id is 404.",
     input: v.object({ model_id: ModelId }),
     auth: SIGNED_IN,
     output: EntryView,
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {} },
     http: [{ surface: "gateway", method: "GET", path: "/model-registry/models/:model_id" }],
     handler: (params, ctx) => entryOr404(params.model_id, ctx),
   }),
 
   modelRegistryDomain.method({
-    name: "modelRegistry.update",
+    name: "registry.models.update",
+    formerNames: ["modelRegistry.update"],
     summary: "Updates a registry entry (operators only). `status: disabled` makes the router refuse the model (403 listing usable ids); `deprecated` adds the Deprecation and X-Model-Warning headers to chat answers.",
     input: v.object({ model_id: ModelId, ...Fields }),
     auth: OPERATORS,
     output: EntryView,
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {} },
     http: [{ surface: "gateway", method: "PATCH", path: "/model-registry/models/:model_id" }],
     async handler(params, ctx) {
       const entry = await entryOr404(params.model_id, ctx);
@@ -149,13 +153,14 @@ export const modelRegistryMethods = [
   }),
 
   modelRegistryDomain.method({
-    name: "modelRegistry.health",
+    name: "registry.models.health",
+    formerNames: ["modelRegistry.health"],
     summary:
       "healthy, degraded or down, with each deployment (cooling down or not): passive (error rate, p50/p95 latency and time to first token over the last 5 minutes of real traffic) and active (a probe of the upstream's models list, cached MODEL_HEALTH_TTL_SECONDS), with the last error.",
     input: v.object({ model_id: ModelId }),
     auth: SIGNED_IN,
     output: v.object({ id: v.string(), status: v.picklist(["healthy", "degraded", "down"]), reasons: v.array(v.string()), passive: v.object({ windowSeconds: v.number(), requests: v.number(), errors: v.number(), errorRate: v.nullable(v.number()), latencyMs: v.object({ p50: v.nullable(v.number()), p95: v.nullable(v.number()) }), ttftMs: v.object({ p50: v.nullable(v.number()), p95: v.nullable(v.number()) }), lastError: v.nullable(v.object({ message: v.string(), at: v.string() })) }), active: v.nullable(v.object({ cached: v.boolean() })), lastError: v.nullable(v.object({ message: v.string(), at: v.string() })), checkedAt: v.string(), deployments: v.array(v.object({ index: v.number(), provider: v.string(), upstreamModel: v.string(), weight: v.number(), inFlight: v.number(), coolingDown: v.boolean(), cooldownUntil: v.nullable(v.string()) })) }),
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {} },
     http: [{ surface: "gateway", method: "GET", path: "/model-registry/models/:model_id/health" }],
     async handler(params, ctx) {
       const entry = await entryOr404(params.model_id, ctx);

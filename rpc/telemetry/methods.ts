@@ -82,6 +82,7 @@ export const telemetryMethods = [
     }),
     auth: AUTH,
     output: v.object({ data: v.array(v.object({ id: v.string(), name: v.string(), timestamp: v.string(), component: v.string(), version: v.string(), clientId: v.string(), attributes: v.record(v.string(), v.unknown()), receivedAt: v.string() })), nextCursor: v.nullable(v.string()) }),
+    errors: { BAD_REQUEST: {} },
     http: [{ surface: "gateway", method: "GET", path: "/telemetry/events" }],
     async handler(params, ctx) {
       const tenantId = await callerTenant(ctx.deps.users, ctx.principal.userId);
@@ -103,6 +104,7 @@ export const telemetryMethods = [
     }),
     auth: AUTH,
     output: v.object({ since: v.string(), until: v.string(), groupBy: v.string(), metric: v.optional(v.string()), total: v.object({ count: v.number(), clients: v.number(), metric: v.optional(v.object({ count: v.number(), p50: v.nullable(v.number()), p95: v.nullable(v.number()), max: v.nullable(v.number()) })) }), groups: v.array(v.object({ key: v.string(), count: v.number(), clients: v.number(), metric: v.optional(v.object({ count: v.number(), p50: v.nullable(v.number()), p95: v.nullable(v.number()), max: v.nullable(v.number()) })) })) }),
+    errors: { BAD_REQUEST: {} },
     http: [{ surface: "gateway", method: "GET", path: "/telemetry/summary" }],
     async handler(params, ctx) {
       const tenantId = await callerTenant(ctx.deps.users, ctx.principal.userId);

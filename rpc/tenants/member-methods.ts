@@ -97,7 +97,7 @@ export const memberMethods = [
     input: v.object({ tenant_id: TenantId }),
     auth: AUTH,
     output: v.object({ members: v.array(MemberView), count: v.number() }),
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "GET", path: "/tenants/:tenant_id/members" }],
     async handler(params, ctx) {
       const tenant = await requireTenantAccess(ctx.deps, ctx.principal, params.tenant_id, "viewer");
@@ -121,7 +121,7 @@ export const memberMethods = [
     ),
     auth: AUTH,
     output: MemberView,
-    errors: ["NOT_FOUND", "FORBIDDEN", "CONFLICT", "VALIDATION_FAILED"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {}, CONFLICT: {}, VALIDATION_FAILED: {} },
     http: [{ surface: "gateway", method: "POST", path: "/tenants/:tenant_id/members", status: 201 }],
     async handler(params, ctx) {
       const { deps, principal } = ctx;
@@ -148,7 +148,7 @@ export const memberMethods = [
     input: v.object({ tenant_id: TenantId, member_id: MemberId, role: RoleField }),
     auth: AUTH,
     output: MemberView,
-    errors: ["NOT_FOUND", "FORBIDDEN", "CONFLICT", "VALIDATION_FAILED"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {}, CONFLICT: {}, VALIDATION_FAILED: {} },
     http: [{ surface: "gateway", method: "PATCH", path: "/tenants/:tenant_id/members/:member_id" }],
     async handler(params, ctx) {
       const tenant = await requireTenantAccess(ctx.deps, ctx.principal, params.tenant_id, "viewer");
@@ -165,7 +165,7 @@ export const memberMethods = [
     input: v.object({ tenant_id: TenantId, member_id: MemberId }),
     auth: AUTH,
     output: v.object({ success: v.boolean(), userId: v.string() }),
-    errors: ["NOT_FOUND", "FORBIDDEN", "CONFLICT"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {}, CONFLICT: {} },
     http: [{ surface: "gateway", method: "DELETE", path: "/tenants/:tenant_id/members/:member_id" }],
     async handler(params, ctx) {
       const tenant = await requireTenantAccess(ctx.deps, ctx.principal, params.tenant_id, "viewer");

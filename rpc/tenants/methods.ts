@@ -73,7 +73,7 @@ export const tenantMethods = [
     }),
     auth: AUTH,
     output: TenantView,
-    errors: ["CONFLICT", "VALIDATION_FAILED"],
+    errors: { CONFLICT: {}, VALIDATION_FAILED: {} },
     http: [{ surface: "gateway", method: "POST", path: "/tenants", status: 201 }],
     async handler(params, ctx) {
       const principal = ctx.principal;
@@ -115,7 +115,7 @@ export const tenantMethods = [
     input: v.object({ tenant_id: TenantId }),
     auth: AUTH,
     output: TenantView,
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "GET", path: "/tenants/:tenant_id" }],
     async handler(params, ctx) {
       const tenant = await requireTenantAccess(ctx.deps, ctx.principal, params.tenant_id, "viewer");
@@ -135,7 +135,7 @@ export const tenantMethods = [
     }),
     auth: AUTH,
     output: TenantView,
-    errors: ["NOT_FOUND", "FORBIDDEN", "VALIDATION_FAILED"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {}, VALIDATION_FAILED: {} },
     http: [{ surface: "gateway", method: "PATCH", path: "/tenants/:tenant_id" }],
     async handler(params, ctx) {
       const tenant = await requireTenantAccess(ctx.deps, ctx.principal, params.tenant_id, "admin");

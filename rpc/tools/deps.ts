@@ -4,6 +4,7 @@ import { domain, type Ports } from "../module.js";
 import type { Repos } from "../repos.js";
 import type { ToolCatalog, UpstreamRegistry, VmDirectory } from "./ports.js";
 import type { ModelRouter } from "../chat/model-router.js";
+import type { McpServersRepo } from "../../storage/repos/mcp-servers.js";
 
 /** What the tools domain's handlers reach as `ctx.deps` (built in `./index.ts`). */
 export type ToolsDeps = Pick<Repos, "users" | "tenants" | "members" | "agents" | "toolPlans"> &
@@ -11,6 +12,8 @@ export type ToolsDeps = Pick<Repos, "users" | "tenants" | "members" | "agents" |
   catalog: ToolCatalog;
   vms: VmDirectory;
   upstream: UpstreamRegistry;
+  /** The stored registrations: the servers operators share are written here, and every instance's bridge follows. */
+  mcpServers: McpServersRepo;
   models: ModelRouter;
   };
 

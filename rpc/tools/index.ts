@@ -6,10 +6,12 @@ import { mcpServerMethods } from "./mcp-server-methods.js";
 import { bridgeHealthMethods } from "./health-methods.js";
 import { routingMethods } from "./routing-methods.js";
 import { vmListMethods } from "./vm-list-methods.js";
+import { sharedServerMethods } from "./shared-server-methods.js";
+import { McpServersRepo } from "../../storage/repos/mcp-servers.js";
 
 /** The tool catalog, upstream MCP servers, VM agents and tool routing, over the bridge's ports (rpc/tools/ports.ts). */
 export const toolsModule = toolsDomain.module({
-  methods: [...vmToolMethods, ...toolMethods, ...mcpServerMethods, ...bridgeHealthMethods, ...routingMethods, ...vmListMethods],
+  methods: [...vmToolMethods, ...toolMethods, ...mcpServerMethods, ...bridgeHealthMethods, ...routingMethods, ...vmListMethods, ...sharedServerMethods],
   init: (ports) => {
     const { catalog, vms, upstream } = ports.use("bridge");
     return {
@@ -18,6 +20,7 @@ export const toolsModule = toolsDomain.module({
       catalog,
       vms,
       upstream,
+      mcpServers: new McpServersRepo(ports.store, ports.secrets),
       models: ports.use("models"),
     };
   },

@@ -9,6 +9,29 @@ import { toolsDomain, type ToolsContext } from "./deps.js";
 const tenantId = v.optional(v.pipe(v.string("tenantId must be a string"), v.minLength(1), v.maxLength(128)));
 
 /**
+ * An upstream server's name, a tenant's or a shared one: no underscores, so `<server>__<tool>`
+ * splits unambiguously, and not `vm`, the VM tools' namespace (docs/mcp.md).
+ */
+export const ServerName = v.pipe(
+  v.string("name must be a string"),
+  v.regex(/^[A-Za-z0-9][A-Za-z0-9-]{0,47}$/, "name: 1-48 letters, digits or '-'"),
+  v.check((name) => name.toLowerCase() !== "vm", "name: `vm` is reserved for VM tools"),
+);
+
+/** Where, how and under which category an upstream server is reached (a tenant's or a shared one). */
+export const ServerConnection = {
+  url: v.pipe(v.string("url must be a string"), v.url("url must be an absolute URL"), v.regex(/^https?:\/\//i, "url must be http or https"), v.maxLength(2048)),
+  headers: v.optional(
+    v.pipe(
+      v.record(v.pipe(v.string(), v.regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, "invalid header name")), v.pipe(v.string("header values must be strings"), v.maxLength(8192))),
+      v.check((headers) => Object.keys(headers).length <= 32, "at most 32 headers"),
+    ),
+    {},
+  ),
+  category: v.optional(v.pipe(v.string(), v.regex(/^[a-z0-9][a-z0-9_-]{0,31}$/, "category: lowercase letters, digits, _ or -")), "mcp"),
+};
+
+/**
  * The tenant a server request acts for (DESIGN "Ownership"): the caller's personal tenant, or
  * a tenant they are a member of, with at least `need`, when `tenantId` names it; a non-member
  * gets the same 404 as for a missing tenant (rpc/tenants/access.ts).
@@ -26,6 +49,7 @@ export const mcpServerMethods = [
     input: v.object({ tenantId }),
     auth: { kinds: ["session", "gateway_key", "console"] },
     output: v.object({ servers: v.array(UpstreamServerView), count: v.number() }),
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [
       { surface: "gateway", method: "GET", path: "/mcp/servers" },
       { surface: "console", method: "GET", path: "/mcp/servers" },
@@ -40,23 +64,10 @@ export const mcpServerMethods = [
     name: "mcp.servers.register",
     summary:
       "Register an upstream MCP server (Streamable HTTP) for the caller's tenant (or `tenantId`, a tenant they own): only that tenant sees its tools, as `<name>__<tool>`. Header values are encrypted at rest and never shown. Answers 201 after the first connection attempt, with the health it reached: a server that is down is kept and retried. 409 when the tenant (or a shared server) has the name.",
-    input: v.object({
-      // No underscores: `<server>__<tool>` must split unambiguously.
-      name: v.pipe(v.string("name must be a string"), v.regex(/^[A-Za-z0-9][A-Za-z0-9-]{0,47}$/, "name: 1-48 letters, digits or '-'")),
-      url: v.pipe(v.string("url must be a string"), v.url("url must be an absolute URL"), v.regex(/^https?:\/\//i, "url must be http or https"), v.maxLength(2048)),
-      headers: v.optional(
-        v.pipe(
-          v.record(v.pipe(v.string(), v.regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, "invalid header name")), v.pipe(v.string("header values must be strings"), v.maxLength(8192))),
-          v.check((headers) => Object.keys(headers).length <= 32, "at most 32 headers"),
-        ),
-        {},
-      ),
-      category: v.optional(v.pipe(v.string(), v.regex(/^[a-z0-9][a-z0-9_-]{0,31}$/, "category: lowercase letters, digits, _ or -")), "mcp"),
-      tenantId,
-    }),
+    input: v.object({ name: ServerName, ...ServerConnection, tenantId }),
     auth: { kinds: ["session", "gateway_key"] },
     output: UpstreamServerView,
-    errors: ["CONFLICT", "FORBIDDEN", "VALIDATION_FAILED", "NOT_FOUND"],
+    errors: { CONFLICT: {}, FORBIDDEN: {}, VALIDATION_FAILED: {}, NOT_FOUND: {} },
     http: [{ surface: "gateway", method: "POST", path: "/mcp/servers", status: 201 }],
     async handler(params, ctx) {
       const { tenantId: requested, ...server } = params;
@@ -74,7 +85,7 @@ export const mcpServerMethods = [
     input: v.object({ name: v.pipe(v.string(), v.minLength(1), v.maxLength(48)), tenantId }),
     auth: { kinds: ["session", "gateway_key"] },
     output: v.object({ success: v.boolean(), name: v.string() }),
-    errors: ["NOT_FOUND", "FORBIDDEN"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "DELETE", path: "/mcp/servers/:name" }],
     async handler(params, ctx) {
       const tenantId = await ownerOf(ctx, params.tenantId, "owner");

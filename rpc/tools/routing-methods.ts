@@ -51,7 +51,7 @@ export const routingMethods = [
     input: v.object({ tenantId }),
     auth: { kinds: ["session", "gateway_key"] },
     output: v.object({ tools: v.array(v.object({ server: v.string(), name: v.string(), tool: v.string(), description: v.string(), category: v.string() })), count: v.number() }),
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "GET", path: "/mcp/router/tools" }],
     async handler(params, ctx) {
       const tools = await router(ctx).tools(await scopeOf(ctx, params.tenantId));
@@ -69,7 +69,7 @@ export const routingMethods = [
     input: v.object({ input, tenantId, preferredMcp }),
     auth: { kinds: ["session", "gateway_key"] },
     output: v.object({ server: v.nullable(v.string()), tool: v.nullable(v.string()), score: v.number(), alternatives: v.array(v.unknown()), reason: v.optional(v.string()) }),
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "POST", path: "/mcp/route" }],
     async handler(params, ctx) {
       const routed = await router(ctx).route(params.input, await scopeOf(ctx, params.tenantId), { preferredMcp: params.preferredMcp || undefined });
@@ -90,7 +90,7 @@ export const routingMethods = [
     }),
     auth: { kinds: ["session", "gateway_key"] },
     output: ToolPlanView,
-    errors: ["NOT_FOUND", "VALIDATION_FAILED"],
+    errors: { NOT_FOUND: {}, VALIDATION_FAILED: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "POST", path: "/mcp/plan", status: 201 }],
     async handler(params, ctx) {
       const { config, models, toolPlans } = ctx.deps;
@@ -130,7 +130,7 @@ export const routingMethods = [
     input: v.object({ id: v.pipe(v.string(), v.minLength(1), v.maxLength(128)) }),
     auth: { kinds: ["session", "gateway_key"] },
     output: ToolPlanView,
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {} },
     http: [{ surface: "gateway", method: "GET", path: "/mcp/plans/:id" }],
     async handler(params, ctx) {
       const plan = await ctx.deps.toolPlans.get(principalOf(ctx).userId, params.id);
@@ -166,7 +166,7 @@ export const routingMethods = [
     ),
     auth: { kinds: ["session", "gateway_key"] },
     output: ToolPlanView,
-    errors: ["NOT_FOUND", "VALIDATION_FAILED", "CONFLICT"],
+    errors: { NOT_FOUND: {}, VALIDATION_FAILED: {}, CONFLICT: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "POST", path: "/mcp/execute" }],
     async handler(params, ctx) {
       const { toolPlans } = ctx.deps;
@@ -207,7 +207,7 @@ export const routingMethods = [
     }),
     auth: { kinds: ["session", "gateway_key"] },
     output: v.object({ executed: v.boolean(), result: v.optional(ToolResultView) }),
-    errors: ["NOT_FOUND", "VALIDATION_FAILED"],
+    errors: { NOT_FOUND: {}, VALIDATION_FAILED: {}, FORBIDDEN: {}, UNAVAILABLE: {}, TIMEOUT: {}, BAD_GATEWAY: {} },
     http: [{ surface: "gateway", method: "POST", path: "/mcp/ask" }],
     async handler(params, ctx) {
       let scope = await scopeOf(ctx, params.tenantId, params.approve ? "member" : "viewer");

@@ -98,7 +98,7 @@ export const updateMethods = [
     input: ReleaseBody,
     auth: OPERATORS,
     output: ReleaseView,
-    errors: ["CONFLICT"],
+    errors: { CONFLICT: {} },
     http: [{ surface: "gateway", method: "POST", path: "/updates/releases", status: 201 }],
     async handler(params, ctx) {
       const { percentage, ...fields } = params;
@@ -132,7 +132,7 @@ export const updateMethods = [
     }),
     auth: OPERATORS,
     output: v.object({ component: v.string(), version: v.string(), channel: v.string(), percentage: v.number(), state: v.string(), effectivePercentage: v.number() }),
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {}, BAD_REQUEST: {} },
     http: [{ surface: "gateway", method: "POST", path: "/updates/rollouts" }],
     async handler(params, ctx) {
       const key = precedence(params.version);

@@ -1,7 +1,7 @@
 /** Event-loop lag (ms) above which the queue halves how many tasks it runs at once. */
-const LAG_HIGH_MS = 8;
+const LAG_HIGH_MS = 3;
 /** Lag below which it runs one more at once, up to `total`. */
-const LAG_LOW_MS = 3;
+const LAG_LOW_MS = 1;
 const SAMPLE_MS = 10;
 
 /**

@@ -84,7 +84,7 @@ export const webhookMethods = [
     input: v.object({ tenantId: v.optional(TenantId) }),
     auth: AUTH,
     output: v.object({ data: v.array(SubscriptionView) }),
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "GET", path: "/webhooks/subscriptions" }],
     async handler(params, ctx) {
       const tenant = await tenantOrPersonal(ctx.deps, ctx.principal, params.tenantId, TENANT_ACCESS.webhooks);
@@ -106,7 +106,7 @@ export const webhookMethods = [
     }),
     auth: AUTH,
     output: WithSigningSecret,
-    errors: ["NOT_FOUND", "VALIDATION_FAILED", "CONFLICT"],
+    errors: { NOT_FOUND: {}, VALIDATION_FAILED: {}, FORBIDDEN: {}, CONFLICT: {} },
     http: [{ surface: "gateway", method: "POST", path: "/webhooks/subscriptions", status: 201 }],
     async handler(params, ctx) {
       const tenant = await tenantOrPersonal(ctx.deps, ctx.principal, params.tenantId, TENANT_ACCESS.webhooks);
@@ -143,7 +143,7 @@ export const webhookMethods = [
     input: v.object({ subscription_id: Id }),
     auth: AUTH,
     output: SubscriptionView,
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "GET", path: "/webhooks/subscriptions/:subscription_id" }],
     async handler(params, ctx) {
       return subscriptionView(await subscription(ctx.deps, ctx.principal, params.subscription_id));
@@ -156,7 +156,7 @@ export const webhookMethods = [
     input: v.object({ subscription_id: Id, url: v.optional(Url), filter: v.optional(Filter), description: v.optional(v.pipe(v.string(), v.maxLength(500))), enabled: v.optional(v.boolean()) }),
     auth: AUTH,
     output: SubscriptionView,
-    errors: ["NOT_FOUND", "VALIDATION_FAILED"],
+    errors: { NOT_FOUND: {}, VALIDATION_FAILED: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "PATCH", path: "/webhooks/subscriptions/:subscription_id" }],
     async handler(params, ctx) {
       const sub = await subscription(ctx.deps, ctx.principal, params.subscription_id);
@@ -180,7 +180,7 @@ export const webhookMethods = [
     input: v.object({ subscription_id: Id }),
     auth: AUTH,
     output: v.object({ id: v.string(), deleted: v.boolean() }),
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "DELETE", path: "/webhooks/subscriptions/:subscription_id" }],
     async handler(params, ctx) {
       const sub = await subscription(ctx.deps, ctx.principal, params.subscription_id);
@@ -195,7 +195,7 @@ export const webhookMethods = [
     input: v.object({ subscription_id: Id }),
     auth: AUTH,
     output: WithSigningSecret,
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "POST", path: "/webhooks/subscriptions/:subscription_id/rotate-secret" }],
     async handler(params, ctx) {
       const sub = await subscription(ctx.deps, ctx.principal, params.subscription_id);
@@ -219,7 +219,7 @@ export const webhookMethods = [
     input: v.object({ tenantId: v.optional(TenantId), eventId: v.optional(Id), subscriptionId: v.optional(Id) }),
     auth: AUTH,
     output: v.object({ eventId: v.string(), deliveries: v.array(DeliveryView) }),
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "POST", path: "/webhooks/dispatch" }],
     async handler(params, ctx) {
       const { deps, principal } = ctx;
@@ -250,7 +250,7 @@ export const webhookMethods = [
     }),
     auth: AUTH,
     output: v.object({ data: v.array(DeliveryView), nextCursor: v.nullable(v.string()) }),
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "GET", path: "/webhooks/deliveries" }],
     async handler(params, ctx) {
       const { deps, principal } = ctx;
@@ -273,7 +273,7 @@ export const webhookMethods = [
     input: v.object({ delivery_id: Id }),
     auth: AUTH,
     output: DeliveryView,
-    errors: ["NOT_FOUND", "CONFLICT"],
+    errors: { NOT_FOUND: {}, CONFLICT: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "POST", path: "/webhooks/deliveries/:delivery_id/retry" }],
     async handler(params, ctx) {
       const delivery = await reachable(ctx.deps, ctx.principal, await ctx.deps.webhooks.getDelivery(params.delivery_id), "Webhook delivery", params.delivery_id);

@@ -21,7 +21,7 @@ export const SNIPPET_BYTES = 1024;
 /** A rotated-out secret still signs (second signature) this long, so receivers can roll over. */
 export const ROTATION_GRACE_MS = 24 * 3600_000;
 /** Deliveries stored per step of a fan-out; the event loop is yielded between steps. */
-export const FAN_OUT_BATCH = 100;
+export const FAN_OUT_BATCH = 20;
 
 /**
  * The id of the delivery of `eventId` to `subscriptionId`: the same whichever instance stores
@@ -29,6 +29,24 @@ export const FAN_OUT_BATCH = 100;
  */
 export function deliveryIdOf(eventId: string, subscriptionId: string): string {
   return `msg_${sha256Hex(`${eventId}\n${subscriptionId}`).slice(0, 24)}`;
+}
+
+/** A delivery of `event` to `sub`, due now, before any attempt. */
+function newDelivery(id: string, event: EventRecord, sub: WebhookSubscription): WebhookDelivery {
+  const now = new Date().toISOString();
+  return {
+    id,
+    tenantId: event.tenantId,
+    subscriptionId: sub.id,
+    eventId: event.id,
+    eventType: event.type,
+    body: JSON.stringify({ type: event.type, timestamp: event.createdAt, data: event }),
+    status: "pending",
+    attempts: [],
+    nextAttemptAt: now,
+    createdAt: now,
+    updatedAt: now,
+  };
 }
 
 const yieldToLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -172,21 +190,7 @@ export class WebhookWorker {
   async #storeDelivery(event: EventRecord, sub: WebhookSubscription): Promise<WebhookDelivery> {
     const id = deliveryIdOf(event.id, sub.id);
     const existing = await this.#deps.repo.getDelivery(id);
-    if (existing) return existing;
-    const now = new Date().toISOString();
-    return this.#deps.repo.putDelivery({
-      id,
-      tenantId: event.tenantId,
-      subscriptionId: sub.id,
-      eventId: event.id,
-      eventType: event.type,
-      body: JSON.stringify({ type: event.type, timestamp: event.createdAt, data: event }),
-      status: "pending",
-      attempts: [],
-      nextAttemptAt: now,
-      createdAt: now,
-      updatedAt: now,
-    });
+    return existing ?? this.#deps.repo.putDelivery(newDelivery(id, event, sub));
   }
 
   /** Queues one attempt of a delivery (fairly, by tenant); resolves with its outcome. */
@@ -206,25 +210,8 @@ export class WebhookWorker {
    * queues their attempts; answers with the deliveries as stored.
    */
   async fanOut(event: EventRecord, only: WebhookSubscription[]): Promise<WebhookDelivery[]> {
-    const now = new Date().toISOString();
     const deliveries: WebhookDelivery[] = [];
-    for (const sub of only) {
-      deliveries.push(
-        await this.#deps.repo.putDelivery({
-          id: newId("msg"),
-          tenantId: event.tenantId,
-          subscriptionId: sub.id,
-          eventId: event.id,
-          eventType: event.type,
-          body: JSON.stringify({ type: event.type, timestamp: event.createdAt, data: event }),
-          status: "pending",
-          attempts: [],
-          nextAttemptAt: now,
-          createdAt: now,
-          updatedAt: now,
-        }),
-      );
-    }
+    for (const sub of only) deliveries.push(await this.#deps.repo.putDelivery(newDelivery(newId("msg"), event, sub)));
     for (const delivery of deliveries) void this.#queueAttempt(delivery.tenantId, delivery.id);
     return deliveries;
   }

@@ -72,7 +72,7 @@ export const artifactMethods = [
     input: v.object({ workspace_id: Id("workspace_id"), request: RawRequestInput }),
     auth: AUTH,
     output: ArtifactView,
-    errors: ["NOT_FOUND", "FORBIDDEN", "VALIDATION_FAILED", "PAYLOAD_TOO_LARGE", "PARSE_ERROR"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {}, VALIDATION_FAILED: {}, PAYLOAD_TOO_LARGE: {}, PARSE_ERROR: {} },
     http: [{ surface: "gateway", method: "POST", path: "/workspaces/:workspace_id/artifacts", status: 201, raw: true }],
     async handler(params, ctx) {
       const { workspace } = await requireWorkspace(ctx.deps, ctx.principal, params.workspace_id, "member");
@@ -98,7 +98,7 @@ export const artifactMethods = [
     input: v.object({ workspace_id: Id("workspace_id"), limit: v.optional(queryInt(1, 200), 50), cursor: v.optional(v.pipe(v.string(), v.regex(/^art_[0-9a-z]+$/, "cursor must be a `next` value from a previous page"))) }),
     auth: AUTH,
     output: v.object({ artifacts: v.array(ArtifactView), next: v.optional(v.string()) }),
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "GET", path: "/workspaces/:workspace_id/artifacts" }],
     async handler(params, ctx) {
       const { workspace } = await requireWorkspace(ctx.deps, ctx.principal, params.workspace_id, "viewer");
@@ -113,7 +113,7 @@ export const artifactMethods = [
     input: v.object({ workspace_id: Id("workspace_id"), artifact_id: Id("artifact_id") }),
     auth: AUTH,
     output: ArtifactView,
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "GET", path: "/workspaces/:workspace_id/artifacts/:artifact_id" }],
     async handler(params, ctx) {
       const { workspace } = await requireWorkspace(ctx.deps, ctx.principal, params.workspace_id, "viewer");
@@ -129,7 +129,7 @@ export const artifactMethods = [
     input: v.object({ workspace_id: Id("workspace_id"), artifact_id: Id("artifact_id"), request: RawRequestInput }),
     auth: AUTH,
     output: v.pipe(v.unknown(), v.description("The artifact's bytes with its content type, ETag and Content-Disposition")),
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "GET", path: "/workspaces/:workspace_id/artifacts/:artifact_id/content", raw: true }],
     async handler(params, ctx) {
       const { workspace } = await requireWorkspace(ctx.deps, ctx.principal, params.workspace_id, "viewer");
@@ -155,7 +155,7 @@ export const artifactMethods = [
     input: v.object({ workspace_id: Id("workspace_id"), artifact_id: Id("artifact_id") }),
     auth: AUTH,
     output: v.object({ success: v.boolean(), id: v.string() }),
-    errors: ["NOT_FOUND", "FORBIDDEN"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "DELETE", path: "/workspaces/:workspace_id/artifacts/:artifact_id" }],
     async handler(params, ctx) {
       const { workspace } = await requireWorkspace(ctx.deps, ctx.principal, params.workspace_id, "owner");

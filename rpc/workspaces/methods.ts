@@ -23,6 +23,17 @@ export const WorkspaceView = v.object({
   updatedAt: v.string(),
 });
 
+/** A workspace's name (`workspaces.create`, the admin command's `create-workspace`). */
+export const WorkspaceName = v.pipe(v.string("name must be a string"), v.trim(), v.minLength(1, "name is required"), v.maxLength(100, "name: at most 100 characters"));
+
+/** Stores a new active workspace of `tenantId`; its credit balance starts at 0. */
+export async function createWorkspace(deps: Pick<WorkspacesDeps, "tenants">, tenantId: string, name: string): Promise<Workspace> {
+  const now = nowIso();
+  const workspace: Workspace = { id: newId("ws"), tenantId, name, status: "active", createdAt: now, updatedAt: now };
+  await deps.tenants.putWorkspace(workspace);
+  return workspace;
+}
+
 async function workspaceView(deps: WorkspacesDeps, workspace: Workspace) {
   const [creditBalance, keys] = await Promise.all([deps.credits.balance(workspace.id), deps.keys.list(workspace.id, "platform")]);
   return {
@@ -49,7 +60,7 @@ export const workspaceMethods = [
     }),
     auth: READ_AUTH,
     output: v.object({ workspaces: v.array(WorkspaceView), count: v.number() }),
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [
       { surface: "gateway", method: "GET", path: "/workspaces" },
       { surface: "console", method: "GET", path: "/workspaces" },
@@ -70,18 +81,15 @@ export const workspaceMethods = [
     summary: "Admins: create an active workspace in a tenant (`tenantId`, `name`); its credit balance starts at 0.",
     input: v.object({
       tenantId: Id("tenantId"),
-      name: v.pipe(v.string("name must be a string"), v.trim(), v.minLength(1, "name is required"), v.maxLength(100, "name: at most 100 characters")),
+      name: WorkspaceName,
     }),
     auth: AUTH,
     output: WorkspaceView,
-    errors: ["NOT_FOUND", "FORBIDDEN", "VALIDATION_FAILED"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {}, VALIDATION_FAILED: {} },
     http: [{ surface: "gateway", method: "POST", path: "/workspaces", status: 201 }],
     async handler(params, ctx) {
       const tenant = await requireTenantAccess(ctx.deps, ctx.principal, params.tenantId, "admin");
-      const now = nowIso();
-      const workspace: Workspace = { id: newId("ws"), tenantId: tenant.id, name: params.name, status: "active", createdAt: now, updatedAt: now };
-      await ctx.deps.tenants.putWorkspace(workspace);
-      return workspaceView(ctx.deps, workspace);
+      return workspaceView(ctx.deps, await createWorkspace(ctx.deps, tenant.id, params.name));
     },
   }),
 
@@ -91,7 +99,7 @@ export const workspaceMethods = [
     input: v.object({ workspace_id: Id("workspace_id") }),
     auth: AUTH,
     output: WorkspaceView,
-    errors: ["NOT_FOUND"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "GET", path: "/workspaces/:workspace_id" }],
     async handler(params, ctx) {
       const { workspace } = await requireWorkspace(ctx.deps, ctx.principal, params.workspace_id, "viewer");
@@ -106,7 +114,7 @@ export const workspaceMethods = [
     input: v.object({ workspace_id: Id("workspace_id"), status: Status }),
     auth: AUTH,
     output: WorkspaceView,
-    errors: ["NOT_FOUND", "FORBIDDEN", "VALIDATION_FAILED"],
+    errors: { NOT_FOUND: {}, FORBIDDEN: {}, VALIDATION_FAILED: {} },
     http: [{ surface: "gateway", method: "PATCH", path: "/workspaces/:workspace_id" }],
     async handler(params, ctx) {
       const { workspace } = await requireWorkspace(ctx.deps, ctx.principal, params.workspace_id, "admin");

@@ -5,6 +5,11 @@ import { join } from "node:path";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fullPath } from "../../facade/rest.js";
+import { buildOpenApi } from "../../facade/openapi.js";
+import { defineMethod, type ErrorMap } from "../../rpc/define.js";
+import { ERROR_TABLE, type ErrorCode } from "../../rpc/errors.js";
+import { authErrors, policyErrors } from "../../rpc/method-errors.js";
+import { createRegistry } from "../../rpc/registry.js";
 import * as v from "valibot";
 import { bearer, newUserBody, startTestServer, type TestServer } from "../helpers/server.js";
 
@@ -81,6 +86,67 @@ describe("OpenAPI and docs", () => {
     expect(JSON.stringify(document)).not.toContain("bridge.vms.connect");
   });
 
+  it("takes each operation's error responses from its method's declared errors and those its auth, input and policies imply", async () => {
+    const document = (await server.request("/openapi.json")).body;
+    let operations = 0;
+    for (const method of Object.values(server.dispatcher.registry)) {
+      if (method.internal) continue;
+      const declared = Object.keys(method.errors ?? {}) as ErrorCode[];
+      for (const binding of method.http) {
+        const implied = new Set<ErrorCode>([...authErrors(method.auth), ...policyErrors(method, binding.surface), "VALIDATION_FAILED"]);
+        const path = fullPath(binding).replace(/\*\*:(\w+)/g, ":$1").replace(/:(\w+)/g, "{$1}");
+        const responses = document.paths[path][binding.method.toLowerCase()].responses as Record<string, { description: string; "x-error-codes"?: ErrorCode[] }>;
+        const where = `${method.name} ${binding.method} ${path}`;
+        // Every declared code is a response with its status (the declared one, if any), named there.
+        for (const code of declared) {
+          const status = String(method.errors?.[code]?.status ?? ERROR_TABLE[code].status);
+          expect(responses[status]?.["x-error-codes"], `${where}: ${code}`).toContain(code);
+          expect(responses[status]!.description).toContain(`\`${code}\``);
+        }
+        for (const code of authErrors(method.auth)) expect(responses[String(ERROR_TABLE[code].status)]?.["x-error-codes"], `${where}: ${code}`).toContain(code);
+        // ... and every error response comes from the declaration: nothing else is listed.
+        const listed = Object.entries(responses).filter(([status]) => /^[45]\d\d$/.test(status));
+        for (const [status, response] of listed) {
+          expect(response["x-error-codes"]?.length, `${where}: ${status} names its codes`).toBeGreaterThan(0);
+          for (const code of response["x-error-codes"]!) expect(declared.includes(code) || implied.has(code), `${where}: ${code}`).toBe(true);
+        }
+        operations += 1;
+      }
+    }
+    expect(operations).toBeGreaterThan(100);
+    // Concretely: deleting an agent is 404 or 409 (declared), 401 (a session or key is required), 403 (roles).
+    const remove = document.paths["/gateway/v1/agents/{agent_id}"].delete.responses;
+    expect(remove["404"]["x-error-codes"]).toEqual(["NOT_FOUND"]);
+    expect(remove["409"]["x-error-codes"]).toEqual(["CONFLICT"]);
+    expect(remove["401"]["x-error-codes"]).toEqual(["UNAUTHORIZED"]);
+    expect(remove["403"]["x-error-codes"]).toEqual(["FORBIDDEN"]);
+    // The Platform's upstream timeout is declared with the 502 it is answered with (spec 7.2).
+    expect(document.paths["/api/v1/chat/completions"].post.responses["502"]["x-error-codes"]).toEqual(expect.arrayContaining(["BAD_GATEWAY", "UPSTREAM", "TIMEOUT"]));
+    expect(document.paths["/api/v1/chat/completions"].post.responses["504"]).toBeUndefined();
+  });
+
+  it("follows a change of the declaration: a declared error adds its response, worded as declared", () => {
+    const declare = (errors: ErrorMap) =>
+      defineMethod({
+        name: "test.things.create",
+        summary: "Creates a thing.",
+        input: v.object({ name: v.string() }),
+        output: v.object({ id: v.string() }),
+        auth: { kinds: ["session"] },
+        errors,
+        http: [{ surface: "gateway", method: "POST", path: "/things" }],
+        handler: () => ({ id: "t" }),
+      });
+    const responsesOf = (errors: ErrorMap) => (buildOpenApi(createRegistry([declare(errors)])) as any).paths["/gateway/v1/things"].post.responses;
+    const plain = responsesOf({});
+    // Input (400), a session (401) and the Gateway's request budget (429) imply their own.
+    expect(Object.keys(plain).filter((status) => /^\d+$/.test(status))).toEqual(["200", "400", "401", "429"]);
+    expect(plain["429"]["x-error-codes"]).toEqual(["RATE_LIMITED"]);
+    const conflicting = responsesOf({ CONFLICT: { message: "a thing with this name exists" } });
+    expect(conflicting["409"]).toMatchObject({ "x-error-codes": ["CONFLICT"] });
+    expect(conflicting["409"].description).toContain("`CONFLICT` (a thing with this name exists)");
+  });
+
   it("answers with the shapes the declarations promise", async () => {
     const registry = server.dispatcher.registry;
     const check = (name: string, body: unknown) => {
@@ -104,8 +170,8 @@ describe("OpenAPI and docs", () => {
     check("account.keys.list", (await server.request("/account/v1/keys", { headers: auth })).body);
     check("updates.releases.list", (await server.request("/gateway/v1/updates/releases", { headers: auth })).body);
     check("updates.check", (await server.request("/gateway/v1/updates/check?component=desktop&currentVersion=1.0.0", { headers: auth })).body);
-    check("modelRegistry.list", (await server.request("/gateway/v1/model-registry/models", { headers: auth })).body);
-    check("modelRegistry.get", (await server.request(`/gateway/v1/model-registry/models/${models.data[0].id}`, { headers: auth })).body);
+    check("registry.models.list", (await server.request("/gateway/v1/model-registry/models", { headers: auth })).body);
+    check("registry.models.get", (await server.request(`/gateway/v1/model-registry/models/${models.data[0].id}`, { headers: auth })).body);
     check("telemetry.ingest", (await server.request("/gateway/v1/telemetry/events", { method: "POST", headers: auth, json: { events: [{ name: "app.start", timestamp: Date.now(), component: "desktop", version: "1.0.0", clientId: "c" }, {}] } })).body);
     check("mcp.tools.list", (await server.request("/gateway/v1/mcp/tools", { headers: auth })).body);
     check("mcp.tools.execute", (await server.request("/gateway/v1/mcp/tools/execute?tool=calculator", { method: "POST", headers: auth, json: { args: { expression: "1+2" } } })).body);

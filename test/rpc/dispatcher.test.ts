@@ -1,14 +1,44 @@
 import * as v from "valibot";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { defineMethod } from "../../rpc/define.js";
-import { Dispatcher, callFacts, type CallFacts } from "../../rpc/dispatcher.js";
+import { Dispatcher, callFacts, fromWire, type CallFacts } from "../../rpc/dispatcher.js";
 import { loadConfig } from "../../rpc/config.js";
 import { createLogger } from "../../rpc/log.js";
 import { createRegistry } from "../../rpc/registry.js";
 import { compose, type Composition } from "../../rpc/compose.js";
 import { noTools } from "../../rpc/tools/no-tools.js";
-import { isServiceError } from "../../rpc/errors.js";
+import { isServiceError, ServiceError } from "../../rpc/errors.js";
 import { TEST_JWT_SECRET } from "../helpers/server.js";
+
+const seen: unknown[] = [];
+const echo = defineMethod({
+  name: "test.echo",
+  summary: "Returns its params and who called.",
+  input: v.object({ n: v.number("n must be a number") }),
+  auth: { kinds: ["session"] },
+  http: [],
+  handler(params, ctx) {
+    seen.push(params);
+    return { n: params.n, userId: ctx.principal.userId };
+  },
+});
+
+/** Raises what `code` says: declared, implied by its auth, or neither. */
+const failing = defineMethod({
+  name: "test.failing",
+  summary: "Fails as asked.",
+  input: v.object({ code: v.picklist(["NOT_FOUND", "UNAUTHORIZED", "CONFLICT", "crash"]) }),
+  auth: { kinds: ["session"] },
+  errors: { NOT_FOUND: { message: "No such thing" } },
+  http: [],
+  handler(params, ctx) {
+    if (params.code === "NOT_FOUND") ctx.fail("NOT_FOUND");
+    if (params.code === "UNAUTHORIZED") ctx.fail("UNAUTHORIZED", "Account gone");
+    if (params.code === "CONFLICT") throw new ServiceError("CONFLICT", "not declared");
+    throw new Error("crash");
+  },
+});
+const unregistered = defineMethod({ name: "test.unregistered", summary: "x", input: v.object({}), auth: "public", http: [], handler: () => 1 });
 
 // The dispatcher alone, without HTTP: the order of its steps and what each transport relies on.
 describe("Dispatcher.dispatch", () => {
@@ -16,22 +46,10 @@ describe("Dispatcher.dispatch", () => {
   let dispatcher: Dispatcher;
   let token: string;
   const lines: string[] = [];
-  const seen: unknown[] = [];
 
   beforeAll(async () => {
     const config = loadConfig({ STORAGE: "memory", GATEWAY_JWT_SECRET: TEST_JWT_SECRET, GATEWAY_RATE_LIMIT_RPM: "2", LOG_LEVEL: "info" });
     services = await compose(config, createLogger("info", (line) => lines.push(line)), noTools);
-    const echo = defineMethod({
-      name: "test.echo",
-      summary: "Returns its params and who called.",
-      input: v.object({ n: v.number("n must be a number") }),
-      auth: { kinds: ["session"] },
-      http: [],
-      handler(params, ctx) {
-        seen.push(params);
-        return { n: params.n, userId: ctx.principal.userId };
-      },
-    });
     const limited = defineMethod({
       name: "test.limited",
       summary: "Counts against the bridge budget.",
@@ -50,7 +68,7 @@ describe("Dispatcher.dispatch", () => {
       http: [],
       handler: () => "admitted",
     });
-    dispatcher = new Dispatcher(createRegistry([echo, limited, gate]), services.dispatcher.ports);
+    dispatcher = new Dispatcher(createRegistry([echo, limited, gate, failing]), services.dispatcher.ports, new Map(), { checkDeclaredErrors: true });
     await services.ports.repos.users.put({
       id: "usr_dispatch",
       email: "dispatch@example.com",
@@ -98,5 +116,28 @@ describe("Dispatcher.dispatch", () => {
     expect(answer?.error?.code).toBe(-32601);
     const unknown = await dispatcher.dispatch("no.such", {}, facts()).catch((e) => e);
     expect(isServiceError(unknown) && unknown.code).toBe("METHOD_NOT_FOUND");
+  });
+
+  it("calls a declaration: the registered one by identity, typed params and result", async () => {
+    const result = await dispatcher.call(echo, { n: 3 }, facts(token));
+    expect(result).toEqual({ n: 3, userId: "usr_dispatch" });
+    const invalid = await dispatcher.call(echo, fromWire({ n: "three" }), facts(token)).catch((e) => e);
+    expect(isServiceError(invalid) && invalid.code).toBe("VALIDATION_FAILED");
+    const missing = await dispatcher.call(unregistered, {}, facts()).catch((e) => e);
+    expect(isServiceError(missing) && missing.code).toBe("METHOD_NOT_FOUND");
+  });
+
+  it("gives handlers ctx.fail, worded as declared unless told, and logs a code outside the method's contract in test runs", async () => {
+    const raised = (code: string) => dispatcher.dispatch("test.failing", { code }, facts(token)).catch((e) => e);
+    const undeclared = () => lines.map((line) => JSON.parse(line)).filter((line) => line.event === "method.undeclared_error");
+    const notFound = await raised("NOT_FOUND");
+    expect(notFound).toMatchObject({ code: "NOT_FOUND", message: "No such thing", status: 404 });
+    expect(await raised("UNAUTHORIZED")).toMatchObject({ code: "UNAUTHORIZED", message: "Account gone" });
+    // An unexpected exception is INTERNAL, in every contract.
+    expect(await raised("crash")).toMatchObject({ message: "crash" });
+    expect(undeclared()).toEqual([]);
+    // The caller's answer is unchanged; the log line (level error) fails a test server that meets it.
+    expect(await raised("CONFLICT")).toMatchObject({ code: "CONFLICT", message: "not declared" });
+    expect(undeclared()).toEqual([expect.objectContaining({ level: "error", method: "test.failing", code: "CONFLICT", requestId: "req-1" })]);
   });
 });

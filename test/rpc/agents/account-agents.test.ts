@@ -204,9 +204,13 @@ describe("Account API /agent/*", () => {
   });
 
   it("is on /rpc and in the OpenAPI document under /account/v1/agent", async () => {
-    const rpc = await server.request("/rpc", { method: "POST", headers: bearer(aliceKey), json: { jsonrpc: "2.0", id: 1, method: "account.agent.get", params: { agent_id: agentId } } });
+    const rpc = await server.request("/rpc", { method: "POST", headers: bearer(aliceKey), json: { jsonrpc: "2.0", id: 1, method: "account.agents.get", params: { agent_id: agentId } } });
     expect(rpc.body.result).toMatchObject({ id: agentId, name: "helper" });
+    // The name before the one naming scheme still answers, deprecated (docs/versioning.md).
+    const former = await server.request("/rpc", { method: "POST", headers: bearer(aliceKey), json: { jsonrpc: "2.0", id: 2, method: "account.agent.get", params: { agent_id: agentId } } });
+    expect(former.body.result).toEqual(rpc.body.result);
     const doc = (await server.request("/openapi.json")).body;
+    expect(doc.paths["/account/v1/agent/agents/{agent_id}"].get).toMatchObject({ "x-jsonrpc-method": "account.agents.get", "x-jsonrpc-deprecated-names": ["account.agent.get"] });
     for (const path of ["/agent/agents", "/agent/agents/{agent_id}", "/agent/agents/{agent_id}/invoke", "/agent/agents/{agent_id}/logs", "/agent/agents/{agent_id}/tools", "/agent/tools", "/agent/runs/{run_id}/cancel"]) {
       expect(Object.keys(doc.paths), path).toContain(`/account/v1${path}`);
     }
