@@ -16,7 +16,7 @@ import { vmNotConnected } from "../../rpc/tools/sources.js";
 import { VmOwnersRepo } from "../../storage/repos/vm-owners.js";
 import { admitVmOwner } from "./ownership.js";
 import { QuotasRepo } from "../../storage/repos/quotas.js";
-import { quotaLimit, quotaReached, QUOTAS } from "../../rpc/quotas.js";
+import { quotaLimit, quotaReached } from "../../rpc/quotas.js";
 import type { EmitEvent } from "../../rpc/tools/ports.js";
 
 export interface VmHubOptions {
@@ -432,7 +432,7 @@ export class VmHub {
       conn.ping();
     }
     void this.#renewPlaces([...this.#local.values()]).catch((error: unknown) =>
-      this.#opts.log.error({ event: "vm.quota_renew_failed", variable: QUOTAS.vm_sockets_per_tenant.variable, error: String(error) }),
+      this.#opts.log.error({ event: "vm.quota_renew_failed", error: String(error) }),
     );
     if (this.shared) {
       // Records of an instance that died without cleaning up drop out once its liveness key expires.
