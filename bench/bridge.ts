@@ -55,7 +55,7 @@ interface Memory {
 async function startServer(): Promise<{ child: ChildProcess; origin: string }> {
   const { child, words } = await forkReady(
     "bench/internal/server.ts",
-    { STORAGE: "memory", LOG_LEVEL: "silent", GATEWAY_RATE_LIMIT_RPM: "1000000", GATEWAY_API_RATE_LIMIT_RPM: "1000000", GATEWAY_JWT_SECRET: "bench-secret-that-is-at-least-32-characters", MCP_SERVERS_ALLOW_PRIVATE: "true" },
+    { STORAGE: "memory", LOG_LEVEL: "silent", GATEWAY_RATE_LIMIT_RPM: "1000000", GATEWAY_API_RATE_LIMIT_RPM: "1000000", QUOTA_VM_SOCKETS_PER_TENANT: "1000000", GATEWAY_JWT_SECRET: "bench-secret-that-is-at-least-32-characters", MCP_SERVERS_ALLOW_PRIVATE: "true" },
     // BENCH_CPU_PROFILE=<dir> writes a .cpuprofile of the server for `node --cpu-prof` tooling.
     ["--expose-gc", ...(process.env.BENCH_CPU_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROFILE}`] : [])],
   );

@@ -44,7 +44,9 @@ async function startServer(): Promise<{ child: ChildProcess; origin: string }> {
       REDIS_PREFIX: PREFIX,
       LOG_LEVEL: "silent",
       TELEMETRY_INGEST_PER_MINUTE: "100000000",
+      // One user ingests as fast as it can: neither the credential's nor the tenant's Gateway budget may stop it.
       GATEWAY_API_RATE_LIMIT_RPM: "1000000",
+      GATEWAY_TENANT_RATE_LIMIT_RPM: "1000000",
       GATEWAY_JWT_SECRET: "bench-secret-that-is-at-least-32-characters",
       DATA_ENCRYPTION_SECRET: "bench-data-secret-that-is-at-least-32-characters",
     },

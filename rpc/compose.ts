@@ -102,7 +102,7 @@ export async function compose(config: Config, log: Logger, openTools: OpenToolBr
     // Closing starts by waiting for the events the last calls emitted (webhooks still fan them out).
     closers.push(() => sink.drain());
 
-    const core: CorePorts = { ...pickCore(ports), users: ports.repos.users, keys: ports.repos.keys, tenants: ports.repos.tenants };
+    const core: CorePorts = { ...pickCore(ports), users: ports.repos.users, keys: ports.repos.keys, tenants: ports.repos.tenants, members: ports.repos.members };
     const dispatcher = new Dispatcher(createRegistry(modules.flatMap((module): readonly ServiceMethod[] => module.methods)), core, deps);
     return {
       ports,

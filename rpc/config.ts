@@ -78,6 +78,31 @@ const ENV_SCHEMA = v.object({
    * `/rpc`), shared across instances (docs/interface.md 8, docs/rate-limits.md).
    */
   GATEWAY_API_RATE_LIMIT_RPM: v.optional(intFrom(1, 1_000_000), "600"),
+  /**
+   * Requests per minute per tenant on the Gateway API, all of its users and keys together
+   * (a call counts against the tenant it names, else its caller's personal tenant), shared
+   * across instances (docs/quotas.md, docs/rate-limits.md).
+   */
+  GATEWAY_TENANT_RATE_LIMIT_RPM: v.optional(intFrom(1, 100_000_000), "3000"),
+  /**
+   * Quotas (docs/quotas.md): how much one user or tenant may hold at once, enforced across
+   * instances; past one, a create is refused with 409 (a stream with 429).
+   * Live (unrevoked, unexpired) API keys one user has created, of every kind: gateway keys,
+   * personal keys and the platform keys they made in their tenants' workspaces.
+   */
+  QUOTA_KEYS_PER_USER: v.optional(intFrom(0, 1_000_000), "50"),
+  /** VM-agent sockets one tenant may have open across instances (a VM reconnecting keeps its place). */
+  QUOTA_VM_SOCKETS_PER_TENANT: v.optional(intFrom(0, 1_000_000), "50"),
+  /** Tools one tenant's connected VMs may announce in total (`tools/register`). */
+  QUOTA_VM_TOOLS_PER_TENANT: v.optional(intFrom(0, 10_000_000), "5000"),
+  /** Upstream MCP servers one tenant may register (servers operators share do not count). */
+  QUOTA_MCP_SERVERS_PER_TENANT: v.optional(intFrom(0, 100_000), "20"),
+  /** Webhook subscriptions one tenant may have. */
+  QUOTA_WEBHOOK_SUBSCRIPTIONS_PER_TENANT: v.optional(intFrom(0, 1_000_000), "100"),
+  /** Streams in flight per credential (an API key, or a signed-in user): streamed chat answers and streamed agent invocations. */
+  QUOTA_STREAMS_PER_KEY: v.optional(intFrom(0, 1_000_000), "20"),
+  /** Lease of a stream's place: renewed every half lease while it runs, so the places of an instance that died are free again after this. */
+  QUOTA_STREAM_LEASE_SECONDS: v.optional(intFrom(2, 3600), "60"),
   /** Allowed browser origins, comma-separated, or `*` (spec 8). Also the MCP endpoint's Origin allowlist. */
   GATEWAY_CORS_ORIGINS: v.optional(
     v.pipe(

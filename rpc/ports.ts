@@ -47,7 +47,8 @@ export interface Ports {
 
 /**
  * What the dispatcher, its policies and the transports read of the core: authentication's
- * repositories and credentials, storage for limiters, the log, the metrics, shutdown hooks.
+ * repositories and credentials, the members a tenant's budget reads, storage for limiters, the
+ * log, the metrics, shutdown hooks.
  */
-export type CorePorts = Pick<Ports, "config" | "log" | "metrics" | "store" | "sessions" | "keyPrefixes" | "onClose"> & Pick<Repos, "users" | "keys" | "tenants">;
+export type CorePorts = Pick<Ports, "config" | "log" | "metrics" | "store" | "sessions" | "keyPrefixes" | "onClose"> & Pick<Repos, "users" | "keys" | "tenants" | "members">;
 

@@ -14,6 +14,7 @@ import { ReleasesRepo } from "../storage/repos/releases.js";
 import { WebhooksRepo } from "../storage/repos/webhooks.js";
 import { ModelRegistryRepo } from "../storage/repos/model-registry.js";
 import { DeploymentsRepo } from "../storage/repos/deployments.js";
+import { QuotasRepo } from "../storage/repos/quotas.js";
 import { openTelemetry } from "../storage/repos/telemetry.js";
 import type { TelemetryStore } from "../storage/repos/telemetry-model.js";
 import type { SecretBox } from "../storage/secret-box.js";
@@ -48,6 +49,8 @@ export interface Repos {
   readonly deployments: DeploymentsRepo;
   /** Telemetry events and their summaries, per tenant (docs/telemetry.md). */
   readonly telemetry: TelemetryStore;
+  /** The locks and leased places of the quotas (docs/quotas.md). */
+  readonly quotas: QuotasRepo;
 }
 
 /** Repositories over `store`, each built the first time a module names it. */
@@ -69,6 +72,7 @@ export function openRepos(store: Store, secrets: SecretBox, options: { telemetry
     modelRegistry: () => new ModelRegistryRepo(store),
     deployments: () => new DeploymentsRepo(store),
     telemetry: () => openTelemetry(store, options.telemetryRetentionDays),
+    quotas: () => new QuotasRepo(store),
   };
   const built: Partial<Record<keyof Repos, unknown>> = {};
   const repos = {} as Repos;

@@ -47,6 +47,20 @@ export interface AccountState {
   capped?: string;
 }
 
+/** One holder's place in a set of places (`Atomic.claimPlace`): its weight and the token that owns it. */
+export interface PlaceRenewal {
+  holder: string;
+  token: string;
+  weight: number;
+}
+
+/** The answer of `Atomic.claimPlace`: whether the place was taken, what the other holders weigh, what this holder weighed before. */
+export interface PlaceClaim {
+  taken: boolean;
+  others: number;
+  own: number;
+}
+
 /**
  * Operations unstorage cannot make atomic. Never read-modify-write a shared value through
  * getItem/setItem: go through one of these, which is atomic within the process that owns the
@@ -89,6 +103,26 @@ export interface Atomic {
   renew(id: string, keys: string[], leaseMs: number): Promise<void>;
   /** An account's value, what is held on it (live holds only) and its window's time left. */
   account(key: string): Promise<AccountState>;
+  /**
+   * Places with leases (docs/quotas.md): takes a place of `weight` in the set `key` for
+   * `holder`, owned by `token`, whose lease ends `leaseMs` from now unless renewed. Taken when
+   * the other holders' weights plus `weight` stay within `limit`, or when `weight` is no more
+   * than what the holder already has (a holder keeps its place, so a VM that reconnects is
+   * never refused for its own old socket); a taken place replaces the holder's token, weight
+   * and lease. Expired places are dropped first (the leases of a process that died). One
+   * atomic step (one round trip on Redis).
+   */
+  claimPlace(key: string, holder: string, token: string, weight: number, limit: number, leaseMs: number): Promise<PlaceClaim>;
+  /** Gives up the holder's place, only while `token` still owns it (a newer claim of the holder is left alone). */
+  releasePlace(key: string, holder: string, token: string): Promise<void>;
+  /**
+   * Pushes the leases of these places to `leaseMs` from now, while their token owns them; a
+   * place that is gone (its lease ran out while its process stalled) is taken again, whatever
+   * the limit: what it counts is still there.
+   */
+  renewPlaces(key: string, places: PlaceRenewal[], leaseMs: number): Promise<void>;
+  /** The live places of a set: their summed weight and how many holders. */
+  places(key: string): Promise<{ weight: number; holders: number }>;
 }
 
 /**
@@ -105,6 +139,13 @@ export interface AtomicRecords {
 interface Durable {
   v: string;
   exp?: number;
+}
+
+/** One place of a set (`Atomic.claimPlace`). */
+interface LivePlace {
+  weight: number;
+  token: string;
+  expiresAt: number;
 }
 
 /** A hold on one account: [amount, expiresAt]. */
@@ -153,6 +194,8 @@ export class LocalAtomic implements Atomic {
   /** Live values: the store itself without `records`, a read-through cache of them with. */
   readonly #values = new Map<string, Live>();
   readonly #counters = new Map<string, { value: number; expiresAt: number }>();
+  /** Sets of places (`claimPlace`): in memory only, like holds, as they belong to this process's sockets and streams. */
+  readonly #places = new Map<string, Map<string, LivePlace>>();
   /** The latest write of a key until it is durable. */
   readonly #unsynced = new Map<string, Promise<unknown>>();
 
@@ -330,6 +373,49 @@ export class LocalAtomic implements Atomic {
       if (item?.capped !== undefined) state.capped = item.capped;
       return state;
     });
+  }
+
+  async claimPlace(key: string, holder: string, token: string, weight: number, limit: number, leaseMs: number): Promise<PlaceClaim> {
+    const set = this.#livePlaces(key, Date.now());
+    let others = 0;
+    for (const [id, place] of set) if (id !== holder) others += place.weight;
+    const own = set.get(holder)?.weight ?? 0;
+    if (weight > own && others + weight > limit) return { taken: false, others, own };
+    set.set(holder, { weight, token, expiresAt: Date.now() + leaseMs });
+    this.#places.set(key, set);
+    return { taken: true, others, own };
+  }
+
+  async releasePlace(key: string, holder: string, token: string): Promise<void> {
+    const set = this.#places.get(key);
+    if (set?.get(holder)?.token !== token) return;
+    set.delete(holder);
+    if (!set.size) this.#places.delete(key);
+  }
+
+  async renewPlaces(key: string, places: PlaceRenewal[], leaseMs: number): Promise<void> {
+    const set = this.#livePlaces(key, Date.now());
+    const expiresAt = Date.now() + leaseMs;
+    for (const { holder, token, weight } of places) {
+      const current = set.get(holder);
+      if (!current || current.token === token) set.set(holder, { weight, token, expiresAt });
+    }
+    if (set.size) this.#places.set(key, set);
+  }
+
+  async places(key: string): Promise<{ weight: number; holders: number }> {
+    const set = this.#livePlaces(key, Date.now());
+    let weight = 0;
+    for (const place of set.values()) weight += place.weight;
+    return { weight, holders: set.size };
+  }
+
+  /** The set's places whose lease has not ended (the others are dropped). */
+  #livePlaces(key: string, now: number): Map<string, LivePlace> {
+    const set = this.#places.get(key) ?? new Map<string, LivePlace>();
+    for (const [holder, place] of set) if (place.expiresAt <= now) set.delete(holder);
+    if (!set.size) this.#places.delete(key);
+    return set;
   }
 
   #raw(key: string): Live | null {

@@ -1,5 +1,5 @@
 import type { Redis } from "ioredis";
-import type { AccountState, Atomic, HoldLine, HoldRefusal, SettleLine } from "./atomic.js";
+import type { AccountState, Atomic, HoldLine, HoldRefusal, PlaceClaim, PlaceRenewal, SettleLine } from "./atomic.js";
 import { ADMIT_LUA } from "./admission.js";
 
 const INCREMENT = `
@@ -128,6 +128,77 @@ local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then ttl = 0 end
 return {tonumber(redis.call('GET', KEYS[1]) or '0'), tonumber(redis.call('HGET', KEYS[2], '_held') or '0'), ttl, redis.call('HGET', KEYS[2], '_capped')}`;
 
+/*
+ * Places with leases (storage/atomic.ts claimPlace). Per set two keys: a hash holder →
+ * "<weight>|<token>" and a sorted set of holders by lease end. Every call first drops the
+ * places whose lease ended. Both keys outlive the longest lease they carry by a minute.
+ */
+const PLACES = `
+local function reapPlaces(h, z, now)
+  local expired = redis.call('ZRANGEBYSCORE', z, '-inf', now)
+  for _, id in ipairs(expired) do
+    redis.call('HDEL', h, id)
+    redis.call('ZREM', z, id)
+  end
+end
+local function weightOf(v) return tonumber(string.match(v, '^(%d+)|')) end
+local function tokenOf(v) return string.sub(v, string.find(v, '|', 1, true) + 1) end
+local function keepPlaces(h, z, lease)
+  local keep = math.max(redis.call('PTTL', h), lease + 60000)
+  redis.call('PEXPIRE', h, keep)
+  redis.call('PEXPIRE', z, keep)
+end`;
+
+// KEYS: holders, expiries. ARGV: holder, token, weight, limit, now, lease.
+const CLAIM_PLACE = `${PLACES}
+local h, z = KEYS[1], KEYS[2]
+local holder, token, weight, limit, now, lease = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+reapPlaces(h, z, now)
+local others, own = 0, 0
+local all = redis.call('HGETALL', h)
+for i = 1, #all, 2 do
+  if all[i] == holder then own = weightOf(all[i + 1]) else others = others + weightOf(all[i + 1]) end
+end
+if weight > own and others + weight > limit then return {0, others, own} end
+redis.call('HSET', h, holder, weight .. '|' .. token)
+redis.call('ZADD', z, now + lease, holder)
+keepPlaces(h, z, lease)
+return {1, others, own}`;
+
+// KEYS: holders, expiries. ARGV: holder, token.
+const RELEASE_PLACE = `${PLACES}
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+if v and tokenOf(v) == ARGV[2] then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+  redis.call('ZREM', KEYS[2], ARGV[1])
+end
+return 1`;
+
+// KEYS: holders, expiries. ARGV: now, lease, then per place: holder, token, weight.
+const RENEW_PLACES = `${PLACES}
+local h, z = KEYS[1], KEYS[2]
+local now, lease = tonumber(ARGV[1]), tonumber(ARGV[2])
+reapPlaces(h, z, now)
+for i = 3, #ARGV, 3 do
+  local v = redis.call('HGET', h, ARGV[i])
+  if not v or tokenOf(v) == ARGV[i + 1] then
+    redis.call('HSET', h, ARGV[i], ARGV[i + 2] .. '|' .. ARGV[i + 1])
+    redis.call('ZADD', z, now + lease, ARGV[i])
+  end
+end
+keepPlaces(h, z, lease)
+return 1`;
+
+// KEYS: holders, expiries. ARGV: now.
+const COUNT_PLACES = `${PLACES}
+reapPlaces(KEYS[1], KEYS[2], tonumber(ARGV[1]))
+local weight, holders = 0, 0
+for _, v in ipairs(redis.call('HVALS', KEYS[1])) do
+  weight = weight + weightOf(v)
+  holders = holders + 1
+end
+return {weight, holders}`;
+
 const SCRIPTS = {
   gwIncrement: { numberOfKeys: 1, lua: INCREMENT },
   gwCompareAndSet: { numberOfKeys: 1, lua: COMPARE_AND_SET },
@@ -137,6 +208,10 @@ const SCRIPTS = {
   gwSettle: { lua: SETTLE },
   gwRenew: { lua: RENEW },
   gwAccount: { numberOfKeys: 3, lua: ACCOUNT },
+  gwClaimPlace: { numberOfKeys: 2, lua: CLAIM_PLACE },
+  gwReleasePlace: { numberOfKeys: 2, lua: RELEASE_PLACE },
+  gwRenewPlaces: { numberOfKeys: 2, lua: RENEW_PLACES },
+  gwCountPlaces: { numberOfKeys: 2, lua: COUNT_PLACES },
 } as const;
 
 type ScriptCall = (...args: (string | number)[]) => Promise<unknown>;
@@ -250,5 +325,29 @@ export class RedisAtomic implements Atomic {
     const state: AccountState = { value: Number(value), held: Number(held), ttlMs: Number(ttlMs) };
     if (capped) state.capped = capped;
     return state;
+  }
+
+  #placeKeys(key: string): [string, string] {
+    const base = this.#prefix + key;
+    return [`${base}:places`, `${base}:place-expiry`];
+  }
+
+  async claimPlace(key: string, holder: string, token: string, weight: number, limit: number, leaseMs: number): Promise<PlaceClaim> {
+    const [taken, others, own] = (await this.#scripts.gwClaimPlace(...this.#placeKeys(key), holder, token, Math.trunc(weight), Math.trunc(limit), Date.now(), Math.ceil(leaseMs))) as [number, number, number];
+    return { taken: Number(taken) === 1, others: Number(others), own: Number(own) };
+  }
+
+  async releasePlace(key: string, holder: string, token: string): Promise<void> {
+    await this.#scripts.gwReleasePlace(...this.#placeKeys(key), holder, token);
+  }
+
+  async renewPlaces(key: string, places: PlaceRenewal[], leaseMs: number): Promise<void> {
+    if (places.length === 0) return;
+    await this.#scripts.gwRenewPlaces(...this.#placeKeys(key), Date.now(), Math.ceil(leaseMs), ...places.flatMap((place) => [place.holder, place.token, Math.trunc(place.weight)]));
+  }
+
+  async places(key: string): Promise<{ weight: number; holders: number }> {
+    const [weight, holders] = (await this.#scripts.gwCountPlaces(...this.#placeKeys(key), Date.now())) as [number, number];
+    return { weight: Number(weight), holders: Number(holders) };
   }
 }

@@ -5,6 +5,8 @@ import type { Logger } from "../../rpc/log.js";
 import type { Store } from "../../storage/store.js";
 import type { SecretBox } from "../../storage/secret-box.js";
 import { McpServersRepo, type McpServerEvent, type McpServerRecord } from "../../storage/repos/mcp-servers.js";
+import { QuotasRepo } from "../../storage/repos/quotas.js";
+import { createWithinQuota } from "../../rpc/quotas.js";
 import type { Catalog } from "../catalog.js";
 import type { UpstreamRegisterInput, UpstreamServerHandle, UpstreamServerView, UpstreamSummary } from "../../rpc/tools/ports.js";
 import type { ToolScope } from "../../rpc/tools/types.js";
@@ -35,6 +37,7 @@ const refOf = (tenantId: string | null, name: string) => `${tenantId ?? "*"}/${n
  */
 export class UpstreamServers {
   readonly repo: McpServersRepo;
+  readonly #quotas: QuotasRepo;
   readonly #connections = new Map<string, UpstreamConnection>();
   readonly #instance = randomUUID();
   readonly #catalog: Catalog;
@@ -62,6 +65,7 @@ export class UpstreamServers {
     this.#config = deps.config;
     this.#log = deps.log;
     this.repo = new McpServersRepo(deps.store, deps.secrets);
+    this.#quotas = new QuotasRepo(deps.store);
     const perUser = deps.config.MCP_UPSTREAM_SESSIONS_PER_USER;
     this.#sessionBounds = {
       perServer: deps.config.MCP_UPSTREAM_SESSIONS_PER_SERVER,
@@ -154,13 +158,23 @@ export class UpstreamServers {
   /**
    * Stores and connects a tenant's server, waiting for the first connection attempt so the
    * answer says whether it is healthy. A server that is down is still registered (and retried).
-   * 409 when the tenant already has the name or a shared server uses it.
+   * 409 when the tenant already has the name or a shared server uses it, or already has
+   * QUOTA_MCP_SERVERS_PER_TENANT servers (docs/quotas.md: counted and stored under the
+   * tenant's lock; the first connection attempt runs after it).
    */
   async register(input: UpstreamRegisterInput): Promise<UpstreamServerView> {
     if (RESERVED_NAMES.has(input.name.toLowerCase())) throw new ServiceError("CONFLICT", `The name ${input.name} is reserved`);
     await this.#checkAddress(input.url);
     const record: McpServerRecord = { ...input, createdAt: new Date().toISOString() };
-    if (!(await this.repo.create(record))) throw new ServiceError("CONFLICT", `An MCP server named ${input.name} is already registered`);
+    const created = await createWithinQuota(
+      { config: this.#config, quotas: this.#quotas },
+      "mcp_servers_per_tenant",
+      input.tenantId,
+      () => this.repo.countOf(input.tenantId),
+      () => this.repo.create(record),
+      { tenantId: input.tenantId },
+    );
+    if (!created) throw new ServiceError("CONFLICT", `An MCP server named ${input.name} is already registered`);
     const connection = this.#attach(record);
     await this.repo.announce({ op: "added", tenantId: record.tenantId, name: record.name, from: this.#instance });
     await connection.connect();

@@ -41,7 +41,8 @@ interface Pending {
  * Outgoing ids come from one counter; a reply to any other id is logged and dropped.
  */
 export class VmConnection {
-  readonly id = randomUUID();
+  /** The connection id the gate chose (the token of the socket's quota place), else a new one. */
+  readonly id: string;
   readonly connectedAt = new Date().toISOString();
   tools: VmTool[] = [];
   resources: VmResource[] = [];
@@ -61,6 +62,7 @@ export class VmConnection {
     private readonly log: Logger,
     private readonly maxPayloadBytes: number,
   ) {
+    this.id = identity.connectionId ?? randomUUID();
     this.#client = new JSONRPCClient<void>((payload) => {
       if (!this.#closed) peer.send(JSON.stringify(payload));
     });

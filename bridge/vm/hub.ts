@@ -15,6 +15,8 @@ import { vmToolSource } from "./source.js";
 import { vmNotConnected } from "../../rpc/tools/sources.js";
 import { VmOwnersRepo } from "../../storage/repos/vm-owners.js";
 import { admitVmOwner } from "./ownership.js";
+import { QuotasRepo } from "../../storage/repos/quotas.js";
+import { quotaLimit, quotaReached } from "../../rpc/quotas.js";
 import type { EmitEvent } from "../../rpc/tools/ports.js";
 
 export interface VmHubOptions {
@@ -76,6 +78,8 @@ export class VmHub {
   readonly directory: VmDirectory;
   /** vmId → owning tenant, in storage so every instance applies the same rule. */
   readonly owners: VmOwnersRepo;
+  /** The tenants' places among VM sockets and announced tools, shared by every instance (docs/quotas.md). */
+  readonly #quotas: QuotasRepo;
   readonly #local = new Map<string, VmConnection>();
   readonly #server = new JSONRPCServer<VmConnection>({ errorListener: () => undefined });
   readonly #remote = new Map<string, { resolve: (r: ToolResult | McpObject) => void; reject: (e: ServiceError) => void; cleanup: () => void }>();
@@ -89,6 +93,7 @@ export class VmHub {
   constructor(options: VmHubOptions) {
     this.#opts = options;
     this.owners = new VmOwnersRepo(options.store);
+    this.#quotas = new QuotasRepo(options.store);
     this.directory = new VmDirectory(options.store, this.instanceId, options.config.VM_HEARTBEAT_SECONDS * 3_000, () => this.#localRecords());
     this.#server.addMethod("tools/register", (params, conn) => this.#register(conn, params));
     this.#server.addMethod("ping", () => ({}));
@@ -133,6 +138,7 @@ export class VmHub {
     for (const serving of this.#serving.values()) serving.abort();
     this.#serving.clear();
     for (const unsubscribe of this.#unsubscribe.splice(0)) await unsubscribe().catch(() => undefined);
+    await Promise.all(conns.map((conn) => this.#releasePlaces(conn)));
     if (this.shared) {
       await Promise.all(conns.map((conn) => this.directory.remove(conn.vmId, conn.id).catch(() => undefined)));
       await this.directory.markDead().catch(() => undefined);
@@ -152,9 +158,25 @@ export class VmHub {
 
   // --- socket lifecycle (bridge/vm/socket.ts) ---
 
-  /** Before the upgrade: 403 when the vmId belongs to another tenant (bridge/vm/ownership.ts). */
-  admit(identity: VmIdentity): Promise<void> {
-    return admitVmOwner(this.owners, identity);
+  /**
+   * Before the upgrade: 403 when the vmId belongs to another tenant (bridge/vm/ownership.ts),
+   * 409 when the tenant has QUOTA_VM_SOCKETS_PER_TENANT sockets open on any instance
+   * (docs/quotas.md). The socket's place is held by its vmId, so a VM that reconnects (its old
+   * socket not yet gone, here or on another instance) keeps its place instead of taking a
+   * second one; its lease is renewed by the heartbeat and released when the socket closes.
+   */
+  async admit(identity: VmIdentity): Promise<VmIdentity> {
+    await admitVmOwner(this.owners, identity);
+    const connectionId = randomUUID();
+    const limit = quotaLimit(this.#opts.config, "vm_sockets_per_tenant");
+    const claim = await this.#quotas.claim("vm-sockets", identity.tenantId, { holder: identity.vmId, token: connectionId, weight: 1 }, limit, this.#leaseMs);
+    if (!claim.taken) throw quotaReached("vm_sockets_per_tenant", limit, claim.others, { extra: { tenantId: identity.tenantId } });
+    return { ...identity, connectionId };
+  }
+
+  /** A socket's places outlive three heartbeats without renewal: an instance that died frees them. */
+  get #leaseMs(): number {
+    return this.#opts.config.VM_HEARTBEAT_SECONDS * 3_000;
   }
 
   /** A VM socket opened. A previous socket with the same vmId (here or on another instance) is replaced. */
@@ -173,6 +195,9 @@ export class VmHub {
     conn.closedByPeer(
       new ServiceError("BAD_GATEWAY", `VM ${conn.vmId} disconnected while the call was in flight`, { details: { vmId: conn.vmId, reason: "vm_disconnected", closeCode: code } }),
     );
+    // Only the places this connection still owns: a newer socket of the vmId keeps its own.
+    // (At shutdown `close` gives them back itself, before storage closes.)
+    if (!this.#closed) void this.#releasePlaces(conn);
     if (this.#local.get(conn.vmId) !== conn) return; // already replaced
     this.#local.delete(conn.vmId);
     this.#opts.log.info({ event: "vm.disconnected", vmId: conn.vmId, connectionId: conn.id, code });
@@ -231,6 +256,7 @@ export class VmHub {
 
   #replace(previous: VmConnection): void {
     this.#local.delete(previous.vmId);
+    void this.#releasePlaces(previous);
     previous.close(
       CLOSE.replaced,
       "replaced by a newer connection",
@@ -248,11 +274,52 @@ export class VmHub {
       const issues = parsed.issues.map((issue) => ({ path: v.getDotPath(issue) ?? "", message: issue.message }));
       throw new JSONRPCErrorException(`Invalid tools/register params: ${issues[0]!.path ? `${issues[0]!.path}: ` : ""}${issues[0]!.message}`, -32602, { issues });
     }
+    await this.#claimTools(conn, parsed.output.tools.length);
     conn.tools = parsed.output.tools as VmTool[];
     conn.resources = parsed.output.resources ?? [];
     conn.prompts = parsed.output.prompts ?? [];
     await this.#announce(conn, "registered");
     return { tools: conn.tools.map((tool) => tool.name) };
+  }
+
+  /**
+   * QUOTA_VM_TOOLS_PER_TENANT (docs/quotas.md): the tools all of a tenant's connected VMs
+   * announce, on every instance, counted as one leased place per VM weighing its tool count.
+   * Past it the announcement is refused with a JSON-RPC error (-32009, the quota's details in
+   * `data`); the socket stays up and the VM's previous list stays, as for the per-source bound.
+   */
+  async #claimTools(conn: VmConnection, count: number): Promise<void> {
+    const tenantId = conn.identity.tenantId;
+    const limit = quotaLimit(this.#opts.config, "vm_tools_per_tenant");
+    const claim = await this.#quotas.claim("vm-tools", tenantId, { holder: conn.vmId, token: conn.id, weight: count }, limit, this.#leaseMs);
+    if (!claim.taken) {
+      const refusal = quotaReached("vm_tools_per_tenant", limit, claim.others + claim.own, { extra: { tenantId, requested: count } });
+      throw new JSONRPCErrorException(`${refusal.message}: this VM announces ${count}`, ERROR_CODES.CONFLICT.rpc, refusal.details);
+    }
+    if (conn.closed) await this.#releasePlaces(conn);
+  }
+
+  /**
+   * Gives back the places a connection still owns (its socket and its tools); never fails: a
+   * place that could not be given back ends with its lease.
+   */
+  async #releasePlaces(conn: VmConnection): Promise<void> {
+    const tenantId = conn.identity.tenantId;
+    await Promise.all([
+      this.#quotas.release("vm-sockets", tenantId, conn.vmId, conn.id),
+      this.#quotas.release("vm-tools", tenantId, conn.vmId, conn.id),
+    ]).catch((error: unknown) => this.#opts.log.info({ event: "vm.quota_release_failed", vmId: conn.vmId, error: String(error) }));
+  }
+
+  /** Renews the leases of this instance's sockets and tools, one call per tenant and quota. */
+  async #renewPlaces(conns: VmConnection[]): Promise<void> {
+    const byTenant = new Map<string, VmConnection[]>();
+    for (const conn of conns) byTenant.set(conn.identity.tenantId, [...(byTenant.get(conn.identity.tenantId) ?? []), conn]);
+    for (const [tenantId, held] of byTenant) {
+      await this.#quotas.renew("vm-sockets", tenantId, held.map((conn) => ({ holder: conn.vmId, token: conn.id, weight: 1 })), this.#leaseMs);
+      const withTools = held.filter((conn) => conn.tools.length > 0);
+      if (withTools.length) await this.#quotas.renew("vm-tools", tenantId, withTools.map((conn) => ({ holder: conn.vmId, token: conn.id, weight: conn.tools.length })), this.#leaseMs);
+    }
   }
 
   /** Publishes presence and tells every catalog (here at once, elsewhere over the bus). */
@@ -364,6 +431,9 @@ export class VmHub {
       conn.seen = false;
       conn.ping();
     }
+    void this.#renewPlaces([...this.#local.values()]).catch((error: unknown) =>
+      this.#opts.log.error({ event: "vm.quota_renew_failed", error: String(error) }),
+    );
     if (this.shared) {
       // Records of an instance that died without cleaning up drop out once its liveness key expires.
       this.directory.invalidate();

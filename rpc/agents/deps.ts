@@ -7,7 +7,7 @@ import type { ModelRouter } from "../chat/model-router.js";
 import type { Money } from "../money/money.js";
 
 /** What the agents domain's handlers reach as `ctx.deps` (built in `./index.ts`). */
-export type AgentsDeps = Pick<Repos, "users" | "tenants" | "members" | "agents" | "agentState"> &
+export type AgentsDeps = Pick<Repos, "users" | "tenants" | "members" | "agents" | "agentState" | "quotas"> &
   Pick<Ports, "config" | "log" | "store" | "sink" | "onClose"> & {
   catalog: ToolCatalog;
   models: ModelRouter;

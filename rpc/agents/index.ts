@@ -6,7 +6,7 @@ import { accountAgentMethods } from "./account-methods.js";
 
 const init = (ports: Ports): AgentsDeps => ({
   ...pick(ports, ["config", "log", "store", "sink", "onClose"]),
-  ...pick(ports.repos, ["users", "tenants", "members", "agents", "agentState"]),
+  ...pick(ports.repos, ["users", "tenants", "members", "agents", "agentState", "quotas"]),
   catalog: ports.use("bridge").catalog,
   models: ports.use("models"),
   money: ports.use("money"),

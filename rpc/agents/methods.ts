@@ -16,6 +16,7 @@ import type { AgentEvent, RunResult } from "./run.js";
 import { AgentView } from "../views.js";
 import { AgentRunView, Success, Timestamp } from "../views.js";
 import { emitEvent } from "../event-sink.js";
+import { endingWith, takeStreamPlace } from "../quotas.js";
 import { agentsDomain, type AgentsDeps, type AgentsContext } from "./deps.js";
 
 const AgentId = v.pipe(v.string("agent_id must be a string"), v.minLength(1, "agent_id is required"), v.maxLength(128));
@@ -271,8 +272,18 @@ export const agentsInvoke = agentsDomain.method({
   stream: {},
   async handler(params, ctx) {
     const startedAt = agentTimestamp();
+    if (params.stream) {
+      // A streamed run holds a place among its credential's streams (QUOTA_STREAMS_PER_KEY, docs/quotas.md) until it ends.
+      const place = await takeStreamPlace(ctx.deps, ctx.principal, ctx.signal);
+      try {
+        const { runId, events } = await invokeAgent(ctx.deps, ctx.principal, params.agent_id, params.input, ctx.signal, { traceparent: ctx.traceparent });
+        return endingWith(framed(runId, events), place.release);
+      } catch (error) {
+        await place.release();
+        throw error;
+      }
+    }
     const { runId, events } = await invokeAgent(ctx.deps, ctx.principal, params.agent_id, params.input, ctx.signal, { traceparent: ctx.traceparent });
-    if (params.stream) return framed(runId, events);
     for await (const event of events) {
       if (event.type === "done") return invokeResult(params.agent_id, runId, event.result, startedAt);
     }

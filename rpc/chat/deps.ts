@@ -6,7 +6,7 @@ import type { ModelRouter } from "./model-router.js";
 import type { Money } from "../money/money.js";
 
 /** What the chat domain's handlers reach as `ctx.deps` (built in `./index.ts`). */
-export type ChatDeps = Pick<Repos, "users"> &
+export type ChatDeps = Pick<Repos, "users" | "quotas"> &
   Pick<Ports, "config" | "log" | "metrics"> & {
   models: ModelRouter;
   money: Money;

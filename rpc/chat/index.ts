@@ -17,6 +17,7 @@ export const chatModule = chatDomain.module({
     return {
       ...pick(ports, ["config", "log", "metrics"]),
       users: ports.repos.users,
+      quotas: ports.repos.quotas,
       models,
       money: ports.use("money"),
       stopSharing,

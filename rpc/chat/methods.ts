@@ -7,6 +7,7 @@ import type { ChatRequest } from "./types.js";
 import { ChatCompletionView } from "../views.js";
 import { SURFACES } from "../surfaces.js";
 import { chatDomain, type ChatContext } from "./deps.js";
+import { endingWith, takeStreamPlace } from "../quotas.js";
 
 /**
  * From here on the request has reached the router (spec 4.2): the response carries
@@ -50,20 +51,36 @@ async function holdAndRun(
     throw error;
   }
   const promptTokens = countPromptTokens(request.messages);
-  const held = await hold(model, request, promptTokens);
-  enterRouter(ctx);
-  return runChat(ctx, {
-    model,
-    request,
-    promptTokens,
-    includeUsage: "stream_options" in body && body.stream_options?.include_usage === true,
-    // Settled on the ledger and counted in the metering with the same amounts (docs/billing.md
-    // "Usage"), sent together: one journal flush on fs, one round trip on Redis.
-    // The cost is at the price of the deployment that answered (docs/providers.md "Money").
-    settle: async (usage, _estimated, cost) => {
-      await Promise.all([held.settle(usage, cost), ctx.deps.money.recordUsage(ctx.principal, { ...meter, model: model.id }, usage, cost)]);
-    },
-  });
+  // A stream takes a place among its credential's streams in flight first (QUOTA_STREAMS_PER_KEY,
+  // docs/quotas.md): 429 before anything is held or sent; the place is given back when it ends.
+  const place = request.stream ? await takeStreamPlace(ctx.deps, principalOf(ctx), ctx.signal) : undefined;
+  const run = async () => {
+    const held = await hold(model, request, promptTokens);
+    enterRouter(ctx);
+    return runChat(ctx, {
+      model,
+      request,
+      promptTokens,
+      includeUsage: "stream_options" in body && body.stream_options?.include_usage === true,
+      // Settled on the ledger and counted in the metering with the same amounts (docs/billing.md
+      // "Usage"), sent together: one journal flush on fs, one round trip on Redis.
+      // The cost is at the price of the deployment that answered (docs/providers.md "Money").
+      settle: async (usage, _estimated, cost) => {
+        await Promise.all([held.settle(usage, cost), ctx.deps.money.recordUsage(ctx.principal, { ...meter, model: model.id }, usage, cost)]);
+      },
+    });
+  };
+  if (!place) return run();
+  let answer: Awaited<ReturnType<typeof run>>;
+  try {
+    answer = await run();
+  } catch (error) {
+    await place.release();
+    throw error;
+  }
+  if (Symbol.asyncIterator in answer) return endingWith(answer, place.release);
+  await place.release();
+  return answer;
 }
 
 /** A chat on the user's plan allowance (Account and Gateway surfaces): no workspace credits are held. */

@@ -1,6 +1,6 @@
 import * as v from "valibot";
 import { ServiceError } from "../errors.js";
-import { createKey } from "./create-key.js";
+import { createKeyWithinQuota } from "./create-key.js";
 import type { KeyRecord } from "../../storage/repos/keys.js";
 import { nowIso } from "../../storage/ids.js";
 import { AccountKeyView, WithSecret } from "../views.js";
@@ -60,13 +60,14 @@ export const accountKeyMethods = [
     }),
     auth: SIGNED_IN,
     output: v.object({ ...AccountKeyView.entries, ...WithSecret.entries }),
+    errors: { CONFLICT: {} },
     http: [
       { surface: "account", method: "POST", path: "/keys", status: 201 },
       { surface: "console", method: "POST", path: "/personal-keys", status: 201 },
     ],
     async handler(params, ctx) {
       const userId = ctx.principal.userId;
-      const { record, secret } = await createKey(ctx.deps, {
+      const { record, secret } = await createKeyWithinQuota(ctx.deps, {
         kind: "account",
         owner: userId,
         userId,

@@ -3,7 +3,7 @@ import type { Principal } from "../auth.js";
 import { requireWorkspace } from "../workspaces/access.js";
 import type { Role } from "../tenants/access.js";
 import { ServiceError } from "../errors.js";
-import { createKey } from "./create-key.js";
+import { createKey, withinKeyQuota } from "./create-key.js";
 import type { KeyRecord } from "../../storage/repos/keys.js";
 import { nowIso } from "../../storage/ids.js";
 import { ConsoleKeyView, Timestamp, WithSecret } from "../views.js";
@@ -105,16 +105,15 @@ export const consoleKeyMethods = [
     }),
     auth: CONSOLE_ONLY,
     output: v.object({ id: v.string(), name: v.string(), key: WithSecret.entries.key, createdAt: Timestamp }),
-    errors: { VALIDATION_FAILED: {}, NOT_FOUND: {}, FORBIDDEN: {} },
+    errors: { VALIDATION_FAILED: {}, NOT_FOUND: {}, FORBIDDEN: {}, CONFLICT: {} },
     http: [{ surface: "console", method: "POST", path: "/api-keys", status: 201 }],
     async handler(params, ctx) {
       const principal = ctx.principal;
-      const { record, secret } = await createPlatformKey(ctx.deps, {
-        workspaceId: await workspaceOf(ctx, params.workspaceId, "member"),
-        userId: principal.userId,
-        name: params.name,
-        expiresAt: params.expiresAt ?? null,
-      });
+      const workspaceId = await workspaceOf(ctx, params.workspaceId, "member");
+      // The signed-in user's key quota (QUOTA_KEYS_PER_USER, docs/quotas.md); an operator's `create-key` is not counted against it.
+      const { record, secret } = await withinKeyQuota(ctx.deps, principal.userId, () =>
+        createPlatformKey(ctx.deps, { workspaceId, userId: principal.userId, name: params.name, expiresAt: params.expiresAt ?? null }),
+      );
       ctx.responseHeaders.set("cache-control", "no-store");
       // spec 4.3: exactly {id, name, key, createdAt}.
       return { id: record.id, name: record.name, key: secret, createdAt: record.createdAt };

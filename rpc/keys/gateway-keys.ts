@@ -1,6 +1,6 @@
 import * as v from "valibot";
 import { ServiceError } from "../errors.js";
-import { createKey } from "./create-key.js";
+import { createKeyWithinQuota } from "./create-key.js";
 import { KEYS_NEED_A_SESSION_OR_CONSOLE } from "./session-only.js";
 import type { KeyRecord } from "../../storage/repos/keys.js";
 import { nowIso } from "../../storage/ids.js";
@@ -47,13 +47,14 @@ export const gatewayKeyMethods = [
     // Keys are made by a signed-in user (session token or console cookie), never by another key (spec 5).
     auth: KEYS_NEED_A_SESSION_OR_CONSOLE,
     output: v.object({ ...GatewayKeyView.entries, ...WithSecret.entries }),
+    errors: { CONFLICT: {} },
     http: [
       { surface: "gateway", method: "POST", path: "/auth/keys", status: 201 },
       { surface: "console", method: "POST", path: "/gateway-keys", status: 201 },
     ],
     async handler(params, ctx) {
       const userId = ctx.principal.userId;
-      const { record, secret } = await createKey(ctx.deps, {
+      const { record, secret } = await createKeyWithinQuota(ctx.deps, {
         kind: "gateway",
         owner: userId,
         userId,

@@ -39,6 +39,11 @@ export interface VmIdentity {
   tenantId: string;
   /** The user whose credential opened the socket ("service" for PLATFORM_SERVICE_KEY). */
   userId: string;
+  /**
+   * The socket's connection, chosen when the gate admits it: the token of the place it holds
+   * in its tenant's VM socket quota (docs/quotas.md).
+   */
+  connectionId?: string;
 }
 
 /** A resource a VM agent announced (MCP Resource fields). */
@@ -71,8 +76,12 @@ export interface VmPresence extends VmIdentity {
 
 /** Connected VM agents across instances. */
 export interface VmDirectory {
-  /** Decides whether a socket for this identity may open: the first tenant to connect a vmId owns it (403 otherwise). */
-  admit(identity: VmIdentity): Promise<void>;
+  /**
+   * Decides whether a socket for this identity may open: the first tenant to connect a vmId
+   * owns it (403 otherwise), and the tenant has a place among its VM sockets (409 past
+   * QUOTA_VM_SOCKETS_PER_TENANT). The identity to open the socket with (its `connectionId`).
+   */
+  admit(identity: VmIdentity): Promise<VmIdentity>;
   list(): Promise<VmPresence[]>;
   find(vmId: string): Promise<VmPresence | undefined>;
   /** Calls a tool on a VM wherever it is connected; UNAVAILABLE when none is. */

@@ -42,15 +42,16 @@ export const bridgeVmsConnect = toolsDomain.method({
   // spec 8: upgrades count against the same per-credential budget as other bridge requests.
   policies: { rateLimit: "bridge" },
   internal: true,
-  errors: { FORBIDDEN: {} },
+  errors: { FORBIDDEN: {}, CONFLICT: {} },
   http: [],
   async handler(params, ctx): Promise<VmIdentity> {
     const tenantId = await tenantOf(ctx.principal, params.tenantId || undefined, ctx.deps);
     const identity: VmIdentity = { vmId: params.vmId, agentId: params.agentId, tenantId, userId: ctx.principal.userId };
-    // The first tenant to connect a vmId owns it; another tenant's socket is refused (403).
-    await ctx.deps.vms.admit(identity);
+    // The first tenant to connect a vmId owns it; another tenant's socket is refused (403);
+    // past the tenant's QUOTA_VM_SOCKETS_PER_TENANT, 409 (docs/quotas.md).
+    const admitted = await ctx.deps.vms.admit(identity);
     emitEvent(ctx.deps, tenantId, "vm.connected", { vmId: identity.vmId, agentId: identity.agentId });
-    return identity;
+    return admitted;
   },
 });
 

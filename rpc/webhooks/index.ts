@@ -37,7 +37,7 @@ export const webhooksModule = webhooksDomain.module({
     webhookWorker.start();
     return {
       ...pick(ports, ["config", "log", "secrets", "resolveHost", "sink"]),
-      ...pick(ports.repos, ["users", "tenants", "members", "agents", "webhooks"]),
+      ...pick(ports.repos, ["users", "tenants", "members", "agents", "webhooks", "quotas"]),
       events: ports.eventLog,
       webhookWorker,
     };

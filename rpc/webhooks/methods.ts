@@ -5,6 +5,7 @@ import type { Principal } from "../auth.js";
 import { newId, nowIso } from "../../storage/ids.js";
 import type { WebhookDelivery, WebhookSubscription } from "../../storage/repos/webhooks.js";
 import { TENANT_ACCESS, tenantAccess, tenantOrPersonal } from "../tenants/access.js";
+import { createWithinQuota } from "../quotas.js";
 import { FILTER_PATTERN, matchesFilter } from "./filter.js";
 import { ROTATION_GRACE_MS, WebhookWorker } from "./worker.js";
 import { webhooksDomain, type WebhooksDeps } from "./deps.js";
@@ -105,7 +106,7 @@ export const webhookMethods = [
     }),
     auth: AUTH,
     output: WithSigningSecret,
-    errors: { NOT_FOUND: {}, VALIDATION_FAILED: {}, FORBIDDEN: {} },
+    errors: { NOT_FOUND: {}, VALIDATION_FAILED: {}, FORBIDDEN: {}, CONFLICT: {} },
     http: [{ surface: "gateway", method: "POST", path: "/webhooks/subscriptions", status: 201 }],
     async handler(params, ctx) {
       const tenant = await tenantOrPersonal(ctx.deps, ctx.principal, params.tenantId, TENANT_ACCESS.webhooks);
@@ -123,7 +124,15 @@ export const webhookMethods = [
         createdAt: now,
         updatedAt: now,
       };
-      await ctx.deps.webhooks.putSubscription(sub);
+      // QUOTA_WEBHOOK_SUBSCRIPTIONS_PER_TENANT (docs/quotas.md): counted and written under the tenant's lock.
+      await createWithinQuota(
+        ctx.deps,
+        "webhook_subscriptions_per_tenant",
+        tenant.id,
+        () => ctx.deps.webhooks.countSubscriptions(tenant.id),
+        () => ctx.deps.webhooks.putSubscription(sub),
+        { tenantId: tenant.id },
+      );
       return { ...subscriptionView(sub), secret };
     },
   }),

@@ -79,6 +79,12 @@ export class McpServersRepo {
     return records;
   }
 
+  /** How many servers the tenant has registered (their keys, no record read; shared servers are no tenant's). */
+  async countOf(tenantId: string): Promise<number> {
+    if (!Collection.validId(tenantId)) return 0;
+    return (await this.#records.keys(tenantId)).length;
+  }
+
   /** Stores a new server; false when its owner (or, for a tenant, the shared scope) already has the name. */
   async create(record: McpServerRecord): Promise<boolean> {
     const claim = this.#claim(record.tenantId, record.name);

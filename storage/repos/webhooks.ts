@@ -125,6 +125,11 @@ export class WebhooksRepo {
     return this.#subs.list(tenantId);
   }
 
+  /** How many subscriptions a tenant has (their keys, no record read). */
+  async countSubscriptions(tenantId: string): Promise<number> {
+    return (await this.#subs.keys(tenantId)).length;
+  }
+
   /** A tenant's subscriptions, `size` at a time (a fan-out reads thousands without one long read). */
   async *subscriptionPages(tenantId: string, size: number): AsyncGenerator<WebhookSubscription[]> {
     const keys = await this.#subs.keys(tenantId);

@@ -8,6 +8,20 @@ describe("configuration", () => {
     expect(config).toMatchObject({ PORT: 8787, STORAGE: "fs", DATA_DIR: "./data", GATEWAY_MAX_PAYLOAD_BYTES: 1048576, GATEWAY_RATE_LIMIT_RPM: 120, GATEWAY_API_RATE_LIMIT_RPM: 600 });
   });
 
+  it("has the quotas' documented defaults (docs/quotas.md)", () => {
+    expect(loadConfig({})).toMatchObject({
+      GATEWAY_TENANT_RATE_LIMIT_RPM: 3000,
+      QUOTA_KEYS_PER_USER: 50,
+      QUOTA_VM_SOCKETS_PER_TENANT: 50,
+      QUOTA_VM_TOOLS_PER_TENANT: 5000,
+      QUOTA_MCP_SERVERS_PER_TENANT: 20,
+      QUOTA_WEBHOOK_SUBSCRIPTIONS_PER_TENANT: 100,
+      QUOTA_STREAMS_PER_KEY: 20,
+      QUOTA_STREAM_LEASE_SECONDS: 60,
+    });
+    expect(loadConfig({ QUOTA_WEBHOOK_SUBSCRIPTIONS_PER_TENANT: "0" }).QUOTA_WEBHOOK_SUBSCRIPTIONS_PER_TENANT).toBe(0);
+  });
+
   it.each([
     ["PORT", "eighty"],
     ["PORT", "70000"],
@@ -18,6 +32,11 @@ describe("configuration", () => {
     ["GATEWAY_API_RATE_LIMIT_RPM", "0"],
     ["GATEWAY_API_RATE_LIMIT_RPM", "many"],
     ["ACCOUNT_KEY_PREFIX", "NoUnderscore"],
+    ["GATEWAY_TENANT_RATE_LIMIT_RPM", "0"],
+    ["QUOTA_KEYS_PER_USER", "-1"],
+    ["QUOTA_VM_SOCKETS_PER_TENANT", "lots"],
+    ["QUOTA_STREAMS_PER_KEY", "2.5"],
+    ["QUOTA_STREAM_LEASE_SECONDS", "1"],
   ])("refuses %s=%s with a message naming it", (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     try {

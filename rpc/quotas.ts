@@ -1,0 +1,156 @@
+import { randomUUID } from "node:crypto";
+import type { Principal } from "./auth.js";
+import type { Config } from "./config.js";
+import { ServiceError } from "./errors.js";
+import type { Logger } from "./log.js";
+import { principalRateKey } from "./policies/rate-limit.js";
+import type { QuotasRepo } from "../storage/repos/quotas.js";
+
+/**
+ * The quotas (docs/quotas.md): how much one user, tenant or key may hold at once, each set by
+ * one variable, each enforced across instances through storage (storage/repos/quotas.ts), each
+ * refused in the surface's envelope with `details: {quota, limit, count, variable}`.
+ */
+export const QUOTAS = {
+  keys_per_user: { variable: "QUOTA_KEYS_PER_USER", holds: (n: number) => `this user has ${n} live API key(s)`, then: "revoke one first" },
+  vm_sockets_per_tenant: { variable: "QUOTA_VM_SOCKETS_PER_TENANT", holds: (n: number) => `this tenant has ${n} VM socket(s) open`, then: "close one first" },
+  vm_tools_per_tenant: { variable: "QUOTA_VM_TOOLS_PER_TENANT", holds: (n: number) => `this tenant's VMs announce ${n} tool(s)`, then: "announce fewer" },
+  mcp_servers_per_tenant: { variable: "QUOTA_MCP_SERVERS_PER_TENANT", holds: (n: number) => `this tenant has ${n} MCP server(s)`, then: "delete one first" },
+  webhook_subscriptions_per_tenant: {
+    variable: "QUOTA_WEBHOOK_SUBSCRIPTIONS_PER_TENANT",
+    holds: (n: number) => `this tenant has ${n} webhook subscription(s)`,
+    then: "delete one first",
+  },
+  streams_per_key: { variable: "QUOTA_STREAMS_PER_KEY", holds: (n: number) => `this credential has ${n} stream(s) in flight`, then: "retry once one ends" },
+  gateway_tenant_rpm: { variable: "GATEWAY_TENANT_RATE_LIMIT_RPM", holds: (n: number) => `this tenant made ${n} Gateway API request(s) this minute`, then: "retry later" },
+} as const satisfies Record<string, { variable: keyof Config; holds: (count: number) => string; then: string }>;
+
+export type QuotaName = keyof typeof QUOTAS;
+
+/** The quota's limit, as configured. */
+export function quotaLimit(config: Config, quota: QuotaName): number {
+  return config[QUOTAS[quota].variable];
+}
+
+/**
+ * The refusal of a quota: 409 CONFLICT (what is held must be given back first), or `code`
+ * (429 for a stream, a rate) with its headers. `count` is what is held now; `extra` adds
+ * details (the tenant, what was asked for).
+ */
+export function quotaReached(
+  quota: QuotaName,
+  limit: number,
+  count: number,
+  options: { extra?: Record<string, unknown>; code?: "CONFLICT" | "RATE_LIMITED"; headers?: Record<string, string> } = {},
+): ServiceError {
+  const { variable, holds, then } = QUOTAS[quota];
+  return new ServiceError(options.code ?? "CONFLICT", `Quota reached: ${holds(count)}, the most ${variable} allows (${limit}); ${then}`, {
+    details: { quota, limit, count, variable, ...options.extra },
+    ...(options.headers ? { headers: options.headers } : {}),
+  });
+}
+
+/**
+ * Creates one more of what `quota` counts for `scope` unless that would pass the limit: the
+ * count is read and the record written under the quota's lock for that scope, shared by every
+ * instance on one Redis, so N concurrent creates at the edge never pass the quota. The count
+ * is of the records themselves, so a process killed mid-way leaves nothing to correct.
+ */
+export async function createWithinQuota<T>(
+  deps: { config: Config; quotas: QuotasRepo },
+  quota: QuotaName,
+  scope: string,
+  count: () => Promise<number>,
+  create: () => Promise<T>,
+  extra?: Record<string, unknown>,
+): Promise<T> {
+  const limit = quotaLimit(deps.config, quota);
+  return deps.quotas.withLock(quota, scope, async () => {
+    const current = await count();
+    if (current >= limit) throw quotaReached(quota, limit, current, extra ? { extra } : {});
+    return create();
+  });
+}
+
+/** A stream's place in its credential's quota, released once when the stream ends. */
+export interface StreamPlace {
+  release(): Promise<void>;
+}
+
+/**
+ * Takes a place among the credential's streams in flight (QUOTA_STREAMS_PER_KEY), or refuses
+ * with 429 before the stream starts. The place has a lease of QUOTA_STREAM_LEASE_SECONDS,
+ * renewed every half lease while the stream runs, so the places of an instance that died are
+ * free again once their lease ends. `signal` (the call's) releases it too.
+ */
+export async function takeStreamPlace(deps: { config: Config; quotas: QuotasRepo; log: Logger }, principal: Principal, signal?: AbortSignal): Promise<StreamPlace> {
+  const limit = quotaLimit(deps.config, "streams_per_key");
+  const leaseMs = deps.config.QUOTA_STREAM_LEASE_SECONDS * 1000;
+  const scope = principalRateKey(principal);
+  const id = randomUUID();
+  const place = { holder: id, token: id, weight: 1 };
+  const claim = await deps.quotas.claim("streams", scope, place, limit, leaseMs);
+  if (!claim.taken) {
+    throw quotaReached("streams_per_key", limit, claim.others, { code: "RATE_LIMITED", headers: { "retry-after": "1" } });
+  }
+  const timer = setInterval(() => {
+    deps.quotas.renew("streams", scope, [place], leaseMs).catch((error: unknown) => deps.log.error({ event: "quota.renew_failed", quota: "streams_per_key", error: String(error) }));
+  }, leaseMs / 2);
+  timer.unref?.();
+  let released: Promise<void> | undefined;
+  const release = () => {
+    released ??= (async () => {
+      clearInterval(timer);
+      signal?.removeEventListener("abort", onAbort);
+      // A place that could not be given back (storage down, or closed at shutdown) ends with its lease.
+      await deps.quotas.release("streams", scope, id, id).catch((error: unknown) => deps.log.info({ event: "quota.release_failed", quota: "streams_per_key", error: String(error) }));
+    })();
+    return released;
+  };
+  const onAbort = () => void release();
+  signal?.addEventListener("abort", onAbort, { once: true });
+  if (signal?.aborted) await release();
+  return { release };
+}
+
+/**
+ * The same items, with `end` run once when they end: finished, failed, or given up by the
+ * client (`return()`, also before the first item). Awaited, so a place is free again before
+ * the stream's last frame goes out.
+ */
+export function endingWith<T>(items: AsyncIterable<T>, end: () => Promise<void>): AsyncIterable<T> {
+  let ended: Promise<void> | undefined;
+  const finish = () => (ended ??= end());
+  return {
+    [Symbol.asyncIterator]() {
+      const iterator = items[Symbol.asyncIterator]();
+      return {
+        async next() {
+          try {
+            const result = await iterator.next();
+            if (result.done) await finish();
+            return result;
+          } catch (error) {
+            await finish();
+            throw error;
+          }
+        },
+        async return(value?: unknown) {
+          try {
+            return (await iterator.return?.(value as never)) ?? { done: true as const, value: value as never };
+          } finally {
+            await finish();
+          }
+        },
+        async throw(error?: unknown) {
+          try {
+            if (iterator.throw) return await iterator.throw(error);
+            throw error;
+          } finally {
+            await finish();
+          }
+        },
+      };
+    },
+  };
+}
