@@ -73,5 +73,6 @@ export function callFacts(init: CallFactsInit): CallFacts {
   if (init.onProgress) facts.onProgress = init.onProgress;
   if (init.relay) facts.relay = init.relay;
   if (init.setCookie) facts.setCookie = init.setCookie;
+  if (init.delivered) facts.delivered = init.delivered;
   return facts;
 }
