@@ -85,7 +85,8 @@ module.exports = {
     },
     {
       name: "keys-live-in-storage",
-      comment: "Storage keys are built by repositories: code above storage/ uses repositories, not the raw atomic primitives (types may be shared).",
+      comment:
+        "Storage keys are built by repositories: code above storage/ uses repositories, not the raw atomic primitives (types may be shared).",
       severity: "error",
       from: { path: "^(rpc|facade|bridge)/" },
       to: { path: "^storage/(atomic|redis-atomic)\\.ts$", dependencyTypesNot: ["type-only"] },

@@ -5,7 +5,7 @@
  * Loopback only; the server runs in a child process and is stopped at the end.
  *
  * Two MCP callers are measured over the same endpoint (`/bridge/mcp/`, one session, an `sk_`
- * key as spec 4.5 prescribes for MCP clients):
+ * key as docs/interface.md 4.5 prescribes for MCP clients):
  *   - `sdk`: the official SDK `Client` + `StreamableHTTPClientTransport` (what an MCP client
  *     costs end to end, client overhead included);
  *   - `http`: the same JSON-RPC `tools/call` POSTs over keep-alive `node:http`, so the load
@@ -55,7 +55,15 @@ interface Memory {
 async function startServer(): Promise<{ child: ChildProcess; origin: string }> {
   const { child, words } = await forkReady(
     "bench/internal/server.ts",
-    { STORAGE: "memory", LOG_LEVEL: "silent", GATEWAY_RATE_LIMIT_RPM: "1000000", GATEWAY_API_RATE_LIMIT_RPM: "1000000", QUOTA_VM_SOCKETS_PER_TENANT: "1000000", GATEWAY_JWT_SECRET: "bench-secret-that-is-at-least-32-characters", MCP_SERVERS_ALLOW_PRIVATE: "true" },
+    {
+      STORAGE: "memory",
+      LOG_LEVEL: "silent",
+      GATEWAY_RATE_LIMIT_RPM: "1000000",
+      GATEWAY_API_RATE_LIMIT_RPM: "1000000",
+      QUOTA_VM_SOCKETS_PER_TENANT: "1000000",
+      GATEWAY_JWT_SECRET: "bench-secret-that-is-at-least-32-characters",
+      MCP_SERVERS_ALLOW_PRIVATE: "true",
+    },
     // BENCH_CPU_PROFILE=<dir> writes a .cpuprofile of the server for `node --cpu-prof` tooling.
     ["--expose-gc", ...(process.env.BENCH_CPU_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROFILE}`] : [])],
   );
@@ -76,10 +84,18 @@ function connectVm(url: string, token: string, serve: boolean): Promise<WebSocke
       if (!serve) return resolve(ws);
       const server = new JSONRPCServer({ errorListener: () => undefined });
       server.addMethod("ping", () => ({}));
-      server.addMethod("tools/call", (params: { arguments?: { text?: string } }) => ({ content: [{ type: "text", text: params.arguments?.text ?? "" }] }));
-      const rpc = new JSONRPCServerAndClient(server, new JSONRPCClient((payload) => ws.send(JSON.stringify(payload))), { errorListener: () => undefined });
+      server.addMethod("tools/call", (params: { arguments?: { text?: string } }) => ({
+        content: [{ type: "text", text: params.arguments?.text ?? "" }],
+      }));
+      const rpc = new JSONRPCServerAndClient(server, new JSONRPCClient((payload) => ws.send(JSON.stringify(payload))), {
+        errorListener: () => undefined,
+      });
       ws.on("message", (data) => void rpc.receiveAndSend(JSON.parse(data.toString())).catch(() => undefined));
-      rpc.request("tools/register", { tools: [{ name: "echo", description: "echo", inputSchema: { type: "object", properties: { text: { type: "string" } } } }] }).then(() => resolve(ws), reject);
+      rpc
+        .request("tools/register", {
+          tools: [{ name: "echo", description: "echo", inputSchema: { type: "object", properties: { text: { type: "string" } } } }],
+        })
+        .then(() => resolve(ws), reject);
     });
   });
 }
@@ -108,7 +124,14 @@ async function measure(call: Caller, concurrency: number, total: number, cpuOf?:
   const seconds = (performance.now() - started) / 1000;
   const cpu = cpuOf === undefined ? {} : { gatewayCpuMsPerCall: +((cpuMs(cpuOf) - cpuBefore) / total).toFixed(3) };
   latencies.sort((a, b) => a - b);
-  return { concurrency, calls: total, p50ms: +percentile(latencies, 50).toFixed(3), p99ms: +percentile(latencies, 99).toFixed(3), callsPerSecond: Math.round(total / seconds), ...cpu };
+  return {
+    concurrency,
+    calls: total,
+    p50ms: +percentile(latencies, 50).toFixed(3),
+    p99ms: +percentile(latencies, 99).toFixed(3),
+    callsPerSecond: Math.round(total / seconds),
+    ...cpu,
+  };
 }
 
 /** JSON-RPC `tools/call` POSTs over keep-alive node:http; the answer (JSON or SSE) is read to its end. */
@@ -118,15 +141,26 @@ function postCaller(url: string, headers: Record<string, string>, tool: string, 
   return () =>
     new Promise<void>((resolve, reject) => {
       const body = `{"jsonrpc":"2.0","id":${id++},"method":"tools/call","params":{"name":"${tool}","arguments":{"message":"hi"}}}`;
-      const req = httpRequest({ host: target.hostname, port: target.port, path: target.pathname, method: "POST", agent, headers: { ...headers, "content-length": Buffer.byteLength(body) } }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on("data", (chunk: Buffer) => chunks.push(chunk));
-        res.on("end", () => {
-          const text = Buffer.concat(chunks).toString();
-          if (res.statusCode !== 200 || !text.includes("Echo: hi") || text.includes('"isError":true')) reject(new Error(`tools/call answered ${res.statusCode}: ${text}`));
-          else resolve();
-        });
-      });
+      const req = httpRequest(
+        {
+          host: target.hostname,
+          port: target.port,
+          path: target.pathname,
+          method: "POST",
+          agent,
+          headers: { ...headers, "content-length": Buffer.byteLength(body) },
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on("data", (chunk: Buffer) => chunks.push(chunk));
+          res.on("end", () => {
+            const text = Buffer.concat(chunks).toString();
+            if (res.statusCode !== 200 || !text.includes("Echo: hi") || text.includes('"isError":true'))
+              reject(new Error(`tools/call answered ${res.statusCode}: ${text}`));
+            else resolve();
+          });
+        },
+      );
       req.once("error", reject);
       req.end(body);
     });
@@ -173,7 +207,15 @@ async function proxyBench(gateway: ChildProcess, origin: string, key: string) {
     const callers: [string, Caller][] = [
       ["direct (session)", postCaller(everythingUrl, direct.headers, "echo", agent)],
       ["gateway session", postCaller(`${origin}/bridge/mcp/`, session.headers, "everything__echo", agent)],
-      ["gateway stateless", postCaller(`${origin}/bridge/mcp/`, { authorization: `Bearer ${key}`, accept: "application/json", "content-type": "application/json" }, "everything__echo", agent)],
+      [
+        "gateway stateless",
+        postCaller(
+          `${origin}/bridge/mcp/`,
+          { authorization: `Bearer ${key}`, accept: "application/json", "content-type": "application/json" },
+          "everything__echo",
+          agent,
+        ),
+      ],
     ];
     const runs: Record<string, unknown>[] = [];
     const p50: Record<string, number> = {};
@@ -234,15 +276,26 @@ async function mcpCallers(origin: string, key: string): Promise<McpCallers | und
     const http: Caller = () =>
       new Promise<void>((resolve, reject) => {
         const body = `{"jsonrpc":"2.0","id":${id++},"method":"tools/call","params":{"name":"${name}","arguments":{"text":"hi"}}}`;
-        const req = httpRequest({ host: target.hostname, port: target.port, path: target.pathname, method: "POST", agent, headers: { ...headers, "content-length": Buffer.byteLength(body) } }, (res) => {
-          const chunks: Buffer[] = [];
-          res.on("data", (chunk: Buffer) => chunks.push(chunk));
-          res.on("end", () => {
-            const text = Buffer.concat(chunks).toString();
-            if (res.statusCode !== 200 || !text.includes('"result"') || text.includes('"isError":true')) reject(new Error(`tools/call answered ${res.statusCode}: ${text}`));
-            else resolve();
-          });
-        });
+        const req = httpRequest(
+          {
+            host: target.hostname,
+            port: target.port,
+            path: target.pathname,
+            method: "POST",
+            agent,
+            headers: { ...headers, "content-length": Buffer.byteLength(body) },
+          },
+          (res) => {
+            const chunks: Buffer[] = [];
+            res.on("data", (chunk: Buffer) => chunks.push(chunk));
+            res.on("end", () => {
+              const text = Buffer.concat(chunks).toString();
+              if (res.statusCode !== 200 || !text.includes('"result"') || text.includes('"isError":true'))
+                reject(new Error(`tools/call answered ${res.statusCode}: ${text}`));
+              else resolve();
+            });
+          },
+        );
         req.once("error", reject);
         req.end(body);
       });
@@ -267,7 +320,11 @@ async function mcpCallers(origin: string, key: string): Promise<McpCallers | und
 function restCaller(origin: string, token: string): Caller {
   const body = JSON.stringify({ tool_name: "echo", input: { text: "hi" }, vm_id: VM_ID });
   return async () => {
-    const res = await fetch(`${origin}/bridge/tools/execute`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body });
+    const res = await fetch(`${origin}/bridge/tools/execute`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body,
+    });
     if (res.status !== 200) throw new Error(`execute answered ${res.status}: ${await res.text()}`);
     await res.arrayBuffer();
   };
@@ -285,7 +342,7 @@ async function main() {
       body: JSON.stringify({ email: `bench${Date.now()}@example.com`, password: "Correct-Horse-9", fullName: "Bench" }),
     });
     const { token } = (await registered.json()) as { token: string };
-    // spec 4.5: MCP clients present an API key (`Authorization: Bearer <API_KEY>`).
+    // docs/interface.md 4.5: MCP clients present an API key (`Authorization: Bearer <API_KEY>`).
     const created = await fetch(`${origin}/gateway/v1/auth/keys`, {
       method: "POST",
       headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
@@ -294,7 +351,9 @@ async function main() {
     const { key } = (await created.json()) as { key: string };
     const wsBase = origin.replace(/^http/, "ws");
     if (ONLY === "upstream") {
-      process.stdout.write(`${JSON.stringify({ mcpProxy: await proxyBench(child, origin, key), load: { cpus: availableParallelism(), loadAverage1m: +loadavg()[0]!.toFixed(2) } }, null, 2)}\n`);
+      process.stdout.write(
+        `${JSON.stringify({ mcpProxy: await proxyBench(child, origin, key), load: { cpus: availableParallelism(), loadAverage1m: +loadavg()[0]!.toFixed(2) } }, null, 2)}\n`,
+      );
       return;
     }
 
@@ -303,7 +362,9 @@ async function main() {
     const before = await memory(child);
     const idle: WebSocket[] = [];
     for (let i = 0; i < IDLE; i += 250) {
-      const batch = Array.from({ length: Math.min(250, IDLE - i) }, (_, j) => connectVm(`${wsBase}/bridge/agents/bench/ws?vmId=idle-${i + j}`, token, false));
+      const batch = Array.from({ length: Math.min(250, IDLE - i) }, (_, j) =>
+        connectVm(`${wsBase}/bridge/agents/bench/ws?vmId=idle-${i + j}`, token, false),
+      );
       idle.push(...(await Promise.all(batch)));
     }
     sockets.push(...idle);
@@ -317,14 +378,20 @@ async function main() {
     const mcp = await mcpCallers(origin, key);
     const latency: Record<string, unknown>[] = [];
     if (mcp) {
-      for (const [caller, call] of [["http", mcp.http], ["sdk", mcp.sdk]] as const) {
+      for (const [caller, call] of [
+        ["http", mcp.http],
+        ["sdk", mcp.sdk],
+      ] as const) {
         latency.push({ caller, ...(await measure(call, 1, CALLS, child.pid)) });
         latency.push({ caller, ...(await measure(call, 50, CALLS * 4, child.pid)) });
       }
       await mcp.close();
     } else {
       const call = restCaller(origin, key);
-      latency.push({ caller: "rest", ...(await measure(call, 1, CALLS, child.pid)) }, { caller: "rest", ...(await measure(call, 50, CALLS * 4, child.pid)) });
+      latency.push(
+        { caller: "rest", ...(await measure(call, 1, CALLS, child.pid)) },
+        { caller: "rest", ...(await measure(call, 50, CALLS * 4, child.pid)) },
+      );
     }
     const transport = mcp ? "MCP tools/call at /bridge/mcp/" : "POST /bridge/tools/execute";
     vm.close();
@@ -345,7 +412,11 @@ async function main() {
         heapPerSocketKiB: perSocket("heapUsed"),
         externalPerSocketKiB: perSocket("external"),
       },
-      afterCalls: { heapUsedMiB: +(settled.usage.heapUsed / 2 ** 20).toFixed(1), heapUsedBeforeMiB: +(before.usage.heapUsed / 2 ** 20).toFixed(1), vmsConnected: settled.vms.connected },
+      afterCalls: {
+        heapUsedMiB: +(settled.usage.heapUsed / 2 ** 20).toFixed(1),
+        heapUsedBeforeMiB: +(before.usage.heapUsed / 2 ** 20).toFixed(1),
+        vmsConnected: settled.vms.connected,
+      },
       load: { cpus: availableParallelism(), loadAverage1m: +loadavg()[0]!.toFixed(2) },
       targets: { p50AtC1ms: 1, callsPerSecondAtC50: 5000, kibPerIdleSocket: 30 },
     };

@@ -38,7 +38,11 @@ import { dropRedisPrefix } from "../test/helpers/redis.js";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 1);
-const list = (value: string) => value.split(",").map((s) => s.trim()).filter(Boolean);
+const list = (value: string) =>
+  value
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
 const STORAGES = list(process.env.BENCH_STORAGES ?? "memory,fs,redis");
 const SURFACES = list(process.env.BENCH_SURFACES ?? "platform,gateway") as Surface[];
 const MODES = list(process.env.BENCH_MODES ?? "json,sse");
@@ -52,12 +56,19 @@ const DEPLOYMENTS = Number(process.env.BENCH_DEPLOYMENTS ?? 1);
 
 function benchModel(baseURL: string) {
   if (DEPLOYMENTS <= 1) return { provider: "openai-compatible", baseURL, ownedBy: "bench" };
-  return { deployments: Array.from({ length: DEPLOYMENTS }, () => ({ provider: "openai-compatible", baseURL, weight: 1 })), ownedBy: "bench" };
+  return {
+    deployments: Array.from({ length: DEPLOYMENTS }, () => ({ provider: "openai-compatible", baseURL, weight: 1 })),
+    ownedBy: "bench",
+  };
 }
 
 const TARGETS = { addedP50AtC1Ms: 0.5, cpuUsAtC16: { memory: 150, fs: 150, redis: 250 } as Record<string, number> };
 type Surface = "platform" | "gateway" | "floor";
-const PATHS: Record<Surface, string> = { platform: "/api/v1/chat/completions", gateway: "/gateway/v1/chat/completions", floor: "/v1/chat/completions" };
+const PATHS: Record<Surface, string> = {
+  platform: "/api/v1/chat/completions",
+  gateway: "/gateway/v1/chat/completions",
+  floor: "/v1/chat/completions",
+};
 /** The floor row (bench/internal/floor-proxy.ts): a bare Node proxy, what Node alone costs. */
 const FLOOR = process.env.BENCH_FLOOR !== "0";
 const CLOCK_TICKS = Number(execSync("getconf CLK_TCK").toString().trim()) || 100;
@@ -128,20 +139,29 @@ async function load(url: string, headers: Record<string, string>, payload: strin
   });
   const result = await instance;
   if (failures || result.errors || result.timeouts) {
-    throw new Error(`${url} at c=${connections}: ${failures} non-2xx (${firstFailure}), ${result.errors} errors, ${result.timeouts} timeouts`);
+    throw new Error(
+      `${url} at c=${connections}: ${failures} non-2xx (${firstFailure}), ${result.errors} errors, ${result.timeouts} timeouts`,
+    );
   }
   latencies.sort((a, b) => a - b);
-  return { p50: percentile(latencies, 50), p99: percentile(latencies, 99), rps: latencies.length / result.duration, requests: latencies.length };
+  return {
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    rps: latencies.length / result.duration,
+    requests: latencies.length,
+  };
 }
 
 /** One request each way before measuring, so a broken setup fails loudly instead of benchmarking errors. */
 async function check(url: string, headers: Record<string, string>, stream: boolean): Promise<void> {
   const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: body(stream) });
   const text = await res.text();
-  const ok = res.status === 200 && text.includes(stream ? "mock" : "Hello from the mock model.") && (!stream || text.trimEnd().endsWith("data: [DONE]"));
+  const ok =
+    res.status === 200 &&
+    text.includes(stream ? "mock" : "Hello from the mock model.") &&
+    (!stream || text.trimEnd().endsWith("data: [DONE]"));
   if (!ok) throw new Error(`${url} (stream ${stream}) answered ${res.status}: ${text.slice(0, 500)}`);
 }
-
 
 interface Row {
   storage: string;
@@ -166,7 +186,16 @@ async function main() {
     if (FLOOR && MODES.includes("json")) {
       const floor = await spawn("bench/internal/floor-proxy.ts", { UPSTREAM: mockOrigin, KEY: "floor-key" });
       try {
-        await measure(rows, "none", "floor", floor.child.pid!, `${floor.words[0]}${PATHS.floor}`, { authorization: "Bearer floor-key" }, directUrl, false);
+        await measure(
+          rows,
+          "none",
+          "floor",
+          floor.child.pid!,
+          `${floor.words[0]}${PATHS.floor}`,
+          { authorization: "Bearer floor-key" },
+          directUrl,
+          false,
+        );
       } finally {
         await stop(floor.child);
       }
@@ -212,7 +241,17 @@ async function main() {
 }
 
 /** One row: the direct call and the gateway at `concurrency` (all JSON concurrencies when omitted). */
-async function measure(rows: Row[], storage: string, surface: Surface, pid: number, gatewayUrl: string, auth: Record<string, string>, directUrl: string, stream: boolean, only?: number) {
+async function measure(
+  rows: Row[],
+  storage: string,
+  surface: Surface,
+  pid: number,
+  gatewayUrl: string,
+  auth: Record<string, string>,
+  directUrl: string,
+  stream: boolean,
+  only?: number,
+) {
   await check(directUrl, {}, stream);
   await check(gatewayUrl, auth, stream);
   for (const concurrency of only !== undefined ? [only] : CONCURRENCY) {
@@ -236,10 +275,14 @@ async function measure(rows: Row[], storage: string, surface: Surface, pid: numb
 
 function report(rows: Row[], seconds: number) {
   const lines: string[] = [];
-  lines.push(`Chat overhead — ${new Date().toISOString().slice(0, 10)}, ${cpus().length} cores (${cpus()[0]?.model ?? "?"}), Node ${process.versions.node}`);
+  lines.push(
+    `Chat overhead — ${new Date().toISOString().slice(0, 10)}, ${cpus().length} cores (${cpus()[0]?.model ?? "?"}), Node ${process.versions.node}`,
+  );
   lines.push(`Mock upstream latency ${LATENCY_MS} ms; ${SECONDS} s per run; total ${seconds.toFixed(0)} s.`);
   lines.push("");
-  lines.push("| storage | surface | mode | c | gateway req/s | direct req/s | gateway p50 ms | added p50 ms | gateway p99 ms | added p99 ms | gateway CPU µs/req |");
+  lines.push(
+    "| storage | surface | mode | c | gateway req/s | direct req/s | gateway p50 ms | added p50 ms | gateway p99 ms | added p99 ms | gateway CPU µs/req |",
+  );
   lines.push("|---|---|---|---|---|---|---|---|---|---|---|");
   for (const row of rows) {
     const { direct, gateway } = row;

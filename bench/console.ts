@@ -54,8 +54,10 @@ async function visit(context: BrowserContext, origin: string): Promise<{ load: n
   await page.addInitScript(`new MutationObserver((_, observer) => {
     if (document.querySelector("#key-table tbody tr")) { globalThis.__keysDrawn = performance.now(); observer.disconnect(); }
   }).observe(document, { childList: true, subtree: true });`);
-  await page.goto(origin + "/console", { waitUntil: "load" });
-  await page.waitForFunction(() => (globalThis as unknown as PageGlobals).document.querySelector("#key-table tbody tr"), undefined, { timeout: 10_000 });
+  await page.goto(`${origin}/console`, { waitUntil: "load" });
+  await page.waitForFunction(() => (globalThis as unknown as PageGlobals).document.querySelector("#key-table tbody tr"), undefined, {
+    timeout: 10_000,
+  });
   const keys = (await page.evaluate("globalThis.__keysDrawn")) as number;
   const load = (await page.evaluate(`performance.getEntriesByType("navigation")[0].loadEventStart`)) as number;
   await page.close();
@@ -63,7 +65,11 @@ async function visit(context: BrowserContext, origin: string): Promise<{ load: n
 }
 
 await buildConsole();
-const { child, words } = await forkReady("bench/internal/server.ts", { STORAGE: "memory", LOG_LEVEL: "silent", GATEWAY_JWT_SECRET: "bench-secret-that-is-at-least-32-characters" });
+const { child, words } = await forkReady("bench/internal/server.ts", {
+  STORAGE: "memory",
+  LOG_LEVEL: "silent",
+  GATEWAY_JWT_SECRET: "bench-secret-that-is-at-least-32-characters",
+});
 const origin = words[0]!;
 const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, headless: true });
 try {
@@ -92,18 +98,25 @@ try {
   for (let run = 0; run < RUNS; run++) {
     const context = await browser.newContext();
     const [name, value] = cookie.split("=");
-    await context.addCookies([{ name: name!, value: value!, url: origin + "/api", httpOnly: true, sameSite: "Lax" }]);
+    await context.addCookies([{ name: name!, value: value!, url: `${origin}/api`, httpOnly: true, sameSite: "Lax" }]);
     cold.push(await visit(context, origin));
     warm.push(await visit(context, origin));
     await context.close();
   }
 
   const total = bytes.reduce((sum, entry) => ({ raw: sum.raw + entry.raw, gzip: sum.gzip + entry.gzip }), { raw: 0, gzip: 0 });
-  process.stdout.write(`Console page (${RUNS} runs, ${KEYS} keys listed; ${availableParallelism()} cores, load ${loadavg()[0]!.toFixed(2)})\n`);
+  process.stdout.write(
+    `Console page (${RUNS} runs, ${KEYS} keys listed; ${availableParallelism()} cores, load ${loadavg()[0]!.toFixed(2)})\n`,
+  );
   process.stdout.write(`  cold cache  load event: ${fmt(cold.map((r) => r.load))}; key list drawn: ${fmt(cold.map((r) => r.keys))}\n`);
   process.stdout.write(`  warm cache  load event: ${fmt(warm.map((r) => r.load))}; key list drawn: ${fmt(warm.map((r) => r.keys))}\n`);
-  for (const entry of bytes) process.stdout.write(`  ${entry.name.padEnd(34)} ${(entry.raw / 1024).toFixed(1).padStart(6)} KiB raw, ${(entry.gzip / 1024).toFixed(1).padStart(5)} KiB gzipped\n`);
-  process.stdout.write(`  ${"total (first screen + usage tab)".padEnd(34)} ${(total.raw / 1024).toFixed(1).padStart(6)} KiB raw, ${(total.gzip / 1024).toFixed(1).padStart(5)} KiB gzipped (budget 200 KiB gzipped)\n`);
+  for (const entry of bytes)
+    process.stdout.write(
+      `  ${entry.name.padEnd(34)} ${(entry.raw / 1024).toFixed(1).padStart(6)} KiB raw, ${(entry.gzip / 1024).toFixed(1).padStart(5)} KiB gzipped\n`,
+    );
+  process.stdout.write(
+    `  ${"total (first screen + usage tab)".padEnd(34)} ${(total.raw / 1024).toFixed(1).padStart(6)} KiB raw, ${(total.gzip / 1024).toFixed(1).padStart(5)} KiB gzipped (budget 200 KiB gzipped)\n`,
+  );
 } finally {
   await browser.close();
   child.kill("SIGTERM");

@@ -38,7 +38,13 @@ async function publishRate(log: EventLog, tenantId: string, concurrency: number)
       Array.from({ length: concurrency }, async () => {
         while (next < N) {
           next++;
-          await log.publish({ tenantId, topic: "bench", type: "bench.event", source: "bench", payload: { n: next, text: "a small payload" } });
+          await log.publish({
+            tenantId,
+            topic: "bench",
+            type: "bench.event",
+            source: "bench",
+            payload: { n: next, text: "a small payload" },
+          });
         }
       }),
     );
@@ -69,7 +75,10 @@ async function busFigures(name: string, log: EventLog) {
     const tenantId = `ten_bench${concurrency}${randomUUID().slice(0, 6)}`;
     const publish = await publishRate(log, tenantId, concurrency);
     const consume = await consumeRate(log, tenantId, concurrency);
-    console.log(`${name.padEnd(6)} concurrency ${String(concurrency).padStart(2)}: publish ${Math.round(publish).toLocaleString("en")} events/s, consume+ack ${Math.round(consume).toLocaleString("en")} events/s`);
+    console.log(
+      `${name.padEnd(6)} concurrency ${String(concurrency).padStart(2)}: ` +
+        `publish ${Math.round(publish).toLocaleString("en")} events/s, consume+ack ${Math.round(consume).toLocaleString("en")} events/s`,
+    );
   }
 }
 
@@ -87,7 +96,14 @@ async function webhookFigures(store: Store) {
   const secrets = new SecretBox("bench-secret-of-at-least-32-characters!!");
   const repo = new WebhooksRepo(store);
   const worker = new WebhookWorker({
-    config: { WEBHOOKS_ALLOW_PRIVATE: true, WEBHOOKS_TIMEOUT_SECONDS: 10, WEBHOOKS_POLL_MS: 0, WEBHOOKS_CONCURRENCY: 32, WEBHOOKS_TENANT_CONCURRENCY: 32, WEBHOOKS_LEASE_SECONDS: 5 },
+    config: {
+      WEBHOOKS_ALLOW_PRIVATE: true,
+      WEBHOOKS_TIMEOUT_SECONDS: 10,
+      WEBHOOKS_POLL_MS: 0,
+      WEBHOOKS_CONCURRENCY: 32,
+      WEBHOOKS_TENANT_CONCURRENCY: 32,
+      WEBHOOKS_LEASE_SECONDS: 5,
+    },
     log: { info() {}, error() {} },
     repo,
     secrets,
@@ -95,7 +111,17 @@ async function webhookFigures(store: Store) {
     onFailed: async () => undefined,
   });
   const now = new Date().toISOString();
-  const sub = await repo.putSubscription({ id: "whs_bench", tenantId: "ten_bench", url: `http://127.0.0.1:${port}/`, filter: ["*"], description: "", enabled: true, secret: secrets.seal(WebhookWorker.newSecret()), createdAt: now, updatedAt: now });
+  const sub = await repo.putSubscription({
+    id: "whs_bench",
+    tenantId: "ten_bench",
+    url: `http://127.0.0.1:${port}/`,
+    filter: ["*"],
+    description: "",
+    enabled: true,
+    secret: secrets.seal(WebhookWorker.newSecret()),
+    createdAt: now,
+    updatedAt: now,
+  });
   const count = Math.min(N, 2000);
   const seconds = await timed(async () => {
     let next = 0;
@@ -103,7 +129,15 @@ async function webhookFigures(store: Store) {
       Array.from({ length: 16 }, async () => {
         while (next < count) {
           next++;
-          const event = { id: `evt_${next}`, tenantId: "ten_bench", topic: "bench", type: "bench.event", source: "bench", payload: { n: next }, createdAt: now };
+          const event = {
+            id: `evt_${next}`,
+            tenantId: "ten_bench",
+            topic: "bench",
+            type: "bench.event",
+            source: "bench",
+            payload: { n: next },
+            createdAt: now,
+          };
           const [delivery] = await worker.fanOut(event, [sub]);
           await worker.attempt(delivery!.id, { manual: true }).catch(() => null);
         }
@@ -111,7 +145,9 @@ async function webhookFigures(store: Store) {
     );
     while (received < count) await new Promise((resolve) => setTimeout(resolve, 5));
   });
-  console.log(`webhooks (memory store, 16 at a time): ${Math.round(count / seconds).toLocaleString("en")} deliveries/s signed and sent to a loopback receiver`);
+  console.log(
+    `webhooks (memory store, 16 at a time): ${Math.round(count / seconds).toLocaleString("en")} deliveries/s signed and sent to a loopback receiver`,
+  );
   await worker.close();
   receiver.close();
 }

@@ -61,5 +61,7 @@ async function run(storage: "memory" | "fs"): Promise<number> {
 
 for (const storage of storages) {
   const perRequest = await run(storage);
-  console.log(`${storage}: ${perRequest.toFixed(1)} µs CPU per hold + settle (4 accounts, c=${concurrency}, ${requests} requests, best of ${rounds})`);
+  console.log(
+    `${storage}: ${perRequest.toFixed(1)} µs CPU per hold + settle (4 accounts, c=${concurrency}, ${requests} requests, best of ${rounds})`,
+  );
 }

@@ -50,7 +50,11 @@ async function startServer(setup: Setup, dataDir: string): Promise<{ child: Chil
   return { child, origin: words[0]! };
 }
 
-async function json(origin: string, path: string, init: { method?: string; token?: string; body?: unknown } = {}): Promise<{ status: number; body: any }> {
+async function json(
+  origin: string,
+  path: string,
+  init: { method?: string; token?: string; body?: unknown } = {},
+): Promise<{ status: number; body: any }> {
   const res = await fetch(origin + path, {
     method: init.method ?? "GET",
     headers: { "content-type": "application/json", ...(init.token ? { authorization: `Bearer ${init.token}` } : {}) },
@@ -81,7 +85,10 @@ async function run(setup: Setup) {
   const { child, origin } = await startServer(setup, dataDir);
   try {
     const email = `bench-${Date.now()}@example.com`;
-    const registered = await json(origin, "/gateway/v1/auth/register", { method: "POST", body: { email, password: "Correct-Horse-9", fullName: "Bench" } });
+    const registered = await json(origin, "/gateway/v1/auth/register", {
+      method: "POST",
+      body: { email, password: "Correct-Horse-9", fullName: "Bench" },
+    });
     if (registered.status !== 201) throw new Error(`register answered ${registered.status}`);
     const token = registered.body.token as string;
     for (let i = 0; i < 5; i++) await json(origin, "/gateway/v1/auth/keys", { method: "POST", token, body: { name: `key-${i}` } });
@@ -96,7 +103,10 @@ async function run(setup: Setup) {
     const attacker = async (lane: number) => {
       for (let i = 0; !stop; i++) {
         const started = performance.now();
-        const res = await json(origin, "/gateway/v1/auth/login", { method: "POST", body: { email: `nobody-${lane}-${i}@example.com`, password: "Wrong-Horse-99" } });
+        const res = await json(origin, "/gateway/v1/auth/login", {
+          method: "POST",
+          body: { email: `nobody-${lane}-${i}@example.com`, password: "Wrong-Horse-99" },
+        });
         if (res.status !== 401) throw new Error(`failed login answered ${res.status}`);
         if (!stop) {
           logins += 1;
@@ -123,8 +133,14 @@ async function run(setup: Setup) {
 }
 
 const ms = (value: number) => `${value.toFixed(value < 10 ? 1 : 0)} ms`;
-console.log(`Login flood: ${FLOOD_CONCURRENCY} failed logins in flight for ${FLOOD_SECONDS} s; read = GET /gateway/v1/auth/keys on fs storage`);
-console.log(`machine: ${availableParallelism()} cores, load average ${loadavg().map((n) => n.toFixed(2)).join(" ")}, node ${process.version}\n`);
+console.log(
+  `Login flood: ${FLOOD_CONCURRENCY} failed logins in flight for ${FLOOD_SECONDS} s; read = GET /gateway/v1/auth/keys on fs storage`,
+);
+console.log(
+  `machine: ${availableParallelism()} cores, load average ${loadavg()
+    .map((n) => n.toFixed(2))
+    .join(" ")}, node ${process.version}\n`,
+);
 console.log("setup       hashes  pool  read idle p50/p99      read under flood p50/p99 (max, n)     logins/s  login p50");
 for (const setup of SETUPS) {
   const result = await run(setup);

@@ -117,7 +117,11 @@ async function main() {
     return;
   }
   const rows = [];
-  for (const make of [(dir: string) => journalEngine(dir), (dir: string) => sqliteEngine(dir, "FULL"), (dir: string) => sqliteEngine(dir, "NORMAL")]) {
+  for (const make of [
+    (dir: string) => journalEngine(dir),
+    (dir: string) => sqliteEngine(dir, "FULL"),
+    (dir: string) => sqliteEngine(dir, "NORMAL"),
+  ]) {
     for (const concurrency of [1, 16]) {
       const dir = mkdtempSync(join(tmpdir(), "bench-engines-"));
       const engine = await make(dir);
@@ -131,8 +135,11 @@ async function main() {
     }
   }
   const lines = ["| engine | in flight | requests/s | p50 ms | p99 ms | CPU µs/request |", "|---|---|---|---|---|---|"];
-  for (const row of rows) lines.push(`| ${row.engine} | ${row.concurrency} | ${row.requestsPerSecond} | ${row.p50ms} | ${row.p99ms} | ${row.cpuUsPerRequest} |`);
-  process.stdout.write(`Storage engines — ${RECORDS_PER_REQUEST} records per request, ${REQUESTS} requests per run, ${new Date().toISOString().slice(0, 10)}\n\n${lines.join("\n")}\n`);
+  for (const row of rows)
+    lines.push(`| ${row.engine} | ${row.concurrency} | ${row.requestsPerSecond} | ${row.p50ms} | ${row.p99ms} | ${row.cpuUsPerRequest} |`);
+  process.stdout.write(
+    `Storage engines — ${RECORDS_PER_REQUEST} records per request, ${REQUESTS} requests per run, ${new Date().toISOString().slice(0, 10)}\n\n${lines.join("\n")}\n`,
+  );
 }
 
 await main();

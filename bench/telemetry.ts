@@ -71,7 +71,11 @@ const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, 
 const ms = (n: number) => `${n.toFixed(1)} ms`;
 
 async function main() {
-  console.log(`telemetry benchmark: ${availableParallelism()} cores, load ${loadavg().map((n) => n.toFixed(2)).join(" ")}, Redis ${REDIS_URL}, prefix ${PREFIX}`);
+  console.log(
+    `telemetry benchmark: ${availableParallelism()} cores, load ${loadavg()
+      .map((n) => n.toFixed(2))
+      .join(" ")}, Redis ${REDIS_URL}, prefix ${PREFIX}`,
+  );
   const { child, origin } = await startServer();
   // Node's fetch keeps connections alive; the client's own cost shares these cores with the server.
   const call = async (method: "GET" | "POST", path: string, token?: string, body?: unknown) => {
@@ -85,7 +89,11 @@ async function main() {
   };
   const redis = new Redis(REDIS_URL);
   try {
-    const registered = await call("POST", "/gateway/v1/auth/register", undefined, { email: `bench-${randomUUID()}@example.com`, password: "Correct-Horse-9", fullName: "Bench" });
+    const registered = await call("POST", "/gateway/v1/auth/register", undefined, {
+      email: `bench-${randomUUID()}@example.com`,
+      password: "Correct-Horse-9",
+      fullName: "Bench",
+    });
     const token = registered.body.token as string;
     const tenantId = registered.body.user.tenantId as string;
 
@@ -111,7 +119,9 @@ async function main() {
     const elapsed = (performance.now() - started) / 1000;
     latencies.sort((a, b) => a - b);
     console.log(`\ningest over HTTP (batches of 100, ${CONCURRENCY} concurrent, ${elapsed.toFixed(1)} s)`);
-    console.log(`  ${Math.round(accepted / elapsed).toLocaleString("en-US")} events/s accepted (${accepted.toLocaleString("en-US")} events)`);
+    console.log(
+      `  ${Math.round(accepted / elapsed).toLocaleString("en-US")} events/s accepted (${accepted.toLocaleString("en-US")} events)`,
+    );
     console.log(`  batch latency p50 ${ms(pct(latencies, 50))}, p95 ${ms(pct(latencies, 95))}`);
 
     // Seed straight through the store.
@@ -136,13 +146,23 @@ async function main() {
     );
     const seedSeconds = (performance.now() - seedStart) / 1000;
     const stored = (await redis.zcard(`${PREFIX}:tm:${tenantId}:ev`)) as number;
-    console.log(`\nseed through the store: ${stored.toLocaleString("en-US")} events stored in ${seedSeconds.toFixed(1)} s (${Math.round((stored - accepted) / seedSeconds).toLocaleString("en-US")} events/s, batches of 500)`);
+    console.log(
+      `\nseed through the store: ${stored.toLocaleString("en-US")} events stored in ${seedSeconds.toFixed(1)} s ` +
+        `(${Math.round((stored - accepted) / seedSeconds).toLocaleString("en-US")} events/s, batches of 500)`,
+    );
     const memory = (await redis.info("memory")).match(/used_memory_human:(\S+)/)?.[1];
     console.log(`  Redis used_memory ${memory}`);
 
     // Summaries over the last 24 hours.
     console.log(`\nsummary over 24 hours of ${stored.toLocaleString("en-US")} events (${SUMMARY_RUNS} calls each)`);
-    for (const query of ["groupBy=name", "groupBy=day", "groupBy=name&metric=durationMs", "groupBy=component&metric=durationMs", "groupBy=version&metric=durationMs", "groupBy=day&metric=durationMs"]) {
+    for (const query of [
+      "groupBy=name",
+      "groupBy=day",
+      "groupBy=name&metric=durationMs",
+      "groupBy=component&metric=durationMs",
+      "groupBy=version&metric=durationMs",
+      "groupBy=day&metric=durationMs",
+    ]) {
       const times: number[] = [];
       let total = 0;
       for (let i = 0; i < SUMMARY_RUNS; i += 1) {
@@ -153,7 +173,9 @@ async function main() {
         total = res.body.total.count;
       }
       times.sort((a, b) => a - b);
-      console.log(`  ${query.padEnd(36)} p50 ${ms(pct(times, 50))}, p95 ${ms(pct(times, 95))}  (total.count ${total.toLocaleString("en-US")})`);
+      console.log(
+        `  ${query.padEnd(36)} p50 ${ms(pct(times, 50))}, p95 ${ms(pct(times, 95))}  (total.count ${total.toLocaleString("en-US")})`,
+      );
     }
     const listTimes: number[] = [];
     for (let i = 0; i < SUMMARY_RUNS; i += 1) {

@@ -1,6 +1,14 @@
 import { EventEmitter } from "node:events";
 import { ServiceError } from "../rpc/errors.js";
-import { toolScope, visibleIn, type CallOptions, type ToolDef, type ToolResult, type ToolScope, type ToolSource } from "../rpc/tools/types.js";
+import {
+  toolScope,
+  visibleIn,
+  type CallOptions,
+  type ToolDef,
+  type ToolResult,
+  type ToolScope,
+  type ToolSource,
+} from "../rpc/tools/types.js";
 import { withinBounds } from "../rpc/tools/tool-bounds.js";
 
 /** A log message of one source: `owner` is the tenant whose source it is (undefined: shared). */
@@ -19,7 +27,7 @@ export interface SourceLog {
  * sessions that see the server: `owner` and `source` as in SourceLog, `uri` the server's own.
  */
 export type SourceNotice = { owner: string | undefined; source: string } & (
-  | { kind: "resources/updated"; uri: string; /** The sessions that subscribed to the URI. */ subscribers: string[] }
+  | { kind: "resources/updated"; uri: string /** The sessions that subscribed to the URI. */; subscribers: string[] }
   | { kind: "resources/list_changed" }
   | { kind: "prompts/list_changed" }
 );
@@ -97,7 +105,9 @@ export class Catalog {
     const { category, scope } = filter;
     // Sources refuse oversized announcements themselves; this keeps one that slipped through
     // (a future source, a record written by an older instance) from breaking every listing.
-    const tools = lists.flat().filter((tool) => withinBounds(tool.inputSchema) && (!category || tool.category === category) && (!scope || visibleIn(tool, scope)));
+    const tools = lists
+      .flat()
+      .filter((tool) => withinBounds(tool.inputSchema) && (!category || tool.category === category) && (!scope || visibleIn(tool, scope)));
     return tools.sort((a, b) => a.name.localeCompare(b.name));
   }
 

@@ -14,7 +14,6 @@ import { buildOpenApi } from "./openapi.js";
 import { mountRest, type MountedRoute } from "./rest.js";
 import { SURFACE_BASES, surfaceOfPath } from "../rpc/surfaces.js";
 
-
 /**
  * The h3 app: REST bindings generated from the registry, `POST /rpc`, OpenAPI and docs, any
  * extra transports, and 404/405 in the envelope of the surface the path belongs to.

@@ -4,13 +4,16 @@ import { allowedOrigins } from "./transport/origin.js";
 import { surfaceOfPath } from "../rpc/surfaces.js";
 
 const ALLOW_METHODS = "GET, POST, PUT, PATCH, DELETE, OPTIONS";
-const DEFAULT_ALLOW_HEADERS = "authorization, content-type, x-api-key, mcp-session-id, mcp-protocol-version, last-event-id, x-client-id, if-none-match";
+const DEFAULT_ALLOW_HEADERS =
+  "authorization, content-type, x-api-key, mcp-session-id, mcp-protocol-version, last-event-id, x-client-id, if-none-match";
 /** Headers a browser client needs to read: request ids, rate limits, the MCP session, model deprecation, update-check ETags. */
-const EXPOSE_HEADERS = "x-request-id, x-service-request-id, retry-after, x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset, mcp-session-id, mcp-protocol-version, www-authenticate, deprecation, x-model-warning, etag";
+const EXPOSE_HEADERS =
+  "x-request-id, x-service-request-id, retry-after, x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset, " +
+  "mcp-session-id, mcp-protocol-version, www-authenticate, deprecation, x-model-warning, etag";
 
 /**
  * The CORS headers for one request, or undefined when the origin gets none.
- * spec 8 GATEWAY_CORS_ORIGINS (`*` or a comma-separated list) applies to every surface,
+ * docs/interface.md 8 GATEWAY_CORS_ORIGINS (`*` or a comma-separated list) applies to every surface,
  * except that the console, whose session is a cookie, never answers `*`: it allows only
  * origins listed explicitly, with credentials, so a wildcard can never expose a signed-in
  * console to any site.

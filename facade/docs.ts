@@ -36,7 +36,14 @@ const PAGE = `<!doctype html>
 export function mountDocs(app: H3, document: (origin: string) => unknown, publicUrl?: string) {
   const dir = dirname(createRequire(import.meta.url).resolve("swagger-ui-dist/package.json"));
   const cache = new Map<string, Buffer>();
-  app.on("GET", "/openapi.json", (event) => new Response(JSON.stringify(document((publicUrl ?? new URL(event.req.url).origin).replace(/\/$/, ""))), { headers: { "content-type": "application/json; charset=utf-8" } }));
+  app.on(
+    "GET",
+    "/openapi.json",
+    (event) =>
+      new Response(JSON.stringify(document((publicUrl ?? new URL(event.req.url).origin).replace(/\/$/, ""))), {
+        headers: { "content-type": "application/json; charset=utf-8" },
+      }),
+  );
   app.on("GET", "/docs", () => new Response(PAGE, { headers: { "content-type": "text/html; charset=utf-8" } }));
   app.on("GET", "/docs/assets/:file", async (event) => {
     const file = event.context.params?.file ?? "";

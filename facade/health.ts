@@ -20,10 +20,12 @@ export function healthTransport(lifecycle: Lifecycle) {
   return (app: H3, dispatcher: Dispatcher): void => {
     app.on("GET", "/healthz", () => jsonResponse({ status: "ok" }, 200, NO_STORE()));
     app.on("GET", "/readyz", async () => {
-      if (lifecycle.draining) return jsonResponse({ status: "unavailable", reason: "draining: the process is shutting down" }, 503, NO_STORE());
+      if (lifecycle.draining)
+        return jsonResponse({ status: "unavailable", reason: "draining: the process is shutting down" }, 503, NO_STORE());
       const { store } = dispatcher.ports;
       const storage = await probeStorage(store.kv);
-      if (!storage.ok) return jsonResponse({ status: "unavailable", reason: `storage (${store.driver}): ${storage.error}` }, 503, NO_STORE());
+      if (!storage.ok)
+        return jsonResponse({ status: "unavailable", reason: `storage (${store.driver}): ${storage.error}` }, 503, NO_STORE());
       return jsonResponse({ status: "ready", storage: store.driver }, 200, NO_STORE());
     });
   };

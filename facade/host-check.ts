@@ -26,7 +26,12 @@ function isLoopback(host: string): boolean {
  * addresses and PUBLIC_URL's host; otherwise any. Undefined means "any".
  */
 export function hostRule(config: Pick<Config, "HOST" | "PUBLIC_URL" | "ALLOWED_HOSTS">): ((host: string) => boolean) | undefined {
-  const listed = new Set((config.ALLOWED_HOSTS ?? "").split(",").map((entry) => hostName(entry)).filter(Boolean));
+  const listed = new Set(
+    (config.ALLOWED_HOSTS ?? "")
+      .split(",")
+      .map((entry) => hostName(entry))
+      .filter(Boolean),
+  );
   if (config.PUBLIC_URL) listed.add(hostName(new URL(config.PUBLIC_URL).host));
   if (config.ALLOWED_HOSTS) return (host) => listed.has(hostName(host));
   if (!isLoopback(hostName(config.HOST))) return undefined;
@@ -52,6 +57,11 @@ export function hostCheckMiddleware(config: Config, observers: Observers): Middl
     const host = event.req.headers.get("host") ?? "";
     if (host && allowed(host)) return next();
     const surface = surfaceOfPath(event.url.pathname) ?? "gateway";
-    return refuse(event, surface, observers, new ServiceError("FORBIDDEN", `Host ${host || "(none)"} is not served here; set ALLOWED_HOSTS to serve it`));
+    return refuse(
+      event,
+      surface,
+      observers,
+      new ServiceError("FORBIDDEN", `Host ${host || "(none)"} is not served here; set ALLOWED_HOSTS to serve it`),
+    );
   };
 }

@@ -18,7 +18,7 @@ export const MAX_BATCH = 50;
  * requests answer HTTP 400 with the JSON-RPC error; everything else 200.
  */
 export function mountJsonRpc(app: H3, dispatcher: Dispatcher) {
-  const { log, config } = dispatcher.ports;
+  const { config } = dispatcher.ports;
   app.on(
     "POST",
     "/rpc",
@@ -28,7 +28,8 @@ export function mountJsonRpc(app: H3, dispatcher: Dispatcher) {
       if (body === undefined) throw new ServiceError("INVALID_REQUEST", "Empty request");
       if (Array.isArray(body) && body.length === 0) throw new ServiceError("INVALID_REQUEST", "Empty batch");
       if (Array.isArray(body) && body.length > MAX_BATCH) throw new ServiceError("INVALID_REQUEST", `Batch exceeds ${MAX_BATCH} requests`);
-      if (!Array.isArray(body)) scope.log.operation = typeof (body as { method?: unknown })?.method === "string" ? (body as { method: string }).method : undefined;
+      if (!Array.isArray(body))
+        scope.log.operation = typeof (body as { method?: unknown })?.method === "string" ? (body as { method: string }).method : undefined;
       // Methods' headers stay off the JSON-RPC answer (a batch mixes many calls); the calls join its log line.
       const facts = callFacts({
         ...scopeFacts(scope),
@@ -39,9 +40,17 @@ export function mountJsonRpc(app: H3, dispatcher: Dispatcher) {
       });
       // JSON-RPC 2.0 §4, §6: anything but an object is an Invalid Request (-32600), alone or
       // inside a batch; the library is only handed objects.
-      const invalid = () => errorBody("rpc", new ServiceError("INVALID_REQUEST", "Invalid Request: each request must be a JSON object"), scope.requestId) as JSONRPCResponse;
-      const one = (message: unknown) => (isObject(message) ? dispatcher.jsonrpc.receive(message as unknown as JSONRPCRequest, facts) : Promise.resolve(invalid()));
-      const answer = Array.isArray(body) ? (await Promise.all(body.map(one))).filter((reply): reply is JSONRPCResponse => reply !== null) : await one(body);
+      const invalid = () =>
+        errorBody(
+          "rpc",
+          new ServiceError("INVALID_REQUEST", "Invalid Request: each request must be a JSON object"),
+          scope.requestId,
+        ) as JSONRPCResponse;
+      const one = (message: unknown) =>
+        isObject(message) ? dispatcher.jsonrpc.receive(message as unknown as JSONRPCRequest, facts) : Promise.resolve(invalid());
+      const answer = Array.isArray(body)
+        ? (await Promise.all(body.map(one))).filter((reply): reply is JSONRPCResponse => reply !== null)
+        : await one(body);
       if (answer === null || (Array.isArray(answer) && answer.length === 0)) {
         return new Response(null, { status: 202, headers: scope.responseHeaders });
       }

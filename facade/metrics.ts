@@ -18,7 +18,11 @@ export function metricsTransport(app: H3, dispatcher: Dispatcher): void {
       const match = /^Bearer\s+(\S+)\s*$/i.exec(event.req.headers.get("authorization") ?? "");
       // Compared as digests: equal lengths, constant time.
       if (!match || !timingSafeEqual(digest(match[1]!), expected)) {
-        return jsonResponse({ error: { code: "UNAUTHORIZED", message: "GET /metrics needs Authorization: Bearer <METRICS_TOKEN>" } }, 401, new Headers({ "www-authenticate": 'Bearer realm="metrics"' }));
+        return jsonResponse(
+          { error: { code: "UNAUTHORIZED", message: "GET /metrics needs Authorization: Bearer <METRICS_TOKEN>" } },
+          401,
+          new Headers({ "www-authenticate": 'Bearer realm="metrics"' }),
+        );
       }
     }
     const { contentType, body } = await metrics.scrape();

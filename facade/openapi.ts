@@ -12,10 +12,20 @@ const ERROR_SCHEMAS: Record<ErrorSchemaName, JsonObject> = {
   OpenAIError: {
     type: "object",
     required: ["error"],
-    properties: { error: { type: "object", required: ["message", "type"], properties: { message: { type: "string" }, type: { type: "string" }, code: { type: "string" } } } },
+    properties: {
+      error: {
+        type: "object",
+        required: ["message", "type"],
+        properties: { message: { type: "string" }, type: { type: "string" }, code: { type: "string" } },
+      },
+    },
   },
   FlatError: { type: "object", required: ["error", "code"], properties: { error: { type: "string" }, code: { type: "string" } } },
-  ConsoleError: { type: "object", required: ["error"], properties: { error: { type: "object", required: ["message"], properties: { message: { type: "string" } } } } },
+  ConsoleError: {
+    type: "object",
+    required: ["error"],
+    properties: { error: { type: "object", required: ["message"], properties: { message: { type: "string" } } } },
+  },
   GatewayError: {
     type: "object",
     required: ["error"],
@@ -37,7 +47,7 @@ function jsonSchema(schema: GenericSchema): JsonObject {
 
 /**
  * The security requirements of one binding, from the method's declared credential kinds and
- * what the surface reads (spec 5): each entry is an alternative. A session-only method does
+ * what the surface reads (docs/interface.md 5): each entry is an alternative. A session-only method does
  * not advertise X-API-Key, which it refuses.
  */
 function security(method: AnyMethod, surface: Surface): JsonObject[] {
@@ -61,7 +71,8 @@ function security(method: AnyMethod, surface: Surface): JsonObject[] {
  */
 function errorResponses(method: AnyMethod, surface: Surface, hasParams: boolean): Record<string, JsonObject> {
   const byStatus = new Map<number, ContractError[]>();
-  for (const error of contractErrors(method, { hasParams, surface })) byStatus.set(error.status, [...(byStatus.get(error.status) ?? []), error]);
+  for (const error of contractErrors(method, { hasParams, surface }))
+    byStatus.set(error.status, [...(byStatus.get(error.status) ?? []), error]);
   return Object.fromEntries(
     [...byStatus.entries()].sort(([a], [b]) => a - b).map(([status, errors]) => [String(status), errorResponse(surface, status, errors)]),
   );
@@ -104,17 +115,29 @@ function operation(method: AnyMethod, binding: HttpBinding, multiple: boolean): 
   const properties = (schema.properties ?? {}) as Record<string, JsonObject>;
   const required = new Set((schema.required ?? []) as string[]);
   const pathNames = [...binding.path.matchAll(/:(\w+)/g)].map((match) => match[1]!);
-  const parameters: JsonObject[] = pathNames.map((name) => ({ name, in: "path", required: true, schema: properties[name] ?? { type: "string" } }));
+  const parameters: JsonObject[] = pathNames.map((name) => ({
+    name,
+    in: "path",
+    required: true,
+    schema: properties[name] ?? { type: "string" },
+  }));
   const bodyProps: Record<string, JsonObject> = {};
   for (const [name, prop] of Object.entries(properties)) {
     if (pathNames.includes(name)) continue;
     // A raw binding takes the query and body as they come (rpc/define.ts RawRequest).
     if (binding.raw) continue;
-    if (binding.method === "GET" || binding.method === "DELETE") parameters.push({ name, in: "query", required: required.has(name), schema: prop });
+    if (binding.method === "GET" || binding.method === "DELETE")
+      parameters.push({ name, in: "query", required: required.has(name), schema: prop });
     else bodyProps[name] = prop;
   }
   for (const [header, name] of Object.entries(binding.headerParams ?? {})) {
-    parameters.push({ name: header, in: "header", required: false, description: `Same as \`${name}\` when that is not given`, schema: properties[name] ?? { type: "string" } });
+    parameters.push({
+      name: header,
+      in: "header",
+      required: false,
+      description: `Same as \`${name}\` when that is not given`,
+      schema: properties[name] ?? { type: "string" },
+    });
   }
   const op: JsonObject = {
     operationId: multiple
@@ -142,7 +165,11 @@ function operation(method: AnyMethod, binding: HttpBinding, multiple: boolean): 
   if (Object.keys(bodyProps).length > 0) {
     op.requestBody = {
       required: [...required].some((name) => name in bodyProps),
-      content: { "application/json": { schema: { type: "object", properties: bodyProps, required: [...required].filter((name) => name in bodyProps) } } },
+      content: {
+        "application/json": {
+          schema: { type: "object", properties: bodyProps, required: [...required].filter((name) => name in bodyProps) },
+        },
+      },
     };
   }
   if (binding.raw && binding.method !== "GET" && binding.method !== "DELETE") {
@@ -158,7 +185,12 @@ const JSON_RPC_ERROR = {
   type: "object",
   required: ["code", "message"],
   properties: {
-    code: { type: "integer", description: "-32700 parse error, -32600 invalid request, -32601 unknown method, -32602 invalid params, -320xx service errors (-32001 = 401, -32003 = 403, -32004 = 404, -32029 = 429)" },
+    code: {
+      type: "integer",
+      description:
+        "-32700 parse error, -32600 invalid request, -32601 unknown method, -32602 invalid params, -320xx service " +
+        "errors (-32001 = 401, -32003 = 403, -32004 = 404, -32029 = 429)",
+    },
     message: { type: "string" },
     data: { type: "object", properties: { code: { type: "string" }, status: { type: "integer" }, requestId: { type: "string" } } },
   },
@@ -166,7 +198,12 @@ const JSON_RPC_ERROR = {
 const JSON_RPC_REQUEST = {
   type: "object",
   required: ["jsonrpc", "method"],
-  properties: { jsonrpc: { const: "2.0" }, id: { type: ["string", "integer", "null"] }, method: { type: "string" }, params: { type: "object" } },
+  properties: {
+    jsonrpc: { const: "2.0" },
+    id: { type: ["string", "integer", "null"] },
+    method: { type: "string" },
+    params: { type: "object" },
+  },
 };
 const JSON_RPC_RESPONSE = {
   type: "object",
@@ -180,14 +217,23 @@ const JSON_RPC_PATH = {
     operationId: "rpc",
     summary: "Call any operation by name over JSON-RPC 2.0 (single or batch of up to 50; notifications get 202)",
     description:
-      "The method is an operation's `x-jsonrpc-method`; params are its parameters as one object. Credentials are the Gateway's (session token, `X-API-Key`, bearer key), checked per method: errors come back as JSON-RPC errors with HTTP 200, except a request that is not JSON-RPC (400).",
+      "The method is an operation's `x-jsonrpc-method`; params are its parameters as one object. Credentials are the " +
+      "Gateway's (session token, `X-API-Key`, bearer key), checked per method: errors come back as JSON-RPC errors " +
+      "with HTTP 200, except a request that is not JSON-RPC (400).",
     tags: [SURFACES.rpc.title],
     requestBody: {
       required: true,
-      content: { "application/json": { schema: { oneOf: [JSON_RPC_REQUEST, { type: "array", minItems: 1, maxItems: 50, items: JSON_RPC_REQUEST }] } } },
+      content: {
+        "application/json": {
+          schema: { oneOf: [JSON_RPC_REQUEST, { type: "array", minItems: 1, maxItems: 50, items: JSON_RPC_REQUEST }] },
+        },
+      },
     },
     responses: {
-      "200": { description: "The response, or the batch's responses", content: { "application/json": { schema: { oneOf: [JSON_RPC_RESPONSE, { type: "array", items: JSON_RPC_RESPONSE }] } } } },
+      "200": {
+        description: "The response, or the batch's responses",
+        content: { "application/json": { schema: { oneOf: [JSON_RPC_RESPONSE, { type: "array", items: JSON_RPC_RESPONSE }] } } },
+      },
       "202": { description: "Only notifications: no body" },
       "400": { description: "Parse error or invalid request", content: { "application/json": { schema: JSON_RPC_RESPONSE } } },
       "413": { description: "Body larger than GATEWAY_MAX_PAYLOAD_BYTES", content: { "application/json": { schema: JSON_RPC_RESPONSE } } },
@@ -202,7 +248,9 @@ export function buildOpenApi(registry: Registry, serverUrl?: string): JsonObject
   for (const method of Object.values(registry)) {
     if (method.internal) continue;
     for (const binding of method.http) {
-      const path = fullPath(binding).replace(/\*\*:(\w+)/g, ":$1").replace(/:(\w+)/g, "{$1}");
+      const path = fullPath(binding)
+        .replace(/\*\*:(\w+)/g, ":$1")
+        .replace(/:(\w+)/g, "{$1}");
       paths[path] ??= {};
       paths[path][binding.method.toLowerCase()] = operation(method, binding, method.http.length > 1);
     }
@@ -217,15 +265,33 @@ export function buildOpenApi(registry: Registry, serverUrl?: string): JsonObject
     },
     ...(serverUrl ? { servers: [{ url: serverUrl, description: "This instance; each surface is a base path on it" }] } : {}),
     tags: [
-      ...[...HTTP_SURFACES, "rpc" as const].map((surface) => ({ name: SURFACES[surface].title, description: SURFACES[surface].description })),
+      ...[...HTTP_SURFACES, "rpc" as const].map((surface) => ({
+        name: SURFACES[surface].title,
+        description: SURFACES[surface].description,
+      })),
     ],
     paths: { ...paths, "/rpc": JSON_RPC_PATH },
     components: {
       schemas: ERROR_SCHEMAS,
       securitySchemes: {
-        sessionToken: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "A session token from sign-in (`POST /gateway/v1/auth/login`)" },
-        apiKeyBearer: { type: "http", scheme: "bearer", description: "An API key of the kind the surface takes (Platform `sk-…`, Account personal, Gateway `sk_…`), or the service credential on bridge methods" },
-        apiKeyHeader: { type: "apiKey", in: "header", name: "X-API-Key", description: "A Gateway key (or the service credential) in a header" },
+        sessionToken: {
+          type: "http",
+          scheme: "bearer",
+          bearerFormat: "JWT",
+          description: "A session token from sign-in (`POST /gateway/v1/auth/login`)",
+        },
+        apiKeyBearer: {
+          type: "http",
+          scheme: "bearer",
+          description:
+            "An API key of the kind the surface takes (Platform `sk-…`, Account personal, Gateway `sk_…`), or the service credential on bridge methods",
+        },
+        apiKeyHeader: {
+          type: "apiKey",
+          in: "header",
+          name: "X-API-Key",
+          description: "A Gateway key (or the service credential) in a header",
+        },
         consoleSession: { type: "apiKey", in: "cookie", name: "gw_console" },
       },
     },

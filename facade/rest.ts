@@ -39,16 +39,22 @@ function decodeParams(params: Record<string, string> | undefined): Record<string
  */
 export function mountRest(app: H3, dispatcher: Dispatcher): MountedRoute[] {
   const routes: MountedRoute[] = [];
-  const { log, config } = dispatcher.ports;
+  const { config } = dispatcher.ports;
   for (const method of Object.values(dispatcher.registry)) {
     if (method.internal) continue;
     for (const binding of method.http) {
       const path = fullPath(binding);
-      routes.push({ method: binding.method, path, pattern: new RegExp(`^${path.replace(/\*\*:\w+/g, ".+").replace(/:\w+/g, "[^/]+")}/?$`) });
+      routes.push({
+        method: binding.method,
+        path,
+        pattern: new RegExp(`^${path.replace(/\*\*:\w+/g, ".+").replace(/:\w+/g, "[^/]+")}/?$`),
+      });
       app.on(
         binding.method,
         path,
-        instrument(binding.surface, dispatcher.ports, (event, scope) => handleRest(event.req, event.context.params, method, binding, dispatcher, scope, config.GATEWAY_MAX_PAYLOAD_BYTES)),
+        instrument(binding.surface, dispatcher.ports, (event, scope) =>
+          handleRest(event.req, event.context.params, method, binding, dispatcher, scope, config.GATEWAY_MAX_PAYLOAD_BYTES),
+        ),
       );
     }
   }
@@ -77,7 +83,9 @@ async function handleRest(
   // only once the caller is authenticated.
   const readRaw = async () => {
     const headers: Record<string, string> = {};
-    request.headers.forEach((value, name) => (headers[name] = value));
+    request.headers.forEach((value, name) => {
+      headers[name] = value;
+    });
     const body = WITH_BODY.has(binding.method) || binding.method === "DELETE" ? await readRawBody(request, limit) : undefined;
     const raw: RawRequest = { method: binding.method, search: new URL(request.url).search, headers, ...(body ? { body } : {}) };
     return { ...decodeParams(pathParams), request: raw };
@@ -98,7 +106,9 @@ async function handleRest(
   const result = await dispatcher.call(method, fromWire(binding.raw ? readRaw : readParams), facts);
   if (result instanceof RawReply) {
     const headers = new Headers(scope.responseHeaders);
-    result.headers.forEach((value, name) => headers.set(name, value));
+    result.headers.forEach((value, name) => {
+      headers.set(name, value);
+    });
     return new Response(result.body as ConstructorParameters<typeof Response>[0], { status: result.status, headers });
   }
   if (isAsyncIterable(result)) {

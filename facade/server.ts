@@ -90,7 +90,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         requestTimeout: Math.max(config.HTTP_REQUEST_TIMEOUT_SECONDS, config.HTTP_HEADERS_TIMEOUT_SECONDS + 1) * 1000,
         connectionsCheckingInterval: 1000,
       },
-      // spec 8: GATEWAY_MAX_PAYLOAD_BYTES also bounds WebSocket messages (ws closes with 1009 past it).
+      // docs/interface.md 8: GATEWAY_MAX_PAYLOAD_BYTES also bounds WebSocket messages (ws closes with 1009 past it).
       plugins: [crossws({ options: { node: { serverOptions: { maxPayload: config.GATEWAY_MAX_PAYLOAD_BYTES } } } })],
     });
     // No TLS nor HTTP/2 here: srvx made a node:http server.
@@ -102,14 +102,14 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const origin = (config.PUBLIC_URL ?? listening.origin).replace(/\/$/, "");
     const urls: Record<string, string> = {
       platform: origin + SURFACE_BASES.platform,
-      consoleKeys: origin + "/api/api-keys",
+      consoleKeys: `${origin}/api/api-keys`,
       account: origin + SURFACE_BASES.account,
       gateway: origin + SURFACE_BASES.gateway,
       bridge: origin + SURFACE_BASES.bridge,
-      jsonRpc: origin + "/rpc",
-      openapi: origin + "/openapi.json",
-      docs: origin + "/docs",
-      console: origin + "/console",
+      jsonRpc: `${origin}/rpc`,
+      openapi: `${origin}/openapi.json`,
+      docs: `${origin}/docs`,
+      console: `${origin}/console`,
     };
     let draining: Promise<void> | undefined;
     const running: RunningServer = {

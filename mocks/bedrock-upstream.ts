@@ -31,11 +31,13 @@ export function createBedrockUpstream(baseURL: string): ScriptedProvider & { han
     const body = provider.record(request, await request.text());
     const model = decodeURIComponent(String(params.modelId));
     const operation = String(params.operation);
-    if (operation !== "converse" && operation !== "converse-stream") return HttpResponse.json({ message: "Unknown operation" }, { status: 404 });
+    if (operation !== "converse" && operation !== "converse-stream")
+      return HttpResponse.json({ message: "Unknown operation" }, { status: 404 });
     const lastUser = [...(body?.messages ?? [])].reverse().find((message: any) => message.role === "user");
     const echo = (lastUser?.content ?? []).map((block: any) => block.text ?? "").join("");
     const behaviour = provider.behaviour(model, body, echo);
-    if (behaviour.kind === "error") return HttpResponse.json(behaviour.body as any, { status: behaviour.status, headers: behaviour.headers });
+    if (behaviour.kind === "error")
+      return HttpResponse.json(behaviour.body as any, { status: behaviour.status, headers: behaviour.headers });
     const turn = behaviour.turn;
     const usage = usageOf(turn);
     const stopReason = turn.toolCalls?.length ? "tool_use" : turn.finish === "length" ? "max_tokens" : "end_turn";
@@ -48,28 +50,41 @@ export function createBedrockUpstream(baseURL: string): ScriptedProvider & { han
       ...(usage.cacheWrite ? { cacheWriteInputTokens: usage.cacheWrite } : {}),
     };
     if (operation === "converse") {
-      return HttpResponse.json({ output: { message: { role: "assistant", content: contentOf(turn) } }, stopReason, usage: tokenUsage, metrics: { latencyMs: 12 } });
+      return HttpResponse.json({
+        output: { message: { role: "assistant", content: contentOf(turn) } },
+        stopReason,
+        usage: tokenUsage,
+        metrics: { latencyMs: 12 },
+      });
     }
     const frames = [eventFrame("messageStart", { role: "assistant" })];
     let index = 0;
     if (turn.text !== undefined) {
-      for (const word of wordsOf(turn.text)) frames.push(eventFrame("contentBlockDelta", { contentBlockIndex: index, delta: { text: word } }));
+      for (const word of wordsOf(turn.text))
+        frames.push(eventFrame("contentBlockDelta", { contentBlockIndex: index, delta: { text: word } }));
       frames.push(eventFrame("contentBlockStop", { contentBlockIndex: index }));
       index++;
     }
     for (const call of turn.toolCalls ?? []) {
-      frames.push(eventFrame("contentBlockStart", { contentBlockIndex: index, start: { toolUse: { toolUseId: call.id, name: call.name } } }));
+      frames.push(
+        eventFrame("contentBlockStart", { contentBlockIndex: index, start: { toolUse: { toolUseId: call.id, name: call.name } } }),
+      );
       // A call without input streams none.
       const json = Object.keys(call.input).length ? JSON.stringify(call.input) : "";
       const half = Math.floor(json.length / 2);
-      for (const part of json ? [json.slice(0, half), json.slice(half)] : []) frames.push(eventFrame("contentBlockDelta", { contentBlockIndex: index, delta: { toolUse: { input: part } } }));
+      for (const part of json ? [json.slice(0, half), json.slice(half)] : [])
+        frames.push(eventFrame("contentBlockDelta", { contentBlockIndex: index, delta: { toolUse: { input: part } } }));
       frames.push(eventFrame("contentBlockStop", { contentBlockIndex: index }));
       index++;
     }
     frames.push(eventFrame("messageStop", { stopReason }));
     frames.push(eventFrame("metadata", { usage: tokenUsage, metrics: { latencyMs: 12 } }));
     if (behaviour.kind === "stream-error") {
-      frames.splice(behaviour.after, frames.length, eventFrame("throttlingException", { message: "Too many requests, please wait before trying again." }, "exception"));
+      frames.splice(
+        behaviour.after,
+        frames.length,
+        eventFrame("throttlingException", { message: "Too many requests, please wait before trying again." }, "exception"),
+      );
     }
     return frameStream(frames, "application/vnd.amazon.eventstream", behaviour.kind === "cut" ? behaviour.after : undefined);
   });

@@ -1,5 +1,14 @@
 import { http, HttpResponse, type HttpHandler } from "msw";
-import { frameStream, scripted, sseEvent, usageOf, wordsOf, type MockToolCall, type MockTurn, type ScriptedProvider } from "./scripted-provider.js";
+import {
+  frameStream,
+  scripted,
+  sseEvent,
+  usageOf,
+  wordsOf,
+  type MockToolCall,
+  type MockTurn,
+  type ScriptedProvider,
+} from "./scripted-provider.js";
 
 /**
  * msw handlers for Google's Generative Language API in its documented wire format:
@@ -25,7 +34,8 @@ export function createGeminiUpstream(baseURL: string, options: { callIds?: boole
     const lastUser = [...(body?.contents ?? [])].reverse().find((content: any) => content.role === "user");
     const echo = (lastUser?.parts ?? []).map((part: any) => part.text ?? "").join("");
     const behaviour = provider.behaviour(model, body, echo);
-    if (behaviour.kind === "error") return HttpResponse.json(behaviour.body as any, { status: behaviour.status, headers: behaviour.headers });
+    if (behaviour.kind === "error")
+      return HttpResponse.json(behaviour.body as any, { status: behaviour.status, headers: behaviour.headers });
     const turn = behaviour.turn;
     const usage = usageOf(turn);
     // promptTokenCount includes the cached part; thoughts are counted apart from the candidates.
@@ -40,16 +50,36 @@ export function createGeminiUpstream(baseURL: string, options: { callIds?: boole
     const finishReason = turn.finish === "length" ? "MAX_TOKENS" : "STOP";
     const responseId = `resp-${provider.calls.length}`;
     if (method === "generateContent") {
-      return HttpResponse.json({ candidates: [{ content: { role: "model", parts: partsOf(turn, options.callIds) }, finishReason, index: 0 }], usageMetadata, modelVersion: model, responseId });
+      return HttpResponse.json({
+        candidates: [{ content: { role: "model", parts: partsOf(turn, options.callIds) }, finishReason, index: 0 }],
+        usageMetadata,
+        modelVersion: model,
+        responseId,
+      });
     }
-    if (new URL(request.url).searchParams.get("alt") !== "sse") return HttpResponse.json({ error: { code: 400, message: "this mock speaks alt=sse only", status: "INVALID_ARGUMENT" } }, { status: 400 });
+    if (new URL(request.url).searchParams.get("alt") !== "sse")
+      return HttpResponse.json(
+        { error: { code: 400, message: "this mock speaks alt=sse only", status: "INVALID_ARGUMENT" } },
+        { status: 400 },
+      );
     const response = (parts: unknown[], extra: Record<string, unknown> = {}) =>
       sseEvent({ candidates: [{ content: { role: "model", parts }, index: 0, ...extra }], modelVersion: model, responseId });
     const frames = wordsOf(turn.text ?? "").map((word) => response([{ text: word }]));
     for (const call of turn.toolCalls ?? []) frames.push(response([callPart(call, options.callIds)]));
-    frames.push(sseEvent({ candidates: [{ content: { role: "model", parts: [{ text: "" }] }, finishReason, index: 0 }], usageMetadata, modelVersion: model, responseId }));
+    frames.push(
+      sseEvent({
+        candidates: [{ content: { role: "model", parts: [{ text: "" }] }, finishReason, index: 0 }],
+        usageMetadata,
+        modelVersion: model,
+        responseId,
+      }),
+    );
     if (behaviour.kind === "stream-error") {
-      frames.splice(behaviour.after, frames.length, sseEvent({ error: { code: 503, message: "The model is overloaded.", status: "UNAVAILABLE" } }));
+      frames.splice(
+        behaviour.after,
+        frames.length,
+        sseEvent({ error: { code: 503, message: "The model is overloaded.", status: "UNAVAILABLE" } }),
+      );
     }
     return frameStream(frames, "text/event-stream", behaviour.kind === "cut" ? behaviour.after : undefined);
   });
@@ -64,5 +94,8 @@ function partsOf(turn: MockTurn, callIds = false): unknown[] {
 }
 
 function callPart(call: MockToolCall, callIds = false): Record<string, unknown> {
-  return { functionCall: { ...(callIds ? { id: call.id } : {}), name: call.name, args: call.input }, ...(call.signature ? { thoughtSignature: call.signature } : {}) };
+  return {
+    functionCall: { ...(callIds ? { id: call.id } : {}), name: call.name, args: call.input },
+    ...(call.signature ? { thoughtSignature: call.signature } : {}),
+  };
 }

@@ -19,23 +19,37 @@ import { frameStream, scripted, usageOf, wordsOf, type MockTurn, type ScriptedPr
  * asynchronous filtering, annotation chunks whose choice has no `delta`
  * (`content_filter_offsets`), one after the text.
  */
-const SAFE = { hate: { filtered: false, severity: "safe" }, self_harm: { filtered: false, severity: "safe" }, sexual: { filtered: false, severity: "safe" }, violence: { filtered: false, severity: "safe" } };
+const SAFE = {
+  hate: { filtered: false, severity: "safe" },
+  self_harm: { filtered: false, severity: "safe" },
+  sexual: { filtered: false, severity: "safe" },
+  violence: { filtered: false, severity: "safe" },
+};
 const PROMPT_FILTER_RESULTS = [{ prompt_index: 0, content_filter_results: { ...SAFE, jailbreak: { filtered: false, detected: false } } }];
 
-export function createOpenAiChatUpstream(baseURL: string, options: { azure?: boolean } = {}): ScriptedProvider & { handlers: HttpHandler[] } {
+export function createOpenAiChatUpstream(
+  baseURL: string,
+  options: { azure?: boolean } = {},
+): ScriptedProvider & { handlers: HttpHandler[] } {
   const azure = options.azure === true;
   const provider = scripted();
   const handler = http.post(`${baseURL.replace(/\/+$/, "")}/chat/completions`, async ({ request }) => {
     const body = provider.record(request, await request.text());
     const lastUser = [...(body?.messages ?? [])].reverse().find((message: any) => message.role === "user");
-    const echo = typeof lastUser?.content === "string" ? lastUser.content : (lastUser?.content ?? []).map((part: any) => part.text ?? "").join("");
+    const echo =
+      typeof lastUser?.content === "string" ? lastUser.content : (lastUser?.content ?? []).map((part: any) => part.text ?? "").join("");
     const behaviour = provider.behaviour(String(body?.model), body, echo);
-    if (behaviour.kind === "error") return HttpResponse.json(behaviour.body as any, { status: behaviour.status, headers: behaviour.headers });
+    if (behaviour.kind === "error")
+      return HttpResponse.json(behaviour.body as any, { status: behaviour.status, headers: behaviour.headers });
     const turn = behaviour.turn;
     const id = `chatcmpl-mock-${provider.calls.length}`;
     const finish = turn.toolCalls?.length ? "tool_calls" : turn.finish === "length" ? "length" : "stop";
     const usage = usageJson(turn);
-    const toolCalls = (turn.toolCalls ?? []).map((call) => ({ id: call.id, type: "function" as const, function: { name: call.name, arguments: JSON.stringify(call.input) } }));
+    const toolCalls = (turn.toolCalls ?? []).map((call) => ({
+      id: call.id,
+      type: "function" as const,
+      function: { name: call.name, arguments: JSON.stringify(call.input) },
+    }));
     if (!body.stream) {
       return HttpResponse.json({
         id,
@@ -45,7 +59,12 @@ export function createOpenAiChatUpstream(baseURL: string, options: { azure?: boo
         choices: [
           {
             index: 0,
-            message: { role: "assistant", content: turn.text ?? null, ...(toolCalls.length ? { tool_calls: toolCalls } : {}), refusal: null },
+            message: {
+              role: "assistant",
+              content: turn.text ?? null,
+              ...(toolCalls.length ? { tool_calls: toolCalls } : {}),
+              refusal: null,
+            },
             logprobs: null,
             finish_reason: finish,
             ...(azure ? { content_filter_results: SAFE } : {}),
@@ -57,28 +76,58 @@ export function createOpenAiChatUpstream(baseURL: string, options: { azure?: boo
     }
     const encoder = new TextEncoder();
     const frame = (choices: unknown[], extra: Record<string, unknown> = {}) =>
-      encoder.encode(`data: ${JSON.stringify({ id, object: "chat.completion.chunk", created: 1, model: body.model, choices, ...extra })}\n\n`);
+      encoder.encode(
+        `data: ${JSON.stringify({ id, object: "chat.completion.chunk", created: 1, model: body.model, choices, ...extra })}\n\n`,
+      );
     const delta = (fields: Record<string, unknown>, finishReason: string | null = null) =>
-      frame([{ index: 0, delta: fields, logprobs: null, finish_reason: finishReason, ...(azure && fields.content ? { content_filter_results: SAFE } : {}) }]);
-    const annotation = (extra: Record<string, unknown>) => encoder.encode(`data: ${JSON.stringify({ id: "", object: "", created: 0, model: "", ...extra })}\n\n`);
+      frame([
+        {
+          index: 0,
+          delta: fields,
+          logprobs: null,
+          finish_reason: finishReason,
+          ...(azure && fields.content ? { content_filter_results: SAFE } : {}),
+        },
+      ]);
+    const annotation = (extra: Record<string, unknown>) =>
+      encoder.encode(`data: ${JSON.stringify({ id: "", object: "", created: 0, model: "", ...extra })}\n\n`);
     const frames: Uint8Array[] = [];
     if (azure) frames.push(annotation({ choices: [], prompt_filter_results: PROMPT_FILTER_RESULTS }));
     frames.push(delta({ role: "assistant", content: "", refusal: null }));
     for (const word of wordsOf(turn.text ?? "")) frames.push(delta({ content: word }));
     if (azure && turn.text) {
       const end = turn.text.length;
-      frames.push(annotation({ choices: [{ index: 0, finish_reason: null, content_filter_results: SAFE, content_filter_offsets: { check_offset: 0, start_offset: 0, end_offset: end } }], usage: null }));
+      frames.push(
+        annotation({
+          choices: [
+            {
+              index: 0,
+              finish_reason: null,
+              content_filter_results: SAFE,
+              content_filter_offsets: { check_offset: 0, start_offset: 0, end_offset: end },
+            },
+          ],
+          usage: null,
+        }),
+      );
     }
     for (const [index, call] of toolCalls.entries()) {
       frames.push(delta({ tool_calls: [{ index, id: call.id, type: "function", function: { name: call.function.name, arguments: "" } }] }));
       const half = Math.floor(call.function.arguments.length / 2);
-      for (const part of [call.function.arguments.slice(0, half), call.function.arguments.slice(half)]) frames.push(delta({ tool_calls: [{ index, function: { arguments: part } }] }));
+      for (const part of [call.function.arguments.slice(0, half), call.function.arguments.slice(half)])
+        frames.push(delta({ tool_calls: [{ index, function: { arguments: part } }] }));
     }
     frames.push(delta({}, finish));
     if (body.stream_options?.include_usage) frames.push(frame([], { usage }));
     frames.push(encoder.encode("data: [DONE]\n\n"));
     if (behaviour.kind === "stream-error") {
-      frames.splice(behaviour.after, frames.length, encoder.encode(`data: ${JSON.stringify({ error: { message: "The server had an error while processing your request.", type: "server_error", code: 500 } })}\n\n`));
+      frames.splice(
+        behaviour.after,
+        frames.length,
+        encoder.encode(
+          `data: ${JSON.stringify({ error: { message: "The server had an error while processing your request.", type: "server_error", code: 500 } })}\n\n`,
+        ),
+      );
     }
     return frameStream(frames, "text/event-stream", behaviour.kind === "cut" ? behaviour.after : undefined);
   });

@@ -73,22 +73,54 @@ export function createToolCallingUpstream(baseURL: string): ToolCallingUpstream 
         object: "chat.completion",
         created: 1,
         model,
-        choices: [{ index: 0, message: { role: "assistant", content: "text" in turn ? turn.text : null, ...(toolCalls.length ? { tool_calls: toolCalls } : {}) }, finish_reason: finish }],
+        choices: [
+          {
+            index: 0,
+            message: {
+              role: "assistant",
+              content: "text" in turn ? turn.text : null,
+              ...(toolCalls.length ? { tool_calls: toolCalls } : {}),
+            },
+            finish_reason: finish,
+          },
+        ],
         usage,
       });
     }
-    const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) => ({ id, object: "chat.completion.chunk", created: 1, model, choices, ...extra });
+    const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) => ({
+      id,
+      object: "chat.completion.chunk",
+      created: 1,
+      model,
+      choices,
+      ...extra,
+    });
     const stream = new ReadableStream<Uint8Array>({
       start(controller) {
         controller.enqueue(frame(chunk([{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }])));
         if ("text" in turn) {
-          for (const word of turn.text.match(/\s*\S+/g) ?? []) controller.enqueue(frame(chunk([{ index: 0, delta: { content: word }, finish_reason: null }])));
+          for (const word of turn.text.match(/\s*\S+/g) ?? [])
+            controller.enqueue(frame(chunk([{ index: 0, delta: { content: word }, finish_reason: null }])));
         }
         for (const [i, call] of toolCalls.entries()) {
-          controller.enqueue(frame(chunk([{ index: 0, delta: { tool_calls: [{ index: i, id: call.id, type: "function", function: { name: call.function.name, arguments: "" } }] }, finish_reason: null }])));
+          controller.enqueue(
+            frame(
+              chunk([
+                {
+                  index: 0,
+                  delta: {
+                    tool_calls: [{ index: i, id: call.id, type: "function", function: { name: call.function.name, arguments: "" } }],
+                  },
+                  finish_reason: null,
+                },
+              ]),
+            ),
+          );
           const half = Math.floor(call.function.arguments.length / 2);
           for (const part of [call.function.arguments.slice(0, half), call.function.arguments.slice(half)]) {
-            controller.enqueue(frame(chunk([{ index: 0, delta: { tool_calls: [{ index: i, function: { arguments: part } }] }, finish_reason: null }])));
+            controller.enqueue(
+              frame(chunk([{ index: 0, delta: { tool_calls: [{ index: i, function: { arguments: part } }] }, finish_reason: null }])),
+            );
           }
         }
         controller.enqueue(frame(chunk([{ index: 0, delta: {}, finish_reason: finish }])));

@@ -79,10 +79,14 @@ export function createOpenAiUpstream(baseURL: string): OpenAiUpstream {
 
     const model = String(body.model);
     const lastUser = [...(body.messages ?? [])].reverse().find((message: any) => message.role === "user");
-    const behaviour: UpstreamBehaviour = scripts.get(model) ?? { kind: "reply", words: String(lastUser?.content ?? "").match(/\s*\S+/g) ?? [] };
+    const behaviour: UpstreamBehaviour = scripts.get(model) ?? {
+      kind: "reply",
+      words: String(lastUser?.content ?? "").match(/\s*\S+/g) ?? [],
+    };
     const id = `chatcmpl-upstream-${calls.length}`;
 
-    if (behaviour.kind === "error") return HttpResponse.json(behaviour.body as any, { status: behaviour.status, headers: behaviour.headers });
+    if (behaviour.kind === "error")
+      return HttpResponse.json(behaviour.body as any, { status: behaviour.status, headers: behaviour.headers });
     if (behaviour.kind === "hang") {
       await abortedPromise;
       return HttpResponse.error();
@@ -101,7 +105,14 @@ export function createOpenAiUpstream(baseURL: string): OpenAiUpstream {
     }
 
     const script = behaviour.kind === "stream" ? behaviour : { words, usage: behaviour.usage };
-    const frame = (choices: unknown[], extra: Record<string, unknown> = {}) => ({ id, object: "chat.completion.chunk", created: 1, model, choices, ...extra });
+    const frame = (choices: unknown[], extra: Record<string, unknown> = {}) => ({
+      id,
+      object: "chat.completion.chunk",
+      created: 1,
+      model,
+      choices,
+      ...extra,
+    });
     // Pull-driven (highWaterMark 0): each frame is produced when the reader asks for it, so a
     // scripted drop happens after the frames before it were delivered, not instead of them.
     async function* frames(): AsyncGenerator<Uint8Array | "drop" | "hang"> {

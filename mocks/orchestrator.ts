@@ -92,7 +92,14 @@ export function createOrchestratorMock(baseURL: string): OrchestratorMock {
       if (callSignal(request).aborted) resolve();
       callSignal(request).addEventListener("abort", () => resolve(), { once: true });
     });
-    calls.push({ method: request.method, path: url.pathname.slice(new URL(base).pathname.replace(/\/$/, "").length), query: url.searchParams, body, headers: request.headers, aborted });
+    calls.push({
+      method: request.method,
+      path: url.pathname.slice(new URL(base).pathname.replace(/\/$/, "").length),
+      query: url.searchParams,
+      body,
+      headers: request.headers,
+      aborted,
+    });
     const route = `${request.method} ${calls.at(-1)!.path}`;
     const queue = scripts.get(route);
     const behaviour = queue?.shift();
@@ -141,7 +148,8 @@ export function createOrchestratorMock(baseURL: string): OrchestratorMock {
       if (behaviour) return answer(behaviour, signal);
       const input = (body ?? {}) as Partial<OrchestratorAgent>;
       if (!input.name) return HttpResponse.json({ detail: [{ loc: ["body", "name"], msg: "field required" }] }, { status: 422 });
-      if (input.model === "unknown-model") return HttpResponse.json({ detail: [{ loc: ["body", "model"], msg: "unknown model" }] }, { status: 422 });
+      if (input.model === "unknown-model")
+        return HttpResponse.json({ detail: [{ loc: ["body", "model"], msg: "unknown model" }] }, { status: 422 });
       if (agents.has(input.name)) return HttpResponse.json({ detail: `Agent '${input.name}' already exists` }, { status: 409 });
       const agent: OrchestratorAgent = {
         id: `orch-${agents.size + 1}`,
@@ -155,7 +163,10 @@ export function createOrchestratorMock(baseURL: string): OrchestratorMock {
         updatedAt: now(),
       };
       agents.set(agent.name, agent);
-      logs.set(agent.name, Array.from({ length: 5 }, (_, i) => `line ${i + 1} of ${agent.name}`));
+      logs.set(
+        agent.name,
+        Array.from({ length: 5 }, (_, i) => `line ${i + 1} of ${agent.name}`),
+      );
       return HttpResponse.json(agent, { status: 201 });
     }),
     http.get(`${base}/agents/:name`, async ({ request, params }) => {
@@ -185,7 +196,8 @@ export function createOrchestratorMock(baseURL: string): OrchestratorMock {
       const script = streams.get(name!) ?? { events: [{ type: "status", status: agents.get(name!)!.status }] };
       const stream = new ReadableStream<Uint8Array>({
         async start(controller) {
-          const send = (event: unknown) => controller.enqueue(encoder.encode(`data: ${typeof event === "string" ? event : JSON.stringify(event)}\n\n`));
+          const send = (event: unknown) =>
+            controller.enqueue(encoder.encode(`data: ${typeof event === "string" ? event : JSON.stringify(event)}\n\n`));
           const first = script.hold ? (script.sendBeforeHold ?? 0) : script.events.length;
           script.events.slice(0, first).forEach(send);
           controller.enqueue(encoder.encode(": keep-alive\n\n"));

@@ -73,7 +73,10 @@ export function usageOf(turn: MockTurn): Required<MockUsage> {
   return { cacheRead: 0, cacheWrite: 0, thoughts: 0, ...usage };
 }
 
-export function scripted(): ScriptedProvider & { behaviour(model: string, body: any, echo: string): MockBehaviour; record(request: Request, raw: string): any } {
+export function scripted(): ScriptedProvider & {
+  behaviour(model: string, body: any, echo: string): MockBehaviour;
+  record(request: Request, raw: string): any;
+} {
   const calls: RecordedCall[] = [];
   const scripts = new Map<string, MockScript>();
   const turns = new Map<string, number>();

@@ -8,7 +8,7 @@ import type { KeyKind, KeyRecord } from "../storage/repos/keys.js";
 import { sha256Hex, nowIso } from "../storage/ids.js";
 
 /**
- * How a caller proved who it is. Each kind is read from one presentation only (spec 5).
+ * How a caller proved who it is. Each kind is read from one presentation only (docs/interface.md 5).
  * `service` is PLATFORM_SERVICE_KEY, or a service token signed with SERVICE_JWT_SECRET, presented
  * by an internal service (bridge methods that list it only; docs/service-tokens.md).
  */
@@ -20,7 +20,7 @@ export type AuthSpec =
       kinds: readonly CredentialKind[];
       /** Every scope listed is required (sessions and gateway keys hold all scopes). */
       scopes?: readonly string[];
-      /** Error code for a missing scope; FORBIDDEN unless the surface names another (spec 7.1). */
+      /** Error code for a missing scope; FORBIDDEN unless the surface names another (docs/interface.md 7.1). */
       scopeError?: ErrorCode;
       /**
        * A route for signed-in users only: a valid API key gets 403 with this message rather
@@ -28,7 +28,7 @@ export type AuthSpec =
        */
       keyRefusal?: string;
       /**
-       * Operators only (DESIGN "Ownership": they publish releases and edit the model registry):
+       * Operators only (docs/architecture.md "Ownership": they publish releases and edit the model registry):
        * the service credential (PLATFORM_SERVICE_KEY), or a user the admin command flagged
        * with `grant-operator`. Anyone else authenticated gets 403 FORBIDDEN.
        */
@@ -66,13 +66,11 @@ const KIND_OF_KEY: Record<KeyKind, CredentialKind> = {
   account: "account_key",
 };
 
-/** 401 with why, so each surface can word it (spec 7.2 has two fixed messages). */
+/** 401 with why, so each surface can word it (docs/interface.md 7.2 has two fixed messages). */
 export function unauthorized(reason: "missing" | "invalid"): ServiceError {
-  return new ServiceError(
-    "UNAUTHORIZED",
-    reason === "missing" ? "Missing or invalid API key" : "Invalid or expired API key",
-    { details: { reason } },
-  );
+  return new ServiceError("UNAUTHORIZED", reason === "missing" ? "Missing or invalid API key" : "Invalid or expired API key", {
+    details: { reason },
+  });
 }
 
 // lastUsedAt is written at most once a minute per key: a write per request would make every
@@ -114,7 +112,7 @@ function requireScopes(principal: Principal, spec: Exclude<AuthSpec, "public">):
   }
 }
 
-/** 403 unless the method is open to everyone authenticated or the caller is an operator (DESIGN "Ownership"). */
+/** 403 unless the method is open to everyone authenticated or the caller is an operator (docs/architecture.md "Ownership"). */
 export async function requireOperator(principal: Principal | undefined, spec: AuthSpec, services: CorePorts): Promise<void> {
   if (spec === "public" || !spec.operator || !principal) return;
   if (!(await isOperator(principal, services))) {
@@ -135,16 +133,16 @@ async function resolve(presented: Presented, allowed: Set<CredentialKind>, servi
     if (!claims) throw new ServiceError("UNAUTHORIZED", "Session expired or signed out; sign in again", { details: { reason: "invalid" } });
     return sessionPrincipal("console", claims, services);
   }
-  // spec 7.3: the console answers "no session", not an API-key message (also for a method
+  // docs/interface.md 7.3: the console answers "no session", not an API-key message (also for a method
   // that other surfaces reach with a token, when it is called through the console).
   if (presented.viaConsole || (allowed.size === 1 && allowed.has("console"))) {
     throw new ServiceError("UNAUTHORIZED", "Not signed in", { details: { reason: "missing" } });
   }
   const token = presented.bearer ?? presented.apiKey;
   if (!token) throw unauthorized("missing");
-  // spec 5: internal services reach the bridge with PLATFORM_SERVICE_KEY; only methods listing "service" take it.
+  // docs/interface.md 5: internal services reach the bridge with PLATFORM_SERVICE_KEY; only methods listing "service" take it.
   if (allowed.has("service") && isServiceKey(token, services.config.PLATFORM_SERVICE_KEY)) return SERVICE_PRINCIPAL;
-  // spec 5: SERVICE_JWT_SECRET signs the service tokens the bridge accepts (aud "bridge").
+  // docs/interface.md 5: SERVICE_JWT_SECRET signs the service tokens the bridge accepts (aud "bridge").
   if (allowed.has("service") && presented.bearer && looksLikeJwt(presented.bearer) && addressedToBridge(presented.bearer)) {
     const secret = services.config.SERVICE_JWT_SECRET;
     if (!secret || !(await verifyServiceToken(presented.bearer, secret))) throw unauthorized("invalid");
@@ -161,7 +159,7 @@ async function resolve(presented: Presented, allowed: Set<CredentialKind>, servi
   const keyKind = parseKey(services.keyPrefixes, token);
   if (!keyKind) {
     // A prefix this endpoint takes with a bad checksum is a typo of a real key; anything else
-    // (another surface's prefix included) is no key for this endpoint (spec 7.2).
+    // (another surface's prefix included) is no key for this endpoint (docs/interface.md 7.2).
     const known = (Object.entries(services.keyPrefixes) as [KeyKind, string][]).some(
       ([prefixKind, prefix]) => allowed.has(KIND_OF_KEY[prefixKind]) && token.startsWith(prefix),
     );

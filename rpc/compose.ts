@@ -59,7 +59,13 @@ export async function compose(config: Config, log: Logger, openTools: OpenToolBr
     const metrics = new Metrics();
     metrics.observeStorage(store.kv);
     const secret = await requiredSecret(config, store, "GATEWAY_JWT_SECRET", "jwt-secret", "so each verifies the others' tokens");
-    const dataSecret = await requiredSecret(config, store, "DATA_ENCRYPTION_SECRET", "data-encryption-secret", "so each reads the secrets the others stored");
+    const dataSecret = await requiredSecret(
+      config,
+      store,
+      "DATA_ENCRYPTION_SECRET",
+      "data-encryption-secret",
+      "so each reads the secrets the others stored",
+    );
     const secrets = new SecretBox(dataSecret);
     const eventOptions = { maxDeliveries: config.EVENTS_MAX_DELIVERIES, retentionMs: config.EVENTS_RETENTION * 1000 };
     const eventLog: EventLog =
@@ -68,7 +74,15 @@ export async function compose(config: Config, log: Logger, openTools: OpenToolBr
         : new LocalEventLog(store.kv, { ...eventOptions, persist: store.driver === "fs" });
     const sink = new EventSink(eventLog, log);
     // Events the bridge observes (a VM leaving, an upstream server's health) go on the bus.
-    const tools = await openTools({ config, log, store, secrets, resolveHost, emit: (tenantId, type, data) => sink.emit(tenantId, type, data), metrics });
+    const tools = await openTools({
+      config,
+      log,
+      store,
+      secrets,
+      resolveHost,
+      emit: (tenantId, type, data) => sink.emit(tenantId, type, data),
+      metrics,
+    });
     closers.push(() => tools.close());
     metrics.gauge("gateway_vm_sockets", "VM-agent sockets connected to this instance", () => tools.vms.stats().connected);
     closers.push(() => eventLog.close());
@@ -102,7 +116,13 @@ export async function compose(config: Config, log: Logger, openTools: OpenToolBr
     // Closing starts by waiting for the events the last calls emitted (webhooks still fan them out).
     closers.push(() => sink.drain());
 
-    const core: CorePorts = { ...pickCore(ports), users: ports.repos.users, keys: ports.repos.keys, tenants: ports.repos.tenants, members: ports.repos.members };
+    const core: CorePorts = {
+      ...pickCore(ports),
+      users: ports.repos.users,
+      keys: ports.repos.keys,
+      tenants: ports.repos.tenants,
+      members: ports.repos.members,
+    };
     const dispatcher = new Dispatcher(createRegistry(modules.flatMap((module): readonly ServiceMethod[] => module.methods)), core, deps);
     return {
       ports,
@@ -119,7 +139,13 @@ export async function compose(config: Config, log: Logger, openTools: OpenToolBr
   }
 }
 
-async function initModule(module: AnyDomainModule, ports: Ports, deps: Map<string, unknown>, exported: Partial<DomainExports>, closers: (() => Promise<void> | void)[]): Promise<void> {
+async function initModule(
+  module: AnyDomainModule,
+  ports: Ports,
+  deps: Map<string, unknown>,
+  exported: Partial<DomainExports>,
+  closers: (() => Promise<void> | void)[],
+): Promise<void> {
   const built = await module.init(ports);
   deps.set(module.name, built);
   if (module.close) closers.push(() => module.close!(built));
@@ -135,9 +161,16 @@ function pickCore(ports: Ports) {
  * A secret from the configuration, else the one the store persisted (fs), else a fresh one
  * (memory: nothing outlives the process). Redis needs it configured: every instance must share it.
  */
-async function requiredSecret(config: Config, store: Awaited<ReturnType<typeof openStore>>, name: "GATEWAY_JWT_SECRET" | "DATA_ENCRYPTION_SECRET", persisted: string, why: string): Promise<string> {
+async function requiredSecret(
+  config: Config,
+  store: Awaited<ReturnType<typeof openStore>>,
+  name: "GATEWAY_JWT_SECRET" | "DATA_ENCRYPTION_SECRET",
+  persisted: string,
+  why: string,
+): Promise<string> {
   const value = config[name] ?? (await store.persistentSecret(persisted));
   if (value) return value;
-  if (config.STORAGE === "redis") throw new ConfigError([`${name} is required with STORAGE=redis: set the same secret (32+ characters) on every instance, ${why}`]);
+  if (config.STORAGE === "redis")
+    throw new ConfigError([`${name} is required with STORAGE=redis: set the same secret (32+ characters) on every instance, ${why}`]);
   return randomBytes(32).toString("base64url");
 }

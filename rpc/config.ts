@@ -38,9 +38,9 @@ const ENV_SCHEMA = v.object({
   DATA_ENCRYPTION_SECRET: v.optional(v.pipe(v.string(), v.minLength(32, "must be at least 32 characters"))),
   /** Lifetime of a session token in seconds. */
   SESSION_TTL_SECONDS: v.optional(intFrom(60, 60 * 60 * 24 * 30), "43200"),
-  /** Service name inside platform keys: `sk-<name>-…` (spec 5). */
+  /** Service name inside platform keys: `sk-<name>-…` (docs/interface.md 5). */
   PLATFORM_KEY_SERVICE: v.optional(v.pipe(v.string(), v.regex(/^[a-z0-9]+$/, "lowercase letters and digits only")), "gateway"),
-  /** Fixed prefix of personal (Account API) keys; must end with an underscore (spec 5). */
+  /** Fixed prefix of personal (Account API) keys; must end with an underscore (docs/interface.md 5). */
   ACCOUNT_KEY_PREFIX: v.optional(v.pipe(v.string(), v.regex(/^[a-z][a-z0-9]*_$/, "lowercase, ending in _")), "acct_"),
   /**
    * Failed sign-ins allowed per email and source address per LOGIN_WINDOW_SECONDS (ten times as
@@ -55,7 +55,7 @@ const ENV_SCHEMA = v.object({
    * libuv's thread pool with fs, so an unbounded login flood stalls storage. `0` = unbounded.
    */
   PASSWORD_HASH_CONCURRENCY: v.optional(intFrom(0, 64), "2"),
-  /** Largest request body accepted on any surface (spec 8: 1 MiB). */
+  /** Largest request body accepted on any surface (docs/interface.md 8: 1 MiB). */
   GATEWAY_MAX_PAYLOAD_BYTES: v.optional(intFrom(1024), "1048576"),
   /**
    * Slow clients (docs/security.md "Slow clients"): a request's headers must arrive within
@@ -67,11 +67,11 @@ const ENV_SCHEMA = v.object({
   HTTP_HEADERS_TIMEOUT_SECONDS: v.optional(intFrom(1, 600), "10"),
   HTTP_REQUEST_TIMEOUT_SECONDS: v.optional(intFrom(1, 3600), "60"),
   HTTP_BODY_IDLE_TIMEOUT_SECONDS: v.optional(intFrom(1, 600), "10"),
-  /** Upper bound in seconds for a tool call or upstream request made by the bridge (spec 8). */
+  /** Upper bound in seconds for a tool call or upstream request made by the bridge (docs/interface.md 8). */
   GATEWAY_TIMEOUT_SECONDS: v.optional(intFrom(1, 3600), "30"),
-  /** Retries of idempotent upstream calls (spec 8). */
+  /** Retries of idempotent upstream calls (docs/interface.md 8). */
   GATEWAY_MAX_RETRIES: v.optional(intFrom(0, 10), "2"),
-  /** Requests per minute per credential on the bridge, shared across instances (spec 8). */
+  /** Requests per minute per credential on the bridge, shared across instances (docs/interface.md 8). */
   GATEWAY_RATE_LIMIT_RPM: v.optional(intFrom(1, 1_000_000), "120"),
   /**
    * Requests per minute per credential on the Gateway API (`/gateway/v1`, the agent stream and
@@ -103,7 +103,7 @@ const ENV_SCHEMA = v.object({
   QUOTA_STREAMS_PER_KEY: v.optional(intFrom(0, 1_000_000), "20"),
   /** Lease of a stream's place: renewed every half lease while it runs, so the places of an instance that died are free again after this. */
   QUOTA_STREAM_LEASE_SECONDS: v.optional(intFrom(2, 3600), "60"),
-  /** Allowed browser origins, comma-separated, or `*` (spec 8). Also the MCP endpoint's Origin allowlist. */
+  /** Allowed browser origins, comma-separated, or `*` (docs/interface.md 8). Also the MCP endpoint's Origin allowlist. */
   GATEWAY_CORS_ORIGINS: v.optional(
     v.pipe(
       v.string(),
@@ -115,7 +115,7 @@ const ENV_SCHEMA = v.object({
     ),
     "*",
   ),
-  /** Orchestrator base URL; when set, Gateway agents are proxied to it by name (spec 4.4). */
+  /** Orchestrator base URL; when set, Gateway agents are proxied to it by name (docs/interface.md 4.4). */
   ORCH_BASE_URL: v.optional(v.pipe(v.string(), v.url("must be an absolute URL"))),
   /** Manager (billing and usage) base URL for the Gateway's billing proxy. */
   MANAGER_BASE_URL: v.optional(v.pipe(v.string(), v.url("must be an absolute URL"))),
@@ -155,12 +155,22 @@ const ENV_SCHEMA = v.object({
   /** Most steps a tool plan may have (POST /mcp/plan `maxSteps` is capped at this). */
   ROUTER_MAX_STEPS: v.optional(intFrom(1, 100), "10"),
   /** Allow upstream MCP servers (POST /mcp/servers) on private or loopback addresses. Off: a registration must not reach inside the deployment (SSRF). */
-  MCP_SERVERS_ALLOW_PRIVATE: v.optional(v.pipe(v.picklist(["true", "false"], "must be true or false"), v.transform((value) => value === "true")), "false"),
+  MCP_SERVERS_ALLOW_PRIVATE: v.optional(
+    v.pipe(
+      v.picklist(["true", "false"], "must be true or false"),
+      v.transform((value) => value === "true"),
+    ),
+    "false",
+  ),
   /** An MCP session (Mcp-Session-Id) with no request and no open GET stream for this long ends; the client initializes again (404). */
   MCP_SESSION_IDLE_SECONDS: v.optional(intFrom(10, 7 * 24 * 3600), "1800"),
   /** Open MCP sessions one user may hold on an instance; opening one more ends that user's least recently used session (its next request gets 404). */
   MCP_MAX_SESSIONS_PER_USER: v.optional(intFrom(1, 100_000), "100"),
-  /** Upstream sessions of their own (MCP sessions declaring sampling, elicitation or roots) one user may hold on an instance, across servers; past it the shared connection serves (docs/mcp.md "Upstream sessions"). */
+  /**
+   * Upstream sessions of their own (MCP sessions declaring sampling, elicitation or roots) one
+   * user may hold on an instance, across servers; past it the shared connection serves
+   * (docs/mcp.md "Upstream sessions").
+   */
   MCP_UPSTREAM_SESSIONS_PER_USER: v.optional(intFrom(0, 100_000), "20"),
   /** Such upstream sessions one upstream server may be given on an instance, across users. */
   MCP_UPSTREAM_SESSIONS_PER_SERVER: v.optional(intFrom(0, 100_000), "200"),
@@ -179,7 +189,13 @@ const ENV_SCHEMA = v.object({
   /** Largest JSON `payload` of a published event, in bytes. */
   EVENTS_MAX_PAYLOAD_BYTES: v.optional(intFrom(2, 1_048_576), "65536"),
   /** Allow webhook URLs on private or loopback addresses. Off: a subscription must not reach inside the deployment (SSRF); checked at creation and at every delivery. */
-  WEBHOOKS_ALLOW_PRIVATE: v.optional(v.pipe(v.picklist(["true", "false"], "must be true or false"), v.transform((value) => value === "true")), "false"),
+  WEBHOOKS_ALLOW_PRIVATE: v.optional(
+    v.pipe(
+      v.picklist(["true", "false"], "must be true or false"),
+      v.transform((value) => value === "true"),
+    ),
+    "false",
+  ),
   /** Seconds a webhook receiver has to answer one attempt. */
   WEBHOOKS_TIMEOUT_SECONDS: v.optional(intFrom(1, 120), "15"),
   /**

@@ -4,7 +4,7 @@ import type { ErrorCode, ServiceErrorOptions } from "./errors.js";
 import type { ClientRelay } from "./relay.js";
 import type { SetCookie } from "./cookies.js";
 
-/** The HTTP surfaces of the service (DESIGN "Surfaces on one origin"). */
+/** The HTTP surfaces of the service (docs/architecture.md "Surfaces on one origin"). */
 export type Surface = "platform" | "console" | "account" | "gateway" | "bridge";
 export type HttpVerb = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
 
@@ -60,7 +60,7 @@ export class RawReply {
  */
 export interface Policies {
   /**
-   * spec 8 GATEWAY_RATE_LIMIT_RPM: counts the call against the caller's per-credential
+   * docs/interface.md 8 GATEWAY_RATE_LIMIT_RPM: counts the call against the caller's per-credential
    * budget for the bridge (shared across instances with STORAGE=redis).
    */
   rateLimit?: "bridge";
@@ -164,7 +164,10 @@ export type Fail<C extends ErrorCode> = (code: C, message?: string, options?: Se
  * principal (no `!` needed), and `fail` takes only the codes the method declares or implies.
  * It is a `CallContext` too, so helpers typed with the domain's context take it as is.
  */
-export type ContextFor<A extends AuthSpec, Deps = unknown, E = NoErrors> = CallContext<A extends "public" ? Principal | undefined : Principal, Deps> & {
+export type ContextFor<A extends AuthSpec, Deps = unknown, E = NoErrors> = CallContext<
+  A extends "public" ? Principal | undefined : Principal,
+  Deps
+> & {
   fail: Fail<RaisableCode<A, E>>;
 };
 

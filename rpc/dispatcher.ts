@@ -70,20 +70,21 @@ export class Dispatcher<M extends AnyMethod = AnyMethod> {
     for (const method of Object.values(registry)) {
       if (method.internal) continue;
       // Former names (a rename, docs/versioning.md) still answer over `/rpc`.
-      for (const name of [method.name, ...(method.formerNames ?? [])]) this.jsonrpc.addMethod(name, async (params, facts) => {
-        try {
-          const result = await this.dispatch(method.name, params ?? {}, facts);
-          if (!isAsyncIterable(result)) return result ?? null;
-          const items: unknown[] = [];
-          for await (const item of result) {
-            if (items.length >= MAX_COLLECTED_ITEMS) break;
-            items.push(item);
+      for (const name of [method.name, ...(method.formerNames ?? [])])
+        this.jsonrpc.addMethod(name, async (params, facts) => {
+          try {
+            const result = await this.dispatch(method.name, params ?? {}, facts);
+            if (!isAsyncIterable(result)) return result ?? null;
+            const items: unknown[] = [];
+            for await (const item of result) {
+              if (items.length >= MAX_COLLECTED_ITEMS) break;
+              items.push(item);
+            }
+            return items;
+          } catch (error) {
+            throw this.toJsonRpcError(error, facts.requestId);
           }
-          return items;
-        } catch (error) {
-          throw this.toJsonRpcError(error, facts.requestId);
-        }
-      });
+        });
     }
   }
 
@@ -94,7 +95,8 @@ export class Dispatcher<M extends AnyMethod = AnyMethod> {
    * METHOD_NOT_FOUND, like an unknown name.
    */
   call<K extends M>(method: K, params: ParamsSource<MethodParams<K>> | WireParams, facts: CallFacts): Promise<MethodResult<K>> {
-    if (this.registry[method.name] !== method) return Promise.reject(new ServiceError("METHOD_NOT_FOUND", `Unknown method: ${method.name}`));
+    if (this.registry[method.name] !== method)
+      return Promise.reject(new ServiceError("METHOD_NOT_FOUND", `Unknown method: ${method.name}`));
     return this.dispatch(method.name, params, facts) as Promise<MethodResult<K>>;
   }
 
@@ -124,7 +126,13 @@ export class Dispatcher<M extends AnyMethod = AnyMethod> {
     const { method, facts } = call;
     if (!this.#checkDeclaredErrors) return method.handler(call.params, this.#context(call));
     return runChecked(method, call.params, this.#context(call), facts.surface, (code) =>
-      this.ports.log.error({ requestId: facts.requestId, event: "method.undeclared_error", method: method.name, code, message: `${method.name} raised ${code}, which its declaration does not list: add it to its errors` }),
+      this.ports.log.error({
+        requestId: facts.requestId,
+        event: "method.undeclared_error",
+        method: method.name,
+        code,
+        message: `${method.name} raised ${code}, which its declaration does not list: add it to its errors`,
+      }),
     );
   }
 
@@ -157,4 +165,3 @@ export class Dispatcher<M extends AnyMethod = AnyMethod> {
     });
   }
 }
-

@@ -1,6 +1,6 @@
 /**
  * The one service error. Handlers throw it; every surface renders it in its own envelope
- * (spec section 7), and JSON-RPC maps it to an error object with the code in this table.
+ * (docs/interface.md 7), and JSON-RPC maps it to an error object with the code in this table.
  */
 export const ERROR_TABLE = {
   PARSE_ERROR: { status: 400, rpc: -32700 },
@@ -24,7 +24,7 @@ export const ERROR_TABLE = {
   BAD_GATEWAY: { status: 502, rpc: -32052 },
   UNAVAILABLE: { status: 503, rpc: -32053 },
   TIMEOUT: { status: 504, rpc: -32054 },
-  /** An upstream error relayed verbatim (spec 7.2): status and body come from the upstream. */
+  /** An upstream error relayed verbatim (docs/interface.md 7.2): status and body come from the upstream. */
   UPSTREAM: { status: 502, rpc: -32050 },
 } as const satisfies Record<string, { status: number; rpc: number }>;
 

@@ -79,6 +79,11 @@ export function emitEvent(deps: { sink: EventSink }, tenantId: string | undefine
 }
 
 /** `deps.sink.emitForUser(...)`, for code that holds a domain's deps. */
-export function emitUserEvent(deps: { sink: EventSink; users: UsersRepo }, userId: string, type: string, data: Record<string, unknown>): void {
+export function emitUserEvent(
+  deps: { sink: EventSink; users: UsersRepo },
+  userId: string,
+  type: string,
+  data: Record<string, unknown>,
+): void {
   deps.sink.emitForUser(deps.users, userId, type, data);
 }

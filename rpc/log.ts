@@ -15,7 +15,7 @@ export function redact(text: string): string {
 }
 
 /** One JSON object per line. */
-export function createLogger(level: LogLevel, sink: LogSink = (line) => process.stdout.write(line + "\n")): Logger {
+export function createLogger(level: LogLevel, sink: LogSink = (line) => process.stdout.write(`${line}\n`)): Logger {
   const write = (lvl: "info" | "error", fields: Record<string, unknown>) =>
     sink(redact(JSON.stringify({ time: new Date().toISOString(), level: lvl, ...fields })));
   return {

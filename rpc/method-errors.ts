@@ -5,7 +5,7 @@ import { budgetOf } from "./policies/rate-limit.js";
 import type { CallSurface } from "./surfaces.js";
 
 /**
- * A method's errors are one list (docs/architecture.md "Errors are declared"): the codes it
+ * A method's errors are one list (docs/architecture.md "Typed declarations"): the codes it
  * declares (`errors: { NOT_FOUND: {}, … }`) and those its auth, input and policies imply. That
  * list is its OpenAPI error responses (facade/openapi.ts), what `ctx.fail` accepts (typed in
  * rpc/define.ts `RaisableCode`) and what the dispatcher checks a handler's errors against in
@@ -48,9 +48,15 @@ export function contractErrors(method: AnyMethod, options: { hasParams?: boolean
   const out = new Map<ErrorCode, ContractError>();
   const add = (code: ErrorCode, origin: ErrorOrigin, declared?: ErrorDecl) => {
     if (out.has(code)) return;
-    out.set(code, { code, status: declared?.status ?? ERROR_TABLE[code].status, origin, ...(declared?.message === undefined ? {} : { message: declared.message }) });
+    out.set(code, {
+      code,
+      status: declared?.status ?? ERROR_TABLE[code].status,
+      origin,
+      ...(declared?.message === undefined ? {} : { message: declared.message }),
+    });
   };
-  for (const [code, declared] of Object.entries(method.errors ?? {}) as [ErrorCode, ErrorDecl | undefined][]) add(code, "declared", declared);
+  for (const [code, declared] of Object.entries(method.errors ?? {}) as [ErrorCode, ErrorDecl | undefined][])
+    add(code, "declared", declared);
   for (const code of authErrors(method.auth)) add(code, "auth");
   if (options.hasParams !== false) add("VALIDATION_FAILED", "input");
   for (const code of policyErrors(method, options.surface)) add(code, "policy");
@@ -84,7 +90,13 @@ export function failFor(method: AnyMethod): Fail<ErrorCode> {
  * (the dispatcher does this in test runs; the error itself goes on unchanged). Errors of a
  * stream after it started are not seen here.
  */
-export async function runChecked(method: AnyMethod, params: unknown, ctx: CallContext, surface: CallSurface, report: (code: ErrorCode) => void): Promise<unknown> {
+export async function runChecked(
+  method: AnyMethod,
+  params: unknown,
+  ctx: CallContext,
+  surface: CallSurface,
+  report: (code: ErrorCode) => void,
+): Promise<unknown> {
   try {
     return await method.handler(params, ctx);
   } catch (error) {

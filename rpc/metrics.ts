@@ -29,17 +29,77 @@ export class Metrics {
   /** Operation names that may appear as a label (the registry's, plus the transports' own). */
   readonly #operations = new Set<string>(["mcp", "not_found"]);
 
-  readonly httpRequests = new Counter({ name: "gateway_http_requests_total", help: "HTTP requests answered, by surface, operation and status", labelNames: ["surface", "operation", "status"] as const, registers: [this.registry] });
-  readonly httpDuration = new Histogram({ name: "gateway_http_request_duration_seconds", help: "Time to answer, to the end of the stream for streamed answers", labelNames: ["surface", "operation", "status"] as const, buckets: SECONDS, registers: [this.registry] });
-  readonly dispatcherCalls = new Counter({ name: "gateway_dispatcher_calls_total", help: "Calls through the dispatcher from every transport, by method, surface, transport (rest, rpc, mcp, socket) and outcome (ok or the error code)", labelNames: ["method", "surface", "transport", "outcome"] as const, registers: [this.registry] });
-  readonly dispatcherDuration = new Histogram({ name: "gateway_dispatcher_call_duration_seconds", help: "Time a call spent in the dispatcher (to the first item of a streamed result), by method, surface, transport and outcome", labelNames: ["method", "surface", "transport", "outcome"] as const, buckets: SECONDS, registers: [this.registry] });
-  readonly refusals = new Counter({ name: "gateway_refusals_total", help: "402 and 429 answers, by status and reason (the error code)", labelNames: ["status", "reason"] as const, registers: [this.registry] });
-  readonly upstreamLatency = new Histogram({ name: "gateway_model_upstream_latency_seconds", help: "Time until a model provider answered (its response headers), by model", labelNames: ["model"] as const, buckets: SECONDS, registers: [this.registry] });
-  readonly timeToFirstToken = new Histogram({ name: "gateway_model_time_to_first_token_seconds", help: "Time from the request to the first streamed content, by model", labelNames: ["model"] as const, buckets: SECONDS, registers: [this.registry] });
-  readonly tokens = new Counter({ name: "gateway_chat_tokens_total", help: "Metered chat tokens, by model, surface and kind (input, output)", labelNames: ["model", "surface", "kind"] as const, registers: [this.registry] });
-  readonly credits = new Counter({ name: "gateway_chat_cost_microcredits_total", help: "Cost of chat usage at the model's price, in micro-credits, by model and surface", labelNames: ["model", "surface"] as const, registers: [this.registry] });
-  readonly toolCalls = new Counter({ name: "gateway_tool_calls_total", help: "Tool calls through the catalog, by source (builtin, mcp, vm) and outcome (ok, tool_error, failed)", labelNames: ["source", "outcome"] as const, registers: [this.registry] });
-  readonly storageLatency = new Histogram({ name: "gateway_storage_operation_seconds", help: "Latency of key-value storage operations, by operation", labelNames: ["operation"] as const, buckets: STORAGE_SECONDS, registers: [this.registry] });
+  readonly httpRequests = new Counter({
+    name: "gateway_http_requests_total",
+    help: "HTTP requests answered, by surface, operation and status",
+    labelNames: ["surface", "operation", "status"] as const,
+    registers: [this.registry],
+  });
+  readonly httpDuration = new Histogram({
+    name: "gateway_http_request_duration_seconds",
+    help: "Time to answer, to the end of the stream for streamed answers",
+    labelNames: ["surface", "operation", "status"] as const,
+    buckets: SECONDS,
+    registers: [this.registry],
+  });
+  readonly dispatcherCalls = new Counter({
+    name: "gateway_dispatcher_calls_total",
+    help: "Calls through the dispatcher from every transport, by method, surface, transport (rest, rpc, mcp, socket) and outcome (ok or the error code)",
+    labelNames: ["method", "surface", "transport", "outcome"] as const,
+    registers: [this.registry],
+  });
+  readonly dispatcherDuration = new Histogram({
+    name: "gateway_dispatcher_call_duration_seconds",
+    help: "Time a call spent in the dispatcher (to the first item of a streamed result), by method, surface, transport and outcome",
+    labelNames: ["method", "surface", "transport", "outcome"] as const,
+    buckets: SECONDS,
+    registers: [this.registry],
+  });
+  readonly refusals = new Counter({
+    name: "gateway_refusals_total",
+    help: "402 and 429 answers, by status and reason (the error code)",
+    labelNames: ["status", "reason"] as const,
+    registers: [this.registry],
+  });
+  readonly upstreamLatency = new Histogram({
+    name: "gateway_model_upstream_latency_seconds",
+    help: "Time until a model provider answered (its response headers), by model",
+    labelNames: ["model"] as const,
+    buckets: SECONDS,
+    registers: [this.registry],
+  });
+  readonly timeToFirstToken = new Histogram({
+    name: "gateway_model_time_to_first_token_seconds",
+    help: "Time from the request to the first streamed content, by model",
+    labelNames: ["model"] as const,
+    buckets: SECONDS,
+    registers: [this.registry],
+  });
+  readonly tokens = new Counter({
+    name: "gateway_chat_tokens_total",
+    help: "Metered chat tokens, by model, surface and kind (input, output)",
+    labelNames: ["model", "surface", "kind"] as const,
+    registers: [this.registry],
+  });
+  readonly credits = new Counter({
+    name: "gateway_chat_cost_microcredits_total",
+    help: "Cost of chat usage at the model's price, in micro-credits, by model and surface",
+    labelNames: ["model", "surface"] as const,
+    registers: [this.registry],
+  });
+  readonly toolCalls = new Counter({
+    name: "gateway_tool_calls_total",
+    help: "Tool calls through the catalog, by source (builtin, mcp, vm) and outcome (ok, tool_error, failed)",
+    labelNames: ["source", "outcome"] as const,
+    registers: [this.registry],
+  });
+  readonly storageLatency = new Histogram({
+    name: "gateway_storage_operation_seconds",
+    help: "Latency of key-value storage operations, by operation",
+    labelNames: ["operation"] as const,
+    buckets: STORAGE_SECONDS,
+    registers: [this.registry],
+  });
 
   /**
    * The children of a metric per label values, kept: prom-client hashes the label object on
@@ -113,7 +173,17 @@ export class Metrics {
   /** Times every key-value operation of `kv` (wraps its methods in place). */
   observeStorage(kv: Storage): void {
     const target = kv as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
-    for (const operation of ["getItem", "getItems", "setItem", "setItems", "removeItem", "hasItem", "getKeys", "getItemRaw", "setItemRaw"]) {
+    for (const operation of [
+      "getItem",
+      "getItems",
+      "setItem",
+      "setItems",
+      "removeItem",
+      "hasItem",
+      "getKeys",
+      "getItemRaw",
+      "setItemRaw",
+    ]) {
       const original = target[operation];
       if (typeof original !== "function") continue;
       const histogram = this.storageLatency.labels(operation);

@@ -6,7 +6,6 @@ import type { DomainExports, Ports } from "./ports.js";
 
 export type { CorePorts, DomainExports, Ports } from "./ports.js";
 
-
 type MaybePromise<T> = T | Promise<T>;
 
 /**
@@ -26,9 +25,11 @@ export interface DomainModule<Deps = unknown, M extends AnyMethod = AnyMethod> {
 }
 
 /** A module in the ordered list, whatever its deps. */
+// biome-ignore lint/suspicious/noExplicitAny: any deps (a module's deps are contravariant in its init)
 export type AnyDomainModule = DomainModule<any>;
 
 /** The methods of a module, with their types (rpc/modules.ts builds the registry's type from them). */
+// biome-ignore lint/suspicious/noExplicitAny: matches a module whatever its deps
 export type MethodsOf<Module> = Module extends DomainModule<any, infer M> ? M : never;
 
 /** Declares methods of one domain: their handlers get `ctx.deps` typed as the domain's `Deps`. */
@@ -56,7 +57,8 @@ export function domain<Deps>(name: string): Domain<Deps> {
     },
     module(spec) {
       for (const method of spec.methods) {
-        if (method.domain !== name) throw new Error(`Method ${method.name} is declared by domain ${method.domain ?? "(none)"}, listed in ${name}`);
+        if (method.domain !== name)
+          throw new Error(`Method ${method.name} is declared by domain ${method.domain ?? "(none)"}, listed in ${name}`);
       }
       return { name, ...spec };
     },

@@ -19,7 +19,7 @@ import { updatesModule } from "./updates/index.js";
  * The domain modules of a deployment, lowest first (docs/architecture.md "Domain modules"): a
  * module is initialised after, and may use the exported ports of, those above it in this list,
  * and it imports only those (`.dependency-cruiser.cjs` holds the same order as data). Agents
- * come in two modes (spec 4.4): by id, run here (default), or by name, proxied to the
+ * come in two modes (docs/interface.md 4.4): by id, run here (default), or by name, proxied to the
  * orchestrator when `ORCH_BASE_URL` is set.
  */
 export function modulesFor(config: Pick<Config, "ORCH_BASE_URL">) {

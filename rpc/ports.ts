@@ -16,7 +16,7 @@ import type { SecretBox } from "../storage/secret-box.js";
  * (`declare module "../ports.js" { interface DomainExports { money: Money } }`), so the core
  * never names a domain (docs/architecture.md "Domain modules").
  */
-// eslint-disable-next-line @typescript-eslint/no-empty-interface
+// biome-ignore lint/suspicious/noEmptyInterface: each domain extends it by declaration merging
 export interface DomainExports {}
 
 /** What the core hands every domain module's `init`; a module takes the ports it names. */
@@ -50,5 +50,5 @@ export interface Ports {
  * repositories and credentials, the members a tenant's budget reads, storage for limiters, the
  * log, the metrics, shutdown hooks.
  */
-export type CorePorts = Pick<Ports, "config" | "log" | "metrics" | "store" | "sessions" | "keyPrefixes" | "onClose"> & Pick<Repos, "users" | "keys" | "tenants" | "members">;
-
+export type CorePorts = Pick<Ports, "config" | "log" | "metrics" | "store" | "sessions" | "keyPrefixes" | "onClose"> &
+  Pick<Repos, "users" | "keys" | "tenants" | "members">;

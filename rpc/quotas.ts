@@ -12,18 +12,38 @@ import type { QuotasRepo } from "../storage/repos/quotas.js";
  * refused in the surface's envelope with `details: {quota, limit, count, variable}`.
  */
 export const QUOTAS = {
-  keys_per_user: { variable: "QUOTA_KEYS_PER_USER", holds: (n: number) => `this user has ${n} live API key(s)`, then: "revoke one first" },
-  vm_sockets_per_tenant: { variable: "QUOTA_VM_SOCKETS_PER_TENANT", holds: (n: number) => `this tenant has ${n} VM socket(s) open`, then: "close one first" },
-  vm_tools_per_tenant: { variable: "QUOTA_VM_TOOLS_PER_TENANT", holds: (n: number) => `this tenant's VMs announce ${n} tool(s)`, then: "announce fewer" },
-  mcp_servers_per_tenant: { variable: "QUOTA_MCP_SERVERS_PER_TENANT", holds: (n: number) => `this tenant has ${n} MCP server(s)`, then: "delete one first" },
+  keys_per_user: { variable: "QUOTA_KEYS_PER_USER", holds: (n: number) => `this user has ${n} live API key(s)`, next: "revoke one first" },
+  vm_sockets_per_tenant: {
+    variable: "QUOTA_VM_SOCKETS_PER_TENANT",
+    holds: (n: number) => `this tenant has ${n} VM socket(s) open`,
+    next: "close one first",
+  },
+  vm_tools_per_tenant: {
+    variable: "QUOTA_VM_TOOLS_PER_TENANT",
+    holds: (n: number) => `this tenant's VMs announce ${n} tool(s)`,
+    next: "announce fewer",
+  },
+  mcp_servers_per_tenant: {
+    variable: "QUOTA_MCP_SERVERS_PER_TENANT",
+    holds: (n: number) => `this tenant has ${n} MCP server(s)`,
+    next: "delete one first",
+  },
   webhook_subscriptions_per_tenant: {
     variable: "QUOTA_WEBHOOK_SUBSCRIPTIONS_PER_TENANT",
     holds: (n: number) => `this tenant has ${n} webhook subscription(s)`,
-    then: "delete one first",
+    next: "delete one first",
   },
-  streams_per_key: { variable: "QUOTA_STREAMS_PER_KEY", holds: (n: number) => `this credential has ${n} stream(s) in flight`, then: "retry once one ends" },
-  gateway_tenant_rpm: { variable: "GATEWAY_TENANT_RATE_LIMIT_RPM", holds: (n: number) => `this tenant made ${n} Gateway API request(s) this minute`, then: "retry later" },
-} as const satisfies Record<string, { variable: keyof Config; holds: (count: number) => string; then: string }>;
+  streams_per_key: {
+    variable: "QUOTA_STREAMS_PER_KEY",
+    holds: (n: number) => `this credential has ${n} stream(s) in flight`,
+    next: "retry once one ends",
+  },
+  gateway_tenant_rpm: {
+    variable: "GATEWAY_TENANT_RATE_LIMIT_RPM",
+    holds: (n: number) => `this tenant made ${n} Gateway API request(s) this minute`,
+    next: "retry later",
+  },
+} as const satisfies Record<string, { variable: keyof Config; holds: (count: number) => string; next: string }>;
 
 export type QuotaName = keyof typeof QUOTAS;
 
@@ -43,8 +63,8 @@ export function quotaReached(
   count: number,
   options: { extra?: Record<string, unknown>; code?: "CONFLICT" | "RATE_LIMITED"; headers?: Record<string, string> } = {},
 ): ServiceError {
-  const { variable, holds, then } = QUOTAS[quota];
-  return new ServiceError(options.code ?? "CONFLICT", `Quota reached: ${holds(count)}, the most ${variable} allows (${limit}); ${then}`, {
+  const { variable, holds, next } = QUOTAS[quota];
+  return new ServiceError(options.code ?? "CONFLICT", `Quota reached: ${holds(count)}, the most ${variable} allows (${limit}); ${next}`, {
     details: { quota, limit, count, variable, ...options.extra },
     ...(options.headers ? { headers: options.headers } : {}),
   });
@@ -83,7 +103,11 @@ export interface StreamPlace {
  * renewed every half lease while the stream runs, so the places of an instance that died are
  * free again once their lease ends. `signal` (the call's) releases it too.
  */
-export async function takeStreamPlace(deps: { config: Config; quotas: QuotasRepo; log: Logger }, principal: Principal, signal?: AbortSignal): Promise<StreamPlace> {
+export async function takeStreamPlace(
+  deps: { config: Config; quotas: QuotasRepo; log: Logger },
+  principal: Principal,
+  signal?: AbortSignal,
+): Promise<StreamPlace> {
   const limit = quotaLimit(deps.config, "streams_per_key");
   const leaseMs = deps.config.QUOTA_STREAM_LEASE_SECONDS * 1000;
   const scope = principalRateKey(principal);
@@ -94,7 +118,9 @@ export async function takeStreamPlace(deps: { config: Config; quotas: QuotasRepo
     throw quotaReached("streams_per_key", limit, claim.others, { code: "RATE_LIMITED", headers: { "retry-after": "1" } });
   }
   const timer = setInterval(() => {
-    deps.quotas.renew("streams", scope, [place], leaseMs).catch((error: unknown) => deps.log.error({ event: "quota.renew_failed", quota: "streams_per_key", error: String(error) }));
+    deps.quotas
+      .renew("streams", scope, [place], leaseMs)
+      .catch((error: unknown) => deps.log.error({ event: "quota.renew_failed", quota: "streams_per_key", error: String(error) }));
   }, leaseMs / 2);
   timer.unref?.();
   let released: Promise<void> | undefined;
@@ -103,7 +129,9 @@ export async function takeStreamPlace(deps: { config: Config; quotas: QuotasRepo
       clearInterval(timer);
       signal?.removeEventListener("abort", onAbort);
       // A place that could not be given back (storage down, or closed at shutdown) ends with its lease.
-      await deps.quotas.release("streams", scope, id, id).catch((error: unknown) => deps.log.info({ event: "quota.release_failed", quota: "streams_per_key", error: String(error) }));
+      await deps.quotas
+        .release("streams", scope, id, id)
+        .catch((error: unknown) => deps.log.info({ event: "quota.release_failed", quota: "streams_per_key", error: String(error) }));
     })();
     return released;
   };

@@ -18,7 +18,10 @@ export interface SseReadOptions {
  * stops early (the caller went away) cancels the body, so the upstream stops sending.
  * The one SSE splitter for model provider streams and the orchestrator relay.
  */
-export async function* readSseData(body: AsyncIterable<Uint8Array> & { destroy?(): unknown }, options: SseReadOptions = {}): AsyncGenerator<string> {
+export async function* readSseData(
+  body: AsyncIterable<Uint8Array> & { destroy?(): unknown },
+  options: SseReadOptions = {},
+): AsyncGenerator<string> {
   const { onActivity, signal, endAtDone = false } = options;
   const iterator = body[Symbol.asyncIterator]();
   const decoder = new TextDecoder();

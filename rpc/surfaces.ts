@@ -82,7 +82,8 @@ function gatewayEnvelope(error: ServiceError, requestId: string): unknown {
  */
 function platformError(error: ServiceError): ServiceError {
   const keep = { ...(error.headers ? { headers: error.headers } : {}), cause: error };
-  if (error.code === "UNSUPPORTED_MEDIA_TYPE") return new ServiceError("BAD_REQUEST", error.message, { ...keep, type: "invalid_request_error" });
+  if (error.code === "UNSUPPORTED_MEDIA_TYPE")
+    return new ServiceError("BAD_REQUEST", error.message, { ...keep, type: "invalid_request_error" });
   if (error.code === "TIMEOUT") return new ServiceError("BAD_GATEWAY", error.message, { ...keep, type: "server_error" });
   return error;
 }
@@ -122,7 +123,9 @@ export const SURFACES: Readonly<Record<CallSurface, SurfaceProfile>> = {
     credentials: ["bearer"],
     // docs/interface.md 7.1: auth refusals are flat {error, code}; request and quota errors use {error: {message, type}}.
     envelope: (error) =>
-      error.status === 401 || error.status === 403 ? { error: error.message, code: error.code } : { error: { message: error.message, type: openAiType(error) } },
+      error.status === 401 || error.status === 403
+        ? { error: error.message, code: error.code }
+        : { error: { message: error.message, type: openAiType(error) } },
     requestIdHeader: "x-request-id",
     retryAfter: true,
     rateLimitHeaders: false,
@@ -159,7 +162,11 @@ export const SURFACES: Readonly<Record<CallSurface, SurfaceProfile>> = {
     title: "JSON-RPC",
     description: "Every operation above by its `x-jsonrpc-method` name, over JSON-RPC 2.0.",
     credentials: ["bearer", "apiKey"],
-    envelope: (error, requestId) => ({ jsonrpc: "2.0", id: null, error: { code: error.rpcCode, message: error.message, data: { code: error.code, status: error.status, requestId } } }),
+    envelope: (error, requestId) => ({
+      jsonrpc: "2.0",
+      id: null,
+      error: { code: error.rpcCode, message: error.message, data: { code: error.code, status: error.status, requestId } },
+    }),
     requestIdHeader: "x-request-id",
     retryAfter: true,
     // A batch mixes calls: their budgets reach the caller as each call's JSON-RPC error (-32029), not as headers.
@@ -174,18 +181,22 @@ export const SURFACES: Readonly<Record<CallSurface, SurfaceProfile>> = {
 export const HTTP_SURFACES = (Object.keys(SURFACES) as CallSurface[]).filter((surface): surface is Surface => surface !== "rpc");
 
 /** Base path of each surface on the one origin (the table's `base`). */
-export const SURFACE_BASES = Object.fromEntries(HTTP_SURFACES.map((surface) => [surface, SURFACES[surface].base])) as Readonly<Record<Surface, string>>;
+export const SURFACE_BASES = Object.fromEntries(HTTP_SURFACES.map((surface) => [surface, SURFACES[surface].base])) as Readonly<
+  Record<Surface, string>
+>;
 
 /** Name of the console's HttpOnly session cookie. */
 export const CONSOLE_COOKIE = "gw_console";
 
 /** The surfaces' base paths, longest first, so `/api/v1` wins over `/api`. */
-const LONGEST_BASE_FIRST = HTTP_SURFACES.map((surface) => [surface, SURFACES[surface].base] as const).sort((a, b) => b[1].length - a[1].length);
+const LONGEST_BASE_FIRST = HTTP_SURFACES.map((surface) => [surface, SURFACES[surface].base] as const).sort(
+  (a, b) => b[1].length - a[1].length,
+);
 
 /** Which surface a path belongs to (longest base first), for 404s, error envelopes and the console's cross-site check. */
 export function surfaceOfPath(pathname: string): Surface | undefined {
   for (const [surface, base] of LONGEST_BASE_FIRST) {
-    if (pathname === base || pathname.startsWith(base + "/")) return surface;
+    if (pathname === base || pathname.startsWith(`${base}/`)) return surface;
   }
   return undefined;
 }

@@ -1,4 +1,4 @@
-/** ISO 8601 in UTC without the zone suffix, as spec 2.6 shows agent timestamps: `2026-11-22T18:30:00.123`. */
+/** ISO 8601 in UTC without the zone suffix, as docs/interface.md 2.6 shows agent timestamps: `2026-11-22T18:30:00.123`. */
 export function agentTimestamp(date: Date = new Date()): string {
   return date.toISOString().slice(0, -1);
 }

@@ -21,7 +21,7 @@ export const UserView = v.object({
 export const SessionIssued = v.object({
   user: UserView,
   token: v.string(),
-  tokenType: v.pipe(v.string(), v.description("Always \"Bearer\"")),
+  tokenType: v.pipe(v.string(), v.description('Always "Bearer"')),
   expiresAt: Timestamp,
 });
 
@@ -143,7 +143,21 @@ export const ChatCompletionView = v.object({
   object: v.string(),
   created: v.optional(v.number()),
   model: v.string(),
-  choices: v.array(v.object({ index: v.optional(v.number()), message: v.object({ role: v.string(), content: v.nullable(v.string()), tool_calls: v.optional(v.array(v.object({ id: v.string(), type: v.literal("function"), function: v.object({ name: v.string(), arguments: v.string() }) }))) }), finish_reason: v.nullable(v.string()) })),
+  choices: v.array(
+    v.object({
+      index: v.optional(v.number()),
+      message: v.object({
+        role: v.string(),
+        content: v.nullable(v.string()),
+        tool_calls: v.optional(
+          v.array(
+            v.object({ id: v.string(), type: v.literal("function"), function: v.object({ name: v.string(), arguments: v.string() }) }),
+          ),
+        ),
+      }),
+      finish_reason: v.nullable(v.string()),
+    }),
+  ),
   usage: v.optional(Usage),
 });
 
@@ -168,5 +182,5 @@ export const AgentRunView = v.object({
   finishedAt: Timestamp,
 });
 
-/** Relayed from the orchestrator as it answered (spec 4.4 "API-gateway mode"). */
+/** Relayed from the orchestrator as it answered (docs/interface.md 4.4 "API-gateway mode"). */
 export const Relayed = v.pipe(v.unknown(), v.description("The orchestrator's answer, relayed unchanged"));

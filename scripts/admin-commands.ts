@@ -31,7 +31,6 @@ export class AdminError extends Error {
   }
 }
 
-
 export const USAGE = `Usage: npm run admin -- <command> [options]
 
 Commands:
@@ -98,7 +97,8 @@ function required(flags: Flags, name: string): string {
   return value.trim();
 }
 
-const optional = (flags: Flags, name: string): string | undefined => (typeof flags[name] === "string" ? (flags[name] as string) : undefined);
+const optional = (flags: Flags, name: string): string | undefined =>
+  typeof flags[name] === "string" ? (flags[name] as string) : undefined;
 
 /** A decimal number as written on the command line; its range is the method's to check. */
 function numberFlag(flags: Flags, name: string): number;
@@ -169,9 +169,18 @@ const noWorkspace = (id: string) => `No workspace ${id} (find a user's workspace
  * policy chain with its operator check and its log line for the call, validation, the handler
  * with its domain's deps), as for an HTTP call.
  */
-async function call<M extends ServiceMethod>(composition: Composition, method: M, params: MethodParams<M>, notFound?: string): Promise<MethodResult<M>> {
+async function call<M extends ServiceMethod>(
+  composition: Composition,
+  method: M,
+  params: MethodParams<M>,
+  notFound?: string,
+): Promise<MethodResult<M>> {
   try {
-    return await composition.dispatcher.call(method, params, callFacts({ surface: "rpc", transport: "direct", ip: "local", authenticated: ADMIN_PRINCIPAL }));
+    return await composition.dispatcher.call(
+      method,
+      params,
+      callFacts({ surface: "rpc", transport: "direct", ip: "local", authenticated: ADMIN_PRINCIPAL }),
+    );
   } catch (error) {
     throw adminError(error, notFound);
   }
@@ -200,7 +209,11 @@ export async function runAdmin(args: string[], composition: Composition): Promis
     }
 
     case "create-workspace":
-      return call(composition, operatorWorkspacesCreate, { email: required(flags, "email"), name: optional(flags, "name"), default: flags.default === true });
+      return call(composition, operatorWorkspacesCreate, {
+        email: required(flags, "email"),
+        name: optional(flags, "name"),
+        default: flags.default === true,
+      });
 
     case "grant-credits": {
       const workspaceId = required(flags, "workspace");
@@ -245,7 +258,10 @@ export async function runAdmin(args: string[], composition: Composition): Promis
     }
 
     case "set-plan": {
-      const { user, previous } = await call(composition, operatorUsersUpdate, { email: required(flags, "email"), plan: required(flags, "plan") });
+      const { user, previous } = await call(composition, operatorUsersUpdate, {
+        email: required(flags, "email"),
+        plan: required(flags, "plan"),
+      });
       return { user: user.id, email: user.email, plan: user.plan, previous: previous.plan };
     }
 

@@ -39,7 +39,7 @@ if (built < sources || process.argv.includes("--force")) {
   const result = spawnSync(process.execPath, [tsc, "-p", join(root, "tsconfig.build.json")], { stdio: "inherit" });
   if (result.status !== 0) process.exit(result.status ?? 1);
   const { writeFileSync } = await import("node:fs");
-  writeFileSync(STAMP, new Date().toISOString() + "\n");
+  writeFileSync(STAMP, `${new Date().toISOString()}\n`);
 }
 
 // The console page's bundle (dist/console), by esbuild, when its sources changed.

@@ -1,11 +1,11 @@
-import { startServer } from "../facade/server.js";
-import { loadConfig } from "../rpc/config.js";
+import { type RunningServer, startServer } from "../facade/server.js";
+import { type Config, loadConfig } from "../rpc/config.js";
 import { startupFailure } from "./startup-errors.js";
 
 // One process: `npm start` runs this file compiled (dist/scripts/start.js) with plain node, so
 // the signals sent to `npm start` reach it (npm forwards SIGTERM and SIGINT to its child).
-let server;
-let config;
+let server: RunningServer;
+let config: Config | undefined;
 try {
   config = loadConfig(process.env);
   server = await startServer(config);
@@ -14,7 +14,8 @@ try {
   process.stderr.write(`${startupFailure(error, config ?? process.env)}\n`);
   process.exit(1);
 }
-process.stderr.write(`Gateway listening (storage: ${config.STORAGE}${config.STORAGE === "fs" ? ` in ${config.DATA_DIR}` : ""})\n`);
+const { STORAGE, DATA_DIR } = config as Config;
+process.stderr.write(`Gateway listening (storage: ${STORAGE}${STORAGE === "fs" ? ` in ${DATA_DIR}` : ""})\n`);
 for (const [name, url] of Object.entries(server.urls)) process.stderr.write(`  ${name.padEnd(12)} ${url}\n`);
 
 let stopping: { signal: string; at: number } | undefined;

@@ -15,7 +15,10 @@ export function startupFailure(error: unknown, env: Env): string {
   const port = String(env.PORT ?? "8787");
   switch (code) {
     case "REDIS_UNREACHABLE":
-      return line(`Invalid configuration: REDIS_URL=${String(env.REDIS_URL ?? "redis://127.0.0.1:6379")}: Redis did not answer (${message.replace(/^.*did not answer: /, "")}); start Redis there or point REDIS_URL at a running one`);
+      return line(
+        `Invalid configuration: REDIS_URL=${String(env.REDIS_URL ?? "redis://127.0.0.1:6379")}: ` +
+          `Redis did not answer (${message.replace(/^.*did not answer: /, "")}); start Redis there or point REDIS_URL at a running one`,
+      );
     case "DATA_DIR_BUSY":
       return line(`Invalid configuration: DATA_DIR=${String(env.DATA_DIR ?? "./data")}: ${message}`);
     case "EADDRINUSE":

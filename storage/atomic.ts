@@ -2,7 +2,7 @@ import { normalizeKey } from "unstorage";
 import { admit } from "./admission.js";
 
 /**
- * One account of a hold (the ledger, DESIGN "Money"). An account is an integer value at a
+ * One account of a hold (the ledger, docs/architecture.md "Money"). An account is an integer value at a
  * key plus the holds placed on it:
  * - `balance` accounts hold what is left (workspace credits), down to `limit` (default 0);
  * - `usage` accounts count what was used (a key's spend, tokens per minute, a plan's
@@ -256,7 +256,7 @@ export class LocalAtomic implements Atomic {
   adjust(key: string, delta: number) {
     return this.#atomically([key], (writes) => {
       const item = this.#raw(key);
-      const balance = valueOf(item) + delta;
+      const balance = numberOf(item) + delta;
       if (item) item.v = String(balance);
       this.#write(writes, key, item ?? withValue(null, String(balance), undefined));
       return balance;
@@ -269,7 +269,7 @@ export class LocalAtomic implements Atomic {
       (writes) => {
         for (const [key, delta] of deltas) {
           const item = this.#raw(key);
-          const value = String(valueOf(item) + delta);
+          const value = String(numberOf(item) + delta);
           if (item) item.v = value;
           this.#write(writes, key, item ?? withValue(null, value, undefined));
         }
@@ -280,7 +280,7 @@ export class LocalAtomic implements Atomic {
   debit(key: string, amount: number, floor = 0) {
     return this.#atomically([key], (writes) => {
       const item = this.#raw(key);
-      const current = valueOf(item);
+      const current = numberOf(item);
       if (current - amount < floor) return { ok: false, balance: current };
       if (item) item.v = String(current - amount);
       this.#write(writes, key, item ?? withValue(null, String(current - amount), undefined));
@@ -289,7 +289,7 @@ export class LocalAtomic implements Atomic {
   }
 
   balance(key: string) {
-    return this.#atomically([key], () => valueOf(this.#raw(key)));
+    return this.#atomically([key], () => numberOf(this.#raw(key)));
   }
 
   hold(id: string, lines: HoldLine[], leaseMs: number) {
@@ -505,7 +505,7 @@ function live(item: Live | null): boolean {
   return !!item && item.v !== undefined && (item.exp === undefined || item.exp > Date.now());
 }
 
-function valueOf(item: Live | null): number {
+function numberOf(item: Live | null): number {
   return live(item) ? Number(item!.v) : 0;
 }
 

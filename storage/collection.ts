@@ -41,7 +41,7 @@ export class Collection<T> {
   /** The keys of every record below the prefix, in key order. */
   async keys(...prefix: string[]): Promise<string[]> {
     const base = this.key(...prefix);
-    return (await this.#kv.getKeys(base)).filter((key) => key.startsWith(base + ":")).sort();
+    return (await this.#kv.getKeys(base)).filter((key) => key.startsWith(`${base}:`)).sort();
   }
 
   /** The records at these full keys (from `keys`), those still there. */
@@ -54,7 +54,7 @@ export class Collection<T> {
   /** Every record below the prefix, in key order. */
   async list(...prefix: string[]): Promise<T[]> {
     const base = this.key(...prefix);
-    const keys = (await this.#kv.getKeys(base)).filter((key) => key.startsWith(base + ":")).sort();
+    const keys = (await this.#kv.getKeys(base)).filter((key) => key.startsWith(`${base}:`)).sort();
     if (keys.length === 0) return [];
     const items = await this.#kv.getItems(keys);
     return items.map((item) => item.value as T).filter((value) => value !== null && value !== undefined);

@@ -19,7 +19,7 @@ export const atomicFsDriver = defineDriver((options: { base: string }) => {
   const inner = fsDriver({ base });
   const pathOf = (key: string) => {
     const path = resolve(join(base, key.replace(/:/g, "/")));
-    if (!path.startsWith(base + "/")) throw new Error(`Key outside the data directory: ${key}`);
+    if (!path.startsWith(`${base}/`)) throw new Error(`Key outside the data directory: ${key}`);
     return path;
   };
   const write = async (key: string, value: string) => {
@@ -93,7 +93,10 @@ function legacyRecord(entry: string, keepAsFiles: string[]): boolean {
  * Reads the records of a DATA_DIR written in the one-file-per-record layout (key `a:b:c` in
  * file `a/b/c`), for the first open of the journal engine; undefined when there are none.
  */
-export async function readLegacyLayout(base: string, keepAsFiles: string[]): Promise<{ records: Map<string, string>; entries: string[] } | undefined> {
+export async function readLegacyLayout(
+  base: string,
+  keepAsFiles: string[],
+): Promise<{ records: Map<string, string>; entries: string[] } | undefined> {
   const entries = await readdir(base, { recursive: true, withFileTypes: true });
   const records = new Map<string, string>();
   const top = new Set<string>();

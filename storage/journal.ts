@@ -1,5 +1,5 @@
 import { crc32 } from "node:zlib";
-import { mkdir, open, readdir, readFile, rename, rm, stat, type FileHandle } from "node:fs/promises";
+import { mkdir, open, readdir, readFile, rename, rm, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
 
 /**
@@ -106,7 +106,10 @@ export class Journal {
    * starts a new journal (so a torn tail is never appended to). `seed` supplies the records
    * of an older layout when the directory has neither snapshot nor journal yet.
    */
-  static async open(dir: string, options: JournalOptions & { seed?: () => Promise<Map<string, string> | undefined> } = {}): Promise<Journal> {
+  static async open(
+    dir: string,
+    options: JournalOptions & { seed?: () => Promise<Map<string, string> | undefined> } = {},
+  ): Promise<Journal> {
     const journal = new Journal(dir, options);
     await mkdir(dir, { recursive: true });
     const found = await journal.#load();
@@ -309,7 +312,9 @@ export class Journal {
       const path = join(this.#dir, `journal-${generation}`);
       const { ops, torn } = readLines(await readFile(path, "utf8"));
       if (torn && index < replay.length - 1) {
-        throw new Error(`${path} is damaged before its end (only the last journal can have a torn tail): restore the data directory from a backup`);
+        throw new Error(
+          `${path} is damaged before its end (only the last journal can have a torn tail): restore the data directory from a backup`,
+        );
       }
       this.tornBytes += torn;
       for (const op of ops) this.#apply(op);

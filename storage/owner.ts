@@ -21,7 +21,9 @@ export class DataDirBusyError extends Error {
     readonly dataDir: string,
     readonly pid: number | undefined,
   ) {
-    super(`DATA_DIR ${dataDir} is in use by another process${pid ? ` (pid ${pid})` : ""}: stop it or choose another DATA_DIR (npm run admin goes through the running server)`);
+    super(
+      `DATA_DIR ${dataDir} is in use by another process${pid ? ` (pid ${pid})` : ""}: stop it or choose another DATA_DIR (npm run admin goes through the running server)`,
+    );
   }
 }
 

@@ -233,7 +233,10 @@ export class RedisAtomic implements Atomic {
     for (const [name, definition] of Object.entries(SCRIPTS)) {
       if (typeof commands[name] !== "function") redis.defineCommand(name, definition);
     }
-    this.#scripts = Object.fromEntries(Object.keys(SCRIPTS).map((name) => [name, commands[name]!.bind(redis)])) as Record<keyof typeof SCRIPTS, ScriptCall>;
+    this.#scripts = Object.fromEntries(Object.keys(SCRIPTS).map((name) => [name, commands[name]!.bind(redis)])) as Record<
+      keyof typeof SCRIPTS,
+      ScriptCall
+    >;
   }
 
   async increment(key: string, by: number, ttlMs: number) {
@@ -263,7 +266,11 @@ export class RedisAtomic implements Atomic {
   async compareAndSet(key: string, expected: string | null, next: string | null, ttlMs?: number) {
     const result = await this.#scripts.gwCompareAndSet(
       this.#prefix + key,
-      expected === null ? "1" : "0", expected ?? "", next === null ? "1" : "0", next ?? "", ttlMs ? Math.ceil(ttlMs) : 0,
+      expected === null ? "1" : "0",
+      expected ?? "",
+      next === null ? "1" : "0",
+      next ?? "",
+      ttlMs ? Math.ceil(ttlMs) : 0,
     );
     return Number(result) === 1;
   }
@@ -274,7 +281,11 @@ export class RedisAtomic implements Atomic {
 
   async addAll(deltas: [key: string, delta: number][]) {
     if (!deltas.length) return;
-    await this.#scripts.gwAddAll(deltas.length, ...deltas.map(([key]) => this.#prefix + key), ...deltas.map(([, delta]) => Math.trunc(delta)));
+    await this.#scripts.gwAddAll(
+      deltas.length,
+      ...deltas.map(([key]) => this.#prefix + key),
+      ...deltas.map(([, delta]) => Math.trunc(delta)),
+    );
   }
 
   async debit(key: string, amount: number, floor = 0) {
@@ -321,7 +332,12 @@ export class RedisAtomic implements Atomic {
   }
 
   async account(key: string): Promise<AccountState> {
-    const [value, held, ttlMs, capped] = (await this.#scripts.gwAccount(...this.#accountKeys(key), Date.now())) as [number, number, number, string | null];
+    const [value, held, ttlMs, capped] = (await this.#scripts.gwAccount(...this.#accountKeys(key), Date.now())) as [
+      number,
+      number,
+      number,
+      string | null,
+    ];
     const state: AccountState = { value: Number(value), held: Number(held), ttlMs: Number(ttlMs) };
     if (capped) state.capped = capped;
     return state;
@@ -333,7 +349,15 @@ export class RedisAtomic implements Atomic {
   }
 
   async claimPlace(key: string, holder: string, token: string, weight: number, limit: number, leaseMs: number): Promise<PlaceClaim> {
-    const [taken, others, own] = (await this.#scripts.gwClaimPlace(...this.#placeKeys(key), holder, token, Math.trunc(weight), Math.trunc(limit), Date.now(), Math.ceil(leaseMs))) as [number, number, number];
+    const [taken, others, own] = (await this.#scripts.gwClaimPlace(
+      ...this.#placeKeys(key),
+      holder,
+      token,
+      Math.trunc(weight),
+      Math.trunc(limit),
+      Date.now(),
+      Math.ceil(leaseMs),
+    )) as [number, number, number];
     return { taken: Number(taken) === 1, others: Number(others), own: Number(own) };
   }
 
@@ -343,7 +367,12 @@ export class RedisAtomic implements Atomic {
 
   async renewPlaces(key: string, places: PlaceRenewal[], leaseMs: number): Promise<void> {
     if (places.length === 0) return;
-    await this.#scripts.gwRenewPlaces(...this.#placeKeys(key), Date.now(), Math.ceil(leaseMs), ...places.flatMap((place) => [place.holder, place.token, Math.trunc(place.weight)]));
+    await this.#scripts.gwRenewPlaces(
+      ...this.#placeKeys(key),
+      Date.now(),
+      Math.ceil(leaseMs),
+      ...places.flatMap((place) => [place.holder, place.token, Math.trunc(place.weight)]),
+    );
   }
 
   async places(key: string): Promise<{ weight: number; holders: number }> {

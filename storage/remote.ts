@@ -13,7 +13,26 @@ import type { Bus } from "./bus.js";
  */
 
 const KV_METHODS = ["hasItem", "getItem", "setItem", "removeItem", "getKeys", "clear"] as const;
-export const ATOMIC_METHODS = ["increment", "counter", "setIfAbsent", "get", "delete", "compareAndSet", "adjust", "addAll", "debit", "balance", "hold", "settle", "renew", "account", "claimPlace", "releasePlace", "renewPlaces", "places"] as const;
+export const ATOMIC_METHODS = [
+  "increment",
+  "counter",
+  "setIfAbsent",
+  "get",
+  "delete",
+  "compareAndSet",
+  "adjust",
+  "addAll",
+  "debit",
+  "balance",
+  "hold",
+  "settle",
+  "renew",
+  "account",
+  "claimPlace",
+  "releasePlace",
+  "renewPlaces",
+  "places",
+] as const;
 
 interface Target {
   kv: Storage;

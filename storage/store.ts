@@ -10,7 +10,7 @@ import { LocalAtomic, type Atomic } from "./atomic.js";
 import { MemoryBus, RedisBus, type Bus } from "./bus.js";
 import { atomicFsDriver, journalDriver, readLegacyLayout, removeOrphanTempFiles, setLegacyLayoutAside } from "./fs-driver.js";
 import { Journal } from "./journal.js";
-import { claimDataDir, DataDirBusyError } from "./owner.js";
+import { claimDataDir, DataDirBusyError, type DataDirOwner } from "./owner.js";
 import { connectToOwner, ownerAtomic, ownerDriver, serveStore } from "./remote.js";
 import { RedisAtomic } from "./redis-atomic.js";
 
@@ -38,7 +38,7 @@ export interface Store {
   close(): Promise<void>;
 }
 
-/** Where the data lives (spec 8: STORAGE, DATA_DIR, REDIS_URL, REDIS_PREFIX). */
+/** Where the data lives (docs/interface.md 8: STORAGE, DATA_DIR, REDIS_URL, REDIS_PREFIX). */
 export interface StoreOptions {
   STORAGE: "memory" | "fs" | "redis";
   DATA_DIR: string;
@@ -139,7 +139,7 @@ async function openFsStore(options: StoreOptions, open: OpenStoreOptions): Promi
   const base = resolve(options.DATA_DIR);
   await mkdir(base, { recursive: true });
   const socketPath = join(base, ".store.sock");
-  let owner;
+  let owner: DataDirOwner;
   try {
     owner = await claimDataDir(base);
   } catch (error) {
@@ -174,7 +174,11 @@ async function openFsStore(options: StoreOptions, open: OpenStoreOptions): Promi
     for (const mount of FILE_MOUNTS) kv.mount(mount, atomicFsDriver({ base: join(base, mount) }));
     // The ledger reads and writes the journal's records directly (synchronous reads, no
     // unstorage layer on the hot path); the keys are those unstorage gave them.
-    const atomic = new LocalAtomic({ get: (key) => journal.get(key), set: (key, value) => journal.set(key, value), remove: (key) => journal.remove(key) });
+    const atomic = new LocalAtomic({
+      get: (key) => journal.get(key),
+      set: (key, value) => journal.set(key, value),
+      remove: (key) => journal.remove(key),
+    });
     const bus = new MemoryBus();
     const store = localStore(options, kv, atomic, bus, async () => {
       await stopServing();
@@ -184,7 +188,9 @@ async function openFsStore(options: StoreOptions, open: OpenStoreOptions): Promi
       stopServing = await serveStore(socketPath, store);
     } catch (error) {
       // A DATA_DIR path too long for a unix socket: the server runs; the admin command waits for it to stop.
-      process.stderr.write(`storage: cannot listen on ${socketPath} (${(error as Error).message}); npm run admin will not run while this process runs\n`);
+      process.stderr.write(
+        `storage: cannot listen on ${socketPath} (${(error as Error).message}); npm run admin will not run while this process runs\n`,
+      );
     }
     const close = store.close;
     // The socket stops before the journal closes: no operation arrives after the last flush.
@@ -214,7 +220,9 @@ async function openRedisStore(options: StoreOptions): Promise<Store> {
     client.disconnect();
     subscriber.disconnect();
     // The code lets the start script name REDIS_URL in its one-line message.
-    throw Object.assign(new Error(`Redis at ${options.REDIS_URL} did not answer: ${(error as Error).message}`), { code: "REDIS_UNREACHABLE" });
+    throw Object.assign(new Error(`Redis at ${options.REDIS_URL} did not answer: ${(error as Error).message}`), {
+      code: "REDIS_UNREACHABLE",
+    });
   }
   const kv = createStorage({ driver: rawRedisDriver({ url: options.REDIS_URL, base: `${prefix}:kv`, maxRetriesPerRequest: 2, client }) });
   const atomic = new RedisAtomic(client, prefix);

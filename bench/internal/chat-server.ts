@@ -10,17 +10,28 @@ import { createKey } from "../../rpc/keys/create-key.js";
  * and a gateway key `sk_…` of the same user, then prints `READY <origin> <platform key> <gateway key>`. Log lines are built as in production (LOG_LEVEL=info)
  * and discarded, so their cost is measured without a pipe in the way.
  */
-const server = await startServer(loadConfig({ PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", GATEWAY_API_RATE_LIMIT_RPM: "1000000", ...process.env }), { logSink: () => undefined });
+const server = await startServer(
+  loadConfig({ PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", GATEWAY_API_RATE_LIMIT_RPM: "1000000", ...process.env }),
+  { logSink: () => undefined },
+);
 const services = server.composition;
 const email = `bench-${Date.now()}@example.com`;
-const { user } = (await runAdmin(["create-user", "--email", email, "--password", "Correct-Horse-9"], services)) as { user: { id: string; workspaceId: string } };
+const { user } = (await runAdmin(["create-user", "--email", email, "--password", "Correct-Horse-9"], services)) as {
+  user: { id: string; workspaceId: string };
+};
 await runAdmin(["grant-credits", "--workspace", user.workspaceId, "--credits", "1000000000"], services);
-const created = (await runAdmin(["create-key", "--workspace", user.workspaceId, "--name", "bench", "--rpm", "1000000000", "--tpm", "1000000000000"], services)) as {
+const created = (await runAdmin(
+  ["create-key", "--workspace", user.workspaceId, "--name", "bench", "--rpm", "1000000000", "--tpm", "1000000000000"],
+  services,
+)) as {
   key: string;
 };
 // A gateway key of the same user, for /gateway/v1 (the user's plan allowance; the benchmark
 // sets a plan large enough through PLANS_JSON).
-const gatewayKey = await createKey({ ...services.ports, keys: services.ports.repos.keys }, { kind: "gateway", owner: user.id, userId: user.id, name: "bench", scopes: ["*"] });
+const gatewayKey = await createKey(
+  { ...services.ports, keys: services.ports.repos.keys },
+  { kind: "gateway", owner: user.id, userId: user.id, name: "bench", scopes: ["*"] },
+);
 process.stdout.write(`READY ${server.origin} ${created.key} ${gatewayKey.secret}\n`);
 
 const stop = async () => {

@@ -24,7 +24,10 @@ const http = createServer(async (req: IncomingMessage, res: ServerResponse) => {
   const existing = typeof sessionId === "string" ? transports.get(sessionId) : undefined;
   if (existing) return existing.handleRequest(req, res, body);
   if (sessionId) return res.writeHead(404).end();
-  const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => randomUUID(), onsessioninitialized: (id) => void transports.set(id, transport) });
+  const transport = new StreamableHTTPServerTransport({
+    sessionIdGenerator: () => randomUUID(),
+    onsessioninitialized: (id) => void transports.set(id, transport),
+  });
   transport.onclose = () => {
     if (transport.sessionId) transports.delete(transport.sessionId);
   };

@@ -6,7 +6,11 @@ import type { Server } from "node:http";
  * `READY <words…>` it prints once it listens. Each benchmark process is its own Node process,
  * so load generator and server never share an event loop.
  */
-export function forkReady(script: string, env: Record<string, string | undefined>, execArgv: string[] = []): Promise<{ child: ChildProcess; words: string[] }> {
+export function forkReady(
+  script: string,
+  env: Record<string, string | undefined>,
+  execArgv: string[] = [],
+): Promise<{ child: ChildProcess; words: string[] }> {
   const child = fork(script, [], {
     execArgv: ["--import", "tsx", ...execArgv],
     env: { ...process.env, ...env },

@@ -31,7 +31,7 @@ interface LocalRun {
   controller: AbortController;
 }
 
-/** The message fields of the socket and the method params they become (spec 2.7 messages). */
+/** The message fields of the socket and the method params they become (docs/interface.md 2.7 messages). */
 const FIELD_NAMES: Record<string, string> = { agent_id: "agentId", run_id: "runId" };
 
 type Message = Record<string, unknown> & { id?: unknown; type?: unknown };
@@ -65,19 +65,27 @@ export class AgentStreamSession {
       return this.#error(new ServiceError("BAD_REQUEST", "Message is not valid JSON"), {});
     }
     if (typeof message !== "object" || message === null || Array.isArray(message)) {
-      return this.#error(new ServiceError("BAD_REQUEST", "Message must be a JSON object: {agentId, input} or {type: \"subscribe\", agentId}"), {});
+      return this.#error(
+        new ServiceError("BAD_REQUEST", 'Message must be a JSON object: {agentId, input} or {type: "subscribe", agentId}'),
+        {},
+      );
     }
     const record = message as Message;
     const tag = typeof record.id === "string" ? { id: record.id } : {};
     if (this.#options.orchestratorMode) {
       return this.#error(
-        new ServiceError("UNAVAILABLE", "Agents run in the orchestrator in this deployment; stream one with GET /gateway/v1/agents/{name}/stream"),
+        new ServiceError(
+          "UNAVAILABLE",
+          "Agents run in the orchestrator in this deployment; stream one with GET /gateway/v1/agents/{name}/stream",
+        ),
         tag,
       );
     }
     try {
       if (record.id !== undefined && (typeof record.id !== "string" || record.id.length > 128)) {
-        throw new ServiceError("VALIDATION_FAILED", "Invalid request: id: a string of at most 128 characters", { details: { issues: [{ path: "id", message: "a string of at most 128 characters" }] } });
+        throw new ServiceError("VALIDATION_FAILED", "Invalid request: id: a string of at most 128 characters", {
+          details: { issues: [{ path: "id", message: "a string of at most 128 characters" }] },
+        });
       }
       switch (record.type) {
         case undefined:
@@ -90,7 +98,10 @@ export class AgentStreamSession {
         case "cancel":
           return await this.#cancel(record);
         default:
-          throw new ServiceError("BAD_REQUEST", `Unknown message type: ${JSON.stringify(record.type)}; use invoke (default), subscribe, unsubscribe or cancel`);
+          throw new ServiceError(
+            "BAD_REQUEST",
+            `Unknown message type: ${JSON.stringify(record.type)}; use invoke (default), subscribe, unsubscribe or cancel`,
+          );
       }
     } catch (error) {
       this.#error(error, { ...tag, ...(typeof record.agentId === "string" ? { agentId: record.agentId } : {}) });
@@ -112,19 +123,32 @@ export class AgentStreamSession {
 
   /** The facts of one call the socket makes: its credentials again, its request id. */
   #facts(signal: AbortSignal): CallFacts {
-    return callFacts({ requestId: this.#options.requestId, surface: "gateway", transport: "socket", presented: this.#options.presented, signal });
+    return callFacts({
+      requestId: this.#options.requestId,
+      surface: "gateway",
+      transport: "socket",
+      presented: this.#options.presented,
+      signal,
+    });
   }
 
   async #invoke(message: Message, tag: { id?: string }): Promise<void> {
     if (this.#runs.size + this.#starting >= MAX_RUNS_PER_SOCKET) {
-      throw new ServiceError("RATE_LIMITED", `At most ${MAX_RUNS_PER_SOCKET} runs at once on one socket; wait for a done frame or open another socket`);
+      throw new ServiceError(
+        "RATE_LIMITED",
+        `At most ${MAX_RUNS_PER_SOCKET} runs at once on one socket; wait for a done frame or open another socket`,
+      );
     }
     const controller = new AbortController();
     this.#starting += 1;
     let started: MethodResult<typeof agentsInvoke>;
     try {
       // The message's fields as they came: the method checks them (agentId, input).
-      started = await this.#options.dispatcher.call(agentsInvoke, fromWire({ agent_id: message.agentId, input: message.input, stream: true }), this.#facts(controller.signal));
+      started = await this.#options.dispatcher.call(
+        agentsInvoke,
+        fromWire({ agent_id: message.agentId, input: message.input, stream: true }),
+        this.#facts(controller.signal),
+      );
     } finally {
       this.#starting -= 1;
     }
@@ -208,7 +232,9 @@ export class AgentStreamSession {
 
   async #unsubscribe(message: Message, tag: { id?: string }): Promise<void> {
     if (typeof message.agentId !== "string") {
-      throw new ServiceError("VALIDATION_FAILED", "Invalid request: agentId is required", { details: { issues: [{ path: "agentId", message: "agentId is required" }] } });
+      throw new ServiceError("VALIDATION_FAILED", "Invalid request: agentId is required", {
+        details: { issues: [{ path: "agentId", message: "agentId is required" }] },
+      });
     }
     const subscription = this.#subscriptions.get(message.agentId);
     this.#subscriptions.delete(message.agentId);
@@ -217,7 +243,11 @@ export class AgentStreamSession {
   }
 
   async #cancel(message: Message): Promise<void> {
-    const result = await this.#options.dispatcher.call(agentsCancel, fromWire({ run_id: message.runId }), this.#facts(new AbortController().signal));
+    const result = await this.#options.dispatcher.call(
+      agentsCancel,
+      fromWire({ run_id: message.runId }),
+      this.#facts(new AbortController().signal),
+    );
     this.#log({ event: "agent_stream.run_cancelled", runId: result.runId, agentId: result.agentId, reason: "client_cancel" });
   }
 
@@ -228,7 +258,14 @@ export class AgentStreamSession {
     const rename = (text: string) => text.replace(/\b(agent_id|run_id)\b/g, (name) => FIELD_NAMES[name]!);
     const details =
       rendered.code === "VALIDATION_FAILED" && rendered.details && typeof rendered.details === "object"
-        ? { ...(rendered.details as object), issues: ((rendered.details as { issues?: Issue[] }).issues ?? []).map((issue) => ({ ...issue, path: rename(issue.path), message: rename(issue.message) })) }
+        ? {
+            ...(rendered.details as object),
+            issues: ((rendered.details as { issues?: Issue[] }).issues ?? []).map((issue) => ({
+              ...issue,
+              path: rename(issue.path),
+              message: rename(issue.message),
+            })),
+          }
         : rendered.details;
     this.#send({
       type: "error",

@@ -6,7 +6,7 @@ import { SURFACE_BASES } from "../../rpc/surfaces.js";
 import { defineSocketUpgrade, type Admitted } from "../../facade/transport/ws-upgrade.js";
 import { AgentStreamSession } from "./session.js";
 
-/** `WS {gateway_base_url}/agents/stream` (spec 4.4, messages per spec 2.7). */
+/** `WS {gateway_base_url}/agents/stream` (docs/interface.md 4.4, messages per docs/interface.md 2.7). */
 export const AGENT_STREAM_PATH = `${SURFACE_BASES.gateway}/agents/stream`;
 /** The subprotocol this socket speaks; echoed back when offered (browsers require an echo). */
 export const AGENT_STREAM_SUBPROTOCOL = "agent-stream.v1";

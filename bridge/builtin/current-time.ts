@@ -18,7 +18,8 @@ function parts(date: Date, timeZone: string): Record<string, string> {
 
 export const currentTime: BuiltinTool = {
   name: "current_time",
-  description: "The current date and time in an IANA timezone (e.g. Europe/Paris, America/New_York; default UTC), with its UTC offset and weekday.",
+  description:
+    "The current date and time in an IANA timezone (e.g. Europe/Paris, America/New_York; default UTC), with its UTC offset and weekday.",
   category: "time",
   inputSchema: {
     type: "object",

@@ -27,7 +27,10 @@ interface Fetched {
   location?: string;
 }
 
-function once(url: URL, init: { method: string; headers: Record<string, string>; body?: string; maxBytes: number; signal: AbortSignal; guard: OutboundGuard }): Promise<Fetched> {
+function once(
+  url: URL,
+  init: { method: string; headers: Record<string, string>; body?: string; maxBytes: number; signal: AbortSignal; guard: OutboundGuard },
+): Promise<Fetched> {
   return new Promise((resolve, reject) => {
     // Sockets skip `lookup` for a literal address: checked here; names are checked by the
     // guard's lookup on the address actually connected to (no DNS-rebinding window).
@@ -99,7 +102,13 @@ export function httpFetch(options: HttpFetchOptions = {}): BuiltinTool {
         method: { type: "string", enum: ["GET", "POST"], default: "GET" },
         headers: { type: "object", additionalProperties: { type: "string" }, description: "Request headers." },
         body: { type: "string", maxLength: MAX_BYTES, description: "Request body (POST)." },
-        max_bytes: { type: "integer", minimum: 1, maximum: MAX_BYTES, default: DEFAULT_MAX_BYTES, description: "Response bytes kept; the rest is cut off." },
+        max_bytes: {
+          type: "integer",
+          minimum: 1,
+          maximum: MAX_BYTES,
+          default: DEFAULT_MAX_BYTES,
+          description: "Response bytes kept; the rest is cut off.",
+        },
         timeout_seconds: { type: "number", exclusiveMinimum: 0, maximum: 120, description: "Bounded by the gateway's tool timeout." },
       },
       required: ["url"],
@@ -115,8 +124,15 @@ export function httpFetch(options: HttpFetchOptions = {}): BuiltinTool {
       let current = { method, body: method === "POST" ? ((args.body as string | undefined) ?? "") : undefined };
       try {
         for (let hop = 0; ; hop += 1) {
-          if (url.protocol !== "http:" && url.protocol !== "https:") return errorResult(`Refused: only http and https URLs are fetched (${url.protocol})`);
-          const fetched = await once(url, { ...current, headers: (args.headers as Record<string, string> | undefined) ?? {}, maxBytes, signal, guard });
+          if (url.protocol !== "http:" && url.protocol !== "https:")
+            return errorResult(`Refused: only http and https URLs are fetched (${url.protocol})`);
+          const fetched = await once(url, {
+            ...current,
+            headers: (args.headers as Record<string, string> | undefined) ?? {},
+            maxBytes,
+            signal,
+            guard,
+          });
           // Redirects are followed by hand so every hop goes through the address check.
           if (fetched.location && fetched.status >= 300 && fetched.status < 400 && hop < MAX_REDIRECTS) {
             url = new URL(fetched.location, url);
@@ -124,8 +140,18 @@ export function httpFetch(options: HttpFetchOptions = {}): BuiltinTool {
             continue;
           }
           const text = fetched.body.toString("utf8");
-          const structured = { url: fetched.url, status: fetched.status, content_type: fetched.contentType, body: text, bytes: fetched.body.length, truncated: fetched.truncated };
-          return okResult(`HTTP ${fetched.status} ${fetched.url}${fetched.truncated ? ` (truncated at ${maxBytes} bytes)` : ""}\n\n${text}`, structured);
+          const structured = {
+            url: fetched.url,
+            status: fetched.status,
+            content_type: fetched.contentType,
+            body: text,
+            bytes: fetched.body.length,
+            truncated: fetched.truncated,
+          };
+          return okResult(
+            `HTTP ${fetched.status} ${fetched.url}${fetched.truncated ? ` (truncated at ${maxBytes} bytes)` : ""}\n\n${text}`,
+            structured,
+          );
         }
       } catch (error) {
         if (error instanceof AddressRefused) return errorResult(error.message);

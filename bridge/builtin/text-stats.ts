@@ -43,6 +43,9 @@ export const textStats: BuiltinTool = {
         .slice(0, top)
         .map(([word, count]) => ({ word, count })),
     };
-    return okResult(`${structured.words} words, ${structured.characters} characters, ${structured.sentences} sentences, ${structured.lines} lines`, structured);
+    return okResult(
+      `${structured.words} words, ${structured.characters} characters, ${structured.sentences} sentences, ${structured.lines} lines`,
+      structured,
+    );
   },
 };

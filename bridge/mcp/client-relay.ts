@@ -54,7 +54,8 @@ export function declaresClientFeatures(capabilities: ClientCapabilities | undefi
 }
 
 function resultSchema(request: ClientRequest) {
-  if (request.method === "sampling/createMessage") return request.params?.tools ? CreateMessageResultWithToolsSchema : CreateMessageResultSchema;
+  if (request.method === "sampling/createMessage")
+    return request.params?.tools ? CreateMessageResultWithToolsSchema : CreateMessageResultSchema;
   return request.method === "elicitation/create" ? ElicitResultSchema : ListRootsResultSchema;
 }
 
@@ -70,10 +71,16 @@ export function clientRelay(server: Server | undefined, extra: CallExtra): Clien
   return async (request, { signal, timeoutMs }) => {
     const capability = capabilityOf(request);
     if (!extra.sessionId) {
-      throw rpcError(ErrorCode.MethodNotFound, `${request.method} cannot be relayed: the tools/call came as plain JSON-RPC without an MCP session, so there is no client to ask`);
+      throw rpcError(
+        ErrorCode.MethodNotFound,
+        `${request.method} cannot be relayed: the tools/call came as plain JSON-RPC without an MCP session, so there is no client to ask`,
+      );
     }
     if (!capability.declared(server?.getClientCapabilities() ?? {})) {
-      throw rpcError(ErrorCode.MethodNotFound, `${request.method} refused: the MCP client that made this call did not declare the ${capability.name} capability`);
+      throw rpcError(
+        ErrorCode.MethodNotFound,
+        `${request.method} refused: the MCP client that made this call did not declare the ${capability.name} capability`,
+      );
     }
     // The client's own error goes back to the server with its code and message.
     // Aborted when the server cancels its request or the client's call ends (listeners removed after).
@@ -84,10 +91,14 @@ export function clientRelay(server: Server | undefined, extra: CallExtra): Clien
       else source.addEventListener("abort", abort, { once: true });
     }
     try {
-      const result = await extra.sendRequest({ method: request.method, params: request.params ?? {} } as ServerRequest, resultSchema(request) as never, {
-        signal: controller.signal,
-        timeout: timeoutMs,
-      });
+      const result = await extra.sendRequest(
+        { method: request.method, params: request.params ?? {} } as ServerRequest,
+        resultSchema(request) as never,
+        {
+          signal: controller.signal,
+          timeout: timeoutMs,
+        },
+      );
       return result as Record<string, unknown>;
     } catch (thrown) {
       const error = thrown as Error & { code?: unknown };
@@ -129,19 +140,30 @@ export function sessionLink(server: Server, session: LinkedSession): ClientSessi
     async request(request, { signal, timeoutMs }) {
       const capability = capabilityOf(request);
       if (!capability.declared(capabilities)) {
-        throw rpcError(ErrorCode.MethodNotFound, `${request.method} refused: the MCP client did not declare the ${capability.name} capability`);
+        throw rpcError(
+          ErrorCode.MethodNotFound,
+          `${request.method} refused: the MCP client did not declare the ${capability.name} capability`,
+        );
       }
       const deadline = Date.now() + timeoutMs;
       while (!session.streamOpen) {
         if (signal.aborted) throw rpcError(ErrorCode.InternalError, "Request cancelled");
-        if (Date.now() >= deadline) throw rpcError(ErrorCode.InternalError, `${request.method} could not reach the MCP client: it holds no GET stream open for requests outside its calls`);
+        if (Date.now() >= deadline)
+          throw rpcError(
+            ErrorCode.InternalError,
+            `${request.method} could not reach the MCP client: it holds no GET stream open for requests outside its calls`,
+          );
         await new Promise((resolve) => setTimeout(resolve, STREAM_WAIT_STEP_MS));
       }
       try {
-        const result = await server.request({ method: request.method, params: request.params ?? {} } as ServerRequest, resultSchema(request) as never, {
-          signal,
-          timeout: Math.max(1, deadline - Date.now()),
-        });
+        const result = await server.request(
+          { method: request.method, params: request.params ?? {} } as ServerRequest,
+          resultSchema(request) as never,
+          {
+            signal,
+            timeout: Math.max(1, deadline - Date.now()),
+          },
+        );
         return result as Record<string, unknown>;
       } catch (thrown) {
         const error = thrown as Error & { code?: unknown };
@@ -152,7 +174,9 @@ export function sessionLink(server: Server, session: LinkedSession): ClientSessi
       if (!session.streamOpen) return;
       // The catalog endpoint names loggers `<server>/<logger>`; a server's own endpoint keeps its names.
       const logger = session.upstream !== undefined ? params.logger : params.logger ? `${source}/${params.logger}` : source;
-      void server.sendLoggingMessage({ level: params.level, ...(logger === undefined ? {} : { logger }), data: params.data }, session.id).catch(() => undefined);
+      void server
+        .sendLoggingMessage({ level: params.level, ...(logger === undefined ? {} : { logger }), data: params.data }, session.id)
+        .catch(() => undefined);
     },
   };
 }

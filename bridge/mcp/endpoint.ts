@@ -25,10 +25,15 @@ import type { ToolBridge } from "../tool-bridge.js";
 import { isObject } from "../../rpc/validate.js";
 
 /**
- * spec 4.5: `POST /mcp/mcp/` on the bridge, which a deployment may rewrite to `/mcp/`; both
+ * docs/interface.md 4.5: `POST /mcp/mcp/` on the bridge, which a deployment may rewrite to `/mcp/`; both
  * answer, with and without the trailing slash.
  */
-export const MCP_PATHS = [`${SURFACE_BASES.bridge}/mcp/mcp/`, `${SURFACE_BASES.bridge}/mcp/mcp`, `${SURFACE_BASES.bridge}/mcp/`, `${SURFACE_BASES.bridge}/mcp`];
+export const MCP_PATHS = [
+  `${SURFACE_BASES.bridge}/mcp/mcp/`,
+  `${SURFACE_BASES.bridge}/mcp/mcp`,
+  `${SURFACE_BASES.bridge}/mcp/`,
+  `${SURFACE_BASES.bridge}/mcp`,
+];
 
 /**
  * One upstream server's own endpoint (docs/mcp.md "One endpoint per upstream server"): its
@@ -51,7 +56,12 @@ export function mcpSessionsOf(services: CorePorts): McpSessions | undefined {
  * bridge rate limit), returning its principal. A 401 points the client at the protected-resource
  * metadata (RFC 9728 §5.1).
  */
-async function principalOfRequest(request: Request, dispatcher: Dispatcher, scope: RequestScope, upstream: string | undefined): Promise<Principal> {
+async function principalOfRequest(
+  request: Request,
+  dispatcher: Dispatcher,
+  scope: RequestScope,
+  upstream: string | undefined,
+): Promise<Principal> {
   const services = dispatcher.ports;
   try {
     let principal: Principal | undefined;
@@ -59,7 +69,13 @@ async function principalOfRequest(request: Request, dispatcher: Dispatcher, scop
     await dispatcher.call(
       bridgeMcpConnect,
       upstream === undefined ? {} : { server: upstream },
-      callFacts({ ...scopeFacts(scope), surface: "bridge", transport: "mcp", presented: presentedFor("bridge", request), onAuthenticated: (who) => (principal = who) }),
+      callFacts({
+        ...scopeFacts(scope),
+        surface: "bridge",
+        transport: "mcp",
+        presented: presentedFor("bridge", request),
+        onAuthenticated: (who) => (principal = who),
+      }),
     );
     return principal!;
   } catch (error) {
@@ -74,7 +90,12 @@ async function principalOfRequest(request: Request, dispatcher: Dispatcher, scop
 }
 
 /** What the MCP server for this caller declares besides tools (resources, prompts), asked through the dispatcher. */
-async function offersFor(dispatcher: Dispatcher, principal: Principal, scope: RequestScope, upstream: string | undefined): Promise<McpServerOptions> {
+async function offersFor(
+  dispatcher: Dispatcher,
+  principal: Principal,
+  scope: RequestScope,
+  upstream: string | undefined,
+): Promise<McpServerOptions> {
   const offers = await dispatcher.call(
     bridgeMcpCapabilities,
     upstream === undefined ? {} : { server: upstream },
@@ -96,10 +117,12 @@ export function mcpTransport(bridge: ToolBridge): Transport {
 
 function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
   const services = dispatcher.ports;
-  const { config, log } = services;
-  // spec 8 GATEWAY_CORS_ORIGINS doubles as the Origin allowlist (MCP "Security Warning": DNS rebinding).
+  const { config } = services;
+  // docs/interface.md 8 GATEWAY_CORS_ORIGINS doubles as the Origin allowlist (MCP "Security Warning": DNS rebinding).
   const origins = allowedOrigins(config);
-  const sessions = new McpSessions(bridge.catalog, config.MCP_SESSION_IDLE_SECONDS, config.MCP_MAX_SESSIONS_PER_USER, (id) => bridge.upstream.release(id));
+  const sessions = new McpSessions(bridge.catalog, config.MCP_SESSION_IDLE_SECONDS, config.MCP_MAX_SESSIONS_PER_USER, (id) =>
+    bridge.upstream.release(id),
+  );
   tables.set(services, sessions);
   services.onClose(() => sessions.close());
   services.metrics.gauge("gateway_mcp_sessions", "MCP sessions open on this instance", () => sessions.size);
@@ -114,9 +137,13 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
 
     const version = request.headers.get("mcp-protocol-version");
     if (version !== null && !SUPPORTED_PROTOCOL_VERSIONS.includes(version)) {
-      throw new ServiceError("BAD_REQUEST", `Unsupported MCP-Protocol-Version ${version}; supported: ${SUPPORTED_PROTOCOL_VERSIONS.join(", ")}`, {
-        details: { supported: SUPPORTED_PROTOCOL_VERSIONS },
-      });
+      throw new ServiceError(
+        "BAD_REQUEST",
+        `Unsupported MCP-Protocol-Version ${version}; supported: ${SUPPORTED_PROTOCOL_VERSIONS.join(", ")}`,
+        {
+          details: { supported: SUPPORTED_PROTOCOL_VERSIONS },
+        },
+      );
     }
 
     const sessionId = request.headers.get(SESSION_HEADER);
@@ -132,17 +159,22 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
 
     if (!sessionId) {
       if (plain) return answerToolCall(plain, principal, dispatcher, scope, upstream, undefined);
-      const initializing = request.method === "POST" && (Array.isArray(parsedBody) ? parsedBody.some(isInitializeRequest) : isInitializeRequest(parsedBody));
+      const initializing =
+        request.method === "POST" && (Array.isArray(parsedBody) ? parsedBody.some(isInitializeRequest) : isInitializeRequest(parsedBody));
       if (initializing) return openSession(request, parsedBody, principal, dispatcher, sessions, scope, upstream, bridge);
-      // Plain JSON-RPC (spec 2.7: `{jsonrpc, id, method: "tools/list"}` with bearer auth, perhaps
+      // Plain JSON-RPC (docs/interface.md 2.7: `{jsonrpc, id, method: "tools/list"}` with bearer auth, perhaps
       // through a proxy that forwards JSON-RPC): answered statelessly, same catalog and limits.
       if (request.method === "POST") return answerStateless(request, parsedBody, principal, dispatcher, scope, upstream);
-      throw new ServiceError("BAD_REQUEST", "Mcp-Session-Id header is required for a GET stream; start a session with an initialize request");
+      throw new ServiceError(
+        "BAD_REQUEST",
+        "Mcp-Session-Id header is required for a GET stream; start a session with an initialize request",
+      );
     }
 
     const session = sessions.get(sessionId);
     // A session of another user (or of another endpoint) answers exactly like an ended one.
-    if (!session || session.userId !== principal.userId || session.upstream !== upstream) throw new ServiceError("NOT_FOUND", "Session not found; it ended or never existed: initialize a new one");
+    if (!session || session.userId !== principal.userId || session.upstream !== upstream)
+      throw new ServiceError("NOT_FOUND", "Session not found; it ended or never existed: initialize a new one");
     session.principal = principal;
     session.requestId = scope.requestId;
     session.lastSeen = Date.now();
@@ -153,16 +185,23 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
     const response = await session.transport.handleRequest(request, parsedBody === undefined ? undefined : { parsedBody });
     if (request.method === "GET" && response.status === 200 && response.body) {
       sessions.streamOpened(session);
-      return withHeaders(onStreamEnd(response, () => sessions.streamClosed(session)), scope);
+      return withHeaders(
+        onStreamEnd(response, () => sessions.streamClosed(session)),
+        scope,
+      );
     }
     return withHeaders(response, scope);
   });
 
   for (const path of [...MCP_PATHS, ...MCP_SERVER_PATHS]) app.all(path, handle);
 
-  app.on("GET", METADATA_PATH, (event) => jsonResponse(protectedResourceMetadata(publicOrigin(config, event.req)), 200, new Headers({ "cache-control": "max-age=3600" })));
+  app.on("GET", METADATA_PATH, (event) =>
+    jsonResponse(protectedResourceMetadata(publicOrigin(config, event.req)), 200, new Headers({ "cache-control": "max-age=3600" })),
+  );
   // Clients that derive the well-known address from the full endpoint path find the same document.
-  app.on("GET", `${METADATA_PATH}/mcp`, (event) => jsonResponse(protectedResourceMetadata(publicOrigin(config, event.req)), 200, new Headers({ "cache-control": "max-age=3600" })));
+  app.on("GET", `${METADATA_PATH}/mcp`, (event) =>
+    jsonResponse(protectedResourceMetadata(publicOrigin(config, event.req)), 200, new Headers({ "cache-control": "max-age=3600" })),
+  );
 }
 
 async function openSession(
@@ -253,7 +292,11 @@ async function answerStateless(
   scope: RequestScope,
   upstream: string | undefined,
 ): Promise<Response> {
-  const server = createToolServer(dispatcher, () => ({ principal, requestId: scope.requestId }), await offersFor(dispatcher, principal, scope, upstream));
+  const server = createToolServer(
+    dispatcher,
+    () => ({ principal, requestId: scope.requestId }),
+    await offersFor(dispatcher, principal, scope, upstream),
+  );
   const transport = new JsonResponseTransport({
     sessionIdGenerator: undefined,
     enableJsonResponse: true,
@@ -264,7 +307,8 @@ async function answerStateless(
   try {
     const response = await transport.handleRequest(request, { parsedBody });
     // A request asking for progress is answered with an SSE stream: the server lives until it ends.
-    streaming = response.status === 200 && response.body !== null && (response.headers.get("content-type") ?? "").startsWith("text/event-stream");
+    streaming =
+      response.status === 200 && response.body !== null && (response.headers.get("content-type") ?? "").startsWith("text/event-stream");
     return withHeaders(streaming ? onStreamEnd(response, () => void server.close().catch(() => undefined)) : response, scope);
   } finally {
     if (!streaming) await server.close().catch(() => undefined);
@@ -291,7 +335,11 @@ function plainToolCall(request: Request, body: unknown): PlainToolCall | undefin
   if (!isObject(params) || typeof params.name !== "string") return undefined;
   if (params.arguments !== undefined && !isObject(params.arguments)) return undefined;
   for (const key in params) if (key !== "name" && key !== "arguments" && key !== "_meta") return undefined;
-  if (params._meta !== undefined && (!isObject(params._meta) || Object.keys(params._meta).some((key) => key === "progressToken" || key.includes("related-task")))) return undefined;
+  if (
+    params._meta !== undefined &&
+    (!isObject(params._meta) || Object.keys(params._meta).some((key) => key === "progressToken" || key.includes("related-task")))
+  )
+    return undefined;
   for (const key in body) if (key !== "jsonrpc" && key !== "id" && key !== "method" && key !== "params") return undefined;
   if (!/application\/json/i.test(request.headers.get("content-type") ?? "")) return undefined;
   const accept = request.headers.get("accept") ?? "";
@@ -308,7 +356,14 @@ type Cancellable = { _requestHandlerAbortControllers: Map<string | number, Abort
  * the call registered where the SDK looks for `notifications/cancelled`, so a client's
  * cancellation still reaches the upstream server.
  */
-async function answerToolCall(call: PlainToolCall, principal: Principal, dispatcher: Dispatcher, scope: RequestScope, upstream: string | undefined, session: McpSession | undefined): Promise<Response> {
+async function answerToolCall(
+  call: PlainToolCall,
+  principal: Principal,
+  dispatcher: Dispatcher,
+  scope: RequestScope,
+  upstream: string | undefined,
+  session: McpSession | undefined,
+): Promise<Response> {
   let signal = scope.abort.signal;
   let handlers: Map<string | number, AbortController> | undefined;
   let controller: AbortController | undefined;
@@ -341,7 +396,11 @@ async function answerToolCall(call: PlainToolCall, principal: Principal, dispatc
     message = {
       jsonrpc: "2.0",
       id: call.id,
-      error: { code: Number.isSafeInteger(error.code) ? error.code : ErrorCode.InternalError, message: error.message ?? "Internal error", ...(error.data !== undefined ? { data: error.data } : {}) },
+      error: {
+        code: Number.isSafeInteger(error.code) ? error.code : ErrorCode.InternalError,
+        message: error.message ?? "Internal error",
+        ...(error.data !== undefined ? { data: error.data } : {}),
+      },
     };
   } finally {
     if (handlers && handlers.get(call.id) === controller) handlers.delete(call.id);

@@ -21,7 +21,7 @@ export function wwwAuthenticate(origin: string, error?: "invalid_token"): string
 
 /**
  * The protected-resource metadata document (RFC 9728 §2). The bridge takes the Gateway's own
- * credentials (session tokens, `sk_` keys, PLATFORM_SERVICE_KEY; spec 5) rather than tokens of
+ * credentials (session tokens, `sk_` keys, PLATFORM_SERVICE_KEY; docs/interface.md 5) rather than tokens of
  * an OAuth authorization server, so `authorization_servers` is left out: clients are configured
  * with a bearer token instead of running an OAuth flow.
  */

@@ -32,7 +32,7 @@ const DEBOUNCE_MS = 20;
 
 /**
  * The open MCP sessions of this instance, their idle expiry, and the fan-out of
- * `notifications/tools/list_changed` when the catalog changes (spec 4.5).
+ * `notifications/tools/list_changed` when the catalog changes (docs/interface.md 4.5).
  */
 export class McpSessions {
   readonly #sessions = new Map<string, McpSession>();
@@ -154,7 +154,9 @@ export class McpSessions {
       const sent =
         entry.kind === "resources/updated"
           ? entry.subscribers.includes(session.id)
-            ? session.server.sendResourceUpdated({ uri: session.upstream === undefined ? namespacedUri(entry.source, entry.uri) : entry.uri })
+            ? session.server.sendResourceUpdated({
+                uri: session.upstream === undefined ? namespacedUri(entry.source, entry.uri) : entry.uri,
+              })
             : undefined
           : entry.kind === "resources/list_changed"
             ? session.server.sendResourceListChanged()

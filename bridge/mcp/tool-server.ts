@@ -128,13 +128,27 @@ export interface McpCaller {
  * with the caller the endpoint admitted for this request. The low-level `Server` takes JSON
  * Schemas as they come from built-ins, upstream servers and VMs.
  */
-export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller, options: McpServerOptions = { offers: { resources: false, prompts: false, subscribe: false, completions: false } }): Server {
+export function createToolServer(
+  dispatcher: Dispatcher,
+  caller: () => McpCaller,
+  options: McpServerOptions = { offers: { resources: false, prompts: false, subscribe: false, completions: false } },
+): Server {
   const { upstream, offers } = options;
   // Every codec method takes the upstream server of a server's own endpoint.
-  const call = <K extends CodecMethod>(method: K, params: MethodParams<K>, signal: AbortSignal, onProgress?: (update: ProgressUpdate) => void, relay?: ClientRelay) => {
+  const call = <K extends CodecMethod>(
+    method: K,
+    params: MethodParams<K>,
+    signal: AbortSignal,
+    onProgress?: (update: ProgressUpdate) => void,
+    relay?: ClientRelay,
+  ) => {
     const { principal, requestId } = caller();
     return inSession(options, () =>
-      dispatcher.call(method, upstream === undefined ? params : { ...params, server: upstream }, callFacts({ requestId, surface: "bridge", transport: "mcp", authenticated: principal, signal, onProgress, relay })),
+      dispatcher.call(
+        method,
+        upstream === undefined ? params : { ...params, server: upstream },
+        callFacts({ requestId, surface: "bridge", transport: "mcp", authenticated: principal, signal, onProgress, relay }),
+      ),
     );
   };
   // logging: the SDK answers logging/setLevel per session and filters sendLoggingMessage by it.
@@ -165,7 +179,12 @@ export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller
     const upstreamCode = (error.details as { upstreamCode?: number } | undefined)?.upstreamCode;
     throw new McpError(typeof upstreamCode === "number" ? upstreamCode : ErrorCode.InternalError, error.message);
   };
-  const forward = async <K extends CodecMethod>(method: K, params: MethodParams<K>, signal: AbortSignal, notFound: number): Promise<MethodResult<K>> => {
+  const forward = async <K extends CodecMethod>(
+    method: K,
+    params: MethodParams<K>,
+    signal: AbortSignal,
+    notFound: number,
+  ): Promise<MethodResult<K>> => {
     try {
       return await call(method, params, signal);
     } catch (thrown) {
@@ -227,7 +246,14 @@ export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller
       return { prompts: page, ...(nextCursor ? { nextCursor } : {}) };
     });
     server.setRequestHandler(GetPromptRequestSchema, async (request, extra) =>
-      relayed<GetPromptResult>(await forward(bridgeMcpPromptsGet, { name: request.params.name, arguments: request.params.arguments ?? {} }, extra.signal, ErrorCode.InvalidParams)),
+      relayed<GetPromptResult>(
+        await forward(
+          bridgeMcpPromptsGet,
+          { name: request.params.name, arguments: request.params.arguments ?? {} },
+          extra.signal,
+          ErrorCode.InvalidParams,
+        ),
+      ),
     );
   }
 
@@ -235,7 +261,16 @@ export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller
     // An unknown ref (or one of a server the caller does not see) is -32602, as the SDK's own servers answer.
     server.setRequestHandler(CompleteRequestSchema, async (request, extra) =>
       relayed<CompleteResult>(
-        await forward(bridgeMcpCompletionComplete, { ref: request.params.ref, argument: request.params.argument, ...(request.params.context ? { context: request.params.context } : {}) }, extra.signal, ErrorCode.InvalidParams),
+        await forward(
+          bridgeMcpCompletionComplete,
+          {
+            ref: request.params.ref,
+            argument: request.params.argument,
+            ...(request.params.context ? { context: request.params.context } : {}),
+          },
+          extra.signal,
+          ErrorCode.InvalidParams,
+        ),
       ),
     );
   }
@@ -247,13 +282,13 @@ export function createToolServer(dispatcher: Dispatcher, caller: () => McpCaller
     const onProgress =
       progressToken === undefined
         ? undefined
-        : (update: ProgressUpdate) => void extra.sendNotification({ method: "notifications/progress", params: { ...update, progressToken } }).catch(() => undefined);
+        : (update: ProgressUpdate) =>
+            void extra.sendNotification({ method: "notifications/progress", params: { ...update, progressToken } }).catch(() => undefined);
     return inSession(options, () => runToolCall(dispatcher, caller, upstream, server, request.params, extra as never, onProgress));
   });
 
   return server;
 }
-
 
 /** What a tools/call runs with: its signal, session, and the way to send requests to the client. */
 export type ToolCallExtra = Parameters<typeof clientRelay>[1];
@@ -279,7 +314,13 @@ export async function runToolCall(
   // default it would cost a stream write per call nobody reads (docs/mcp.md "Logging").
   const note = (level: "debug" | "warning" | "error", data: Record<string, unknown>) => {
     if (level === "debug" && (server as unknown as LoggingLevels | undefined)?._loggingLevels?.get(extra.sessionId) !== "debug") return;
-    if (extra.sessionId && server) void server.sendLoggingMessage({ level, logger: "gateway", data: { tool: name, durationMs: Math.round(performance.now() - started), ...data } }, extra.sessionId).catch(() => undefined);
+    if (extra.sessionId && server)
+      void server
+        .sendLoggingMessage(
+          { level, logger: "gateway", data: { tool: name, durationMs: Math.round(performance.now() - started), ...data } },
+          extra.sessionId,
+        )
+        .catch(() => undefined);
   };
   const { principal, requestId } = caller();
   try {

@@ -260,7 +260,10 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
     if (this.#subscribers.get(uri)?.has(subscriber)) return;
     if (!this.offers().subscribe) throw new ServiceError("NOT_FOUND", `MCP server ${this.record.name} offers no resource subscriptions`);
     // The server is asked once per URI; it may be asked twice when two sessions race (harmless).
-    if (!this.#subscribers.get(uri)?.size) await this.#forward("resources", `subscription to ${uri}`, options, (client) => client.subscribeResource({ uri }, sdkOptions(options)));
+    if (!this.#subscribers.get(uri)?.size)
+      await this.#forward("resources", `subscription to ${uri}`, options, (client) =>
+        client.subscribeResource({ uri }, sdkOptions(options)),
+      );
     let subscribers = this.#subscribers.get(uri);
     if (!subscribers) this.#subscribers.set(uri, (subscribers = new Set()));
     subscribers.add(subscriber);
@@ -270,7 +273,9 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
     const subscribers = this.#subscribers.get(uri);
     if (!subscribers?.delete(subscriber) || subscribers.size > 0) return;
     this.#subscribers.delete(uri);
-    await this.#forward("resources", `unsubscription from ${uri}`, options, (client) => client.unsubscribeResource({ uri }, sdkOptions(options))).catch(() => undefined);
+    await this.#forward("resources", `unsubscription from ${uri}`, options, (client) =>
+      client.unsubscribeResource({ uri }, sdkOptions(options)),
+    ).catch(() => undefined);
   }
 
   /** A session ended: its subscriptions and its own upstream session go, and the server is told about URIs nobody holds any more. */
@@ -280,15 +285,27 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
   }
 
   listResources(options: RequestBounds): Promise<McpObject[]> {
-    return this.#allPages("resources", (client, cursor) => client.listResources(cursor ? { cursor } : {}, sdkOptions(options)), (page) => page.resources);
+    return this.#allPages(
+      "resources",
+      (client, cursor) => client.listResources(cursor ? { cursor } : {}, sdkOptions(options)),
+      (page) => page.resources,
+    );
   }
 
   listResourceTemplates(options: RequestBounds): Promise<McpObject[]> {
-    return this.#allPages("resources", (client, cursor) => client.listResourceTemplates(cursor ? { cursor } : {}, sdkOptions(options)), (page) => page.resourceTemplates);
+    return this.#allPages(
+      "resources",
+      (client, cursor) => client.listResourceTemplates(cursor ? { cursor } : {}, sdkOptions(options)),
+      (page) => page.resourceTemplates,
+    );
   }
 
   listPrompts(options: RequestBounds): Promise<McpObject[]> {
-    return this.#allPages("prompts", (client, cursor) => client.listPrompts(cursor ? { cursor } : {}, sdkOptions(options)), (page) => page.prompts);
+    return this.#allPages(
+      "prompts",
+      (client, cursor) => client.listPrompts(cursor ? { cursor } : {}, sdkOptions(options)),
+      (page) => page.prompts,
+    );
   }
 
   // Read, get and complete go on the client session's own upstream session when it has one
@@ -299,7 +316,13 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
   }
 
   getPrompt(name: string, args: Record<string, string>, options: RequestBounds): Promise<McpObject> {
-    return this.#forward("prompts", `prompt ${name}`, options, (client) => client.getPrompt({ name, arguments: args }, sdkOptions(options)), true);
+    return this.#forward(
+      "prompts",
+      `prompt ${name}`,
+      options,
+      (client) => client.getPrompt({ name, arguments: args }, sdkOptions(options)),
+      true,
+    );
   }
 
   complete(params: McpCompleteParams, options: RequestBounds): Promise<McpObject> {
@@ -326,8 +349,15 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
   }
 
   /** One request to the server, its failures as the catalog's errors (like tools/call, never retried). */
-  async #forward<T>(capability: keyof McpOffers, what: string, options: RequestBounds | undefined, send: (client: Client) => Promise<T>, own = false): Promise<T> {
-    if (!this.#client || this.health !== "healthy") throw new ServiceError("UNAVAILABLE", `MCP server ${this.record.name} is not connected`);
+  async #forward<T>(
+    capability: keyof McpOffers,
+    what: string,
+    options: RequestBounds | undefined,
+    send: (client: Client) => Promise<T>,
+    own = false,
+  ): Promise<T> {
+    if (!this.#client || this.health !== "healthy")
+      throw new ServiceError("UNAVAILABLE", `MCP server ${this.record.name} is not connected`);
     if (!this.offers()[capability]) throw new ServiceError("NOT_FOUND", `MCP server ${this.record.name} offers no ${capability}`);
     const session = own ? await this.#ownSession() : undefined;
     const client = session?.client ?? this.#client;
@@ -337,11 +367,20 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
     } catch (error) {
       if (session && !(error instanceof McpError) && !options?.signal?.aborted) this.#closeOwn(session.owner.id);
       if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) {
-        throw new ServiceError("TIMEOUT", `MCP server ${this.record.name} did not answer ${what} within ${Math.round(this.#settings.timeoutMs / 1000)} s`);
+        throw new ServiceError(
+          "TIMEOUT",
+          `MCP server ${this.record.name} did not answer ${what} within ${Math.round(this.#settings.timeoutMs / 1000)} s`,
+        );
       }
-      if (error instanceof McpError) throw new ServiceError("BAD_GATEWAY", `MCP server ${this.record.name} refused ${what}: ${error.message}`, { details: { upstreamCode: error.code } });
+      if (error instanceof McpError)
+        throw new ServiceError("BAD_GATEWAY", `MCP server ${this.record.name} refused ${what}: ${error.message}`, {
+          details: { upstreamCode: error.code },
+        });
       if (options?.signal?.aborted) throw new ServiceError("TIMEOUT", `Request for ${what} was cancelled`);
-      throw new ServiceError("BAD_GATEWAY", `MCP server ${this.record.name} is unreachable: ${describeError(error, this.#settings.timeoutMs)}`);
+      throw new ServiceError(
+        "BAD_GATEWAY",
+        `MCP server ${this.record.name} is unreachable: ${describeError(error, this.#settings.timeoutMs)}`,
+      );
     }
   }
 
@@ -359,9 +398,11 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
 
   /** Connects (with retries) unless an attempt is already running; resolves when it settles. */
   connect(): Promise<void> {
-    this.#attempt ??= inFlight.exit(() => this.#connectWithRetries()).finally(() => {
-      this.#attempt = undefined;
-    });
+    this.#attempt ??= inFlight
+      .exit(() => this.#connectWithRetries())
+      .finally(() => {
+        this.#attempt = undefined;
+      });
     return this.#attempt;
   }
 
@@ -396,7 +437,10 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
       fetch: watchedFetch(this.#settings.fetch ?? fetch),
     });
     for (const [schema, method] of RELAYED) {
-      client.setRequestHandler(schema as typeof CreateMessageRequestSchema, (request, extra) => this.#relay({ method, params: request.params as Record<string, unknown> }, extra.signal) as never);
+      client.setRequestHandler(
+        schema as typeof CreateMessageRequestSchema,
+        (request, extra) => this.#relay({ method, params: request.params as Record<string, unknown> }, extra.signal) as never,
+      );
     }
     client.onerror = () => undefined;
     client.onclose = () => {
@@ -412,9 +456,12 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
     });
     client.setNotificationHandler(ResourceUpdatedNotificationSchema, (notification) => {
       const subscribers = this.#subscribers.get(notification.params.uri);
-      if (subscribers?.size) this.#settings.onNotice?.({ kind: "resources/updated", uri: notification.params.uri, subscribers: [...subscribers] });
+      if (subscribers?.size)
+        this.#settings.onNotice?.({ kind: "resources/updated", uri: notification.params.uri, subscribers: [...subscribers] });
     });
-    client.setNotificationHandler(ResourceListChangedNotificationSchema, () => this.#settings.onNotice?.({ kind: "resources/list_changed" }));
+    client.setNotificationHandler(ResourceListChangedNotificationSchema, () =>
+      this.#settings.onNotice?.({ kind: "resources/list_changed" }),
+    );
     client.setNotificationHandler(PromptListChangedNotificationSchema, () => this.#settings.onNotice?.({ kind: "prompts/list_changed" }));
     this.#client = client;
     this.#transport = transport;
@@ -422,10 +469,15 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
       await client.connect(transport, { timeout: this.#settings.timeoutMs });
       // A new connection is a new upstream session: subscriptions held through the old one are renewed.
       if (client.getServerCapabilities()?.resources?.subscribe) {
-        await Promise.all([...this.#subscribers.keys()].map((uri) => client.subscribeResource({ uri }, { timeout: this.#settings.timeoutMs }).catch(() => undefined)));
+        await Promise.all(
+          [...this.#subscribers.keys()].map((uri) =>
+            client.subscribeResource({ uri }, { timeout: this.#settings.timeoutMs }).catch(() => undefined),
+          ),
+        );
       }
       // Everything the server logs comes here; each client session filters by its own level.
-      if (client.getServerCapabilities()?.logging) await client.setLoggingLevel("debug", { timeout: this.#settings.timeoutMs }).catch(() => undefined);
+      if (client.getServerCapabilities()?.logging)
+        await client.setLoggingLevel("debug", { timeout: this.#settings.timeoutMs }).catch(() => undefined);
       this.#tools = await this.#listTools(client);
     } catch (error) {
       if (this.#client === client) this.#client = undefined;
@@ -491,7 +543,8 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
   async call(name: string, args: Record<string, unknown>, options: CallOptions): Promise<ToolResult> {
     const prefix = this.record.name + NAMESPACE_SEPARATOR;
     if (!name.startsWith(prefix)) throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
-    if (!this.#client || this.health !== "healthy") throw new ServiceError("UNAVAILABLE", `MCP server ${this.record.name} is not connected`);
+    if (!this.#client || this.health !== "healthy")
+      throw new ServiceError("UNAVAILABLE", `MCP server ${this.record.name} is not connected`);
     // A client session with client features calls on its own upstream session (docs/mcp.md "Upstream sessions").
     const own = await this.#ownSession();
     const client = own?.client ?? this.#client;
@@ -521,14 +574,24 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
       // The common call (no progress asked, no output schema to check, the session established)
       // is sent as one JSON-RPC POST and its answer read here: the SDK transport's Web fetch
       // and stream pipeline cost several times more (docs/benchmarks-bridge.md "MCP proxy").
-      if (!onProgress && request && transport?.sessionId !== undefined && (own !== undefined || !this.#withOutputSchema.has(name.slice(prefix.length)))) {
+      if (
+        !onProgress &&
+        request &&
+        transport?.sessionId !== undefined &&
+        (own !== undefined || !this.#withOutputSchema.has(name.slice(prefix.length)))
+      ) {
         return await this.#post(client, transport, request, name.slice(prefix.length), args, options.timeoutMs, signal, call);
       }
       const result = await inFlight.run(call, () =>
         client.callTool({ name: name.slice(prefix.length), arguments: args }, undefined, {
           timeout: options.timeoutMs,
           signal,
-          ...(onProgress ? { onprogress: ({ progress, total, message }) => onProgress({ progress, ...(total === undefined ? {} : { total }), ...(message === undefined ? {} : { message }) }) } : {}),
+          ...(onProgress
+            ? {
+                onprogress: ({ progress, total, message }) =>
+                  onProgress({ progress, ...(total === undefined ? {} : { total }), ...(message === undefined ? {} : { message }) }),
+              }
+            : {}),
         }),
       );
       return result as ToolResult;
@@ -536,13 +599,19 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
       if (options.signal?.aborted) throw new ServiceError("TIMEOUT", `Call to ${name} was cancelled`);
       // The answer stream ended without the reply: on the SDK path reported through `ended`
       // (watchedFetch), on the direct path thrown by #post.
-      if (ended.signal.aborted || error instanceof StreamEnded) throw new ServiceError("BAD_GATEWAY", `MCP server ${this.record.name} ended the call to ${name} without an answer`);
+      if (ended.signal.aborted || error instanceof StreamEnded)
+        throw new ServiceError("BAD_GATEWAY", `MCP server ${this.record.name} ended the call to ${name} without an answer`);
       if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) {
-        throw new ServiceError("TIMEOUT", `MCP server ${this.record.name} did not answer ${name} within ${Math.round(options.timeoutMs / 1000)} s`);
+        throw new ServiceError(
+          "TIMEOUT",
+          `MCP server ${this.record.name} did not answer ${name} within ${Math.round(options.timeoutMs / 1000)} s`,
+        );
       }
       if (error instanceof McpError) {
         // The server answered with a JSON-RPC error: relay its message, it is about the call.
-        throw new ServiceError("BAD_GATEWAY", `MCP server ${this.record.name} refused ${name}: ${error.message}`, { details: { upstreamCode: error.code } });
+        throw new ServiceError("BAD_GATEWAY", `MCP server ${this.record.name} refused ${name}: ${error.message}`, {
+          details: { upstreamCode: error.code },
+        });
       }
       // Transport failure of a client's own upstream session: it ends (the next request opens
       // another); the shared connection finds out on its own whether the server is gone.
@@ -569,7 +638,16 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
    * without the reply fails the call at once. Errors are thrown as the SDK would (McpError for
    * a JSON-RPC error or the timeout), for call() to map.
    */
-  async #post(client: Client, transport: StreamableHTTPClientTransport, request: NonNullable<ConnectionSettings["request"]>, tool: string, args: Record<string, unknown>, timeoutMs: number, signal: AbortSignal, call: CallInFlight): Promise<ToolResult> {
+  async #post(
+    client: Client,
+    transport: StreamableHTTPClientTransport,
+    request: NonNullable<ConnectionSettings["request"]>,
+    tool: string,
+    args: Record<string, unknown>,
+    timeoutMs: number,
+    signal: AbortSignal,
+    call: CallInFlight,
+  ): Promise<ToolResult> {
     // Ids of their own, so they never meet the SDK client's numeric ones.
     const id = `gw-${(this.#nextCallId += 1)}`;
     const abort = new AbortController();
@@ -596,7 +674,11 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
       if (transport.protocolVersion) headers["mcp-protocol-version"] = transport.protocolVersion;
       const body = JSON.stringify({ jsonrpc: "2.0", id, method: "tools/call", params: { name: tool, arguments: args } });
       const reply = await new Promise<Record<string, unknown>>((resolve, reject) => {
-        abort.signal.addEventListener("abort", () => reject(timedOut ? new McpError(ErrorCode.RequestTimeout, "Request timed out") : new Error("cancelled")), { once: true });
+        abort.signal.addEventListener(
+          "abort",
+          () => reject(timedOut ? new McpError(ErrorCode.RequestTimeout, "Request timed out") : new Error("cancelled")),
+          { once: true },
+        );
         request((this.#url ??= new URL(this.record.url)), { method: "POST", headers, body, signal: abort.signal }).then((response) => {
           const type = response.headers["content-type"] ?? "";
           const status = response.statusCode ?? 0;
@@ -614,7 +696,8 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
             response.on("error", reject);
             response.on("data", (chunk: string) => (text += chunk));
             response.on("end", () => {
-              if (status < 200 || status > 299) return reject(new Error(`Error POSTing to endpoint (HTTP ${status}): ${text.slice(0, 200)}`));
+              if (status < 200 || status > 299)
+                return reject(new Error(`Error POSTing to endpoint (HTTP ${status}): ${text.slice(0, 200)}`));
               try {
                 const parsed: unknown = JSON.parse(text);
                 for (const message of Array.isArray(parsed) ? parsed : [parsed]) deliver(message);
@@ -651,7 +734,11 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
               if (settled || abort.signal.aborted) return;
               if (lastId.value === undefined || resumed >= MAX_RESUMES) return reject(new StreamEnded());
               try {
-                stream = await request(this.#url!, { method: "GET", headers: { ...headers, accept: "text/event-stream", "last-event-id": lastId.value }, signal: abort.signal });
+                stream = await request(this.#url!, {
+                  method: "GET",
+                  headers: { ...headers, accept: "text/event-stream", "last-event-id": lastId.value },
+                  signal: abort.signal,
+                });
               } catch (error) {
                 return reject(error);
               }
@@ -669,7 +756,8 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
       }
       if (!isObject(reply.result)) throw new McpError(ErrorCode.InvalidRequest, "Invalid tools/call result");
       const result = reply.result;
-      if (result.content !== undefined && !Array.isArray(result.content)) throw new McpError(ErrorCode.InvalidRequest, "Invalid tools/call result: content must be an array");
+      if (result.content !== undefined && !Array.isArray(result.content))
+        throw new McpError(ErrorCode.InvalidRequest, "Invalid tools/call result: content must be an array");
       return (result.content === undefined ? { ...result, content: [] } : result) as unknown as ToolResult;
     } finally {
       clearTimeout(timer);
@@ -692,19 +780,27 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
     if (this.#refused.has(owner.id)) return undefined;
     const refuse = (bound: string) => {
       this.#refused.add(owner.id);
-      this.#settings.log.info({ level: "warn", msg: `MCP server ${this.record.name}: ${bound} reached; MCP session ${owner.id} uses the shared connection` });
+      this.#settings.log.info({
+        level: "warn",
+        msg: `MCP server ${this.record.name}: ${bound} reached; MCP session ${owner.id} uses the shared connection`,
+      });
       return undefined;
     };
     if (this.#own.size >= bounds.perServer) return refuse(`MCP_UPSTREAM_SESSIONS_PER_SERVER (${bounds.perServer})`);
     if (!bounds.take(owner.userId)) return refuse(`MCP_UPSTREAM_SESSIONS_PER_USER for user ${owner.userId}`);
     // Opened outside the request's context: the session's GET stream (read in the context it
     // was opened in) must carry nobody's call.
-    pending = inFlight.exit(() => clientSession.exit(() => this.#openOwn(owner))).catch((error: unknown) => {
-      this.#settings.log.info({ level: "warn", msg: `MCP server ${this.record.name}: upstream session for ${owner.id} failed to open: ${describeError(error, this.#settings.timeoutMs)}` });
-      if (this.#own.get(owner.id) === pending) this.#own.delete(owner.id);
-      bounds.give(owner.userId);
-      return undefined;
-    });
+    pending = inFlight
+      .exit(() => clientSession.exit(() => this.#openOwn(owner)))
+      .catch((error: unknown) => {
+        this.#settings.log.info({
+          level: "warn",
+          msg: `MCP server ${this.record.name}: upstream session for ${owner.id} failed to open: ${describeError(error, this.#settings.timeoutMs)}`,
+        });
+        if (this.#own.get(owner.id) === pending) this.#own.delete(owner.id);
+        bounds.give(owner.userId);
+        return undefined;
+      });
     this.#own.set(owner.id, pending);
     return pending;
   }
@@ -720,8 +816,12 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
       fetch: watchedFetch(this.#settings.fetch ?? fetch),
     });
     for (const [schema, method] of RELAYED) {
-      if (!owner.capabilities[method === "sampling/createMessage" ? "sampling" : method === "elicitation/create" ? "elicitation" : "roots"]) continue;
-      client.setRequestHandler(schema as typeof CreateMessageRequestSchema, (request, extra) => this.#relayOwn(owner, { method, params: request.params as Record<string, unknown> }, extra.signal) as never);
+      if (!owner.capabilities[method === "sampling/createMessage" ? "sampling" : method === "elicitation/create" ? "elicitation" : "roots"])
+        continue;
+      client.setRequestHandler(
+        schema as typeof CreateMessageRequestSchema,
+        (request, extra) => this.#relayOwn(owner, { method, params: request.params as Record<string, unknown> }, extra.signal) as never,
+      );
     }
     client.onerror = () => undefined;
     client.onclose = () => {
@@ -734,7 +834,8 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
     try {
       await client.connect(transport, { timeout: this.#settings.timeoutMs });
       const level = owner.loggingLevel();
-      if (level && client.getServerCapabilities()?.logging) await client.setLoggingLevel(level, { timeout: this.#settings.timeoutMs }).catch(() => undefined);
+      if (level && client.getServerCapabilities()?.logging)
+        await client.setLoggingLevel(level, { timeout: this.#settings.timeoutMs }).catch(() => undefined);
     } catch (error) {
       await client.close().catch(() => undefined);
       throw error;
@@ -780,16 +881,24 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
   /** The client set its log level: forwarded to its upstream session here, if the server logs. */
   async setLevel(id: string, level: LoggingLevel): Promise<void> {
     const session = await this.#own.get(id);
-    if (session?.client.getServerCapabilities()?.logging) await session.client.setLoggingLevel(level, { timeout: this.#settings.timeoutMs }).catch(() => undefined);
+    if (session?.client.getServerCapabilities()?.logging)
+      await session.client.setLoggingLevel(level, { timeout: this.#settings.timeoutMs }).catch(() => undefined);
   }
 
   /** A server-to-client request: relayed to the client session of the call it arrived with, or refused. */
   async #relay(request: ClientRequest, signal: AbortSignal): Promise<Record<string, unknown>> {
     const call = inFlight.getStore();
     if (!call || call.done) {
-      throw rpcError(ErrorCode.MethodNotFound, `${request.method} is relayed only during a tools/call, to the MCP client session that made it; the gateway's connection is shared by every session`);
+      throw rpcError(
+        ErrorCode.MethodNotFound,
+        `${request.method} is relayed only during a tools/call, to the MCP client session that made it; the gateway's connection is shared by every session`,
+      );
     }
-    if (!call.relay) throw rpcError(ErrorCode.MethodNotFound, `${request.method} refused: this call did not come from an MCP client session (REST or an agent)`);
+    if (!call.relay)
+      throw rpcError(
+        ErrorCode.MethodNotFound,
+        `${request.method} refused: this call did not come from an MCP client session (REST or an agent)`,
+      );
     return call.relay(request, { signal, timeoutMs: this.#settings.timeoutMs });
   }
 

@@ -32,8 +32,8 @@ const refOf = (tenantId: string | null, name: string) => `${tenantId ?? "*"}/${n
 /**
  * The registered upstream MCP servers of this instance: loads them from storage at start,
  * keeps one connection each, and follows registrations made on other instances through the
- * bus (DESIGN "More than one instance"). Each server belongs to a tenant, or is shared by an
- * operator (DESIGN "Ownership"); its tools carry that owner into the catalog.
+ * bus (docs/architecture.md "More than one instance"). Each server belongs to a tenant, or is shared by an
+ * operator (docs/architecture.md "Ownership"); its tools carry that owner into the catalog.
  */
 export class UpstreamServers {
   readonly repo: McpServersRepo;
@@ -52,7 +52,15 @@ export class UpstreamServers {
   readonly #ownSessions = new Map<string, number>();
   readonly #sessionBounds: UpstreamSessionBounds;
 
-  constructor(deps: { catalog: Catalog; store: Store; secrets: SecretBox; config: Config; log: Logger; resolveHost?: ResolveHost; emit?: EmitEvent }) {
+  constructor(deps: {
+    catalog: Catalog;
+    store: Store;
+    secrets: SecretBox;
+    config: Config;
+    log: Logger;
+    resolveHost?: ResolveHost;
+    emit?: EmitEvent;
+  }) {
     this.#catalog = deps.catalog;
     this.#emit = deps.emit;
     // Servers stored while MCP_SERVERS_ALLOW_PRIVATE was on are refused at connect once it is off.
@@ -94,7 +102,10 @@ export class UpstreamServers {
   async start(): Promise<void> {
     this.#unsubscribe = await this.repo.subscribe((event) => void this.#onEvent(event));
     for (const record of await this.repo.list()) void this.#attach(record).connect();
-    this.#resync = setInterval(() => void this.#sync().catch((error) => this.#log.error({ error: `mcp-servers resync: ${(error as Error).message}` })), RESYNC_MS);
+    this.#resync = setInterval(
+      () => void this.#sync().catch((error) => this.#log.error({ error: `mcp-servers resync: ${(error as Error).message}` })),
+      RESYNC_MS,
+    );
     this.#resync.unref();
   }
 
@@ -119,7 +130,8 @@ export class UpstreamServers {
     const stored = new Set(records.map((record) => refOf(record.tenantId, record.name)));
     for (const record of records) if (!this.#connections.has(refOf(record.tenantId, record.name))) void this.#attach(record).connect();
     for (const connection of [...this.#connections.values()]) {
-      if (!stored.has(refOf(connection.record.tenantId, connection.record.name))) await this.#detach(connection.record.tenantId, connection.record.name);
+      if (!stored.has(refOf(connection.record.tenantId, connection.record.name)))
+        await this.#detach(connection.record.tenantId, connection.record.name);
     }
   }
 
@@ -132,8 +144,17 @@ export class UpstreamServers {
       maxRetries: this.#config.GATEWAY_MAX_RETRIES,
       onChange: () => this.#catalog.changed(),
       // Shared servers have no tenant to tell (docs/events.md).
-      onHealth: (health, lastError) => this.#emit?.(record.tenantId ?? undefined, "mcp.server.health_changed", { name: record.name, health, lastError }),
-      onLog: (params) => this.#catalog.log({ owner: record.tenantId ?? undefined, source: record.name, logger: record.name, level: params.level, data: params.data, ...(params.logger ? { logger: `${record.name}/${params.logger}` } : {}) }),
+      onHealth: (health, lastError) =>
+        this.#emit?.(record.tenantId ?? undefined, "mcp.server.health_changed", { name: record.name, health, lastError }),
+      onLog: (params) =>
+        this.#catalog.log({
+          owner: record.tenantId ?? undefined,
+          source: record.name,
+          logger: record.name,
+          level: params.level,
+          data: params.data,
+          ...(params.logger ? { logger: `${record.name}/${params.logger}` } : {}),
+        }),
       onNotice: (notice) => this.#catalog.notice({ ...notice, owner: record.tenantId ?? undefined, source: record.name }),
       log: this.#log,
       fetch: this.#fetch,
@@ -185,7 +206,8 @@ export class UpstreamServers {
   async remove(tenantId: string, name: string): Promise<void> {
     const record = await this.repo.get(tenantId, name);
     if (!record) {
-      if (await this.repo.get(null, name)) throw new ServiceError("FORBIDDEN", `MCP server ${name} is shared by the operators; only they can remove it`);
+      if (await this.repo.get(null, name))
+        throw new ServiceError("FORBIDDEN", `MCP server ${name} is shared by the operators; only they can remove it`);
       throw new ServiceError("NOT_FOUND", `No MCP server named ${name}`);
     }
     await this.repo.remove(tenantId, name);
@@ -199,7 +221,9 @@ export class UpstreamServers {
     return records
       .map((record) => {
         const connection = this.#connections.get(refOf(record.tenantId, record.name));
-        return connection ? view(connection) : view(new UpstreamConnection(record, { timeoutMs: 0, maxRetries: 0, onChange: () => undefined, log: this.#log }));
+        return connection
+          ? view(connection)
+          : view(new UpstreamConnection(record, { timeoutMs: 0, maxRetries: 0, onChange: () => undefined, log: this.#log }));
       })
       .sort((a, b) => a.name.localeCompare(b.name) || Number(a.shared) - Number(b.shared));
   }
@@ -212,7 +236,8 @@ export class UpstreamServers {
     const shared: UpstreamSummary["shared"] = [];
     const tenants = { total: 0, healthy: 0, unhealthy: 0 };
     for (const c of this.#connections.values()) {
-      if (c.record.tenantId === null) shared.push({ name: c.record.name, health: c.health, toolCount: c.toolCount, lastError: c.lastError ?? null });
+      if (c.record.tenantId === null)
+        shared.push({ name: c.record.name, health: c.health, toolCount: c.toolCount, lastError: c.lastError ?? null });
       else {
         tenants.total += 1;
         if (c.health === "healthy") tenants.healthy += 1;
@@ -263,7 +288,9 @@ export class UpstreamServers {
       await this.#guard.resolve(host);
     } catch (error) {
       if (error instanceof AddressRefused) throw new ServiceError("FORBIDDEN", `MCP server address refused: ${error.message}`);
-      throw new ServiceError("VALIDATION_FAILED", `Cannot resolve the MCP server's host: ${host}`, { details: { issues: [{ path: "url", message: "host does not resolve" }] } });
+      throw new ServiceError("VALIDATION_FAILED", `Cannot resolve the MCP server's host: ${host}`, {
+        details: { issues: [{ path: "url", message: "host does not resolve" }] },
+      });
     }
   }
 

@@ -20,7 +20,6 @@ export interface VmPeer {
   terminate(): void;
 }
 
-
 export interface CallOptions {
   timeoutMs: number;
   signal?: AbortSignal;
@@ -114,13 +113,23 @@ export class VmConnection {
   /** Asks the VM to run one of its tools (`tools/call`), bounded by `timeoutMs`. */
   async callTool(name: string, args: Record<string, unknown>, options: CallOptions): Promise<ToolResult> {
     const seconds = Math.round(options.timeoutMs / 100) / 10;
-    const response = await this.#request("tools/call", { name, arguments: args }, options, () =>
-      new ServiceError("TIMEOUT", `VM ${this.vmId} did not answer tools/call ${name} within ${seconds} s`, { details: { vmId: this.vmId, tool: name } }),
+    const response = await this.#request(
+      "tools/call",
+      { name, arguments: args },
+      options,
+      () =>
+        new ServiceError("TIMEOUT", `VM ${this.vmId} did not answer tools/call ${name} within ${seconds} s`, {
+          details: { vmId: this.vmId, tool: name },
+        }),
     );
     if (response.error) {
-      // spec 2.7 / DESIGN "Tools and VMs": a VM's own error is passed on with its message.
+      // docs/interface.md 2.7 / docs/architecture.md "Tools and VMs": a VM's own error is passed on with its message.
       throw new ServiceError("BAD_GATEWAY", `VM ${this.vmId} failed tools/call ${name}: ${response.error.message}`, {
-        details: { vmId: this.vmId, tool: name, vmError: { code: response.error.code, message: response.error.message, data: response.error.data } },
+        details: {
+          vmId: this.vmId,
+          tool: name,
+          vmError: { code: response.error.code, message: response.error.message, data: response.error.data },
+        },
       });
     }
     return toToolResult(response.result);
@@ -130,13 +139,26 @@ export class VmConnection {
    * `resources/read` or `prompts/get` on the VM, bounded by `timeoutMs`; its answer must be an
    * object with `contents` (read) or `messages` (prompt) arrays, as MCP's results have.
    */
-  async ask(method: "resources/read" | "prompts/get", params: Record<string, unknown>, options: CallOptions): Promise<Record<string, unknown>> {
+  async ask(
+    method: "resources/read" | "prompts/get",
+    params: Record<string, unknown>,
+    options: CallOptions,
+  ): Promise<Record<string, unknown>> {
     const seconds = Math.round(options.timeoutMs / 100) / 10;
     const what = method === "resources/read" ? `resources/read ${String(params.uri)}` : `prompts/get ${String(params.name)}`;
-    const response = await this.#request(method, params, options, () => new ServiceError("TIMEOUT", `VM ${this.vmId} did not answer ${what} within ${seconds} s`, { details: { vmId: this.vmId } }));
+    const response = await this.#request(
+      method,
+      params,
+      options,
+      () => new ServiceError("TIMEOUT", `VM ${this.vmId} did not answer ${what} within ${seconds} s`, { details: { vmId: this.vmId } }),
+    );
     if (response.error) {
       throw new ServiceError("BAD_GATEWAY", `VM ${this.vmId} failed ${what}: ${response.error.message}`, {
-        details: { vmId: this.vmId, upstreamCode: response.error.code, vmError: { code: response.error.code, message: response.error.message } },
+        details: {
+          vmId: this.vmId,
+          upstreamCode: response.error.code,
+          vmError: { code: response.error.code, message: response.error.message },
+        },
       });
     }
     const result = response.result as Record<string, unknown> | null;

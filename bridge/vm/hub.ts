@@ -70,7 +70,7 @@ const REMOTE_GRACE_MS = 500;
 
 /**
  * Every VM socket of this instance, and the way to reach VMs on other instances
- * (DESIGN "More than one instance"): presence records in storage, tool calls and catalog
+ * (docs/architecture.md "More than one instance"): presence records in storage, tool calls and catalog
  * events over the bus. Also the catalog's `vms` tool source.
  */
 export class VmHub {
@@ -82,7 +82,10 @@ export class VmHub {
   readonly #quotas: QuotasRepo;
   readonly #local = new Map<string, VmConnection>();
   readonly #server = new JSONRPCServer<VmConnection>({ errorListener: () => undefined });
-  readonly #remote = new Map<string, { resolve: (r: ToolResult | McpObject) => void; reject: (e: ServiceError) => void; cleanup: () => void }>();
+  readonly #remote = new Map<
+    string,
+    { resolve: (r: ToolResult | McpObject) => void; reject: (e: ServiceError) => void; cleanup: () => void }
+  >();
   readonly #unsubscribe: (() => Promise<void>)[] = [];
   /** Calls this instance runs for other instances, by callId, so their cancellation reaches the VM. */
   readonly #serving = new Map<string, AbortController>();
@@ -94,7 +97,9 @@ export class VmHub {
     this.#opts = options;
     this.owners = new VmOwnersRepo(options.store);
     this.#quotas = new QuotasRepo(options.store);
-    this.directory = new VmDirectory(options.store, this.instanceId, options.config.VM_HEARTBEAT_SECONDS * 3_000, () => this.#localRecords());
+    this.directory = new VmDirectory(options.store, this.instanceId, options.config.VM_HEARTBEAT_SECONDS * 3_000, () =>
+      this.#localRecords(),
+    );
     this.#server.addMethod("tools/register", (params, conn) => this.#register(conn, params));
     this.#server.addMethod("ping", () => ({}));
     options.catalog.addSource(vmToolSource(this));
@@ -169,7 +174,13 @@ export class VmHub {
     await admitVmOwner(this.owners, identity);
     const connectionId = randomUUID();
     const limit = quotaLimit(this.#opts.config, "vm_sockets_per_tenant");
-    const claim = await this.#quotas.claim("vm-sockets", identity.tenantId, { holder: identity.vmId, token: connectionId, weight: 1 }, limit, this.#leaseMs);
+    const claim = await this.#quotas.claim(
+      "vm-sockets",
+      identity.tenantId,
+      { holder: identity.vmId, token: connectionId, weight: 1 },
+      limit,
+      this.#leaseMs,
+    );
     if (!claim.taken) throw quotaReached("vm_sockets_per_tenant", limit, claim.others, { extra: { tenantId: identity.tenantId } });
     return { ...identity, connectionId };
   }
@@ -193,7 +204,9 @@ export class VmHub {
   /** The socket closed (any reason): in-flight calls fail now, the VM leaves the catalog. */
   detach(conn: VmConnection, code?: number): void {
     conn.closedByPeer(
-      new ServiceError("BAD_GATEWAY", `VM ${conn.vmId} disconnected while the call was in flight`, { details: { vmId: conn.vmId, reason: "vm_disconnected", closeCode: code } }),
+      new ServiceError("BAD_GATEWAY", `VM ${conn.vmId} disconnected while the call was in flight`, {
+        details: { vmId: conn.vmId, reason: "vm_disconnected", closeCode: code },
+      }),
     );
     // Only the places this connection still owns: a newer socket of the vmId keeps its own.
     // (At shutdown `close` gives them back itself, before storage closes.)
@@ -201,7 +214,11 @@ export class VmHub {
     if (this.#local.get(conn.vmId) !== conn) return; // already replaced
     this.#local.delete(conn.vmId);
     this.#opts.log.info({ event: "vm.disconnected", vmId: conn.vmId, connectionId: conn.id, code });
-    this.#opts.emit?.(conn.identity.tenantId, "vm.disconnected", { vmId: conn.vmId, agentId: conn.identity.agentId, closeCode: code ?? null });
+    this.#opts.emit?.(conn.identity.tenantId, "vm.disconnected", {
+      vmId: conn.vmId,
+      agentId: conn.identity.agentId,
+      closeCode: code ?? null,
+    });
     void this.#announce(conn, "left");
   }
 
@@ -272,7 +289,11 @@ export class VmHub {
     const parsed = v.safeParse(registerParams, raw ?? {});
     if (!parsed.success) {
       const issues = parsed.issues.map((issue) => ({ path: v.getDotPath(issue) ?? "", message: issue.message }));
-      throw new JSONRPCErrorException(`Invalid tools/register params: ${issues[0]!.path ? `${issues[0]!.path}: ` : ""}${issues[0]!.message}`, -32602, { issues });
+      throw new JSONRPCErrorException(
+        `Invalid tools/register params: ${issues[0]!.path ? `${issues[0]!.path}: ` : ""}${issues[0]!.message}`,
+        -32602,
+        { issues },
+      );
     }
     await this.#claimTools(conn, parsed.output.tools.length);
     conn.tools = parsed.output.tools as VmTool[];
@@ -291,7 +312,13 @@ export class VmHub {
   async #claimTools(conn: VmConnection, count: number): Promise<void> {
     const tenantId = conn.identity.tenantId;
     const limit = quotaLimit(this.#opts.config, "vm_tools_per_tenant");
-    const claim = await this.#quotas.claim("vm-tools", tenantId, { holder: conn.vmId, token: conn.id, weight: count }, limit, this.#leaseMs);
+    const claim = await this.#quotas.claim(
+      "vm-tools",
+      tenantId,
+      { holder: conn.vmId, token: conn.id, weight: count },
+      limit,
+      this.#leaseMs,
+    );
     if (!claim.taken) {
       const refusal = quotaReached("vm_tools_per_tenant", limit, claim.others + claim.own, { extra: { tenantId, requested: count } });
       throw new JSONRPCErrorException(`${refusal.message}: this VM announces ${count}`, ERROR_CODES.CONFLICT.rpc, refusal.details);
@@ -316,9 +343,20 @@ export class VmHub {
     const byTenant = new Map<string, VmConnection[]>();
     for (const conn of conns) byTenant.set(conn.identity.tenantId, [...(byTenant.get(conn.identity.tenantId) ?? []), conn]);
     for (const [tenantId, held] of byTenant) {
-      await this.#quotas.renew("vm-sockets", tenantId, held.map((conn) => ({ holder: conn.vmId, token: conn.id, weight: 1 })), this.#leaseMs);
+      await this.#quotas.renew(
+        "vm-sockets",
+        tenantId,
+        held.map((conn) => ({ holder: conn.vmId, token: conn.id, weight: 1 })),
+        this.#leaseMs,
+      );
       const withTools = held.filter((conn) => conn.tools.length > 0);
-      if (withTools.length) await this.#quotas.renew("vm-tools", tenantId, withTools.map((conn) => ({ holder: conn.vmId, token: conn.id, weight: conn.tools.length })), this.#leaseMs);
+      if (withTools.length)
+        await this.#quotas.renew(
+          "vm-tools",
+          tenantId,
+          withTools.map((conn) => ({ holder: conn.vmId, token: conn.id, weight: conn.tools.length })),
+          this.#leaseMs,
+        );
     }
   }
 
@@ -332,7 +370,13 @@ export class VmHub {
     try {
       if (type === "left") await this.directory.remove(conn.vmId, conn.id);
       else if (!conn.closed) await this.directory.put(this.#recordOf(conn));
-      const event: VmEvent = { instanceId: this.instanceId, type, vmId: conn.vmId, connectionId: conn.id, ...(federates ? { federatedFor: conn.identity.tenantId } : {}) };
+      const event: VmEvent = {
+        instanceId: this.instanceId,
+        type,
+        vmId: conn.vmId,
+        connectionId: conn.id,
+        ...(federates ? { federatedFor: conn.identity.tenantId } : {}),
+      };
       await this.#opts.store.bus.publish("vm:events", event);
     } catch (error) {
       this.#opts.log.error({ event: "vm.presence_failed", vmId: conn.vmId, error: String(error) });
@@ -356,13 +400,29 @@ export class VmHub {
   }
 
   #forward(record: VmRecord, tool: string, args: Record<string, unknown>, options: VmCallOptions): Promise<ToolResult>;
-  #forward(record: VmRecord, tool: string, args: Record<string, unknown>, options: VmCallOptions, ask: RemoteCall["ask"]): Promise<McpObject>;
-  #forward(record: VmRecord, tool: string, args: Record<string, unknown>, options: VmCallOptions, ask?: RemoteCall["ask"]): Promise<ToolResult | McpObject> {
+  #forward(
+    record: VmRecord,
+    tool: string,
+    args: Record<string, unknown>,
+    options: VmCallOptions,
+    ask: RemoteCall["ask"],
+  ): Promise<McpObject>;
+  #forward(
+    record: VmRecord,
+    tool: string,
+    args: Record<string, unknown>,
+    options: VmCallOptions,
+    ask?: RemoteCall["ask"],
+  ): Promise<ToolResult | McpObject> {
     const callId = randomUUID();
     return new Promise<ToolResult | McpObject>((resolve, reject) => {
       const timer = setTimeout(() => {
         finish();
-        reject(new ServiceError("TIMEOUT", `VM ${record.vmId} did not answer tools/call ${tool} within ${options.timeoutMs / 1000} s`, { details: { vmId: record.vmId, tool } }));
+        reject(
+          new ServiceError("TIMEOUT", `VM ${record.vmId} did not answer tools/call ${tool} within ${options.timeoutMs / 1000} s`, {
+            details: { vmId: record.vmId, tool },
+          }),
+        );
       }, options.timeoutMs + REMOTE_GRACE_MS);
       const onAbort = () => {
         finish();
@@ -385,7 +445,15 @@ export class VmHub {
         reject: (error) => (finish(), reject(error)),
         cleanup,
       });
-      const message: RemoteCall = { callId, replyTo: this.instanceId, vmId: record.vmId, tool, args, timeoutMs: options.timeoutMs, ...(ask ? { ask } : {}) };
+      const message: RemoteCall = {
+        callId,
+        replyTo: this.instanceId,
+        vmId: record.vmId,
+        tool,
+        args,
+        timeoutMs: options.timeoutMs,
+        ...(ask ? { ask } : {}),
+      };
       this.#opts.store.bus.publish(`vm:call:${record.instanceId}`, message).catch((error) => {
         this.#remote.get(callId)?.reject(new ServiceError("UNAVAILABLE", "Could not reach the instance holding the VM", { cause: error }));
       });
@@ -400,7 +468,12 @@ export class VmHub {
       const conn = this.#local.get(call.vmId);
       if (!conn) throw vmNotConnected(call.vmId);
       const options = { timeoutMs: call.timeoutMs, signal: controller.signal };
-      reply = { callId: call.callId, result: call.ask ? await conn.ask(call.ask.method, call.ask.params, options) : await conn.callTool(call.tool, call.args ?? {}, options) };
+      reply = {
+        callId: call.callId,
+        result: call.ask
+          ? await conn.ask(call.ask.method, call.ask.params, options)
+          : await conn.callTool(call.tool, call.args ?? {}, options),
+      };
     } catch (error) {
       if (controller.signal.aborted) return; // the forwarding instance answered its caller already
       const serviceError = toServiceError(error);
@@ -424,7 +497,13 @@ export class VmHub {
     for (const conn of [...this.#local.values()]) {
       if (!conn.seen) {
         this.#opts.log.info({ event: "vm.heartbeat_missed", vmId: conn.vmId, connectionId: conn.id });
-        conn.close(1006, "heartbeat", new ServiceError("BAD_GATEWAY", `VM ${conn.vmId} stopped answering heartbeats`, { details: { vmId: conn.vmId, reason: "vm_dead" } }));
+        conn.close(
+          1006,
+          "heartbeat",
+          new ServiceError("BAD_GATEWAY", `VM ${conn.vmId} stopped answering heartbeats`, {
+            details: { vmId: conn.vmId, reason: "vm_dead" },
+          }),
+        );
         this.detach(conn, CLOSE.heartbeat);
         continue;
       }

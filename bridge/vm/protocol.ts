@@ -9,8 +9,7 @@ import { schemaProblem, TOOL_BOUNDS } from "../../rpc/tools/tool-bounds.js";
  * `notifications/cancelled` `{requestId, reason}` when the bridge gives up on a request.
  */
 
-/** Ids and tool names are path-safe and MCP-name-safe (MCP allows `[A-Za-z0-9_.-]`). */
-export const VM_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+/** Tool names are path-safe and MCP-name-safe (MCP allows `[A-Za-z0-9_.-]`). */
 export const TOOL_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 
 /** Tools one VM may announce; keeps one misbehaving VM from flooding every catalog (docs/security.md "Input bounds"). */
@@ -27,12 +26,15 @@ export const CLOSE = {
 } as const;
 
 const toolFields = v.object({
-  name: v.pipe(v.string("name must be a string"), v.regex(TOOL_NAME, "name: letters, digits, _ . - (1-64, starting with a letter or digit)")),
+  name: v.pipe(
+    v.string("name must be a string"),
+    v.regex(TOOL_NAME, "name: letters, digits, _ . - (1-64, starting with a letter or digit)"),
+  ),
   description: v.optional(v.pipe(v.string("description must be a string"), v.maxLength(4096)), ""),
   inputSchema: v.optional(
     v.pipe(
       v.record(v.string(), v.unknown(), "inputSchema must be a JSON Schema object"),
-      v.check((schema) => schema.type === undefined || schema.type === "object", "inputSchema.type must be \"object\""),
+      v.check((schema) => schema.type === undefined || schema.type === "object", 'inputSchema.type must be "object"'),
     ),
     { type: "object" },
   ),
@@ -53,7 +55,12 @@ const toolSchema = v.pipe(
 export const MAX_ITEMS_PER_VM = 1000;
 
 const resourceSchema = v.object({
-  uri: v.pipe(v.string("uri must be a string"), v.minLength(1), v.maxLength(2048), v.regex(/^[A-Za-z][A-Za-z0-9+.-]*:/, "uri must be an absolute URI")),
+  uri: v.pipe(
+    v.string("uri must be a string"),
+    v.minLength(1),
+    v.maxLength(2048),
+    v.regex(/^[A-Za-z][A-Za-z0-9+.-]*:/, "uri must be an absolute URI"),
+  ),
   name: v.pipe(v.string("name must be a string"), v.minLength(1), v.maxLength(256)),
   title: v.optional(v.pipe(v.string(), v.maxLength(256))),
   description: v.optional(v.pipe(v.string(), v.maxLength(4096))),
@@ -61,12 +68,21 @@ const resourceSchema = v.object({
 });
 
 const promptSchema = v.object({
-  name: v.pipe(v.string("name must be a string"), v.regex(TOOL_NAME, "name: letters, digits, _ . - (1-64, starting with a letter or digit)")),
+  name: v.pipe(
+    v.string("name must be a string"),
+    v.regex(TOOL_NAME, "name: letters, digits, _ . - (1-64, starting with a letter or digit)"),
+  ),
   title: v.optional(v.pipe(v.string(), v.maxLength(256))),
   description: v.optional(v.pipe(v.string(), v.maxLength(4096))),
   arguments: v.optional(
     v.pipe(
-      v.array(v.object({ name: v.pipe(v.string(), v.minLength(1), v.maxLength(128)), description: v.optional(v.pipe(v.string(), v.maxLength(1024))), required: v.optional(v.boolean()) })),
+      v.array(
+        v.object({
+          name: v.pipe(v.string(), v.minLength(1), v.maxLength(128)),
+          description: v.optional(v.pipe(v.string(), v.maxLength(1024))),
+          required: v.optional(v.boolean()),
+        }),
+      ),
       v.maxLength(64),
     ),
   ),

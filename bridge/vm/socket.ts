@@ -16,7 +16,7 @@ export const VM_SOCKET_PATH = `${SURFACE_BASES.bridge}/agents/:agentId/ws`;
 type PeerState = Partial<Admitted<MethodResult<typeof bridgeVmsConnect>>> & { conn?: VmConnection };
 
 /**
- * `WS /bridge/agents/:agentId/ws?vmId=&tenantId=` (spec 4.5): admitted in the upgrade by the
+ * `WS /bridge/agents/:agentId/ws?vmId=&tenantId=` (docs/interface.md 4.5): admitted in the upgrade by the
  * `bridge.vms.connect` method (401/403/400/429 refuse it with the bridge's JSON error), then
  * handed to the hub, which speaks JSON-RPC with the VM.
  */

@@ -41,7 +41,8 @@ export function vmToolSource(hub: VmDirectory): ToolSource {
     async call(name, args, options) {
       const found = await resolve(name);
       // A caller scoped to a tenant never reaches another tenant's VM (same answer as an unknown tool).
-      if (!found || (options.tenantId !== undefined && found.record.tenantId !== options.tenantId)) throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
+      if (!found || (options.tenantId !== undefined && found.record.tenantId !== options.tenantId))
+        throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
       if (options.vmId && options.vmId !== found.record.vmId) throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
       return hub.call(found.record.vmId, found.tool.name, args, { timeoutMs: options.timeoutMs, signal: options.signal });
     },

@@ -14,7 +14,8 @@ import type { H3 } from "h3";
  */
 export const CONSOLE_SECURITY_HEADERS: Readonly<Record<string, string>> = {
   "content-security-policy":
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; font-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; font-src " +
+    "'self'; manifest-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
   "x-frame-options": "DENY",
   "referrer-policy": "no-referrer",
   "x-content-type-options": "nosniff",
@@ -82,10 +83,17 @@ export function mountConsole(app: H3, assetDir = CONSOLE_ASSET_DIR): void {
         body = await readFile(join(assetDir, file));
       } catch {
         if (match[1] !== "app") return new Response("Not found", { status: 404, headers: headers("text/plain; charset=utf-8", {}) });
-        return new Response("The console is not built: run npm run build", { status: 503, headers: headers("text/plain; charset=utf-8", { "cache-control": "no-store" }) });
+        return new Response("The console is not built: run npm run build", {
+          status: 503,
+          headers: headers("text/plain; charset=utf-8", { "cache-control": "no-store" }),
+        });
       }
       // Compressed once, when first asked for: the bundle is a few files that change only with a build.
-      asset = { body: new Uint8Array(body), gzip: new Uint8Array(gzipSync(body, { level: 9 })), etag: `"${createHash("sha256").update(body).digest("base64url").slice(0, 22)}"` };
+      asset = {
+        body: new Uint8Array(body),
+        gzip: new Uint8Array(gzipSync(body, { level: 9 })),
+        etag: `"${createHash("sha256").update(body).digest("base64url").slice(0, 22)}"`,
+      };
       cache.set(file, asset);
     }
     // Revalidated on each load (a rebuilt bundle is picked up by the next start); 304 when unchanged.
@@ -93,7 +101,8 @@ export function mountConsole(app: H3, assetDir = CONSOLE_ASSET_DIR): void {
     const extra = { "cache-control": "no-cache", etag: asset.etag, vary: "accept-encoding" };
     if (event.req.headers.get("if-none-match") === asset.etag) return new Response(null, { status: 304, headers: headers(type, extra) });
     const acceptEncoding = event.req.headers.get("accept-encoding") ?? undefined;
-    if (new Negotiator({ headers: { "accept-encoding": acceptEncoding } }).encodings(["gzip"]).length > 0) return new Response(asset.gzip, { headers: headers(type, { ...extra, "content-encoding": "gzip" }) });
+    if (new Negotiator({ headers: { "accept-encoding": acceptEncoding } }).encodings(["gzip"]).length > 0)
+      return new Response(asset.gzip, { headers: headers(type, { ...extra, "content-encoding": "gzip" }) });
     return new Response(asset.body, { headers: headers(type, extra) });
   });
 }

@@ -127,7 +127,11 @@ function deliveryOf(request: H3Event["req"]): (() => Promise<boolean>) | undefin
  * Wraps a route: a request id (the client's X-Request-Id when sane), an abort signal tied to
  * the client, the surface's error envelope, one JSON log line and the HTTP metrics per request.
  */
-export function instrument(surface: CallSurface, observers: Observers, handler: (event: H3Event, scope: RequestScope) => Promise<Response>) {
+export function instrument(
+  surface: CallSurface,
+  observers: Observers,
+  handler: (event: H3Event, scope: RequestScope) => Promise<Response>,
+) {
   const { log, metrics } = observers;
   return async (event: H3Event): Promise<Response> => {
     const started = performance.now();
@@ -167,7 +171,8 @@ export function instrument(surface: CallSurface, observers: Observers, handler: 
         http.requests.inc();
         http.duration.observe(seconds);
         // Relayed upstream 402/429s and limits answered without a thrown error count as `other`.
-        if (response.status === 402 || response.status === 429) metrics.refusals.inc({ status: String(response.status), reason: refusal ?? "other" });
+        if (response.status === 402 || response.status === 429)
+          metrics.refusals.inc({ status: String(response.status), reason: refusal ?? "other" });
       }
       const { operation, principal, ...extra } = scope.log;
       log.info({

@@ -1,9 +1,11 @@
 import type { Config } from "../../rpc/config.js";
 import { ServiceError } from "../../rpc/errors.js";
 
-/** spec 8 GATEWAY_CORS_ORIGINS: `*` or a comma-separated list of origins (a trailing slash is ignored). */
+/** docs/interface.md 8 GATEWAY_CORS_ORIGINS: `*` or a comma-separated list of origins (a trailing slash is ignored). */
 export function allowedOrigins(config: Pick<Config, "GATEWAY_CORS_ORIGINS">): readonly string[] {
-  return config.GATEWAY_CORS_ORIGINS.split(",").map((origin) => origin.trim().replace(/\/$/, "")).filter(Boolean);
+  return config.GATEWAY_CORS_ORIGINS.split(",")
+    .map((origin) => origin.trim().replace(/\/$/, ""))
+    .filter(Boolean);
 }
 
 /** A request without `Origin` is not from a browser page and passes; a page's origin must be listed. */
@@ -41,6 +43,7 @@ export function crossSiteWrite(request: Request, ownOrigins: readonly string[], 
   if (origin !== null) {
     return named(origin.replace(/\/$/, "")) ? undefined : `Cross-site request refused: Origin ${origin} is not this service`;
   }
-  if (fetchSite !== null && fetchSite !== "same-origin" && fetchSite !== "none") return `Cross-site request refused (Sec-Fetch-Site: ${fetchSite})`;
+  if (fetchSite !== null && fetchSite !== "same-origin" && fetchSite !== "none")
+    return `Cross-site request refused (Sec-Fetch-Site: ${fetchSite})`;
   return undefined;
 }

@@ -12,7 +12,7 @@ export interface SseOptions {
   onEnd?(): void;
   /**
    * Leave out `X-Accel-Buffering` (which tells a proxy not to buffer): the Platform API adds
-   * no service header but `X-Service-Request-Id` (spec 4.2).
+   * no service header but `X-Service-Request-Id` (docs/interface.md 4.2).
    */
   plain?: boolean;
 }

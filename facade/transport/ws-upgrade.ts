@@ -33,10 +33,13 @@ export interface Admitted<T> {
 }
 
 function offeredProtocols(request: Request): string[] {
-  return (request.headers.get("sec-websocket-protocol") ?? "").split(",").map((p) => p.trim()).filter(Boolean);
+  return (request.headers.get("sec-websocket-protocol") ?? "")
+    .split(",")
+    .map((p) => p.trim())
+    .filter(Boolean);
 }
 
-/** spec 5: `Authorization: Bearer`, `X-API-Key`, or the `bearer.<token>` subprotocol. */
+/** docs/interface.md 5: `Authorization: Bearer`, `X-API-Key`, or the `bearer.<token>` subprotocol. */
 function presentedOnUpgrade(surface: "gateway" | "bridge", request: Request): Presented {
   const presented = presentedFor(surface, request);
   if (presented.bearer || presented.apiKey) return presented;
@@ -65,12 +68,25 @@ export function defineSocketUpgrade<M extends AnyMethod>(dispatcher: Dispatcher,
       const admitted = await dispatcher.call(
         gate.method,
         fromWire(() => gate.params(request)),
-        callFacts({ requestId, surface: gate.surface, transport: "socket", presented, signal: request.signal, responseHeaders, logFields, onAuthenticated: (who) => (principal = who) }),
+        callFacts({
+          requestId,
+          surface: gate.surface,
+          transport: "socket",
+          presented,
+          signal: request.signal,
+          responseHeaders,
+          logFields,
+          onAuthenticated: (who) => (principal = who),
+        }),
       );
       log.info({ requestId, event: `${gate.event}.upgrade`, status: 101, ...logFields });
       const protocol = offeredProtocols(request).includes(gate.subprotocol) ? gate.subprotocol : undefined;
       const context: Admitted<MethodResult<M>> = { requestId, principal: principal!, presented, admitted };
-      return { headers: Object.fromEntries(responseHeaders), ...(protocol ? { protocol } : {}), context: context as unknown as Record<string, unknown> };
+      return {
+        headers: Object.fromEntries(responseHeaders),
+        ...(protocol ? { protocol } : {}),
+        context: context as unknown as Record<string, unknown>,
+      };
     } catch (error) {
       const rendered = renderError(gate.surface, error, requestId, log, responseHeaders);
       if (rendered.status !== 500) log.info({ requestId, event: `${gate.event}.upgrade`, status: rendered.status, ...logFields });

@@ -11,7 +11,12 @@ import type { Config } from "../config.js";
  * The personal tenant of `user`, with TENANT_DEFAULT_AGENT_LIMIT and
  * TENANT_DEFAULT_TOKENS_PER_MONTH as its limits (docs/agents.md "Limits").
  */
-export function personalTenant(deps: { config: Pick<Config, "TENANT_DEFAULT_AGENT_LIMIT" | "TENANT_DEFAULT_TOKENS_PER_MONTH"> }, user: User, slug: string, now: string): Tenant {
+export function personalTenant(
+  deps: { config: Pick<Config, "TENANT_DEFAULT_AGENT_LIMIT" | "TENANT_DEFAULT_TOKENS_PER_MONTH"> },
+  user: User,
+  slug: string,
+  now: string,
+): Tenant {
   return {
     id: user.tenantId,
     slug,
@@ -26,14 +31,17 @@ export function personalTenant(deps: { config: Pick<Config, "TENANT_DEFAULT_AGEN
 }
 
 /**
- * A user with a personal tenant and a default workspace (DESIGN "Identity and money").
+ * A user with a personal tenant and a default workspace (docs/architecture.md "Identity and money").
  * Crash-consistent by construction (docs/crash-consistency.md): the records are written
  * first, under fresh ids nothing points to yet, and the email is claimed last, atomically —
  * the claim is the commit. Two concurrent registrations cannot both win; a process killed
  * before the claim leaves unreachable records and a free email; the loser of a race removes
  * its records.
  */
-export async function createAccount(deps: Pick<Repos, "users" | "tenants"> & { config: Pick<Config, "TENANT_DEFAULT_AGENT_LIMIT" | "TENANT_DEFAULT_TOKENS_PER_MONTH"> }, input: { email: string; password: string; fullName: string }): Promise<User> {
+export async function createAccount(
+  deps: Pick<Repos, "users" | "tenants"> & { config: Pick<Config, "TENANT_DEFAULT_AGENT_LIMIT" | "TENANT_DEFAULT_TOKENS_PER_MONTH"> },
+  input: { email: string; password: string; fullName: string },
+): Promise<User> {
   const email = UsersRepo.normalizeEmail(input.email);
   if (await deps.users.byEmail(email)) throw emailTaken();
   const passwordHash = await hashPassword(input.password);
@@ -48,7 +56,12 @@ export async function createAccount(deps: Pick<Repos, "users" | "tenants"> & { c
     plan: "free",
     createdAt: now,
   };
-  const slugBase = email.split("@")[0]!.toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-|-$/g, "") || "user";
+  const slugBase =
+    email
+      .split("@")[0]!
+      .toLowerCase()
+      .replace(/[^a-z0-9]+/g, "-")
+      .replace(/^-|-$/g, "") || "user";
   await deps.tenants.putTenant(personalTenant(deps, user, `${slugBase}-${user.tenantId.slice(-6).toLowerCase()}`, now));
   await deps.tenants.putWorkspace({
     id: user.workspaceId,
@@ -72,7 +85,10 @@ export async function createAccount(deps: Pick<Repos, "users" | "tenants"> & { c
  * Registration's rules, then `createAccount`: the password must be strong enough
  * (BAD_REQUEST naming the problem). Gateway register and the admin command's `create-user`.
  */
-export async function registerAccount(deps: Parameters<typeof createAccount>[0], input: { email: string; password: string; fullName: string }): Promise<User> {
+export async function registerAccount(
+  deps: Parameters<typeof createAccount>[0],
+  input: { email: string; password: string; fullName: string },
+): Promise<User> {
   const problem = passwordProblem(input.password);
   if (problem) throw new ServiceError("BAD_REQUEST", problem, { details: { issues: [{ path: "password", message: problem }] } });
   return createAccount(deps, input);

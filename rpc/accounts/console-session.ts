@@ -7,7 +7,7 @@ import { Success, Timestamp, UserView } from "../views.js";
 import { accountsDomain, type AccountsContext } from "./deps.js";
 
 /**
- * Console sign-in (spec 5: console key endpoints take a browser session cookie only). The
+ * Console sign-in (docs/interface.md 5: console key endpoints take a browser session cookie only). The
  * cookie holds an ordinary session token, HttpOnly so page scripts never see it, SameSite=Lax
  * so another site cannot make the browser send it with a POST, PATCH or DELETE, and Secure
  * when the service is published over https. Its path is the console base, `/api`.
@@ -59,7 +59,11 @@ export const consoleSessionMethods = [
     summary: "The user signed in to the console, and when the session ends.",
     input: v.object({}),
     auth: { kinds: ["console"] },
-    output: v.object({ user: UserView, expiresAt: Timestamp, operator: v.pipe(v.boolean(), v.description("The user may grant credits (npm run admin -- grant-operator)")) }),
+    output: v.object({
+      user: UserView,
+      expiresAt: Timestamp,
+      operator: v.pipe(v.boolean(), v.description("The user may grant credits (npm run admin -- grant-operator)")),
+    }),
     http: [{ surface: "console", method: "GET", path: "/session" }],
     async handler(_params, ctx) {
       const principal = ctx.principal;

@@ -7,7 +7,7 @@ import type { LoginThrottle } from "./login-throttle.js";
 /** What the accounts domain's handlers reach as `ctx.deps` (built in `./index.ts`). */
 export type AccountsDeps = Pick<Repos, "users" | "tenants" | "members" | "agents"> &
   Pick<Ports, "config" | "log" | "sessions" | "sink" | "store"> & {
-  loginThrottle: LoginThrottle;
+    loginThrottle: LoginThrottle;
   };
 
 export const accountsDomain = domain<AccountsDeps>("accounts");

@@ -24,14 +24,23 @@ export class LoginThrottle {
   constructor(store: Pick<Store, "limiter">, config: Pick<Config, "LOGIN_MAX_FAILURES" | "LOGIN_WINDOW_SECONDS" | "LOGIN_SLOW_MS">) {
     this.#config = config;
     this.#pair = store.limiter({ name: "login", points: config.LOGIN_MAX_FAILURES, durationSeconds: config.LOGIN_WINDOW_SECONDS });
-    this.#email = store.limiter({ name: "login-email", points: config.LOGIN_MAX_FAILURES * 10, durationSeconds: config.LOGIN_WINDOW_SECONDS });
+    this.#email = store.limiter({
+      name: "login-email",
+      points: config.LOGIN_MAX_FAILURES * 10,
+      durationSeconds: config.LOGIN_WINDOW_SECONDS,
+    });
   }
 
   /**
    * Runs `verify` (true when the password is right) under the throttle for this email and
    * source address; resolves when it signs in, throws 401 or 429 otherwise.
    */
-  async check(normalizedEmail: string, ip: string, verify: () => Promise<boolean>, options: { signal?: AbortSignal; logFields?: Record<string, unknown> } = {}): Promise<void> {
+  async check(
+    normalizedEmail: string,
+    ip: string,
+    verify: () => Promise<boolean>,
+    options: { signal?: AbortSignal; logFields?: Record<string, unknown> } = {},
+  ): Promise<void> {
     const { signal, logFields } = options;
     const emailKey = sha256Hex(normalizedEmail);
     const pairKey = sha256Hex(`${normalizedEmail}\n${ip}`);

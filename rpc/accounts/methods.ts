@@ -18,12 +18,22 @@ const Credentials = v.object({ email: Email, password: Password });
  * counted per email and source address, and past the limit attempts are slowed, not refused for
  * the right password. Unknown email and wrong password take the same time and give the same 401.
  */
-export async function checkPassword(deps: AccountsDeps, email: string, password: string, ctx: { ip: string; signal?: AbortSignal; logFields?: Record<string, unknown> }) {
+export async function checkPassword(
+  deps: AccountsDeps,
+  email: string,
+  password: string,
+  ctx: { ip: string; signal?: AbortSignal; logFields?: Record<string, unknown> },
+) {
   let found: Awaited<ReturnType<AccountsDeps["users"]["byEmail"]>>;
-  await deps.loginThrottle.check(UsersRepo.normalizeEmail(email), ctx.ip, async () => {
-    found = await deps.users.byEmail(email);
-    return found ? await verifyPassword(password, found.passwordHash) : (await burnPasswordCheck(password), false);
-  }, { signal: ctx.signal, logFields: ctx.logFields });
+  await deps.loginThrottle.check(
+    UsersRepo.normalizeEmail(email),
+    ctx.ip,
+    async () => {
+      found = await deps.users.byEmail(email);
+      return found ? await verifyPassword(password, found.passwordHash) : (await burnPasswordCheck(password), false);
+    },
+    { signal: ctx.signal, logFields: ctx.logFields },
+  );
   return found!;
 }
 
@@ -84,7 +94,11 @@ export const authMethods = [
     summary: "The signed-in user, their tenant and workspace, and how they authenticated.",
     input: v.object({}),
     auth: { kinds: ["session", "gateway_key"] },
-    output: v.object({ user: UserView, tenant: v.nullable(v.object({ id: v.string(), slug: v.string(), name: v.string(), plan: v.string() })), authenticatedBy: v.picklist(["session", "api_key"]) }),
+    output: v.object({
+      user: UserView,
+      tenant: v.nullable(v.object({ id: v.string(), slug: v.string(), name: v.string(), plan: v.string() })),
+      authenticatedBy: v.picklist(["session", "api_key"]),
+    }),
     http: [{ surface: "gateway", method: "GET", path: "/auth/me" }],
     async handler(_params, ctx) {
       const principal = ctx.principal;

@@ -74,9 +74,20 @@ export const operatorUsersUpdate = accountsDomain.method({
         throw new ServiceError("VALIDATION_FAILED", message, { details: { issues: [{ path: "plan", message }] } });
       }
     }
-    const next: User = { ...user, ...(params.plan !== undefined ? { plan: params.plan } : {}), ...(params.operator !== undefined ? { operator: params.operator } : {}) };
+    const next: User = {
+      ...user,
+      ...(params.plan !== undefined ? { plan: params.plan } : {}),
+      ...(params.operator !== undefined ? { operator: params.operator } : {}),
+    };
     await ctx.deps.users.put(next);
-    ctx.deps.log.info({ requestId: ctx.requestId, event: "user.updated", userId: user.id, plan: next.plan, operator: next.operator === true, by: ctx.principal.userId });
+    ctx.deps.log.info({
+      requestId: ctx.requestId,
+      event: "user.updated",
+      userId: user.id,
+      plan: next.plan,
+      operator: next.operator === true,
+      by: ctx.principal.userId,
+    });
     return { user: operatorView(next), previous: { plan: user.plan, operator: user.operator === true } };
   },
 });
@@ -86,8 +97,4 @@ export const operatorUsersUpdate = accountsDomain.method({
  * only by dispatch from `npm run admin` as the local administrator, never over `/rpc`, REST or
  * OpenAPI. Creating a user follows Gateway register's rules (`registerAccount`).
  */
-export const operatorUserMethods = [
-  operatorUsersCreate,
-  operatorUsersGet,
-  operatorUsersUpdate,
-];
+export const operatorUserMethods = [operatorUsersCreate, operatorUsersGet, operatorUsersUpdate];

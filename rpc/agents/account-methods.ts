@@ -8,10 +8,10 @@ import { scopeOfPrincipal } from "../tools/visible-tools.js";
 import { ToolView } from "../views.js";
 
 /**
- * The Account API's agent endpoints (spec 4.1, 5: "for desktop and command-line clients",
+ * The Account API's agent endpoints (docs/interface.md 4.1, 5: "for desktop and command-line clients",
  * scope `compute`; docs/agents.md "Account API: `/agent/*`"). The same operations as the
  * Gateway's agent methods — same handlers, same rules, same answers — reached with a personal
- * key holding `compute`; a key without it gets 403 `INSUFFICIENT_CAPABILITY` (spec 7.1).
+ * key holding `compute`; a key without it gets 403 `INSUFFICIENT_CAPABILITY` (docs/interface.md 7.1).
  */
 const ACCOUNT_AUTH = { kinds: ["account_key"], scopes: ["compute"], scopeError: "INSUFFICIENT_CAPABILITY" } as const;
 
@@ -26,7 +26,12 @@ type OnAccount<M extends AnyMethod, N extends string> = Omit<M, "name" | "auth" 
 };
 
 /** A Gateway agent method offered on the Account API under `name`, at one binding. */
-function onAccount<M extends AnyMethod, const N extends string>(method: M, name: N, binding: Omit<HttpBinding, "surface">, summary?: string): OnAccount<M, N> {
+function onAccount<M extends AnyMethod, const N extends string>(
+  method: M,
+  name: N,
+  binding: Omit<HttpBinding, "surface">,
+  summary?: string,
+): OnAccount<M, N> {
   return {
     ...method,
     name,
@@ -40,7 +45,12 @@ function onAccount<M extends AnyMethod, const N extends string>(method: M, name:
 }
 
 export const accountAgentMethods = [
-  onAccount(agentsList, "account.agents.list", { method: "GET", path: "/agent/agents" }, "Your agents (every tenant you are a member of, or `tenantId` only), oldest first, as a bare JSON array."),
+  onAccount(
+    agentsList,
+    "account.agents.list",
+    { method: "GET", path: "/agent/agents" },
+    "Your agents (every tenant you are a member of, or `tenantId` only), oldest first, as a bare JSON array.",
+  ),
   onAccount(agentsCreate, "account.agents.create", { method: "POST", path: "/agent/agents", status: 201 }),
   onAccount(agentsGet, "account.agents.get", { method: "GET", path: "/agent/agents/:agent_id" }),
   onAccount(agentsDelete, "account.agents.delete", { method: "DELETE", path: "/agent/agents/:agent_id" }),
@@ -52,7 +62,9 @@ export const accountAgentMethods = [
     name: "account.agents.tools",
     formerNames: ["account.agent.tools"],
     summary:
-      "The tools one of your agents may call: each of its tools as the catalog describes it now (name, description, input schema), and `unavailable` naming those the catalog does not offer at the moment (a VM that is not connected, a server removed).",
+      "The tools one of your agents may call: each of its tools as the catalog describes it now (name, description, " +
+      "input schema), and `unavailable` naming those the catalog does not offer at the moment (a VM that is not " +
+      "connected, a server removed).",
     input: v.object({ agent_id: AgentId }),
     auth: ACCOUNT_AUTH,
     output: v.object({ agentId: v.string(), tools: v.array(ToolView), unavailable: v.array(v.string()) }),
@@ -63,14 +75,19 @@ export const accountAgentMethods = [
       // The catalog as the agent's tenant sees it: what a run of this agent is offered.
       const catalog = await ctx.deps.catalog.list({ scope: { tenantId: agent.tenantId } });
       const tools = agent.tools.flatMap((name) => catalog.filter((tool) => tool.name === name));
-      return { agentId: agent.id, tools: tools.map(toolView), unavailable: agent.tools.filter((name) => !tools.some((tool) => tool.name === name)) };
+      return {
+        agentId: agent.id,
+        tools: tools.map(toolView),
+        unavailable: agent.tools.filter((name) => !tools.some((tool) => tool.name === name)),
+      };
     },
   }),
 
   agentsDomain.method({
     name: "account.agents.catalog",
     formerNames: ["account.agent.catalog"],
-    summary: "The tools you can give an agent (built-ins, your tenant's and shared MCP servers, your connected VMs), to pick `tools` when creating one.",
+    summary:
+      "The tools you can give an agent (built-ins, your tenant's and shared MCP servers, your connected VMs), to pick `tools` when creating one.",
     input: v.object({}),
     auth: ACCOUNT_AUTH,
     output: v.object({ tools: v.array(ToolView), count: v.number() }),

@@ -9,9 +9,9 @@ import type { Money } from "../money/money.js";
 /** What the agents domain's handlers reach as `ctx.deps` (built in `./index.ts`). */
 export type AgentsDeps = Pick<Repos, "users" | "tenants" | "members" | "agents" | "agentState" | "quotas"> &
   Pick<Ports, "config" | "log" | "store" | "sink" | "onClose"> & {
-  catalog: ToolCatalog;
-  models: ModelRouter;
-  money: Money;
+    catalog: ToolCatalog;
+    models: ModelRouter;
+    money: Money;
   };
 
 export const agentsDomain = domain<AgentsDeps>("agents");

@@ -13,7 +13,10 @@ const init = (ports: Ports): AgentsDeps => ({
 });
 
 /** Agents by id, run here (docs/agents.md), also on the Account API's `/agent/*` for desktop and CLI clients. */
-export const localAgentsModule = agentsDomain.module({ methods: [...agentStreamMethods, ...localAgentMethods, ...accountAgentMethods], init });
+export const localAgentsModule = agentsDomain.module({
+  methods: [...agentStreamMethods, ...localAgentMethods, ...accountAgentMethods],
+  init,
+});
 
 /** Agents by name, proxied to the orchestrator (ORCH_BASE_URL, docs/orchestrator.md). */
 export const orchestratorAgentsModule = agentsDomain.module({ methods: [...agentStreamMethods, ...orchestratorAgentMethods], init });

@@ -63,7 +63,12 @@ export async function invokeAgent(
         if (settled) return;
         settled = true;
         await hold.settle(usage, cost);
-        await deps.money.recordUsage(undefined, { surface: "agent", model: agent.model, credits: false, agentId: agent.id, tenantId: agent.tenantId }, usage, cost);
+        await deps.money.recordUsage(
+          undefined,
+          { surface: "agent", model: agent.model, credits: false, agentId: agent.id, tenantId: agent.tenantId },
+          usage,
+          cost,
+        );
       },
       release: () => {
         settled = true;
@@ -85,10 +90,12 @@ export async function invokeAgent(
   const runId = newId("run");
   const started = agentTimestamp();
   // Cancellable by `agents.cancel` from any instance, as well as by the caller going away.
-  const tracked = await trackRun(deps, { runId, agentId: agent.id, userId: principal.userId, startedAt: started }, signal).catch(async (error) => {
-    await firstHold?.release().catch(() => undefined);
-    throw error;
-  });
+  const tracked = await trackRun(deps, { runId, agentId: agent.id, userId: principal.userId, startedAt: started }, signal).catch(
+    async (error) => {
+      await firstHold?.release().catch(() => undefined);
+      throw error;
+    },
+  );
   signal = tracked.signal;
   await deps.money.recordAgentRun(agent.tenantId, agent.id, agent.model);
   try {
@@ -105,7 +112,12 @@ export async function invokeAgent(
       event: "invocation.started",
       message: `Invocation ${runId} started`,
       runId,
-      data: { input: clip(input), model: agent.model, tools: tools.map((tool) => tool.name), ...(missing.length ? { unavailableTools: missing } : {}) },
+      data: {
+        input: clip(input),
+        model: agent.model,
+        tools: tools.map((tool) => tool.name),
+        ...(missing.length ? { unavailableTools: missing } : {}),
+      },
     });
   } catch (error) {
     await runFinished(deps, agent.id, true).catch(() => undefined);
@@ -126,18 +138,18 @@ export async function invokeAgent(
       let result: ProviderResult;
       try {
         result = await model.provider.complete(
-        {
-          model: agent.model,
-          messages: request.messages,
-          stream: true,
-          ...(request.tools.length ? { tools: request.tools } : {}),
-          ...(agent.config.temperature !== undefined ? { temperature: agent.config.temperature } : {}),
-          ...(agent.config.maxTokens !== undefined ? { max_tokens: agent.config.maxTokens } : {}),
-        },
-        turnSignal,
-        // The caller's trace context reaches the provider on every turn of the run.
-        trace,
-      );
+          {
+            model: agent.model,
+            messages: request.messages,
+            stream: true,
+            ...(request.tools.length ? { tools: request.tools } : {}),
+            ...(agent.config.temperature !== undefined ? { temperature: agent.config.temperature } : {}),
+            ...(agent.config.maxTokens !== undefined ? { max_tokens: agent.config.maxTokens } : {}),
+          },
+          turnSignal,
+          // The caller's trace context reaches the provider on every turn of the run.
+          trace,
+        );
       } catch (error) {
         await hold.release().catch(() => undefined);
         throw error;
@@ -146,7 +158,7 @@ export async function invokeAgent(
     },
     callTool(name, args, toolSignal) {
       const seconds = agent.config.toolTimeoutSeconds ?? deps.config.GATEWAY_TIMEOUT_SECONDS;
-      // Upstream and VM tools answer only for the agent's own tenant (DESIGN "Ownership").
+      // Upstream and VM tools answer only for the agent's own tenant (docs/architecture.md "Ownership").
       return deps.catalog.call(name, args, { timeoutMs: Math.round(seconds * 1000), signal: toolSignal, tenantId: agent.tenantId });
     },
   };
@@ -179,7 +191,13 @@ async function drive(
           event: "step",
           message: step.error ? `Tool ${step.tool} failed: ${step.error}` : `Tool ${step.tool} ran in ${step.durationMs} ms`,
           runId,
-          data: { index: step.index, tool: step.tool, arguments: step.arguments, durationMs: step.durationMs, ...(step.error ? { error: step.error } : {}) },
+          data: {
+            index: step.index,
+            tool: step.tool,
+            arguments: step.arguments,
+            durationMs: step.durationMs,
+            ...(step.error ? { error: step.error } : {}),
+          },
         });
       }
       if (event.type === "done") {
@@ -189,11 +207,26 @@ async function drive(
           event: "invocation.finished",
           message: `Invocation ${runId} ended: ${result.status}${result.error ? ` (${result.error})` : ""}`,
           runId,
-          data: { status: result.status, steps: result.steps.length, usage: result.usage, startedAt, ...(result.error ? { error: result.error } : {}) },
+          data: {
+            status: result.status,
+            steps: result.steps.length,
+            usage: result.usage,
+            startedAt,
+            ...(result.error ? { error: result.error } : {}),
+          },
         });
-        emitEvent(deps, agent.tenantId, result.status === "completed" ? "agent.completed" : result.status === "cancelled" ? "agent.cancelled" : "agent.failed", {
-          agentId: agent.id, runId, status: result.status, steps: result.steps.length, ...(result.error ? { error: result.error } : {}),
-        });
+        emitEvent(
+          deps,
+          agent.tenantId,
+          result.status === "completed" ? "agent.completed" : result.status === "cancelled" ? "agent.cancelled" : "agent.failed",
+          {
+            agentId: agent.id,
+            runId,
+            status: result.status,
+            steps: result.steps.length,
+            ...(result.error ? { error: result.error } : {}),
+          },
+        );
         // The status is back before anyone sees `done`: a caller that reads the agent next sees it idle.
         finished = true;
         await runFinished(deps, agent.id, result.status === "error");
@@ -207,7 +240,16 @@ async function drive(
     if (!finished) {
       finished = true;
       await runFinished(deps, agent.id, true).catch(() => undefined);
-      emit({ type: "done", result: { status: "error", output: "", steps: [], usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }, error: message } });
+      emit({
+        type: "done",
+        result: {
+          status: "error",
+          output: "",
+          steps: [],
+          usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 },
+          error: message,
+        },
+      });
     }
   } finally {
     if (!finished) await runFinished(deps, agent.id, false).catch(() => undefined);
@@ -220,11 +262,18 @@ async function drive(
  * A provider that reports no usage is counted by estimate (rpc/chat/tokens.ts) so the
  * allowance holds.
  */
-async function metered(deps: AgentsDeps, hold: Hold, model: RoutedModel, result: ProviderResult, promptEstimate: number): Promise<ProviderResult> {
+async function metered(
+  deps: AgentsDeps,
+  hold: Hold,
+  model: RoutedModel,
+  result: ProviderResult,
+  promptEstimate: number,
+): Promise<ProviderResult> {
   // At the price of the deployment that answered (docs/providers.md "Money").
-  const settle = (usage: ChatChunk["usage"] & object) => hold.settle(usage, deps.models.cost(model, usage, result)).catch((error: unknown) => {
-    deps.log.error({ event: "agent.metering", error: String(error) });
-  });
+  const settle = (usage: ChatChunk["usage"] & object) =>
+    hold.settle(usage, deps.models.cost(model, usage, result)).catch((error: unknown) => {
+      deps.log.error({ event: "agent.metering", error: String(error) });
+    });
   if (result.kind === "completion") {
     const usage = result.completion.usage;
     const content = result.completion.choices[0]?.message.content ?? "";

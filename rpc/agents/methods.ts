@@ -20,10 +20,18 @@ import { endingWith, takeStreamPlace } from "../quotas.js";
 import { agentsDomain, type AgentsDeps, type AgentsContext } from "./deps.js";
 
 const AgentId = v.pipe(v.string("agent_id must be a string"), v.minLength(1, "agent_id is required"), v.maxLength(128));
-const Name = v.pipe(v.string("name must be a string"), v.trim(), v.minLength(1, "name is required"), v.maxLength(100, "name: at most 100 characters"));
+const Name = v.pipe(
+  v.string("name must be a string"),
+  v.trim(),
+  v.minLength(1, "name is required"),
+  v.maxLength(100, "name: at most 100 characters"),
+);
 const Description = v.pipe(v.string("description must be a string"), v.maxLength(2000, "description: at most 2000 characters"));
 const Tools = v.pipe(
-  v.array(v.pipe(v.string("each tool must be a tool name"), v.minLength(1, "tool names are not empty"), v.maxLength(256)), "tools must be an array of tool names"),
+  v.array(
+    v.pipe(v.string("each tool must be a tool name"), v.minLength(1, "tool names are not empty"), v.maxLength(256)),
+    "tools must be an array of tool names",
+  ),
   v.maxLength(64, "tools: at most 64"),
   v.transform((tools) => [...new Set(tools)]),
 );
@@ -32,10 +40,14 @@ const Model = v.pipe(v.string("model must be a string"), v.minLength(1, "model i
 /** `config` of an agent (docs/agents.md); unknown keys are refused so a typo is not silently ignored. */
 const Config = v.strictObject(
   {
-    maxSteps: v.optional(v.pipe(v.number("maxSteps must be a number"), v.integer("maxSteps must be an integer"), v.minValue(1), v.maxValue(100))),
+    maxSteps: v.optional(
+      v.pipe(v.number("maxSteps must be a number"), v.integer("maxSteps must be an integer"), v.minValue(1), v.maxValue(100)),
+    ),
     systemPrompt: v.optional(v.pipe(v.string("systemPrompt must be a string"), v.maxLength(20_000))),
     temperature: v.optional(v.pipe(v.number("temperature must be a number"), v.minValue(0), v.maxValue(2))),
-    maxTokens: v.optional(v.pipe(v.number("maxTokens must be a number"), v.integer("maxTokens must be an integer"), v.minValue(1), v.maxValue(1_000_000))),
+    maxTokens: v.optional(
+      v.pipe(v.number("maxTokens must be a number"), v.integer("maxTokens must be an integer"), v.minValue(1), v.maxValue(1_000_000)),
+    ),
     toolTimeoutSeconds: v.optional(v.pipe(v.number("toolTimeoutSeconds must be a number"), v.minValue(0.05), v.maxValue(3600))),
   },
   "config must be an object with maxSteps, systemPrompt, temperature, maxTokens or toolTimeoutSeconds",
@@ -113,8 +125,15 @@ function lifecycleMethod<const T extends Transition>(action: T, summary: string)
     async handler(params, ctx) {
       const agent = await requireAgent(ctx.deps, ctx.principal.userId, params.agent_id, "member");
       const status = await transition(ctx.deps, agent, action);
-      emitEvent(ctx.deps, agent.tenantId, `agent.${action === "deploy" ? "deployed" : action === "pause" ? "paused" : "resumed"}`, { agentId: agent.id, status });
-      await appendAgentLog(ctx.deps, agent.id, { event: `agent.${action}`, message: `Agent ${action === "deploy" ? "deployed" : action === "pause" ? "paused" : "resumed"}`, data: { status } });
+      emitEvent(ctx.deps, agent.tenantId, `agent.${action === "deploy" ? "deployed" : action === "pause" ? "paused" : "resumed"}`, {
+        agentId: agent.id,
+        status,
+      });
+      await appendAgentLog(ctx.deps, agent.id, {
+        event: `agent.${action}`,
+        message: `Agent ${action === "deploy" ? "deployed" : action === "pause" ? "paused" : "resumed"}`,
+        data: { status },
+      });
       return agentView(ctx.deps, agent);
     },
   });
@@ -126,7 +145,8 @@ async function owned(ctx: AgentsContext<Principal>, agentId: string, need: Role 
 
 export const agentsList = agentsDomain.method({
   name: "agents.list",
-  summary: "The agents of every tenant the caller is a member of (or of `tenantId` only), oldest first, as a bare JSON array (spec 2.6).",
+  summary:
+    "The agents of every tenant the caller is a member of (or of `tenantId` only), oldest first, as a bare JSON array (docs/interface.md 2.6).",
   input: v.object({ tenantId: v.optional(v.pipe(v.string("tenantId must be a string"), v.minLength(1), v.maxLength(128))) }),
   auth: { ...AUTH, kinds: [...AUTH.kinds, "console"] },
   output: v.array(AgentView),
@@ -153,7 +173,8 @@ export const agentsList = agentsDomain.method({
 export const agentsCreate = agentsDomain.method({
   name: "agents.create",
   summary:
-    "Create an agent in a tenant (`tenantId`, default the caller's personal tenant). Tools must be in the catalog and the model in the router (400 naming the bad ones); 403 past the tenant's limits.agents.",
+    "Create an agent in a tenant (`tenantId`, default the caller's personal tenant). Tools must be in the catalog " +
+    "and the model in the router (400 naming the bad ones); 403 past the tenant's limits.agents.",
   input: v.object({
     name: Name,
     model: Model,
@@ -186,7 +207,11 @@ export const agentsCreate = agentsDomain.method({
     };
     await createInTenant(ctx.deps, tenant, () => ctx.deps.agents.put(agent));
     emitEvent(ctx.deps, agent.tenantId, "agent.created", { agentId: agent.id, name: agent.name, model: agent.model });
-    await appendAgentLog(ctx.deps, agent.id, { event: "agent.created", message: `Agent ${agent.name} created`, data: { model: agent.model, tools: agent.tools } });
+    await appendAgentLog(ctx.deps, agent.id, {
+      event: "agent.created",
+      message: `Agent ${agent.name} created`,
+      data: { model: agent.model, tools: agent.tools },
+    });
     return agentView(ctx.deps, agent);
   },
 });
@@ -206,7 +231,7 @@ export const agentsGet = agentsDomain.method({
 
 export const agentsUpdate = agentsDomain.method({
   name: "agents.update",
-  summary: "Change an agent's description and/or tools (spec 2.6: a partial update); tools must be in the catalog.",
+  summary: "Change an agent's description and/or tools (docs/interface.md 2.6: a partial update); tools must be in the catalog.",
   input: v.object({ agent_id: AgentId, description: v.optional(Description), tools: v.optional(Tools) }),
   auth: AUTH,
   output: AgentView,
@@ -259,10 +284,15 @@ export const agentsDelete = agentsDomain.method({
 export const agentsInvoke = agentsDomain.method({
   name: "agents.invoke",
   summary:
-    "Run the agent on `input`: the model calls the agent's tools until it answers or config.maxSteps rounds have run. The result has output, steps, usage, status and runId; `stream: true` sends the run's events over SSE.",
+    "Run the agent on `input`: the model calls the agent's tools until it answers or config.maxSteps rounds have " +
+    "run. The result has output, steps, usage, status and runId; `stream: true` sends the run's events over SSE.",
   input: v.object({
     agent_id: AgentId,
-    input: v.pipe(v.string("input must be a string"), v.minLength(1, "input is required"), v.maxLength(100_000, "input: at most 100000 characters")),
+    input: v.pipe(
+      v.string("input must be a string"),
+      v.minLength(1, "input is required"),
+      v.maxLength(100_000, "input: at most 100000 characters"),
+    ),
     stream: v.optional(v.boolean("stream must be a boolean"), false),
   }),
   auth: AUTH,
@@ -276,14 +306,18 @@ export const agentsInvoke = agentsDomain.method({
       // A streamed run holds a place among its credential's streams (QUOTA_STREAMS_PER_KEY, docs/quotas.md) until it ends.
       const place = await takeStreamPlace(ctx.deps, ctx.principal, ctx.signal);
       try {
-        const { runId, events } = await invokeAgent(ctx.deps, ctx.principal, params.agent_id, params.input, ctx.signal, { traceparent: ctx.traceparent });
+        const { runId, events } = await invokeAgent(ctx.deps, ctx.principal, params.agent_id, params.input, ctx.signal, {
+          traceparent: ctx.traceparent,
+        });
         return endingWith(framed(runId, events), place.release);
       } catch (error) {
         await place.release();
         throw error;
       }
     }
-    const { runId, events } = await invokeAgent(ctx.deps, ctx.principal, params.agent_id, params.input, ctx.signal, { traceparent: ctx.traceparent });
+    const { runId, events } = await invokeAgent(ctx.deps, ctx.principal, params.agent_id, params.input, ctx.signal, {
+      traceparent: ctx.traceparent,
+    });
     for await (const event of events) {
       if (event.type === "done") return invokeResult(params.agent_id, runId, event.result, startedAt);
     }
@@ -293,10 +327,14 @@ export const agentsInvoke = agentsDomain.method({
 
 export const agentsLogs = agentsDomain.method({
   name: "agents.logs",
-  summary: "The agent's last `lines` log entries (default 100, at most 1000), newest last: invocations started and finished, steps, errors, transitions.",
+  summary:
+    "The agent's last `lines` log entries (default 100, at most 1000), newest last: invocations started and finished, steps, errors, transitions.",
   input: v.object({ agent_id: AgentId, lines: v.optional(queryInt(1, 1000), 100) }),
   auth: AUTH,
-  output: v.object({ agentId: v.string(), logs: v.array(v.object({ seq: v.number(), time: Timestamp, level: v.string(), event: v.string(), message: v.string() })) }),
+  output: v.object({
+    agentId: v.string(),
+    logs: v.array(v.object({ seq: v.number(), time: Timestamp, level: v.string(), event: v.string(), message: v.string() })),
+  }),
   errors: { NOT_FOUND: {}, FORBIDDEN: {} },
   http: [{ surface: "gateway", method: "GET", path: "/agents/:agent_id/logs" }],
   async handler(params, ctx) {
@@ -309,10 +347,15 @@ export const agentsLogs = agentsDomain.method({
 export const agentsSubscribe = agentsDomain.method({
   name: "agents.subscribe",
   summary:
-    "Watch the agent's runs, started on any instance: a `subscribed` event once watching, then each run's events (status, chunk, step, done) with its runId, until the caller goes away. The agent stream's `subscribe` message.",
+    "Watch the agent's runs, started on any instance: a `subscribed` event once watching, then each run's events " +
+    "(status, chunk, step, done) with its runId, until the caller goes away. The agent stream's `subscribe` " +
+    "message.",
   input: v.object({ agent_id: AgentId }),
   auth: AUTH,
-  output: v.pipe(v.object({ type: v.string(), agentId: v.optional(v.string()), runId: v.optional(v.string()) }), v.description("Each SSE event: `subscribed`, then status, chunk, step and done events of runs")),
+  output: v.pipe(
+    v.object({ type: v.string(), agentId: v.optional(v.string()), runId: v.optional(v.string()) }),
+    v.description("Each SSE event: `subscribed`, then status, chunk, step and done events of runs"),
+  ),
   errors: { NOT_FOUND: {}, FORBIDDEN: {} },
   http: [{ surface: "gateway", method: "GET", path: "/agents/:agent_id/events" }],
   stream: {},
@@ -325,7 +368,8 @@ export const agentsSubscribe = agentsDomain.method({
 export const agentsCancel = agentsDomain.method({
   name: "agents.cancel",
   summary:
-    "Cancel a running invocation of one of your agents, wherever it runs; it ends with status `cancelled`. A run that ended, never existed or is another user's is 404. The agent stream's `cancel` message.",
+    "Cancel a running invocation of one of your agents, wherever it runs; it ends with status `cancelled`. A run " +
+    "that ended, never existed or is another user's is 404. The agent stream's `cancel` message.",
   input: v.object({ run_id: v.pipe(v.string("run_id must be a string"), v.minLength(1, "run_id is required"), v.maxLength(128)) }),
   auth: AUTH,
   output: v.object({ runId: v.string(), agentId: v.string(), cancelled: v.boolean() }),
@@ -342,11 +386,17 @@ export const agentsCancel = agentsDomain.method({
   },
 });
 
-export const agentsDeploy = lifecycleMethod("deploy", "Deploy the agent (idle or error → deployed); 409 from any other status (docs/agents.md state machine).");
-export const agentsPause = lifecycleMethod("pause", "Pause a deployed agent (deployed → paused); a paused agent refuses invocations with 409.");
+export const agentsDeploy = lifecycleMethod(
+  "deploy",
+  "Deploy the agent (idle or error → deployed); 409 from any other status (docs/agents.md state machine).",
+);
+export const agentsPause = lifecycleMethod(
+  "pause",
+  "Pause a deployed agent (deployed → paused); a paused agent refuses invocations with 409.",
+);
 export const agentsResume = lifecycleMethod("resume", "Resume a paused agent (paused → deployed).");
 
-/** Gateway agents by id, run here (spec 4.4 "API-gateway mode"); served when ORCH_BASE_URL is unset. */
+/** Gateway agents by id, run here (docs/interface.md 4.4 "API-gateway mode"); served when ORCH_BASE_URL is unset. */
 export const localAgentMethods = [
   agentsList,
   agentsCreate,
@@ -364,7 +414,7 @@ export const localAgentMethods = [
 
 export const agentsStreamConnect = agentsDomain.method({
   name: "agents.stream.connect",
-  summary: "Admits an agent-stream socket (`WS /gateway/v1/agents/stream`, spec 4.4): a session or Gateway key.",
+  summary: "Admits an agent-stream socket (`WS /gateway/v1/agents/stream`, docs/interface.md 4.4): a session or Gateway key.",
   input: v.object({}),
   auth: AUTH,
   internal: true,
@@ -376,6 +426,4 @@ export const agentsStreamConnect = agentsDomain.method({
  * The agent stream's gate, served in both agent modes: in orchestrator-proxy mode the socket
  * still opens and answers every message with a pointer to the orchestrator's stream.
  */
-export const agentStreamMethods = [
-  agentsStreamConnect,
-];
+export const agentStreamMethods = [agentsStreamConnect];

@@ -9,10 +9,10 @@ import { readSseData } from "../sse-parse.js";
 import { agentsDomain, type AgentsContext } from "./deps.js";
 
 /**
- * Agents in orchestrator-proxy mode (spec 4.4): served when ORCH_BASE_URL is set, instead of
+ * Agents in orchestrator-proxy mode (docs/interface.md 4.4): served when ORCH_BASE_URL is set, instead of
  * the local agents. Agents are addressed by name; every call is forwarded to the same path
  * under ORCH_BASE_URL with the caller's identity (docs/orchestrator.md), and the orchestrator's
- * answer comes back as is — a list may be a bare array (spec 2.6).
+ * answer comes back as is — a list may be a bare array (docs/interface.md 2.6).
  */
 
 const AUTH = { kinds: ["session", "gateway_key"] } as const satisfies AuthSpec;
@@ -21,7 +21,15 @@ const AUTH = { kinds: ["session", "gateway_key"] } as const satisfies AuthSpec;
  * What the orchestrator's answers become (rpc/agents/orchestrator/errors.ts): the caller's
  * mistakes keep their meaning, the orchestrator's own failures are 502, no answer in time 504.
  */
-const ORCHESTRATOR_ERRORS = { BAD_REQUEST: {}, FORBIDDEN: {}, NOT_FOUND: {}, CONFLICT: {}, RATE_LIMITED: {}, BAD_GATEWAY: {}, TIMEOUT: {} } as const;
+const ORCHESTRATOR_ERRORS = {
+  BAD_REQUEST: {},
+  FORBIDDEN: {},
+  NOT_FOUND: {},
+  CONFLICT: {},
+  RATE_LIMITED: {},
+  BAD_GATEWAY: {},
+  TIMEOUT: {},
+} as const;
 
 const AGENT_NAME = v.pipe(
   v.string("name must be a string"),
@@ -45,7 +53,12 @@ function queryOf(params: Record<string, unknown>): Record<string, string | numbe
   return query;
 }
 
-function call(ctx: AgentsContext, method: "GET" | "POST", path: string, extra: { query?: Record<string, string | number | boolean>; body?: Record<string, unknown> }) {
+function call(
+  ctx: AgentsContext,
+  method: "GET" | "POST",
+  path: string,
+  extra: { query?: Record<string, string | number | boolean>; body?: Record<string, unknown> },
+) {
   return orchestratorOf(ctx.deps).json({
     method,
     path,
@@ -59,7 +72,12 @@ function call(ctx: AgentsContext, method: "GET" | "POST", path: string, extra: {
 const acknowledged = (result: unknown, name: string, action: string) => result ?? { success: true, name, action };
 
 /** One forwarded agent operation `<verb> /agents/:name/<action>`. */
-function agentAction<const A extends string>(action: A, verb: HttpVerb & ("GET" | "POST"), summary: string, extraInput: v.ObjectEntries = {}) {
+function agentAction<const A extends string>(
+  action: A,
+  verb: HttpVerb & ("GET" | "POST"),
+  summary: string,
+  extraInput: v.ObjectEntries = {},
+) {
   return agentsDomain.method({
     name: `agents.${action}`,
     summary,
@@ -127,7 +145,8 @@ export const orchestratorAgentMethods = [
     output: Relayed,
     errors: ORCHESTRATOR_ERRORS,
     http: [{ surface: "gateway", method: "GET", path: "/agents/:name/logs" }],
-    handler: (params, ctx) => call(ctx, "GET", agentPath(params.name, "logs"), { query: params.tail === undefined ? {} : { tail: params.tail } }),
+    handler: (params, ctx) =>
+      call(ctx, "GET", agentPath(params.name, "logs"), { query: params.tail === undefined ? {} : { tail: params.tail } }),
   }),
 
   agentAction("pause", "POST", "Pause a running agent."),

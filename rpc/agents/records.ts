@@ -14,12 +14,14 @@ export async function requireAgent(deps: AgentsDeps, userId: string, agentId: st
   const role = tenant ? await roleIn(deps, userId, tenant) : null;
   if (!agent || !tenant || !role) throw new ServiceError("NOT_FOUND", `Agent not found: ${agentId}`);
   if (!roleAllows(role, need)) {
-    throw new ServiceError("FORBIDDEN", `Your role in tenant ${tenant.slug} is ${role}; this needs ${need} or above`, { details: { tenantId: tenant.id, role, required: need } });
+    throw new ServiceError("FORBIDDEN", `Your role in tenant ${tenant.slug} is ${role}; this needs ${need} or above`, {
+      details: { tenantId: tenant.id, role, required: need },
+    });
   }
   return agent;
 }
 
-/** The agent as every response shows it: spec 2.6 fields, plus its tenant. */
+/** The agent as every response shows it: docs/interface.md 2.6 fields, plus its tenant. */
 export async function agentView(deps: AgentsDeps, agent: AgentRecord) {
   const [status, changedAt] = await Promise.all([statusOf(deps, agent.id), statusChangedAt(deps, agent.id)]);
   return {

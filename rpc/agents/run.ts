@@ -95,7 +95,9 @@ async function* readTurn(result: ProviderResult): AsyncGenerator<string, Turn> {
   for await (const chunk of result.chunks as AsyncIterable<ChatChunk>) {
     if (chunk.usage) usage = chunk.usage;
     for (const choice of chunk.choices ?? []) {
-      const delta = choice.delta as { content?: string | null; tool_calls?: { index?: number; id?: string; function?: { name?: string; arguments?: string } }[] } | undefined;
+      const delta = choice.delta as
+        | { content?: string | null; tool_calls?: { index?: number; id?: string; function?: { name?: string; arguments?: string } }[] }
+        | undefined;
       if (delta?.content) {
         content += delta.content;
         yield delta.content;
@@ -189,9 +191,14 @@ async function runStep(deps: RunDependencies, tools: Map<string, ToolDef>, call:
     return step({ arguments: call.function.arguments, error: "The arguments are not valid JSON" });
   }
   const tool = tools.get(call.function.name);
-  if (!tool) return step({ arguments: args, error: `Unknown tool: ${call.function.name}; this agent may use ${[...tools.keys()].join(", ") || "no tools"}` });
+  if (!tool)
+    return step({
+      arguments: args,
+      error: `Unknown tool: ${call.function.name}; this agent may use ${[...tools.keys()].join(", ") || "no tools"}`,
+    });
   const issues = schemaIssues(tool.inputSchema, args);
-  if (issues.length) return step({ arguments: args, error: `Invalid arguments: ${issues.map((i) => `${i.path || "(root)"} ${i.message}`).join("; ")}` });
+  if (issues.length)
+    return step({ arguments: args, error: `Invalid arguments: ${issues.map((i) => `${i.path || "(root)"} ${i.message}`).join("; ")}` });
   try {
     const result = await deps.callTool(tool.name, args as Record<string, unknown>, deps.signal);
     return step({ arguments: args, result, error: result.isError ? resultText({ ...result, isError: false }) : null });

@@ -11,7 +11,7 @@ export interface AgentRunMessage {
   event: AgentEvent;
 }
 
-/** Bus channel on which a cancel reaches the instance running the run (DESIGN "More than one instance"). */
+/** Bus channel on which a cancel reaches the instance running the run (docs/architecture.md "More than one instance"). */
 const CANCEL_CHANNEL = "agent-run-cancels";
 
 interface CancelMessage {
@@ -78,9 +78,15 @@ export async function trackRun(
  * Cancels a run of the caller's, on this instance or another. A run that ended, never
  * existed or is another user's is the same 404.
  */
-export async function cancelRun(deps: AgentsDeps, userId: string, runId: string, mayCancel?: (agentId: string) => Promise<boolean>): Promise<{ runId: string; agentId: string }> {
+export async function cancelRun(
+  deps: AgentsDeps,
+  userId: string,
+  runId: string,
+  mayCancel?: (agentId: string) => Promise<boolean>,
+): Promise<{ runId: string; agentId: string }> {
   const record = await deps.agents.getRun(runId);
-  if (!record || (record.userId !== userId && !(await mayCancel?.(record.agentId)))) throw new ServiceError("NOT_FOUND", `No running run ${runId}`);
+  if (!record || (record.userId !== userId && !(await mayCancel?.(record.agentId))))
+    throw new ServiceError("NOT_FOUND", `No running run ${runId}`);
   const local = localRuns(deps).controllers.get(runId);
   if (local) local.abort(cancelledByClient());
   else await deps.store.bus.publish(CANCEL_CHANNEL, { runId } satisfies CancelMessage);

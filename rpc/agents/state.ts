@@ -15,7 +15,7 @@ export type Lifecycle = AgentLifecycle;
 export type AgentStatus = Lifecycle | "running" | "error";
 
 /**
- * Records that the agent's status changed, for its `updatedAt` (spec 2.6). Kept beside the
+ * Records that the agent's status changed, for its `updatedAt` (docs/interface.md 2.6). Kept beside the
  * state values rather than in the record, so a status change never rewrites the record a
  * concurrent PUT is writing. Strictly increasing: two changes in one millisecond still differ.
  */
@@ -68,7 +68,11 @@ export async function runFinished(deps: Pick<Repos, "agentState">, agentId: stri
 export type Transition = "deploy" | "pause" | "resume";
 
 const TRANSITIONS: Record<Transition, { from: Lifecycle; to: Lifecycle; refuse: Partial<Record<Lifecycle, string>> }> = {
-  deploy: { from: "idle", to: "deployed", refuse: { deployed: "The agent is already deployed", paused: "The agent is paused; resume it instead" } },
+  deploy: {
+    from: "idle",
+    to: "deployed",
+    refuse: { deployed: "The agent is already deployed", paused: "The agent is paused; resume it instead" },
+  },
   pause: { from: "deployed", to: "paused", refuse: { idle: "Only a deployed agent can be paused", paused: "The agent is already paused" } },
   resume: { from: "paused", to: "deployed", refuse: { idle: "Only a paused agent can be resumed", deployed: "The agent is not paused" } },
 };
@@ -81,7 +85,8 @@ export async function transition(deps: Pick<Repos, "agentState">, agent: AgentRe
     new ServiceError("CONFLICT", message, { details: { status, transition: name, allowedFrom: rule.from } });
   if (current !== rule.from) throw conflict(rule.refuse[current] ?? `Cannot ${name} from ${current}`, await statusOf(deps, agent.id));
   // Deploying swaps what serves invocations: not while any is in flight.
-  if (name === "deploy" && (await runningCount(deps, agent.id)) > 0) throw conflict("The agent is running; deploy once its invocations finish", "running");
+  if (name === "deploy" && (await runningCount(deps, agent.id)) > 0)
+    throw conflict("The agent is running; deploy once its invocations finish", "running");
   if (!(await deps.agentState.setLifecycle(agent.id, current, rule.to))) {
     throw conflict("The agent changed state concurrently; try again", await statusOf(deps, agent.id));
   }

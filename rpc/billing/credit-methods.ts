@@ -18,7 +18,13 @@ const BalanceView = v.object({
 });
 
 async function balanceView(deps: BillingDeps, workspace: Workspace) {
-  return { workspaceId: workspace.id, name: workspace.name, tenantId: workspace.tenantId, status: workspace.status, creditBalance: await deps.credits.balance(workspace.id) };
+  return {
+    workspaceId: workspace.id,
+    name: workspace.name,
+    tenantId: workspace.tenantId,
+    status: workspace.status,
+    creditBalance: await deps.credits.balance(workspace.id),
+  };
 }
 
 async function existing(deps: BillingDeps, id: string): Promise<Workspace> {
@@ -30,7 +36,9 @@ async function existing(deps: BillingDeps, id: string): Promise<Workspace> {
 export const operatorBalances = billingDomain.method({
   name: "operator.balances",
   summary:
-    "Operators: workspaces with their credit balances in micro-credits: a user's (by `email`), one (by `workspaceId`), or without either every workspace in id order, `limit` at a time after `after` (`nextAfter` is set while more remain).",
+    "Operators: workspaces with their credit balances in micro-credits: a user's (by `email`), one (by " +
+    "`workspaceId`), or without either every workspace in id order, `limit` at a time after `after` (`nextAfter` " +
+    "is set while more remain).",
   input: v.pipe(
     v.object({
       email: v.optional(v.pipe(v.string("email must be a string"), v.trim(), v.minLength(1, "email is required"), v.maxLength(254))),
@@ -77,7 +85,10 @@ export const operatorCreditsGrant = billingDomain.method({
       v.finite("credits must be finite"),
       v.gtValue(0, "credits must be positive"),
       v.maxValue(1e9, "credits is at most 1,000,000,000 per grant"),
-      v.check((value) => Math.abs(value * MICRO_PER_CREDIT - Math.round(value * MICRO_PER_CREDIT)) < 1e-6, "credits has at most 6 decimals"),
+      v.check(
+        (value) => Math.abs(value * MICRO_PER_CREDIT - Math.round(value * MICRO_PER_CREDIT)) < 1e-6,
+        "credits has at most 6 decimals",
+      ),
     ),
   }),
   auth: OPERATORS,
@@ -91,7 +102,13 @@ export const operatorCreditsGrant = billingDomain.method({
     const workspace = await existing(ctx.deps, params.workspaceId);
     const micro = Math.round(params.credits * MICRO_PER_CREDIT);
     await ctx.deps.credits.grant(workspace.id, micro);
-    ctx.deps.log.info({ requestId: ctx.requestId, event: "credits.granted", workspaceId: workspace.id, microCredits: micro, by: ctx.principal.userId });
+    ctx.deps.log.info({
+      requestId: ctx.requestId,
+      event: "credits.granted",
+      workspaceId: workspace.id,
+      microCredits: micro,
+      by: ctx.principal.userId,
+    });
     return { ...(await balanceView(ctx.deps, workspace)), granted: micro };
   },
 });
@@ -101,7 +118,4 @@ export const operatorCreditsGrant = billingDomain.method({
  * the console or a Gateway session: look a user's workspaces up with their balances, and
  * grant credits to any workspace.
  */
-export const creditMethods = [
-  operatorBalances,
-  operatorCreditsGrant,
-];
+export const creditMethods = [operatorBalances, operatorCreditsGrant];

@@ -7,7 +7,7 @@ import type { Money } from "../money/money.js";
 /** What the billing domain's handlers reach as `ctx.deps` (built in `./index.ts`). */
 export type BillingDeps = Pick<Repos, "users" | "tenants" | "members" | "agents" | "credits" | "usage"> &
   Pick<Ports, "config" | "log"> & {
-  money: Money;
+    money: Money;
   };
 
 export const billingDomain = domain<BillingDeps>("billing");

@@ -8,10 +8,10 @@ import type { Money } from "../money/money.js";
 /** What the chat domain's handlers reach as `ctx.deps` (built in `./index.ts`). */
 export type ChatDeps = Pick<Repos, "users" | "quotas"> &
   Pick<Ports, "config" | "log" | "metrics"> & {
-  models: ModelRouter;
-  money: Money;
-  /** Stops following other instances' deployment cooldowns (at close). */
-  stopSharing: () => Promise<void>;
+    models: ModelRouter;
+    money: Money;
+    /** Stops following other instances' deployment cooldowns (at close). */
+    stopSharing: () => Promise<void>;
   };
 
 export const chatDomain = domain<ChatDeps>("chat");

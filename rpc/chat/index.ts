@@ -10,7 +10,7 @@ export const chatModule = chatDomain.module({
   methods: [...modelMethods, ...chatMethods],
   check: (config) => void loadModels(config),
   init: async (ports) => {
-    // The model router (the spec's "model gateway"): ids to deployments, prices.
+    // The model router (docs/interface.md's "model gateway"): ids to deployments, prices.
     const models = new ModelRouter(loadModels(ports.config), ports.config, process.env);
     // Deployment cooldowns and capacity, shared by every instance (docs/providers.md "Cooldown").
     const stopSharing = await models.share(ports.repos.deployments, ports.store.bus, ports.metrics);

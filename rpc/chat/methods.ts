@@ -1,6 +1,14 @@
 import { principalOf } from "../auth.js";
 import { countPromptTokens } from "./tokens.js";
-import { PlatformChatBody, ToolChatBody, runChat, toChatRequest, toToolChatRequest, type ChatBodyInput, type ToolChatBodyInput } from "./run-chat.js";
+import {
+  PlatformChatBody,
+  ToolChatBody,
+  runChat,
+  toChatRequest,
+  toToolChatRequest,
+  type ChatBodyInput,
+  type ToolChatBodyInput,
+} from "./run-chat.js";
 import type { RoutedModel } from "./model-router.js";
 import type { Hold, Meter } from "../money/money.js";
 import type { ChatRequest } from "./types.js";
@@ -10,7 +18,7 @@ import { chatDomain, type ChatContext } from "./deps.js";
 import { endingWith, takeStreamPlace } from "../quotas.js";
 
 /**
- * From here on the request has reached the router (spec 4.2): the response carries
+ * From here on the request has reached the router (docs/interface.md 4.2): the response carries
  * `X-Service-Request-Id`, success or forwarded error. Earlier refusals (400, 401, 402, 403
  * on scope, key limits) never get it.
  */
@@ -66,7 +74,10 @@ async function holdAndRun(
       // "Usage"), sent together: one journal flush on fs, one round trip on Redis.
       // The cost is at the price of the deployment that answered (docs/providers.md "Money").
       settle: async (usage, _estimated, cost) => {
-        await Promise.all([held.settle(usage, cost), ctx.deps.money.recordUsage(ctx.principal, { ...meter, model: model.id }, usage, cost)]);
+        await Promise.all([
+          held.settle(usage, cost),
+          ctx.deps.money.recordUsage(ctx.principal, { ...meter, model: model.id }, usage, cost),
+        ]);
       },
     });
   };
@@ -92,7 +103,8 @@ async function userChat(ctx: ChatContext, params: ToolChatBodyInput, surface: "a
     ctx,
     params,
     planId,
-    (model, request, promptTokens) => ctx.deps.money.admitUser(userId, planId, promptTokens + ctx.deps.models.outputCap(model, promptTokens, request.max_tokens)),
+    (model, request, promptTokens) =>
+      ctx.deps.money.admitUser(userId, planId, promptTokens + ctx.deps.models.outputCap(model, promptTokens, request.max_tokens)),
     undefined,
     { surface, credits: false },
     toToolChatRequest(params),
@@ -103,7 +115,9 @@ export const chatMethods = [
   chatDomain.method({
     name: "platform.chat.completions",
     summary:
-      "Chat completion billed to the key's workspace (spec 4.2); SSE chunks ending in [DONE] when stream is true. Served while the balance, less what requests in flight hold, is above zero (402 otherwise); only model, messages, stream, temperature, top_p and max_tokens are read.",
+      "Chat completion billed to the key's workspace (docs/interface.md 4.2); SSE chunks ending in [DONE] when stream is true. " +
+      "Served while the balance, less what requests in flight hold, is above zero (402 otherwise); only model, " +
+      "messages, stream, temperature, top_p and max_tokens are read.",
     input: PlatformChatBody,
     auth: { kinds: ["platform_key"], scopes: ["chat:write"] },
     output: ChatCompletionView,
@@ -113,7 +127,7 @@ export const chatMethods = [
       FORBIDDEN: {},
       UPSTREAM: {},
       BAD_GATEWAY: {},
-      // spec 7.2: an upstream timeout is a 502 here (rpc/surfaces.ts).
+      // docs/interface.md 7.2: an upstream timeout is a 502 here (rpc/surfaces.ts).
       TIMEOUT: { status: 502, message: "the model did not answer in time" },
       UNAVAILABLE: {},
       MODEL_NOT_AVAILABLE: {},
@@ -130,7 +144,10 @@ export const chatMethods = [
           // The most the request can cost: the prompt plus max_tokens (or the output cap) at the
           // dearest deployment of the model and its fallbacks (docs/providers.md "Money").
           const output = ctx.deps.models.outputCap(model, promptTokens, request.max_tokens);
-          return ctx.deps.money.admitPlatform(principal, { maxCost: ctx.deps.models.maxCost(model, promptTokens, request.max_tokens), tokens: promptTokens + output });
+          return ctx.deps.money.admitPlatform(principal, {
+            maxCost: ctx.deps.models.maxCost(model, promptTokens, request.max_tokens),
+            tokens: promptTokens + output,
+          });
         },
         () => ctx.deps.money.requireCredits(principal),
         { surface: "platform", credits: true },
@@ -140,11 +157,22 @@ export const chatMethods = [
 
   chatDomain.method({
     name: "account.chat.completions",
-    summary: "Chat completion on the account's plan allowance (spec 4.1); needs scope intelligence. Carries tools, tool_choice and tool calls.",
+    summary:
+      "Chat completion on the account's plan allowance (docs/interface.md 4.1); needs scope intelligence. Carries tools, tool_choice and tool calls.",
     input: ToolChatBody,
     auth: { kinds: ["account_key"], scopes: ["intelligence"], scopeError: "INSUFFICIENT_CAPABILITY" },
     output: ChatCompletionView,
-    errors: { QUOTA_EXCEEDED: {}, FORBIDDEN: {}, INSUFFICIENT_CAPABILITY: {}, UPSTREAM: {}, TIMEOUT: {}, BAD_GATEWAY: {}, UNAVAILABLE: {}, RATE_LIMITED: {}, MODEL_NOT_AVAILABLE: {} },
+    errors: {
+      QUOTA_EXCEEDED: {},
+      FORBIDDEN: {},
+      INSUFFICIENT_CAPABILITY: {},
+      UPSTREAM: {},
+      TIMEOUT: {},
+      BAD_GATEWAY: {},
+      UNAVAILABLE: {},
+      RATE_LIMITED: {},
+      MODEL_NOT_AVAILABLE: {},
+    },
     http: [{ surface: "account", method: "POST", path: "/chat/completions" }],
     stream: { done: "[DONE]" },
     handler: (params, ctx) => userChat(ctx, params, "account"),
@@ -152,11 +180,23 @@ export const chatMethods = [
 
   chatDomain.method({
     name: "gateway.chat.completions",
-    summary: "Chat completion through the model router for a signed-in user or gateway key (spec 4.4), on the user's plan allowance. Carries tools, tool_choice and tool calls.",
+    summary:
+      "Chat completion through the model router for a signed-in user or gateway key (docs/interface.md 4.4), on the user's plan " +
+      "allowance. Carries tools, tool_choice and tool calls.",
     input: ToolChatBody,
     auth: { kinds: ["session", "gateway_key"] },
     output: ChatCompletionView,
-    errors: { QUOTA_EXCEEDED: {}, FORBIDDEN: {}, UPSTREAM: {}, TIMEOUT: {}, BAD_GATEWAY: {}, UNAVAILABLE: {}, RATE_LIMITED: {}, MODEL_NOT_AVAILABLE: {}, INSUFFICIENT_CAPABILITY: {} },
+    errors: {
+      QUOTA_EXCEEDED: {},
+      FORBIDDEN: {},
+      UPSTREAM: {},
+      TIMEOUT: {},
+      BAD_GATEWAY: {},
+      UNAVAILABLE: {},
+      RATE_LIMITED: {},
+      MODEL_NOT_AVAILABLE: {},
+      INSUFFICIENT_CAPABILITY: {},
+    },
     http: [{ surface: "gateway", method: "POST", path: "/chat/completions" }],
     stream: { done: "[DONE]" },
     handler: (params, ctx) => userChat(ctx, params, "gateway"),

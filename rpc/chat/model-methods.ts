@@ -5,7 +5,7 @@ import { ModelEntry, ModelList } from "../views.js";
 import type { Principal } from "../auth.js";
 import { chatDomain, type ChatContext } from "./deps.js";
 
-// spec 2.1: the catalog is not filtered per key, so one id answers like the list it is in.
+// docs/interface.md 2.1: the catalog is not filtered per key, so one id answers like the list it is in.
 const ModelId = v.object({ model_id: v.pipe(v.string(), v.minLength(1), v.maxLength(256)) });
 
 function findModel(ctx: ChatContext, id: string) {
@@ -14,7 +14,7 @@ function findModel(ctx: ChatContext, id: string) {
   return entry;
 }
 
-/** spec 5: an Account key reads the catalog with either scope; returns the user's plan status. */
+/** docs/interface.md 5: an Account key reads the catalog with either scope; returns the user's plan status. */
 async function accountPlan(ctx: ChatContext<Principal>) {
   const principal = ctx.principal;
   if (!principal.scopes.some((scope) => scope === "intelligence" || scope === "compute")) {
@@ -28,7 +28,7 @@ async function accountPlan(ctx: ChatContext<Principal>) {
 export const modelMethods = [
   chatDomain.method({
     name: "platform.models.list",
-    summary: "The model catalog (spec 2.1); not filtered per key. 402 when the workspace has no credits.",
+    summary: "The model catalog (docs/interface.md 2.1); not filtered per key. 402 when the workspace has no credits.",
     input: v.object({}),
     auth: { kinds: ["platform_key"] },
     output: ModelList,
@@ -42,10 +42,21 @@ export const modelMethods = [
 
   chatDomain.method({
     name: "account.models.list",
-    summary: "The model catalog with the account's current plan, its allowance and which models it unlocks (spec 2.1, 4.1).",
+    summary: "The model catalog with the account's current plan, its allowance and which models it unlocks (docs/interface.md 2.1, 4.1).",
     input: v.object({}),
     auth: { kinds: ["account_key"] },
-    output: v.object({ object: v.string(), plan: v.object({ id: v.string(), name: v.string(), tokensPerWindow: v.number(), windowSeconds: v.number(), used: v.number(), remaining: v.number() }), data: v.array(v.object({ ...ModelEntry.entries, available: v.boolean() })) }),
+    output: v.object({
+      object: v.string(),
+      plan: v.object({
+        id: v.string(),
+        name: v.string(),
+        tokensPerWindow: v.number(),
+        windowSeconds: v.number(),
+        used: v.number(),
+        remaining: v.number(),
+      }),
+      data: v.array(v.object({ ...ModelEntry.entries, available: v.boolean() })),
+    }),
     errors: { INSUFFICIENT_CAPABILITY: {} },
     http: [{ surface: "account", method: "GET", path: "/models" }],
     async handler(_params, ctx) {
@@ -61,7 +72,7 @@ export const modelMethods = [
 
   chatDomain.method({
     name: "gateway.models.list",
-    summary: "The runtime model list of the model router (spec 4.4).",
+    summary: "The runtime model list of the model router (docs/interface.md 4.4).",
     input: v.object({}),
     auth: { kinds: ["session", "gateway_key"] },
     output: ModelList,
@@ -74,7 +85,8 @@ export const modelMethods = [
   // What `openai.models.retrieve(id)` calls, with the list's credential and 402 rules.
   chatDomain.method({
     name: "platform.models.get",
-    summary: "One model of the catalog (spec 2.1), as `GET /models` lists it; 404 for an unknown id, 402 when the workspace has no credits.",
+    summary:
+      "One model of the catalog (docs/interface.md 2.1), as `GET /models` lists it; 404 for an unknown id, 402 when the workspace has no credits.",
     input: ModelId,
     auth: { kinds: ["platform_key"] },
     output: ModelEntry,

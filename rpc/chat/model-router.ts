@@ -21,7 +21,7 @@ export interface RegistryStatus {
 /** Completion tokens a hold reserves when neither the request nor the model sets a cap. */
 const DEFAULT_OUTPUT_CAP = 4096;
 
-/** One catalog entry as every surface lists it (spec 2.1). */
+/** One catalog entry as every surface lists it (docs/interface.md 2.1). */
 export interface CatalogEntry {
   id: string;
   object: "model";
@@ -42,13 +42,19 @@ export interface RoutedModel extends RouteTarget {
 }
 
 /** The provider of one deployment (docs/providers.md). */
-function providerOf(id: string, model: ModelConfig, deployment: DeploymentConfig, timeoutSeconds: number, env: Record<string, string | undefined>): Provider {
+function providerOf(
+  id: string,
+  model: ModelConfig,
+  deployment: DeploymentConfig,
+  timeoutSeconds: number,
+  env: Record<string, string | undefined>,
+): Provider {
   return createProvider(id, providerConfigOf(model, deployment), { timeoutSeconds, env });
 }
 
 /**
- * The spec's "model gateway": maps a model id to its provider, lists the catalog at runtime
- * (spec 9: clients never hard-code ids) and prices usage.
+ * The "model gateway" of docs/interface.md: maps a model id to its provider, lists the catalog at runtime
+ * (docs/interface.md 9: clients never hard-code ids) and prices usage.
  */
 export class ModelRouter {
   readonly #models = new Map<string, RoutedModel>();
@@ -71,7 +77,14 @@ export class ModelRouter {
       const observer = () => this.#observer;
       const timeoutSeconds = ("deployments" in entry ? entry.timeoutSeconds : undefined) ?? config.MODEL_TIMEOUT_SECONDS;
       const deployments = deploymentsOf(entry).map(
-        (deployment, index) => new Deployment(id, index, deployment, observedProvider(id, providerOf(id, entry, deployment, timeoutSeconds, env), observer), deployment.price ?? entry.price),
+        (deployment, index) =>
+          new Deployment(
+            id,
+            index,
+            deployment,
+            observedProvider(id, providerOf(id, entry, deployment, timeoutSeconds, env), observer),
+            deployment.price ?? entry.price,
+          ),
       );
       const model: RoutedModel = {
         id,
@@ -90,7 +103,8 @@ export class ModelRouter {
     for (const model of this.#models.values()) {
       model.candidates = [model, ...(model.config.fallbacks ?? []).flatMap((id) => this.#models.get(id) ?? [])];
       // One deployment, no retry, no fallback, no capacity: the deployment's provider itself.
-      const plain = model.deployments.length === 1 && model.retries === 0 && model.candidates.length === 1 && !model.deployments[0]!.limited;
+      const plain =
+        model.deployments.length === 1 && model.retries === 0 && model.candidates.length === 1 && !model.deployments[0]!.limited;
       if (!plain) model.provider = new RoutingProvider(model, this.health);
     }
   }
@@ -138,7 +152,7 @@ export class ModelRouter {
     return this.#registry.get(id)?.status === "disabled";
   }
 
-  /** Every listed model, public or not (spec 2.1: the catalog is not filtered per key). */
+  /** Every listed model, public or not (docs/interface.md 2.1: the catalog is not filtered per key). */
   list(): CatalogEntry[] {
     return [...this.#models.values()].map(({ id, config }) => {
       const deprecation = this.deprecation(id);
@@ -148,7 +162,7 @@ export class ModelRouter {
         created: this.#created,
         owned_by: config.ownedBy ?? (deploymentsOf(config).every((deployment) => deployment.provider === "echo") ? "gateway" : "upstream"),
         context_window: config.contextWindow,
-        // The catalog entry is where a Platform caller learns of a deprecation (spec 4.2 allows no other header).
+        // The catalog entry is where a Platform caller learns of a deprecation (docs/interface.md 4.2 allows no other header).
         ...(deprecation ? { deprecated: true, deprecation } : {}),
       };
     });
@@ -163,22 +177,30 @@ export class ModelRouter {
 
   /**
    * The model for a chat request. Unknown and non-public ids get the same 403 listing the
-   * usable ids (spec 7.2); with no model configured at all, chat is unavailable (503).
+   * usable ids (docs/interface.md 7.2); with no model configured at all, chat is unavailable (503).
    */
   resolve(id: string, plan?: string): RoutedModel {
     if (this.#models.size === 0) throw new ServiceError("UNAVAILABLE", "Chat service not configured: no models are set up");
     const model = this.#models.get(id);
-    if (!model || !model.config.public || this.#disabled(id)) {
+    if (!model?.config.public || this.#disabled(id)) {
       const usable = this.usableIds();
-      throw new ServiceError("MODEL_NOT_AVAILABLE", `The model '${id}' is not available on this API. Usable models: ${usable.join(", ") || "none"}`, {
-        details: { usable },
-      });
+      throw new ServiceError(
+        "MODEL_NOT_AVAILABLE",
+        `The model '${id}' is not available on this API. Usable models: ${usable.join(", ") || "none"}`,
+        {
+          details: { usable },
+        },
+      );
     }
     if (plan && model.config.plans && !model.config.plans.includes(plan)) {
       const usable = this.usableIds(plan);
-      throw new ServiceError("INSUFFICIENT_CAPABILITY", `The model '${id}' is not included in the ${plan} plan. Usable models: ${usable.join(", ") || "none"}`, {
-        details: { usable },
-      });
+      throw new ServiceError(
+        "INSUFFICIENT_CAPABILITY",
+        `The model '${id}' is not included in the ${plan} plan. Usable models: ${usable.join(", ") || "none"}`,
+        {
+          details: { usable },
+        },
+      );
     }
     return model;
   }

@@ -14,11 +14,11 @@ const Price = v.strictObject({
 });
 
 const Common = {
-  /** Shown as `owned_by` in the catalogs (spec 2.1). */
+  /** Shown as `owned_by` in the catalogs (docs/interface.md 2.1). */
   ownedBy: v.optional(v.pipe(v.string(), v.minLength(1))),
-  /** Shown as `context_window` (spec 2.1). */
+  /** Shown as `context_window` (docs/interface.md 2.1). */
   contextWindow: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1)), 8192),
-  /** A listed model that is not public is refused with 403 (spec 2.1, 7.2). */
+  /** A listed model that is not public is refused with 403 (docs/interface.md 2.1, 7.2). */
   public: v.optional(v.boolean(), true),
   price: v.optional(Price, { input: 1000, output: 2000 }),
   /**
@@ -74,7 +74,10 @@ const AzureUpstream = {
   /** The resource's endpoint, e.g. `https://my-resource.openai.azure.com`. */
   baseURL: HttpUrl,
   /** The `api-version` query parameter. */
-  apiVersion: v.optional(v.pipe(v.string(), v.regex(/^\d{4}-\d{2}-\d{2}(-preview)?$/, 'must be a date like "2024-10-21" (or "…-preview")')), "2024-10-21"),
+  apiVersion: v.optional(
+    v.pipe(v.string(), v.regex(/^\d{4}-\d{2}-\d{2}(-preview)?$/, 'must be a date like "2024-10-21" (or "…-preview")')),
+    "2024-10-21",
+  ),
   ...Upstream,
 };
 
@@ -113,7 +116,11 @@ const AnthropicEntry = v.strictObject({ ...AnthropicUpstream, ...Common, ...Reli
 const GeminiEntry = v.strictObject({ ...GeminiUpstream, ...Common, ...Reliability });
 const BedrockEntry = v.strictObject({ ...BedrockUpstream, ...Common, ...Reliability });
 
-const SingleEntry = v.variant("provider", [EchoEntry, OpenAiEntry, AzureEntry, AnthropicEntry, GeminiEntry, BedrockEntry], PROVIDER_MESSAGE);
+const SingleEntry = v.variant(
+  "provider",
+  [EchoEntry, OpenAiEntry, AzureEntry, AnthropicEntry, GeminiEntry, BedrockEntry],
+  PROVIDER_MESSAGE,
+);
 
 /** What one deployment of a model may set beyond its upstream (docs/providers.md "Deployments"). */
 const DeploymentFields = {
@@ -175,7 +182,18 @@ export type ModelPrice = v.InferOutput<typeof Price>;
  */
 export function deploymentsOf(config: ModelConfig): DeploymentConfig[] {
   if ("deployments" in config) return config.deployments;
-  const { ownedBy: _o, contextWindow: _c, public: _p, price: _price, maxOutputTokens: _m, plans: _plans, retries: _r, fallbacks: _f, cooldownSeconds: _cs, ...upstream } = config;
+  const {
+    ownedBy: _o,
+    contextWindow: _c,
+    public: _p,
+    price: _price,
+    maxOutputTokens: _m,
+    plans: _plans,
+    retries: _r,
+    fallbacks: _f,
+    cooldownSeconds: _cs,
+    ...upstream
+  } = config;
   return [{ ...upstream, weight: 1 } as DeploymentConfig];
 }
 
@@ -184,7 +202,15 @@ export function deploymentsOf(config: ModelConfig): DeploymentConfig[] {
  * limits (context window, output cap) that adapters needing a cap (Anthropic) read.
  */
 export function providerConfigOf(model: ModelConfig, deployment: DeploymentConfig): SingleModelConfig {
-  return { ...deployment, ownedBy: model.ownedBy, contextWindow: model.contextWindow, public: model.public, price: deployment.price ?? model.price, maxOutputTokens: model.maxOutputTokens, plans: model.plans } as SingleModelConfig;
+  return {
+    ...deployment,
+    ownedBy: model.ownedBy,
+    contextWindow: model.contextWindow,
+    public: model.public,
+    price: deployment.price ?? model.price,
+    maxOutputTokens: model.maxOutputTokens,
+    plans: model.plans,
+  } as SingleModelConfig;
 }
 
 /** What `npm start` serves with nothing configured: the network-free echo model. */
@@ -215,7 +241,9 @@ export function loadModels(config: Pick<Config, "MODELS_FILE" | "MODELS_JSON">):
     try {
       text = readFileSync(config.MODELS_FILE, "utf8");
     } catch (error) {
-      throw new ConfigError([`MODELS_FILE=${config.MODELS_FILE}: cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`]);
+      throw new ConfigError([
+        `MODELS_FILE=${config.MODELS_FILE}: cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+      ]);
     }
     models = parseDocument(`MODELS_FILE ${config.MODELS_FILE}`, text);
   }

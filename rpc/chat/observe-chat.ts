@@ -35,7 +35,13 @@ export function observeChat(ctx: ChatContext, model: RoutedModel) {
       counters.inputTokens.inc(usage.prompt_tokens);
       counters.outputTokens.inc(usage.completion_tokens);
       counters.credits.inc(cost);
-      if (fields) Object.assign(fields, { inputTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens, costMicrocredits: cost, ...(estimated ? { usageEstimated: true } : {}) });
+      if (fields)
+        Object.assign(fields, {
+          inputTokens: usage.prompt_tokens,
+          outputTokens: usage.completion_tokens,
+          costMicrocredits: cost,
+          ...(estimated ? { usageEstimated: true } : {}),
+        });
     },
   };
 }

@@ -136,13 +136,29 @@ export class DeploymentHealth {
       registers,
       collect() {
         const now = Date.now();
-        for (const deployment of all()) this.set({ model: deployment.model, deployment: String(deployment.index) }, deployment.coolUntil > now ? 1 : 0);
+        for (const deployment of all())
+          this.set({ model: deployment.model, deployment: String(deployment.index) }, deployment.coolUntil > now ? 1 : 0);
       },
     });
     this.#metrics = {
-      failures: new Counter({ name: "gateway_model_deployment_failures_total", help: "Failed calls to a model deployment that count towards its cooldown, by model and deployment", labelNames: ["model", "deployment"] as const, registers }),
-      retries: new Counter({ name: "gateway_model_retries_total", help: "Chat requests sent again after a retryable upstream failure, by model", labelNames: ["model"] as const, registers }),
-      fallbacks: new Counter({ name: "gateway_model_fallbacks_total", help: "Chat requests passed to a fallback model, by model and fallback", labelNames: ["model", "fallback"] as const, registers }),
+      failures: new Counter({
+        name: "gateway_model_deployment_failures_total",
+        help: "Failed calls to a model deployment that count towards its cooldown, by model and deployment",
+        labelNames: ["model", "deployment"] as const,
+        registers,
+      }),
+      retries: new Counter({
+        name: "gateway_model_retries_total",
+        help: "Chat requests sent again after a retryable upstream failure, by model",
+        labelNames: ["model"] as const,
+        registers,
+      }),
+      fallbacks: new Counter({
+        name: "gateway_model_fallbacks_total",
+        help: "Chat requests passed to a fallback model, by model and fallback",
+        labelNames: ["model", "fallback"] as const,
+        registers,
+      }),
     };
   }
 
@@ -299,10 +315,20 @@ export class RoutingProvider implements Provider {
       }
     }
     if (state.last !== undefined) throw state.last;
-    throw new ServiceError("RATE_LIMITED", `Every deployment of the model '${this.#target.id}' is at its configured capacity; try again shortly`);
+    throw new ServiceError(
+      "RATE_LIMITED",
+      `Every deployment of the model '${this.#target.id}' is at its configured capacity; try again shortly`,
+    );
   }
 
-  async #attemptModel(target: RouteTarget, request: ChatRequest, signal: AbortSignal, trace: { traceparent?: string } | undefined, state: Attempts, lastChance: boolean): Promise<ProviderResult> {
+  async #attemptModel(
+    target: RouteTarget,
+    request: ChatRequest,
+    signal: AbortSignal,
+    trace: { traceparent?: string } | undefined,
+    state: Attempts,
+    lastChance: boolean,
+  ): Promise<ProviderResult> {
     const tried = new Set<Deployment>();
     const full = new Set<Deployment>();
     const retryAfter = new Map<Deployment, number>();
@@ -334,18 +360,26 @@ export class RoutingProvider implements Provider {
     throw state.last;
   }
 
-  async #choose(target: RouteTarget, tried: Set<Deployment>, full: Set<Deployment>, ignoreCooldown: boolean): Promise<Deployment | undefined> {
+  async #choose(
+    target: RouteTarget,
+    tried: Set<Deployment>,
+    full: Set<Deployment>,
+    ignoreCooldown: boolean,
+  ): Promise<Deployment | undefined> {
     const now = Date.now();
     for (;;) {
       // Untried deployments first, then one already tried (after a backoff); one in cooldown
       // only when there is nothing else at all.
       const all = target.deployments;
       // The usual case, nothing tried and nothing cooling down: the list itself, no copy.
-      let pool = tried.size === 0 && full.size === 0 && all.every((deployment) => deployment.coolUntil <= now)
-        ? all
-        : all.filter((deployment) => !tried.has(deployment) && !full.has(deployment) && deployment.coolUntil <= now);
-      if (pool.length === 0) pool = target.deployments.filter((deployment) => tried.has(deployment) && !full.has(deployment) && deployment.coolUntil <= now);
-      if (pool.length === 0 && ignoreCooldown) pool = target.deployments.filter((deployment) => !tried.has(deployment) && !full.has(deployment));
+      let pool =
+        tried.size === 0 && full.size === 0 && all.every((deployment) => deployment.coolUntil <= now)
+          ? all
+          : all.filter((deployment) => !tried.has(deployment) && !full.has(deployment) && deployment.coolUntil <= now);
+      if (pool.length === 0)
+        pool = target.deployments.filter((deployment) => tried.has(deployment) && !full.has(deployment) && deployment.coolUntil <= now);
+      if (pool.length === 0 && ignoreCooldown)
+        pool = target.deployments.filter((deployment) => !tried.has(deployment) && !full.has(deployment));
       if (pool.length === 0) return undefined;
       const deployment = pick(target.routing, pool);
       if (!deployment.limited || (await this.#health.admits(deployment))) return deployment;
@@ -353,7 +387,13 @@ export class RoutingProvider implements Provider {
     }
   }
 
-  async #call(deployment: Deployment, target: RouteTarget, request: ChatRequest, signal: AbortSignal, trace: { traceparent?: string } | undefined): Promise<ProviderResult> {
+  async #call(
+    deployment: Deployment,
+    target: RouteTarget,
+    request: ChatRequest,
+    signal: AbortSignal,
+    trace: { traceparent?: string } | undefined,
+  ): Promise<ProviderResult> {
     const started = performance.now();
     deployment.inFlight++;
     let result: ProviderResult;
@@ -386,7 +426,13 @@ export class RoutingProvider implements Provider {
   }
 
   /** The stream from its first chunk on, without another generator: each `next` goes straight upstream. */
-  #relay(deployment: Deployment, target: RouteTarget, upstream: AsyncIterator<ChatChunk>, first: IteratorResult<ChatChunk>, signal: AbortSignal): AsyncIterable<ChatChunk> {
+  #relay(
+    deployment: Deployment,
+    target: RouteTarget,
+    upstream: AsyncIterator<ChatChunk>,
+    first: IteratorResult<ChatChunk>,
+    signal: AbortSignal,
+  ): AsyncIterable<ChatChunk> {
     const health = this.#health;
     let pending: IteratorResult<ChatChunk> | undefined = first;
     let open = true;
@@ -411,7 +457,8 @@ export class RoutingProvider implements Provider {
           },
           (error: unknown) => {
             end();
-            if (!signal.aborted && classifyFailure(error).countsAgainstDeployment) void health.failed(deployment, target.cooldownMs).catch(() => undefined);
+            if (!signal.aborted && classifyFailure(error).countsAgainstDeployment)
+              void health.failed(deployment, target.cooldownMs).catch(() => undefined);
             throw error;
           },
         );

@@ -17,15 +17,21 @@ const Content = v.nullable(
   v.union([v.string(), v.array(v.record(v.string(), v.unknown()))], "messages[].content must be a string or an array of content parts"),
 );
 
-/** Platform API (spec 2.2): `{role, content}`; other message fields are dropped. */
+/** Platform API (docs/interface.md 2.2): `{role, content}`; other message fields are dropped. */
 const Message = v.object({ role: Role, content: Content });
 
-const FunctionName = v.pipe(v.string("function names must be strings"), v.regex(/^[A-Za-z0-9_-]{1,64}$/, "function names are 1-64 letters, digits, _ or -"));
+const FunctionName = v.pipe(
+  v.string("function names must be strings"),
+  v.regex(/^[A-Za-z0-9_-]{1,64}$/, "function names are 1-64 letters, digits, _ or -"),
+);
 
 const ToolCallShape = v.object({
   id: v.pipe(v.string("tool_calls[].id must be a string"), v.minLength(1, "tool_calls[].id must not be empty")),
   type: v.literal("function", 'tool_calls[].type must be "function"'),
-  function: v.object({ name: FunctionName, arguments: v.string("tool_calls[].function.arguments must be a string (JSON)") }, "tool_calls[].function must be {name, arguments}"),
+  function: v.object(
+    { name: FunctionName, arguments: v.string("tool_calls[].function.arguments must be a string (JSON)") },
+    "tool_calls[].function must be {name, arguments}",
+  ),
 });
 
 /** Account and Gateway surfaces: tool calls of an assistant turn and the results that answer them. */
@@ -37,7 +43,10 @@ const ToolMessage = v.pipe(
     tool_call_id: v.optional(v.pipe(v.string("messages[].tool_call_id must be a string"), v.minLength(1))),
     name: v.optional(v.string("messages[].name must be a string")),
   }),
-  v.check((message) => message.content !== undefined || message.tool_calls !== undefined, "messages[].content is required (it may be null on an assistant message with tool_calls)"),
+  v.check(
+    (message) => message.content !== undefined || message.tool_calls !== undefined,
+    "messages[].content is required (it may be null on an assistant message with tool_calls)",
+  ),
   v.check((message) => message.role !== "tool" || message.tool_call_id !== undefined, "messages[] with role tool need a tool_call_id"),
   v.check((message) => message.tool_calls === undefined || message.role === "assistant", "only assistant messages carry tool_calls"),
 );
@@ -70,24 +79,27 @@ const Fields = {
 
 const StreamOptions = v.nullish(v.object({ include_usage: v.nullish(v.boolean("stream_options.include_usage must be a boolean")) }));
 
-// spec 7.2: one message saying both are required, whichever is missing.
-const bothRequired = <T extends { model?: string; messages?: readonly unknown[] }>() => v.check<T, string>((body) => body.model !== undefined && body.messages !== undefined, "Both model and messages are required");
+// docs/interface.md 7.2: one message saying both are required, whichever is missing.
+const bothRequired = <T extends { model?: string; messages?: readonly unknown[] }>() =>
+  v.check<T, string>((body) => body.model !== undefined && body.messages !== undefined, "Both model and messages are required");
 
 /**
- * A Platform API chat body (spec 2.2, 4.2): exactly the six fields; everything else, including
+ * A Platform API chat body (docs/interface.md 2.2, 4.2): exactly the six fields; everything else, including
  * `stream_options` and `tools`, is dropped without error, so a Platform stream never carries a
  * usage chunk (the service still asks the upstream for usage to meter the stream: an internal detail).
  */
 export const PlatformChatBody = v.pipe(
   v.object({
     ...Fields,
-    messages: v.optional(v.pipe(v.array(Message, "messages must be an array of {role, content}"), v.minLength(1, "messages must not be empty"))),
+    messages: v.optional(
+      v.pipe(v.array(Message, "messages must be an array of {role, content}"), v.minLength(1, "messages must not be empty")),
+    ),
   }),
   bothRequired(),
 );
 
 /**
- * An Account or Gateway chat request body: the six fields, `stream_options` (spec 2.2, Account:
+ * An Account or Gateway chat request body: the six fields, `stream_options` (docs/interface.md 2.2, Account:
  * `include_usage` puts usage on the final chunk) and function calling (`tools`, `tool_choice`,
  * `parallel_tool_calls`, assistant `tool_calls`, `tool` messages), validated and forwarded to the
  * model (docs/models-and-chat.md "Tool calls"). Other fields are dropped without error.
@@ -96,8 +108,12 @@ export const ToolChatBody = v.pipe(
   v.object({
     ...Fields,
     stream_options: StreamOptions,
-    messages: v.optional(v.pipe(v.array(ToolMessage, "messages must be an array of {role, content}"), v.minLength(1, "messages must not be empty"))),
-    tools: v.nullish(v.pipe(v.array(Tool, 'tools must be an array of {type: "function", function}'), v.maxLength(128, "at most 128 tools"))),
+    messages: v.optional(
+      v.pipe(v.array(ToolMessage, "messages must be an array of {role, content}"), v.minLength(1, "messages must not be empty")),
+    ),
+    tools: v.nullish(
+      v.pipe(v.array(Tool, 'tools must be an array of {type: "function", function}'), v.maxLength(128, "at most 128 tools")),
+    ),
     tool_choice: v.nullish(ToolChoice),
     parallel_tool_calls: v.nullish(v.boolean("parallel_tool_calls must be a boolean")),
   }),
@@ -108,9 +124,12 @@ export type PlatformChatBodyInput = v.InferOutput<typeof PlatformChatBody>;
 export type ToolChatBodyInput = v.InferOutput<typeof ToolChatBody>;
 export type ChatBodyInput = PlatformChatBodyInput | ToolChatBodyInput;
 
-/** The six forwarded fields, without nulls (spec 2.2: omitted means the model's default). */
+/** The six forwarded fields, without nulls (docs/interface.md 2.2: omitted means the model's default). */
 export function toChatRequest(body: ChatBodyInput): ChatRequest {
-  const request: ChatRequest = { model: body.model!, messages: body.messages!.map(({ role, content }) => ({ role, content: content ?? null })) };
+  const request: ChatRequest = {
+    model: body.model!,
+    messages: body.messages!.map(({ role, content }) => ({ role, content: content ?? null })),
+  };
   if (body.stream != null) request.stream = body.stream;
   if (body.temperature != null) request.temperature = body.temperature;
   if (body.top_p != null) request.top_p = body.top_p;
@@ -174,7 +193,10 @@ export async function runChat(ctx: ChatContext, options: RunOptions): Promise<Ch
     // client got part of (billed as streamed). Nothing to charge settles at once.
     if (!ctx.delivered || (usage.prompt_tokens === 0 && usage.completion_tokens === 0)) return options.settle(usage, estimated, cost);
     void ctx.delivered().then(
-      (sent) => (sent || streamed ? options.settle(usage, estimated, cost) : options.settle(usageOf(0, 0), true, 0)).catch((error: unknown) => meteringFailed(ctx, error, usage)),
+      (sent) =>
+        (sent || streamed ? options.settle(usage, estimated, cost) : options.settle(usageOf(0, 0), true, 0)).catch((error: unknown) =>
+          meteringFailed(ctx, error, usage),
+        ),
       (error: unknown) => meteringFailed(ctx, error, usage),
     );
   }, ctx);
@@ -190,7 +212,11 @@ export async function runChat(ctx: ChatContext, options: RunOptions): Promise<Ch
     const completion = result.completion;
     const content =
       completion.choices
-        ?.map((choice) => (choice.message?.content ?? "") + (choice.message?.tool_calls ?? []).map((call) => call.function.name + call.function.arguments).join(""))
+        ?.map(
+          (choice) =>
+            (choice.message?.content ?? "") +
+            (choice.message?.tool_calls ?? []).map((call) => call.function.name + call.function.arguments).join(""),
+        )
         .join("") ?? "";
     await settleOnce(completion.usage ?? usageOf(promptEstimate, countTokens(content)), !completion.usage);
     return { ...completion, model: model.id };
@@ -258,7 +284,10 @@ async function drain(chunks: AsyncIterable<unknown>): Promise<void> {
   }
 }
 
-function once(settle: (usage: Usage, estimated: boolean) => Promise<void>, ctx: ChatContext): (usage: Usage, estimated: boolean) => Promise<void> {
+function once(
+  settle: (usage: Usage, estimated: boolean) => Promise<void>,
+  ctx: ChatContext,
+): (usage: Usage, estimated: boolean) => Promise<void> {
   let done = false;
   return async (usage, estimated) => {
     if (done) return;

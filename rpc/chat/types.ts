@@ -6,7 +6,7 @@
 export type ContentPart = Readonly<Record<string, unknown>>;
 // Known kinds: `{type: "text", text}` and `{type: "image_url", image_url: {url, detail?}}`.
 
-/** One message of a chat request (spec 2.2). Content parts are passed through as given. */
+/** One message of a chat request (docs/interface.md 2.2). Content parts are passed through as given. */
 export interface ChatMessage {
   /** `system`, `user`, `assistant` or `tool` (`developer` is read as `system`). */
   role: string;
@@ -44,7 +44,7 @@ export interface ToolCallDelta {
 }
 
 /**
- * The canonical request inside the chat domain: the chat wire format (spec 2.2). The Platform
+ * The canonical request inside the chat domain: the chat wire format (docs/interface.md 2.2). The Platform
  * API forwards its six fields only; the Account and Gateway surfaces and agent runs may add the
  * tool fields and `stop`. Every adapter (rpc/chat/providers/, docs/providers.md) translates
  * this shape to its provider and the answer back to `ChatCompletion` / `ChatChunk`.
@@ -75,25 +75,31 @@ export interface ChatChunk {
   id?: string;
   object?: string;
   model?: string;
-  choices?: { index?: number; delta?: { role?: string; content?: string | null; tool_calls?: ToolCallDelta[] }; finish_reason?: FinishReason | null }[];
+  choices?: {
+    index?: number;
+    delta?: { role?: string; content?: string | null; tool_calls?: ToolCallDelta[] };
+    finish_reason?: FinishReason | null;
+  }[];
   usage?: Usage | null;
   [field: string]: unknown;
 }
 
-/** A `chat.completion` object (spec 2.3). */
+/** A `chat.completion` object (docs/interface.md 2.3). */
 export interface ChatCompletion {
   id: string;
   object: string;
   model: string;
-  choices: { index?: number; message: { role: string; content: string | null; tool_calls?: ToolCall[] }; finish_reason: FinishReason | null }[];
+  choices: {
+    index?: number;
+    message: { role: string; content: string | null; tool_calls?: ToolCall[] };
+    finish_reason: FinishReason | null;
+  }[];
   usage?: Usage;
   [field: string]: unknown;
 }
 
 /** What a provider answers: a whole completion, or chunks as they arrive. */
-export type ProviderResult =
-  | { kind: "completion"; completion: ChatCompletion }
-  | { kind: "stream"; chunks: AsyncIterable<ChatChunk> };
+export type ProviderResult = { kind: "completion"; completion: ChatCompletion } | { kind: "stream"; chunks: AsyncIterable<ChatChunk> };
 
 export interface Provider {
   /**

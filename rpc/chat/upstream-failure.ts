@@ -24,12 +24,14 @@ export interface UpstreamFailure {
 const REQUEST_FAULT = new Set([400, 401, 403, 404, 413, 422]);
 
 const CONTEXT_CODES = new Set(["context_length_exceeded", "string_above_max_length"]);
-const CONTEXT_MESSAGE = /context (length|window)|maximum context|prompt is too long|too many (input )?tokens|input is too long|exceeds the model'?s? (maximum|context)/i;
+const CONTEXT_MESSAGE =
+  /context (length|window)|maximum context|prompt is too long|too many (input )?tokens|input is too long|exceeds the model'?s? (maximum|context)/i;
 
 export function classifyFailure(error: unknown): UpstreamFailure {
   const adapter = error as { retryable?: unknown; retryAfterMs?: unknown; status?: unknown; headers?: Record<string, string> };
   const status = typeof adapter.status === "number" ? adapter.status : undefined;
-  const retryAfterMs = typeof adapter.retryAfterMs === "number" ? adapter.retryAfterMs : parseRetryAfter(headerOf(adapter.headers, "retry-after"));
+  const retryAfterMs =
+    typeof adapter.retryAfterMs === "number" ? adapter.retryAfterMs : parseRetryAfter(headerOf(adapter.headers, "retry-after"));
   if (!(error instanceof ServiceError)) {
     // Not a provider's answer: a connection that failed below the adapter.
     return { status, retryable: true, retryAfterMs, contextWindow: false, countsAgainstDeployment: true };

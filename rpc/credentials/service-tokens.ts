@@ -1,7 +1,7 @@
 import { SignJWT, decodeJwt, errors as joseErrors, jwtVerify } from "jose";
 
 /**
- * Service tokens the bridge accepts from internal services (spec 5: `SERVICE_JWT_SECRET`),
+ * Service tokens the bridge accepts from internal services (docs/interface.md 5: `SERVICE_JWT_SECRET`),
  * on every method whose auth lists the `service` credential kind (docs/service-tokens.md):
  * HS256, signed with SERVICE_JWT_SECRET, `aud` "bridge", `iss` one of the deployment's
  * services, `exp` required and at most an hour ahead.
@@ -61,7 +61,10 @@ export async function verifyServiceToken(token: string, secret: string): Promise
  * to an internal one — the billing proxy's calls to the manager (docs/billing.md): `iss`
  * "gateway", `aud` the service called, `sub` the user the call acts for.
  */
-export function signServiceToken(secret: string, claims: { audience: string; subject: string; ttlSeconds: number; extra?: Record<string, string> }): Promise<string> {
+export function signServiceToken(
+  secret: string,
+  claims: { audience: string; subject: string; ttlSeconds: number; extra?: Record<string, string> },
+): Promise<string> {
   let key = keys.get(secret);
   if (!key) keys.set(secret, (key = new TextEncoder().encode(secret)));
   return new SignJWT({ ...claims.extra })

@@ -6,14 +6,20 @@ import type { EventRecord, SettleResult } from "../../storage/events/event-log.j
 import { requireTenantAccess, TENANT_ACCESS, tenantOrPersonal, type Role } from "../tenants/access.js";
 import { eventsDomain, type EventsDeps } from "./deps.js";
 
-
 const AUTH = { kinds: ["session", "gateway_key"] } as const;
 
 /** Dotted lowercase names (issue 10): `agent.created`, `orders`. */
 const Dotted = (field: string) =>
-  v.pipe(v.string(`${field} must be a string`), v.maxLength(100, `${field}: at most 100 characters`), v.regex(/^[a-z0-9]+(\.[a-z0-9_-]+)*$/, `${field}: dotted lowercase name such as agent.created`));
+  v.pipe(
+    v.string(`${field} must be a string`),
+    v.maxLength(100, `${field}: at most 100 characters`),
+    v.regex(/^[a-z0-9]+(\.[a-z0-9_-]+)*$/, `${field}: dotted lowercase name such as agent.created`),
+  );
 /** Consumer group names become storage key segments and Redis group names. */
-const Consumer = v.pipe(v.string("consumer must be a string"), v.regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, "consumer: a letter or digit, then letters, digits, _ . - (1-64)"));
+const Consumer = v.pipe(
+  v.string("consumer must be a string"),
+  v.regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, "consumer: a letter or digit, then letters, digits, _ . - (1-64)"),
+);
 const TenantId = v.pipe(v.string("tenantId must be a string"), v.minLength(1), v.maxLength(128));
 const EventId = v.pipe(v.string(), v.minLength(1), v.maxLength(128));
 
@@ -46,7 +52,7 @@ async function reachableEvent(deps: EventsDeps, principal: Principal, id: string
 }
 
 /**
- * The consumer group an ack or nack without `consumer` settles (spec 6 shows no payload): the
+ * The consumer group an ack or nack without `consumer` settles (docs/interface.md 6 shows no payload): the
  * one group holding a lease on the event. None: 409 (nothing to settle); several: 400 asking
  * for `consumer` (docs/events.md "Ack and nack without a body").
  */
@@ -54,11 +60,17 @@ async function soleLeaseHolder(deps: Pick<EventsDeps, "events">, eventId: string
   const holders = await deps.events.leaseHolders(eventId);
   if (holders.length === 1) return holders[0]!;
   if (holders.length === 0) {
-    throw new ServiceError("CONFLICT", `No consumer group holds a lease on event ${eventId}: consume it first, or name the consumer`, { details: { reason: "not_leased", eventId } });
+    throw new ServiceError("CONFLICT", `No consumer group holds a lease on event ${eventId}: consume it first, or name the consumer`, {
+      details: { reason: "not_leased", eventId },
+    });
   }
-  throw new ServiceError("BAD_REQUEST", `Event ${eventId} is leased to ${holders.length} consumer groups (${holders.join(", ")}): say which in \`consumer\``, {
-    details: { eventId, consumers: holders },
-  });
+  throw new ServiceError(
+    "BAD_REQUEST",
+    `Event ${eventId} is leased to ${holders.length} consumer groups (${holders.join(", ")}): say which in \`consumer\``,
+    {
+      details: { eventId, consumers: holders },
+    },
+  );
 }
 
 /** docs/events.md "Answers": why an ack, nack or requeue did not apply. */
@@ -72,7 +84,9 @@ function settleError(result: SettleResult, id: string, consumer: string): Servic
     not_dead: `Event ${id} is not dead-lettered for consumer ${consumer}`,
   };
   const message = messages[result as Exclude<SettleResult, "ok">];
-  return result === "unknown" ? new ServiceError("NOT_FOUND", message) : new ServiceError("CONFLICT", message, { details: { reason: result, eventId: id, consumer } });
+  return result === "unknown"
+    ? new ServiceError("NOT_FOUND", message)
+    : new ServiceError("CONFLICT", message, { details: { reason: result, eventId: id, consumer } });
 }
 
 export const eventMethods = [
@@ -86,7 +100,10 @@ export const eventMethods = [
       source: v.optional(v.pipe(v.string(), v.minLength(1), v.maxLength(200)), "api"),
       payload: v.optional(
         v.pipe(
-          v.custom<Record<string, unknown>>((value) => typeof value === "object" && value !== null && !Array.isArray(value), "payload must be a JSON object"),
+          v.custom<Record<string, unknown>>(
+            (value) => typeof value === "object" && value !== null && !Array.isArray(value),
+            "payload must be a JSON object",
+          ),
           v.record(v.string(), v.unknown()),
         ),
         {},
@@ -100,8 +117,17 @@ export const eventMethods = [
       const tenant = await tenantOrPersonal(ctx.deps, ctx.principal, params.tenantId, TENANT_ACCESS.publish);
       const size = Buffer.byteLength(JSON.stringify(params.payload));
       const limit = ctx.deps.config.EVENTS_MAX_PAYLOAD_BYTES;
-      if (size > limit) throw new ServiceError("PAYLOAD_TOO_LARGE", `payload is ${size} bytes; the limit is ${limit} (EVENTS_MAX_PAYLOAD_BYTES)`, { details: { size, limit } });
-      return ctx.deps.sink.publish({ tenantId: tenant.id, topic: params.topic, type: params.type, source: params.source, payload: params.payload });
+      if (size > limit)
+        throw new ServiceError("PAYLOAD_TOO_LARGE", `payload is ${size} bytes; the limit is ${limit} (EVENTS_MAX_PAYLOAD_BYTES)`, {
+          details: { size, limit },
+        });
+      return ctx.deps.sink.publish({
+        tenantId: tenant.id,
+        topic: params.topic,
+        type: params.type,
+        source: params.source,
+        payload: params.payload,
+      });
     },
   }),
 
@@ -119,14 +145,38 @@ export const eventMethods = [
       consumer: v.optional(Consumer),
     }),
     auth: AUTH,
-    output: Page(v.object({ ...EventView.entries, status: v.optional(v.string()), consumer: v.optional(v.string()), deliveries: v.optional(v.number()), reason: v.optional(v.string()), deadAt: v.optional(v.string()) })),
+    output: Page(
+      v.object({
+        ...EventView.entries,
+        status: v.optional(v.string()),
+        consumer: v.optional(v.string()),
+        deliveries: v.optional(v.number()),
+        reason: v.optional(v.string()),
+        deadAt: v.optional(v.string()),
+      }),
+    ),
     errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "GET", path: "/events" }],
     async handler(params, ctx) {
       const tenant = await tenantOrPersonal(ctx.deps, ctx.principal, params.tenantId);
       if (params.status === "dead") {
-        const dead = await ctx.deps.events.deadLetters({ tenantId: tenant.id, consumer: params.consumer, topic: params.topic, limit: params.limit });
-        return { data: dead.map((letter) => ({ ...letter.event, status: "dead", consumer: letter.consumer, deliveries: letter.deliveries, reason: letter.reason, deadAt: letter.deadAt })), nextCursor: null };
+        const dead = await ctx.deps.events.deadLetters({
+          tenantId: tenant.id,
+          consumer: params.consumer,
+          topic: params.topic,
+          limit: params.limit,
+        });
+        return {
+          data: dead.map((letter) => ({
+            ...letter.event,
+            status: "dead",
+            consumer: letter.consumer,
+            deliveries: letter.deliveries,
+            reason: letter.reason,
+            deadAt: letter.deadAt,
+          })),
+          nextCursor: null,
+        };
       }
       const page = await ctx.deps.events.list({
         tenantId: tenant.id,
@@ -143,7 +193,8 @@ export const eventMethods = [
   eventsDomain.method({
     name: "events.consume",
     summary:
-      "Lease up to `max` events of a topic not yet acknowledged by the consumer group `consumer` (at least once; two callers of one group never hold the same event at once).",
+      "Lease up to `max` events of a topic not yet acknowledged by the consumer group `consumer` (at least once; two " +
+      "callers of one group never hold the same event at once).",
     input: v.object({
       tenantId: v.optional(TenantId),
       topic: Dotted("topic"),
@@ -152,15 +203,29 @@ export const eventMethods = [
       leaseSeconds: v.optional(queryInt(1, 43_200), 30),
     }),
     auth: AUTH,
-    output: v.object({ consumer: v.string(), data: v.array(v.object({ ...EventView.entries, leaseId: v.string(), deliveryCount: v.number(), leaseExpiresAt: v.string() })) }),
+    output: v.object({
+      consumer: v.string(),
+      data: v.array(v.object({ ...EventView.entries, leaseId: v.string(), deliveryCount: v.number(), leaseExpiresAt: v.string() })),
+    }),
     errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "POST", path: "/events/consume" }],
     async handler(params, ctx) {
       const tenant = await tenantOrPersonal(ctx.deps, ctx.principal, params.tenantId, TENANT_ACCESS.use);
-      const leases = await ctx.deps.events.consume({ tenantId: tenant.id, topic: params.topic, consumer: params.consumer, max: params.max, leaseMs: params.leaseSeconds * 1000 });
+      const leases = await ctx.deps.events.consume({
+        tenantId: tenant.id,
+        topic: params.topic,
+        consumer: params.consumer,
+        max: params.max,
+        leaseMs: params.leaseSeconds * 1000,
+      });
       return {
         consumer: params.consumer,
-        data: leases.map((lease) => ({ ...lease.event, leaseId: lease.leaseId, deliveryCount: lease.deliveryCount, leaseExpiresAt: new Date(lease.leaseExpiresAt).toISOString() })),
+        data: leases.map((lease) => ({
+          ...lease.event,
+          leaseId: lease.leaseId,
+          deliveryCount: lease.deliveryCount,
+          leaseExpiresAt: new Date(lease.leaseExpiresAt).toISOString(),
+        })),
       };
     },
   }),
@@ -168,7 +233,9 @@ export const eventMethods = [
   eventsDomain.method({
     name: "events.ack",
     summary:
-      "Finish an event for a consumer group. Without a body (no `consumer`) it settles the one lease held on the event; with leases of several groups `consumer` says which (400 otherwise). 409 when already acknowledged, dead-lettered, not leased, or when `leaseId` is no longer current; 404 when unknown.",
+      "Finish an event for a consumer group. Without a body (no `consumer`) it settles the one lease held on the " +
+      "event; with leases of several groups `consumer` says which (400 otherwise). 409 when already acknowledged, " +
+      "dead-lettered, not leased, or when `leaseId` is no longer current; 404 when unknown.",
     input: v.object({ event_id: EventId, consumer: v.optional(Consumer), leaseId: v.optional(v.pipe(v.string(), v.maxLength(64))) }),
     auth: AUTH,
     output: Settled("acked"),
@@ -186,7 +253,8 @@ export const eventMethods = [
   eventsDomain.method({
     name: "events.nack",
     summary:
-      "Give a leased event back to its consumer group, available again after `delaySeconds` (default 0); past EVENTS_MAX_DELIVERIES it is dead-lettered. Without `consumer`, the one lease held on the event (as for ack).",
+      "Give a leased event back to its consumer group, available again after `delaySeconds` (default 0); past " +
+      "EVENTS_MAX_DELIVERIES it is dead-lettered. Without `consumer`, the one lease held on the event (as for ack).",
     input: v.object({
       event_id: EventId,
       consumer: v.optional(Consumer),

@@ -8,7 +8,7 @@ import { KEYS_NEED_A_SESSION_OR_CONSOLE } from "./session-only.js";
 import { emitUserEvent } from "../event-sink.js";
 import { keysDomain } from "./deps.js";
 
-/** spec 5: personal keys carry `intelligence` and/or `compute`; keys made today carry both. */
+/** docs/interface.md 5: personal keys carry `intelligence` and/or `compute`; keys made today carry both. */
 export const ACCOUNT_SCOPES = ["intelligence", "compute"] as const;
 
 function view(record: KeyRecord) {
@@ -24,7 +24,7 @@ function view(record: KeyRecord) {
 }
 
 // Personal keys are managed by the signed-in user (a Gateway session token, or the console's
-// cookie), never by a key: a leaked key cannot mint or revoke others (spec 2.4 "created in
+// cookie), never by a key: a leaked key cannot mint or revoke others (docs/interface.md 2.4 "created in
 // account settings").
 const SIGNED_IN = KEYS_NEED_A_SESSION_OR_CONSOLE;
 
@@ -47,7 +47,8 @@ export const accountKeyMethods = [
 
   keysDomain.method({
     name: "account.keys.create",
-    summary: "Create a personal key (`<ACCOUNT_KEY_PREFIX>…`) with scopes intelligence and compute, or a subset; the plaintext is shown once.",
+    summary:
+      "Create a personal key (`<ACCOUNT_KEY_PREFIX>…`) with scopes intelligence and compute, or a subset; the plaintext is shown once.",
     input: v.object({
       name: v.pipe(v.string("name must be a string"), v.trim(), v.minLength(1, "name is required"), v.maxLength(100)),
       scopes: v.optional(
@@ -93,7 +94,7 @@ export const accountKeyMethods = [
     ],
     async handler(params, ctx) {
       const record = await ctx.deps.keys.get(ctx.principal.userId, params.id);
-      if (!record || record.kind !== "account") throw new ServiceError("NOT_FOUND", "Key not found");
+      if (record?.kind !== "account") throw new ServiceError("NOT_FOUND", "Key not found");
       await ctx.deps.keys.revoke(record, nowIso());
       emitUserEvent(ctx.deps, record.userId, "key.revoked", { keyId: record.id, kind: "account" });
       return { id: record.id, revoked: true };

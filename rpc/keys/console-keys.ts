@@ -10,14 +10,23 @@ import { ConsoleKeyView, Timestamp, WithSecret } from "../views.js";
 import { emitUserEvent } from "../event-sink.js";
 import { keysDomain, type KeysDeps, type KeysContext } from "./deps.js";
 
-/** Scopes of a console-created platform key (spec 2.4: `chat:write` by default). */
+/** Scopes of a console-created platform key (docs/interface.md 2.4: `chat:write` by default). */
 export const DEFAULT_PLATFORM_SCOPES = ["chat:write"];
 
-export const Name = v.pipe(v.string("name must be a string"), v.trim(), v.minLength(1, "name is required"), v.maxLength(100, "name is at most 100 characters"));
+export const Name = v.pipe(
+  v.string("name must be a string"),
+  v.trim(),
+  v.minLength(1, "name is required"),
+  v.maxLength(100, "name is at most 100 characters"),
+);
 
-/** spendLimit in credits; null removes the limit (spec 8: per key, updatable). */
+/** spendLimit in credits; null removes the limit (docs/interface.md 8: per key, updatable). */
 export const SpendLimit = v.nullable(
-  v.pipe(v.number("spendLimit must be a number or null"), v.finite("spendLimit must be finite"), v.minValue(0, "spendLimit must not be negative")),
+  v.pipe(
+    v.number("spendLimit must be a number or null"),
+    v.finite("spendLimit must be finite"),
+    v.minValue(0, "spendLimit must not be negative"),
+  ),
 );
 export const PerMinute = (field: string) =>
   v.nullable(
@@ -38,7 +47,7 @@ export const ExpiresAt = v.pipe(
 
 const KeyId = v.pipe(v.string(), v.minLength(1));
 
-/** The console's view of a key (spec 2.4 "list"): never the secret, its hash or its hint. */
+/** The console's view of a key (docs/interface.md 2.4 "list"): never the secret, its hash or its hint. */
 export function consoleKeyView(record: KeyRecord) {
   return {
     id: record.id,
@@ -60,7 +69,15 @@ export function consoleKeyView(record: KeyRecord) {
  */
 export async function createPlatformKey(
   deps: KeysDeps,
-  input: { workspaceId: string; userId: string; name: string; expiresAt?: string | null; spendLimit?: number | null; rpmLimit?: number | null; tpmLimit?: number | null },
+  input: {
+    workspaceId: string;
+    userId: string;
+    name: string;
+    expiresAt?: string | null;
+    spendLimit?: number | null;
+    rpmLimit?: number | null;
+    tpmLimit?: number | null;
+  },
 ): Promise<{ record: KeyRecord; secret: string }> {
   const { workspaceId, ...rest } = input;
   const created = await createKey(deps, { ...rest, kind: "platform", owner: workspaceId, scopes: [...DEFAULT_PLATFORM_SCOPES] });
@@ -68,10 +85,10 @@ export async function createPlatformKey(
   return created;
 }
 
-/** The caller's workspace's platform key, or the same 404 whether it is missing or another workspace's (spec 3). */
+/** The caller's workspace's platform key, or the same 404 whether it is missing or another workspace's (docs/interface.md 3). */
 async function ownKey(deps: KeysDeps, workspaceId: string, id: string): Promise<KeyRecord> {
   const record = await deps.keys.get(workspaceId, id);
-  if (!record || record.kind !== "platform") throw new ServiceError("NOT_FOUND", "API key not found");
+  if (record?.kind !== "platform") throw new ServiceError("NOT_FOUND", "API key not found");
   return record;
 }
 
@@ -81,7 +98,8 @@ async function ownKey(deps: KeysDeps, workspaceId: string, id: string): Promise<
  * a missing workspace; reading needs viewer, changing keys member).
  */
 async function workspaceOf(ctx: KeysContext<Principal>, workspaceId: string | undefined, need: Role): Promise<string> {
-  if (workspaceId && workspaceId !== ctx.principal.workspaceId) return (await requireWorkspace(ctx.deps, ctx.principal, workspaceId, need)).workspace.id;
+  if (workspaceId && workspaceId !== ctx.principal.workspaceId)
+    return (await requireWorkspace(ctx.deps, ctx.principal, workspaceId, need)).workspace.id;
   if (!ctx.principal.workspaceId) throw new ServiceError("FORBIDDEN", "This account has no workspace");
   return ctx.principal.workspaceId;
 }
@@ -89,7 +107,7 @@ async function workspaceOf(ctx: KeysContext<Principal>, workspaceId: string | un
 /** Optional on every console key call: which of the user's workspaces (default: their default one). */
 const WorkspaceParam = { workspaceId: v.optional(v.pipe(v.string("workspaceId must be a string"), v.minLength(1), v.maxLength(128))) };
 
-// spec 5: "an API key can never create another key" — every method here accepts the console
+// docs/interface.md 5: "an API key can never create another key" — every method here accepts the console
 // cookie and nothing else (facade/surfaces.ts reads no Authorization header on this surface).
 const CONSOLE_ONLY = { kinds: ["console"] } as const;
 
@@ -99,7 +117,7 @@ export const consoleKeyMethods = [
     summary: "Create a platform key (`sk-<service>-…`) for the signed-in user's workspace; the plaintext is in this response only.",
     input: v.object({
       name: Name,
-      /** Optional; the key is refused with 401 from this instant (spec 3). */
+      /** Optional; the key is refused with 401 from this instant (docs/interface.md 3). */
       expiresAt: v.optional(v.nullable(ExpiresAt)),
       ...WorkspaceParam,
     }),
@@ -115,7 +133,7 @@ export const consoleKeyMethods = [
         createPlatformKey(ctx.deps, { workspaceId, userId: principal.userId, name: params.name, expiresAt: params.expiresAt ?? null }),
       );
       ctx.responseHeaders.set("cache-control", "no-store");
-      // spec 4.3: exactly {id, name, key, createdAt}.
+      // docs/interface.md 4.3: exactly {id, name, key, createdAt}.
       return { id: record.id, name: record.name, key: secret, createdAt: record.createdAt };
     },
   }),

@@ -46,13 +46,18 @@ export async function liveKeysOf(deps: KeysDeps, userId: string): Promise<number
   const user = await deps.users.get(userId);
   if (!user) return own;
   const tenants = await tenantsOf(deps, { kind: "session", userId, scopes: [] });
-  const workspaces = await Promise.all(tenants.map(({ tenant }) => deps.tenants.workspacesOf(tenant.id, user.tenantId === tenant.id ? [user.workspaceId] : [])));
+  const workspaces = await Promise.all(
+    tenants.map(({ tenant }) => deps.tenants.workspacesOf(tenant.id, user.tenantId === tenant.id ? [user.workspaceId] : [])),
+  );
   const platform = await Promise.all(workspaces.flat().map((workspace) => deps.keys.list(workspace.id, "platform")));
   return own + platform.flat().filter((record) => record.userId === userId && live(record)).length;
 }
 
 /** Creates a key of any kind; the plaintext is returned here and stored nowhere. */
-export async function createKey(deps: Pick<KeysDeps, "keys" | "keyPrefixes">, input: NewKey): Promise<{ record: KeyRecord; secret: string }> {
+export async function createKey(
+  deps: Pick<KeysDeps, "keys" | "keyPrefixes">,
+  input: NewKey,
+): Promise<{ record: KeyRecord; secret: string }> {
   const secret = generateKey(deps.keyPrefixes, input.kind);
   const record = await deps.keys.create({
     id: newId("key"),

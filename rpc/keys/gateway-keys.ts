@@ -44,7 +44,7 @@ export const gatewayKeyMethods = [
       name: v.pipe(v.string("name must be a string"), v.trim(), v.minLength(1, "name is required"), v.maxLength(100)),
       description: v.optional(v.pipe(v.string("description must be a string"), v.maxLength(500)), ""),
     }),
-    // Keys are made by a signed-in user (session token or console cookie), never by another key (spec 5).
+    // Keys are made by a signed-in user (session token or console cookie), never by another key (docs/interface.md 5).
     auth: KEYS_NEED_A_SESSION_OR_CONSOLE,
     output: v.object({ ...GatewayKeyView.entries, ...WithSecret.entries }),
     errors: { CONFLICT: {} },
@@ -81,7 +81,7 @@ export const gatewayKeyMethods = [
     async handler(params, ctx) {
       const record = await ctx.deps.keys.get(ctx.principal.userId, params.key_id);
       // Another user's key and a missing key are the same 404.
-      if (!record || record.kind !== "gateway") throw new ServiceError("NOT_FOUND", "API key not found");
+      if (record?.kind !== "gateway") throw new ServiceError("NOT_FOUND", "API key not found");
       await ctx.deps.keys.revoke(record, nowIso());
       emitUserEvent(ctx.deps, ctx.principal.userId, "key.revoked", { keyId: record.id, kind: "gateway" });
       return { success: true, id: record.id };

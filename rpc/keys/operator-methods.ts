@@ -6,7 +6,9 @@ import { keysDomain } from "./deps.js";
 
 export const operatorKeysCreate = keysDomain.method({
   name: "operator.keys.create",
-  summary: "A platform key (scope chat:write) of workspace `workspaceId` for its tenant's owner, with optional limits and expiry; the plaintext is in this answer only.",
+  summary:
+    "A platform key (scope chat:write) of workspace `workspaceId` for its tenant's owner, with optional limits and " +
+    "expiry; the plaintext is in this answer only.",
   input: v.object({
     workspaceId: v.pipe(v.string("workspaceId must be a string"), v.trim(), v.minLength(1, "workspaceId is required"), v.maxLength(128)),
     name: Name,
@@ -58,6 +60,4 @@ export const operatorKeysCreate = keysDomain.method({
  * never over `/rpc`, REST or OpenAPI. The key is made, and `key.created` emitted, as the
  * console makes one (`createPlatformKey`), for the owner of the workspace's tenant.
  */
-export const operatorKeyMethods = [
-  operatorKeysCreate,
-];
+export const operatorKeyMethods = [operatorKeysCreate];

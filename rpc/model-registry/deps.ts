@@ -7,7 +7,7 @@ import type { ModelRegistry } from "./registry.js";
 /** What the model-registry domain's handlers reach as `ctx.deps` (built in `./index.ts`). */
 export type ModelRegistryDeps = Pick<Repos, never> &
   Pick<Ports, "config"> & {
-  modelRegistry: ModelRegistry;
+    modelRegistry: ModelRegistry;
   };
 
 export const modelRegistryDomain = domain<ModelRegistryDeps>("model-registry");

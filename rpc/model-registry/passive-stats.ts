@@ -42,7 +42,10 @@ export class PassiveStats {
     const since = now - PASSIVE_WINDOW_MS;
     const all = this.#samples.get(model)?.since(since) ?? [];
     const errors = all.filter((sample) => !sample.ok).length;
-    const latencies = all.filter((sample) => sample.ok).map((sample) => sample.latencyMs).sort((a, b) => a - b);
+    const latencies = all
+      .filter((sample) => sample.ok)
+      .map((sample) => sample.latencyMs)
+      .sort((a, b) => a - b);
     const ttfts = all.flatMap((sample) => (sample.ttftMs === undefined ? [] : [sample.ttftMs])).sort((a, b) => a - b);
     const last = this.#lastError.get(model);
     return {

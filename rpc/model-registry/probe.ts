@@ -26,10 +26,20 @@ export async function probeUpstream(model: RoutedModel, env: Record<string, stri
   return { ok: up.length > 0, latencyMs, checkedAt: new Date().toISOString(), ...(failed.length ? { error: failed.join("; ") } : {}) };
 }
 
-async function probeDeployment(model: RoutedModel, config: DeploymentConfig, env: Record<string, string | undefined>, timeoutMs: number): Promise<ProbeResult> {
+async function probeDeployment(
+  model: RoutedModel,
+  config: DeploymentConfig,
+  env: Record<string, string | undefined>,
+  timeoutMs: number,
+): Promise<ProbeResult> {
   // Durations on the monotonic clock; wall-clock time only for when it happened.
   const started = performance.now();
-  const done = (ok: boolean, error?: string): ProbeResult => ({ ok, latencyMs: Math.round(performance.now() - started), checkedAt: new Date().toISOString(), ...(error ? { error } : {}) });
+  const done = (ok: boolean, error?: string): ProbeResult => ({
+    ok,
+    latencyMs: Math.round(performance.now() - started),
+    checkedAt: new Date().toISOString(),
+    ...(error ? { error } : {}),
+  });
   const target = probeTarget(model.id, providerConfigOf(model.config, config), env);
   if (!target) return done(true);
   if ("missing" in target) return done(false, `not configured: ${target.missing} is not set`);

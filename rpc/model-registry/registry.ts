@@ -53,7 +53,12 @@ export class ModelRegistry {
   readonly #probing = new Map<string, Promise<ProbeResult>>();
   #unsubscribe: (() => Promise<void>) | undefined;
 
-  constructor(repo: ModelRegistryRepo, router: ModelRouter, bus: Bus, config: Pick<Config, "MODEL_HEALTH_TTL_SECONDS" | "MODEL_HEALTH_PROBE_TIMEOUT_MS">) {
+  constructor(
+    repo: ModelRegistryRepo,
+    router: ModelRouter,
+    bus: Bus,
+    config: Pick<Config, "MODEL_HEALTH_TTL_SECONDS" | "MODEL_HEALTH_PROBE_TIMEOUT_MS">,
+  ) {
     this.repo = repo;
     this.#router = router;
     this.#bus = bus;
@@ -104,11 +109,29 @@ export class ModelRegistry {
     const checkedAt = nowIso();
     const routed = this.#router.get(entry.id);
     if (!routed) {
-      return { id: entry.id, status: "down", reasons: ["not served by this deployment's models document"], passive, active: null, lastError: passive.lastError, checkedAt, deployments: [] };
+      return {
+        id: entry.id,
+        status: "down",
+        reasons: ["not served by this deployment's models document"],
+        passive,
+        active: null,
+        lastError: passive.lastError,
+        checkedAt,
+        deployments: [],
+      };
     }
     const deployments = await this.#deployments(routed);
     if (routed.deployments.every((deployment) => deployment.config.provider === "echo")) {
-      return { id: entry.id, status: "healthy", reasons: ["built-in echo model"], passive, active: { ok: true, latencyMs: 0, checkedAt, cached: false }, lastError: null, checkedAt, deployments };
+      return {
+        id: entry.id,
+        status: "healthy",
+        reasons: ["built-in echo model"],
+        passive,
+        active: { ok: true, latencyMs: 0, checkedAt, cached: false },
+        lastError: null,
+        checkedAt,
+        deployments,
+      };
     }
     const active = await this.#probe(entry.id);
     const reasons: string[] = [];
@@ -119,7 +142,12 @@ export class ModelRegistry {
     };
     const cooling = deployments.filter((deployment) => deployment.coolingDown);
     if (cooling.length === deployments.length) worsen("down", `every deployment is cooling down after repeated failures`);
-    else for (const deployment of cooling) worsen("degraded", `deployment ${deployment.index} (${deployment.provider} ${deployment.upstreamModel}) is cooling down until ${deployment.cooldownUntil}`);
+    else
+      for (const deployment of cooling)
+        worsen(
+          "degraded",
+          `deployment ${deployment.index} (${deployment.provider} ${deployment.upstreamModel}) is cooling down until ${deployment.cooldownUntil}`,
+        );
     if (!active.ok) worsen("down", `probe failed: ${active.error}`);
     else if (active.latencyMs > this.#config.MODEL_HEALTH_PROBE_TIMEOUT_MS / 2) worsen("degraded", `probe took ${active.latencyMs} ms`);
     if (passive.requests >= MIN_REQUESTS && passive.errorRate !== null) {
@@ -155,10 +183,12 @@ export class ModelRegistry {
     if (cached) return { ...cached, cached: true };
     let running = this.#probing.get(id);
     if (!running) {
-      running = probeUpstream(this.#router.get(id)!, this.#router.env, this.#config.MODEL_HEALTH_PROBE_TIMEOUT_MS).then(async (result) => {
-        await this.repo.cacheProbe(id, result, this.#config.MODEL_HEALTH_TTL_SECONDS * 1000);
-        return result;
-      }).finally(() => this.#probing.delete(id));
+      running = probeUpstream(this.#router.get(id)!, this.#router.env, this.#config.MODEL_HEALTH_PROBE_TIMEOUT_MS)
+        .then(async (result) => {
+          await this.repo.cacheProbe(id, result, this.#config.MODEL_HEALTH_TTL_SECONDS * 1000);
+          return result;
+        })
+        .finally(() => this.#probing.delete(id));
       this.#probing.set(id, running);
     }
     return { ...(await running), cached: false };

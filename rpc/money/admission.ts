@@ -28,18 +28,20 @@ const WINDOW_MS = 60_000;
 
 const insufficientCredits = () => new ServiceError("INSUFFICIENT_CREDITS", "Insufficient credits", { type: "insufficient_quota" });
 
-/** 402 on the credits line: spec 7.2's message when the balance is spent, and why when it is not. */
+/** 402 on the credits line: docs/interface.md 7.2's message when the balance is spent, and why when it is not. */
 const creditsRefused = ({ value }: HoldRefusal) =>
   value <= 0
     ? insufficientCredits()
-    : new ServiceError("INSUFFICIENT_CREDITS", "Insufficient credits: the rest of the workspace's balance is held by requests in flight", { type: "insufficient_quota" });
+    : new ServiceError("INSUFFICIENT_CREDITS", "Insufficient credits: the rest of the workspace's balance is held by requests in flight", {
+        type: "insufficient_quota",
+      });
 
 /** " (N held by requests in flight)" when part of a limit is only held, not used. */
 export function heldNote(held: number, unit: string): string {
   return held > 0 ? ` (${held} ${unit} held by requests in flight)` : "";
 }
 
-/** spec 7.2: 402 before any model runs, on every Platform endpoint, when the balance is zero or below. */
+/** docs/interface.md 7.2: 402 before any model runs, on every Platform endpoint, when the balance is zero or below. */
 export async function requireCredits(services: Pick<AdmissionDeps, "credits">, principal: Principal): Promise<void> {
   const balance = await services.credits.balance(principal.workspaceId!);
   if (balance <= 0) throw insufficientCredits();
@@ -56,11 +58,11 @@ function retryAfter(ttlMs: number): Record<string, string> {
  * prompt at the input price plus `max_tokens` or the model's output cap at the output price)
  * on every account that limits it, in this order of refusal:
  * - the workspace's credits: 402 `Insufficient credits` once the balance, less what requests
- *   in flight hold, is zero or below (spec 7.2, before any model runs);
+ *   in flight hold, is zero or below (docs/interface.md 7.2, before any model runs);
  * - the key's spendLimit (credits, lifetime): 402 naming the spend limit;
  * - rpmLimit: requests per minute, counted at once and exact, 429;
  * - tpmLimit: tokens per minute, prompt + output cap held (capped), 429.
- * (The 429s carry Retry-After, which the Platform renderer drops: spec 7.2.)
+ * (The 429s carry Retry-After, which the Platform renderer drops: docs/interface.md 7.2.)
  * One atomic step, so N instances on one Redis together overshoot none of them by more than
  * one request's excess over its capped hold. The hold settles to the metered cost when the
  * request ends, however it ends.
@@ -71,7 +73,7 @@ export function admitPlatformChat(services: AdmissionDeps, principal: Principal,
   const { maxCost } = estimate;
   const cost = (_usage: unknown, cost: number) => cost;
   const charges: Charge[] = [
-    // A free request still needs a positive balance (spec 7.2: zero or below is 402): the rule admits only while something remains.
+    // A free request still needs a positive balance (docs/interface.md 7.2: zero or below is 402): the rule admits only while something remains.
     { account: ledger.credits(principal.workspaceId!), amount: maxCost, limit: 0, refuse: creditsRefused, used: cost },
   ];
   if (key) {
@@ -82,7 +84,11 @@ export function admitPlatformChat(services: AdmissionDeps, principal: Principal,
             amount: maxCost,
             limit: key.spendLimit * MICRO_PER_CREDIT,
             refuse: ({ held }) =>
-              new ServiceError("INSUFFICIENT_CREDITS", `This API key has reached its spend limit of ${key.spendLimit} credits${heldNote(held, "micro-credits")}`, { type: "insufficient_quota" }),
+              new ServiceError(
+                "INSUFFICIENT_CREDITS",
+                `This API key has reached its spend limit of ${key.spendLimit} credits${heldNote(held, "micro-credits")}`,
+                { type: "insufficient_quota" },
+              ),
             used: cost,
           }
         : { account: ledger.keySpend(key.id), amount: 0, track: true, used: cost },
@@ -94,7 +100,10 @@ export function admitPlatformChat(services: AdmissionDeps, principal: Principal,
         amount: 1,
         limit,
         commit: true,
-        refuse: ({ ttlMs }) => new ServiceError("RATE_LIMITED", `Rate limit reached for this API key: ${limit} requests per minute`, { headers: retryAfter(ttlMs) }),
+        refuse: ({ ttlMs }) =>
+          new ServiceError("RATE_LIMITED", `Rate limit reached for this API key: ${limit} requests per minute`, {
+            headers: retryAfter(ttlMs),
+          }),
       });
     }
     if (key.tpmLimit != null) {
@@ -104,7 +113,9 @@ export function admitPlatformChat(services: AdmissionDeps, principal: Principal,
         amount: estimate.tokens,
         limit,
         refuse: ({ ttlMs, held }) =>
-          new ServiceError("RATE_LIMITED", `Rate limit reached for this API key: ${limit} tokens per minute${heldNote(held, "tokens")}`, { headers: retryAfter(ttlMs) }),
+          new ServiceError("RATE_LIMITED", `Rate limit reached for this API key: ${limit} tokens per minute${heldNote(held, "tokens")}`, {
+            headers: retryAfter(ttlMs),
+          }),
         used: (usage) => usage.total_tokens,
       });
     }

@@ -5,8 +5,8 @@ import type { LedgerRepo } from "../../storage/repos/ledger.js";
 import type { Charge } from "./charge.js";
 
 /**
- * Account API plans (DESIGN "Identity and money"): an allowance of tokens per window, shared
- * by every request of the user (spec 1: the same allowance as the web chat).
+ * Account API plans (docs/architecture.md "Identity and money"): an allowance of tokens per window, shared
+ * by every request of the user (docs/interface.md 1: the same allowance as the web chat).
  */
 const Plan = v.strictObject({
   /** Tokens (prompt + completion) a user may spend per window. */
@@ -33,7 +33,8 @@ export function loadPlans(config: Pick<Config, "PLANS_JSON">): Record<string, Pl
     throw new ConfigError([`PLANS_JSON: not valid JSON (${(error as Error).message})`]);
   }
   const result = v.safeParse(v.record(v.pipe(v.string(), v.regex(/^[\w.-]{1,64}$/)), Plan), raw);
-  if (!result.success) throw new ConfigError(result.issues.map((issue) => `PLANS_JSON: ${v.getDotPath(issue) ?? "(root)"}: ${issue.message}`));
+  if (!result.success)
+    throw new ConfigError(result.issues.map((issue) => `PLANS_JSON: ${v.getDotPath(issue) ?? "(root)"}: ${issue.message}`));
   if (Object.keys(result.output).length === 0) throw new ConfigError(["PLANS_JSON: at least one plan is required"]);
   return result.output;
 }
@@ -72,13 +73,20 @@ export class Allowance {
   async status(userId: string, planId: string): Promise<PlanStatus> {
     const { id, plan } = this.resolve(planId);
     const { value: used, held } = await this.#ledger.state(this.#account(userId, plan));
-    return { id, name: plan.name ?? id, tokensPerWindow: plan.tokensPerWindow, windowSeconds: plan.windowSeconds, used, remaining: Math.max(0, plan.tokensPerWindow - used - held) };
+    return {
+      id,
+      name: plan.name ?? id,
+      tokensPerWindow: plan.tokensPerWindow,
+      windowSeconds: plan.windowSeconds,
+      used,
+      remaining: Math.max(0, plan.tokensPerWindow - used - held),
+    };
   }
 
   /**
    * The plan allowance as a charge of a request that may use up to `tokens`: admitted while
    * something of the window's allowance remains (storage/admission.ts), else 429
-   * insufficient_quota (spec 7.1) naming the plan.
+   * insufficient_quota (docs/interface.md 7.1) naming the plan.
    */
   charge(userId: string, planId: string, tokens: number): Charge {
     const { id, plan } = this.resolve(planId);

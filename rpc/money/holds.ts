@@ -4,7 +4,6 @@ import type { LedgerHoldLine, LedgerSettleLine } from "../../storage/repos/ledge
 import type { Usage } from "./types.js";
 import type { Charge } from "./charge.js";
 
-
 export interface Hold {
   /** Settles every account to the metered usage and releases the rest. Exactly once: later calls do nothing. */
   settle(usage: Usage, cost: number): Promise<void>;
@@ -17,12 +16,20 @@ export interface Hold {
  * first refused charge's error. While the request runs the hold's lease is renewed every half
  * lease, so only a process that died leaves a hold to expire.
  */
-export async function placeHold(deps: { ledger: LedgerRepo; config: Pick<Config, "HOLD_LEASE_SECONDS"> }, charges: Charge[]): Promise<Hold> {
+export async function placeHold(
+  deps: { ledger: LedgerRepo; config: Pick<Config, "HOLD_LEASE_SECONDS"> },
+  charges: Charge[],
+): Promise<Hold> {
   const { ledger } = deps;
   const id = ledger.newHoldId();
   const leaseMs = deps.config.HOLD_LEASE_SECONDS * 1000;
   const held = charges.filter((charge) => !charge.track);
-  const lines: LedgerHoldLine[] = held.map(({ account, amount, limit, commit }) => ({ account, amount, ...(limit !== undefined ? { limit } : {}), ...(commit ? { commit } : {}) }));
+  const lines: LedgerHoldLine[] = held.map(({ account, amount, limit, commit }) => ({
+    account,
+    amount,
+    ...(limit !== undefined ? { limit } : {}),
+    ...(commit ? { commit } : {}),
+  }));
   const refusal = await ledger.hold(id, lines, leaseMs);
   if (refusal) {
     const charge = held[refusal.index]!;

@@ -24,7 +24,13 @@ const day = (at = new Date()) => at.toISOString().slice(0, 10);
  * `credits` is the amount the ledger took, rounded the same way (storage/repos/ledger.ts), so
  * the sums reconcile exactly with the balance. A failure is logged, never the caller's error.
  */
-export async function recordUsage(services: MeteringDeps, principal: Principal | undefined, meter: Meter, usage: Usage, cost: number): Promise<void> {
+export async function recordUsage(
+  services: MeteringDeps,
+  principal: Principal | undefined,
+  meter: Meter,
+  usage: Usage,
+  cost: number,
+): Promise<void> {
   try {
     const workspaceId = meter.surface === "platform" ? principal?.workspaceId : undefined;
     let tenantId = meter.tenantId;

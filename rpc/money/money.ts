@@ -39,7 +39,7 @@ export class Money {
     this.#deps = deps;
   }
 
-  /** 402 when the workspace's balance is zero or below (spec 7.2), before any model runs. */
+  /** 402 when the workspace's balance is zero or below (docs/interface.md 7.2), before any model runs. */
   requireCredits(principal: Principal): Promise<void> {
     return requireCredits(this.#deps, principal);
   }

@@ -47,7 +47,13 @@ export function toGuardedFetch(guard: OutboundGuard): GuardedFetch {
         headers[name] = value;
       });
       const send = url.protocol === "https:" ? httpsRequest : httpRequest;
-      const req = send(url, { method: init.method ?? "GET", headers, agent: guard.agent(url.protocol), lookup: guard.lookup, signal: init.signal ?? undefined });
+      const req = send(url, {
+        method: init.method ?? "GET",
+        headers,
+        agent: guard.agent(url.protocol),
+        lookup: guard.lookup,
+        signal: init.signal ?? undefined,
+      });
       req.once("error", reject);
       req.once("response", (res: IncomingMessage) => {
         const responseHeaders = new Headers();
@@ -97,7 +103,13 @@ export function guardedRequest(guard: OutboundGuard, input: string | URL, init: 
       return;
     }
     const send = url.protocol === "https:" ? httpsRequest : httpRequest;
-    const req = send(url, { method: init.method, headers: init.headers, agent: guard.agent(url.protocol), lookup: guard.lookup, ...(init.signal ? { signal: init.signal } : {}) });
+    const req = send(url, {
+      method: init.method,
+      headers: init.headers,
+      agent: guard.agent(url.protocol),
+      lookup: guard.lookup,
+      ...(init.signal ? { signal: init.signal } : {}),
+    });
     req.once("error", reject);
     req.once("response", resolve);
     req.end(init.body);

@@ -17,7 +17,10 @@ export interface ResolvedAddress {
 export type ResolveHost = (hostname: string) => Promise<ResolvedAddress[]>;
 
 export const systemResolver: ResolveHost = async (hostname) =>
-  (await dnsLookup(hostname, { all: true, verbatim: true })).map((entry) => ({ address: entry.address, family: entry.family === 6 ? 6 : 4 }));
+  (await dnsLookup(hostname, { all: true, verbatim: true })).map((entry) => ({
+    address: entry.address,
+    family: entry.family === 6 ? 6 : 4,
+  }));
 
 /** A connection refused by the address rule; its message says which address and why. */
 export class AddressRefused extends Error {

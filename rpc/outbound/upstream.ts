@@ -67,4 +67,3 @@ function pathOf(url: string): string {
   const path = url.slice(originOf(url).length);
   return path.startsWith("/") ? path : `/${path}`;
 }
-

@@ -14,9 +14,13 @@ export const archivedWorkspace: Policy = {
     if (principal?.kind === "platform_key" && principal.key) {
       const workspaceId = principal.key.owner;
       if ((await call.ports.tenants.recentWorkspace(workspaceId))?.status === "archived") {
-        throw new ServiceError("FORBIDDEN", `Workspace ${workspaceId} is archived: its API keys are refused and no credits are spent until an admin reactivates it`, {
-          details: { reason: "workspace_archived", workspaceId },
-        });
+        throw new ServiceError(
+          "FORBIDDEN",
+          `Workspace ${workspaceId} is archived: its API keys are refused and no credits are spent until an admin reactivates it`,
+          {
+            details: { reason: "workspace_archived", workspaceId },
+          },
+        );
       }
     }
     return next();

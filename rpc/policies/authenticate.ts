@@ -12,7 +12,9 @@ export const authenticate: Policy = {
   applies: () => true,
   async run(call, next) {
     const { facts, method } = call;
-    call.principal = facts.authenticated ? admitPrincipal(facts.authenticated, method.auth) : await authenticateCaller(facts.presented, method.auth, call.ports);
+    call.principal = facts.authenticated
+      ? admitPrincipal(facts.authenticated, method.auth)
+      : await authenticateCaller(facts.presented, method.auth, call.ports);
     if (call.principal) facts.onAuthenticated?.(call.principal, method);
     return next();
   },

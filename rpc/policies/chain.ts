@@ -17,7 +17,15 @@ import { tenantRateLimit } from "./tenant-rate-limit.js";
  * the telemetry ingest limit) run just before the handler. Each entry
  * decides from the method's declaration and the surface's profile whether it applies.
  */
-export const CHAIN: readonly Policy[] = [observe, authenticate, archivedWorkspace, operatorOnly, rateLimit, tenantRateLimit, telemetryIngest];
+export const CHAIN: readonly Policy[] = [
+  observe,
+  authenticate,
+  archivedWorkspace,
+  operatorOnly,
+  rateLimit,
+  tenantRateLimit,
+  telemetryIngest,
+];
 
 /** The policies of one method through one surface, by stage, in chain order. */
 export interface MethodChain {
@@ -32,6 +40,7 @@ export function chainOf(method: AnyMethod, surface: CallSurface): MethodChain {
 
 /** Runs `policies` in order around `last`. */
 export function runChain(policies: readonly Policy[], call: PolicyCall, last: () => Promise<unknown>): Promise<unknown> {
-  const step = (index: number): Promise<unknown> => (index === policies.length ? last() : policies[index]!.run(call, () => step(index + 1)));
+  const step = (index: number): Promise<unknown> =>
+    index === policies.length ? last() : policies[index]!.run(call, () => step(index + 1));
   return step(0);
 }

@@ -40,7 +40,14 @@ export const observe: Policy = {
         if (who) facts.logFields.principal ??= who;
         ((facts.logFields.calls ??= []) as unknown[]).push(entry);
       } else {
-        ports.log.info({ requestId: facts.requestId, event: "call", surface: facts.surface, transport, ...entry, ...(who ? { principal: who } : {}) });
+        ports.log.info({
+          requestId: facts.requestId,
+          event: "call",
+          surface: facts.surface,
+          transport,
+          ...entry,
+          ...(who ? { principal: who } : {}),
+        });
       }
     }
   },

@@ -23,10 +23,14 @@ export async function enforceTelemetryIngest(tenantId: string, events: number, s
   } catch (error) {
     if (!(error instanceof RateLimiterRes)) throw error;
     const retryAfter = Math.max(1, Math.ceil(error.msBeforeNext / 1000));
-    throw new ServiceError("RATE_LIMITED", `Telemetry limit of ${limit} events per minute for this tenant reached; retry in ${retryAfter} s`, {
-      headers: { "retry-after": String(retryAfter), "x-ratelimit-limit": String(limit), "x-ratelimit-remaining": "0" },
-      details: { limit, windowSeconds: 60, retryAfterSeconds: retryAfter },
-    });
+    throw new ServiceError(
+      "RATE_LIMITED",
+      `Telemetry limit of ${limit} events per minute for this tenant reached; retry in ${retryAfter} s`,
+      {
+        headers: { "retry-after": String(retryAfter), "x-ratelimit-limit": String(limit), "x-ratelimit-remaining": "0" },
+        details: { limit, windowSeconds: 60, retryAfterSeconds: retryAfter },
+      },
+    );
   }
 }
 
@@ -48,7 +52,11 @@ export const telemetryIngest: Policy = {
   async run(call, next) {
     if (call.principal) {
       const events = (call.params as { events?: unknown }).events;
-      await enforceTelemetryIngest(await callerTenant(call.ports.users, call.principal.userId), Array.isArray(events) ? events.length : 1, call.ports);
+      await enforceTelemetryIngest(
+        await callerTenant(call.ports.users, call.principal.userId),
+        Array.isArray(events) ? events.length : 1,
+        call.ports,
+      );
     }
     return next();
   },

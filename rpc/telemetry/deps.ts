@@ -4,8 +4,7 @@ import { domain, type Ports } from "../module.js";
 import type { Repos } from "../repos.js";
 
 /** What the telemetry domain's handlers reach as `ctx.deps` (built in `./index.ts`). */
-export type TelemetryDeps = Pick<Repos, "users" | "tenants" | "telemetry"> &
-  Pick<Ports, "config">;
+export type TelemetryDeps = Pick<Repos, "users" | "tenants" | "telemetry"> & Pick<Ports, "config">;
 
 export const telemetryDomain = domain<TelemetryDeps>("telemetry");
 

@@ -9,7 +9,9 @@ import type { Repos } from "../repos.js";
 import type { Config } from "../config.js";
 
 /** What tenant access reads (and the personal tenant it makes on first use). */
-export type AccessDeps = Pick<Repos, "users" | "tenants" | "members" | "agents"> & { config: Pick<Config, "TENANT_DEFAULT_AGENT_LIMIT" | "TENANT_DEFAULT_TOKENS_PER_MONTH"> };
+export type AccessDeps = Pick<Repos, "users" | "tenants" | "members" | "agents"> & {
+  config: Pick<Config, "TENANT_DEFAULT_AGENT_LIMIT" | "TENANT_DEFAULT_TOKENS_PER_MONTH">;
+};
 
 export { ROLES, type Role };
 
@@ -60,13 +62,18 @@ export async function roleIn(deps: AccessDeps, userId: string, tenant: Tenant): 
 }
 
 /**
- * The one membership check (DESIGN "Ownership"): the tenant when the caller is a member with
+ * The one membership check (docs/architecture.md "Ownership"): the tenant when the caller is a member with
  * at least `need` (default: read access), else the same 404 as a missing tenant for a
  * non-member, and 403 naming the role needed for a member whose role is too weak. MCP
  * sessions and agent-stream messages re-run their methods through the dispatcher, so a
  * removed member loses access on their next message.
  */
-export async function requireTenantAccess(deps: AccessDeps, principal: Principal, tenantId: string, need: Role = "viewer"): Promise<Tenant> {
+export async function requireTenantAccess(
+  deps: AccessDeps,
+  principal: Principal,
+  tenantId: string,
+  need: Role = "viewer",
+): Promise<Tenant> {
   const user = await deps.users.get(principal.userId);
   if (!user) throw notFound(tenantId);
   const tenant = user.tenantId === tenantId ? await personalOf(deps, user) : await deps.tenants.getTenant(tenantId);
@@ -87,7 +94,12 @@ export function tenantAccess(deps: AccessDeps, principal: Principal, tenantId: s
 }
 
 /** The named tenant (checked), or the caller's personal tenant when none is named. */
-export async function tenantOrPersonal(deps: AccessDeps, principal: Principal, tenantId: string | undefined, need: Role = "viewer"): Promise<Tenant> {
+export async function tenantOrPersonal(
+  deps: AccessDeps,
+  principal: Principal,
+  tenantId: string | undefined,
+  need: Role = "viewer",
+): Promise<Tenant> {
   if (tenantId) return requireTenantAccess(deps, principal, tenantId, need);
   const user = await deps.users.get(principal.userId);
   if (!user) throw new ServiceError("UNAUTHORIZED", "Invalid or expired API key");

@@ -7,7 +7,7 @@ import type { Money } from "../money/money.js";
 /** What the tenants domain's handlers reach as `ctx.deps` (built in `./index.ts`). */
 export type TenantsDeps = Pick<Repos, "users" | "tenants" | "members" | "agents"> &
   Pick<Ports, "config" | "sink"> & {
-  money: Money;
+    money: Money;
   };
 
 export const tenantsDomain = domain<TenantsDeps>("tenants");

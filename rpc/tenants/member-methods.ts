@@ -39,7 +39,14 @@ async function memberView(deps: TenantsDeps, membership: Membership) {
 async function membersOf(deps: TenantsDeps, tenant: Tenant): Promise<Membership[]> {
   const records = await deps.members.list(tenant.id);
   if (records.some((record) => record.userId === tenant.ownerId) || (await deps.members.seeded(tenant.id))) return records;
-  const creator: Membership = { tenantId: tenant.id, userId: tenant.ownerId, role: "owner", addedBy: tenant.ownerId, addedAt: tenant.createdAt, updatedAt: tenant.createdAt };
+  const creator: Membership = {
+    tenantId: tenant.id,
+    userId: tenant.ownerId,
+    role: "owner",
+    addedBy: tenant.ownerId,
+    addedAt: tenant.createdAt,
+    updatedAt: tenant.createdAt,
+  };
   return [creator, ...records];
 }
 
@@ -52,7 +59,13 @@ const notMember = (memberId: string) => new ServiceError("NOT_FOUND", `Member no
  * - the last owner cannot be removed or demoted (409);
  * - a user's personal tenant keeps them as its owner (409).
  */
-async function changeMember(deps: TenantsDeps, callerId: string, tenant: Tenant, memberId: string, next: Role | null): Promise<Membership | null> {
+async function changeMember(
+  deps: TenantsDeps,
+  callerId: string,
+  tenant: Tenant,
+  memberId: string,
+  next: Role | null,
+): Promise<Membership | null> {
   return deps.members.withLock(tenant.id, async () => {
     await deps.members.seed(tenant.id, tenant.ownerId, tenant.createdAt);
     const [caller, target] = await Promise.all([deps.members.get(tenant.id, callerId), deps.members.get(tenant.id, memberId)]);
@@ -61,7 +74,9 @@ async function changeMember(deps: TenantsDeps, callerId: string, tenant: Tenant,
     const callerRole = caller?.role;
     // Anyone may leave; every other change needs an admin, and the owner role an owner.
     if (!(self && next === null) && callerRole !== "admin" && callerRole !== "owner") {
-      throw new ServiceError("FORBIDDEN", `Your role in tenant ${tenant.slug} is ${callerRole}; managing members needs admin or above`, { details: { required: "admin" } });
+      throw new ServiceError("FORBIDDEN", `Your role in tenant ${tenant.slug} is ${callerRole}; managing members needs admin or above`, {
+        details: { required: "admin" },
+      });
     }
     if ((target.role === "owner" || next === "owner") && !self && callerRole !== "owner") {
       throw new ServiceError("FORBIDDEN", "Only an owner can grant, change or remove the owner role", { details: { required: "owner" } });
@@ -78,7 +93,9 @@ async function changeMember(deps: TenantsDeps, callerId: string, tenant: Tenant,
       }
       const user = await deps.users.get(memberId);
       if (user?.tenantId === tenant.id) {
-        throw new ServiceError("CONFLICT", `Tenant ${tenant.slug} is ${user.email}'s personal tenant; they stay its owner`, { details: { tenantId: tenant.id, reason: "personal_tenant" } });
+        throw new ServiceError("CONFLICT", `Tenant ${tenant.slug} is ${user.email}'s personal tenant; they stay its owner`, {
+          details: { tenantId: tenant.id, reason: "personal_tenant" },
+        });
       }
     }
     if (next === null) {
@@ -89,11 +106,12 @@ async function changeMember(deps: TenantsDeps, callerId: string, tenant: Tenant,
   });
 }
 
-/** Tenant members and roles (spec 4.4 `/tenants/{tenant_id}/members`, docs/tenants.md). */
+/** Tenant members and roles (docs/interface.md 4.4 `/tenants/{tenant_id}/members`, docs/tenants.md). */
 export const memberMethods = [
   tenantsDomain.method({
     name: "tenants.members.list",
-    summary: "The tenant's members with their roles, oldest first. Any member may read it; a non-member gets the same 404 as for a missing tenant.",
+    summary:
+      "The tenant's members with their roles, oldest first. Any member may read it; a non-member gets the same 404 as for a missing tenant.",
     input: v.object({ tenant_id: TenantId }),
     auth: AUTH,
     output: v.object({ members: v.array(MemberView), count: v.number() }),
@@ -109,12 +127,15 @@ export const memberMethods = [
   tenantsDomain.method({
     name: "tenants.members.add",
     summary:
-      "Admins: add an existing user (by `userId` or `email`) with a `role` (owner, admin, member, viewer; only owners grant owner). 404 for an unknown user, 409 when already a member.",
+      "Admins: add an existing user (by `userId` or `email`) with a `role` (owner, admin, member, viewer; only " +
+      "owners grant owner). 404 for an unknown user, 409 when already a member.",
     input: v.pipe(
       v.object({
         tenant_id: TenantId,
         userId: v.optional(v.pipe(v.string("userId must be a string"), v.minLength(1), v.maxLength(128))),
-        email: v.optional(v.pipe(v.string("email must be a string"), v.trim(), v.email("email must be an email address"), v.maxLength(254))),
+        email: v.optional(
+          v.pipe(v.string("email must be a string"), v.trim(), v.email("email must be an email address"), v.maxLength(254)),
+        ),
         role: RoleField,
       }),
       v.check((body) => (body.userId === undefined) !== (body.email === undefined), "Give exactly one of userId or email"),
@@ -131,10 +152,19 @@ export const memberMethods = [
       const added = await deps.members.withLock(tenant.id, async () => {
         await deps.members.seed(tenant.id, tenant.ownerId, tenant.createdAt);
         if (await roleIn(deps, user.id, tenant)) {
-          throw new ServiceError("CONFLICT", `${user.email} is already a member of tenant ${tenant.slug}`, { details: { userId: user.id } });
+          throw new ServiceError("CONFLICT", `${user.email} is already a member of tenant ${tenant.slug}`, {
+            details: { userId: user.id },
+          });
         }
         const now = nowIso();
-        return deps.members.put({ tenantId: tenant.id, userId: user.id, role: params.role, addedBy: principal.userId, addedAt: now, updatedAt: now });
+        return deps.members.put({
+          tenantId: tenant.id,
+          userId: user.id,
+          role: params.role,
+          addedBy: principal.userId,
+          addedAt: now,
+          updatedAt: now,
+        });
       });
       emitEvent(deps, tenant.id, "member.added", { tenantId: tenant.id, userId: user.id, role: params.role });
       return memberView(deps, added);
@@ -161,7 +191,9 @@ export const memberMethods = [
   tenantsDomain.method({
     name: "tenants.members.remove",
     summary:
-      "Admins: remove a member (any member may remove themselves; removing an owner needs an owner). The last owner cannot be removed (409). The removed user loses access at once, open MCP sessions and agent streams included, on their next message.",
+      "Admins: remove a member (any member may remove themselves; removing an owner needs an owner). The last owner " +
+      "cannot be removed (409). The removed user loses access at once, open MCP sessions and agent streams included, " +
+      "on their next message.",
     input: v.object({ tenant_id: TenantId, member_id: MemberId }),
     auth: AUTH,
     output: v.object({ success: v.boolean(), userId: v.string() }),

@@ -12,15 +12,30 @@ import { tenantsDomain, type TenantsDeps } from "./deps.js";
 
 const Slug = v.pipe(
   v.string("slug must be a string"),
-  v.regex(/^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/, "slug: lowercase letters, digits and -, 1-63 characters, not starting or ending with -"),
+  v.regex(
+    /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/,
+    "slug: lowercase letters, digits and -, 1-63 characters, not starting or ending with -",
+  ),
 );
 const Name = v.pipe(v.string("name must be a string"), v.trim(), v.minLength(1, "name is required"), v.maxLength(100));
 /** Spec 2.7 leaves plan and region values open: short lowercase tokens. */
-const Token = (field: string) => v.pipe(v.string(`${field} must be a string`), v.regex(/^[a-z0-9][a-z0-9._-]{0,31}$/, `${field}: lowercase letters, digits, . _ - (1-32)`));
+const Token = (field: string) =>
+  v.pipe(
+    v.string(`${field} must be a string`),
+    v.regex(/^[a-z0-9][a-z0-9._-]{0,31}$/, `${field}: lowercase letters, digits, . _ - (1-32)`),
+  );
 const Count = (field: string, max: number) =>
-  v.pipe(v.number(`${field} must be a number`), v.integer(`${field} must be an integer`), v.minValue(0, `${field} must be 0 or more`), v.maxValue(max));
+  v.pipe(
+    v.number(`${field} must be a number`),
+    v.integer(`${field} must be an integer`),
+    v.minValue(0, `${field} must be 0 or more`),
+    v.maxValue(max),
+  );
 const Limits = v.object(
-  { agents: v.optional(Count("limits.agents", 1_000_000)), tokensPerMonth: v.optional(Count("limits.tokensPerMonth", Number.MAX_SAFE_INTEGER)) },
+  {
+    agents: v.optional(Count("limits.agents", 1_000_000)),
+    tokensPerMonth: v.optional(Count("limits.tokensPerMonth", Number.MAX_SAFE_INTEGER)),
+  },
   "limits must be an object {agents, tokensPerMonth}",
 );
 const TenantId = v.pipe(v.string("tenant_id must be a string"), v.minLength(1), v.maxLength(128));
@@ -45,7 +60,7 @@ async function tenantView(deps: TenantsDeps, tenant: Tenant, role?: Role | null)
   };
 }
 
-/** Tenants on the Gateway (spec 4.4 "Platform foundation"): each belongs to the user who created it. */
+/** Tenants on the Gateway (docs/interface.md 4.4 "Platform foundation"): each belongs to the user who created it. */
 export const tenantMethods = [
   tenantsDomain.method({
     name: "tenants.list",
@@ -63,7 +78,8 @@ export const tenantMethods = [
   tenantsDomain.method({
     name: "tenants.create",
     summary:
-      "Create a tenant (spec 2.7): slug (unique, 409 when taken), name, plan, region, limits {agents, tokensPerMonth} (defaults TENANT_DEFAULT_AGENT_LIMIT, TENANT_DEFAULT_TOKENS_PER_MONTH).",
+      "Create a tenant (docs/interface.md 2.7): slug (unique, 409 when taken), name, plan, region, limits {agents, " +
+      "tokensPerMonth} (defaults TENANT_DEFAULT_AGENT_LIMIT, TENANT_DEFAULT_TOKENS_PER_MONTH).",
     input: v.object({
       slug: Slug,
       name: Name,
@@ -111,7 +127,8 @@ export const tenantMethods = [
 
   tenantsDomain.method({
     name: "tenants.get",
-    summary: "A tenant the caller is a member of (any role), with its usage and the caller's role; a non-member gets the same 404 as for a missing tenant.",
+    summary:
+      "A tenant the caller is a member of (any role), with its usage and the caller's role; a non-member gets the same 404 as for a missing tenant.",
     input: v.object({ tenant_id: TenantId }),
     auth: AUTH,
     output: TenantView,
@@ -125,7 +142,8 @@ export const tenantMethods = [
 
   tenantsDomain.method({
     name: "tenants.update",
-    summary: "Admins: change a tenant's name, plan, region or limits (each limit on its own). Lowering limits.agents below the current count blocks new agents only.",
+    summary:
+      "Admins: change a tenant's name, plan, region or limits (each limit on its own). Lowering limits.agents below the current count blocks new agents only.",
     input: v.object({
       tenant_id: TenantId,
       name: v.optional(Name),
@@ -151,7 +169,10 @@ export const tenantMethods = [
         updatedAt: nowIso(),
       };
       await ctx.deps.tenants.putTenant(updated);
-      emitEvent(ctx.deps, updated.id, "tenant.updated", { tenantId: updated.id, fields: Object.keys(params).filter((key) => key !== "tenant_id") });
+      emitEvent(ctx.deps, updated.id, "tenant.updated", {
+        tenantId: updated.id,
+        fields: Object.keys(params).filter((key) => key !== "tenant_id"),
+      });
       return tenantView(ctx.deps, updated, await roleIn(ctx.deps, ctx.principal.userId, updated));
     },
   }),

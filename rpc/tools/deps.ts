@@ -9,12 +9,12 @@ import type { McpServersRepo } from "../../storage/repos/mcp-servers.js";
 /** What the tools domain's handlers reach as `ctx.deps` (built in `./index.ts`). */
 export type ToolsDeps = Pick<Repos, "users" | "tenants" | "members" | "agents" | "toolPlans"> &
   Pick<Ports, "config" | "log" | "store" | "sink" | "onClose"> & {
-  catalog: ToolCatalog;
-  vms: VmDirectory;
-  upstream: UpstreamRegistry;
-  /** The stored registrations: the servers operators share are written here, and every instance's bridge follows. */
-  mcpServers: McpServersRepo;
-  models: ModelRouter;
+    catalog: ToolCatalog;
+    vms: VmDirectory;
+    upstream: UpstreamRegistry;
+    /** The stored registrations: the servers operators share are written here, and every instance's bridge follows. */
+    mcpServers: McpServersRepo;
+    models: ModelRouter;
   };
 
 export const toolsDomain = domain<ToolsDeps>("tools");

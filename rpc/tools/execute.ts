@@ -21,14 +21,14 @@ export async function requireTool(deps: ToolsDeps, name: string, scope: ToolScop
 
 /**
  * Runs a catalog tool for a caller, the one path REST and MCP share: look the tool up,
- * check the args against its JSON Schema before anything runs (spec 4.4), then call its
- * source within GATEWAY_TIMEOUT_SECONDS (spec 8).
+ * check the args against its JSON Schema before anything runs (docs/interface.md 4.4), then call its
+ * source within GATEWAY_TIMEOUT_SECONDS (docs/interface.md 8).
  */
 export async function executeTool(deps: ToolsDeps, name: string, args: unknown, options: ExecuteOptions): Promise<ToolResult> {
   const scope = await scopeOfPrincipal(deps, options.principal);
   const tool = await requireTool(deps, name, scope);
   assertArgs(name, tool.inputSchema, args ?? {});
-  // Upstream and VM tools resolve only within the caller's tenant (DESIGN "Ownership").
+  // Upstream and VM tools resolve only within the caller's tenant (docs/architecture.md "Ownership").
   return deps.catalog.call(name, (args ?? {}) as Record<string, unknown>, {
     timeoutMs: deps.config.GATEWAY_TIMEOUT_SECONDS * 1000,
     signal: options.signal,

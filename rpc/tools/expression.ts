@@ -11,7 +11,10 @@
  */
 
 export class ExpressionError extends Error {
-  constructor(message: string, readonly position: number) {
+  constructor(
+    message: string,
+    readonly position: number,
+  ) {
     super(`${message} at position ${position + 1}`);
     this.name = "ExpressionError";
   }
@@ -181,7 +184,10 @@ class Parser {
       this.#expectOp(")");
       const [min, max] = fn.arity;
       if (args.length < min || args.length > max) {
-        throw new ExpressionError(`${token.value}() takes ${min === max ? min : `${min} to ${max}`} argument${max === 1 ? "" : "s"}`, token.at);
+        throw new ExpressionError(
+          `${token.value}() takes ${min === max ? min : `${min} to ${max}`} argument${max === 1 ? "" : "s"}`,
+          token.at,
+        );
       }
       return fn.fn(...args);
     }

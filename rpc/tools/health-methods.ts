@@ -24,10 +24,18 @@ export async function probeStorage(kv: { getItem(key: string): Promise<unknown> 
 export const bridgeHealthMethods = [
   toolsDomain.method({
     name: "bridge.health",
-    summary: "Bridge health (spec 4.5): storage, shared upstream MCP servers with their health (tenants' servers as counts), connected VM agents. Public; `status` is `degraded` when storage fails or a shared server is unhealthy.",
+    summary:
+      "Bridge health (docs/interface.md 4.5): storage, shared upstream MCP servers with their health (tenants' servers as " +
+      "counts), connected VM agents. Public; `status` is `degraded` when storage fails or a shared server is " +
+      "unhealthy.",
     input: v.object({}),
     auth: "public",
-    output: v.object({ status: v.pipe(v.string(), v.description("ok or degraded")), storage: v.object({ driver: v.string(), ok: v.boolean() }), vms: v.object({ connected: v.number(), inFlight: v.number() }), tools: v.number() }),
+    output: v.object({
+      status: v.pipe(v.string(), v.description("ok or degraded")),
+      storage: v.object({ driver: v.string(), ok: v.boolean() }),
+      vms: v.object({ connected: v.number(), inFlight: v.number() }),
+      tools: v.number(),
+    }),
     http: [{ surface: "bridge", method: "GET", path: "/health" }],
     async handler(_params, ctx) {
       const { store, upstream, vms, catalog } = ctx.deps;

@@ -11,7 +11,15 @@ import { McpServersRepo } from "../../storage/repos/mcp-servers.js";
 
 /** The tool catalog, upstream MCP servers, VM agents and tool routing, over the bridge's ports (rpc/tools/ports.ts). */
 export const toolsModule = toolsDomain.module({
-  methods: [...vmToolMethods, ...toolMethods, ...mcpServerMethods, ...bridgeHealthMethods, ...routingMethods, ...vmListMethods, ...sharedServerMethods],
+  methods: [
+    ...vmToolMethods,
+    ...toolMethods,
+    ...mcpServerMethods,
+    ...bridgeHealthMethods,
+    ...routingMethods,
+    ...vmListMethods,
+    ...sharedServerMethods,
+  ],
   init: (ports) => {
     const { catalog, vms, upstream } = ports.use("bridge");
     return {

@@ -85,7 +85,11 @@ function vmSource(deps: ToolsDeps, record: VmPresence): UpstreamServerHandle {
   return {
     name: vmSourceName(record.vmId),
     tenantId: record.tenantId,
-    namespace: { uri: namespacedUri(vmSourceName(record.vmId), ""), prompt: `${VM_NAMESPACE}${NAMESPACE_SEPARATOR}${record.vmId}${NAMESPACE_SEPARATOR}`, meta: { vm: record.vmId } },
+    namespace: {
+      uri: namespacedUri(vmSourceName(record.vmId), ""),
+      prompt: `${VM_NAMESPACE}${NAMESPACE_SEPARATOR}${record.vmId}${NAMESPACE_SEPARATOR}`,
+      meta: { vm: record.vmId },
+    },
     offers: () => ({ resources: resources.length > 0, prompts: prompts.length > 0, subscribe: false, completions: false }),
     listResources: async () => resources.map((resource) => ({ ...resource })),
     listResourceTemplates: async () => [],
@@ -114,7 +118,10 @@ const uriPrefix = (source: UpstreamServerHandle) => source.namespace?.uri ?? nam
 const promptPrefix = (source: UpstreamServerHandle) => source.namespace?.prompt ?? `${source.name}${NAMESPACE_SEPARATOR}`;
 const metaOf = (source: UpstreamServerHandle) => source.namespace?.meta ?? { server: source.name };
 
-const bounds = (deps: ToolsDeps, signal?: AbortSignal) => ({ timeoutMs: deps.config.GATEWAY_TIMEOUT_SECONDS * 1000, ...(signal ? { signal } : {}) });
+const bounds = (deps: ToolsDeps, signal?: AbortSignal) => ({
+  timeoutMs: deps.config.GATEWAY_TIMEOUT_SECONDS * 1000,
+  ...(signal ? { signal } : {}),
+});
 
 /** What the sources offer, for the capabilities an MCP server declares at initialize. */
 export async function federatedCapabilities(deps: ToolsDeps, call: FederationCall): Promise<McpOffers> {
@@ -126,34 +133,60 @@ export async function federatedCapabilities(deps: ToolsDeps, call: FederationCal
 type Lister = (source: UpstreamServerHandle) => Promise<McpObject[]>;
 
 /** Every source's list, each item renamed for the caller; a source that fails lists nothing (like the tool catalog). */
-async function collect(deps: ToolsDeps, call: FederationCall, list: Lister, rename: (source: UpstreamServerHandle, item: McpObject) => McpObject): Promise<McpObject[]> {
+async function collect(
+  deps: ToolsDeps,
+  call: FederationCall,
+  list: Lister,
+  rename: (source: UpstreamServerHandle, item: McpObject) => McpObject,
+): Promise<McpObject[]> {
   const sources = await sourcesOf(deps, call);
   const lists = await Promise.all(sources.map((source) => list(source).catch(() => [] as McpObject[])));
   return lists.flatMap((items, index) => (call.server === undefined ? items.map((item) => rename(sources[index]!, item)) : items));
 }
 
-const withMeta = (item: McpObject, meta: Record<string, unknown>): McpObject => ({ ...item, _meta: { ...((item._meta as Record<string, unknown> | undefined) ?? {}), ...meta } });
+const withMeta = (item: McpObject, meta: Record<string, unknown>): McpObject => ({
+  ...item,
+  _meta: { ...((item._meta as Record<string, unknown> | undefined) ?? {}), ...meta },
+});
 
 export function listResources(deps: ToolsDeps, call: FederationCall): Promise<McpObject[]> {
-  return collect(deps, call, (source) => source.listResources(bounds(deps, call.signal)), (source, item) =>
-    withMeta({ ...item, uri: uriPrefix(source) + String(item.uri) }, { ...metaOf(source), uri: item.uri }),
+  return collect(
+    deps,
+    call,
+    (source) => source.listResources(bounds(deps, call.signal)),
+    (source, item) => withMeta({ ...item, uri: uriPrefix(source) + String(item.uri) }, { ...metaOf(source), uri: item.uri }),
   );
 }
 
 export function listResourceTemplates(deps: ToolsDeps, call: FederationCall): Promise<McpObject[]> {
-  return collect(deps, call, (source) => source.listResourceTemplates(bounds(deps, call.signal)), (source, item) =>
-    withMeta({ ...item, uriTemplate: uriPrefix(source) + String(item.uriTemplate) }, { ...metaOf(source), uriTemplate: item.uriTemplate }),
+  return collect(
+    deps,
+    call,
+    (source) => source.listResourceTemplates(bounds(deps, call.signal)),
+    (source, item) =>
+      withMeta(
+        { ...item, uriTemplate: uriPrefix(source) + String(item.uriTemplate) },
+        { ...metaOf(source), uriTemplate: item.uriTemplate },
+      ),
   );
 }
 
 export function listPrompts(deps: ToolsDeps, call: FederationCall): Promise<McpObject[]> {
-  return collect(deps, call, (source) => source.listPrompts(bounds(deps, call.signal)), (source, item) =>
-    withMeta({ ...item, name: promptPrefix(source) + String(item.name) }, { ...metaOf(source), name: item.name }),
+  return collect(
+    deps,
+    call,
+    (source) => source.listPrompts(bounds(deps, call.signal)),
+    (source, item) => withMeta({ ...item, name: promptPrefix(source) + String(item.name) }, { ...metaOf(source), name: item.name }),
   );
 }
 
 /** The source of a namespaced name or URI, resolved only among the servers the caller sees. */
-async function resolve(deps: ToolsDeps, call: FederationCall, parsed: { server: string } | undefined, unknown: ServiceError): Promise<UpstreamServerHandle> {
+async function resolve(
+  deps: ToolsDeps,
+  call: FederationCall,
+  parsed: { server: string } | undefined,
+  unknown: ServiceError,
+): Promise<UpstreamServerHandle> {
   if (call.server !== undefined) return (await sourcesOf(deps, call))[0]!;
   if (!parsed) throw unknown;
   const handle = deps.upstream.find(await scopeOfPrincipal(deps, call.principal), parsed.server);
@@ -162,12 +195,20 @@ async function resolve(deps: ToolsDeps, call: FederationCall, parsed: { server: 
 }
 
 /** A namespaced resource URI's source and the source's own URI (a VM's `vm+<vmId>+<uri>` included). */
-async function locateUri(deps: ToolsDeps, call: FederationCall, uri: string, unknown: ServiceError): Promise<{ source: UpstreamServerHandle; own: string }> {
+async function locateUri(
+  deps: ToolsDeps,
+  call: FederationCall,
+  uri: string,
+  unknown: ServiceError,
+): Promise<{ source: UpstreamServerHandle; own: string }> {
   const parsed = call.server === undefined ? splitUri(uri) : { server: call.server, uri };
   if (call.server === undefined && parsed?.server === VM_NAMESPACE) {
     const plus = parsed.uri.indexOf("+");
     const vmId = parsed.uri.slice(0, plus);
-    const source = plus > 0 ? (await vmSources(deps, await scopeOfPrincipal(deps, call.principal))).find((vm) => vm.name === vmSourceName(vmId)) : undefined;
+    const source =
+      plus > 0
+        ? (await vmSources(deps, await scopeOfPrincipal(deps, call.principal))).find((vm) => vm.name === vmSourceName(vmId))
+        : undefined;
     if (!source) throw unknown;
     return { source, own: parsed.uri.slice(plus + 1) };
   }
@@ -175,7 +216,12 @@ async function locateUri(deps: ToolsDeps, call: FederationCall, uri: string, unk
 }
 
 /** A namespaced prompt name's source and the source's own name (a VM's `vm__<vmId>__<prompt>` included). */
-async function locatePrompt(deps: ToolsDeps, call: FederationCall, name: string, unknown: ServiceError): Promise<{ source: UpstreamServerHandle; own: string }> {
+async function locatePrompt(
+  deps: ToolsDeps,
+  call: FederationCall,
+  name: string,
+  unknown: ServiceError,
+): Promise<{ source: UpstreamServerHandle; own: string }> {
   const parsed = call.server === undefined ? splitName(name) : { server: call.server, name };
   if (call.server === undefined && parsed?.server === VM_NAMESPACE) {
     // vmIds may hold `__`: each split point is tried against the caller's VMs' prompts.
@@ -215,7 +261,9 @@ export async function readResource(deps: ToolsDeps, call: FederationCall, uri: s
     throw error instanceof ServiceError && error.code === "NOT_FOUND" ? unknown : error;
   });
   if (call.server !== undefined) return result;
-  const contents = ((result.contents as McpObject[] | undefined) ?? []).map((content) => (typeof content.uri === "string" ? { ...content, uri: uriPrefix(source) + content.uri } : content));
+  const contents = ((result.contents as McpObject[] | undefined) ?? []).map((content) =>
+    typeof content.uri === "string" ? { ...content, uri: uriPrefix(source) + content.uri } : content,
+  );
   return { ...result, contents };
 }
 
@@ -224,7 +272,13 @@ export async function readResource(deps: ToolsDeps, call: FederationCall, uri: s
  * URI), whose `notifications/resources/updated` then reach that session, renamed. An unknown URI
  * (or one of a server the caller does not see) is NOT_FOUND, like resources/read.
  */
-export async function subscribe(deps: ToolsDeps, call: FederationCall, uri: string, subscriber: string, subscribing: boolean): Promise<Record<string, never>> {
+export async function subscribe(
+  deps: ToolsDeps,
+  call: FederationCall,
+  uri: string,
+  subscriber: string,
+  subscribing: boolean,
+): Promise<Record<string, never>> {
   const unknown = new ServiceError("NOT_FOUND", `Unknown resource: ${uri}`, { details: { uri } });
   const { source, own } = await locateUri(deps, call, uri, unknown);
   if (!source.offers().resources) throw unknown;
@@ -240,7 +294,9 @@ export async function getPrompt(deps: ToolsDeps, call: FederationCall, name: str
   const result = await source.getPrompt(own, args, bounds(deps, call.signal));
   if (call.server !== undefined) return result;
   const messages = ((result.messages as McpObject[] | undefined) ?? []).map((message) =>
-    message.content && typeof message.content === "object" ? { ...message, content: renameContent(uriPrefix(source), message.content as McpObject) } : message,
+    message.content && typeof message.content === "object"
+      ? { ...message, content: renameContent(uriPrefix(source), message.content as McpObject) }
+      : message,
   );
   return { ...result, messages };
 }
@@ -253,7 +309,9 @@ export async function getPrompt(deps: ToolsDeps, call: FederationCall, name: str
 export async function complete(deps: ToolsDeps, call: FederationCall, params: McpCompleteParams): Promise<McpObject> {
   const { ref } = params;
   const unknown =
-    ref.type === "ref/prompt" ? new ServiceError("NOT_FOUND", `Unknown prompt: ${ref.name}`) : new ServiceError("NOT_FOUND", `Unknown resource template: ${ref.uri}`, { details: { uri: ref.uri } });
+    ref.type === "ref/prompt"
+      ? new ServiceError("NOT_FOUND", `Unknown prompt: ${ref.name}`)
+      : new ServiceError("NOT_FOUND", `Unknown resource template: ${ref.uri}`, { details: { uri: ref.uri } });
   const parsed = call.server !== undefined ? { server: call.server, ref } : ownRef(ref);
   const source = await resolve(deps, call, parsed, unknown);
   if (!source.offers().completions) throw unknown;

@@ -1,6 +1,5 @@
 import * as v from "valibot";
 import { principalOf } from "../auth.js";
-import { ServiceError } from "../errors.js";
 import { UpstreamServerView } from "../views.js";
 import { emitEvent } from "../event-sink.js";
 import { tenantOrPersonal, type Role } from "../tenants/access.js";
@@ -20,10 +19,18 @@ export const ServerName = v.pipe(
 
 /** Where, how and under which category an upstream server is reached (a tenant's or a shared one). */
 export const ServerConnection = {
-  url: v.pipe(v.string("url must be a string"), v.url("url must be an absolute URL"), v.regex(/^https?:\/\//i, "url must be http or https"), v.maxLength(2048)),
+  url: v.pipe(
+    v.string("url must be a string"),
+    v.url("url must be an absolute URL"),
+    v.regex(/^https?:\/\//i, "url must be http or https"),
+    v.maxLength(2048),
+  ),
   headers: v.optional(
     v.pipe(
-      v.record(v.pipe(v.string(), v.regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, "invalid header name")), v.pipe(v.string("header values must be strings"), v.maxLength(8192))),
+      v.record(
+        v.pipe(v.string(), v.regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, "invalid header name")),
+        v.pipe(v.string("header values must be strings"), v.maxLength(8192)),
+      ),
       v.check((headers) => Object.keys(headers).length <= 32, "at most 32 headers"),
     ),
     {},
@@ -32,7 +39,7 @@ export const ServerConnection = {
 };
 
 /**
- * The tenant a server request acts for (DESIGN "Ownership"): the caller's personal tenant, or
+ * The tenant a server request acts for (docs/architecture.md "Ownership"): the caller's personal tenant, or
  * a tenant they are a member of, with at least `need`, when `tenantId` names it; a non-member
  * gets the same 404 as for a missing tenant (rpc/tenants/access.ts).
  */
@@ -40,12 +47,13 @@ async function ownerOf(ctx: ToolsContext, requested: string | undefined, need: R
   return (await tenantOrPersonal(ctx.deps, principalOf(ctx), requested, need)).id;
 }
 
-/** Upstream MCP servers whose tools join the catalog (spec 4.4 `GET, POST /mcp/servers`). */
+/** Upstream MCP servers whose tools join the catalog (docs/interface.md 4.4 `GET, POST /mcp/servers`). */
 export const mcpServerMethods = [
   toolsDomain.method({
     name: "mcp.servers.list",
     summary:
-      "The upstream MCP servers of the caller's tenant (or of `tenantId`, a tenant they own) and the ones operators shared (`shared: true`), with their health (connecting, healthy, unhealthy), last error and tool count.",
+      "The upstream MCP servers of the caller's tenant (or of `tenantId`, a tenant they own) and the ones operators " +
+      "shared (`shared: true`), with their health (connecting, healthy, unhealthy), last error and tool count.",
     input: v.object({ tenantId }),
     auth: { kinds: ["session", "gateway_key", "console"] },
     output: v.object({ servers: v.array(UpstreamServerView), count: v.number() }),
@@ -63,7 +71,10 @@ export const mcpServerMethods = [
   toolsDomain.method({
     name: "mcp.servers.register",
     summary:
-      "Register an upstream MCP server (Streamable HTTP) for the caller's tenant (or `tenantId`, a tenant they own): only that tenant sees its tools, as `<name>__<tool>`. Header values are encrypted at rest and never shown. Answers 201 after the first connection attempt, with the health it reached: a server that is down is kept and retried. 409 when the tenant (or a shared server) has the name.",
+      "Register an upstream MCP server (Streamable HTTP) for the caller's tenant (or `tenantId`, a tenant they own): " +
+      "only that tenant sees its tools, as `<name>__<tool>`. Header values are encrypted at rest and never shown. " +
+      "Answers 201 after the first connection attempt, with the health it reached: a server that is down is kept and " +
+      "retried. 409 when the tenant (or a shared server) has the name.",
     input: v.object({ name: ServerName, ...ServerConnection, tenantId }),
     auth: { kinds: ["session", "gateway_key"] },
     output: UpstreamServerView,
@@ -81,7 +92,8 @@ export const mcpServerMethods = [
   toolsDomain.method({
     name: "mcp.servers.delete",
     summary:
-      "Unregister one of the tenant's upstream MCP servers; its tools leave the catalog on every instance. Another tenant's server is the same 404 as a missing one; a shared server is 403.",
+      "Unregister one of the tenant's upstream MCP servers; its tools leave the catalog on every instance. Another " +
+      "tenant's server is the same 404 as a missing one; a shared server is 403.",
     input: v.object({ name: v.pipe(v.string(), v.minLength(1), v.maxLength(48)), tenantId }),
     auth: { kinds: ["session", "gateway_key"] },
     output: v.object({ success: v.boolean(), name: v.string() }),

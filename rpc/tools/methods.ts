@@ -24,7 +24,11 @@ const category = v.optional(v.pipe(v.string("category must be a string"), v.minL
 const upstreamServer = v.optional(v.pipe(v.string("server must be a string"), v.minLength(1), v.maxLength(48)));
 const ResourceUri = v.pipe(v.string("uri must be a string"), v.minLength(1, "uri is required"), v.maxLength(4096));
 /** One federated MCP request: the caller, the server's own endpoint if any, the request's signal. */
-const federation = (ctx: { principal: Principal; signal: AbortSignal }, server: string | undefined): FederationCall => ({ principal: ctx.principal, server, signal: ctx.signal });
+const federation = (ctx: { principal: Principal; signal: AbortSignal }, server: string | undefined): FederationCall => ({
+  principal: ctx.principal,
+  server,
+  signal: ctx.signal,
+});
 const mcpInternal = { auth: { kinds: ["session", "gateway_key", "service"] as const }, internal: true, http: [] } as const;
 const toolName = v.pipe(v.string("tool must be a string"), v.minLength(1, "tool is required"), v.maxLength(256));
 
@@ -64,7 +68,8 @@ export const mcpToolsGet = toolsDomain.method({
 export const mcpToolsExecute = toolsDomain.method({
   name: "mcp.tools.execute",
   summary:
-    "Run a catalog tool (spec 2.7: query `tool`, body `{args}`). Args are checked against the tool's JSON Schema first (400 VALIDATION_FAILED); the result is MCP's CallToolResult.",
+    "Run a catalog tool (docs/interface.md 2.7: query `tool`, body `{args}`). Args are checked against the tool's JSON Schema " +
+    "first (400 VALIDATION_FAILED); the result is MCP's CallToolResult.",
   input: v.object({
     tool: toolName,
     args: v.optional(v.record(v.string(), v.unknown(), "args must be an object"), {}),
@@ -80,7 +85,8 @@ export const mcpToolsExecute = toolsDomain.method({
 
 export const bridgeMcpConnect = toolsDomain.method({
   name: "bridge.mcp.connect",
-  summary: "Admits one request to the MCP endpoint (spec 4.5): a session, Gateway key or the service credential, and the bridge rate limit.",
+  summary:
+    "Admits one request to the MCP endpoint (docs/interface.md 4.5): a session, Gateway key or the service credential, and the bridge rate limit.",
   input: v.object({ server: upstreamServer }),
   auth: { kinds: ["session", "gateway_key", "service"] },
   policies: { rateLimit: "bridge" },
@@ -104,7 +110,9 @@ export const bridgeMcpToolsList = toolsDomain.method({
     const tools = await visibleTools(ctx.deps, ctx.principal);
     if (params.server === undefined) return tools;
     const prefix = params.server + NAMESPACE_SEPARATOR;
-    return tools.filter((tool) => tool.source.kind === "mcp" && tool.source.server === params.server).map((tool) => ({ ...tool, name: tool.name.slice(prefix.length) }));
+    return tools
+      .filter((tool) => tool.source.kind === "mcp" && tool.source.server === params.server)
+      .map((tool) => ({ ...tool, name: tool.name.slice(prefix.length) }));
   },
 });
 
@@ -121,7 +129,12 @@ export const bridgeMcpToolsCall = toolsDomain.method({
   errors: { NOT_FOUND: {}, TIMEOUT: {}, UNAVAILABLE: {}, BAD_GATEWAY: {} },
   http: [],
   async handler(params, ctx) {
-    const options = { principal: ctx.principal, signal: ctx.signal, ...(ctx.onProgress ? { onProgress: ctx.onProgress } : {}), ...(ctx.relay ? { relay: ctx.relay } : {}) };
+    const options = {
+      principal: ctx.principal,
+      signal: ctx.signal,
+      ...(ctx.onProgress ? { onProgress: ctx.onProgress } : {}),
+      ...(ctx.relay ? { relay: ctx.relay } : {}),
+    };
     if (params.server === undefined) return executeTool(ctx.deps, params.name, params.arguments, options);
     // A server's own endpoint: the catalog's call path (schema check, timeout) under the namespaced name.
     try {
@@ -212,11 +225,15 @@ export const bridgeMcpPromptsGet = toolsDomain.method({
 
 export const bridgeMcpCompletionComplete = toolsDomain.method({
   name: "bridge.mcp.completion.complete",
-  summary: "MCP `completion/complete`: completions of a namespaced prompt argument or resource template variable, from its server, if the caller sees that server.",
+  summary:
+    "MCP `completion/complete`: completions of a namespaced prompt argument or resource template variable, from its server, if the caller sees that server.",
   input: v.object({
     server: upstreamServer,
     ref: v.variant("type", [
-      v.object({ type: v.literal("ref/prompt"), name: v.pipe(v.string("name must be a string"), v.minLength(1, "name is required"), v.maxLength(256)) }),
+      v.object({
+        type: v.literal("ref/prompt"),
+        name: v.pipe(v.string("name must be a string"), v.minLength(1, "name is required"), v.maxLength(256)),
+      }),
       v.object({ type: v.literal("ref/resource"), uri: ResourceUri }),
     ]),
     argument: v.object({ name: v.pipe(v.string(), v.maxLength(256)), value: v.pipe(v.string(), v.maxLength(4096)) }),
@@ -227,7 +244,7 @@ export const bridgeMcpCompletionComplete = toolsDomain.method({
   handler: (params, ctx) => complete(ctx.deps, federation(ctx, params.server), params),
 });
 
-/** The tool catalog over REST (spec 4.4 "Tool catalog and routing", 4.5 `/v1/mcp/tools`). */
+/** The tool catalog over REST (docs/interface.md 4.4 "Tool catalog and routing", 4.5 `/v1/mcp/tools`). */
 export const toolMethods = [
   mcpToolsList,
   mcpToolsGet,

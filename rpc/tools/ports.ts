@@ -85,9 +85,19 @@ export interface VmDirectory {
   list(): Promise<VmPresence[]>;
   find(vmId: string): Promise<VmPresence | undefined>;
   /** Calls a tool on a VM wherever it is connected; UNAVAILABLE when none is. */
-  call(vmId: string, tool: string, args: Record<string, unknown>, options: { timeoutMs: number; signal?: AbortSignal }): Promise<ToolResult>;
+  call(
+    vmId: string,
+    tool: string,
+    args: Record<string, unknown>,
+    options: { timeoutMs: number; signal?: AbortSignal },
+  ): Promise<ToolResult>;
   /** `resources/read` or `prompts/get` on a VM wherever it is connected; the VM's own names; its answer as it sent it. */
-  ask(vmId: string, method: VmAskMethod, params: Record<string, unknown>, options: { timeoutMs: number; signal?: AbortSignal }): Promise<McpObject>;
+  ask(
+    vmId: string,
+    method: VmAskMethod,
+    params: Record<string, unknown>,
+    options: { timeoutMs: number; signal?: AbortSignal },
+  ): Promise<McpObject>;
   /** Sockets of this instance, and calls waiting on them. */
   stats(): { connected: number; inFlight: number };
 }

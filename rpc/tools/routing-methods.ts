@@ -14,7 +14,12 @@ import { vmNotConnected } from "./sources.js";
 import { ToolPlanView, ToolResultView } from "../views.js";
 import { toolsDomain, type ToolsContext } from "./deps.js";
 
-const input = v.pipe(v.string("input must be a string"), v.trim(), v.minLength(1, "input is required"), v.maxLength(10_000, "input is at most 10000 characters"));
+const input = v.pipe(
+  v.string("input must be a string"),
+  v.trim(),
+  v.minLength(1, "input is required"),
+  v.maxLength(10_000, "input is at most 10000 characters"),
+);
 const tenantId = v.optional(v.pipe(v.string("tenantId must be a string"), v.minLength(1), v.maxLength(128)));
 const preferredMcp = v.optional(v.pipe(v.string("preferredMcp must be a string"), v.maxLength(128)));
 const args = v.record(v.string(), v.unknown(), "args must be an object");
@@ -35,28 +40,56 @@ function choice(entry: Ranked) {
 }
 
 function toSteps(drafts: DraftStep[]): ToolPlanStep[] {
-  return drafts.map((draft, index) => ({ index, ...draft, status: "pending", result: null, error: null, durationMs: null, startedAt: null }));
+  return drafts.map((draft, index) => ({
+    index,
+    ...draft,
+    status: "pending",
+    result: null,
+    error: null,
+    durationMs: null,
+    startedAt: null,
+  }));
 }
 
 function newPlan(fields: Pick<ToolPlan, "input" | "steps" | "planner" | "unmatched" | "createdBy"> & Partial<ToolPlan>): ToolPlan {
   const now = nowIso();
-  return { id: newId("plan"), createdAt: now, updatedAt: now, status: "planned", failedStep: null, error: null, startedAt: null, finishedAt: null, ...fields };
+  return {
+    id: newId("plan"),
+    createdAt: now,
+    updatedAt: now,
+    status: "planned",
+    failedStep: null,
+    error: null,
+    startedAt: null,
+    finishedAt: null,
+    ...fields,
+  };
 }
 
-/** Tool routing, planning, execution and ask (spec 4.4 "Tool catalog and routing"; docs/routing.md). */
+/** Tool routing, planning, execution and ask (docs/interface.md 4.4 "Tool catalog and routing"; docs/routing.md). */
 export const routingMethods = [
   toolsDomain.method({
     name: "mcp.router.tools",
-    summary: "The tools the router can choose from for the caller, each with its server (`builtin`, an upstream MCP server's name, or `vm:<vmId>`).",
+    summary:
+      "The tools the router can choose from for the caller, each with its server (`builtin`, an upstream MCP server's name, or `vm:<vmId>`).",
     input: v.object({ tenantId }),
     auth: { kinds: ["session", "gateway_key"] },
-    output: v.object({ tools: v.array(v.object({ server: v.string(), name: v.string(), tool: v.string(), description: v.string(), category: v.string() })), count: v.number() }),
+    output: v.object({
+      tools: v.array(v.object({ server: v.string(), name: v.string(), tool: v.string(), description: v.string(), category: v.string() })),
+      count: v.number(),
+    }),
     errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "GET", path: "/mcp/router/tools" }],
     async handler(params, ctx) {
       const tools = await router(ctx).tools(await scopeOf(ctx, params.tenantId));
       return {
-        tools: tools.map((tool) => ({ server: tool.server, name: tool.name, tool: tool.localName, description: tool.description, category: tool.category })),
+        tools: tools.map((tool) => ({
+          server: tool.server,
+          name: tool.name,
+          tool: tool.localName,
+          description: tool.description,
+          category: tool.category,
+        })),
         count: tools.length,
       };
     },
@@ -65,14 +98,23 @@ export const routingMethods = [
   toolsDomain.method({
     name: "mcp.route",
     summary:
-      "The best tool for a request in words (BM25 over tool names, descriptions, categories and argument schemas) with the runners-up. `preferredMcp` wins when that server has any match. No match: 200 with `tool: null`.",
+      "The best tool for a request in words (BM25 over tool names, descriptions, categories and argument schemas) " +
+      "with the runners-up. `preferredMcp` wins when that server has any match. No match: 200 with `tool: null`.",
     input: v.object({ input, tenantId, preferredMcp }),
     auth: { kinds: ["session", "gateway_key"] },
-    output: v.object({ server: v.nullable(v.string()), tool: v.nullable(v.string()), score: v.number(), alternatives: v.array(v.unknown()), reason: v.optional(v.string()) }),
+    output: v.object({
+      server: v.nullable(v.string()),
+      tool: v.nullable(v.string()),
+      score: v.number(),
+      alternatives: v.array(v.unknown()),
+      reason: v.optional(v.string()),
+    }),
     errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "POST", path: "/mcp/route" }],
     async handler(params, ctx) {
-      const routed = await router(ctx).route(params.input, await scopeOf(ctx, params.tenantId), { preferredMcp: params.preferredMcp || undefined });
+      const routed = await router(ctx).route(params.input, await scopeOf(ctx, params.tenantId), {
+        preferredMcp: params.preferredMcp || undefined,
+      });
       if (!routed.best) return { server: null, tool: null, score: 0, alternatives: [], reason: routed.reason };
       return { ...choice(routed.best), alternatives: routed.alternatives.map(choice), reason: routed.reason };
     },
@@ -81,12 +123,21 @@ export const routingMethods = [
   toolsDomain.method({
     name: "mcp.plan",
     summary:
-      "Plan the tool calls a request needs and store the plan. With a planner model (ROUTER_MODEL) the model proposes the steps, checked strictly against the catalog and the tools' schemas; otherwise, or when its answer is invalid, the request is split into clauses and each routed.",
+      "Plan the tool calls a request needs and store the plan. With a planner model (ROUTER_MODEL) the model " +
+      "proposes the steps, checked strictly against the catalog and the tools' schemas; otherwise, or when its " +
+      "answer is invalid, the request is split into clauses and each routed.",
     input: v.object({
       input,
       tenantId,
       preferredMcp,
-      maxSteps: v.optional(v.pipe(v.number("maxSteps must be a number"), v.integer("maxSteps must be an integer"), v.minValue(1, "maxSteps is at least 1"), v.maxValue(100))),
+      maxSteps: v.optional(
+        v.pipe(
+          v.number("maxSteps must be a number"),
+          v.integer("maxSteps must be an integer"),
+          v.minValue(1, "maxSteps is at least 1"),
+          v.maxValue(100),
+        ),
+      ),
     }),
     auth: { kinds: ["session", "gateway_key"] },
     output: ToolPlanView,
@@ -97,7 +148,11 @@ export const routingMethods = [
       const scope = await scopeOf(ctx, params.tenantId, "member");
       const maxSteps = Math.min(params.maxSteps ?? config.ROUTER_MAX_STEPS, config.ROUTER_MAX_STEPS);
       const preferred = params.preferredMcp || undefined;
-      const draft = await makePlan(router(ctx), plannerModel(models, config.ROUTER_MODEL), params.input, scope, { preferredMcp: preferred, maxSteps, signal: ctx.signal });
+      const draft = await makePlan(router(ctx), plannerModel(models, config.ROUTER_MODEL), params.input, scope, {
+        preferredMcp: preferred,
+        maxSteps,
+        signal: ctx.signal,
+      });
       const plan = newPlan({
         input: params.input,
         steps: toSteps(draft.steps),
@@ -142,7 +197,9 @@ export const routingMethods = [
   toolsDomain.method({
     name: "mcp.execute",
     summary:
-      "Run a stored plan (`planId`) or the given `steps` step by step through the catalog. Every step's args are checked against its tool's schema before anything runs (400); each step's result, error and duration are stored in the plan, which ends `completed` or `failed` at the first failing step.",
+      "Run a stored plan (`planId`) or the given `steps` step by step through the catalog. Every step's args are " +
+      "checked against its tool's schema before anything runs (400); each step's result, error and duration are " +
+      "stored in the plan, which ends `completed` or `failed` at the first failing step.",
     input: v.pipe(
       v.object({
         planId: v.optional(v.pipe(v.string("planId must be a string"), v.minLength(1), v.maxLength(128))),
@@ -180,10 +237,22 @@ export const routingMethods = [
       } else {
         const scope = await scopeOf(ctx, params.tenantId, "member");
         const tools = new Map((await router(ctx).tools(scope)).map((tool) => [tool.name, tool]));
-        const steps = params.steps!.map((step) => ({ server: tools.get(step.tool)?.server ?? "unknown", tool: step.tool, args: step.args, reason: step.reason ?? "Given by the caller" }));
+        const steps = params.steps!.map((step) => ({
+          server: tools.get(step.tool)?.server ?? "unknown",
+          tool: step.tool,
+          args: step.args,
+          reason: step.reason ?? "Given by the caller",
+        }));
         // Checked before the plan is stored: an invalid request leaves nothing behind.
         await checkSteps(router(ctx), steps, scope);
-        plan = newPlan({ input: "", steps: toSteps(steps), planner: { kind: "caller" }, unmatched: [], createdBy: userId, tenantId: scope.tenantId });
+        plan = newPlan({
+          input: "",
+          steps: toSteps(steps),
+          planner: { kind: "caller" },
+          unmatched: [],
+          createdBy: userId,
+          tenantId: scope.tenantId,
+        });
         await toolPlans.put(plan);
       }
       // A plan runs with its tenant's tools only while the caller is still a member there.
@@ -196,7 +265,8 @@ export const routingMethods = [
   toolsDomain.method({
     name: "mcp.ask",
     summary:
-      "Route a request to one tool and propose the call; nothing runs unless `approve` is true. `vmId` limits the choice to that VM's tools and runs the call there; `toolInput` replaces the arguments read from the request.",
+      "Route a request to one tool and propose the call; nothing runs unless `approve` is true. `vmId` limits the " +
+      "choice to that VM's tools and runs the call there; `toolInput` replaces the arguments read from the request.",
     input: v.object({
       input,
       preferredMcp,
@@ -223,7 +293,11 @@ export const routingMethods = [
         }
         onlyServer = `vm:${record.vmId}`;
       }
-      const routed = await router(ctx).route(params.input, scope, { preferredMcp: params.preferredMcp || undefined, onlyServer, alternatives: 2 });
+      const routed = await router(ctx).route(params.input, scope, {
+        preferredMcp: params.preferredMcp || undefined,
+        onlyServer,
+        alternatives: 2,
+      });
       if (!routed.best) return { proposed: null, executed: false, reason: routed.reason };
       const { tool, score } = routed.best;
       const extracted = extractArgs(tool.inputSchema, params.input);

@@ -6,8 +6,20 @@ import type { McpServerRecord } from "../../storage/repos/mcp-servers.js";
 import { ServerConnection, ServerName } from "./mcp-server-methods.js";
 import { toolsDomain } from "./deps.js";
 
-const SharedServerView = v.object({ name: v.string(), url: v.string(), category: v.string(), headers: v.array(v.string()), createdAt: v.string() });
-const sharedView = (record: McpServerRecord) => ({ name: record.name, url: record.url, category: record.category, headers: Object.keys(record.headers), createdAt: record.createdAt });
+const SharedServerView = v.object({
+  name: v.string(),
+  url: v.string(),
+  category: v.string(),
+  headers: v.array(v.string()),
+  createdAt: v.string(),
+});
+const sharedView = (record: McpServerRecord) => ({
+  name: record.name,
+  url: record.url,
+  category: record.category,
+  headers: Object.keys(record.headers),
+  createdAt: record.createdAt,
+});
 
 export const operatorMcpServersShare = toolsDomain.method({
   name: "operator.mcp.servers.share",
@@ -20,7 +32,8 @@ export const operatorMcpServersShare = toolsDomain.method({
   errors: { CONFLICT: {}, VALIDATION_FAILED: {} },
   async handler(params, ctx) {
     const record: McpServerRecord = { ...params, tenantId: null, createdBy: ctx.principal.userId, createdAt: nowIso() };
-    if (!(await ctx.deps.mcpServers.create(record))) throw new ServiceError("CONFLICT", `An MCP server named ${params.name} is already shared, or a tenant uses the name`);
+    if (!(await ctx.deps.mcpServers.create(record)))
+      throw new ServiceError("CONFLICT", `An MCP server named ${params.name} is already shared, or a tenant uses the name`);
     await ctx.deps.mcpServers.announce({ op: "added", tenantId: null, name: record.name, from: ctx.principal.userId });
     ctx.deps.log.info({ requestId: ctx.requestId, event: "mcp.server.shared", name: record.name, by: ctx.principal.userId });
     const { name, url, category, headers, createdAt } = sharedView(record);
@@ -51,7 +64,8 @@ export const operatorMcpServersUnshare = toolsDomain.method({
   output: v.object({ success: v.boolean(), name: v.string() }),
   errors: { NOT_FOUND: {} },
   async handler(params, ctx) {
-    if (!(await ctx.deps.mcpServers.get(null, params.name))) throw new ServiceError("NOT_FOUND", `No shared MCP server named ${params.name}`);
+    if (!(await ctx.deps.mcpServers.get(null, params.name)))
+      throw new ServiceError("NOT_FOUND", `No shared MCP server named ${params.name}`);
     await ctx.deps.mcpServers.remove(null, params.name);
     await ctx.deps.mcpServers.announce({ op: "removed", tenantId: null, name: params.name, from: ctx.principal.userId });
     ctx.deps.log.info({ requestId: ctx.requestId, event: "mcp.server.unshared", name: params.name, by: ctx.principal.userId });
@@ -66,8 +80,4 @@ export const operatorMcpServersUnshare = toolsDomain.method({
  * URL, header and category rules as a tenant's (`mcp.servers.register`). It is stored and
  * announced; every instance's bridge connects it (Redis: at once; fs: within 15 s).
  */
-export const sharedServerMethods = [
-  operatorMcpServersShare,
-  operatorMcpServersShared,
-  operatorMcpServersUnshare,
-];
+export const sharedServerMethods = [operatorMcpServersShare, operatorMcpServersShared, operatorMcpServersUnshare];

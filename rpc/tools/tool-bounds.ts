@@ -38,7 +38,8 @@ export function schemaProblem(schema: unknown): string | undefined {
 
 /** Why a source's announcement breaks the bounds (count first, then each schema), or undefined. */
 export function announcementProblem(tools: readonly { name: string; inputSchema?: unknown }[]): string | undefined {
-  if (tools.length > TOOL_BOUNDS.maxToolsPerSource) return `announces ${tools.length} tools; at most ${TOOL_BOUNDS.maxToolsPerSource} tools per source`;
+  if (tools.length > TOOL_BOUNDS.maxToolsPerSource)
+    return `announces ${tools.length} tools; at most ${TOOL_BOUNDS.maxToolsPerSource} tools per source`;
   for (const tool of tools) {
     const problem = tool.inputSchema === undefined ? undefined : schemaProblem(tool.inputSchema);
     if (problem) return `tool ${tool.name}: ${problem}`;

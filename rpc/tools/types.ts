@@ -22,7 +22,7 @@ export interface ToolDef {
 }
 
 /**
- * Whose view of the catalog (DESIGN "Ownership"): a tenant sees shared tools and its own;
+ * Whose view of the catalog (docs/architecture.md "Ownership"): a tenant sees shared tools and its own;
  * internal services (PLATFORM_SERVICE_KEY) see shared tools and every VM's, never a tenant's
  * private upstream servers (those run with the tenant's stored credentials).
  */

@@ -6,7 +6,9 @@ import type { Issue } from "../validate.js";
 import type { JsonSchema } from "./types.js";
 
 // ajv-formats is CommonJS with `exports.default`; under NodeNext the default import is the module.
-const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ?? addFormatsModule) as unknown as (ajv: Ajv | Ajv2020) => void;
+const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ?? addFormatsModule) as unknown as (
+  ajv: Ajv | Ajv2020,
+) => void;
 
 /**
  * Tool schemas come from many places (built-ins, upstream MCP servers, VMs): draft-07 and

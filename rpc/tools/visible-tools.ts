@@ -4,7 +4,7 @@ import type { ToolsDeps } from "./deps.js";
 import type { Repos } from "../repos.js";
 
 /**
- * The catalog scope of a caller (DESIGN "Ownership"): a user sees the built-ins, shared
+ * The catalog scope of a caller (docs/architecture.md "Ownership"): a user sees the built-ins, shared
  * upstream servers, and the upstream servers and VMs of their own tenant; another tenant's
  * tools are not listed, and calling one is refused with the same 404 as an unknown tool.
  * Internal services (PLATFORM_SERVICE_KEY) see shared tools and every VM's.

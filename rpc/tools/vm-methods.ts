@@ -36,10 +36,11 @@ async function tenantOf(principal: Principal, requested: string | undefined, dep
 export const bridgeVmsConnect = toolsDomain.method({
   name: "bridge.vms.connect",
   summary:
-    "Admits a VM agent's socket (`WS /bridge/agents/{agent_id}/ws?vmId=&tenantId=`, spec 4.5): the caller's credential, the bridge rate limit, valid ids, a tenant the caller owns.",
+    "Admits a VM agent's socket (`WS /bridge/agents/{agent_id}/ws?vmId=&tenantId=`, docs/interface.md 4.5): the caller's " +
+    "credential, the bridge rate limit, valid ids, a tenant the caller owns.",
   input: v.object({ agentId: VmSafeId("agent_id"), vmId: VmSafeId("vmId"), tenantId: v.optional(v.string()) }),
   auth: { kinds: ["session", "gateway_key", "service"] },
-  // spec 8: upgrades count against the same per-credential budget as other bridge requests.
+  // docs/interface.md 8: upgrades count against the same per-credential budget as other bridge requests.
   policies: { rateLimit: "bridge" },
   internal: true,
   errors: { FORBIDDEN: {}, CONFLICT: {} },
@@ -58,15 +59,16 @@ export const bridgeVmsConnect = toolsDomain.method({
 export const bridgeToolsExecute = toolsDomain.method({
   name: "bridge.tools.execute",
   summary:
-    "Run a tool on a connected VM agent (spec 2.7 VM tool dispatch). 503 when the VM is not connected, 504 past `timeout`, 502 with the VM's message when the VM fails.",
+    "Run a tool on a connected VM agent (docs/interface.md 2.7 VM tool dispatch). 503 when the VM is not connected, 504 past " +
+    "`timeout`, 502 with the VM's message when the VM fails.",
   input: v.object({
     tool_name: v.pipe(v.string("tool_name must be a string"), v.minLength(1, "tool_name is required"), v.maxLength(200)),
     input: v.optional(v.record(v.string(), v.unknown(), "input must be an object"), {}),
     vm_id: v.pipe(v.string("vm_id must be a string"), v.minLength(1, "vm_id is required"), v.maxLength(64)),
-    /** Seconds; default and upper bound GATEWAY_TIMEOUT_SECONDS (spec 8). */
+    /** Seconds; default and upper bound GATEWAY_TIMEOUT_SECONDS (docs/interface.md 8). */
     timeout: v.optional(queryInt(1, 3600)),
   }),
-  // spec 4.5: "used by internal services" — they may present PLATFORM_SERVICE_KEY.
+  // docs/interface.md 4.5: "used by internal services" — they may present PLATFORM_SERVICE_KEY.
   auth: { kinds: ["session", "gateway_key", "service"] },
   output: ToolResultView,
   errors: { NOT_FOUND: {}, UNAVAILABLE: {}, TIMEOUT: {}, BAD_GATEWAY: {} },
@@ -78,7 +80,8 @@ export const bridgeToolsExecute = toolsDomain.method({
     const record = await vms.find(params.vm_id);
     // Another tenant's VM answers exactly like a missing one, so VM ids cannot be probed;
     // internal services (PLATFORM_SERVICE_KEY) reach every VM.
-    if (!record || (principal.kind !== "service" && !(await reaches(ctx.deps, principal.userId, record.tenantId, "member")))) throw vmNotConnected(params.vm_id);
+    if (!record || (principal.kind !== "service" && !(await reaches(ctx.deps, principal.userId, record.tenantId, "member"))))
+      throw vmNotConnected(params.vm_id);
     // The VM's own name, or its catalog name `vm__<vmId>__<tool>`.
     const prefix = catalogName(record.vmId, "");
     const tool = params.tool_name.startsWith(prefix) ? params.tool_name.slice(prefix.length) : params.tool_name;
@@ -92,7 +95,4 @@ export const bridgeToolsExecute = toolsDomain.method({
   },
 });
 
-export const vmToolMethods = [
-  bridgeVmsConnect,
-  bridgeToolsExecute,
-];
+export const vmToolMethods = [bridgeVmsConnect, bridgeToolsExecute];

@@ -33,16 +33,30 @@ export function decideUpdate(query: CheckQuery, releases: readonly Release[], ro
     if (query.clientId === undefined) return percentage >= 100;
     return inRollout(query.clientId, release.component, precedence(release.version), percentage);
   });
-  const latest = offered.reduce<Release | undefined>((best, release) => (!best || semver.gt(release.version, best.version) ? release : best), undefined);
-  const mandatory = latest !== undefined && offered.some(
-    (release) => release.mandatory || (release.minimumVersion !== undefined && semver.lt(query.currentVersion, release.minimumVersion)),
+  const latest = offered.reduce<Release | undefined>(
+    (best, release) => (!best || semver.gt(release.version, best.version) ? release : best),
+    undefined,
   );
+  const mandatory =
+    latest !== undefined &&
+    offered.some(
+      (release) => release.mandatory || (release.minimumVersion !== undefined && semver.lt(query.currentVersion, release.minimumVersion)),
+    );
   return {
     updateAvailable: latest !== undefined,
     current: query.currentVersion,
     channel: query.channel,
     latest: latest
-      ? { version: latest.version, channel: latest.channel, url: latest.url, sha256: latest.sha256, size: latest.size, notes: latest.notes, mandatory, publishedAt: latest.publishedAt }
+      ? {
+          version: latest.version,
+          channel: latest.channel,
+          url: latest.url,
+          sha256: latest.sha256,
+          size: latest.size,
+          notes: latest.notes,
+          mandatory,
+          publishedAt: latest.publishedAt,
+        }
       : null,
   };
 }

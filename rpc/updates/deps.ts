@@ -4,8 +4,7 @@ import { domain, type Ports } from "../module.js";
 import type { Repos } from "../repos.js";
 
 /** What the updates domain's handlers reach as `ctx.deps` (built in `./index.ts`). */
-export type UpdatesDeps = Pick<Repos, "releases"> &
-  Pick<Ports, "config">;
+export type UpdatesDeps = Pick<Repos, "releases"> & Pick<Ports, "config">;
 
 export const updatesDomain = domain<UpdatesDeps>("updates");
 

@@ -16,7 +16,11 @@ const Percentage = v.pipe(
   v.minValue(0, "percentage must be from 0 to 100"),
   v.maxValue(100, "percentage must be from 0 to 100"),
 );
-const IsoDate = (field: string) => v.pipe(v.string(`${field} must be an ISO 8601 date`), v.isoTimestamp(`${field} must be an ISO 8601 date-time such as 2030-01-31T12:00:00Z`));
+const IsoDate = (field: string) =>
+  v.pipe(
+    v.string(`${field} must be an ISO 8601 date`),
+    v.isoTimestamp(`${field} must be an ISO 8601 date-time such as 2030-01-31T12:00:00Z`),
+  );
 
 const ReleaseBody = v.pipe(
   v.object({
@@ -24,15 +28,32 @@ const ReleaseBody = v.pipe(
     version: Version("version"),
     channel: v.optional(ChannelSchema, "stable"),
     notes: v.optional(v.pipe(v.string("notes must be a string"), v.maxLength(20_000, "notes: at most 20000 characters")), ""),
-    url: v.pipe(v.string("url must be a string"), v.url("url must be an absolute URL"), v.regex(/^https?:\/\//i, "url must be http or https"), v.maxLength(2048)),
-    sha256: v.pipe(v.string("sha256 must be a string"), v.regex(/^[0-9a-fA-F]{64}$/, "sha256 must be 64 hexadecimal characters"), v.toLowerCase()),
-    size: v.pipe(v.number("size must be a number of bytes"), v.integer("size must be an integer"), v.minValue(1, "size must be at least 1"), v.maxValue(Number.MAX_SAFE_INTEGER)),
+    url: v.pipe(
+      v.string("url must be a string"),
+      v.url("url must be an absolute URL"),
+      v.regex(/^https?:\/\//i, "url must be http or https"),
+      v.maxLength(2048),
+    ),
+    sha256: v.pipe(
+      v.string("sha256 must be a string"),
+      v.regex(/^[0-9a-fA-F]{64}$/, "sha256 must be 64 hexadecimal characters"),
+      v.toLowerCase(),
+    ),
+    size: v.pipe(
+      v.number("size must be a number of bytes"),
+      v.integer("size must be an integer"),
+      v.minValue(1, "size must be at least 1"),
+      v.maxValue(Number.MAX_SAFE_INTEGER),
+    ),
     minimumVersion: v.optional(Version("minimumVersion")),
     mandatory: v.optional(v.boolean("mandatory must be a boolean"), false),
     /** Staged from the start: a rollout at this percentage is created with the release (default: every client). */
     percentage: v.optional(Percentage),
   }),
-  v.check((body) => body.minimumVersion === undefined || semver.lte(body.minimumVersion, body.version), "minimumVersion must not be above version"),
+  v.check(
+    (body) => body.minimumVersion === undefined || semver.lte(body.minimumVersion, body.version),
+    "minimumVersion must not be above version",
+  ),
 );
 
 const ReleaseView = v.object({
@@ -69,7 +90,7 @@ function rolloutView(rollout: Rollout) {
 
 const byVersionDesc = (a: { version: string }, b: { version: string }) => semver.rcompare(a.version, b.version);
 
-/** Component updates (spec 4.4 "/updates", spec 9; docs/updates.md). */
+/** Component updates (docs/interface.md 4.4 "/updates", docs/interface.md 9; docs/updates.md). */
 export const updateMethods = [
   updatesDomain.method({
     name: "updates.releases.list",
@@ -87,7 +108,9 @@ export const updateMethods = [
       }
       const rollouts = new Map((await repo.listRollouts(params.component)).map((r) => [`${r.component}\u0000${precedence(r.version)}`, r]));
       return {
-        data: releases.sort(byVersionDesc).map((release) => releaseView(release, rollouts.get(`${release.component}\u0000${precedence(release.version)}`))),
+        data: releases
+          .sort(byVersionDesc)
+          .map((release) => releaseView(release, rollouts.get(`${release.component}\u0000${precedence(release.version)}`))),
       };
     },
   }),
@@ -110,7 +133,16 @@ export const updateMethods = [
       // The rollout goes first: a staged release must never be visible at 100 % for a moment.
       let rollout: Rollout | null = null;
       if (percentage !== undefined) {
-        rollout = { component: release.component, version: release.version, channel: release.channel, percentage, state: "active", createdAt: now, updatedAt: now, updatedBy: ctx.principal.userId };
+        rollout = {
+          component: release.component,
+          version: release.version,
+          channel: release.channel,
+          percentage,
+          state: "active",
+          createdAt: now,
+          updatedAt: now,
+          updatedBy: ctx.principal.userId,
+        };
         await ctx.deps.releases.putRollout(rollout, key);
       }
       await ctx.deps.releases.put(release, key);
@@ -121,7 +153,8 @@ export const updateMethods = [
   updatesDomain.method({
     name: "updates.rollouts.set",
     summary:
-      "Stages a published release: sets its rollout percentage (0-100; raise, lower), pauses it (`state: paused`), resumes it (`active`) or rolls it back (`rolled_back`: offered to nobody). Operators only.",
+      "Stages a published release: sets its rollout percentage (0-100; raise, lower), pauses it (`state: paused`), " +
+      "resumes it (`active`) or rolls it back (`rolled_back`: offered to nobody). Operators only.",
     input: v.object({
       component: Component,
       version: Version("version"),
@@ -131,15 +164,26 @@ export const updateMethods = [
       startAt: v.optional(v.nullable(IsoDate("startAt"))),
     }),
     auth: OPERATORS,
-    output: v.object({ component: v.string(), version: v.string(), channel: v.string(), percentage: v.number(), state: v.string(), effectivePercentage: v.number() }),
+    output: v.object({
+      component: v.string(),
+      version: v.string(),
+      channel: v.string(),
+      percentage: v.number(),
+      state: v.string(),
+      effectivePercentage: v.number(),
+    }),
     errors: { NOT_FOUND: {}, BAD_REQUEST: {} },
     http: [{ surface: "gateway", method: "POST", path: "/updates/rollouts" }],
     async handler(params, ctx) {
       const key = precedence(params.version);
       const release = await ctx.deps.releases.get(params.component, key);
-      if (!release) throw new ServiceError("NOT_FOUND", `No release ${params.component} ${params.version}: publish it at POST /updates/releases first`);
+      if (!release)
+        throw new ServiceError("NOT_FOUND", `No release ${params.component} ${params.version}: publish it at POST /updates/releases first`);
       if (params.channel && params.channel !== release.channel) {
-        throw new ServiceError("BAD_REQUEST", `Release ${params.component} ${release.version} is on channel ${release.channel}, not ${params.channel}`);
+        throw new ServiceError(
+          "BAD_REQUEST",
+          `Release ${params.component} ${release.version} is on channel ${release.channel}, not ${params.channel}`,
+        );
       }
       if (params.percentage === undefined && params.state === undefined && params.startAt === undefined) {
         throw new ServiceError("BAD_REQUEST", "Give percentage, state or startAt");
@@ -156,7 +200,7 @@ export const updateMethods = [
         updatedAt: now,
         updatedBy: ctx.principal.userId,
       };
-      const startAt = params.startAt === undefined ? previous?.startAt : params.startAt ?? undefined;
+      const startAt = params.startAt === undefined ? previous?.startAt : (params.startAt ?? undefined);
       if (startAt) rollout.startAt = new Date(startAt).toISOString();
       await ctx.deps.releases.putRollout(rollout, key);
       return rolloutView(rollout);
@@ -168,7 +212,21 @@ export const updateMethods = [
     summary: "Rollouts, optionally of one component.",
     input: v.object({ component: v.optional(Component) }),
     auth: SIGNED_IN,
-    output: v.object({ data: v.array(v.object({ component: v.string(), version: v.string(), channel: v.string(), percentage: v.number(), effectivePercentage: v.number(), state: v.string(), startAt: v.optional(v.string()), createdAt: v.string(), updatedAt: v.string() })) }),
+    output: v.object({
+      data: v.array(
+        v.object({
+          component: v.string(),
+          version: v.string(),
+          channel: v.string(),
+          percentage: v.number(),
+          effectivePercentage: v.number(),
+          state: v.string(),
+          startAt: v.optional(v.string()),
+          createdAt: v.string(),
+          updatedAt: v.string(),
+        }),
+      ),
+    }),
     http: [{ surface: "gateway", method: "GET", path: "/updates/rollouts" }],
     async handler(params, ctx) {
       return { data: (await ctx.deps.releases.listRollouts(params.component)).sort(byVersionDesc).map(rolloutView) };
@@ -178,23 +236,32 @@ export const updateMethods = [
   updatesDomain.method({
     name: "updates.check",
     summary:
-      "Whether a component at currentVersion on a channel has an update for this client (clientId query or X-Client-Id header): the highest release whose rollout includes the client. Cacheable (Cache-Control, ETag; If-None-Match answers 304).",
+      "Whether a component at currentVersion on a channel has an update for this client (clientId query or " +
+      "X-Client-Id header): the highest release whose rollout includes the client. Cacheable (Cache-Control, ETag; " +
+      "If-None-Match answers 304).",
     input: v.object({
       component: Component,
       currentVersion: Version("currentVersion"),
       channel: v.optional(ChannelSchema, "stable"),
-      clientId: v.optional(v.pipe(v.string("clientId must be a string"), v.regex(/^[\w.:@-]{1,128}$/, "clientId: 1-128 letters, digits or _ . : @ -"))),
+      clientId: v.optional(
+        v.pipe(v.string("clientId must be a string"), v.regex(/^[\w.:@-]{1,128}$/, "clientId: 1-128 letters, digits or _ . : @ -")),
+      ),
     }),
     auth: SIGNED_IN,
     output: v.object({
       updateAvailable: v.boolean(),
       current: v.string(),
       channel: v.string(),
-      latest: v.nullable(v.object({ version: v.string(), url: v.string(), sha256: v.string(), size: v.number(), notes: v.string(), mandatory: v.boolean() })),
+      latest: v.nullable(
+        v.object({ version: v.string(), url: v.string(), sha256: v.string(), size: v.number(), notes: v.string(), mandatory: v.boolean() }),
+      ),
     }),
     http: [{ surface: "gateway", method: "GET", path: "/updates/check", headerParams: { "x-client-id": "clientId" } }],
     async handler(params, ctx) {
-      const [releases, rollouts] = await Promise.all([ctx.deps.releases.list(params.component), ctx.deps.releases.listRollouts(params.component)]);
+      const [releases, rollouts] = await Promise.all([
+        ctx.deps.releases.list(params.component),
+        ctx.deps.releases.listRollouts(params.component),
+      ]);
       const answer = decideUpdate(params, releases, new Map(rollouts.map((rollout) => [precedence(rollout.version), rollout])));
       // Private: the answer depends on the client id. Short: a rollout change reaches clients within a minute.
       ctx.responseHeaders.set("cache-control", "private, max-age=60");

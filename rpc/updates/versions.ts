@@ -19,7 +19,10 @@ export const Version = (field: string) =>
   v.pipe(
     v.string(`${field} must be a string`),
     v.maxLength(256, `${field} is too long`),
-    v.check((value) => semver.valid(value) !== null && /^\d/.test(value) && value === value.trim(), `${field} must be a SemVer 2.0 version such as 1.4.2 or 2.0.0-beta.1`),
+    v.check(
+      (value) => semver.valid(value) !== null && /^\d/.test(value) && value === value.trim(),
+      `${field} must be a SemVer 2.0 version such as 1.4.2 or 2.0.0-beta.1`,
+    ),
   );
 
 /** The identity of a release: its version without build metadata (SemVer 2.0 section 10). */

@@ -8,8 +8,8 @@ import type { WebhookWorker } from "./worker.js";
 /** What the webhooks domain's handlers reach as `ctx.deps` (built in `./index.ts`). */
 export type WebhooksDeps = Pick<Repos, "users" | "tenants" | "members" | "agents" | "webhooks" | "quotas"> &
   Pick<Ports, "config" | "log" | "secrets" | "resolveHost" | "sink"> & {
-  events: EventLog;
-  webhookWorker: WebhookWorker;
+    events: EventLog;
+    webhookWorker: WebhookWorker;
   };
 
 export const webhooksDomain = domain<WebhooksDeps>("webhooks");

@@ -27,7 +27,14 @@ export const webhooksModule = webhooksDomain.module({
           topic: "webhook",
           type: "webhook.delivery.failed",
           source: "gateway",
-          payload: { deliveryId: delivery.id, subscriptionId: delivery.subscriptionId, eventId: delivery.eventId, attempts: delivery.attempts.length, lastStatusCode: last?.statusCode ?? null, lastError: last?.error ?? null },
+          payload: {
+            deliveryId: delivery.id,
+            subscriptionId: delivery.subscriptionId,
+            eventId: delivery.eventId,
+            attempts: delivery.attempts.length,
+            lastStatusCode: last?.statusCode ?? null,
+            lastError: last?.error ?? null,
+          },
         });
       },
     });

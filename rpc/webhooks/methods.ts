@@ -4,6 +4,7 @@ import { queryInt } from "../validate.js";
 import type { Principal } from "../auth.js";
 import { newId, nowIso } from "../../storage/ids.js";
 import type { WebhookDelivery, WebhookSubscription } from "../../storage/repos/webhooks.js";
+import type { EventRecord } from "../../storage/events/event-log.js";
 import { TENANT_ACCESS, tenantAccess, tenantOrPersonal } from "../tenants/access.js";
 import { createWithinQuota } from "../quotas.js";
 import { FILTER_PATTERN, matchesFilter } from "./filter.js";
@@ -14,7 +15,14 @@ const AUTH = { kinds: ["session", "gateway_key"] } as const;
 const TenantId = v.pipe(v.string("tenantId must be a string"), v.minLength(1), v.maxLength(128));
 const Id = v.pipe(v.string(), v.minLength(1), v.maxLength(128));
 const Filter = v.pipe(
-  v.array(v.pipe(v.string(), v.maxLength(100), v.regex(FILTER_PATTERN, "filter: `*`, a topic or type such as agent.created, or a prefix such as agent.*")), "filter must be an array of patterns"),
+  v.array(
+    v.pipe(
+      v.string(),
+      v.maxLength(100),
+      v.regex(FILTER_PATTERN, "filter: `*`, a topic or type such as agent.created, or a prefix such as agent.*"),
+    ),
+    "filter must be an array of patterns",
+  ),
   v.minLength(1, "filter needs at least one pattern"),
   v.maxLength(50),
 );
@@ -31,7 +39,10 @@ const SubscriptionView = v.object({
   createdAt: v.string(),
   updatedAt: v.string(),
 });
-const WithSigningSecret = v.object({ ...SubscriptionView.entries, secret: v.pipe(v.string(), v.description("The signing secret whsec_…: shown in this response only")) });
+const WithSigningSecret = v.object({
+  ...SubscriptionView.entries,
+  secret: v.pipe(v.string(), v.description("The signing secret whsec_…: shown in this response only")),
+});
 const DeliveryView = v.object({
   id: v.string(),
   tenantId: v.string(),
@@ -60,7 +71,13 @@ function deliveryView(delivery: WebhookDelivery) {
 }
 
 /** A record of a tenant the caller reaches, else the same 404 as a missing one. */
-async function reachable<T extends { tenantId: string }>(deps: WebhooksDeps, principal: Principal, record: T | null, what: string, id: string): Promise<T> {
+async function reachable<T extends { tenantId: string }>(
+  deps: WebhooksDeps,
+  principal: Principal,
+  record: T | null,
+  what: string,
+  id: string,
+): Promise<T> {
   const notFound = new ServiceError("NOT_FOUND", `${what} not found: ${id}`);
   if (!record) throw notFound;
   try {
@@ -96,7 +113,8 @@ export const webhookMethods = [
   webhooksDomain.method({
     name: "webhooks.subscriptions.create",
     summary:
-      "Subscribe a URL to a tenant's events matching `filter`. The URL must pass the private-address rule (400). The signing secret `whsec_…` is in this answer only.",
+      "Subscribe a URL to a tenant's events matching `filter`. The URL must pass the private-address rule (400). The " +
+      "signing secret `whsec_…` is in this answer only.",
     input: v.object({
       tenantId: v.optional(TenantId),
       url: Url,
@@ -153,7 +171,13 @@ export const webhookMethods = [
   webhooksDomain.method({
     name: "webhooks.subscriptions.update",
     summary: "Change a subscription's url, filter, description, or enable/disable it (a disabled subscription gets no new deliveries).",
-    input: v.object({ subscription_id: Id, url: v.optional(Url), filter: v.optional(Filter), description: v.optional(v.pipe(v.string(), v.maxLength(500))), enabled: v.optional(v.boolean()) }),
+    input: v.object({
+      subscription_id: Id,
+      url: v.optional(Url),
+      filter: v.optional(Filter),
+      description: v.optional(v.pipe(v.string(), v.maxLength(500))),
+      enabled: v.optional(v.boolean()),
+    }),
     auth: AUTH,
     output: SubscriptionView,
     errors: { NOT_FOUND: {}, VALIDATION_FAILED: {}, FORBIDDEN: {} },
@@ -215,7 +239,8 @@ export const webhookMethods = [
   webhooksDomain.method({
     name: "webhooks.dispatch",
     summary:
-      "Send an event now: `eventId` (an event of the tenant) to its matching subscriptions, or a `webhook.ping` test event; `subscriptionId` narrows it to one subscription.",
+      "Send an event now: `eventId` (an event of the tenant) to its matching subscriptions, or a `webhook.ping` test " +
+      "event; `subscriptionId` narrows it to one subscription.",
     input: v.object({ tenantId: v.optional(TenantId), eventId: v.optional(Id), subscriptionId: v.optional(Id) }),
     auth: AUTH,
     output: v.object({ eventId: v.string(), deliveries: v.array(DeliveryView) }),
@@ -224,15 +249,25 @@ export const webhookMethods = [
     async handler(params, ctx) {
       const { deps, principal } = ctx;
       const only = params.subscriptionId ? await subscription(deps, principal, params.subscriptionId) : undefined;
-      let event;
+      let event: EventRecord;
       if (params.eventId) {
         event = await reachable(deps, principal, await deps.events.get(params.eventId), "Event", params.eventId);
       } else {
         const tenant = await tenantOrPersonal(deps, principal, params.tenantId ?? only?.tenantId, TENANT_ACCESS.webhooks);
-        event = await deps.events.publish({ tenantId: tenant.id, topic: "webhook", type: "webhook.ping", source: "gateway", payload: { message: "ping" } });
+        event = await deps.events.publish({
+          tenantId: tenant.id,
+          topic: "webhook",
+          type: "webhook.ping",
+          source: "gateway",
+          payload: { message: "ping" },
+        });
       }
       if (only && only.tenantId !== event.tenantId) throw new ServiceError("NOT_FOUND", `Webhook subscription not found: ${only.id}`);
-      const targets = only ? [only] : (await deps.webhooks.listSubscriptions(event.tenantId)).filter((sub) => sub.enabled && (event.type === "webhook.ping" || matchesFilter(sub.filter, event)));
+      const targets = only
+        ? [only]
+        : (await deps.webhooks.listSubscriptions(event.tenantId)).filter(
+            (sub) => sub.enabled && (event.type === "webhook.ping" || matchesFilter(sub.filter, event)),
+          );
       const deliveries = await deps.webhookWorker.fanOut(event, targets);
       return { eventId: event.id, deliveries: deliveries.map(deliveryView) };
     },
@@ -240,7 +275,9 @@ export const webhookMethods = [
 
   webhooksDomain.method({
     name: "webhooks.deliveries.list",
-    summary: "Deliveries of a tenant (or of one subscription), newest first: status, each attempt's status code, duration and a bounded response snippet, the next attempt time.",
+    summary:
+      "Deliveries of a tenant (or of one subscription), newest first: status, each attempt's status code, duration " +
+      "and a bounded response snippet, the next attempt time.",
     input: v.object({
       tenantId: v.optional(TenantId),
       subscriptionId: v.optional(Id),
@@ -276,7 +313,13 @@ export const webhookMethods = [
     errors: { NOT_FOUND: {}, CONFLICT: {}, FORBIDDEN: {} },
     http: [{ surface: "gateway", method: "POST", path: "/webhooks/deliveries/:delivery_id/retry" }],
     async handler(params, ctx) {
-      const delivery = await reachable(ctx.deps, ctx.principal, await ctx.deps.webhooks.getDelivery(params.delivery_id), "Webhook delivery", params.delivery_id);
+      const delivery = await reachable(
+        ctx.deps,
+        ctx.principal,
+        await ctx.deps.webhooks.getDelivery(params.delivery_id),
+        "Webhook delivery",
+        params.delivery_id,
+      );
       const result = await ctx.deps.webhookWorker.attempt(delivery.id, { manual: true });
       if (!result) throw new ServiceError("CONFLICT", `An attempt of delivery ${delivery.id} is in flight`);
       return deliveryView(result);

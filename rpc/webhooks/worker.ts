@@ -52,7 +52,15 @@ function newDelivery(id: string, event: EventRecord, sub: WebhookSubscription): 
 const yieldToLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 export interface WebhookWorkerDeps {
-  config: Pick<Config, "WEBHOOKS_ALLOW_PRIVATE" | "WEBHOOKS_TIMEOUT_SECONDS" | "WEBHOOKS_POLL_MS" | "WEBHOOKS_CONCURRENCY" | "WEBHOOKS_TENANT_CONCURRENCY" | "WEBHOOKS_LEASE_SECONDS">;
+  config: Pick<
+    Config,
+    | "WEBHOOKS_ALLOW_PRIVATE"
+    | "WEBHOOKS_TIMEOUT_SECONDS"
+    | "WEBHOOKS_POLL_MS"
+    | "WEBHOOKS_CONCURRENCY"
+    | "WEBHOOKS_TENANT_CONCURRENCY"
+    | "WEBHOOKS_LEASE_SECONDS"
+  >;
   log: Logger;
   repo: WebhooksRepo;
   secrets: SecretBox;
@@ -130,7 +138,8 @@ export class WebhookWorker {
     } catch {
       throw new ServiceError("VALIDATION_FAILED", "url must be an absolute http(s) URL");
     }
-    if (url.protocol !== "http:" && url.protocol !== "https:") throw new ServiceError("VALIDATION_FAILED", `url must be http or https, not ${url.protocol}`);
+    if (url.protocol !== "http:" && url.protocol !== "https:")
+      throw new ServiceError("VALIDATION_FAILED", `url must be http or https, not ${url.protocol}`);
     if (url.username || url.password) throw new ServiceError("VALIDATION_FAILED", "url must not carry credentials");
     try {
       await this.#guard.resolve(url.hostname);
@@ -241,19 +250,25 @@ export class WebhookWorker {
     const now = options.now ?? Date.now();
     const delivery = await this.#deps.repo.getDelivery(id);
     if (!delivery) return null;
-    if (!options.manual && (delivery.status !== "pending" || !delivery.nextAttemptAt || Date.parse(delivery.nextAttemptAt) > now)) return null;
+    if (!options.manual && (delivery.status !== "pending" || !delivery.nextAttemptAt || Date.parse(delivery.nextAttemptAt) > now))
+      return null;
     // The claim is a lease renewed while the attempt runs: an instance that dies mid-attempt
     // gives it up within WEBHOOKS_LEASE_SECONDS, and another instance's tick makes it.
     const lease = this.#deps.config.WEBHOOKS_LEASE_SECONDS * 1000;
     const number = delivery.attempts.length;
     if (!(await this.#deps.repo.claimAttempt(delivery.id, number, this.#holder, lease))) return null;
-    const renewal = setInterval(() => void this.#deps.repo.renewAttempt(delivery.id, number, this.#holder, lease).catch(() => undefined), lease / 3);
+    const renewal = setInterval(
+      () => void this.#deps.repo.renewAttempt(delivery.id, number, this.#holder, lease).catch(() => undefined),
+      lease / 3,
+    );
     renewal.unref();
     let sub: WebhookSubscription | null;
     let attempt: DeliveryAttempt;
     try {
       sub = await this.#deps.repo.getSubscription(delivery.subscriptionId);
-      attempt = sub ? await this.#send(sub, delivery) : { at: new Date().toISOString(), statusCode: null, durationMs: 0, error: "subscription deleted" };
+      attempt = sub
+        ? await this.#send(sub, delivery)
+        : { at: new Date().toISOString(), statusCode: null, durationMs: 0, error: "subscription deleted" };
     } finally {
       clearInterval(renewal);
     }
@@ -267,7 +282,11 @@ export class WebhookWorker {
       next =
         wait === undefined
           ? { ...delivery, attempts, status: "failed", nextAttemptAt: null }
-          : { ...delivery, attempts, nextAttemptAt: new Date(now + Math.round(wait * (1 - JITTER + 2 * JITTER * this.#random()))).toISOString() };
+          : {
+              ...delivery,
+              attempts,
+              nextAttemptAt: new Date(now + Math.round(wait * (1 - JITTER + 2 * JITTER * this.#random()))).toISOString(),
+            };
     }
     next.updatedAt = new Date().toISOString();
     await this.#deps.repo.putDelivery(next);
@@ -281,7 +300,9 @@ export class WebhookWorker {
     const timestamp = new Date(Math.floor(started / 1000) * 1000);
     const secrets = [sub.secret];
     if (sub.previousSecret && sub.previousUntil && Date.parse(sub.previousUntil) > started) secrets.push(sub.previousSecret);
-    const signature = secrets.map((sealed) => new Webhook(this.#deps.secrets.open(sealed)).sign(delivery.id, timestamp, delivery.body)).join(" ");
+    const signature = secrets
+      .map((sealed) => new Webhook(this.#deps.secrets.open(sealed)).sign(delivery.id, timestamp, delivery.body))
+      .join(" ");
     const timeoutMs = this.#deps.config.WEBHOOKS_TIMEOUT_SECONDS * 1000;
     const timeout = AbortSignal.timeout(timeoutMs);
     const signal = AbortSignal.any([timeout, this.#closing.signal]);

@@ -15,9 +15,13 @@ const Name = v.pipe(
   v.trim(),
   v.minLength(1, "name is required"),
   v.maxLength(255, "name: at most 255 characters"),
-  v.check((name) => !/[\/\\\u0000-\u001f\u007f]/.test(name), "name must not contain slashes or control characters"),
+  v.check((name) => !/[/\\\u0000-\u001f\u007f]/.test(name), "name must not contain slashes or control characters"),
 );
-const ContentType = v.pipe(v.string("contentType must be a string"), v.regex(/^[\w.+-]+\/[\w.+-]+(\s*;[^\r\n]*)?$/, "contentType must be a media type such as text/plain"), v.maxLength(255));
+const ContentType = v.pipe(
+  v.string("contentType must be a string"),
+  v.regex(/^[\w.+-]+\/[\w.+-]+(\s*;[^\r\n]*)?$/, "contentType must be a media type such as text/plain"),
+  v.maxLength(255),
+);
 const Base64 = v.pipe(
   v.string("content must be a base64 string"),
   v.minLength(1, "content is empty"),
@@ -51,8 +55,13 @@ function readUpload(request: RawRequest): { name: string; contentType: string; c
     const upload = parseParams(JsonUpload, body);
     return { name: upload.name, contentType: upload.contentType, content: new Uint8Array(Buffer.from(upload.content, "base64")) };
   }
-  const name = parseParams(v.object({ name: Name }, "name is required (query ?name=)"), { name: new URLSearchParams(request.search).get("name") ?? undefined }).name;
-  if (!request.body?.byteLength) throw new ServiceError("VALIDATION_FAILED", "Invalid request: the body is empty; send the file's bytes", { details: { issues: [{ path: "body", message: "empty" }] } });
+  const name = parseParams(v.object({ name: Name }, "name is required (query ?name=)"), {
+    name: new URLSearchParams(request.search).get("name") ?? undefined,
+  }).name;
+  if (!request.body?.byteLength)
+    throw new ServiceError("VALIDATION_FAILED", "Invalid request: the body is empty; send the file's bytes", {
+      details: { issues: [{ path: "body", message: "empty" }] },
+    });
   return { name, contentType: type ? parseParams(ContentType, type) : "application/octet-stream", content: request.body };
 }
 
@@ -63,12 +72,14 @@ function contentDisposition(name: string): string {
   return `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(name)}`;
 }
 
-/** Artifacts of a workspace (spec 4.4 `/workspaces/{id}/artifacts`, docs/tenants.md "Artifacts"). */
+/** Artifacts of a workspace (docs/interface.md 4.4 `/workspaces/{id}/artifacts`, docs/tenants.md "Artifacts"). */
 export const artifactMethods = [
   workspacesDomain.method({
     name: "workspaces.artifacts.upload",
     summary:
-      "Members: upload a file to an active workspace, as the raw body (its Content-Type, `?name=`) or as JSON `{name, contentType, content: base64}`; within GATEWAY_MAX_PAYLOAD_BYTES (413 past it). Stored with its size and SHA-256.",
+      "Members: upload a file to an active workspace, as the raw body (its Content-Type, `?name=`) or as JSON " +
+      "`{name, contentType, content: base64}`; within GATEWAY_MAX_PAYLOAD_BYTES (413 past it). Stored with its size " +
+      "and SHA-256.",
     input: v.object({ workspace_id: Id("workspace_id"), request: RawRequestInput }),
     auth: AUTH,
     output: ArtifactView,
@@ -94,8 +105,13 @@ export const artifactMethods = [
 
   workspacesDomain.method({
     name: "workspaces.artifacts.list",
-    summary: "The workspace's artifacts, oldest first, `limit` at a time (default 50, at most 200); `next` is the `cursor` of the next page.",
-    input: v.object({ workspace_id: Id("workspace_id"), limit: v.optional(queryInt(1, 200), 50), cursor: v.optional(v.pipe(v.string(), v.regex(/^art_[0-9a-z]+$/, "cursor must be a `next` value from a previous page"))) }),
+    summary:
+      "The workspace's artifacts, oldest first, `limit` at a time (default 50, at most 200); `next` is the `cursor` of the next page.",
+    input: v.object({
+      workspace_id: Id("workspace_id"),
+      limit: v.optional(queryInt(1, 200), 50),
+      cursor: v.optional(v.pipe(v.string(), v.regex(/^art_[0-9a-z]+$/, "cursor must be a `next` value from a previous page"))),
+    }),
     auth: AUTH,
     output: v.object({ artifacts: v.array(ArtifactView), next: v.optional(v.string()) }),
     errors: { NOT_FOUND: {}, FORBIDDEN: {} },
@@ -125,7 +141,8 @@ export const artifactMethods = [
 
   workspacesDomain.method({
     name: "workspaces.artifacts.content",
-    summary: "An artifact's bytes with its Content-Type, an ETag (its SHA-256; If-None-Match answers 304) and Content-Disposition: attachment.",
+    summary:
+      "An artifact's bytes with its Content-Type, an ETag (its SHA-256; If-None-Match answers 304) and Content-Disposition: attachment.",
     input: v.object({ workspace_id: Id("workspace_id"), artifact_id: Id("artifact_id"), request: RawRequestInput }),
     auth: AUTH,
     output: v.pipe(v.unknown(), v.description("The artifact's bytes with its content type, ETag and Content-Disposition")),
@@ -138,7 +155,8 @@ export const artifactMethods = [
       const etag = `"${artifact.sha256}"`;
       const headers = new Headers({ etag, "cache-control": "private, no-cache" });
       const match = params.request.headers["if-none-match"];
-      if (match && match.split(",").some((tag) => tag.trim().replace(/^W\//, "") === etag || tag.trim() === "*")) return new RawReply(304, headers, null);
+      if (match?.split(",").some((tag) => tag.trim().replace(/^W\//, "") === etag || tag.trim() === "*"))
+        return new RawReply(304, headers, null);
       const content = await ctx.deps.artifacts.content(artifact.id);
       if (!content) throw notFound(params.artifact_id);
       headers.set("content-type", artifact.contentType);

@@ -24,7 +24,12 @@ export const WorkspaceView = v.object({
 });
 
 /** A workspace's name (`workspaces.create`, the admin command's `create-workspace`). */
-export const WorkspaceName = v.pipe(v.string("name must be a string"), v.trim(), v.minLength(1, "name is required"), v.maxLength(100, "name: at most 100 characters"));
+export const WorkspaceName = v.pipe(
+  v.string("name must be a string"),
+  v.trim(),
+  v.minLength(1, "name is required"),
+  v.maxLength(100, "name: at most 100 characters"),
+);
 
 /** Stores a new active workspace of `tenantId`; its credit balance starts at 0. */
 export async function createWorkspace(deps: Pick<WorkspacesDeps, "tenants">, tenantId: string, name: string): Promise<Workspace> {
@@ -48,7 +53,7 @@ async function workspaceView(deps: WorkspacesDeps, workspace: Workspace) {
   };
 }
 
-/** Workspaces (spec 4.4 "Platform foundation", spec 3 transition; docs/tenants.md "Workspaces"). */
+/** Workspaces (docs/interface.md 4.4 "Platform foundation", docs/interface.md 3 transition; docs/tenants.md "Workspaces"). */
 export const workspaceMethods = [
   workspacesDomain.method({
     name: "workspaces.list",
@@ -68,8 +73,12 @@ export const workspaceMethods = [
     async handler(params, ctx) {
       const { deps, principal } = ctx;
       const user = await deps.users.get(principal.userId);
-      const tenants = params.tenantId ? [await requireTenantAccess(deps, principal, params.tenantId, "viewer")] : (await tenantsOf(deps, principal)).map(({ tenant }) => tenant);
-      const lists = await Promise.all(tenants.map((tenant) => deps.tenants.workspacesOf(tenant.id, user && user.tenantId === tenant.id ? [user.workspaceId] : [])));
+      const tenants = params.tenantId
+        ? [await requireTenantAccess(deps, principal, params.tenantId, "viewer")]
+        : (await tenantsOf(deps, principal)).map(({ tenant }) => tenant);
+      const lists = await Promise.all(
+        tenants.map((tenant) => deps.tenants.workspacesOf(tenant.id, user && user.tenantId === tenant.id ? [user.workspaceId] : [])),
+      );
       const workspaces = lists.flat().filter((workspace) => params.status === "all" || workspace.status === params.status);
       const views = await Promise.all(workspaces.map((workspace) => workspaceView(deps, workspace)));
       return { workspaces: views, count: views.length };
@@ -95,7 +104,8 @@ export const workspaceMethods = [
 
   workspacesDomain.method({
     name: "workspaces.get",
-    summary: "A workspace with its status, credit balance (micro-credits) and platform key count; a non-member gets the same 404 as for a missing one.",
+    summary:
+      "A workspace with its status, credit balance (micro-credits) and platform key count; a non-member gets the same 404 as for a missing one.",
     input: v.object({ workspace_id: Id("workspace_id") }),
     auth: AUTH,
     output: WorkspaceView,
@@ -110,7 +120,8 @@ export const workspaceMethods = [
   workspacesDomain.method({
     name: "workspaces.update",
     summary:
-      "Admins: move a workspace to `status` (query; spec 3): `archived` refuses its platform keys with 403, spends no credits and adds no artifacts; `active` restores all of it. Idempotent.",
+      "Admins: move a workspace to `status` (query; docs/interface.md 3): `archived` refuses its platform keys with 403, spends " +
+      "no credits and adds no artifacts; `active` restores all of it. Idempotent.",
     input: v.object({ workspace_id: Id("workspace_id"), status: Status }),
     auth: AUTH,
     output: WorkspaceView,
@@ -121,7 +132,11 @@ export const workspaceMethods = [
       if (workspace.status === params.status) return workspaceView(ctx.deps, workspace);
       const updated: Workspace = { ...workspace, status: params.status, updatedAt: nowIso() };
       await ctx.deps.tenants.putWorkspace(updated);
-      emitEvent(ctx.deps, updated.tenantId, "workspace.status_changed", { workspaceId: updated.id, from: workspace.status, status: updated.status });
+      emitEvent(ctx.deps, updated.tenantId, "workspace.status_changed", {
+        workspaceId: updated.id,
+        from: workspace.status,
+        status: updated.status,
+      });
       return workspaceView(ctx.deps, updated);
     },
   }),

@@ -7,7 +7,9 @@ import { workspacesDomain } from "./deps.js";
 
 export const operatorWorkspacesCreate = workspacesDomain.method({
   name: "operator.workspaces.create",
-  summary: "A new active workspace in the personal tenant of the user with `email` (named `name`, default Workspace); `default: true` makes it the user's default workspace.",
+  summary:
+    "A new active workspace in the personal tenant of the user with `email` (named `name`, default Workspace); " +
+    "`default: true` makes it the user's default workspace.",
   input: v.object({
     email: v.pipe(v.string("email must be a string"), v.trim(), v.minLength(1, "email is required"), v.maxLength(254)),
     name: v.optional(WorkspaceName, "Workspace"),
@@ -17,7 +19,14 @@ export const operatorWorkspacesCreate = workspacesDomain.method({
   internal: true,
   http: [],
   output: v.object({
-    workspace: v.object({ id: v.string(), tenantId: v.string(), name: v.string(), status: v.picklist(WORKSPACE_STATUSES), createdAt: v.string(), updatedAt: v.string() }),
+    workspace: v.object({
+      id: v.string(),
+      tenantId: v.string(),
+      name: v.string(),
+      status: v.picklist(WORKSPACE_STATUSES),
+      createdAt: v.string(),
+      updatedAt: v.string(),
+    }),
     default: v.boolean(),
   }),
   errors: { NOT_FOUND: {}, VALIDATION_FAILED: {} },
@@ -35,6 +44,4 @@ export const operatorWorkspacesCreate = workspacesDomain.method({
  * reached only by dispatch from `npm run admin` as the local administrator, never over `/rpc`,
  * REST or OpenAPI. The workspace is made as `workspaces.create` makes one (`createWorkspace`).
  */
-export const operatorWorkspaceMethods = [
-  operatorWorkspacesCreate,
-];
+export const operatorWorkspaceMethods = [operatorWorkspacesCreate];

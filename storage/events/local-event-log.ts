@@ -1,7 +1,18 @@
 import { randomBytes } from "node:crypto";
 import type { Storage } from "unstorage";
 import { newId } from "../ids.js";
-import type { ConsumeQuery, DeadLetter, EventLog, EventLogOptions, EventRecord, LeasedEvent, ListQuery, PublishInput, SettleQuery, SettleResult } from "./event-log.js";
+import type {
+  ConsumeQuery,
+  DeadLetter,
+  EventLog,
+  EventLogOptions,
+  EventRecord,
+  LeasedEvent,
+  ListQuery,
+  PublishInput,
+  SettleQuery,
+  SettleResult,
+} from "./event-log.js";
 
 interface Stored {
   seq: number;
@@ -142,7 +153,8 @@ export class LocalEventLog implements EventLog {
     if (!stored) return [];
     const holders: string[] = [];
     for (const group of this.#groups.values()) {
-      if (group.tenantId === stored.event.tenantId && group.topic === stored.event.topic && group.pending[id]?.leaseId) holders.push(group.consumer);
+      if (group.tenantId === stored.event.tenantId && group.topic === stored.event.topic && group.pending[id]?.leaseId)
+        holders.push(group.consumer);
     }
     return holders.sort();
   }
@@ -174,7 +186,15 @@ export class LocalEventLog implements EventLog {
       if (query.topic && group.topic !== query.topic) continue;
       for (const [id, dead] of Object.entries(group.dead)) {
         const stored = this.#byId.get(id);
-        if (stored) out.push({ seq: dead.seq, event: stored.event, consumer: group.consumer, deliveries: dead.deliveries, reason: dead.reason, deadAt: dead.deadAt });
+        if (stored)
+          out.push({
+            seq: dead.seq,
+            event: stored.event,
+            consumer: group.consumer,
+            deliveries: dead.deliveries,
+            reason: dead.reason,
+            deadAt: dead.deadAt,
+          });
       }
     }
     return out
@@ -207,7 +227,7 @@ export class LocalEventLog implements EventLog {
     const group = this.#groups.get(groupKey(stored.event.tenantId, stored.event.topic, query.consumer));
     if (!group) return "not_leased";
     const entry = group.pending[query.id];
-    if (!entry || !entry.leaseId) {
+    if (!entry?.leaseId) {
       if (group.dead[query.id]) return "dead";
       if (!entry && stored.seq <= group.cursor) return "acked";
       return "not_leased";
@@ -274,9 +294,11 @@ export class LocalEventLog implements EventLog {
     const previous = this.#writes.get(path) ?? Promise.resolve();
     const next = previous.then(() => this.#kv.setItem(path, snapshot));
     this.#writes.set(path, next);
-    void next.finally(() => {
-      if (this.#writes.get(path) === next) this.#writes.delete(path);
-    }).catch(() => undefined);
+    void next
+      .finally(() => {
+        if (this.#writes.get(path) === next) this.#writes.delete(path);
+      })
+      .catch(() => undefined);
     return next;
   }
 
@@ -285,14 +307,18 @@ export class LocalEventLog implements EventLog {
     return (this.#loaded ??= (async () => {
       const parse = (value: unknown) => (typeof value === "string" ? JSON.parse(value) : value);
       const eventKeys = await this.#kv.getKeys("events:log");
-      const events = eventKeys.length ? (await this.#kv.getItems(eventKeys)).map((item) => parse(item.value) as Stored).filter(Boolean) : [];
+      const events = eventKeys.length
+        ? (await this.#kv.getItems(eventKeys)).map((item) => parse(item.value) as Stored).filter(Boolean)
+        : [];
       events.sort((a, b) => a.seq - b.seq);
       for (const stored of events) {
         this.#index(stored);
         this.#seq = Math.max(this.#seq, stored.seq);
       }
       const groupKeys = await this.#kv.getKeys("events:groups");
-      const groups = groupKeys.length ? (await this.#kv.getItems(groupKeys)).map((item) => parse(item.value) as GroupState).filter(Boolean) : [];
+      const groups = groupKeys.length
+        ? (await this.#kv.getItems(groupKeys)).map((item) => parse(item.value) as GroupState).filter(Boolean)
+        : [];
       for (const group of groups) this.#groups.set(groupKey(group.tenantId, group.topic, group.consumer), group);
     })());
   }

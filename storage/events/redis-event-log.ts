@@ -1,7 +1,19 @@
 import { randomBytes } from "node:crypto";
 import type { Redis } from "ioredis";
 import { newId } from "../ids.js";
-import { MAX_LEASE_MS, type ConsumeQuery, type DeadLetter, type EventLog, type EventLogOptions, type EventRecord, type LeasedEvent, type ListQuery, type PublishInput, type SettleQuery, type SettleResult } from "./event-log.js";
+import {
+  MAX_LEASE_MS,
+  type ConsumeQuery,
+  type DeadLetter,
+  type EventLog,
+  type EventLogOptions,
+  type EventRecord,
+  type LeasedEvent,
+  type ListQuery,
+  type PublishInput,
+  type SettleQuery,
+  type SettleResult,
+} from "./event-log.js";
 
 const FIELD = `local function field(f, name) for j = 1, #f, 2 do if f[j] == name then return f[j + 1] end end end
 local function now() local t = redis.call('TIME'); return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) end
@@ -18,7 +30,9 @@ return tid`;
 // XAUTOCLAIM with min-idle H reclaims exactly the entries whose lease or nack delay is over.
 // KEYS: topic stream, redrive stream, lease hash, dead hash.
 // ARGV: group, max, lease ms, max deliveries, H, lease id seed, dead field prefix.
-const CONSUME = FIELD + `
+const CONSUME =
+  FIELD +
+  `
 local group, max, leaseMs, maxDel, H = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local t = now()
 for i = 1, 2 do pcall(redis.call, 'XGROUP', 'CREATE', KEYS[i], group, '0', 'MKSTREAM') end
@@ -64,7 +78,9 @@ return out`;
 
 // KEYS: topic stream, redrive stream, lease hash, dead hash, acked marker.
 // ARGV: group, event id, lease id or '', 'ack'|'nack', delay ms, H, max deliveries, dead field, retention ms.
-const SETTLE = FIELD + `
+const SETTLE =
+  FIELD +
+  `
 local v = redis.call('HGET', KEYS[3], ARGV[2])
 if not v then return 'none' end
 local leaseId, i, id, count = string.match(v, '^(%S*) (%d) (%S+) (%d+)$')
@@ -134,8 +150,16 @@ export class RedisEventLog implements EventLog {
     const event: EventRecord = { id: newId("evt"), ...input, createdAt: new Date(now).toISOString() };
     const minId = Math.max(0, now - this.#options.retentionMs);
     await this.#redis.eval(
-      PUBLISH, 3, `${this.#p}s:${event.tenantId}:${event.topic}`, `${this.#p}t:${event.tenantId}`, `${this.#p}i:${event.id}`,
-      event.id, JSON.stringify(event), minId, this.#options.retentionMs, event.tenantId,
+      PUBLISH,
+      3,
+      `${this.#p}s:${event.tenantId}:${event.topic}`,
+      `${this.#p}t:${event.tenantId}`,
+      `${this.#p}i:${event.id}`,
+      event.id,
+      JSON.stringify(event),
+      minId,
+      this.#options.retentionMs,
+      event.tenantId,
     );
     return event;
   }
@@ -181,11 +205,23 @@ export class RedisEventLog implements EventLog {
   async consume(query: ConsumeQuery): Promise<LeasedEvent[]> {
     const keys = this.#keys(query.tenantId, query.topic, query.consumer);
     const rows = (await this.#redis.eval(
-      CONSUME, 4, ...keys,
-      query.consumer, query.max, Math.min(query.leaseMs, MAX_LEASE_MS), this.#options.maxDeliveries, MAX_LEASE_MS,
-      randomBytes(9).toString("base64url") + ".", `${query.topic}|${query.consumer}|`,
+      CONSUME,
+      4,
+      ...keys,
+      query.consumer,
+      query.max,
+      Math.min(query.leaseMs, MAX_LEASE_MS),
+      this.#options.maxDeliveries,
+      MAX_LEASE_MS,
+      `${randomBytes(9).toString("base64url")}.`,
+      `${query.topic}|${query.consumer}|`,
     )) as [string, string, number, number][];
-    return rows.map(([json, leaseId, count, until]) => ({ event: JSON.parse(json) as EventRecord, leaseId, deliveryCount: Number(count), leaseExpiresAt: Number(until) }));
+    return rows.map(([json, leaseId, count, until]) => ({
+      event: JSON.parse(json) as EventRecord,
+      leaseId,
+      deliveryCount: Number(count),
+      leaseExpiresAt: Number(until),
+    }));
   }
 
   async leaseHolders(id: string): Promise<string[]> {
@@ -220,8 +256,19 @@ export class RedisEventLog implements EventLog {
     const acked = `${this.#p}a:${event.tenantId}:${event.topic}:${query.consumer}:${event.id}`;
     const deadField = `${event.topic}|${query.consumer}|${event.id}`;
     const result = (await this.#redis.eval(
-      SETTLE, 5, ...keys, acked,
-      query.consumer, event.id, query.leaseId ?? "", mode, Math.min(delayMs, MAX_LEASE_MS), MAX_LEASE_MS, this.#options.maxDeliveries, deadField, this.#options.retentionMs,
+      SETTLE,
+      5,
+      ...keys,
+      acked,
+      query.consumer,
+      event.id,
+      query.leaseId ?? "",
+      mode,
+      Math.min(delayMs, MAX_LEASE_MS),
+      MAX_LEASE_MS,
+      this.#options.maxDeliveries,
+      deadField,
+      this.#options.retentionMs,
     )) as string;
     if (result !== "none") return result as SettleResult;
     if (await this.#redis.exists(acked)) return "acked";
@@ -237,7 +284,13 @@ export class RedisEventLog implements EventLog {
       if ((query.consumer && consumer !== query.consumer) || (query.topic && topic !== query.topic)) continue;
       const [count, at, reason, ...json] = value.split("\n");
       const deliveries = Number(count);
-      out.push({ event: JSON.parse(json.join("\n")) as EventRecord, consumer: consumer!, deliveries, reason: REASONS[reason!]!(deliveries), deadAt: new Date(Number(at)).toISOString() });
+      out.push({
+        event: JSON.parse(json.join("\n")) as EventRecord,
+        consumer: consumer!,
+        deliveries,
+        reason: REASONS[reason!]!(deliveries),
+        deadAt: new Date(Number(at)).toISOString(),
+      });
     }
     return out.sort((a, b) => b.deadAt.localeCompare(a.deadAt)).slice(0, query.limit);
   }
@@ -246,7 +299,15 @@ export class RedisEventLog implements EventLog {
     const event = await this.get(query.id);
     if (!event) return "unknown";
     const keys = this.#keys(event.tenantId, event.topic, query.consumer);
-    const done = await this.#redis.eval(REQUEUE, 2, keys[3]!, keys[1]!, `${event.topic}|${query.consumer}|${event.id}`, event.id, query.consumer);
+    const done = await this.#redis.eval(
+      REQUEUE,
+      2,
+      keys[3]!,
+      keys[1]!,
+      `${event.topic}|${query.consumer}|${event.id}`,
+      event.id,
+      query.consumer,
+    );
     return Number(done) === 1 ? "ok" : "not_dead";
   }
 

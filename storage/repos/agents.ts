@@ -18,7 +18,7 @@ export interface AgentConfig {
 }
 
 /**
- * The stored fields of an agent (spec 2.6). The shown `status` is not stored here: it is
+ * The stored fields of an agent (docs/interface.md 2.6). The shown `status` is not stored here: it is
  * derived from the lifecycle state and the running count kept in atomic storage
  * (rpc/agents/state.ts), so concurrent invocations and transitions never overwrite a record.
  */
@@ -34,7 +34,7 @@ export interface AgentRecord {
   ownerId: string;
   /** The member who created the agent (absent on agents made before tenant members). */
   createdBy?: string;
-  /** ISO 8601 UTC without a zone suffix (spec 2.6). */
+  /** ISO 8601 UTC without a zone suffix (docs/interface.md 2.6). */
   createdAt: string;
   updatedAt: string;
 }

@@ -59,7 +59,7 @@ export class ArtifactsRepo {
   async page(workspaceId: string, limit: number, after?: string): Promise<{ items: Artifact[]; next?: string }> {
     const base = this.#meta.key(workspaceId);
     const keys = (await this.#kv.getKeys(base))
-      .filter((key) => key.startsWith(base + ":"))
+      .filter((key) => key.startsWith(`${base}:`))
       .sort()
       .filter((key) => !after || key.slice(base.length + 1) > after);
     const chosen = keys.slice(0, limit);

@@ -4,7 +4,7 @@ import type { Store } from "../store.js";
 import { creditsKey } from "./credits.js";
 
 /**
- * One account of the ledger (DESIGN "Money"): where its value lives and how it is counted.
+ * One account of the ledger (docs/architecture.md "Money"): where its value lives and how it is counted.
  * `balance`: what is left (credits); `usage`: what was used against a limit.
  */
 export interface LedgerAccount {
@@ -97,13 +97,21 @@ export class LedgerRepo {
       id,
       lines.map(({ account, used }) => {
         const amount = Math.max(0, Math.ceil(used));
-        return { key: account.key, delta: account.kind === "balance" ? -amount : amount, ...(account.windowMs ? { windowMs: account.windowMs } : {}) };
+        return {
+          key: account.key,
+          delta: account.kind === "balance" ? -amount : amount,
+          ...(account.windowMs ? { windowMs: account.windowMs } : {}),
+        };
       }),
     );
   }
 
   renew(id: string, accounts: LedgerAccount[], leaseMs: number): Promise<void> {
-    return this.#store.atomic.renew(id, accounts.map((account) => account.key), leaseMs);
+    return this.#store.atomic.renew(
+      id,
+      accounts.map((account) => account.key),
+      leaseMs,
+    );
   }
 
   state(account: LedgerAccount): Promise<AccountState> {

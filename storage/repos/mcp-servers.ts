@@ -141,7 +141,11 @@ export class McpServersRepo {
   /** A record from before owners: it belongs to its creator's tenant, and is moved under it with sealed headers. */
   async #migrate(legacy: LegacyRecord): Promise<McpServerRecord> {
     const creator = Collection.validId(legacy.createdBy) ? await this.#users.get(legacy.createdBy) : null;
-    const record: McpServerRecord = { ...legacy, headers: this.#openHeaders(legacy.headers).headers, tenantId: creator?.tenantId ?? ORPHANED };
+    const record: McpServerRecord = {
+      ...legacy,
+      headers: this.#openHeaders(legacy.headers).headers,
+      tenantId: creator?.tenantId ?? ORPHANED,
+    };
     await this.#store.atomic.setIfAbsent(this.#claim(record.tenantId, record.name), record.createdAt);
     await this.#put(record);
     await this.#records.remove(legacy.name);

@@ -52,7 +52,12 @@ export class ModelRegistryRepo {
   }
 
   async cacheProbe(id: string, result: unknown, ttlMs: number): Promise<void> {
-    await this.#store.atomic.compareAndSet(`model-probe:${encode(id)}`, await this.#store.atomic.get(`model-probe:${encode(id)}`), JSON.stringify(result), ttlMs);
+    await this.#store.atomic.compareAndSet(
+      `model-probe:${encode(id)}`,
+      await this.#store.atomic.get(`model-probe:${encode(id)}`),
+      JSON.stringify(result),
+      ttlMs,
+    );
   }
 
   get(id: string): Promise<ModelEntry | null> {

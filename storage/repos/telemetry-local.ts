@@ -1,5 +1,18 @@
 import type { Storage } from "unstorage";
-import { DIMENSIONS, dayOf, decodeCursor, encodeCursor, hourOf, statsOf, type ListQuery, type Summary, type SummaryQuery, type SummaryRow, type TelemetryEvent, type TelemetryStore } from "./telemetry-model.js";
+import {
+  type DIMENSIONS,
+  dayOf,
+  decodeCursor,
+  encodeCursor,
+  hourOf,
+  statsOf,
+  type ListQuery,
+  type Summary,
+  type SummaryQuery,
+  type SummaryRow,
+  type TelemetryEvent,
+  type TelemetryStore,
+} from "./telemetry-model.js";
 
 /**
  * Telemetry on memory and fs (one process): events in one item per tenant and UTC hour, so a
@@ -45,7 +58,7 @@ export class LocalTelemetry implements TelemetryStore {
     const base = `telemetry:${tenantId}`;
     const first = this.#key(tenantId, hourOf(since));
     const last = this.#key(tenantId, hourOf(until - 1));
-    return (await this.#kv.getKeys(base)).filter((key) => key.startsWith(base + ":") && key >= first && key <= last).sort();
+    return (await this.#kv.getKeys(base)).filter((key) => key.startsWith(`${base}:`) && key >= first && key <= last).sort();
   }
 
   async #events(key: string): Promise<TelemetryEvent[]> {
@@ -96,13 +109,16 @@ export class LocalTelemetry implements TelemetryStore {
     const base = `telemetry:${tenantId}`;
     const cutoff = this.#key(tenantId, hourOf(before));
     for (const key of await this.#kv.getKeys(base)) {
-      if (key.startsWith(base + ":") && key < cutoff) await this.#locked(key, (k) => this.#kv.removeItem(k));
+      if (key.startsWith(`${base}:`) && key < cutoff) await this.#locked(key, (k) => this.#kv.removeItem(k));
     }
   }
 
   #locked<T>(key: string, fn: (key: string) => Promise<T>): Promise<T> {
     const previous = this.#locks.get(key) ?? Promise.resolve();
-    const run = previous.then(() => fn(key), () => fn(key));
+    const run = previous.then(
+      () => fn(key),
+      () => fn(key),
+    );
     const settled = run.catch(() => undefined);
     this.#locks.set(key, settled);
     void settled.then(() => {

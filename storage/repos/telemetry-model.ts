@@ -1,4 +1,3 @@
-
 export type AttributeValue = string | number | boolean | null;
 
 /** One accepted telemetry event (docs/telemetry.md). */
@@ -92,7 +91,8 @@ export function bucketValue(bucket: string): number {
 
 /** Nearest-rank percentiles of sorted values. */
 export function statsOf(sorted: readonly number[]): MetricStats {
-  const at = (p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]! : null);
+  const at = (p: number) =>
+    sorted.length ? sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]! : null;
   return { count: sorted.length, p50: at(50), p95: at(95), max: sorted.length ? sorted[sorted.length - 1]! : null };
 }
 

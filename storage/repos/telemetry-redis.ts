@@ -1,7 +1,18 @@
 import type { Redis } from "ioredis";
 import {
-  DIMENSIONS, HOUR_MS, dayOf, decodeCursor, encodeCursor, hourOf, bucketOf, statsOfHistogram,
-  type ListQuery, type Summary, type SummaryQuery, type SummaryRow, type TelemetryEvent, type TelemetryStore,
+  HOUR_MS,
+  dayOf,
+  decodeCursor,
+  encodeCursor,
+  hourOf,
+  bucketOf,
+  statsOfHistogram,
+  type ListQuery,
+  type Summary,
+  type SummaryQuery,
+  type SummaryRow,
+  type TelemetryEvent,
+  type TelemetryStore,
 } from "./telemetry-model.js";
 
 const ALL = "*";
@@ -142,7 +153,19 @@ export class RedisTelemetry implements TelemetryStore {
         expiries.push(maxKey, expireAt);
       }
     }
-    const args: (string | number)[] = [`${t}:ev`, members.length, ...members, countEntries, ...counts, clientKeys, ...clients, maximumEntries, ...maxima, expiries.length / 2, ...expiries];
+    const args: (string | number)[] = [
+      `${t}:ev`,
+      members.length,
+      ...members,
+      countEntries,
+      ...counts,
+      clientKeys,
+      ...clients,
+      maximumEntries,
+      ...maxima,
+      expiries.length / 2,
+      ...expiries,
+    ];
     await (this.#redis as unknown as { telemetryIngest(...args: (string | number)[]): Promise<unknown> }).telemetryIngest(...args);
     const last = this.#pruned.get(tenantId) ?? 0;
     if (Date.now() - last > PRUNE_EVERY_MS) {
@@ -178,9 +201,18 @@ export class RedisTelemetry implements TelemetryStore {
     const t = this.#t(tenantId);
     const hours: number[] = [];
     for (let hour = hourOf(query.since); hour < hourOf(query.until); hour += 1) hours.push(hour);
-    const counts = (await exec(this.#redis, hours.map((hour) => ["hgetall", `${t}:h:${hour}:c`]))) as Record<string, string>[];
+    const counts = (await exec(
+      this.#redis,
+      hours.map((hour) => ["hgetall", `${t}:h:${hour}:c`]),
+    )) as Record<string, string>[];
 
-    interface Acc { count: number; hlls: string[]; hist: Map<string, number>; max: number | null; parts: [hour: number, group: string][] }
+    interface Acc {
+      count: number;
+      hlls: string[];
+      hist: Map<string, number>;
+      max: number | null;
+      parts: [hour: number, group: string][];
+    }
     const fresh = (): Acc => ({ count: 0, hlls: [], hist: new Map(), max: null, parts: [] });
     const total = fresh();
     const rows = new Map<string, Acc>();
@@ -212,7 +244,9 @@ export class RedisTelemetry implements TelemetryStore {
     const commands: (string | string[])[][] = ordered.map((row) => ["pfcount", row.hlls.length ? row.hlls : [`${t}:none`]]);
     const metric = query.metric;
     if (metric !== undefined) {
-      for (const row of ordered) for (const [hour, group] of row.parts) commands.push(["hgetall", `${t}:h:${hour}:m:${metric}:${group}`], ["zscore", `${t}:h:${hour}:x:${metric}`, group]);
+      for (const row of ordered)
+        for (const [hour, group] of row.parts)
+          commands.push(["hgetall", `${t}:h:${hour}:m:${metric}:${group}`], ["zscore", `${t}:h:${hour}:x:${metric}`, group]);
     }
     const replies = await exec(this.#redis, commands);
     let at = ordered.length;

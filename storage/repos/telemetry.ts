@@ -4,7 +4,7 @@ import { RedisTelemetry } from "./telemetry-redis.js";
 import type { TelemetryStore } from "./telemetry-model.js";
 
 export function openTelemetry(store: Store, retentionDays: number): TelemetryStore {
-  if (store.driver === "redis" && store.duplicateRedis) return new RedisTelemetry(store.duplicateRedis(), store.prefix ?? "gw", retentionDays);
+  if (store.driver === "redis" && store.duplicateRedis)
+    return new RedisTelemetry(store.duplicateRedis(), store.prefix ?? "gw", retentionDays);
   return new LocalTelemetry(store.kv, retentionDays);
 }
-

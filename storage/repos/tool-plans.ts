@@ -115,14 +115,26 @@ export class ToolPlansRepo {
   async forRun(userId: string, id: string): Promise<ToolPlan | null> {
     const stored = await this.#read(userId, id);
     if (!stored) return null;
-    return { ...stored, steps: stored.steps.map((step) => ({ ...step, args: mapCredentials(step.args, (entry) => this.#open(entry)) as Record<string, unknown> })) };
+    return {
+      ...stored,
+      steps: stored.steps.map((step) => ({
+        ...step,
+        args: mapCredentials(step.args, (entry) => this.#open(entry)) as Record<string, unknown>,
+      })),
+    };
   }
 
   /** Stores a plan (credentials sealed); answers it redacted. */
   async put(plan: ToolPlan): Promise<ToolPlan> {
     const sealed = {
       ...plan,
-      steps: plan.steps.map((step) => ({ ...step, args: mapCredentials(step.args, (entry) => (SecretBox.isSealed(entry) ? entry : this.#box.sealJson(entry))) as Record<string, unknown> })),
+      steps: plan.steps.map((step) => ({
+        ...step,
+        args: mapCredentials(step.args, (entry) => (SecretBox.isSealed(entry) ? entry : this.#box.sealJson(entry))) as Record<
+          string,
+          unknown
+        >,
+      })),
     };
     await this.#plans.put([plan.createdBy, plan.id], sealed);
     return this.redacted(sealed);
@@ -130,7 +142,10 @@ export class ToolPlansRepo {
 
   /** A copy of a plan with every credential-like value replaced by `[redacted]`. */
   redacted(plan: ToolPlan): ToolPlan {
-    return { ...plan, steps: plan.steps.map((step) => ({ ...step, args: mapCredentials(step.args, () => REDACTED) as Record<string, unknown> })) };
+    return {
+      ...plan,
+      steps: plan.steps.map((step) => ({ ...step, args: mapCredentials(step.args, () => REDACTED) as Record<string, unknown> })),
+    };
   }
 
   /** The user's plans, newest first, redacted. */

@@ -70,7 +70,9 @@ export class UsageRepo {
       this.#known.add(rollup);
     }
     // The counters in one step (one script on Redis, one journal flush on fs).
-    await this.#atomic.addAll(USAGE_FIELDS.filter((field) => counts[field]).map((field) => [this.#counter(tenantId, dims.day, id, field), counts[field]!]));
+    await this.#atomic.addAll(
+      USAGE_FIELDS.filter((field) => counts[field]).map((field) => [this.#counter(tenantId, dims.day, id, field), counts[field]!]),
+    );
   }
 
   /** Every rollup of the tenant from `from` to `to` (days, inclusive), with its counts. */
@@ -79,7 +81,7 @@ export class UsageRepo {
     const base = this.#rollups.key(tenantId);
     const keys = (await this.#kv.getKeys(base)).filter((key) => {
       const day = key.slice(base.length + 1).split(":")[0] ?? "";
-      return key.startsWith(base + ":") && day >= from && day <= to;
+      return key.startsWith(`${base}:`) && day >= from && day <= to;
     });
     if (!keys.length) return [];
     const items = await this.#kv.getItems(keys);

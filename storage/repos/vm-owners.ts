@@ -1,7 +1,7 @@
 import type { Store } from "../store.js";
 
 /**
- * Which tenant owns each vmId (DESIGN "Ownership": a VM is bound to the tenant that first
+ * Which tenant owns each vmId (docs/architecture.md "Ownership": a VM is bound to the tenant that first
  * connected its vmId). One claim per vmId in `store.atomic`, set only when absent, so two
  * tenants racing for a new vmId get one winner — across instances with Redis. The claim is
  * kept when the VM disconnects: the vmId stays the tenant's for its next connection.

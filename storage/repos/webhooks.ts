@@ -144,7 +144,8 @@ export class WebhooksRepo {
   async putDelivery(delivery: WebhookDelivery) {
     await this.#deliveryOwners.put([delivery.id], { tenantId: delivery.tenantId });
     await this.#deliveries.put([delivery.tenantId, delivery.id], delivery);
-    if (delivery.status === "pending" && delivery.nextAttemptAt) await this.#due.put([delivery.id], { id: delivery.id, tenantId: delivery.tenantId, dueAt: Date.parse(delivery.nextAttemptAt) });
+    if (delivery.status === "pending" && delivery.nextAttemptAt)
+      await this.#due.put([delivery.id], { id: delivery.id, tenantId: delivery.tenantId, dueAt: Date.parse(delivery.nextAttemptAt) });
     else await this.#due.remove(delivery.id);
     return delivery;
   }
@@ -162,7 +163,10 @@ export class WebhooksRepo {
   /** Ids of pending deliveries due at or before `now`, on every instance's view. */
   async due(now: number): Promise<string[]> {
     const all = await this.#due.list();
-    return all.filter((entry) => entry.dueAt <= now).sort((a, b) => a.dueAt - b.dueAt).map((entry) => entry.id);
+    return all
+      .filter((entry) => entry.dueAt <= now)
+      .sort((a, b) => a.dueAt - b.dueAt)
+      .map((entry) => entry.id);
   }
 
   /**

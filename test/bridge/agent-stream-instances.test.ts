@@ -12,7 +12,13 @@ const sockets: StreamClient[] = [];
 const request = instanceRequest;
 
 beforeAll(async () => {
-  const env = { STORAGE: "redis", REDIS_PREFIX: prefix, GATEWAY_JWT_SECRET: TEST_JWT_SECRET, DATA_ENCRYPTION_SECRET: TEST_DATA_SECRET, LOG_LEVEL: "error" };
+  const env = {
+    STORAGE: "redis",
+    REDIS_PREFIX: prefix,
+    GATEWAY_JWT_SECRET: TEST_JWT_SECRET,
+    DATA_ENCRYPTION_SECRET: TEST_DATA_SECRET,
+    LOG_LEVEL: "error",
+  };
   [a, b] = await Promise.all([startInstance(env), startInstance(env)]);
 }, 60_000);
 
@@ -42,7 +48,12 @@ it("a client on instance B subscribed to an agent sees runs started on instance 
   const onA = await runner.run(started.runId);
   const onB = await watcher.run(started.runId);
   expect(onB.map((frame) => frame.type)).toEqual(onA.map((frame) => frame.type));
-  expect(onB.filter((frame) => frame.type === "chunk").map((frame) => frame.content).join("")).toBe("across two instances");
+  expect(
+    onB
+      .filter((frame) => frame.type === "chunk")
+      .map((frame) => frame.content)
+      .join(""),
+  ).toBe("across two instances");
   expect(onB.at(-1)).toMatchObject({ type: "done", runId: started.runId, agentId, status: "completed", output: "across two instances" });
 
   // And one started over REST on A.

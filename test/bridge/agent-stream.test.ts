@@ -14,7 +14,13 @@ const msw = mockUpstreams(
   http.post(`${SLOW_BASE}/chat/completions`, ({ request }) => {
     const aborted = new Promise<void>((resolve) => callSignal(request).addEventListener("abort", () => resolve(), { once: true }));
     const encoder = new TextEncoder();
-    const chunk = { id: "c1", object: "chat.completion.chunk", created: 1, model: "slow", choices: [{ index: 0, delta: { role: "assistant", content: "thinking" }, finish_reason: null }] };
+    const chunk = {
+      id: "c1",
+      object: "chat.completion.chunk",
+      created: 1,
+      model: "slow",
+      choices: [{ index: 0, delta: { role: "assistant", content: "thinking" }, finish_reason: null }],
+    };
     const stream = new ReadableStream<Uint8Array>({
       start(controller) {
         controller.enqueue(encoder.encode(`data: ${JSON.stringify(chunk)}\n\n`));
@@ -54,12 +60,14 @@ async function createAgent(as: string, model: string, name = "streamer") {
 beforeAll(async () => {
   await msw.listen();
   server = await startTestServer({
-    MODELS_JSON: JSON.stringify({ models: { "echo-1": { provider: "echo" }, "slow-1": { provider: "openai-compatible", baseURL: msw.url(SLOW_BASE) } } }),
+    MODELS_JSON: JSON.stringify({
+      models: { "echo-1": { provider: "echo" }, "slow-1": { provider: "openai-compatible", baseURL: msw.url(SLOW_BASE) } },
+    }),
   });
   const user = await registerUser(server);
   token = user.token;
   apiKey = (await server.request("/gateway/v1/auth/keys", { method: "POST", headers: bearer(token), json: { name: "ws" } })).body.key;
-  // The model comes from the runtime list, not a hard-coded id (spec 9).
+  // The model comes from the runtime list, not a hard-coded id (docs/interface.md 9).
   const models = await server.request("/gateway/v1/models", { headers: bearer(token) });
   echoModel = models.body.data.find((model: { id: string }) => model.id.startsWith("echo")).id;
   agentId = await createAgent(token, echoModel);
@@ -77,7 +85,9 @@ describe("authentication on the upgrade", () => {
     const refused = await openSocket(agentStreamUrl(server.origin)).catch((error) => error);
     expect(refused.status).toBe(401);
     expect(JSON.parse(refused.body).error.code).toBe("UNAUTHORIZED");
-    const bad = await openSocket(agentStreamUrl(server.origin), { headers: { authorization: "Bearer sk_not-a-real-key" } }).catch((error) => error);
+    const bad = await openSocket(agentStreamUrl(server.origin), { headers: { authorization: "Bearer sk_not-a-real-key" } }).catch(
+      (error) => error,
+    );
     expect(bad.status).toBe(401);
   });
 
@@ -98,9 +108,13 @@ describe("authentication on the upgrade", () => {
     const strict = await startTestServer({ GATEWAY_CORS_ORIGINS: "https://app.example.com" });
     try {
       const { token: strictToken } = await registerUser(strict);
-      const refused = await openSocket(agentStreamUrl(strict.origin), { headers: { ...bearer(strictToken), origin: "https://evil.example.com" } }).catch((e) => e);
+      const refused = await openSocket(agentStreamUrl(strict.origin), {
+        headers: { ...bearer(strictToken), origin: "https://evil.example.com" },
+      }).catch((e) => e);
       expect(refused.status).toBe(403);
-      const allowed = await openSocket(agentStreamUrl(strict.origin), { headers: { ...bearer(strictToken), origin: "https://app.example.com" } });
+      const allowed = await openSocket(agentStreamUrl(strict.origin), {
+        headers: { ...bearer(strictToken), origin: "https://app.example.com" },
+      });
       allowed.close();
     } finally {
       await strict.close();
@@ -128,13 +142,18 @@ describe("runs", () => {
   it("runs several invocations on one socket at once, told apart by runId and the client's id", async () => {
     const socket = await open();
     const inputs = ["alpha one", "beta two three", "gamma four five six"];
-    inputs.forEach((input, i) => socket.send({ id: `req-${i}`, agentId, input }));
+    for (const [i, input] of inputs.entries()) socket.send({ id: `req-${i}`, agentId, input });
     const dones = await Promise.all(inputs.map((_, i) => socket.waitFor((frame) => frame.type === "done" && frame.id === `req-${i}`)));
     expect(new Set(dones.map((done) => done.runId)).size).toBe(3);
     for (const [i, done] of dones.entries()) {
       const frames = socket.frames.filter((frame) => frame.runId === done.runId);
       expect(frames.every((frame) => frame.id === `req-${i}`)).toBe(true);
-      expect(frames.filter((frame) => frame.type === "chunk").map((frame) => frame.content).join("")).toBe(inputs[i]);
+      expect(
+        frames
+          .filter((frame) => frame.type === "chunk")
+          .map((frame) => frame.content)
+          .join(""),
+      ).toBe(inputs[i]);
       expect(done.output).toBe(inputs[i]);
     }
   });
@@ -142,14 +161,20 @@ describe("runs", () => {
   it("answers malformed messages with error frames and stays usable", async () => {
     const socket = await open();
     socket.send("this is not json");
-    expect(await socket.waitFor((frame) => frame.type === "error")).toMatchObject({ code: "BAD_REQUEST", status: 400, message: "Message is not valid JSON" });
+    expect(await socket.waitFor((frame) => frame.type === "error")).toMatchObject({
+      code: "BAD_REQUEST",
+      status: 400,
+      message: "Message is not valid JSON",
+    });
     socket.send([1, 2]);
     socket.send({ id: "bad", agentId: 5, input: "x" });
     const invalid = await socket.waitFor((frame) => frame.type === "error" && frame.id === "bad");
     expect(invalid.code).toBe("VALIDATION_FAILED");
     expect(invalid.message).toContain("agentId");
     socket.send({ type: "dance", agentId });
-    expect((await socket.waitFor((frame) => frame.type === "error" && /Unknown message type/.test(frame.message))).code).toBe("BAD_REQUEST");
+    expect((await socket.waitFor((frame) => frame.type === "error" && /Unknown message type/.test(frame.message))).code).toBe(
+      "BAD_REQUEST",
+    );
     socket.send({ agentId, input: "still here" });
     expect((await socket.waitFor((frame) => frame.type === "done")).output).toBe("still here");
     expect(socket.frames.filter((frame) => frame.type === "error")).toHaveLength(4);
@@ -175,7 +200,11 @@ describe("runs", () => {
     const chunk = await socket.waitFor((frame) => frame.type === "chunk");
     expect(chunk.content).toBe("thinking");
     await socket.close();
-    await eventually(() => server.logs().some((line) => line.event === "agent_stream.run_cancelled" && line.runId === chunk.runId && line.reason === "client_disconnected"));
+    await eventually(() =>
+      server
+        .logs()
+        .some((line) => line.event === "agent_stream.run_cancelled" && line.runId === chunk.runId && line.reason === "client_disconnected"),
+    );
     const logs = await eventually(async () => {
       const res = await server.request(`/gateway/v1/agents/${slowAgent}/logs`, { headers: bearer(token) });
       return res.body.logs.find((entry: { event: string }) => entry.event === "invocation.finished");
@@ -203,7 +232,11 @@ describe("subscribe", () => {
     expect(await watcher.waitFor((frame) => frame.type === "subscribed")).toMatchObject({ agentId, id: "sub" });
 
     // A run started over REST (POST /agents/{id}/invoke) on this instance.
-    const invoked = await server.request(`/gateway/v1/agents/${agentId}/invoke`, { method: "POST", headers: bearer(token), json: { input: "from rest" } });
+    const invoked = await server.request(`/gateway/v1/agents/${agentId}/invoke`, {
+      method: "POST",
+      headers: bearer(token),
+      json: { input: "from rest" },
+    });
     expect(invoked.status).toBe(200);
     const frames = await watcher.run(invoked.body.runId);
     expect(frames.map((frame) => frame.type)).toEqual(expect.arrayContaining(["status", "chunk", "done"]));
@@ -214,7 +247,11 @@ describe("subscribe", () => {
     const own = await watcher.waitFor((frame) => frame.type === "done" && frame.output === "own run");
     // A run started elsewhere afterwards is seen through the subscription: by then a repeated
     // copy of the own run would have arrived too (one bus, in order).
-    const after = await server.request(`/gateway/v1/agents/${agentId}/invoke`, { method: "POST", headers: bearer(token), json: { input: "after own" } });
+    const after = await server.request(`/gateway/v1/agents/${agentId}/invoke`, {
+      method: "POST",
+      headers: bearer(token),
+      json: { input: "after own" },
+    });
     await watcher.waitFor((frame) => frame.type === "done" && frame.runId === after.body.runId);
     expect(watcher.frames.filter((frame) => frame.type === "done" && frame.runId === own.runId)).toHaveLength(1);
 
@@ -224,7 +261,11 @@ describe("subscribe", () => {
     const other = await open();
     other.send({ type: "subscribe", agentId });
     await other.waitFor((frame) => frame.type === "subscribed");
-    const later = await server.request(`/gateway/v1/agents/${agentId}/invoke`, { method: "POST", headers: bearer(token), json: { input: "unseen" } });
+    const later = await server.request(`/gateway/v1/agents/${agentId}/invoke`, {
+      method: "POST",
+      headers: bearer(token),
+      json: { input: "unseen" },
+    });
     await other.waitFor((frame) => frame.type === "done" && frame.runId === later.body.runId);
     expect(watcher.frames.some((frame) => frame.runId === later.body.runId)).toBe(false);
   });
@@ -264,7 +305,10 @@ describe("the stream's operations as methods (REST)", () => {
 
     const other = await registerUser(server);
     const theirs = await server.request(`/gateway/v1/agents/runs/${chunk.runId}/cancel`, { method: "POST", headers: bearer(other.token) });
-    const missing = await server.request("/gateway/v1/agents/runs/run_does_not_exist/cancel", { method: "POST", headers: bearer(other.token) });
+    const missing = await server.request("/gateway/v1/agents/runs/run_does_not_exist/cancel", {
+      method: "POST",
+      headers: bearer(other.token),
+    });
     expect(theirs.status).toBe(404);
     expect(missing.status).toBe(404);
     expect(theirs.body.error.message.replace(chunk.runId, "X")).toBe(missing.body.error.message.replace("run_does_not_exist", "X"));
@@ -275,7 +319,10 @@ describe("the stream's operations as methods (REST)", () => {
     expect(mine.body).toEqual({ runId: chunk.runId, agentId: slowAgent, cancelled: true });
     expect((await socket.waitFor((frame) => frame.type === "done" && frame.runId === chunk.runId)).status).toBe("cancelled");
     // Ended runs are gone: the same 404.
-    await eventually(async () => (await server.request(`/gateway/v1/agents/runs/${chunk.runId}/cancel`, { method: "POST", headers: bearer(token) })).status === 404);
+    await eventually(
+      async () =>
+        (await server.request(`/gateway/v1/agents/runs/${chunk.runId}/cancel`, { method: "POST", headers: bearer(token) })).status === 404,
+    );
   });
 
   it("GET /agents/{agent_id}/events streams the agent's runs over SSE; another user's agent is the same 404 as a missing one", async () => {
@@ -285,11 +332,17 @@ describe("the stream's operations as methods (REST)", () => {
       expect(sse.headers["content-type"]).toContain("text/event-stream");
       // The first event says the subscription is live: runs started after it are seen.
       expect(await sse.waitFor(() => true)).toEqual({ type: "subscribed", agentId });
-      const invoked = await server.request(`/gateway/v1/agents/${agentId}/invoke`, { method: "POST", headers: bearer(token), json: { input: "watched over sse" } });
+      const invoked = await server.request(`/gateway/v1/agents/${agentId}/invoke`, {
+        method: "POST",
+        headers: bearer(token),
+        json: { input: "watched over sse" },
+      });
       expect(invoked.status).toBe(200);
       const done = await sse.waitFor((event) => event.type === "done" && event.runId === invoked.body.runId);
       expect(done).toMatchObject({ result: { status: "completed", output: "watched over sse" } });
-      expect(sse.events.filter((event) => event.runId === invoked.body.runId).map((event) => event.type)).toEqual(expect.arrayContaining(["status", "chunk", "done"]));
+      expect(sse.events.filter((event) => event.runId === invoked.body.runId).map((event) => event.type)).toEqual(
+        expect.arrayContaining(["status", "chunk", "done"]),
+      );
     } finally {
       sse.close();
     }

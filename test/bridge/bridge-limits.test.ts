@@ -15,7 +15,8 @@ describe("GATEWAY_RATE_LIMIT_RPM on the bridge", () => {
   it("answers 429 with Retry-After past the budget, per credential, counting socket upgrades", async () => {
     const a = (await registerUser(server)).token;
     const b = (await registerUser(server)).token;
-    const call = (token: string) => server.request("/bridge/tools/execute", { method: "POST", headers: bearer(token), json: { tool_name: "t", vm_id: "none" } });
+    const call = (token: string) =>
+      server.request("/bridge/tools/execute", { method: "POST", headers: bearer(token), json: { tool_name: "t", vm_id: "none" } });
     expect((await call(a)).status).toBe(503);
     expect((await call(a)).status).toBe(503);
     const ws = await openSocket(vmSocketUrl(server.origin, "x", { vmId: "rl" }), { headers: bearer(a) }); // third request
@@ -34,12 +35,20 @@ describe("GATEWAY_RATE_LIMIT_RPM on the bridge", () => {
   it("applies the same budget to the method called over POST /rpc (a declared policy, not a REST detail)", async () => {
     const token = (await registerUser(server)).token;
     const viaRpc = (id: number) =>
-      server.request("/rpc", { method: "POST", headers: bearer(token), json: { jsonrpc: "2.0", id, method: "bridge.tools.execute", params: { tool_name: "t", vm_id: "none" } } });
+      server.request("/rpc", {
+        method: "POST",
+        headers: bearer(token),
+        json: { jsonrpc: "2.0", id, method: "bridge.tools.execute", params: { tool_name: "t", vm_id: "none" } },
+      });
     for (const id of [1, 2, 3]) expect((await viaRpc(id)).body.error.data.code).toBe("UNAVAILABLE");
     const limited = await viaRpc(4);
     expect(limited.body.error).toMatchObject({ code: -32029, data: { code: "RATE_LIMITED", status: 429 } });
     // REST and /rpc draw on one budget per credential.
-    const rest = await server.request("/bridge/tools/execute", { method: "POST", headers: bearer(token), json: { tool_name: "t", vm_id: "none" } });
+    const rest = await server.request("/bridge/tools/execute", {
+      method: "POST",
+      headers: bearer(token),
+      json: { tool_name: "t", vm_id: "none" },
+    });
     expect(rest.status).toBe(429);
   });
 
@@ -47,9 +56,13 @@ describe("GATEWAY_RATE_LIMIT_RPM on the bridge", () => {
     const isolated = await startTestServer({ GATEWAY_CORS_ORIGINS: "https://app.example" });
     try {
       const token = (await registerUser(isolated)).token;
-      const refused = await openSocket(vmSocketUrl(isolated.origin, "x", { vmId: "origin-vm" }), { headers: { ...bearer(token), origin: "https://evil.example" } }).catch((e) => e);
+      const refused = await openSocket(vmSocketUrl(isolated.origin, "x", { vmId: "origin-vm" }), {
+        headers: { ...bearer(token), origin: "https://evil.example" },
+      }).catch((e) => e);
       expect(refused.status).toBe(403);
-      const allowed = await openSocket(vmSocketUrl(isolated.origin, "x", { vmId: "origin-vm" }), { headers: { ...bearer(token), origin: "https://app.example/" } });
+      const allowed = await openSocket(vmSocketUrl(isolated.origin, "x", { vmId: "origin-vm" }), {
+        headers: { ...bearer(token), origin: "https://app.example/" },
+      });
       allowed.close();
       expect(isolated.loggedErrors()).toEqual([]);
     } finally {
@@ -64,7 +77,11 @@ describe("GATEWAY_CORS_ORIGINS", () => {
     try {
       const preflight = await fetch(server.url("/bridge/tools/execute"), {
         method: "OPTIONS",
-        headers: { origin: "https://tools.example", "access-control-request-method": "POST", "access-control-request-headers": "authorization, content-type" },
+        headers: {
+          origin: "https://tools.example",
+          "access-control-request-method": "POST",
+          "access-control-request-headers": "authorization, content-type",
+        },
       });
       expect(preflight.status).toBe(204);
       expect(preflight.headers.get("access-control-allow-origin")).toBe("*");
@@ -88,10 +105,16 @@ describe("GATEWAY_CORS_ORIGINS", () => {
   it("with a list, reflects listed origins only; the console gets credentials for listed origins", async () => {
     const server = await startTestServer({ GATEWAY_CORS_ORIGINS: "https://app.example, https://console.example" });
     try {
-      const listed = await fetch(server.url("/bridge/tools/execute"), { method: "OPTIONS", headers: { origin: "https://app.example", "access-control-request-method": "POST" } });
+      const listed = await fetch(server.url("/bridge/tools/execute"), {
+        method: "OPTIONS",
+        headers: { origin: "https://app.example", "access-control-request-method": "POST" },
+      });
       expect(listed.headers.get("access-control-allow-origin")).toBe("https://app.example");
       expect(listed.headers.get("vary")).toContain("Origin");
-      const unlisted = await fetch(server.url("/bridge/tools/execute"), { method: "OPTIONS", headers: { origin: "https://other.example", "access-control-request-method": "POST" } });
+      const unlisted = await fetch(server.url("/bridge/tools/execute"), {
+        method: "OPTIONS",
+        headers: { origin: "https://other.example", "access-control-request-method": "POST" },
+      });
       expect(unlisted.headers.get("access-control-allow-origin")).toBeNull();
       const consoleRes = await fetch(server.url("/api/api-keys"), { headers: { origin: "https://console.example" } });
       expect(consoleRes.headers.get("access-control-allow-origin")).toBe("https://console.example");

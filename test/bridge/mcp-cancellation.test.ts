@@ -30,7 +30,9 @@ describe("MCP: cancellation both ways", () => {
 
   async function connect(): Promise<Client> {
     const client = new Client({ name: "test", version: "1.0.0" });
-    await client.connect(new StreamableHTTPClientTransport(new URL(server.url("/bridge/mcp/")), { requestInit: { headers: bearer(token) } }));
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(server.url("/bridge/mcp/")), { requestInit: { headers: bearer(token) } }),
+    );
     clients.push(client);
     return client;
   }
@@ -80,7 +82,9 @@ describe("MCP: cancellation both ways", () => {
   });
 
   it("a VM that disconnects mid-call ends the client's call at once, as a tool error naming the VM", async () => {
-    const vm = await connectVm(vmSocketUrl(server.origin, "agent", { vmId: "vm-drop" }), token, { "tools/call": () => new Promise(() => undefined) });
+    const vm = await connectVm(vmSocketUrl(server.origin, "agent", { vmId: "vm-drop" }), token, {
+      "tools/call": () => new Promise(() => undefined),
+    });
     await vm.register([{ name: "hang" }]);
     const client = await connect();
     await eventually(async () => (await client.listTools()).tools.some((tool) => tool.name === "vm__vm-drop__hang"));
@@ -91,14 +95,24 @@ describe("MCP: cancellation both ways", () => {
     const result = (await pending) as CallToolResult;
     expect(Date.now() - dropped).toBeLessThan(5_000);
     expect(result.isError).toBe(true);
-    expect(result.structuredContent).toMatchObject({ error: { code: "BAD_GATEWAY", message: "VM vm-drop disconnected while the call was in flight" } });
+    expect(result.structuredContent).toMatchObject({
+      error: { code: "BAD_GATEWAY", message: "VM vm-drop disconnected while the call was in flight" },
+    });
   });
 
   it("an upstream server that dies mid-call ends the client's call at once, not at the timeout", async () => {
     const everything: UpstreamMcp = await serveEverything();
     let closed = false;
     try {
-      expect((await server.request("/gateway/v1/mcp/servers", { method: "POST", headers: bearer(token), json: { name: "mortal", url: everything.url } })).body.health).toBe("healthy");
+      expect(
+        (
+          await server.request("/gateway/v1/mcp/servers", {
+            method: "POST",
+            headers: bearer(token),
+            json: { name: "mortal", url: everything.url },
+          })
+        ).body.health,
+      ).toBe("healthy");
       const client = await connect();
       const before = everything.requestBodies.length;
       const pending = client.callTool({ name: "mortal__trigger-long-running-operation", arguments: { duration: 30, steps: 3 } });
@@ -109,7 +123,10 @@ describe("MCP: cancellation both ways", () => {
       const result = (await pending) as CallToolResult;
       expect(Date.now() - died).toBeLessThan(5_000);
       expect(result.isError).toBe(true);
-      expect((result.structuredContent as { error: { code: string; message: string } }).error).toMatchObject({ code: "BAD_GATEWAY", message: expect.stringContaining("MCP server mortal") });
+      expect((result.structuredContent as { error: { code: string; message: string } }).error).toMatchObject({
+        code: "BAD_GATEWAY",
+        message: expect.stringContaining("MCP server mortal"),
+      });
     } finally {
       if (!closed) await everything.close();
     }

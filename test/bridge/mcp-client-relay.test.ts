@@ -39,7 +39,10 @@ function askingUpstream(): Promise<UpstreamMcp> {
       try {
         if (request.params.name === "ask") {
           const sampled = await extra.sendRequest(
-            { method: "sampling/createMessage", params: { messages: [{ role: "user", content: { type: "text", text: args.prompt ?? "" } }], maxTokens: 10 } },
+            {
+              method: "sampling/createMessage",
+              params: { messages: [{ role: "user", content: { type: "text", text: args.prompt ?? "" } }], maxTokens: 10 },
+            },
             CreateMessageResultSchema,
           );
           return { content: [{ type: "text", text: `sampled: ${(sampled.content as { text: string }).text}` }] };
@@ -49,7 +52,10 @@ function askingUpstream(): Promise<UpstreamMcp> {
           return { content: [{ type: "text", text: roots.map((root) => root.uri).join(",") }] };
         }
         const answer = await extra.sendRequest(
-          { method: "elicitation/create", params: { message: "Proceed?", requestedSchema: { type: "object", properties: { ok: { type: "boolean" } }, required: ["ok"] } } },
+          {
+            method: "elicitation/create",
+            params: { message: "Proceed?", requestedSchema: { type: "object", properties: { ok: { type: "boolean" } }, required: ["ok"] } },
+          },
           ElicitResultSchema,
         );
         return { content: [{ type: "text", text: JSON.stringify(answer) }] };
@@ -106,7 +112,10 @@ describe("MCP: an upstream server's requests during a call are relayed to the cl
       received.push(request.params);
       return { role: "assistant", model: "test-model", content: { type: "text", text: "forty-two" } };
     });
-    const result = await client.callTool({ name: "everything__trigger-sampling-request", arguments: { prompt: "meaning of life", maxTokens: 12 } });
+    const result = await client.callTool({
+      name: "everything__trigger-sampling-request",
+      arguments: { prompt: "meaning of life", maxTokens: 12 },
+    });
     expect((result as CallToolResult).isError).toBeFalsy();
     expect(text(result)).toContain("forty-two");
     expect(text(result)).toContain("test-model");
@@ -156,7 +165,10 @@ describe("MCP: an upstream server's requests during a call are relayed to the cl
     expect(one.prompts).toEqual(["from one"]);
     expect(two.prompts).toEqual(["from two"]);
     expect(text(await two.client.callTool({ name: "asker__where", arguments: {} }))).toBe("file:///home/two");
-    expect(JSON.parse(text(await one.client.callTool({ name: "asker__confirm", arguments: {} })))).toEqual({ action: "accept", content: { ok: true } });
+    expect(JSON.parse(text(await one.client.callTool({ name: "asker__confirm", arguments: {} })))).toEqual({
+      action: "accept",
+      content: { ok: true },
+    });
   });
 
   it("refuses with -32601 when the client did not declare the capability, and in plain JSON-RPC", async () => {
@@ -175,18 +187,30 @@ describe("MCP: an upstream server's requests during a call are relayed to the cl
     });
     const body = (await plain.json()) as { result: CallToolResult };
     expect(body.result.isError).toBe(true);
-    expect(text(body.result)).toContain("sampling/createMessage cannot be relayed: the tools/call came as plain JSON-RPC without an MCP session");
+    expect(text(body.result)).toContain(
+      "sampling/createMessage cannot be relayed: the tools/call came as plain JSON-RPC without an MCP session",
+    );
   });
 
   it("sends the request on the session's GET stream when the client accepts JSON only on its call", async () => {
     const client = await connect(alice, { sampling: {} });
-    client.setRequestHandler(CreateMessageRequestSchema, () => ({ role: "assistant", model: "m", content: { type: "text", text: "over the GET stream" } }));
+    client.setRequestHandler(CreateMessageRequestSchema, () => ({
+      role: "assistant",
+      model: "m",
+      content: { type: "text", text: "over the GET stream" },
+    }));
     const transport = (client as unknown as { transport: StreamableHTTPClientTransport }).transport;
     // The SDK client opens its GET stream after initialize; wait until the bridge holds it.
     await eventually(async () => {
       const res = await fetch(server.url("/bridge/mcp/"), {
         method: "POST",
-        headers: { ...bearer(alice), "content-type": "application/json", accept: "application/json", "mcp-session-id": transport.sessionId!, "mcp-protocol-version": transport.protocolVersion! },
+        headers: {
+          ...bearer(alice),
+          "content-type": "application/json",
+          accept: "application/json",
+          "mcp-session-id": transport.sessionId!,
+          "mcp-protocol-version": transport.protocolVersion!,
+        },
         body: JSON.stringify({ jsonrpc: "2.0", id: 9, method: "tools/call", params: { name: "asker__ask", arguments: { prompt: "p" } } }),
       });
       expect(res.headers.get("content-type")).toMatch(/^application\/json/);
@@ -201,8 +225,12 @@ describe("MCP: an upstream server's requests during a call are relayed to the cl
       asked += 1;
       return { role: "assistant", model: "m", content: { type: "text", text: "x" } };
     });
-    const theirs = await client.callTool({ name: "asker__ask", arguments: { prompt: "hi" } }).catch((error: Error & { code: number }) => error);
-    const missing = await client.callTool({ name: "nobody__ask", arguments: { prompt: "hi" } }).catch((error: Error & { code: number }) => error);
+    const theirs = await client
+      .callTool({ name: "asker__ask", arguments: { prompt: "hi" } })
+      .catch((error: Error & { code: number }) => error);
+    const missing = await client
+      .callTool({ name: "nobody__ask", arguments: { prompt: "hi" } })
+      .catch((error: Error & { code: number }) => error);
     expect((theirs as { code: number }).code).toBe(-32602);
     expect((theirs as Error).message.replace("asker", "nobody")).toBe((missing as Error).message);
     expect(asked).toBe(0);

@@ -56,7 +56,14 @@ const SCENARIOS = [
 ];
 
 /** The catalog endpoint's own scenarios (it serves the gateway's tools, not the upstream's). */
-const CATALOG_SCENARIOS = ["server-initialize", "ping", "tools-list", "server-sse-multiple-streams", "dns-rebinding-protection", "logging-set-level"];
+const CATALOG_SCENARIOS = [
+  "server-initialize",
+  "ping",
+  "tools-list",
+  "server-sse-multiple-streams",
+  "dns-rebinding-protection",
+  "logging-set-level",
+];
 
 interface Outcome {
   scenario: string;
@@ -91,22 +98,31 @@ async function runSuite(url: string, scenario?: string): Promise<Map<string, Out
   }
 }
 
-const outcomeOf = (outcomes: Map<string, Outcome>, scenario: string): Outcome => outcomes.get(scenario) ?? { scenario, passed: false, failures: ["did not run"] };
+const outcomeOf = (outcomes: Map<string, Outcome>, scenario: string): Outcome =>
+  outcomes.get(scenario) ?? { scenario, passed: false, failures: ["did not run"] };
 
 /**
  * The suite has no option for credentials: this loopback proxy adds the API key to every
  * request, as `mcp-remote --header` does for a client that cannot, and passes everything else
  * (Host and Origin included, for the DNS-rebinding scenario; SSE streams as they flow) through.
  */
-async function credentialProxy(): Promise<{ origin: string; port: number; target(origin: string, token: string): void; close(): Promise<void> }> {
+async function credentialProxy(): Promise<{
+  origin: string;
+  port: number;
+  target(origin: string, token: string): void;
+  close(): Promise<void>;
+}> {
   let hostname = "";
   let port = "";
   let token = "";
   const server: HttpServer = createServer((req, res) => {
-    const upstream = httpRequest({ host: hostname, port, method: req.method, path: req.url, headers: { ...req.headers, authorization: `Bearer ${token}` } }, (answer) => {
-      res.writeHead(answer.statusCode ?? 502, answer.headers);
-      answer.pipe(res);
-    });
+    const upstream = httpRequest(
+      { host: hostname, port, method: req.method, path: req.url, headers: { ...req.headers, authorization: `Bearer ${token}` } },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
     upstream.on("error", () => res.destroy());
     res.on("close", () => upstream.destroy());
     req.pipe(upstream);
@@ -133,7 +149,8 @@ describe("the MCP conformance suite through the gateway", () => {
   let proxy: Awaited<ReturnType<typeof credentialProxy>>;
 
   beforeAll(async () => {
-    if (!existsSync(NODE) || !existsSync(CLI)) throw new Error("The conformance suite is not installed: run `npm ci --prefix test/conformance` (the root `npm ci` does it)");
+    if (!existsSync(NODE) || !existsSync(CLI))
+      throw new Error("The conformance suite is not installed: run `npm ci --prefix test/conformance` (the root `npm ci` does it)");
     upstream = await serveConformanceUpstream();
     proxy = await credentialProxy();
     // The Origin allowlist (the MCP endpoint's DNS-rebinding guard, docs/mcp.md) names the
@@ -141,7 +158,11 @@ describe("the MCP conformance suite through the gateway", () => {
     const origins = [`http://localhost:${proxy.port}`, `http://127.0.0.1:${proxy.port}`].join(",");
     gateway = await startTestServer({ MCP_SERVERS_ALLOW_PRIVATE: "true", GATEWAY_RATE_LIMIT_RPM: "100000", GATEWAY_CORS_ORIGINS: origins });
     const { token } = await registerUser(gateway);
-    const registered = await gateway.request("/gateway/v1/mcp/servers", { method: "POST", headers: bearer(token), json: { name: "conformance", url: upstream.url } });
+    const registered = await gateway.request("/gateway/v1/mcp/servers", {
+      method: "POST",
+      headers: bearer(token),
+      json: { name: "conformance", url: upstream.url },
+    });
     expect(registered.body.health).toBe("healthy");
     proxy.target(gateway.origin, token);
   });
@@ -161,8 +182,13 @@ describe("the MCP conformance suite through the gateway", () => {
     const directOutcomes = SCENARIOS.map((scenario) => outcomeOf(direct!, scenario));
     const throughOutcomes = SCENARIOS.map((scenario) => outcomeOf(through!, scenario));
     const catalogOutcomes = CATALOG_SCENARIOS.map((scenario, index) => outcomeOf(catalog[index]!, scenario));
-    if (process.env.CONFORMANCE_TRACE) (await import("node:fs")).writeFileSync(process.env.CONFORMANCE_TRACE, JSON.stringify({ directOutcomes, throughOutcomes, catalogOutcomes }, null, 1));
-    const failed = (list: Outcome[]) => list.filter((outcome) => !outcome.passed).map((outcome) => `${outcome.scenario} (${outcome.failures.join("; ")})`);
+    if (process.env.CONFORMANCE_TRACE)
+      (await import("node:fs")).writeFileSync(
+        process.env.CONFORMANCE_TRACE,
+        JSON.stringify({ directOutcomes, throughOutcomes, catalogOutcomes }, null, 1),
+      );
+    const failed = (list: Outcome[]) =>
+      list.filter((outcome) => !outcome.passed).map((outcome) => `${outcome.scenario} (${outcome.failures.join("; ")})`);
     // The upstream itself passes the suite (all but what it cannot: listed for the record).
     expect(failed(directOutcomes)).toEqual([]);
     // Through the gateway, what passed directly passes.

@@ -26,7 +26,9 @@ afterAll(async () => {
 
 async function connect(path = "/bridge/mcp/", credential = token): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
   const client = new Client({ name: "test-client", version: "1.0.0" });
-  const transport = new StreamableHTTPClientTransport(new URL(server.url(path)), { requestInit: { headers: { authorization: `Bearer ${credential}` } } });
+  const transport = new StreamableHTTPClientTransport(new URL(server.url(path)), {
+    requestInit: { headers: { authorization: `Bearer ${credential}` } },
+  });
   await client.connect(transport);
   clients.push(client);
   return { client, transport };
@@ -41,7 +43,11 @@ const initializeBody = {
 };
 
 async function rawInitialize(headers: Record<string, string> = {}) {
-  return fetch(server.url("/bridge/mcp/mcp/"), { method: "POST", headers: { ...MCP_ACCEPT, authorization: `Bearer ${token}`, ...headers }, body: JSON.stringify(initializeBody) });
+  return fetch(server.url("/bridge/mcp/mcp/"), {
+    method: "POST",
+    headers: { ...MCP_ACCEPT, authorization: `Bearer ${token}`, ...headers },
+    body: JSON.stringify(initializeBody),
+  });
 }
 
 describe("MCP endpoint with the SDK client", () => {
@@ -96,7 +102,13 @@ describe("MCP endpoint with the SDK client", () => {
       "tools/call": ({ name, arguments: args }) => ({ content: [{ type: "text", text: `${name} says ${args.text}` }] }),
     });
     vms.push(vm);
-    await vm.register([{ name: "shout", description: "Shouts", inputSchema: { type: "object", properties: { text: { type: "string" } }, required: ["text"] } }]);
+    await vm.register([
+      {
+        name: "shout",
+        description: "Shouts",
+        inputSchema: { type: "object", properties: { text: { type: "string" } }, required: ["text"] },
+      },
+    ]);
     await eventually(() => listChanged.count() > seen);
 
     const { tools } = await client.listTools();
@@ -122,7 +134,12 @@ describe("MCP endpoint with the SDK client", () => {
     await transport.terminateSession();
     const res = await fetch(server.url("/bridge/mcp/"), {
       method: "POST",
-      headers: { ...MCP_ACCEPT, authorization: `Bearer ${token}`, "mcp-session-id": sessionId, "mcp-protocol-version": LATEST_PROTOCOL_VERSION },
+      headers: {
+        ...MCP_ACCEPT,
+        authorization: `Bearer ${token}`,
+        "mcp-session-id": sessionId,
+        "mcp-protocol-version": LATEST_PROTOCOL_VERSION,
+      },
       body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" }),
     });
     expect(res.status).toBe(404);
@@ -133,7 +150,11 @@ describe("MCP endpoint with the SDK client", () => {
 describe("MCP endpoint over raw HTTP", () => {
   it("answers 401 with WWW-Authenticate pointing at the protected-resource metadata", async () => {
     for (const authorization of [undefined, "Bearer sk_notakey", "Bearer eyJhbGciOiJIUzI1NiJ9.e30.bad"]) {
-      const res = await fetch(server.url("/bridge/mcp/"), { method: "POST", headers: { ...MCP_ACCEPT, ...(authorization ? { authorization } : {}) }, body: JSON.stringify(initializeBody) });
+      const res = await fetch(server.url("/bridge/mcp/"), {
+        method: "POST",
+        headers: { ...MCP_ACCEPT, ...(authorization ? { authorization } : {}) },
+        body: JSON.stringify(initializeBody),
+      });
       expect(res.status).toBe(401);
       const header = res.headers.get("www-authenticate")!;
       expect(header).toMatch(/^Bearer /);
@@ -184,9 +205,15 @@ describe("MCP endpoint over raw HTTP", () => {
       body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" }),
     });
     expect(res.status).toBe(404);
-    const del = await fetch(server.url("/bridge/mcp/"), { method: "DELETE", headers: { authorization: `Bearer ${other.token}`, "mcp-session-id": sessionId } });
+    const del = await fetch(server.url("/bridge/mcp/"), {
+      method: "DELETE",
+      headers: { authorization: `Bearer ${other.token}`, "mcp-session-id": sessionId },
+    });
     expect(del.status).toBe(404);
-    const own = await fetch(server.url("/bridge/mcp/"), { method: "DELETE", headers: { authorization: `Bearer ${token}`, "mcp-session-id": sessionId } });
+    const own = await fetch(server.url("/bridge/mcp/"), {
+      method: "DELETE",
+      headers: { authorization: `Bearer ${token}`, "mcp-session-id": sessionId },
+    });
     expect(own.status).toBe(200);
   });
 

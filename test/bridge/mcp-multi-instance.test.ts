@@ -15,7 +15,14 @@ let client: Client | undefined;
 let vm: TestVm | undefined;
 
 beforeAll(async () => {
-  const env = { STORAGE: "redis", REDIS_PREFIX: prefix, GATEWAY_JWT_SECRET: TEST_JWT_SECRET, DATA_ENCRYPTION_SECRET: TEST_DATA_SECRET, LOG_LEVEL: "error", GATEWAY_RATE_LIMIT_RPM: "10000" };
+  const env = {
+    STORAGE: "redis",
+    REDIS_PREFIX: prefix,
+    GATEWAY_JWT_SECRET: TEST_JWT_SECRET,
+    DATA_ENCRYPTION_SECRET: TEST_DATA_SECRET,
+    LOG_LEVEL: "error",
+    GATEWAY_RATE_LIMIT_RPM: "10000",
+  };
   [a, b] = await Promise.all([startInstance(env), startInstance(env)]);
 }, 60_000);
 afterAll(async () => {
@@ -26,11 +33,19 @@ afterAll(async () => {
 });
 
 it("an MCP session on instance B hears about a VM connecting to A, and calls its tool through A", async () => {
-  const registered = await fetch(`${a.origin}/gateway/v1/auth/register`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(newUserBody()) });
+  const registered = await fetch(`${a.origin}/gateway/v1/auth/register`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(newUserBody()),
+  });
   const { token } = (await registered.json()) as { token: string };
 
   client = new Client({ name: "multi", version: "1.0.0" });
-  await client.connect(new StreamableHTTPClientTransport(new URL(`${b.origin}/bridge/mcp/`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(`${b.origin}/bridge/mcp/`), {
+      requestInit: { headers: { authorization: `Bearer ${token}` } },
+    }),
+  );
   let changes = 0;
   client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
     changes += 1;
@@ -65,22 +80,36 @@ it("an MCP session on instance B hears about a VM connecting to A, and calls its
 });
 
 it("a client on instance B that cancels its call of a VM held by A gets the VM told (notifications/cancelled for its request)", async () => {
-  const registered = await fetch(`${a.origin}/gateway/v1/auth/register`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(newUserBody()) });
+  const registered = await fetch(`${a.origin}/gateway/v1/auth/register`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(newUserBody()),
+  });
   const { token } = (await registered.json()) as { token: string };
   const canceller = new Client({ name: "multi-cancel", version: "1.0.0" });
-  await canceller.connect(new StreamableHTTPClientTransport(new URL(`${b.origin}/bridge/mcp/`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
-  const slow = await connectVm(vmSocketUrl(a.origin, "agent", { vmId: "slow-on-a" }), token, { "tools/call": () => new Promise(() => undefined) });
+  await canceller.connect(
+    new StreamableHTTPClientTransport(new URL(`${b.origin}/bridge/mcp/`), {
+      requestInit: { headers: { authorization: `Bearer ${token}` } },
+    }),
+  );
+  const slow = await connectVm(vmSocketUrl(a.origin, "agent", { vmId: "slow-on-a" }), token, {
+    "tools/call": () => new Promise(() => undefined),
+  });
   try {
     await slow.register([{ name: "wait" }]);
     await eventually(async () => (await canceller.listTools()).tools.some((tool) => tool.name === "vm__slow-on-a__wait"), 10_000);
     const controller = new AbortController();
     const pending = canceller.callTool({ name: "vm__slow-on-a__wait", arguments: {} }, undefined, { signal: controller.signal });
-    const messages = () => slow.frames.map((frame) => JSON.parse(frame) as { id?: number; method?: string; params?: { requestId?: number } });
+    const messages = () =>
+      slow.frames.map((frame) => JSON.parse(frame) as { id?: number; method?: string; params?: { requestId?: number } });
     await eventually(() => messages().some((message) => message.method === "tools/call"), 10_000);
     controller.abort("no longer needed");
     await expect(pending).rejects.toThrow();
     const call = messages().find((message) => message.method === "tools/call")!;
-    await eventually(() => messages().some((message) => message.method === "notifications/cancelled" && message.params?.requestId === call.id), 10_000);
+    await eventually(
+      () => messages().some((message) => message.method === "notifications/cancelled" && message.params?.requestId === call.id),
+      10_000,
+    );
   } finally {
     await canceller.close().catch(() => undefined);
     await slow.close();

@@ -103,7 +103,15 @@ describe("MCP peer matrix: server-everything upstream, VM agents, SDK clients of
     server = await startTestServer({ MCP_SERVERS_ALLOW_PRIVATE: "true", GATEWAY_RATE_LIMIT_RPM: "10000" });
     alice = (await registerUser(server)).token;
     bob = (await registerUser(server)).token;
-    expect((await server.request("/gateway/v1/mcp/servers", { method: "POST", headers: bearer(alice), json: { name: "everything", url: everything.url } })).body.health).toBe("healthy");
+    expect(
+      (
+        await server.request("/gateway/v1/mcp/servers", {
+          method: "POST",
+          headers: bearer(alice),
+          json: { name: "everything", url: everything.url },
+        })
+      ).body.health,
+    ).toBe("healthy");
     for (const [token, vmId, asked] of [
       [alice, "alice-vm", aliceAsked],
       [bob, "bob-vm", bobAsked],
@@ -125,14 +133,24 @@ describe("MCP peer matrix: server-everything upstream, VM agents, SDK clients of
 
   it("gives Alice's client everything's and her VM's resources, prompts, completions, tools, progress, sampling and elicitation", async () => {
     const mcp = await client(alice);
-    expect(mcp.getServerCapabilities()).toMatchObject({ tools: {}, logging: {}, resources: { subscribe: true, listChanged: true }, prompts: { listChanged: true }, completions: {} });
+    expect(mcp.getServerCapabilities()).toMatchObject({
+      tools: {},
+      logging: {},
+      resources: { subscribe: true, listChanged: true },
+      prompts: { listChanged: true },
+      completions: {},
+    });
 
     const { resources } = await mcp.listResources();
     const uris = resources.map((resource) => resource.uri);
     expect(uris).toContain("vm+alice-vm+file:///notes.txt");
     expect(uris.some((uri) => uri.startsWith("everything+demo://"))).toBe(true);
     expect(uris.some((uri) => uri.includes("bob-vm"))).toBe(false);
-    expect(resources.find((resource) => resource.uri === "vm+alice-vm+file:///notes.txt")).toMatchObject({ name: "notes", mimeType: "text/plain", _meta: { vm: "alice-vm", uri: "file:///notes.txt" } });
+    expect(resources.find((resource) => resource.uri === "vm+alice-vm+file:///notes.txt")).toMatchObject({
+      name: "notes",
+      mimeType: "text/plain",
+      _meta: { vm: "alice-vm", uri: "file:///notes.txt" },
+    });
     const { resourceTemplates } = await mcp.listResourceTemplates();
     expect(resourceTemplates.map((template) => template.uriTemplate)).toContain("everything+demo://resource/dynamic/text/{resourceId}");
 
@@ -153,15 +171,25 @@ describe("MCP peer matrix: server-everything upstream, VM agents, SDK clients of
     expect(prompt.messages[1]!.content).toMatchObject({ type: "resource_link", uri: "vm+alice-vm+file:///notes.txt" });
     expect(aliceAsked).toContainEqual({ method: "prompts/get", params: { path: "/etc/motd" } });
 
-    const completed = await mcp.complete({ ref: { type: "ref/prompt", name: "everything__completable-prompt" }, argument: { name: "department", value: "Eng" } });
+    const completed = await mcp.complete({
+      ref: { type: "ref/prompt", name: "everything__completable-prompt" },
+      argument: { name: "department", value: "Eng" },
+    });
     expect(completed.completion.values).toContain("Engineering");
 
     // Tools: the upstream's and the VM's, progress relayed, sampling and elicitation answered by this client.
-    expect(((await mcp.callTool({ name: "vm__alice-vm__whoami", arguments: {} })) as CallToolResult).content).toEqual([{ type: "text", text: "alice-vm" }]);
+    expect(((await mcp.callTool({ name: "vm__alice-vm__whoami", arguments: {} })) as CallToolResult).content).toEqual([
+      { type: "text", text: "alice-vm" },
+    ]);
     const progress: number[] = [];
-    await mcp.callTool({ name: "everything__trigger-long-running-operation", arguments: { duration: 0.2, steps: 2 } }, undefined, { onprogress: (update) => void progress.push(update.progress) });
+    await mcp.callTool({ name: "everything__trigger-long-running-operation", arguments: { duration: 0.2, steps: 2 } }, undefined, {
+      onprogress: (update) => void progress.push(update.progress),
+    });
     expect(progress).toEqual([1, 2]);
-    const sampling = (await mcp.callTool({ name: "everything__trigger-sampling-request", arguments: { prompt: "matrix" } })) as CallToolResult;
+    const sampling = (await mcp.callTool({
+      name: "everything__trigger-sampling-request",
+      arguments: { prompt: "matrix" },
+    })) as CallToolResult;
     expect(JSON.stringify(sampling.content)).toContain("sampled by the client");
     expect(sampled.at(-1)).toContain("matrix");
     const elicitation = (await mcp.callTool({ name: "everything__trigger-elicitation-request", arguments: {} })) as CallToolResult;
@@ -177,7 +205,11 @@ describe("MCP peer matrix: server-everything upstream, VM agents, SDK clients of
     expect((await mcp.listPrompts()).prompts.map((prompt) => prompt.name)).toEqual(["vm__bob-vm__summarize"]);
     expect((await mcp.readResource({ uri: "vm+bob-vm+file:///notes.txt" })).contents[0]).toMatchObject({ text: "notes of bob-vm" });
 
-    const failure = (promise: Promise<unknown>) => promise.then(() => undefined, (error: Error & { code: number }) => ({ code: error.code, message: error.message }));
+    const failure = (promise: Promise<unknown>) =>
+      promise.then(
+        () => undefined,
+        (error: Error & { code: number }) => ({ code: error.code, message: error.message }),
+      );
     const theirs = await failure(mcp.readResource({ uri: "vm+alice-vm+file:///notes.txt" }));
     const missing = await failure(mcp.readResource({ uri: "vm+nobody+file:///notes.txt" }));
     expect(theirs?.code).toBe(-32002);
@@ -217,14 +249,17 @@ describe("MCP peer matrix: server-everything upstream, VM agents, SDK clients of
       extra.stop();
       await running;
     }
-    await eventually(async () => !(await aliceClient.listResources()).resources.some((resource) => resource.uri.startsWith("vm+alice-vm-2+")));
+    await eventually(
+      async () => !(await aliceClient.listResources()).resources.some((resource) => resource.uri.startsWith("vm+alice-vm-2+")),
+    );
     expect(heard.bob).toEqual([]);
   });
 
   it("refuses a registration whose resources or prompts break the protocol's bounds, with -32602 saying which", async () => {
     const vm = await connectVm(vmSocketUrl(server.origin, "agent", { vmId: "bad-vm" }), alice);
     try {
-      const refused = (params: Record<string, unknown>) => vm.rpc.requestAdvanced({ jsonrpc: "2.0", id: Math.random(), method: "tools/register", params: { tools: [], ...params } });
+      const refused = (params: Record<string, unknown>) =>
+        vm.rpc.requestAdvanced({ jsonrpc: "2.0", id: Math.random(), method: "tools/register", params: { tools: [], ...params } });
       const badUri = await refused({ resources: [{ uri: "not a uri", name: "x" }] });
       expect(badUri.error).toMatchObject({ code: -32602, message: expect.stringContaining("uri must be an absolute URI") });
       const twice = await refused({ prompts: [{ name: "p" }, { name: "p" }] });

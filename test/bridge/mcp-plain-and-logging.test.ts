@@ -3,7 +3,12 @@ import { request as httpRequest } from "node:http";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
-import { CallToolRequestSchema, ListToolsRequestSchema, LoggingMessageNotificationSchema, type LoggingMessageNotification } from "@modelcontextprotocol/sdk/types.js";
+import {
+  CallToolRequestSchema,
+  ListToolsRequestSchema,
+  LoggingMessageNotificationSchema,
+  type LoggingMessageNotification,
+} from "@modelcontextprotocol/sdk/types.js";
 import { bearer, registerUser, startTestServer, type TestServer } from "../helpers/server.js";
 import { serveMcp, type UpstreamMcp } from "../helpers/upstream.js";
 import { eventually } from "../helpers/eventually.js";
@@ -13,7 +18,13 @@ function loggingUpstream(): Promise<UpstreamMcp> {
   return serveMcp(() => {
     const server = new Server({ name: "logger", version: "1.0.0" }, { capabilities: { tools: {}, logging: {} } });
     server.setRequestHandler(ListToolsRequestSchema, () => ({
-      tools: [{ name: "announce", description: "Logs a line", inputSchema: { type: "object", properties: { text: { type: "string" }, level: { type: "string" } } } }],
+      tools: [
+        {
+          name: "announce",
+          description: "Logs a line",
+          inputSchema: { type: "object", properties: { text: { type: "string" }, level: { type: "string" } } },
+        },
+      ],
     }));
     server.setRequestHandler(CallToolRequestSchema, async (request) => {
       const { text, level } = (request.params.arguments ?? {}) as { text: string; level?: "info" | "error" };
@@ -32,7 +43,11 @@ async function mcpClient(server: TestServer, token: string, received: LoggingMes
 }
 
 const post = (server: TestServer, token: string, body: unknown, accept = "application/json") =>
-  fetch(server.url("/bridge/mcp/"), { method: "POST", headers: { ...bearer(token), "content-type": "application/json", accept }, body: JSON.stringify(body) });
+  fetch(server.url("/bridge/mcp/"), {
+    method: "POST",
+    headers: { ...bearer(token), "content-type": "application/json", accept },
+    body: JSON.stringify(body),
+  });
 
 describe("MCP endpoint: plain JSON-RPC, logging, Host", () => {
   let server: TestServer;
@@ -46,7 +61,11 @@ describe("MCP endpoint: plain JSON-RPC, logging, Host", () => {
     server = await startTestServer({ MCP_SERVERS_ALLOW_PRIVATE: "true", GATEWAY_RATE_LIMIT_RPM: "10000" });
     alice = (await registerUser(server)).token;
     bob = (await registerUser(server)).token;
-    const registered = await server.request("/gateway/v1/mcp/servers", { method: "POST", headers: bearer(alice), json: { name: "loud", url: upstream.url } });
+    const registered = await server.request("/gateway/v1/mcp/servers", {
+      method: "POST",
+      headers: bearer(alice),
+      json: { name: "loud", url: upstream.url },
+    });
     expect(registered.status).toBe(201);
   });
   afterAll(async () => {
@@ -78,8 +97,18 @@ describe("MCP endpoint: plain JSON-RPC, logging, Host", () => {
     const bobs = await post(server, bob, { jsonrpc: "2.0", id: 1, method: "tools/list" });
     const names = ((await bobs.json()) as any).result.tools.map((tool: { name: string }) => tool.name);
     expect(names).not.toContain("loud__announce");
-    const call = await post(server, bob, { jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "loud__announce", arguments: { text: "x" } } });
-    const missing = await post(server, bob, { jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "nobody__announce", arguments: { text: "x" } } });
+    const call = await post(server, bob, {
+      jsonrpc: "2.0",
+      id: 2,
+      method: "tools/call",
+      params: { name: "loud__announce", arguments: { text: "x" } },
+    });
+    const missing = await post(server, bob, {
+      jsonrpc: "2.0",
+      id: 2,
+      method: "tools/call",
+      params: { name: "nobody__announce", arguments: { text: "x" } },
+    });
     expect(((await call.json()) as any).error).toEqual({ ...((await missing.json()) as any).error, message: expect.any(String) });
   });
 
@@ -130,6 +159,7 @@ describe("MCP endpoint: plain JSON-RPC, logging, Host", () => {
       expect(refused.status, path).toBe(403);
       expect(refused.body, path).toContain("evil.example");
     }
-    for (const host of ["localhost:1", "127.0.0.1", "[::1]:8080"]) expect((await withHost("/gateway/v1/auth/me", host)).status, host).toBe(200);
+    for (const host of ["localhost:1", "127.0.0.1", "[::1]:8080"])
+      expect((await withHost("/gateway/v1/auth/me", host)).status, host).toBe(200);
   });
 });

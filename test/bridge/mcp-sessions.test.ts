@@ -85,7 +85,13 @@ describe("MCP_MAX_SESSIONS_PER_USER over the real endpoint", () => {
 
     const stale = await fetch(server.url("/bridge/mcp/"), {
       method: "POST",
-      headers: { ...a, "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-session-id": first.sessionId, "mcp-protocol-version": "2025-11-25" },
+      headers: {
+        ...a,
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        "mcp-session-id": first.sessionId,
+        "mcp-protocol-version": "2025-11-25",
+      },
       body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: {} }),
     });
     expect(stale.status).toBe(404);

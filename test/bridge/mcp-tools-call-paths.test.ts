@@ -11,7 +11,11 @@ function upstreamServer(): Promise<UpstreamMcp> {
   return serveMcp(() => {
     const server = new Server({ name: "paths", version: "1.0.0" }, { capabilities: { tools: {} } });
     server.setRequestHandler(ListToolsRequestSchema, () => ({
-      tools: ["echo", "refuse"].map((name) => ({ name, description: name, inputSchema: { type: "object", properties: { text: { type: "string" } }, required: ["text"] } })),
+      tools: ["echo", "refuse"].map((name) => ({
+        name,
+        description: name,
+        inputSchema: { type: "object", properties: { text: { type: "string" } }, required: ["text"] },
+      })),
     }));
     server.setRequestHandler(CallToolRequestSchema, async (request) => {
       const { text } = request.params.arguments as { text: string };
@@ -39,12 +43,19 @@ describe("MCP tools/call: the direct answer and the SDK path agree", () => {
     server = await startTestServer({ MCP_SERVERS_ALLOW_PRIVATE: "true", GATEWAY_RATE_LIMIT_RPM: "10000" });
     alice = (await registerUser(server)).token;
     bob = (await registerUser(server)).token;
-    const registered = await server.request("/gateway/v1/mcp/servers", { method: "POST", headers: bearer(alice), json: { name: "paths", url: upstream.url } });
+    const registered = await server.request("/gateway/v1/mcp/servers", {
+      method: "POST",
+      headers: bearer(alice),
+      json: { name: "paths", url: upstream.url },
+    });
     expect(registered.status).toBe(201);
     const client = new Client({ name: "test", version: "1.0.0" });
     const transport = new StreamableHTTPClientTransport(new URL(server.url("/bridge/mcp/")), { requestInit: { headers: bearer(alice) } });
     await client.connect(transport);
-    session = { client, headers: { "mcp-session-id": transport.sessionId!, "mcp-protocol-version": transport.protocolVersion ?? "2025-11-25" } };
+    session = {
+      client,
+      headers: { "mcp-session-id": transport.sessionId!, "mcp-protocol-version": transport.protocolVersion ?? "2025-11-25" },
+    };
   });
   afterAll(async () => {
     await session.client.close().catch(() => undefined);
@@ -68,7 +79,12 @@ describe("MCP tools/call: the direct answer and the SDK path agree", () => {
     const answer = await post(token, [body], headers);
     return Array.isArray(answer) ? answer[0] : answer;
   };
-  const call = (id: number, name: string, args: unknown) => ({ jsonrpc: "2.0", id, method: "tools/call", params: { name, arguments: args } });
+  const call = (id: number, name: string, args: unknown) => ({
+    jsonrpc: "2.0",
+    id,
+    method: "tools/call",
+    params: { name, arguments: args },
+  });
 
   const cases: [string, string, unknown][] = [
     ["an upstream tool's result", "paths__echo", { text: "hi" }],

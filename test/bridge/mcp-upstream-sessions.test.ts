@@ -50,8 +50,20 @@ function prober(seen: Seen[]): Promise<UpstreamMcp> {
     const ask = async (related: boolean, sendRequest: (request: never, schema: never) => Promise<unknown>) => {
       const who = me.client;
       const requests = [
-        [{ method: "sampling/createMessage", params: { messages: [{ role: "user", content: { type: "text", text: `for ${who}` } }], maxTokens: 5 } }, CreateMessageResultSchema],
-        [{ method: "elicitation/create", params: { message: `for ${who}`, requestedSchema: { type: "object", properties: { who: { type: "string" } } } } }, ElicitResultSchema],
+        [
+          {
+            method: "sampling/createMessage",
+            params: { messages: [{ role: "user", content: { type: "text", text: `for ${who}` } }], maxTokens: 5 },
+          },
+          CreateMessageResultSchema,
+        ],
+        [
+          {
+            method: "elicitation/create",
+            params: { message: `for ${who}`, requestedSchema: { type: "object", properties: { who: { type: "string" } } } },
+          },
+          ElicitResultSchema,
+        ],
         [{ method: "roots/list" }, ListRootsResultSchema],
       ] as const;
       for (const [request, schema] of requests) {
@@ -101,7 +113,10 @@ function prober(seen: Seen[]): Promise<UpstreamMcp> {
 
 /** A client that answers everything with its own name, and records what it was asked. */
 async function capableClient(origin: string, path: string, token: string, name: string) {
-  const client = new Client({ name, version: "1.0.0" }, { capabilities: { sampling: {}, elicitation: { form: {} }, roots: { listChanged: true } } });
+  const client = new Client(
+    { name, version: "1.0.0" },
+    { capabilities: { sampling: {}, elicitation: { form: {} }, roots: { listChanged: true } } },
+  );
   const asked: string[] = [];
   const logs: LoggingMessageNotification["params"][] = [];
   client.setRequestHandler(CreateMessageRequestSchema, (request) => {
@@ -142,7 +157,9 @@ function expectIsolated(seen: Seen[], clients: Capable[]) {
 
 /** Runs both clients' probes at once and checks each got (only) its own requests. */
 async function probeBoth(seen: Seen[], clients: Capable[], prefix: string) {
-  const results = (await Promise.all(clients.map(({ client }) => client.callTool({ name: `${prefix}probe`, arguments: {} })))) as CallToolResult[];
+  const results = (await Promise.all(
+    clients.map(({ client }) => client.callTool({ name: `${prefix}probe`, arguments: {} })),
+  )) as CallToolResult[];
   results.forEach((result, index) => {
     expect(result.isError).toBeFalsy();
     expect(result.content).toEqual([{ type: "text", text: `probed ${clients[index]!.name}` }]);
@@ -186,14 +203,30 @@ describe("MCP: upstream sessions that follow the client's (one instance)", () =>
 
   beforeAll(async () => {
     upstream = await prober(seen);
-    server = await startTestServer({ MCP_SERVERS_ALLOW_PRIVATE: "true", GATEWAY_RATE_LIMIT_RPM: "100000", MCP_UPSTREAM_SESSIONS_PER_USER: "3" });
+    server = await startTestServer({
+      MCP_SERVERS_ALLOW_PRIVATE: "true",
+      GATEWAY_RATE_LIMIT_RPM: "100000",
+      MCP_UPSTREAM_SESSIONS_PER_USER: "3",
+    });
     alice = (await registerUser(server)).token;
     bob = (await registerUser(server)).token;
     // Shared by the operators: one connection serves both tenants' plain clients.
     const repo = server.bridge.upstream.repo;
-    await repo.create({ name: "prober", url: upstream.url, headers: {}, category: "mcp", createdBy: "operator", tenantId: null, createdAt: new Date().toISOString() });
+    await repo.create({
+      name: "prober",
+      url: upstream.url,
+      headers: {},
+      category: "mcp",
+      createdBy: "operator",
+      tenantId: null,
+      createdAt: new Date().toISOString(),
+    });
     await repo.announce({ op: "added", tenantId: null, name: "prober", from: "operator" });
-    await eventually(async () => (await server.request("/gateway/v1/mcp/tools", { headers: bearer(alice) })).body.tools.some((tool: { name: string }) => tool.name === "prober__probe"));
+    await eventually(async () =>
+      (await server.request("/gateway/v1/mcp/tools", { headers: bearer(alice) })).body.tools.some(
+        (tool: { name: string }) => tool.name === "prober__probe",
+      ),
+    );
   });
   afterAll(async () => {
     await Promise.all(open.map((client) => client.close().catch(() => undefined)));
@@ -203,20 +236,29 @@ describe("MCP: upstream sessions that follow the client's (one instance)", () =>
 
   it("gives each capable client its own upstream session on the server's endpoint; every request reaches only its client", async () => {
     const before = seen.length;
-    const clients = [await capableClient(server.origin, "/bridge/mcp/servers/prober/", alice, "alice-app"), await capableClient(server.origin, "/bridge/mcp/servers/prober/", bob, "bob-app")];
+    const clients = [
+      await capableClient(server.origin, "/bridge/mcp/servers/prober/", alice, "alice-app"),
+      await capableClient(server.origin, "/bridge/mcp/servers/prober/", bob, "bob-app"),
+    ];
     open.push(...clients.map(({ client }) => client));
     await probeBoth(seen, clients, "");
     // Two upstream sessions of their own, besides the shared connection opened at registration.
     expect(seen.length - before).toBe(2);
     expect(server.bridge.upstream.ownSessions).toBe(2);
     // Log messages of a client's upstream session reach that client only.
-    await eventually(() => clients.every(({ logs }) => logs.some((log) => log.data === `probing ${clients.find((c) => c.logs === logs)!.name}`)));
-    for (const { logs, name } of clients) expect(logs.filter((log) => String(log.data).startsWith("probing ")).map((log) => log.data)).toEqual([`probing ${name}`]);
+    await eventually(() =>
+      clients.every(({ logs }) => logs.some((log) => log.data === `probing ${clients.find((c) => c.logs === logs)!.name}`)),
+    );
+    for (const { logs, name } of clients)
+      expect(logs.filter((log) => String(log.data).startsWith("probing ")).map((log) => log.data)).toEqual([`probing ${name}`]);
     expect(clients[0]!.logs.find((log) => log.data === "probing alice-app")?.logger).toBe("probe");
   });
 
   it("does the same on the catalog endpoint for that server's tools, and forwards logging/setLevel", async () => {
-    const clients = [await capableClient(server.origin, "/bridge/mcp/", alice, "alice-catalog"), await capableClient(server.origin, "/bridge/mcp/", bob, "bob-catalog")];
+    const clients = [
+      await capableClient(server.origin, "/bridge/mcp/", alice, "alice-catalog"),
+      await capableClient(server.origin, "/bridge/mcp/", bob, "bob-catalog"),
+    ];
     open.push(...clients.map(({ client }) => client));
     await clients[0]!.client.setLoggingLevel("warning");
     await probeBoth(seen, clients, "prober__");
@@ -273,7 +315,15 @@ describe("MCP: upstream sessions across two instances on Redis", () => {
     upstream = await prober(seen);
     [a, b] = await Promise.all([startTestServer(env), startTestServer(env)]);
     const repo = a.bridge.upstream.repo;
-    await repo.create({ name: "prober", url: upstream.url, headers: {}, category: "mcp", createdBy: "operator", tenantId: null, createdAt: new Date().toISOString() });
+    await repo.create({
+      name: "prober",
+      url: upstream.url,
+      headers: {},
+      category: "mcp",
+      createdBy: "operator",
+      tenantId: null,
+      createdAt: new Date().toISOString(),
+    });
     await repo.announce({ op: "added", tenantId: null, name: "prober", from: "operator" });
   });
   afterAll(async () => {
@@ -290,9 +340,18 @@ describe("MCP: upstream sessions across two instances on Redis", () => {
       [a, alice],
       [b, bob],
     ] as const) {
-      await eventually(async () => (await instance.request("/gateway/v1/mcp/tools", { headers: bearer(token) })).body.tools.some((tool: { name: string }) => tool.name === "prober__probe"), 10_000);
+      await eventually(
+        async () =>
+          (await instance.request("/gateway/v1/mcp/tools", { headers: bearer(token) })).body.tools.some(
+            (tool: { name: string }) => tool.name === "prober__probe",
+          ),
+        10_000,
+      );
     }
-    const clients = [await capableClient(a.origin, "/bridge/mcp/servers/prober/", alice, "alice-on-a"), await capableClient(b.origin, "/bridge/mcp/servers/prober/", bob, "bob-on-b")];
+    const clients = [
+      await capableClient(a.origin, "/bridge/mcp/servers/prober/", alice, "alice-on-a"),
+      await capableClient(b.origin, "/bridge/mcp/servers/prober/", bob, "bob-on-b"),
+    ];
     open.push(...clients.map(({ client }) => client));
     await probeBoth(seen, clients, "");
     expect(a.bridge.upstream.ownSessions).toBe(1);

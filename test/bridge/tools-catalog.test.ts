@@ -24,7 +24,13 @@ describe("tool catalog over REST", () => {
         return { content: [{ type: "text", text: `n=${args.n}` }] };
       },
     });
-    await vm.register([{ name: "count", inputSchema: { type: "object", properties: { n: { type: "integer", minimum: 0 } }, required: ["n"] }, category: "vmcat" }]);
+    await vm.register([
+      {
+        name: "count",
+        inputSchema: { type: "object", properties: { n: { type: "integer", minimum: 0 } }, required: ["n"] },
+        category: "vmcat",
+      },
+    ]);
   });
   afterAll(async () => {
     await vm.close();
@@ -57,19 +63,35 @@ describe("tool catalog over REST", () => {
   });
 
   it("executes a tool, refusing bad args with 400 before it runs and unknown tools with 404", async () => {
-    const ok = await server.request("/gateway/v1/mcp/tools/execute?tool=calculator", { method: "POST", headers, json: { args: { expression: "2 ^ 10" } } });
+    const ok = await server.request("/gateway/v1/mcp/tools/execute?tool=calculator", {
+      method: "POST",
+      headers,
+      json: { args: { expression: "2 ^ 10" } },
+    });
     expect(ok.status).toBe(200);
     expect(ok.body.content[0].text).toBe("1024");
 
-    const vmOk = await server.request("/gateway/v1/mcp/tools/execute?tool=vm__catalog-vm__count", { method: "POST", headers, json: { args: { n: 3 } } });
+    const vmOk = await server.request("/gateway/v1/mcp/tools/execute?tool=vm__catalog-vm__count", {
+      method: "POST",
+      headers,
+      json: { args: { n: 3 } },
+    });
     expect(vmOk.body.content).toEqual([{ type: "text", text: "n=3" }]);
     expect(vmCalls).toBe(1);
 
-    const bad = await server.request("/gateway/v1/mcp/tools/execute?tool=vm__catalog-vm__count", { method: "POST", headers, json: { args: { n: -1 } } });
+    const bad = await server.request("/gateway/v1/mcp/tools/execute?tool=vm__catalog-vm__count", {
+      method: "POST",
+      headers,
+      json: { args: { n: -1 } },
+    });
     expect(bad.status).toBe(400);
     expect(bad.body.error.code).toBe("VALIDATION_FAILED");
     expect(bad.body.error.details.issues).toEqual([{ path: "n", message: "must be >= 0" }]);
-    const missingArg = await server.request("/gateway/v1/mcp/tools/execute?tool=calculator", { method: "POST", headers, json: { args: {} } });
+    const missingArg = await server.request("/gateway/v1/mcp/tools/execute?tool=calculator", {
+      method: "POST",
+      headers,
+      json: { args: {} },
+    });
     expect(missingArg.status).toBe(400);
     expect(missingArg.body.error.details.issues).toEqual([{ path: "expression", message: "is required" }]);
     expect(vmCalls).toBe(1); // never reached the VM
@@ -82,7 +104,11 @@ describe("tool catalog over REST", () => {
 
   it("keeps another tenant away from a VM's tools: not listed, same 404 as an unknown tool", async () => {
     const stranger = await registerUser(server);
-    const res = await server.request("/gateway/v1/mcp/tools/execute?tool=vm__catalog-vm__count", { method: "POST", headers: bearer(stranger.token), json: { args: { n: 1 } } });
+    const res = await server.request("/gateway/v1/mcp/tools/execute?tool=vm__catalog-vm__count", {
+      method: "POST",
+      headers: bearer(stranger.token),
+      json: { args: { n: 1 } },
+    });
     expect(res.status).toBe(404);
     expect(res.body.error.message).toBe("Unknown tool: vm__catalog-vm__count");
     // Nor are they listed to it, over REST or MCP.
@@ -91,7 +117,9 @@ describe("tool catalog over REST", () => {
     expect(listed.body.tools.map((tool: { name: string }) => tool.name)).toContain("calculator");
     expect((await server.request("/gateway/v1/mcp/tools/vm__catalog-vm__count", { headers: bearer(stranger.token) })).status).toBe(404);
     const client = new Client({ name: "stranger", version: "1.0.0" });
-    await client.connect(new StreamableHTTPClientTransport(new URL(server.url("/bridge/mcp/")), { requestInit: { headers: bearer(stranger.token) } }));
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(server.url("/bridge/mcp/")), { requestInit: { headers: bearer(stranger.token) } }),
+    );
     try {
       const names = (await client.listTools()).tools.map((tool) => tool.name);
       expect(names).toContain("calculator");
@@ -109,7 +137,8 @@ describe("tool catalog over REST", () => {
     expect(viaSession.status).toBe(200);
     expect(viaSession.body.tools.map((tool: { name: string }) => tool.name)).toContain("calculator");
 
-    const key = (await server.request("/gateway/v1/auth/keys", { method: "POST", headers, json: { name: "bridge", description: "" } })).body.key as string;
+    const key = (await server.request("/gateway/v1/auth/keys", { method: "POST", headers, json: { name: "bridge", description: "" } })).body
+      .key as string;
     expect(key).toMatch(/^sk_/);
     expect((await server.request("/bridge/v1/mcp/tools", { headers: bearer(key) })).status).toBe(200);
     expect((await server.request("/bridge/v1/mcp/tools", { headers: { "x-api-key": key } })).status).toBe(200);
@@ -123,10 +152,13 @@ describe("tool catalog over REST", () => {
   });
 
   it("lets MCP clients in with an sk_ key and with PLATFORM_SERVICE_KEY", async () => {
-    const key = (await server.request("/gateway/v1/auth/keys", { method: "POST", headers, json: { name: "mcp", description: "" } })).body.key as string;
+    const key = (await server.request("/gateway/v1/auth/keys", { method: "POST", headers, json: { name: "mcp", description: "" } })).body
+      .key as string;
     for (const credential of [key, SERVICE_KEY]) {
       const client = new Client({ name: "key-client", version: "1.0.0" });
-      await client.connect(new StreamableHTTPClientTransport(new URL(server.url("/bridge/mcp/mcp/")), { requestInit: { headers: bearer(credential) } }));
+      await client.connect(
+        new StreamableHTTPClientTransport(new URL(server.url("/bridge/mcp/mcp/")), { requestInit: { headers: bearer(credential) } }),
+      );
       try {
         const result = (await client.callTool({ name: "calculator", arguments: { expression: "1 + 1" } })) as CallToolResult;
         expect((result.content[0] as { text: string }).text).toBe("2");
@@ -136,7 +168,9 @@ describe("tool catalog over REST", () => {
     }
     // The service key reaches VM tools of any tenant (internal services act for them).
     const client = new Client({ name: "service", version: "1.0.0" });
-    await client.connect(new StreamableHTTPClientTransport(new URL(server.url("/bridge/mcp/")), { requestInit: { headers: bearer(SERVICE_KEY) } }));
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(server.url("/bridge/mcp/")), { requestInit: { headers: bearer(SERVICE_KEY) } }),
+    );
     try {
       const result = (await client.callTool({ name: "vm__catalog-vm__count", arguments: { n: 9 } })) as CallToolResult;
       expect(result.content).toEqual([{ type: "text", text: "n=9" }]);
@@ -154,10 +188,20 @@ describe("GATEWAY_RATE_LIMIT_RPM on the MCP endpoint", () => {
       const post = (body: unknown, sessionId?: string) =>
         fetch(server.url("/bridge/mcp/"), {
           method: "POST",
-          headers: { ...bearer(token), accept: "application/json, text/event-stream", "content-type": "application/json", ...(sessionId ? { "mcp-session-id": sessionId } : {}) },
+          headers: {
+            ...bearer(token),
+            accept: "application/json, text/event-stream",
+            "content-type": "application/json",
+            ...(sessionId ? { "mcp-session-id": sessionId } : {}),
+          },
           body: JSON.stringify(body),
         });
-      const init = await post({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "rl", version: "1" } } });
+      const init = await post({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "initialize",
+        params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "rl", version: "1" } },
+      });
       const sessionId = init.headers.get("mcp-session-id")!;
       expect(init.status).toBe(200);
       expect((await post({ jsonrpc: "2.0", method: "notifications/initialized" }, sessionId)).status).toBe(202);

@@ -88,8 +88,12 @@ describe.each(["memory", "redis"] as const)("upstream MCP servers belong to a te
       mcpList: (await client.listTools()).tools.map((entry) => entry.name),
       mcpCall,
       route: same(await post("/gateway/v1/mcp/route", { input: "polish quartz crystals", preferredMcp: "quartzco" })),
-      routerTools: (await server.request("/gateway/v1/mcp/router/tools", { headers: b })).body.tools.map((entry: { name: string }) => entry.name),
-      plan: (await post("/gateway/v1/mcp/plan", { input: "polish quartz crystals", preferredMcp: "quartzco" })).body.steps.map((step: { tool: string }) => step.tool),
+      routerTools: (await server.request("/gateway/v1/mcp/router/tools", { headers: b })).body.tools.map(
+        (entry: { name: string }) => entry.name,
+      ),
+      plan: (await post("/gateway/v1/mcp/plan", { input: "polish quartz crystals", preferredMcp: "quartzco" })).body.steps.map(
+        (step: { tool: string }) => step.tool,
+      ),
       execute: same(await post("/gateway/v1/mcp/execute", { steps: [{ tool: "quartzco__quartz", args: { message: "x" } }] })),
       ask: same(await post("/gateway/v1/mcp/ask", { input: "polish quartz crystals", preferredMcp: "quartzco", approve: true })),
       agent: same(await post("/gateway/v1/agents", { name: "thief", model: "echo-1", tools: ["quartzco__quartz"] })),
@@ -123,22 +127,42 @@ describe.each(["memory", "redis"] as const)("upstream MCP servers belong to a te
     const listed = await server.request("/gateway/v1/mcp/servers", { headers: a });
     expect(listed.body.servers.map((entry: { name: string }) => entry.name)).toEqual(["quartzco"]);
     expect(JSON.stringify(listed.body)).not.toContain("upstream-secret-of-A");
-    const run = await server.request("/gateway/v1/mcp/tools/execute?tool=quartzco__quartz", { method: "POST", headers: a, json: { args: { message: "mine" } } });
+    const run = await server.request("/gateway/v1/mcp/tools/execute?tool=quartzco__quartz", {
+      method: "POST",
+      headers: a,
+      json: { args: { message: "mine" } },
+    });
     expect(run.body.content).toEqual([{ type: "text", text: "A: mine" }]);
     const aClient = await mcp(a);
     expect((await aClient.listTools()).tools.map((entry) => entry.name)).toContain("quartzco__quartz");
-    expect(((await aClient.callTool({ name: "quartzco__quartz", arguments: { message: "m" } })) as CallToolResult).content).toEqual([{ type: "text", text: "A: m" }]);
+    expect(((await aClient.callTool({ name: "quartzco__quartz", arguments: { message: "m" } })) as CallToolResult).content).toEqual([
+      { type: "text", text: "A: m" },
+    ]);
     const routed = await server.request("/gateway/v1/mcp/route", { method: "POST", headers: a, json: { input: "polish quartz crystals" } });
     expect(routed.body).toMatchObject({ server: "quartzco", tool: "quartzco__quartz" });
-    const agent = await server.request("/gateway/v1/agents", { method: "POST", headers: a, json: { name: "polisher", model: "echo-1", tools: ["quartzco__quartz"] } });
+    const agent = await server.request("/gateway/v1/agents", {
+      method: "POST",
+      headers: a,
+      json: { name: "polisher", model: "echo-1", tools: ["quartzco__quartz"] },
+    });
     expect(agent.status).toBe(201);
   });
 
   it("keeps names unique per tenant: two tenants each have `docs`, and each sees and calls its own", async () => {
-    const mine = await server.request("/gateway/v1/mcp/servers", { method: "POST", headers: a, json: { name: "docs", url: upstreamA.url } });
-    const theirs = await server.request("/gateway/v1/mcp/servers", { method: "POST", headers: b, json: { name: "docs", url: upstreamB.url } });
+    const mine = await server.request("/gateway/v1/mcp/servers", {
+      method: "POST",
+      headers: a,
+      json: { name: "docs", url: upstreamA.url },
+    });
+    const theirs = await server.request("/gateway/v1/mcp/servers", {
+      method: "POST",
+      headers: b,
+      json: { name: "docs", url: upstreamB.url },
+    });
     expect([mine.status, theirs.status]).toEqual([201, 201]);
-    expect((await server.request("/gateway/v1/mcp/servers", { method: "POST", headers: a, json: { name: "docs", url: upstreamB.url } })).status).toBe(409);
+    expect(
+      (await server.request("/gateway/v1/mcp/servers", { method: "POST", headers: a, json: { name: "docs", url: upstreamB.url } })).status,
+    ).toBe(409);
 
     const call = (headers: Record<string, string>) =>
       server.request("/gateway/v1/mcp/tools/execute?tool=docs__echo", { method: "POST", headers, json: { args: { message: "hi" } } });
@@ -146,7 +170,9 @@ describe.each(["memory", "redis"] as const)("upstream MCP servers belong to a te
     expect((await call(b)).body.content).toEqual([{ type: "text", text: "B: hi" }]);
     const bList = await server.request("/gateway/v1/mcp/servers", { headers: b });
     expect(bList.body.servers).toEqual([expect.objectContaining({ name: "docs", url: upstreamB.url })]);
-    const bTools = (await server.request("/gateway/v1/mcp/tools?category=mcp", { headers: b })).body.tools.map((entry: { name: string }) => entry.name);
+    const bTools = (await server.request("/gateway/v1/mcp/tools?category=mcp", { headers: b })).body.tools.map(
+      (entry: { name: string }) => entry.name,
+    );
     expect(bTools).toEqual(["docs__echo"]);
 
     // Deleting is per tenant too: B's delete removes B's docs only.
@@ -161,9 +187,15 @@ describe.each(["memory", "redis"] as const)("upstream MCP servers belong to a te
     const missing = await server.request(`/gateway/v1/mcp/servers?tenantId=ten_missing`, { headers: b });
     expect(list.status).toBe(404);
     expect(same(list).body.error.code).toBe(same(missing).body.error.code);
-    const register = await server.request("/gateway/v1/mcp/servers", { method: "POST", headers: b, json: { name: "sneaky", url: upstreamB.url, tenantId: aTenant } });
+    const register = await server.request("/gateway/v1/mcp/servers", {
+      method: "POST",
+      headers: b,
+      json: { name: "sneaky", url: upstreamB.url, tenantId: aTenant },
+    });
     expect(register.status).toBe(404);
-    expect((await server.request("/gateway/v1/mcp/servers", { headers: a })).body.servers.map((entry: { name: string }) => entry.name)).toEqual(["quartzco"]);
+    expect(
+      (await server.request("/gateway/v1/mcp/servers", { headers: a })).body.servers.map((entry: { name: string }) => entry.name),
+    ).toEqual(["quartzco"]);
   });
 
   it("keeps tenants' server names out of the public /bridge/health", async () => {
@@ -193,7 +225,12 @@ describe("servers an operator shares with every tenant (npm run admin, Redis)", 
 
   async function admin(...args: string[]) {
     // The admin command as scripts/admin.ts runs it: its own services on the same storage.
-    const config = loadConfig({ ...env, GATEWAY_JWT_SECRET: TEST_JWT_SECRET, DATA_ENCRYPTION_SECRET: TEST_DATA_SECRET, LOG_LEVEL: "silent" });
+    const config = loadConfig({
+      ...env,
+      GATEWAY_JWT_SECRET: TEST_JWT_SECRET,
+      DATA_ENCRYPTION_SECRET: TEST_DATA_SECRET,
+      LOG_LEVEL: "silent",
+    });
     const services = await compose(config, createLogger("silent"), noTools);
     try {
       return await runAdmin(args, services);
@@ -204,7 +241,15 @@ describe("servers an operator shares with every tenant (npm run admin, Redis)", 
 
   it("lists a shared server's tools for every tenant; tenants cannot delete it or take its name", async () => {
     process.env.SHARED_UPSTREAM_TOKEN = "shared-upstream-token";
-    const added = (await admin("add-mcp-server", "--name", "team", "--url", upstream.url, "--header-env", "Authorization=SHARED_UPSTREAM_TOKEN")) as Record<string, unknown>;
+    const added = (await admin(
+      "add-mcp-server",
+      "--name",
+      "team",
+      "--url",
+      upstream.url,
+      "--header-env",
+      "Authorization=SHARED_UPSTREAM_TOKEN",
+    )) as Record<string, unknown>;
     expect(added).toMatchObject({ name: "team", shared: true, headers: ["Authorization"] });
     expect(JSON.stringify(added)).not.toContain("shared-upstream-token");
 
@@ -212,7 +257,11 @@ describe("servers an operator shares with every tenant (npm run admin, Redis)", 
     const b = bearer((await registerUser(server)).token);
     for (const headers of [a, b]) {
       await eventually(async () => (await server.request("/gateway/v1/mcp/tools/team__echo", { headers })).status === 200);
-      const call = await server.request("/gateway/v1/mcp/tools/execute?tool=team__echo", { method: "POST", headers, json: { args: { message: "all" } } });
+      const call = await server.request("/gateway/v1/mcp/tools/execute?tool=team__echo", {
+        method: "POST",
+        headers,
+        json: { args: { message: "all" } },
+      });
       expect(call.body.content).toEqual([{ type: "text", text: "shared: all" }]);
       const listed = await server.request("/gateway/v1/mcp/servers", { headers });
       expect(listed.body.servers).toEqual([expect.objectContaining({ name: "team", shared: true })]);
@@ -226,8 +275,12 @@ describe("servers an operator shares with every tenant (npm run admin, Redis)", 
     }
     expect(upstream.requestHeaders.at(-1)?.authorization).toBe("shared-upstream-token");
     expect((await server.request("/gateway/v1/mcp/servers/team", { method: "DELETE", headers: a })).status).toBe(403);
-    expect((await server.request("/gateway/v1/mcp/servers", { method: "POST", headers: b, json: { name: "team", url: upstream.url } })).status).toBe(409);
-    expect((await server.request("/bridge/health")).body.mcpServers).toEqual([expect.objectContaining({ name: "team", health: "healthy" })]);
+    expect(
+      (await server.request("/gateway/v1/mcp/servers", { method: "POST", headers: b, json: { name: "team", url: upstream.url } })).status,
+    ).toBe(409);
+    expect((await server.request("/bridge/health")).body.mcpServers).toEqual([
+      expect.objectContaining({ name: "team", health: "healthy" }),
+    ]);
 
     expect(await admin("list-mcp-servers")).toEqual([expect.objectContaining({ name: "team", headers: ["Authorization"] })]);
     await expect(admin("add-mcp-server", "--name", "team", "--url", upstream.url)).rejects.toThrow(/already shared/);

@@ -11,7 +11,11 @@ import { eventually } from "../helpers/eventually.js";
 import { watchListChanged } from "../helpers/mcp.js";
 
 const echoTool = (label: string): ScriptedTool => ({
-  tool: { name: "echo", description: `echo from ${label}`, inputSchema: { type: "object", properties: { message: { type: "string" } }, required: ["message"] } },
+  tool: {
+    name: "echo",
+    description: `echo from ${label}`,
+    inputSchema: { type: "object", properties: { message: { type: "string" } }, required: ["message"] },
+  },
   run: (args) => ({ content: [{ type: "text", text: `${label}: ${String(args.message)}` }] }),
 });
 const slowTool: ScriptedTool = {
@@ -28,7 +32,12 @@ describe("upstream MCP servers", () => {
 
   beforeAll(async () => {
     [everything, scripted] = await Promise.all([serveEverything(), serveScripted([echoTool("scripted"), slowTool])]);
-    server = await startTestServer({ MCP_SERVERS_ALLOW_PRIVATE: "true", GATEWAY_TIMEOUT_SECONDS: "1", GATEWAY_MAX_RETRIES: "0", GATEWAY_RATE_LIMIT_RPM: "10000" });
+    server = await startTestServer({
+      MCP_SERVERS_ALLOW_PRIVATE: "true",
+      GATEWAY_TIMEOUT_SECONDS: "1",
+      GATEWAY_MAX_RETRIES: "0",
+      GATEWAY_RATE_LIMIT_RPM: "10000",
+    });
     headers = bearer((await registerUser(server)).token);
   });
   afterAll(async () => {
@@ -46,7 +55,11 @@ describe("upstream MCP servers", () => {
   }
 
   it("registers server-everything: its tools join the catalog namespaced, over REST and MCP", async () => {
-    const created = await server.request("/gateway/v1/mcp/servers", { method: "POST", headers, json: { name: "everything", url: everything.url, headers: { "x-upstream-secret": "s3cret" } } });
+    const created = await server.request("/gateway/v1/mcp/servers", {
+      method: "POST",
+      headers,
+      json: { name: "everything", url: everything.url, headers: { "x-upstream-secret": "s3cret" } },
+    });
     expect(created.status).toBe(201);
     expect(created.body).toMatchObject({ name: "everything", health: "healthy", lastError: null, headers: ["x-upstream-secret"] });
     expect(created.body.tools).toEqual(expect.arrayContaining(["everything__echo", "everything__get-sum"]));
@@ -60,7 +73,11 @@ describe("upstream MCP servers", () => {
     expect(tools.body.tools.every((tool: { source: string }) => tool.source === "mcp")).toBe(true);
     expect(tools.body.tools.map((tool: { name: string }) => tool.name)).toContain("everything__echo");
 
-    const viaRest = await server.request("/gateway/v1/mcp/tools/execute?tool=everything__echo", { method: "POST", headers, json: { args: { message: "over REST" } } });
+    const viaRest = await server.request("/gateway/v1/mcp/tools/execute?tool=everything__echo", {
+      method: "POST",
+      headers,
+      json: { args: { message: "over REST" } },
+    });
     expect(viaRest.status).toBe(200);
     expect(viaRest.body.content).toEqual([{ type: "text", text: "Echo: over REST" }]);
 
@@ -73,10 +90,18 @@ describe("upstream MCP servers", () => {
   });
 
   it("keeps two servers' same-named tools apart", async () => {
-    const created = await server.request("/gateway/v1/mcp/servers", { method: "POST", headers, json: { name: "scripted", url: scripted.url, category: "scripted" } });
+    const created = await server.request("/gateway/v1/mcp/servers", {
+      method: "POST",
+      headers,
+      json: { name: "scripted", url: scripted.url, category: "scripted" },
+    });
     expect(created.status).toBe(201);
     expect(created.body.health).toBe("healthy");
-    const duplicate = await server.request("/gateway/v1/mcp/servers", { method: "POST", headers, json: { name: "scripted", url: scripted.url } });
+    const duplicate = await server.request("/gateway/v1/mcp/servers", {
+      method: "POST",
+      headers,
+      json: { name: "scripted", url: scripted.url },
+    });
     expect(duplicate.status).toBe(409);
 
     const client = await mcpClient();
@@ -94,7 +119,11 @@ describe("upstream MCP servers", () => {
     const client = await mcpClient();
     const listChanged = await watchListChanged(client, server.bridge.catalog);
     const seen = listChanged.count();
-    await scripted.setTools([echoTool("scripted"), slowTool, { ...echoTool("scripted"), tool: { ...echoTool("scripted").tool, name: "added_later" } }]);
+    await scripted.setTools([
+      echoTool("scripted"),
+      slowTool,
+      { ...echoTool("scripted"), tool: { ...echoTool("scripted").tool, name: "added_later" } },
+    ]);
     await eventually(async () => (await server.request("/gateway/v1/mcp/tools/scripted__added_later", { headers })).status === 200);
     await eventually(() => listChanged.count() > seen);
     expect((await client.listTools()).tools.map((tool) => tool.name)).toContain("scripted__added_later");
@@ -111,7 +140,11 @@ describe("upstream MCP servers", () => {
   });
 
   it("registers a server that is down as unhealthy, with the reason; public /bridge/health only counts tenants' servers", async () => {
-    const down = await server.request("/gateway/v1/mcp/servers", { method: "POST", headers, json: { name: "down", url: "http://127.0.0.1:9/mcp" } });
+    const down = await server.request("/gateway/v1/mcp/servers", {
+      method: "POST",
+      headers,
+      json: { name: "down", url: "http://127.0.0.1:9/mcp" },
+    });
     expect(down.status).toBe(201);
     expect(down.body.health).toBe("unhealthy");
     expect(down.body.lastError).toMatch(/ECONNREFUSED|fetch failed/);
@@ -138,9 +171,15 @@ describe("upstream MCP servers", () => {
 
   it("marks a server that went away unhealthy and fails its calls with 502", async () => {
     const gone = await serveScripted([echoTool("gone")]);
-    expect((await server.request("/gateway/v1/mcp/servers", { method: "POST", headers, json: { name: "gone", url: gone.url } })).body.health).toBe("healthy");
+    expect(
+      (await server.request("/gateway/v1/mcp/servers", { method: "POST", headers, json: { name: "gone", url: gone.url } })).body.health,
+    ).toBe("healthy");
     await gone.close();
-    const call = await server.request("/gateway/v1/mcp/tools/execute?tool=gone__echo", { method: "POST", headers, json: { args: { message: "x" } } });
+    const call = await server.request("/gateway/v1/mcp/tools/execute?tool=gone__echo", {
+      method: "POST",
+      headers,
+      json: { args: { message: "x" } },
+    });
     expect(call.status).toBe(502);
     expect(call.body.error.message).toMatch(/^MCP server gone is unreachable/);
     const listed = await server.request("/gateway/v1/mcp/servers", { headers });
@@ -151,7 +190,10 @@ describe("upstream MCP servers", () => {
   });
 
   it("removes a server's tools on DELETE", async () => {
-    expect((await server.request("/gateway/v1/mcp/servers/everything", { method: "DELETE", headers })).body).toEqual({ success: true, name: "everything" });
+    expect((await server.request("/gateway/v1/mcp/servers/everything", { method: "DELETE", headers })).body).toEqual({
+      success: true,
+      name: "everything",
+    });
     const tools = await server.request("/gateway/v1/mcp/tools", { headers });
     expect(tools.body.tools.some((tool: { name: string }) => tool.name.startsWith("everything__"))).toBe(false);
   });
@@ -163,12 +205,18 @@ describe("upstream MCP server registration rules", () => {
     const upstream = await serveScripted([echoTool("private")]);
     try {
       const headers = bearer((await registerUser(server)).token);
-      const refused = await server.request("/gateway/v1/mcp/servers", { method: "POST", headers, json: { name: "private", url: upstream.url } });
+      const refused = await server.request("/gateway/v1/mcp/servers", {
+        method: "POST",
+        headers,
+        json: { name: "private", url: upstream.url },
+      });
       expect(refused.status).toBe(403);
       expect(refused.body.error.message).toContain("MCP_SERVERS_ALLOW_PRIVATE");
       expect(upstream.sessions()).toBe(0);
       expect((await server.request("/gateway/v1/mcp/servers", { headers })).body.count).toBe(0);
-      expect((await server.request("/gateway/v1/mcp/servers", { method: "POST", json: { name: "anon", url: upstream.url } })).status).toBe(401);
+      expect((await server.request("/gateway/v1/mcp/servers", { method: "POST", json: { name: "anon", url: upstream.url } })).status).toBe(
+        401,
+      );
     } finally {
       await server.close();
       await upstream.close();
@@ -182,7 +230,11 @@ describe("upstream MCP server registration rules", () => {
     try {
       const first = await startTestServer(env);
       const user = await registerUser(first);
-      const created = await first.request("/gateway/v1/mcp/servers", { method: "POST", headers: bearer(user.token), json: { name: "persisted", url: upstream.url } });
+      const created = await first.request("/gateway/v1/mcp/servers", {
+        method: "POST",
+        headers: bearer(user.token),
+        json: { name: "persisted", url: upstream.url },
+      });
       expect(created.body.health).toBe("healthy");
       await first.close();
 
@@ -190,7 +242,11 @@ describe("upstream MCP server registration rules", () => {
       try {
         const headers = bearer(user.token);
         await eventually(async () => (await second.request("/gateway/v1/mcp/servers", { headers })).body.servers[0]?.health === "healthy");
-        const call = await second.request("/gateway/v1/mcp/tools/execute?tool=persisted__echo", { method: "POST", headers, json: { args: { message: "again" } } });
+        const call = await second.request("/gateway/v1/mcp/tools/execute?tool=persisted__echo", {
+          method: "POST",
+          headers,
+          json: { args: { message: "again" } },
+        });
         expect(call.body.content).toEqual([{ type: "text", text: "persisted: again" }]);
         expect(upstream.sessions()).toBe(2);
       } finally {

@@ -141,7 +141,9 @@ describe("VM socket and /bridge/tools/execute", () => {
     await eventually(() => vm.frames.some((f) => JSON.parse(f).error?.code === -32600));
     vm.ws.send(JSON.stringify({ jsonrpc: "2.0", id: 987654, result: { content: [] } }));
     await eventually(() => server.logs().some((line) => line.event === "vm.reply_unknown_id" && line.id === 987654));
-    const bad = (await Promise.resolve(vm.rpc.request("tools/register", { tools: [{ name: "has space" }] })).catch((e: Error) => e)) as Error & { code: number };
+    const bad = (await Promise.resolve(vm.rpc.request("tools/register", { tools: [{ name: "has space" }] })).catch(
+      (e: Error) => e,
+    )) as Error & { code: number };
     expect(bad.code).toBe(-32602);
     expect(vm.ws.readyState).toBe(WebSocket.OPEN);
     expect((await execute({ tool_name: "x", input: {}, vm_id: "vm-garbage" })).body.content[0].text).toBe("still here");
@@ -192,7 +194,9 @@ describe("VM socket and /bridge/tools/execute", () => {
     expect(badAuth.status).toBe(401);
     const noVm = await openSocket(vmSocketUrl(server.origin, "a", {}), { headers: bearer(token) }).catch((e) => e);
     expect(noVm.status).toBe(400);
-    const badTenant = await openSocket(vmSocketUrl(server.origin, "a", { vmId: "v", tenantId: "someone-else" }), { headers: bearer(token) }).catch((e) => e);
+    const badTenant = await openSocket(vmSocketUrl(server.origin, "a", { vmId: "v", tenantId: "someone-else" }), {
+      headers: bearer(token),
+    }).catch((e) => e);
     expect(badTenant.status).toBe(403);
     const ws = await openSocket(url("vm-proto"), { protocols: ["vm-agent.v1", `bearer.${token}`] });
     expect(ws.protocol).toBe("vm-agent.v1");
@@ -203,7 +207,14 @@ describe("VM socket and /bridge/tools/execute", () => {
 
   it("closes a socket whose message exceeds GATEWAY_MAX_PAYLOAD_BYTES (1009)", async () => {
     const vm = await connectVm(url("vm-big"), token);
-    vm.ws.send(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/register", params: { tools: [{ name: "a", description: "x".repeat(5000) }] } }));
+    vm.ws.send(
+      JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "tools/register",
+        params: { tools: [{ name: "a", description: "x".repeat(5000) }] },
+      }),
+    );
     expect((await vm.closed).code).toBe(1009);
     await eventually(() => !server.bridge.vms.local("vm-big"));
   });

@@ -12,7 +12,14 @@ let b: Instance;
 const request = instanceRequest;
 
 beforeAll(async () => {
-  const env = { STORAGE: "redis", REDIS_PREFIX: prefix, GATEWAY_JWT_SECRET: TEST_JWT_SECRET, DATA_ENCRYPTION_SECRET: TEST_DATA_SECRET, LOG_LEVEL: "error", VM_HEARTBEAT_SECONDS: "5" };
+  const env = {
+    STORAGE: "redis",
+    REDIS_PREFIX: prefix,
+    GATEWAY_JWT_SECRET: TEST_JWT_SECRET,
+    DATA_ENCRYPTION_SECRET: TEST_DATA_SECRET,
+    LOG_LEVEL: "error",
+    VM_HEARTBEAT_SECONDS: "5",
+  };
   [a, b] = await Promise.all([startInstance(env), startInstance(env)]);
 }, 60_000);
 afterAll(async () => {
@@ -34,7 +41,8 @@ it("runs a tool on a VM connected to instance A through /bridge/tools/execute on
     },
   });
   await vm.register([{ name: "echo" }, { name: "fail" }]);
-  const execute = (body: Record<string, unknown>) => request(b.origin, "/bridge/tools/execute", { method: "POST", token, json: { vm_id: "shared-vm", input: {}, ...body } });
+  const execute = (body: Record<string, unknown>) =>
+    request(b.origin, "/bridge/tools/execute", { method: "POST", token, json: { vm_id: "shared-vm", input: {}, ...body } });
 
   const ok = await eventually(async () => {
     const res = await execute({ tool_name: "echo", input: { x: 1 } });

@@ -12,7 +12,11 @@ import { dropRedisPrefix, uniqueRedisPrefix } from "../helpers/redis.js";
 
 const SERVICE_KEY = "service-key-for-ownership-tests-0123";
 const echo = { name: "echo", description: "Echo a text", inputSchema: { type: "object", properties: { text: { type: "string" } } } };
-const answer = (label: string) => ({ "tools/call": ({ arguments: args }: { arguments: { text?: string } }) => ({ content: [{ type: "text", text: `${label}:${args.text ?? ""}` }] }) });
+const answer = (label: string) => ({
+  "tools/call": ({ arguments: args }: { arguments: { text?: string } }) => ({
+    content: [{ type: "text", text: `${label}:${args.text ?? ""}` }],
+  }),
+});
 
 /** A response without its request id, for "the same answer" checks. */
 const same = (res: { status: number; body: any }) => {
@@ -55,7 +59,10 @@ describe("VM ownership on one instance", () => {
 
   it("refuses B's socket for A's vmId with 403, keeps A connected, and answers B as for a missing VM everywhere", async () => {
     const before = await bProbes();
-    expect(before.execute).toMatchObject({ status: 503, body: { error: { code: "UNAVAILABLE", details: { reason: "vm_not_connected" } } } });
+    expect(before.execute).toMatchObject({
+      status: 503,
+      body: { error: { code: "UNAVAILABLE", details: { reason: "vm_not_connected" } } },
+    });
 
     const vm = await connectVm(url("owned-1"), a.token, answer("A"));
     vms.push(vm);
@@ -86,7 +93,9 @@ describe("VM ownership on one instance", () => {
     vms.push(second);
     expect(await first.closed).toEqual({ code: 4001, reason: "replaced by a newer connection" });
     await second.register([echo]);
-    expect((await post("/bridge/tools/execute", a.token, { tool_name: "echo", input: {}, vm_id: "owned-1" })).body.content[0].text).toBe("A2:");
+    expect((await post("/bridge/tools/execute", a.token, { tool_name: "echo", input: {}, vm_id: "owned-1" })).body.content[0].text).toBe(
+      "A2:",
+    );
 
     await second.close();
     vms.pop();
@@ -98,7 +107,11 @@ describe("VM ownership on one instance", () => {
 
   it("gives a user's tenant (not only the user who connected it) the VM through /bridge/tools/execute", async () => {
     // Connected by the platform service for A's tenant: A reaches it, B does not.
-    const vm = await connectVm(vmSocketUrl(server.origin, "agent-1", { vmId: "svc-vm", tenantId: a.user.tenantId }), SERVICE_KEY, answer("svc"));
+    const vm = await connectVm(
+      vmSocketUrl(server.origin, "agent-1", { vmId: "svc-vm", tenantId: a.user.tenantId }),
+      SERVICE_KEY,
+      answer("svc"),
+    );
     vms.push(vm);
     await vm.register([echo]);
     expect((await post("/bridge/tools/execute", a.token, { tool_name: "echo", input: {}, vm_id: "svc-vm" })).status).toBe(200);
@@ -135,12 +148,22 @@ describe("VM ownership across two instances on one Redis", () => {
     vms.push(vm);
     await vm.register([echo]);
 
-    const attacker = await openSocket(vmSocketUrl(two.origin, "agent-1", { vmId: "roaming" }), { headers: bearer(b.token) }).catch((error) => error);
+    const attacker = await openSocket(vmSocketUrl(two.origin, "agent-1", { vmId: "roaming" }), { headers: bearer(b.token) }).catch(
+      (error) => error,
+    );
     expect(attacker.status).toBe(403);
     expect(vm.ws.readyState).toBe(vm.ws.OPEN);
-    const viaTwo = await two.request("/bridge/tools/execute", { method: "POST", headers: bearer(a.token), json: { tool_name: "echo", input: { text: "x" }, vm_id: "roaming" } });
+    const viaTwo = await two.request("/bridge/tools/execute", {
+      method: "POST",
+      headers: bearer(a.token),
+      json: { tool_name: "echo", input: { text: "x" }, vm_id: "roaming" },
+    });
     expect(viaTwo.body.content).toEqual([{ type: "text", text: "one:x" }]);
-    const bViaTwo = await two.request("/bridge/tools/execute", { method: "POST", headers: bearer(b.token), json: { tool_name: "echo", input: {}, vm_id: "roaming" } });
+    const bViaTwo = await two.request("/bridge/tools/execute", {
+      method: "POST",
+      headers: bearer(b.token),
+      json: { tool_name: "echo", input: {}, vm_id: "roaming" },
+    });
     expect(bViaTwo.status).toBe(503);
 
     const moved = await connectVm(vmSocketUrl(two.origin, "agent-1", { vmId: "roaming" }), a.token, answer("two"));
@@ -148,7 +171,11 @@ describe("VM ownership across two instances on one Redis", () => {
     expect(await vm.closed).toEqual({ code: 4001, reason: "replaced by a newer connection" });
     await moved.register([echo]);
     await eventually(async () => {
-      const res = await one.request("/bridge/tools/execute", { method: "POST", headers: bearer(a.token), json: { tool_name: "echo", input: {}, vm_id: "roaming" } });
+      const res = await one.request("/bridge/tools/execute", {
+        method: "POST",
+        headers: bearer(a.token),
+        json: { tool_name: "echo", input: {}, vm_id: "roaming" },
+      });
       return res.body?.content?.[0]?.text === "two:";
     });
   });

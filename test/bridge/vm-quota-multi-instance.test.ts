@@ -60,7 +60,12 @@ it("counts a tenant's sockets and tools on both instances, and frees the places 
   for (const origin of [a.origin, b.origin]) {
     expect(await refusal(origin, "alice-c", alice.token)).toMatchObject({
       status: 409,
-      body: { error: { code: "CONFLICT", details: { quota: "vm_sockets_per_tenant", limit: 2, count: 2, variable: "QUOTA_VM_SOCKETS_PER_TENANT" } } },
+      body: {
+        error: {
+          code: "CONFLICT",
+          details: { quota: "vm_sockets_per_tenant", limit: 2, count: 2, variable: "QUOTA_VM_SOCKETS_PER_TENANT" },
+        },
+      },
     });
   }
   // Bob's tenant is not affected, on either instance.
@@ -78,10 +83,17 @@ it("counts a tenant's sockets and tools on both instances, and frees the places 
   const killedAt = Date.now();
   expect((await refusal(b.origin, "alice-c", alice.token))?.status).toBe(409);
   // ...and admits once the lease (three heartbeats) has run out.
-  const third = (await eventually(() => connectVm(vmSocketUrl(b.origin, "agent", { vmId: "alice-c" }), alice.token).catch(() => undefined), 15_000))!;
+  const third = (await eventually(
+    () => connectVm(vmSocketUrl(b.origin, "agent", { vmId: "alice-c" }), alice.token).catch(() => undefined),
+    15_000,
+  ))!;
   vms.push(third);
   expect(Date.now() - killedAt).toBeGreaterThanOrEqual(1_500);
   // The dead VM's tools are no longer counted either (their lease ends with the socket's, give or take a renewal).
-  const announced = await eventually(async () => (await third.rpc.requestAdvanced({ jsonrpc: "2.0", id: 10, method: "tools/register", params: { tools: tools("c", 3) } })).result, 5_000);
+  const announced = await eventually(
+    async () =>
+      (await third.rpc.requestAdvanced({ jsonrpc: "2.0", id: 10, method: "tools/register", params: { tools: tools("c", 3) } })).result,
+    5_000,
+  );
   expect(announced).toEqual({ tools: ["c0", "c1", "c2"] });
 }, 60_000);

@@ -35,12 +35,12 @@ const msw = mockUpstreams(
 
 const MODELS = () =>
   JSON.stringify({
-  models: {
-    "slow-stream": { provider: "openai-compatible", baseURL: msw.url(UPSTREAM), upstreamModel: "vendor-stream" },
-    "slow-json": { provider: "openai-compatible", baseURL: msw.url(SLOW_JSON), upstreamModel: "vendor-json" },
-    "hanging": { provider: "openai-compatible", baseURL: msw.url(UPSTREAM), upstreamModel: "vendor-hang" },
-  },
-});
+    models: {
+      "slow-stream": { provider: "openai-compatible", baseURL: msw.url(UPSTREAM), upstreamModel: "vendor-stream" },
+      "slow-json": { provider: "openai-compatible", baseURL: msw.url(SLOW_JSON), upstreamModel: "vendor-json" },
+      hanging: { provider: "openai-compatible", baseURL: msw.url(UPSTREAM), upstreamModel: "vendor-hang" },
+    },
+  });
 
 function refused(origin: string): Promise<boolean> {
   const { port } = new URL(origin);
@@ -66,7 +66,11 @@ describe("drain", () => {
     const server = await startTestServer({ MODELS_JSON: MODELS() });
     const account = await platformAccount(server);
     let releaseStream!: () => void;
-    upstream.script("vendor-stream", { kind: "stream", words: ["one", " two", " three"], holdBeforeEnd: new Promise<void>((resolve) => (releaseStream = resolve)) });
+    upstream.script("vendor-stream", {
+      kind: "stream",
+      words: ["one", " two", " three"],
+      holdBeforeEnd: new Promise<void>((resolve) => (releaseStream = resolve)),
+    });
 
     const json = chat(server, account, { model: "slow-json" });
     const stream = chat(server, account, { model: "slow-stream", stream: true });
@@ -88,7 +92,12 @@ describe("drain", () => {
     expect(streamResponse.status).toBe(200);
     const frames = sseData(await streamResponse.text());
     expect(frames.at(-1)).toBe("[DONE]");
-    expect(frames.slice(0, -1).map((frame) => JSON.parse(frame).choices[0]?.delta?.content ?? "").join("")).toBe("one two three");
+    expect(
+      frames
+        .slice(0, -1)
+        .map((frame) => JSON.parse(frame).choices[0]?.delta?.content ?? "")
+        .join(""),
+    ).toBe("one two three");
     await drained;
     await server.close();
   });

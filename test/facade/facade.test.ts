@@ -25,7 +25,11 @@ describe("bad input on REST", () => {
   });
 
   it("answers malformed JSON with 400 in the surface's envelope", async () => {
-    const res = await server.request(`${G}/auth/login`, { method: "POST", headers: { "content-type": "application/json" }, body: '{"email": ' });
+    const res = await server.request(`${G}/auth/login`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: '{"email": ',
+    });
     expect(res.status).toBe(400);
     expect(res.body.error).toMatchObject({ code: "PARSE_ERROR", message: "Malformed JSON in request body" });
     expect(res.body.error.requestId).toBe(res.headers.get("x-request-id"));
@@ -170,13 +174,26 @@ describe("JSON-RPC at POST /rpc", () => {
       for (const reply of res.body) expect(reply).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32600 } });
     }
     // A batch mixing a valid request and garbage answers both, with 200.
-    const mixed = await server.request("/rpc", { method: "POST", headers: { ...bearer(token), "content-type": "application/json" }, body: JSON.stringify([{ jsonrpc: "2.0", id: 1, method: "auth.me" }, 7]) });
+    const mixed = await server.request("/rpc", {
+      method: "POST",
+      headers: { ...bearer(token), "content-type": "application/json" },
+      body: JSON.stringify([{ jsonrpc: "2.0", id: 1, method: "auth.me" }, 7]),
+    });
     expect(mixed.status).toBe(200);
-    expect(mixed.body).toEqual([expect.objectContaining({ id: 1, result: expect.any(Object) }), expect.objectContaining({ id: null, error: expect.objectContaining({ code: -32600 }) })]);
+    expect(mixed.body).toEqual([
+      expect.objectContaining({ id: 1, result: expect.any(Object) }),
+      expect.objectContaining({ id: null, error: expect.objectContaining({ code: -32600 }) }),
+    ]);
   });
 
   it("does not offer transport gates (socket upgrades, MCP admission) as methods", async () => {
-    for (const method of ["bridge.vms.connect", "bridge.mcp.connect", "bridge.mcp.tools.list", "bridge.mcp.tools.call", "agents.stream.connect"]) {
+    for (const method of [
+      "bridge.vms.connect",
+      "bridge.mcp.connect",
+      "bridge.mcp.tools.list",
+      "bridge.mcp.tools.call",
+      "agents.stream.connect",
+    ]) {
       const res = await rpc({ jsonrpc: "2.0", id: 1, method, params: {} });
       expect(res.body.error.code, method).toBe(-32601);
     }
@@ -191,7 +208,11 @@ describe("unexpected exceptions", () => {
 
   beforeAll(async () => {
     const config = loadConfig({ STORAGE: "memory", GATEWAY_JWT_SECRET: TEST_JWT_SECRET, LOG_LEVEL: "info" });
-    services = await compose(config, createLogger("info", (line) => lines.push(line)), noTools);
+    services = await compose(
+      config,
+      createLogger("info", (line) => lines.push(line)),
+      noTools,
+    );
     const broken = defineMethod({
       name: "test.broken",
       summary: "Fails the way a driver would.",
@@ -202,7 +223,11 @@ describe("unexpected exceptions", () => {
         throw new Error("ECONNRESET redis://secret-host:6379 password=hunter2");
       },
     });
-    const dispatcher = new Dispatcher(createRegistry([...Object.values(services.dispatcher.registry), broken]), services.dispatcher.ports, services.dispatcher.deps);
+    const dispatcher = new Dispatcher(
+      createRegistry([...Object.values(services.dispatcher.registry), broken]),
+      services.dispatcher.ports,
+      services.dispatcher.deps,
+    );
     const server = serve(buildApp(dispatcher), { port: 0, hostname: "127.0.0.1", silent: true, gracefulShutdown: false });
     await server.ready();
     origin = new URL(server.url!).origin;

@@ -34,15 +34,23 @@ describe("OpenAPI and docs", () => {
     // Every REST binding of every method appears, with its JSON-RPC name.
     for (const method of Object.values(server.dispatcher.registry)) {
       for (const binding of method.http) {
-        const path = fullPath(binding).replace(/\*\*:(\w+)/g, ":$1").replace(/:(\w+)/g, "{$1}");
+        const path = fullPath(binding)
+          .replace(/\*\*:(\w+)/g, ":$1")
+          .replace(/:(\w+)/g, "{$1}");
         const op = document.paths[path]?.[binding.method.toLowerCase()];
         expect(op, `${binding.method} ${path}`).toBeDefined();
         expect(op["x-jsonrpc-method"]).toBe(method.name);
       }
     }
     const register = document.paths["/gateway/v1/auth/register"].post;
-    expect(register.requestBody.content["application/json"].schema.required).toEqual(expect.arrayContaining(["email", "password", "fullName"]));
-    expect(document.paths["/gateway/v1/auth/keys/{key_id}"].delete.parameters[0]).toMatchObject({ name: "key_id", in: "path", required: true });
+    expect(register.requestBody.content["application/json"].schema.required).toEqual(
+      expect.arrayContaining(["email", "password", "fullName"]),
+    );
+    expect(document.paths["/gateway/v1/auth/keys/{key_id}"].delete.parameters[0]).toMatchObject({
+      name: "key_id",
+      in: "path",
+      required: true,
+    });
   });
 
   it("passes `redocly lint` with no error and every operation declaring its 4xx answers", async () => {
@@ -62,8 +70,12 @@ describe("OpenAPI and docs", () => {
           (error, out) => (out ? resolve(out) : reject(error)),
         ),
       );
-      const report = JSON.parse(stdout) as { totals: { errors: number }; problems: { ruleId: string; message: string; location: { pointer: string }[] }[] };
-      const shown = (ruleIds: (id: string) => boolean) => report.problems.filter((p) => ruleIds(p.ruleId)).map((p) => `${p.ruleId} ${p.location[0]?.pointer}: ${p.message}`);
+      const report = JSON.parse(stdout) as {
+        totals: { errors: number };
+        problems: { ruleId: string; message: string; location: { pointer: string }[] }[];
+      };
+      const shown = (ruleIds: (id: string) => boolean) =>
+        report.problems.filter((p) => ruleIds(p.ruleId)).map((p) => `${p.ruleId} ${p.location[0]?.pointer}: ${p.message}`);
       expect(shown((id) => id === "operation-4xx-response")).toEqual([]);
       expect(report.totals.errors, shown(() => true).join("\n")).toBe(0);
     } finally {
@@ -94,8 +106,13 @@ describe("OpenAPI and docs", () => {
       const declared = Object.keys(method.errors ?? {}) as ErrorCode[];
       for (const binding of method.http) {
         const implied = new Set<ErrorCode>([...authErrors(method.auth), ...policyErrors(method, binding.surface), "VALIDATION_FAILED"]);
-        const path = fullPath(binding).replace(/\*\*:(\w+)/g, ":$1").replace(/:(\w+)/g, "{$1}");
-        const responses = document.paths[path][binding.method.toLowerCase()].responses as Record<string, { description: string; "x-error-codes"?: ErrorCode[] }>;
+        const path = fullPath(binding)
+          .replace(/\*\*:(\w+)/g, ":$1")
+          .replace(/:(\w+)/g, "{$1}");
+        const responses = document.paths[path][binding.method.toLowerCase()].responses as Record<
+          string,
+          { description: string; "x-error-codes"?: ErrorCode[] }
+        >;
         const where = `${method.name} ${binding.method} ${path}`;
         // Every declared code is a response with its status (the declared one, if any), named there.
         for (const code of declared) {
@@ -103,12 +120,14 @@ describe("OpenAPI and docs", () => {
           expect(responses[status]?.["x-error-codes"], `${where}: ${code}`).toContain(code);
           expect(responses[status]!.description).toContain(`\`${code}\``);
         }
-        for (const code of authErrors(method.auth)) expect(responses[String(ERROR_TABLE[code].status)]?.["x-error-codes"], `${where}: ${code}`).toContain(code);
+        for (const code of authErrors(method.auth))
+          expect(responses[String(ERROR_TABLE[code].status)]?.["x-error-codes"], `${where}: ${code}`).toContain(code);
         // ... and every error response comes from the declaration: nothing else is listed.
         const listed = Object.entries(responses).filter(([status]) => /^[45]\d\d$/.test(status));
         for (const [status, response] of listed) {
           expect(response["x-error-codes"]?.length, `${where}: ${status} names its codes`).toBeGreaterThan(0);
-          for (const code of response["x-error-codes"]!) expect(declared.includes(code) || implied.has(code), `${where}: ${code}`).toBe(true);
+          for (const code of response["x-error-codes"]!)
+            expect(declared.includes(code) || implied.has(code), `${where}: ${code}`).toBe(true);
         }
         operations += 1;
       }
@@ -120,8 +139,10 @@ describe("OpenAPI and docs", () => {
     expect(remove["409"]["x-error-codes"]).toEqual(["CONFLICT"]);
     expect(remove["401"]["x-error-codes"]).toEqual(["UNAUTHORIZED"]);
     expect(remove["403"]["x-error-codes"]).toEqual(["FORBIDDEN"]);
-    // The Platform's upstream timeout is declared with the 502 it is answered with (spec 7.2).
-    expect(document.paths["/api/v1/chat/completions"].post.responses["502"]["x-error-codes"]).toEqual(expect.arrayContaining(["BAD_GATEWAY", "UPSTREAM", "TIMEOUT"]));
+    // The Platform's upstream timeout is declared with the 502 it is answered with (docs/interface.md 7.2).
+    expect(document.paths["/api/v1/chat/completions"].post.responses["502"]["x-error-codes"]).toEqual(
+      expect.arrayContaining(["BAD_GATEWAY", "UPSTREAM", "TIMEOUT"]),
+    );
     expect(document.paths["/api/v1/chat/completions"].post.responses["504"]).toBeUndefined();
   });
 
@@ -137,7 +158,8 @@ describe("OpenAPI and docs", () => {
         http: [{ surface: "gateway", method: "POST", path: "/things" }],
         handler: () => ({ id: "t" }),
       });
-    const responsesOf = (errors: ErrorMap) => (buildOpenApi(createRegistry([declare(errors)])) as any).paths["/gateway/v1/things"].post.responses;
+    const responsesOf = (errors: ErrorMap) =>
+      (buildOpenApi(createRegistry([declare(errors)])) as any).paths["/gateway/v1/things"].post.responses;
     const plain = responsesOf({});
     // Input (400), a session (401) and the Gateway's request budget (429) imply their own.
     expect(Object.keys(plain).filter((status) => /^\d+$/.test(status))).toEqual(["200", "400", "401", "429"]);
@@ -163,28 +185,70 @@ describe("OpenAPI and docs", () => {
     check("tenants.list", (await server.request("/gateway/v1/tenants", { headers: auth })).body);
     const models = (await server.request("/gateway/v1/models", { headers: auth })).body;
     check("gateway.models.list", models);
-    const agent = await server.request("/gateway/v1/agents", { method: "POST", headers: auth, json: { name: "shaped", model: models.data[0].id, tools: [] } });
+    const agent = await server.request("/gateway/v1/agents", {
+      method: "POST",
+      headers: auth,
+      json: { name: "shaped", model: models.data[0].id, tools: [] },
+    });
     check("agents.create", agent.body);
     check("agents.list", (await server.request("/gateway/v1/agents", { headers: auth })).body);
-    check("account.keys.create", (await server.request("/account/v1/keys", { method: "POST", headers: auth, json: { name: "personal" } })).body);
+    check(
+      "account.keys.create",
+      (await server.request("/account/v1/keys", { method: "POST", headers: auth, json: { name: "personal" } })).body,
+    );
     check("account.keys.list", (await server.request("/account/v1/keys", { headers: auth })).body);
     check("updates.releases.list", (await server.request("/gateway/v1/updates/releases", { headers: auth })).body);
-    check("updates.check", (await server.request("/gateway/v1/updates/check?component=desktop&currentVersion=1.0.0", { headers: auth })).body);
+    check(
+      "updates.check",
+      (await server.request("/gateway/v1/updates/check?component=desktop&currentVersion=1.0.0", { headers: auth })).body,
+    );
     check("registry.models.list", (await server.request("/gateway/v1/model-registry/models", { headers: auth })).body);
     check("registry.models.get", (await server.request(`/gateway/v1/model-registry/models/${models.data[0].id}`, { headers: auth })).body);
-    check("telemetry.ingest", (await server.request("/gateway/v1/telemetry/events", { method: "POST", headers: auth, json: { events: [{ name: "app.start", timestamp: Date.now(), component: "desktop", version: "1.0.0", clientId: "c" }, {}] } })).body);
+    check(
+      "telemetry.ingest",
+      (
+        await server.request("/gateway/v1/telemetry/events", {
+          method: "POST",
+          headers: auth,
+          json: { events: [{ name: "app.start", timestamp: Date.now(), component: "desktop", version: "1.0.0", clientId: "c" }, {}] },
+        })
+      ).body,
+    );
     check("mcp.tools.list", (await server.request("/gateway/v1/mcp/tools", { headers: auth })).body);
-    check("mcp.tools.execute", (await server.request("/gateway/v1/mcp/tools/execute?tool=calculator", { method: "POST", headers: auth, json: { args: { expression: "1+2" } } })).body);
+    check(
+      "mcp.tools.execute",
+      (
+        await server.request("/gateway/v1/mcp/tools/execute?tool=calculator", {
+          method: "POST",
+          headers: auth,
+          json: { args: { expression: "1+2" } },
+        })
+      ).body,
+    );
     check("mcp.servers.list", (await server.request("/gateway/v1/mcp/servers", { headers: auth })).body);
     check("bridge.health", (await server.request("/bridge/health")).body);
-    check("gateway.chat.completions", (await server.request("/gateway/v1/chat/completions", { method: "POST", headers: auth, json: { model: models.data[0].id, messages: [{ role: "user", content: "shape" }] } })).body);
-    check("agents.invoke", (await server.request(`/gateway/v1/agents/${agent.body.id}/invoke`, { method: "POST", headers: auth, json: { input: "hi" } })).body);
+    check(
+      "gateway.chat.completions",
+      (
+        await server.request("/gateway/v1/chat/completions", {
+          method: "POST",
+          headers: auth,
+          json: { model: models.data[0].id, messages: [{ role: "user", content: "shape" }] },
+        })
+      ).body,
+    );
+    check(
+      "agents.invoke",
+      (await server.request(`/gateway/v1/agents/${agent.body.id}/invoke`, { method: "POST", headers: auth, json: { input: "hi" } })).body,
+    );
     check("agents.logs", (await server.request(`/gateway/v1/agents/${agent.body.id}/logs`, { headers: auth })).body);
     check("agents.deploy", (await server.request(`/gateway/v1/agents/${agent.body.id}/deploy`, { method: "POST", headers: auth })).body);
   });
 
   it("declares a result shape for every operation it documents", () => {
-    const undeclared = Object.values(server.dispatcher.registry).filter((method) => !method.internal && !method.output).map((method) => method.name);
+    const undeclared = Object.values(server.dispatcher.registry)
+      .filter((method) => !method.internal && !method.output)
+      .map((method) => method.name);
     expect(undeclared).toEqual([]);
   });
 

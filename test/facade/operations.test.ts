@@ -31,7 +31,14 @@ function parseExposition(text: string) {
 
 beforeAll(async () => {
   await msw.listen();
-  const models = { remote: { provider: "openai-compatible", baseURL: msw.url(UPSTREAM), upstreamModel: "vendor-ops", price: { input: 1000, output: 2000 } } };
+  const models = {
+    remote: {
+      provider: "openai-compatible",
+      baseURL: msw.url(UPSTREAM),
+      upstreamModel: "vendor-ops",
+      price: { input: 1000, output: 2000 },
+    },
+  };
   server = await startTestServer({ MODELS_JSON: JSON.stringify({ models }), METRICS_TOKEN });
   account = await platformAccount(server);
 });
@@ -59,21 +66,35 @@ describe("request ids and trace context", () => {
     const response = await chat({}, { "x-request-id": "chat-id-7", traceparent: TRACEPARENT });
     expect(response.status).toBe(200);
     await response.text();
-    // spec 4.2: the Platform adds X-Service-Request-Id only.
+    // docs/interface.md 4.2: the Platform adds X-Service-Request-Id only.
     expect(response.headers.get("x-request-id")).toBeNull();
     expect(response.headers.get("x-service-request-id")).toBe("chat-id-7");
     expect(upstream.calls.at(-1)!.headers.get("traceparent")).toBe(TRACEPARENT);
     const line = server.logs().find((entry) => entry.requestId === "chat-id-7")!;
-    expect(line).toMatchObject({ operation: "platform.chat.completions", model: "remote", inputTokens: expect.any(Number), outputTokens: 2, costMicrocredits: expect.any(Number) });
+    expect(line).toMatchObject({
+      operation: "platform.chat.completions",
+      model: "remote",
+      inputTokens: expect.any(Number),
+      outputTokens: 2,
+      costMicrocredits: expect.any(Number),
+    });
     expect(line.upstreamLatencyMs).toEqual(expect.any(Number));
   });
 
   it("passes traceparent on every model turn of an agent run", async () => {
     const user = await registerUser(server);
-    const agent = await server.request("/gateway/v1/agents", { method: "POST", headers: bearer(user.token), json: { name: "traced", model: "remote", config: { maxTokens: 16 } } });
+    const agent = await server.request("/gateway/v1/agents", {
+      method: "POST",
+      headers: bearer(user.token),
+      json: { name: "traced", model: "remote", config: { maxTokens: 16 } },
+    });
     expect(agent.status).toBe(201);
     const before = upstream.calls.length;
-    const invoked = await server.request(`/gateway/v1/agents/${agent.body.id}/invoke`, { method: "POST", headers: { ...bearer(user.token), traceparent: TRACEPARENT }, json: { input: "trace me" } });
+    const invoked = await server.request(`/gateway/v1/agents/${agent.body.id}/invoke`, {
+      method: "POST",
+      headers: { ...bearer(user.token), traceparent: TRACEPARENT },
+      json: { input: "trace me" },
+    });
     expect(invoked.status).toBe(200);
     const turns = upstream.calls.slice(before);
     expect(turns.length).toBeGreaterThan(0);
@@ -113,10 +134,18 @@ describe("GET /metrics", () => {
 
   it("exposes HTTP, chat, refusal, tool, storage and process metrics with bounded labels", async () => {
     const broke = await platformAccount(server, 0);
-    const refused = await server.request("/api/v1/chat/completions", { method: "POST", headers: bearer(broke.key), json: { model: "remote", messages: [{ role: "user", content: "hi" }] } });
+    const refused = await server.request("/api/v1/chat/completions", {
+      method: "POST",
+      headers: bearer(broke.key),
+      json: { model: "remote", messages: [{ role: "user", content: "hi" }] },
+    });
     expect(refused.status).toBe(402);
     const user = await registerUser(server);
-    await server.request("/gateway/v1/mcp/tools/execute?tool=calculator", { method: "POST", headers: bearer(user.token), json: { args: { expression: "1+2" } } });
+    await server.request("/gateway/v1/mcp/tools/execute?tool=calculator", {
+      method: "POST",
+      headers: bearer(user.token),
+      json: { args: { expression: "1+2" } },
+    });
     await server.request("/gateway/v1/agents/some-random-id-123", { headers: bearer(user.token) });
     await server.request("/rpc", { method: "POST", json: { jsonrpc: "2.0", id: 1, method: "made.up.method-xyz" } });
 
@@ -126,7 +155,9 @@ describe("GET /metrics", () => {
     const find = (name: string, labels: Record<string, string> = {}) =>
       samples.filter((sample) => sample.name === name && Object.entries(labels).every(([key, value]) => sample.labels[key] === value));
 
-    expect(find("gateway_http_requests_total", { surface: "platform", operation: "platform.chat.completions", status: "200" })[0]?.value).toBeGreaterThanOrEqual(2);
+    expect(
+      find("gateway_http_requests_total", { surface: "platform", operation: "platform.chat.completions", status: "200" })[0]?.value,
+    ).toBeGreaterThanOrEqual(2);
     expect(find("gateway_http_request_duration_seconds_count", { surface: "gateway", operation: "auth.me" }).length).toBeGreaterThan(0);
     expect(find("gateway_refusals_total", { status: "402", reason: "INSUFFICIENT_CREDITS" })[0]?.value).toBeGreaterThanOrEqual(1);
     expect(find("gateway_model_upstream_latency_seconds_count", { model: "remote" })[0]?.value).toBeGreaterThanOrEqual(2);

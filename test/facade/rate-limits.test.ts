@@ -53,7 +53,11 @@ describe("the Gateway API budget", () => {
     });
 
     // The same budget by name over JSON-RPC: no way around it through another transport.
-    const rpc = await server.request("/rpc", { method: "POST", headers: bearer(user.token), json: { jsonrpc: "2.0", id: 1, method: "auth.me" } });
+    const rpc = await server.request("/rpc", {
+      method: "POST",
+      headers: bearer(user.token),
+      json: { jsonrpc: "2.0", id: 1, method: "auth.me" },
+    });
     expect(rpc.status).toBe(200);
     expect(rpc.body.error).toMatchObject({ code: -32029, data: { code: "RATE_LIMITED", status: 429 } });
   });
@@ -63,12 +67,16 @@ describe("the Gateway API budget", () => {
     const key = await server.request("/gateway/v1/auth/keys", { method: "POST", headers: bearer(alice.token), json: { name: "ci" } });
     expect(key.status).toBe(201);
     // alice's session has used one call (creating the key); her key has its own three.
-    for (let i = 0; i < 3; i++) expect((await server.request("/gateway/v1/auth/me", { headers: { "x-api-key": key.body.key } })).status).toBe(200);
+    for (let i = 0; i < 3; i++)
+      expect((await server.request("/gateway/v1/auth/me", { headers: { "x-api-key": key.body.key } })).status).toBe(200);
     expect((await server.request("/gateway/v1/auth/me", { headers: { "x-api-key": key.body.key } })).status).toBe(429);
     expect((await server.request("/gateway/v1/auth/me", { headers: bearer(alice.token) })).status).toBe(200);
     // Sign-in is public: it has its own throttle (failures per email), not this budget.
     for (let i = 0; i < 4; i++) {
-      const login = await server.request("/gateway/v1/auth/login", { method: "POST", json: { email: alice.email, password: alice.password } });
+      const login = await server.request("/gateway/v1/auth/login", {
+        method: "POST",
+        json: { email: alice.email, password: alice.password },
+      });
       expect(login.status).toBe(200);
       expect(login.headers.get("x-ratelimit-limit")).toBeNull();
     }
@@ -89,7 +97,9 @@ describe("the Gateway API budget", () => {
     for (let i = 0; i < 5; i++) {
       const platform = await server.request("/api/v1/models", { headers: bearer(account.key) });
       expect(platform.status).toBe(200);
-      expect([...platform.headers.keys()].filter((name) => name.startsWith("x-ratelimit") || name === "x-request-id" || name === "retry-after")).toEqual([]);
+      expect(
+        [...platform.headers.keys()].filter((name) => name.startsWith("x-ratelimit") || name === "x-request-id" || name === "retry-after"),
+      ).toEqual([]);
     }
   });
 });
@@ -140,7 +150,9 @@ describe("gateway_dispatcher_calls_total", () => {
 
   function count(text: string, labels: Record<string, string>): number {
     const wanted = Object.entries(labels).map(([name, value]) => `${name}="${value}"`);
-    const line = text.split("\n").find((row) => row.startsWith("gateway_dispatcher_calls_total{") && wanted.every((label) => row.includes(label)));
+    const line = text
+      .split("\n")
+      .find((row) => row.startsWith("gateway_dispatcher_calls_total{") && wanted.every((label) => row.includes(label)));
     return line ? Number(line.split(" ").at(-1)) : 0;
   }
 
@@ -148,7 +160,11 @@ describe("gateway_dispatcher_calls_total", () => {
     const user = await registerUser(server);
     // One method over two transports: REST and JSON-RPC.
     expect((await server.request("/gateway/v1/mcp/tools", { headers: bearer(user.token) })).status).toBe(200);
-    const rpc = await server.request("/rpc", { method: "POST", headers: bearer(user.token), json: { jsonrpc: "2.0", id: 1, method: "mcp.tools.list" } });
+    const rpc = await server.request("/rpc", {
+      method: "POST",
+      headers: bearer(user.token),
+      json: { jsonrpc: "2.0", id: 1, method: "mcp.tools.list" },
+    });
     expect(rpc.body.error).toBeUndefined();
     expect(rpc.body.result).toBeDefined();
     // A REST refusal is counted with its error code.
@@ -156,7 +172,9 @@ describe("gateway_dispatcher_calls_total", () => {
 
     // An MCP session's inner calls: its gate, tools/list and tools/call.
     const client = new Client({ name: "metrics-test", version: "1.0.0" });
-    await client.connect(new StreamableHTTPClientTransport(new URL(server.url("/bridge/mcp/")), { requestInit: { headers: bearer(user.token) } }));
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(server.url("/bridge/mcp/")), { requestInit: { headers: bearer(user.token) } }),
+    );
     try {
       await client.listTools();
       const result = await client.callTool({ name: "calculator", arguments: { expression: "6*7" } });
@@ -186,13 +204,25 @@ describe("gateway_dispatcher_calls_total", () => {
     expect(count(text, { method: "bridge.mcp.connect", surface: "bridge", transport: "mcp", outcome: "ok" })).toBeGreaterThanOrEqual(3);
     expect(count(text, { method: "bridge.mcp.tools.list", surface: "bridge", transport: "mcp", outcome: "ok" })).toBe(1);
     expect(count(text, { method: "bridge.mcp.tools.call", surface: "bridge", transport: "mcp", outcome: "ok" })).toBe(1);
-    expect(text).toMatch(/gateway_dispatcher_call_duration_seconds_count\{method="bridge\.mcp\.tools\.call",surface="bridge",transport="mcp",outcome="ok"\} 1/);
+    expect(text).toMatch(
+      /gateway_dispatcher_call_duration_seconds_count\{method="bridge\.mcp\.tools\.call",surface="bridge",transport="mcp",outcome="ok"\} 1/,
+    );
 
     // The log: the REST call in its request's line; the MCP inner call in a line of its own.
     const logs = server.logs();
     const restLine = logs.find((line) => line.path === "/gateway/v1/mcp/tools");
-    expect(restLine).toMatchObject({ operation: "mcp.tools.list", principal: { kind: "session", userId: user.user.id }, calls: [{ method: "mcp.tools.list", outcome: "ok", durationMs: expect.any(Number) }] });
+    expect(restLine).toMatchObject({
+      operation: "mcp.tools.list",
+      principal: { kind: "session", userId: user.user.id },
+      calls: [{ method: "mcp.tools.list", outcome: "ok", durationMs: expect.any(Number) }],
+    });
     const toolCall = logs.find((line) => line.event === "call" && line.method === "bridge.mcp.tools.call");
-    expect(toolCall).toMatchObject({ surface: "bridge", transport: "mcp", outcome: "ok", principal: { kind: "session", userId: user.user.id }, durationMs: expect.any(Number) });
+    expect(toolCall).toMatchObject({
+      surface: "bridge",
+      transport: "mcp",
+      outcome: "ok",
+      principal: { kind: "session", userId: user.user.id },
+      durationMs: expect.any(Number),
+    });
   });
 });

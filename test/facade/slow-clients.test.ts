@@ -40,7 +40,9 @@ beforeAll(async () => {
     HTTP_HEADERS_TIMEOUT_SECONDS: "1",
     HTTP_REQUEST_TIMEOUT_SECONDS: "3",
     HTTP_BODY_IDLE_TIMEOUT_SECONDS: "1",
-    MODELS_JSON: JSON.stringify({ models: { echo: { provider: "echo" }, slow: { provider: "openai-compatible", baseURL: msw.url(UPSTREAM), upstreamModel: "m" } } }),
+    MODELS_JSON: JSON.stringify({
+      models: { echo: { provider: "echo" }, slow: { provider: "openai-compatible", baseURL: msw.url(UPSTREAM), upstreamModel: "m" } },
+    }),
   });
   token = (await registerUser(server)).token;
 }, 30_000);
@@ -58,7 +60,9 @@ function rawClient(): { socket: Socket; closed: Promise<{ afterMs: number; recei
   let received = "";
   socket.on("data", (chunk) => (received += chunk.toString("latin1")));
   socket.on("error", () => undefined);
-  const closed = new Promise<{ afterMs: number; received: string }>((resolve) => socket.once("close", () => resolve({ afterMs: Date.now() - started, received })));
+  const closed = new Promise<{ afterMs: number; received: string }>((resolve) =>
+    socket.once("close", () => resolve({ afterMs: Date.now() - started, received })),
+  );
   return { socket, closed };
 }
 
@@ -84,7 +88,9 @@ describe("slow clients", () => {
 
   it("a declared body that stops arriving is cut after HTTP_BODY_IDLE_TIMEOUT_SECONDS", async () => {
     const { socket, closed } = rawClient();
-    socket.write(`POST /gateway/v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"model":"echo",`);
+    socket.write(
+      `POST /gateway/v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"model":"echo",`,
+    );
     const { afterMs } = await closed;
     expect(afterMs).toBeGreaterThanOrEqual(900);
     expect(afterMs).toBeLessThan(2500);
@@ -92,9 +98,15 @@ describe("slow clients", () => {
 
   it("a body that keeps trickling is cut after HTTP_REQUEST_TIMEOUT_SECONDS", async () => {
     const { socket, closed } = rawClient();
-    socket.write(`POST /gateway/v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n`);
+    socket.write(
+      `POST /gateway/v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n`,
+    );
     // A byte every 300 ms: never idle for the 1 s body deadline, but never done either.
-    void trickle(socket, Array.from({ length: 40 }, () => " "), 300);
+    void trickle(
+      socket,
+      Array.from({ length: 40 }, () => " "),
+      300,
+    );
     const { afterMs } = await closed;
     expect(afterMs).toBeGreaterThanOrEqual(2900);
     expect(afterMs).toBeLessThan(5500);
@@ -116,7 +128,9 @@ describe("slow clients", () => {
   it("a keep-alive connection serves a second request after a first one with a body", async () => {
     const { socket, closed } = rawClient();
     const body = JSON.stringify({ model: "echo", messages: [{ role: "user", content: "hi" }] });
-    const request = `POST /gateway/v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+    const request =
+      `POST /gateway/v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\n` +
+      `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
     socket.write(request);
     await new Promise((resolve) => setTimeout(resolve, 1500));
     socket.write(request.replace("HTTP/1.1\r\n", "HTTP/1.1\r\nConnection: close\r\n"));

@@ -14,7 +14,9 @@ let server: TestServer;
 let token: string;
 
 beforeAll(async () => {
-  server = await startTestServer({ MODELS_JSON: JSON.stringify({ models: { echo: { provider: "echo" }, "org/echo-b": { provider: "echo" } } }) });
+  server = await startTestServer({
+    MODELS_JSON: JSON.stringify({ models: { echo: { provider: "echo" }, "org/echo-b": { provider: "echo" } } }),
+  });
   token = (await registerUser(server)).token;
 });
 afterAll(async () => {
@@ -22,7 +24,10 @@ afterAll(async () => {
 });
 
 /** Sends `path` byte for byte (fetch and URL would resolve dot segments before sending). */
-function rawGet(path: string, headers: Record<string, string> = {}): Promise<{ status: number; body: any; headers: Record<string, unknown> }> {
+function rawGet(
+  path: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: any; headers: Record<string, unknown> }> {
   const { port } = new URL(server.origin);
   return new Promise((resolve, reject) => {
     const req = httpRequest({ host: "127.0.0.1", port: Number(port), path, method: "GET", headers }, (res) => {

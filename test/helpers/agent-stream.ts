@@ -20,9 +20,15 @@ export function agentStreamUrl(origin: string): string {
   return `${origin.replace(/^http/, "ws")}/gateway/v1/agents/stream`;
 }
 
-export async function connectStream(origin: string, options: WebSocket.ClientOptions & { protocols?: string[]; token?: string } = {}): Promise<StreamClient> {
+export async function connectStream(
+  origin: string,
+  options: WebSocket.ClientOptions & { protocols?: string[]; token?: string } = {},
+): Promise<StreamClient> {
   const { token, ...rest } = options;
-  const ws = await openSocket(agentStreamUrl(origin), token ? { ...rest, headers: { ...rest.headers, authorization: `Bearer ${token}` } } : rest);
+  const ws = await openSocket(
+    agentStreamUrl(origin),
+    token ? { ...rest, headers: { ...rest.headers, authorization: `Bearer ${token}` } } : rest,
+  );
   const frames: StreamFrame[] = [];
   const waiters: { match: (frame: StreamFrame) => boolean; resolve: (frame: StreamFrame) => void }[] = [];
   ws.on("message", (data) => {
@@ -34,7 +40,9 @@ export async function connectStream(origin: string, options: WebSocket.ClientOpt
       waiter.resolve(frame);
     }
   });
-  const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.once("close", (code, reason) => resolve({ code, reason: reason.toString() })));
+  const closed = new Promise<{ code: number; reason: string }>((resolve) =>
+    ws.once("close", (code, reason) => resolve({ code, reason: reason.toString() })),
+  );
   const waitFor = (match: (frame: StreamFrame) => boolean, timeoutMs = 5000) => {
     const seen = frames.find(match);
     if (seen) return Promise.resolve(seen);

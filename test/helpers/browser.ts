@@ -8,7 +8,14 @@ import { chromium, type BrowserContext } from "playwright-core";
 export const CHROMIUM = "/usr/bin/chromium";
 
 /** Flags for a headless Chromium on a closed network (../shared/STACK.md). */
-export const CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"];
+export const CHROMIUM_ARGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--no-first-run",
+];
 
 export interface TestBrowser {
   context: BrowserContext;
@@ -17,9 +24,15 @@ export interface TestBrowser {
 
 /** A Chromium with a fresh profile (a new user-data dir, removed on close). */
 export async function launchBrowser(viewport = { width: 1280, height: 860 }): Promise<TestBrowser> {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: the browser tests need Debian's chromium (apt-get install -y chromium)`);
+  if (!existsSync(CHROMIUM))
+    throw new Error(`${CHROMIUM} is missing: the browser tests need Debian's chromium (apt-get install -y chromium)`);
   const profile = await mkdtemp(join(tmpdir(), "console-chromium-"));
-  const context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, args: CHROMIUM_ARGS, headless: true, viewport });
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    args: CHROMIUM_ARGS,
+    headless: true,
+    viewport,
+  });
   return {
     context,
     async close() {

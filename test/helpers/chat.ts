@@ -31,18 +31,36 @@ export async function platformAccount(server: TestServer, credits = 100): Promis
 }
 
 /** Another platform key in the same workspace (console endpoint), optionally with limits set through PATCH. */
-export async function consoleKey(server: TestServer, account: PlatformAccount, limits: Record<string, unknown> = {}, extra: Record<string, unknown> = {}) {
-  const created = await server.request("/api/api-keys", { method: "POST", headers: withCookie(account.cookie), json: { name: "limited", ...extra } });
+export async function consoleKey(
+  server: TestServer,
+  account: PlatformAccount,
+  limits: Record<string, unknown> = {},
+  extra: Record<string, unknown> = {},
+) {
+  const created = await server.request("/api/api-keys", {
+    method: "POST",
+    headers: withCookie(account.cookie),
+    json: { name: "limited", ...extra },
+  });
   if (created.status !== 201) throw new Error(`key create failed: ${created.status} ${JSON.stringify(created.body)}`);
   if (Object.keys(limits).length) {
-    const patched = await server.request(`/api/api-keys/${created.body.id}`, { method: "PATCH", headers: withCookie(account.cookie), json: limits });
+    const patched = await server.request(`/api/api-keys/${created.body.id}`, {
+      method: "PATCH",
+      headers: withCookie(account.cookie),
+      json: limits,
+    });
     if (patched.status !== 200) throw new Error(`key patch failed: ${patched.status} ${JSON.stringify(patched.body)}`);
   }
   return { key: created.body.key as string, id: created.body.id as string };
 }
 
 /** The official client pointed at one surface of the test server; no retries so each call is one request. */
-export function openaiClient(server: TestServer, base: string, apiKey: string, options: Partial<ConstructorParameters<typeof OpenAI>[0]> = {}) {
+export function openaiClient(
+  server: TestServer,
+  base: string,
+  apiKey: string,
+  options: Partial<ConstructorParameters<typeof OpenAI>[0]> = {},
+) {
   return new OpenAI({ apiKey, baseURL: server.url(base), maxRetries: 0, timeout: 15_000, fetch: loopbackFetch, ...options });
 }
 
@@ -50,7 +68,13 @@ export function openaiClient(server: TestServer, base: string, apiKey: string, o
 export function sseData(text: string): string[] {
   return text
     .split(/\n\n/)
-    .map((event) => event.split("\n").filter((line) => line.startsWith("data: ")).map((line) => line.slice(6)).join("\n"))
+    .map((event) =>
+      event
+        .split("\n")
+        .filter((line) => line.startsWith("data: "))
+        .map((line) => line.slice(6))
+        .join("\n"),
+    )
     .filter((data) => data !== "");
 }
 

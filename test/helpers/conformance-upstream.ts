@@ -47,8 +47,16 @@ const TOOLS: Tool[] = [
   { name: "test_tool_with_progress", description: "Reports progress", inputSchema: empty },
   { name: "test_error_handling", description: "Answers with an error", inputSchema: empty },
   { name: "test_reconnection", description: "Closes its SSE answer mid-call (SEP-1699)", inputSchema: empty },
-  { name: "test_sampling", description: "Asks the client for a completion", inputSchema: { type: "object", properties: { prompt: { type: "string" } }, required: ["prompt"] } },
-  { name: "test_elicitation", description: "Asks the user", inputSchema: { type: "object", properties: { message: { type: "string" } }, required: ["message"] } },
+  {
+    name: "test_sampling",
+    description: "Asks the client for a completion",
+    inputSchema: { type: "object", properties: { prompt: { type: "string" } }, required: ["prompt"] },
+  },
+  {
+    name: "test_elicitation",
+    description: "Asks the user",
+    inputSchema: { type: "object", properties: { message: { type: "string" } }, required: ["message"] },
+  },
   { name: "test_elicitation_sep1034_defaults", description: "Elicitation with defaults (SEP-1034)", inputSchema: empty },
   { name: "test_elicitation_sep1330_enums", description: "Elicitation with enums (SEP-1330)", inputSchema: empty },
   {
@@ -96,8 +104,19 @@ const ELICIT_ENUMS = {
         { const: "value3", title: "Third Option" },
       ],
     },
-    legacyEnum: { type: "string", description: "Select one option (legacy)", enum: ["opt1", "opt2", "opt3"], enumNames: ["Option One", "Option Two", "Option Three"] },
-    untitledMulti: { type: "array", description: "Select multiple options", minItems: 1, maxItems: 3, items: { type: "string", enum: ["option1", "option2", "option3"] } },
+    legacyEnum: {
+      type: "string",
+      description: "Select one option (legacy)",
+      enum: ["opt1", "opt2", "opt3"],
+      enumNames: ["Option One", "Option Two", "Option Three"],
+    },
+    untitledMulti: {
+      type: "array",
+      description: "Select multiple options",
+      minItems: 1,
+      maxItems: 3,
+      items: { type: "string", enum: ["option1", "option2", "option3"] },
+    },
     titledMulti: {
       type: "array",
       description: "Select multiple options with titles",
@@ -132,7 +151,12 @@ const PROMPTS = [
       { name: "arg2", description: "Second test argument", required: true },
     ],
   },
-  { name: "test_prompt_with_embedded_resource", title: "Prompt With Embedded Resource", description: "A prompt that includes an embedded resource", arguments: [{ name: "resourceUri", description: "URI of the resource to embed", required: true }] },
+  {
+    name: "test_prompt_with_embedded_resource",
+    title: "Prompt With Embedded Resource",
+    description: "A prompt that includes an embedded resource",
+    arguments: [{ name: "resourceUri", description: "URI of the resource to embed", required: true }],
+  },
   { name: "test_prompt_with_image", title: "Prompt With Image", description: "A prompt that includes image content" },
 ];
 
@@ -140,9 +164,20 @@ const PROMPTS = [
 function conformanceServer(transportOf: () => StreamableHTTPServerTransport | undefined): Server {
   const server = new Server(
     { name: "conformance-upstream", version: "1.0.0" },
-    { capabilities: { tools: { listChanged: true }, resources: { subscribe: true, listChanged: true }, prompts: { listChanged: true }, logging: {}, completions: {} } },
+    {
+      capabilities: {
+        tools: { listChanged: true },
+        resources: { subscribe: true, listChanged: true },
+        prompts: { listChanged: true },
+        logging: {},
+        completions: {},
+      },
+    },
   );
-  const log = (data: string) => void server.notification({ method: "notifications/message", params: { level: "info", logger: "conformance-upstream", data } }).catch(() => undefined);
+  const log = (data: string) =>
+    void server
+      .notification({ method: "notifications/message", params: { level: "info", logger: "conformance-upstream", data } })
+      .catch(() => undefined);
   const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: TOOLS }));
@@ -156,13 +191,27 @@ function conformanceServer(transportOf: () => StreamableHTTPServerTransport | un
       case "test_audio_content":
         return { content: [{ type: "audio", data: WAV, mimeType: "audio/wav" }] };
       case "test_embedded_resource":
-        return { content: [{ type: "resource", resource: { uri: "test://embedded-resource", mimeType: "text/plain", text: "This is an embedded resource content." } }] };
+        return {
+          content: [
+            {
+              type: "resource",
+              resource: { uri: "test://embedded-resource", mimeType: "text/plain", text: "This is an embedded resource content." },
+            },
+          ],
+        };
       case "test_multiple_content_types":
         return {
           content: [
             { type: "text", text: "Multiple content types test:" },
             { type: "image", data: PNG, mimeType: "image/png" },
-            { type: "resource", resource: { uri: "test://mixed-content-resource", mimeType: "application/json", text: JSON.stringify({ test: "data", value: 123 }) } },
+            {
+              type: "resource",
+              resource: {
+                uri: "test://mixed-content-resource",
+                mimeType: "application/json",
+                text: JSON.stringify({ test: "data", value: 123 }),
+              },
+            },
           ],
         };
       case "test_tool_with_logging":
@@ -175,7 +224,10 @@ function conformanceServer(transportOf: () => StreamableHTTPServerTransport | un
         const progressToken = request.params._meta?.progressToken ?? 0;
         for (const progress of [0, 50, 100]) {
           if (progress > 0) await sleep(50);
-          await extra.sendNotification({ method: "notifications/progress", params: { progressToken, progress, total: 100, message: `Completed step ${progress} of 100` } });
+          await extra.sendNotification({
+            method: "notifications/progress",
+            params: { progressToken, progress, total: 100, message: `Completed step ${progress} of 100` },
+          });
         }
         return text(String(progressToken));
       }
@@ -184,12 +236,17 @@ function conformanceServer(transportOf: () => StreamableHTTPServerTransport | un
       case "test_reconnection":
         transportOf()?.closeSSEStream(extra.requestId);
         await sleep(100);
-        return text("Reconnection test completed successfully. If you received this, the client properly reconnected after stream closure.");
+        return text(
+          "Reconnection test completed successfully. If you received this, the client properly reconnected after stream closure.",
+        );
       case "test_sampling":
         try {
           // Not tied to the call: on the session's GET stream, as many servers send it.
           const sampled = await server.request(
-            { method: "sampling/createMessage", params: { messages: [{ role: "user", content: { type: "text", text: String(args.prompt ?? "") } }], maxTokens: 100 } },
+            {
+              method: "sampling/createMessage",
+              params: { messages: [{ role: "user", content: { type: "text", text: String(args.prompt ?? "") } }], maxTokens: 100 },
+            },
             CreateMessageResultSchema,
           );
           return text(`LLM response: ${(sampled.content as { text?: string }).text ?? "No response"}`);
@@ -207,7 +264,10 @@ function conformanceServer(transportOf: () => StreamableHTTPServerTransport | un
               : ELICIT_ENUMS;
         const message = request.params.name === "test_elicitation" ? String(args.message ?? "") : "Please fill in the form";
         try {
-          const answer = await server.request({ method: "elicitation/create", params: { mode: "form", message, requestedSchema } } as never, ElicitResultSchema);
+          const answer = await server.request(
+            { method: "elicitation/create", params: { mode: "form", message, requestedSchema } } as never,
+            ElicitResultSchema,
+          );
           return text(`User response: action=${answer.action}, content=${JSON.stringify(answer.content ?? {})}`);
         } catch (error) {
           return text(`Elicitation not supported or error: ${(error as Error).message}`);
@@ -217,7 +277,11 @@ function conformanceServer(transportOf: () => StreamableHTTPServerTransport | un
         return text(`JSON Schema 2020-12 tool called with: ${JSON.stringify(args)}`);
       case "test_structured": {
         const doubled = Number(args.n ?? 0) * 2;
-        return { content: [{ type: "text", text: JSON.stringify({ doubled }) }], structuredContent: { doubled }, _meta: { "example.com/trace": "t-1" } };
+        return {
+          content: [{ type: "text", text: JSON.stringify({ doubled }) }],
+          structuredContent: { doubled },
+          _meta: { "example.com/trace": "t-1" },
+        };
       }
     }
     throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${request.params.name}`);
@@ -225,15 +289,27 @@ function conformanceServer(transportOf: () => StreamableHTTPServerTransport | un
 
   server.setRequestHandler(ListResourcesRequestSchema, () => ({ resources: RESOURCES }));
   server.setRequestHandler(ListResourceTemplatesRequestSchema, () => ({
-    resourceTemplates: [{ uriTemplate: "test://template/{id}/data", name: "template", title: "Resource Template", mimeType: "application/json" }],
+    resourceTemplates: [
+      { uriTemplate: "test://template/{id}/data", name: "template", title: "Resource Template", mimeType: "application/json" },
+    ],
   }));
   server.setRequestHandler(ReadResourceRequestSchema, (request) => {
     const { uri } = request.params;
-    if (uri === "test://static-text") return { contents: [{ uri, mimeType: "text/plain", text: "This is the content of the static text resource." }] };
+    if (uri === "test://static-text")
+      return { contents: [{ uri, mimeType: "text/plain", text: "This is the content of the static text resource." }] };
     if (uri === "test://static-binary") return { contents: [{ uri, mimeType: "image/png", blob: PNG }] };
     if (uri === "test://watched-resource") return { contents: [{ uri, mimeType: "text/plain", text: "Watched resource content" }] };
     const match = /^test:\/\/template\/([^/]+)\/data$/.exec(uri);
-    if (match) return { contents: [{ uri, mimeType: "application/json", text: JSON.stringify({ id: match[1], templateTest: true, data: `Data for ID: ${match[1]}` }) }] };
+    if (match)
+      return {
+        contents: [
+          {
+            uri,
+            mimeType: "application/json",
+            text: JSON.stringify({ id: match[1], templateTest: true, data: `Data for ID: ${match[1]}` }),
+          },
+        ],
+      };
     throw new McpError(-32002, `Resource not found: ${uri}`);
   });
   server.setRequestHandler(SubscribeRequestSchema, (request) => {
@@ -252,11 +328,23 @@ function conformanceServer(transportOf: () => StreamableHTTPServerTransport | un
       case "test_simple_prompt":
         return { messages: [{ role: "user", content: { type: "text", text: "This is a simple prompt for testing." } }] };
       case "test_prompt_with_arguments":
-        return { messages: [{ role: "user", content: { type: "text", text: `Prompt with arguments: arg1='${args.arg1}', arg2='${args.arg2}'` } }] };
+        return {
+          messages: [{ role: "user", content: { type: "text", text: `Prompt with arguments: arg1='${args.arg1}', arg2='${args.arg2}'` } }],
+        };
       case "test_prompt_with_embedded_resource":
         return {
           messages: [
-            { role: "user", content: { type: "resource", resource: { uri: args.resourceUri ?? "test://example-resource", mimeType: "text/plain", text: "Embedded resource content for testing." } } },
+            {
+              role: "user",
+              content: {
+                type: "resource",
+                resource: {
+                  uri: args.resourceUri ?? "test://example-resource",
+                  mimeType: "text/plain",
+                  text: "Embedded resource content for testing.",
+                },
+              },
+            },
             { role: "user", content: { type: "text", text: "Please process the embedded resource above." } },
           ],
         };
@@ -322,13 +410,18 @@ export async function serveConformanceUpstream(): Promise<ConformanceUpstream> {
       try {
         parsedBody = JSON.parse(Buffer.concat(chunks).toString("utf8"));
       } catch {
-        return res.writeHead(400, { "content-type": "application/json" }).end('{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}');
+        return res
+          .writeHead(400, { "content-type": "application/json" })
+          .end('{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}');
       }
     }
     const sessionId = req.headers["mcp-session-id"];
     const existing = typeof sessionId === "string" ? transports.get(sessionId) : undefined;
     if (existing) return existing.handleRequest(req, res, parsedBody);
-    if (sessionId) return res.writeHead(404, { "content-type": "application/json" }).end('{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}');
+    if (sessionId)
+      return res
+        .writeHead(404, { "content-type": "application/json" })
+        .end('{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}');
     let transport: StreamableHTTPServerTransport | undefined;
     const server = conformanceServer(() => transport);
     servers.push(server);

@@ -38,10 +38,14 @@ export default async function setup() {
   const wanted = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
   if (await answers(wanted)) return;
   if (spawnSync("redis-server", ["--version"], { stdio: "ignore" }).error) {
-    throw new Error(`Nothing answers at ${wanted} and redis-server is not on the PATH: install Redis (e.g. apt-get install redis-server), or set TEST_REDIS_URL to a running one`);
+    throw new Error(
+      `Nothing answers at ${wanted} and redis-server is not on the PATH: install Redis (e.g. apt-get install redis-server), or set TEST_REDIS_URL to a running one`,
+    );
   }
   const port = await freePort();
-  const child: ChildProcess = spawn("redis-server", ["--bind", "127.0.0.1", "--port", String(port), "--save", "", "--appendonly", "no"], { stdio: "ignore" });
+  const child: ChildProcess = spawn("redis-server", ["--bind", "127.0.0.1", "--port", String(port), "--save", "", "--appendonly", "no"], {
+    stdio: "ignore",
+  });
   const url = `redis://127.0.0.1:${port}`;
   for (let i = 0; i < 100 && !(await answers(url)); i++) await new Promise((resolve) => setTimeout(resolve, 50));
   if (!(await answers(url))) {

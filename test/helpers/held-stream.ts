@@ -27,7 +27,15 @@ export async function startHeldUpstream(): Promise<HeldUpstream> {
     req.resume();
     req.on("end", () => {
       res.writeHead(200, { "content-type": "text/event-stream" });
-      res.write(chunk({ id: "held", object: "chat.completion.chunk", created: 0, model: "held", choices: [{ index: 0, delta: { role: "assistant", content: "held " }, finish_reason: null }] }));
+      res.write(
+        chunk({
+          id: "held",
+          object: "chat.completion.chunk",
+          created: 0,
+          model: "held",
+          choices: [{ index: 0, delta: { role: "assistant", content: "held " }, finish_reason: null }],
+        }),
+      );
       held.add(res);
       res.once("close", () => held.delete(res));
     });
@@ -39,8 +47,25 @@ export async function startHeldUpstream(): Promise<HeldUpstream> {
     open: () => held.size,
     finish() {
       for (const res of held) {
-        res.write(chunk({ id: "held", object: "chat.completion.chunk", created: 0, model: "held", choices: [{ index: 0, delta: {}, finish_reason: "stop" }] }));
-        res.write(chunk({ id: "held", object: "chat.completion.chunk", created: 0, model: "held", choices: [], usage: { prompt_tokens: 5, completion_tokens: 1, total_tokens: 6 } }));
+        res.write(
+          chunk({
+            id: "held",
+            object: "chat.completion.chunk",
+            created: 0,
+            model: "held",
+            choices: [{ index: 0, delta: {}, finish_reason: "stop" }],
+          }),
+        );
+        res.write(
+          chunk({
+            id: "held",
+            object: "chat.completion.chunk",
+            created: 0,
+            model: "held",
+            choices: [],
+            usage: { prompt_tokens: 5, completion_tokens: 1, total_tokens: 6 },
+          }),
+        );
         res.end(chunk("[DONE]"));
       }
       held.clear();
@@ -58,8 +83,14 @@ export async function startHeldUpstream(): Promise<HeldUpstream> {
  */
 export async function openStream(url: string, headers: Record<string, string>, body: unknown) {
   const controller = new AbortController();
-  const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body), signal: controller.signal });
-  if (res.status !== 200) return { status: res.status, headers: res.headers, body: (await res.json()) as any, cancel: () => undefined, rest: async () => "" };
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify(body),
+    signal: controller.signal,
+  });
+  if (res.status !== 200)
+    return { status: res.status, headers: res.headers, body: (await res.json()) as any, cancel: () => undefined, rest: async () => "" };
   const reader = res.body!.getReader();
   const decoder = new TextDecoder();
   let text = "";

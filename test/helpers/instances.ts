@@ -1,5 +1,4 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { join } from "node:path";
 import { TEST_DATA_SECRET } from "./server.js";
 import { TEST_REDIS_URL } from "./redis.js";
 
@@ -59,7 +58,10 @@ export function startInstance(env: Record<string, string>, timeoutMs = 30_000): 
 export async function instanceRequest(origin: string, path: string, init: { method?: string; token?: string; json?: unknown } = {}) {
   const res = await fetch(origin + path, {
     method: init.method ?? "GET",
-    headers: { ...(init.token ? { authorization: `Bearer ${init.token}` } : {}), ...(init.json ? { "content-type": "application/json" } : {}) },
+    headers: {
+      ...(init.token ? { authorization: `Bearer ${init.token}` } : {}),
+      ...(init.json ? { "content-type": "application/json" } : {}),
+    },
     body: init.json ? JSON.stringify(init.json) : undefined,
   });
   const text = await res.text();

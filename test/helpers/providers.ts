@@ -3,7 +3,12 @@ import { createProvider } from "../../rpc/chat/providers/index.js";
 import type { ChatChunk, ChatCompletion, Provider, ProviderResult, ToolCall, Usage } from "../../rpc/chat/types.js";
 
 /** A model entry parsed as the service parses it (defaults applied), and its adapter. */
-export function providerFor(id: string, entry: Record<string, unknown>, env: Record<string, string | undefined> = {}, timeoutSeconds = 5): { provider: Provider; config: ModelConfig } {
+export function providerFor(
+  id: string,
+  entry: Record<string, unknown>,
+  env: Record<string, string | undefined> = {},
+  timeoutSeconds = 5,
+): { provider: Provider; config: ModelConfig } {
   const config = loadModels({ MODELS_FILE: undefined, MODELS_JSON: JSON.stringify({ models: { [id]: entry } }) })[id] as ModelConfig;
   return { provider: createProvider(id, config, { timeoutSeconds, env }), config };
 }
@@ -26,7 +31,13 @@ export async function drainStream(result: ProviderResult): Promise<{ chunks: Cha
 }
 
 /** What a client assembles from the chunks: text, tool calls by index, finish reason, usage. */
-export function assemble(chunks: ChatChunk[]): { role?: string; content: string; toolCalls: ToolCall[]; finish?: string | null; usage?: Usage | null } {
+export function assemble(chunks: ChatChunk[]): {
+  role?: string;
+  content: string;
+  toolCalls: ToolCall[];
+  finish?: string | null;
+  usage?: Usage | null;
+} {
   let role: string | undefined;
   let content = "";
   let finish: string | null | undefined;
@@ -70,7 +81,11 @@ export const TOOL_CONVERSATION = {
   tools: [
     {
       type: "function" as const,
-      function: { name: "weather", description: "Current weather of a city", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"], additionalProperties: false } },
+      function: {
+        name: "weather",
+        description: "Current weather of a city",
+        parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"], additionalProperties: false },
+      },
     },
   ],
 };

@@ -25,9 +25,21 @@ export interface TestServer extends RunningServer {
  * afterAll; `close()` fails the test if the server logged an error it was not told to expect
  * (`allowLoggedErrors`).
  */
-export async function startTestServer(env: Record<string, string> = {}, options: Pick<StartOptions, "resolveHost"> = {}): Promise<TestServer> {
+export async function startTestServer(
+  env: Record<string, string> = {},
+  options: Pick<StartOptions, "resolveHost"> = {},
+): Promise<TestServer> {
   const rawLogs: string[] = [];
-  const config = loadConfig({ STORAGE: "memory", REDIS_URL: TEST_REDIS_URL, LOG_LEVEL: "info", GATEWAY_JWT_SECRET: TEST_JWT_SECRET, DATA_ENCRYPTION_SECRET: TEST_DATA_SECRET, ...env, PORT: env.PORT ?? "0", HOST: "127.0.0.1" });
+  const config = loadConfig({
+    STORAGE: "memory",
+    REDIS_URL: TEST_REDIS_URL,
+    LOG_LEVEL: "info",
+    GATEWAY_JWT_SECRET: TEST_JWT_SECRET,
+    DATA_ENCRYPTION_SECRET: TEST_DATA_SECRET,
+    ...env,
+    PORT: env.PORT ?? "0",
+    HOST: "127.0.0.1",
+  });
   const server = await startServer(config, { ...options, logSink: (line) => rawLogs.push(line) });
   const logs = () => rawLogs.map((line) => JSON.parse(line) as Record<string, unknown>);
   const url = (path: string) => server.origin + path;
@@ -58,7 +70,8 @@ export async function startTestServer(env: Record<string, string> = {}, options:
     async close() {
       await server.close();
       const unexpected = logs().filter((line) => line.level === "error" && !allowed.some((match) => match(line)));
-      if (unexpected.length) throw new Error(`The server logged unexpected errors:\n${unexpected.map((line) => JSON.stringify(line)).join("\n")}`);
+      if (unexpected.length)
+        throw new Error(`The server logged unexpected errors:\n${unexpected.map((line) => JSON.stringify(line)).join("\n")}`);
     },
   };
 }

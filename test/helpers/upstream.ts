@@ -43,7 +43,10 @@ export async function serveMcp(factory: () => Connectable): Promise<UpstreamMcp>
     const sessionId = req.headers["mcp-session-id"];
     const existing = typeof sessionId === "string" ? transports.get(sessionId) : undefined;
     if (existing) return existing.handleRequest(req, res, parsedBody);
-    if (sessionId) return res.writeHead(404, { "content-type": "application/json" }).end('{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}');
+    if (sessionId)
+      return res
+        .writeHead(404, { "content-type": "application/json" })
+        .end('{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}');
     const server = factory();
     servers.push(server);
     const transport = new StreamableHTTPServerTransport({

@@ -25,7 +25,9 @@ export function openSocket(url: string, options: WebSocket.ClientOptions & { pro
     ws.once("unexpected-response", (_req, res) => {
       let body = "";
       res.on("data", (chunk) => (body += chunk));
-      res.on("end", () => reject(Object.assign(new Error(`refused ${res.statusCode}`), { status: res.statusCode, body, headers: res.headers })));
+      res.on("end", () =>
+        reject(Object.assign(new Error(`refused ${res.statusCode}`), { status: res.statusCode, body, headers: res.headers })),
+      );
     });
     ws.once("error", reject);
   });
@@ -45,7 +47,9 @@ export async function connectVm(url: string, token: string, methods: Record<stri
     ws.send(JSON.stringify(payload));
   });
   const rpc = new JSONRPCServerAndClient(server, client, { errorListener: () => undefined });
-  const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.once("close", (code, reason) => resolve({ code, reason: reason.toString() })));
+  const closed = new Promise<{ code: number; reason: string }>((resolve) =>
+    ws.once("close", (code, reason) => resolve({ code, reason: reason.toString() })),
+  );
   ws.on("message", (data) => {
     const text = data.toString();
     frames.push(text);
@@ -69,4 +73,3 @@ export async function connectVm(url: string, token: string, methods: Record<stri
     },
   };
 }
-

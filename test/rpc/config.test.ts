@@ -5,7 +5,14 @@ import { ConfigError, loadConfig } from "../../rpc/config.js";
 describe("configuration", () => {
   it("uses documented defaults", () => {
     const config = loadConfig({});
-    expect(config).toMatchObject({ PORT: 8787, STORAGE: "fs", DATA_DIR: "./data", GATEWAY_MAX_PAYLOAD_BYTES: 1048576, GATEWAY_RATE_LIMIT_RPM: 120, GATEWAY_API_RATE_LIMIT_RPM: 600 });
+    expect(config).toMatchObject({
+      PORT: 8787,
+      STORAGE: "fs",
+      DATA_DIR: "./data",
+      GATEWAY_MAX_PAYLOAD_BYTES: 1048576,
+      GATEWAY_RATE_LIMIT_RPM: 120,
+      GATEWAY_API_RATE_LIMIT_RPM: 600,
+    });
   });
 
   it("has the quotas' documented defaults (docs/quotas.md)", () => {

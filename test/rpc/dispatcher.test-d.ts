@@ -4,7 +4,7 @@ import type { Principal } from "../../rpc/auth.js";
 import type { Composition } from "../../rpc/compose.js";
 import { defineMethod, type ErrorMap, type ImpliedCode, type MethodResult } from "../../rpc/define.js";
 import { fromWire, type CallFacts, type Dispatcher } from "../../rpc/dispatcher.js";
-import { agentsCancel, agentsInvoke, agentsSubscribe } from "../../rpc/agents/methods.js";
+import { agentsCancel, type agentsInvoke, agentsSubscribe } from "../../rpc/agents/methods.js";
 import { bridgeMcpCapabilities } from "../../rpc/tools/methods.js";
 import type { McpOffers } from "../../rpc/tools/ports.js";
 
@@ -42,7 +42,14 @@ const open = defineMethod({
   },
 });
 
-const other = defineMethod({ name: "test.other", summary: "Not in the registry below.", input: v.object({}), auth: "public", http: [], handler: () => 1 });
+const other = defineMethod({
+  name: "test.other",
+  summary: "Not in the registry below.",
+  input: v.object({}),
+  auth: "public",
+  http: [],
+  handler: () => 1,
+});
 
 declare const dispatcher: Dispatcher<typeof echo | typeof open>;
 declare const facts: CallFacts;
@@ -74,7 +81,11 @@ describe("dispatcher.call", () => {
 
   it("types the service's methods from the module list", () => {
     const service = {} as Composition["dispatcher"];
-    expectTypeOf(service.call(agentsCancel, { run_id: "run_1" }, facts)).resolves.toEqualTypeOf<{ runId: string; agentId: string; cancelled: boolean }>();
+    expectTypeOf(service.call(agentsCancel, { run_id: "run_1" }, facts)).resolves.toEqualTypeOf<{
+      runId: string;
+      agentId: string;
+      cancelled: boolean;
+    }>();
     expectTypeOf(service.call(bridgeMcpCapabilities, {}, facts)).resolves.toEqualTypeOf<McpOffers>();
     expectTypeOf(service.call(agentsSubscribe, { agent_id: "a" }, facts)).resolves.toExtend<AsyncIterable<{ type: string }>>();
     // A streaming method: its events, or its result when it does not stream.

@@ -38,7 +38,14 @@ const failing = defineMethod({
     throw new Error("crash");
   },
 });
-const unregistered = defineMethod({ name: "test.unregistered", summary: "x", input: v.object({}), auth: "public", http: [], handler: () => 1 });
+const unregistered = defineMethod({
+  name: "test.unregistered",
+  summary: "x",
+  input: v.object({}),
+  auth: "public",
+  http: [],
+  handler: () => 1,
+});
 
 // The dispatcher alone, without HTTP: the order of its steps and what each transport relies on.
 describe("Dispatcher.dispatch", () => {
@@ -49,7 +56,11 @@ describe("Dispatcher.dispatch", () => {
 
   beforeAll(async () => {
     const config = loadConfig({ STORAGE: "memory", GATEWAY_JWT_SECRET: TEST_JWT_SECRET, GATEWAY_RATE_LIMIT_RPM: "2", LOG_LEVEL: "info" });
-    services = await compose(config, createLogger("info", (line) => lines.push(line)), noTools);
+    services = await compose(
+      config,
+      createLogger("info", (line) => lines.push(line)),
+      noTools,
+    );
     const limited = defineMethod({
       name: "test.limited",
       summary: "Counts against the bridge budget.",
@@ -68,7 +79,9 @@ describe("Dispatcher.dispatch", () => {
       http: [],
       handler: () => "admitted",
     });
-    dispatcher = new Dispatcher(createRegistry([echo, limited, gate, failing]), services.dispatcher.ports, new Map(), { checkDeclaredErrors: true });
+    dispatcher = new Dispatcher(createRegistry([echo, limited, gate, failing]), services.dispatcher.ports, new Map(), {
+      checkDeclaredErrors: true,
+    });
     await services.ports.repos.users.put({
       id: "usr_dispatch",
       email: "dispatch@example.com",
@@ -83,7 +96,8 @@ describe("Dispatcher.dispatch", () => {
   });
   afterAll(() => services.close());
 
-  const facts = (bearer?: string): CallFacts => callFacts({ requestId: "req-1", surface: "rpc", transport: "direct", presented: bearer ? { bearer } : {}, ip: "127.0.0.1" });
+  const facts = (bearer?: string): CallFacts =>
+    callFacts({ requestId: "req-1", surface: "rpc", transport: "direct", presented: bearer ? { bearer } : {}, ip: "127.0.0.1" });
 
   it("authenticates before it reads the params: a caller without credentials never makes a body be read", async () => {
     const read = vi.fn(() => ({ n: 1 }));
@@ -98,7 +112,10 @@ describe("Dispatcher.dispatch", () => {
     const onAuthenticated = vi.fn();
     const result = await dispatcher.dispatch("test.echo", () => ({ n: 2 }), { ...facts(token), onAuthenticated });
     expect(result).toEqual({ n: 2, userId: "usr_dispatch" });
-    expect(onAuthenticated).toHaveBeenCalledWith(expect.objectContaining({ kind: "session", userId: "usr_dispatch" }), expect.objectContaining({ name: "test.echo" }));
+    expect(onAuthenticated).toHaveBeenCalledWith(
+      expect.objectContaining({ kind: "session", userId: "usr_dispatch" }),
+      expect.objectContaining({ name: "test.echo" }),
+    );
   });
 
   it("applies declared policies whatever the transport, before the params are read", async () => {
@@ -138,6 +155,8 @@ describe("Dispatcher.dispatch", () => {
     expect(undeclared()).toEqual([]);
     // The caller's answer is unchanged; the log line (level error) fails a test server that meets it.
     expect(await raised("CONFLICT")).toMatchObject({ code: "CONFLICT", message: "not declared" });
-    expect(undeclared()).toEqual([expect.objectContaining({ level: "error", method: "test.failing", code: "CONFLICT", requestId: "req-1" })]);
+    expect(undeclared()).toEqual([
+      expect.objectContaining({ level: "error", method: "test.failing", code: "CONFLICT", requestId: "req-1" }),
+    ]);
   });
 });

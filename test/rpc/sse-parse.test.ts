@@ -26,7 +26,7 @@ async function collect(iterable: AsyncIterable<string>): Promise<string[]> {
 
 describe("readSseData (the one SSE splitter)", () => {
   it("splits events across chunk boundaries, joins multi-line data, drops comments and data-less events", async () => {
-    const { stream } = body([": keep-alive\n\n", "data: {\"a\"", ":1}\n\nevent: x\n\ndata: line1\ndata: line2\r\n\r\n", "data:tail"]);
+    const { stream } = body([": keep-alive\n\n", 'data: {"a"', ":1}\n\nevent: x\n\ndata: line1\ndata: line2\r\n\r\n", "data:tail"]);
     expect(await collect(readSseData(stream))).toEqual(['{"a":1}', "line1\nline2", "tail"]);
   });
 

@@ -65,6 +65,9 @@ describe("npm run admin beside a running server on one DATA_DIR", () => {
     expect(served).toBe(requests);
     const granted = grants.reduce((sum, credits) => sum + Math.round(Number(credits) * MICRO), 0);
     const { ledger } = server.composition.ports.repos;
-    expect(await ledger.state(ledger.credits(account.workspaceId))).toMatchObject({ value: MICRO + granted - requests * perRequest, held: 0 });
+    expect(await ledger.state(ledger.credits(account.workspaceId))).toMatchObject({
+      value: MICRO + granted - requests * perRequest,
+      held: 0,
+    });
   }, 120_000);
 });

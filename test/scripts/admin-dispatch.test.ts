@@ -31,11 +31,23 @@ interface Run {
 }
 
 function admin(...args: string[]): Promise<Run> {
-  const env = { ...process.env, STORAGE: "redis", REDIS_URL: TEST_REDIS_URL, REDIS_PREFIX: prefix, GATEWAY_JWT_SECRET: TEST_JWT_SECRET, DATA_ENCRYPTION_SECRET: TEST_DATA_SECRET, LOG_LEVEL: "info" };
+  const env = {
+    ...process.env,
+    STORAGE: "redis",
+    REDIS_URL: TEST_REDIS_URL,
+    REDIS_PREFIX: prefix,
+    GATEWAY_JWT_SECRET: TEST_JWT_SECRET,
+    DATA_ENCRYPTION_SECRET: TEST_DATA_SECRET,
+    LOG_LEVEL: "info",
+  };
   return new Promise((resolve) => {
     execFile(join("node_modules", ".bin", "tsx"), ["scripts/admin.ts", ...args], { env, timeout: 60_000 }, (error, stdout, stderr) => {
       const code = error ? (typeof error.code === "number" ? error.code : 1) : 0;
-      const logs = () => stderr.split("\n").filter((line) => line.startsWith("{")).map((line) => JSON.parse(line) as Record<string, unknown>);
+      const logs = () =>
+        stderr
+          .split("\n")
+          .filter((line) => line.startsWith("{"))
+          .map((line) => JSON.parse(line) as Record<string, unknown>);
       resolve({ code, stdout, stderr, json: () => JSON.parse(stdout), logs });
     });
   });
@@ -66,7 +78,8 @@ afterAll(async () => {
 });
 
 type BusEvent = { type: string; topic: string; source: string; payload: Record<string, unknown> };
-const keyEvents = async () => ((await server.request("/gateway/v1/events?type=key.created&limit=100", { headers: bearer(session) })).body.data as BusEvent[]);
+const keyEvents = async () =>
+  (await server.request("/gateway/v1/events?type=key.created&limit=100", { headers: bearer(session) })).body.data as BusEvent[];
 
 describe("npm run admin dispatches the operator methods", () => {
   it("create-key emits key.created as the console's key creation does, on the bus before the command exits", async () => {
@@ -76,23 +89,49 @@ describe("npm run admin dispatches the operator methods", () => {
     expect(adminKey).toMatchObject({ workspace, name: "from admin", scopes: ["chat:write"], rpmLimit: 60 });
     // No waiting: the command closed its composition, which waits for the events it emitted.
     const fromAdmin = (await keyEvents()).find((event) => event.payload.keyId === adminKey.id);
-    expect(fromAdmin).toMatchObject({ type: "key.created", topic: "key", source: "gateway", payload: { keyId: adminKey.id, kind: "platform", name: "from admin" } });
+    expect(fromAdmin).toMatchObject({
+      type: "key.created",
+      topic: "key",
+      source: "gateway",
+      payload: { keyId: adminKey.id, kind: "platform", name: "from admin" },
+    });
     expect(JSON.stringify(fromAdmin)).not.toContain(adminKey.key);
 
     const cookie = await consoleSignIn(server, email, PASSWORD);
-    const viaConsole = await server.request("/api/api-keys", { method: "POST", headers: withCookie(cookie), json: { name: "from console" } });
+    const viaConsole = await server.request("/api/api-keys", {
+      method: "POST",
+      headers: withCookie(cookie),
+      json: { name: "from console" },
+    });
     expect(viaConsole.status).toBe(201);
     const fromConsole = await eventually(async () => (await keyEvents()).find((event) => event.payload.keyId === viaConsole.body.id));
     expect(Object.keys(fromAdmin!.payload).sort()).toEqual(Object.keys(fromConsole!.payload).sort());
-    expect(fromAdmin).toMatchObject({ type: fromConsole!.type, topic: fromConsole!.topic, source: fromConsole!.source, payload: { kind: fromConsole!.payload.kind } });
+    expect(fromAdmin).toMatchObject({
+      type: fromConsole!.type,
+      topic: fromConsole!.topic,
+      source: fromConsole!.source,
+      payload: { kind: fromConsole!.payload.kind },
+    });
 
     // The dispatcher's line for the call, on stderr; stdout is the answer alone.
-    expect(made.logs()).toContainEqual(expect.objectContaining({ event: "call", method: "operator.keys.create", principal: { kind: "service", userId: "admin" }, outcome: "ok" }));
+    expect(made.logs()).toContainEqual(
+      expect.objectContaining({
+        event: "call",
+        method: "operator.keys.create",
+        principal: { kind: "service", userId: "admin" },
+        outcome: "ok",
+      }),
+    );
     expect(made.stderr).not.toContain(adminKey.key);
   }, 120_000);
 
   it("holds grant-credits to the credit-grant cap and the decimals rule of POST /gateway/v1/operator/credits", async () => {
-    const http = (credits: number) => server.request("/gateway/v1/operator/credits", { method: "POST", headers: bearer(session), json: { workspaceId: workspace, credits } });
+    const http = (credits: number) =>
+      server.request("/gateway/v1/operator/credits", {
+        method: "POST",
+        headers: bearer(session),
+        json: { workspaceId: workspace, credits },
+      });
     const before = await server.composition.ports.repos.credits.balance(workspace);
 
     for (const [credits, rule] of [
@@ -106,7 +145,9 @@ describe("npm run admin dispatches the operator methods", () => {
       const overAdmin = await admin("grant-credits", "--workspace", workspace, `--credits=${credits}`);
       expect(overAdmin.code, overAdmin.stderr).toBe(2);
       expect(overAdmin.stderr).toMatch(rule);
-      expect(overAdmin.logs()).toContainEqual(expect.objectContaining({ event: "call", method: "operator.credits.grant", outcome: "VALIDATION_FAILED" }));
+      expect(overAdmin.logs()).toContainEqual(
+        expect.objectContaining({ event: "call", method: "operator.credits.grant", outcome: "VALIDATION_FAILED" }),
+      );
     }
     expect(await server.composition.ports.repos.credits.balance(workspace)).toBe(before);
 
@@ -124,17 +165,34 @@ describe("npm run admin dispatches the operator methods", () => {
   }, 180_000);
 
   it("offers its own operations as internal methods: not over /rpc, REST or OpenAPI", async () => {
-    const internal = ["operator.users.create", "operator.users.get", "operator.users.update", "operator.workspaces.create", "operator.keys.create", "operator.mcp.servers.share", "operator.mcp.servers.shared", "operator.mcp.servers.unshare"];
+    const internal = [
+      "operator.users.create",
+      "operator.users.get",
+      "operator.users.update",
+      "operator.workspaces.create",
+      "operator.keys.create",
+      "operator.mcp.servers.share",
+      "operator.mcp.servers.shared",
+      "operator.mcp.servers.unshare",
+    ];
     for (const method of internal) {
       expect(server.dispatcher.registry[method]?.internal, method).toBe(true);
-      const rpc = await server.request("/rpc", { method: "POST", headers: bearer(session), json: { jsonrpc: "2.0", id: 1, method, params: { email } } });
+      const rpc = await server.request("/rpc", {
+        method: "POST",
+        headers: bearer(session),
+        json: { jsonrpc: "2.0", id: 1, method, params: { email } },
+      });
       expect(rpc.body.error.code, method).toBe(-32601);
     }
     const openapi = JSON.stringify((await server.request("/openapi.json")).body);
     for (const method of internal) expect(openapi).not.toContain(method);
     // An operator's session is not the local administrator.
     const asOperator = await server.dispatcher
-      .dispatch("operator.users.update", { email, operator: false }, callFacts({ surface: "rpc", transport: "direct", presented: { bearer: session } }))
+      .dispatch(
+        "operator.users.update",
+        { email, operator: false },
+        callFacts({ surface: "rpc", transport: "direct", presented: { bearer: session } }),
+      )
       .catch((error: unknown) => error);
     expect(asOperator).toMatchObject({ code: "UNAUTHORIZED" });
     expect((await server.composition.ports.repos.users.byEmail(email))!.operator).toBe(true);

@@ -3,7 +3,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import OpenAI from "openai";
+import type OpenAI from "openai";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { openaiClient, userMessage } from "../helpers/chat.js";
 

@@ -39,7 +39,11 @@ beforeAll(() => {
 
 describe("npm start", () => {
   it("is one process group that SIGTERM stops, freeing the port", async () => {
-    const child = spawn("npm", ["start"], { env: { ...BASE_ENV, PORT: "0", STORAGE: "memory" }, detached: true, stdio: ["ignore", "ignore", "pipe"] });
+    const child = spawn("npm", ["start"], {
+      env: { ...BASE_ENV, PORT: "0", STORAGE: "memory" },
+      detached: true,
+      stdio: ["ignore", "ignore", "pipe"],
+    });
     let stderr = "";
     child.stderr.on("data", (chunk) => (stderr += chunk));
     const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
@@ -48,7 +52,7 @@ describe("npm start", () => {
         const timer = setTimeout(() => reject(new Error(`no start line: ${stderr}`)), 60_000);
         child.stderr.on("data", () => {
           const match = /gateway\s+(http:\/\/127\.0\.0\.1:\d+)\/gateway\/v1/.exec(stderr);
-          if (match) (clearTimeout(timer), resolve(match[1]!));
+          if (match) clearTimeout(timer), resolve(match[1]!);
         });
       });
       const port = Number(new URL(origin).port);
@@ -101,7 +105,10 @@ describe("a bad start is one line and exit code 1", () => {
     ["DATA_DIR", () => ({ STORAGE: "fs", DATA_DIR: ownedDir })],
   ];
   it.concurrent.each(cases)("names %s", async (name, env) => {
-    const child = spawn(process.execPath, ["dist/scripts/start.js"], { env: { ...BASE_ENV, STORAGE: "memory", PORT: "0", ...env() }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, ["dist/scripts/start.js"], {
+      env: { ...BASE_ENV, STORAGE: "memory", PORT: "0", ...env() },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stderr = "";
     child.stderr.on("data", (chunk) => (stderr += chunk));
     const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));

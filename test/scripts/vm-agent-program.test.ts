@@ -25,7 +25,8 @@ afterAll(async () => {
 
 it("npm run vm-agent connects, registers its tools, serves them and exits cleanly on SIGINT", async () => {
   const { token } = await registerUser(server);
-  const key = (await server.request("/gateway/v1/auth/keys", { method: "POST", headers: bearer(token), json: { name: "vm" } })).body.key as string;
+  const key = (await server.request("/gateway/v1/auth/keys", { method: "POST", headers: bearer(token), json: { name: "vm" } })).body
+    .key as string;
   const stderr: string[] = [];
   agent = spawn(
     join("node_modules", ".bin", "tsx"),
@@ -37,7 +38,12 @@ it("npm run vm-agent connects, registers its tools, serves them and exits cleanl
 
   await eventually(() => (server.bridge.vms.local("laptop-1")?.tools.length ?? 0) === 4, 20_000);
   const names = (await server.bridge.catalog.list()).filter((tool) => tool.source.kind === "vm").map((tool) => tool.name);
-  expect(names).toEqual(["vm__laptop-1__hash_text", "vm__laptop-1__list_directory", "vm__laptop-1__read_file", "vm__laptop-1__system_info"]);
+  expect(names).toEqual([
+    "vm__laptop-1__hash_text",
+    "vm__laptop-1__list_directory",
+    "vm__laptop-1__read_file",
+    "vm__laptop-1__system_info",
+  ]);
 
   const execute = (tool_name: string, input: Record<string, unknown>) =>
     server.request("/bridge/tools/execute", { method: "POST", headers: bearer(key), json: { tool_name, input, vm_id: "laptop-1" } });

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import OpenAI from "openai";
-import { instanceRequest, startInstance, type Instance } from "../helpers/instances.js";
+import { instanceRequest, startInstance } from "../helpers/instances.js";
 import { newUserBody, TEST_JWT_SECRET } from "../helpers/server.js";
 import { consoleCookieFrom } from "../helpers/console.js";
 import { dropRedisPrefix, TEST_REDIS_URL, uniqueRedisPrefix } from "../helpers/redis.js";
@@ -34,7 +34,16 @@ beforeAll(async () => {
     req.resume();
     req.on("end", () => {
       res.writeHead(200, { "content-type": "application/json" });
-      res.end(JSON.stringify({ id: "chatcmpl-1", object: "chat.completion", created: 0, model: "paid", choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }], usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } }));
+      res.end(
+        JSON.stringify({
+          id: "chatcmpl-1",
+          object: "chat.completion",
+          created: 0,
+          model: "paid",
+          choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }],
+          usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
+        }),
+      );
     });
   });
   await new Promise<void>((resolve) => provider.listen(0, "127.0.0.1", resolve));
@@ -48,9 +57,17 @@ afterAll(async () => {
 });
 
 async function platformKey(origin: string, email: string, password: string): Promise<string> {
-  const session = await fetch(`${origin}/api/session`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email, password }) });
+  const session = await fetch(`${origin}/api/session`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ email, password }),
+  });
   const cookie = consoleCookieFrom(session.headers)!;
-  const created = await fetch(`${origin}/api/api-keys`, { method: "POST", headers: { "content-type": "application/json", cookie: cookie.pair }, body: JSON.stringify({ name: "crash" }) });
+  const created = await fetch(`${origin}/api/api-keys`, {
+    method: "POST",
+    headers: { "content-type": "application/json", cookie: cookie.pair },
+    body: JSON.stringify({ name: "crash" }),
+  });
   return ((await created.json()) as { key: string }).key;
 }
 
@@ -75,7 +92,12 @@ async function killRounds(env: Record<string, string>, storeOptions: StoreOption
   await new CreditsRepo(store).grant(workspaceId, granted);
   const ledger = () => new LedgerRepo(store);
   const credits = ledger().credits(workspaceId);
-  const request = (origin: string) => new OpenAI({ baseURL: `${origin}/api/v1`, apiKey: key, maxRetries: 0 }).chat.completions.create({ model: "paid", messages: [{ role: "user", content: "x" }], max_tokens: 5 });
+  const request = (origin: string) =>
+    new OpenAI({ baseURL: `${origin}/api/v1`, apiKey: key, maxRetries: 0 }).chat.completions.create({
+      model: "paid",
+      messages: [{ role: "user", content: "x" }],
+      max_tokens: 5,
+    });
   await request(instance.origin);
   await vi.waitFor(async () => expect((await ledger().state(credits)).value).toBeLessThan(granted), { timeout: 10_000, interval: 10 });
   const perRequest = granted - (await ledger().state(credits)).value;
@@ -116,7 +138,9 @@ async function killRounds(env: Record<string, string>, storeOptions: StoreOption
 
 function checkRounds(rounds: Round[], driver: string) {
   // eslint-disable-next-line no-console
-  console.log(`${driver}: ${rounds.map(({ answered, charged }) => `answered ${answered}, charged ${charged} (${charged - answered >= 0 ? "+" : ""}${charged - answered})`).join("; ")}`);
+  console.log(
+    `${driver}: ${rounds.map(({ answered, charged }) => `answered ${answered}, charged ${charged} (${charged - answered >= 0 ? "+" : ""}${charged - answered})`).join("; ")}`,
+  );
   for (const { answered, charged } of rounds) {
     // Whole requests only: never a part, never one twice.
     expect(Number.isInteger(charged)).toBe(true);
@@ -133,7 +157,10 @@ describe("no charge without an answer, over several kill -9", () => {
     const dir = await mkdtemp(join(tmpdir(), "gw-crash-charges-"));
     dirs.push(dir);
     const models = JSON.stringify({ models: { paid: { provider: "openai-compatible", baseURL: providerUrl, price: PRICE } } });
-    const rounds = await killRounds({ STORAGE: "fs", DATA_DIR: dir, LOG_LEVEL: "error", MODELS_JSON: models }, { STORAGE: "fs", DATA_DIR: dir, REDIS_URL: TEST_REDIS_URL, REDIS_PREFIX: "unused" });
+    const rounds = await killRounds(
+      { STORAGE: "fs", DATA_DIR: dir, LOG_LEVEL: "error", MODELS_JSON: models },
+      { STORAGE: "fs", DATA_DIR: dir, REDIS_URL: TEST_REDIS_URL, REDIS_PREFIX: "unused" },
+    );
     checkRounds(rounds, "fs");
   }, 400_000);
 
@@ -142,7 +169,14 @@ describe("no charge without an answer, over several kill -9", () => {
     prefixes.push(prefix);
     const models = JSON.stringify({ models: { paid: { provider: "openai-compatible", baseURL: providerUrl, price: PRICE } } });
     const rounds = await killRounds(
-      { STORAGE: "redis", REDIS_PREFIX: prefix, REDIS_URL: TEST_REDIS_URL, GATEWAY_JWT_SECRET: TEST_JWT_SECRET, LOG_LEVEL: "error", MODELS_JSON: models },
+      {
+        STORAGE: "redis",
+        REDIS_PREFIX: prefix,
+        REDIS_URL: TEST_REDIS_URL,
+        GATEWAY_JWT_SECRET: TEST_JWT_SECRET,
+        LOG_LEVEL: "error",
+        MODELS_JSON: models,
+      },
       { STORAGE: "redis", DATA_DIR: "unused", REDIS_URL: TEST_REDIS_URL, REDIS_PREFIX: prefix },
     );
     checkRounds(rounds, "redis");

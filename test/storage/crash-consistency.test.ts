@@ -47,19 +47,35 @@ afterAll(async () => {
 });
 
 const PRICE = { input: 1000, output: 2000 };
-const models = () => JSON.stringify({ models: { echo: { provider: "echo", price: PRICE }, stuck: { provider: "openai-compatible", baseURL: upstreamUrl, price: PRICE } } });
+const models = () =>
+  JSON.stringify({
+    models: { echo: { provider: "echo", price: PRICE }, stuck: { provider: "openai-compatible", baseURL: upstreamUrl, price: PRICE } },
+  });
 const messages = [{ role: "user" as const, content: "x" }];
 const perRequest = Math.ceil((countPromptTokens(messages) * PRICE.input + PRICE.output) / 1000);
 
 async function register(origin: string, body = newUserBody()) {
   const res = await instanceRequest(origin, `${G}/auth/register`, { method: "POST", json: body });
-  return { ...body, status: res.status, token: res.body?.token as string, user: res.body?.user as { id: string; workspaceId: string; tenantId: string } };
+  return {
+    ...body,
+    status: res.status,
+    token: res.body?.token as string,
+    user: res.body?.user as { id: string; workspaceId: string; tenantId: string },
+  };
 }
 
 async function platformKey(origin: string, email: string, password: string): Promise<string> {
-  const session = await fetch(`${origin}/api/session`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email, password }) });
+  const session = await fetch(`${origin}/api/session`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ email, password }),
+  });
   const cookie = consoleCookieFrom(session.headers)!;
-  const created = await fetch(`${origin}/api/api-keys`, { method: "POST", headers: { "content-type": "application/json", cookie: cookie.pair }, body: JSON.stringify({ name: "crash" }) });
+  const created = await fetch(`${origin}/api/api-keys`, {
+    method: "POST",
+    headers: { "content-type": "application/json", cookie: cookie.pair },
+    body: JSON.stringify({ name: "crash" }),
+  });
   return ((await created.json()) as { key: string }).key;
 }
 
@@ -82,7 +98,11 @@ async function killMidBatch(instance: Instance, owner: { token: string; key: str
   const batch: Batch = { ackedUsers: [], pendingUsers: [], ackedAgents: [] };
   const origin = instance.origin;
   const chats = Array.from({ length: 6 }, () =>
-    fetch(`${origin}/api/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${owner.key}`, "content-type": "application/json" }, body: JSON.stringify({ model: "stuck", messages, max_tokens: 10 }) }).catch(() => undefined),
+    fetch(`${origin}/api/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${owner.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "stuck", messages, max_tokens: 10 }),
+    }).catch(() => undefined),
   );
   await vi.waitFor(() => expect(upstreamCalls).toBeGreaterThanOrEqual(6), { timeout: 10_000 });
   let killed = false;
@@ -96,7 +116,11 @@ async function killMidBatch(instance: Instance, owner: { token: string; key: str
     }
   });
   const agents = Array.from({ length: 16 }, async (_, i) => {
-    const res = await instanceRequest(origin, `${G}/agents`, { method: "POST", token: owner.token, json: { name: `a${i}`, model: "echo", tools: [], tenantId } }).catch(() => undefined);
+    const res = await instanceRequest(origin, `${G}/agents`, {
+      method: "POST",
+      token: owner.token,
+      json: { name: `a${i}`, model: "echo", tools: [], tenantId },
+    }).catch(() => undefined);
     if (res?.status === 201) batch.ackedAgents.push(res.body.id);
   });
   // Kill once some work was acknowledged and more is in flight.
@@ -110,14 +134,20 @@ async function killMidBatch(instance: Instance, owner: { token: string; key: str
 
 async function checkAfterRestart(origin: string, batch: Batch, owner: { token: string }, tenantId: string) {
   for (const user of batch.ackedUsers) {
-    const login = await instanceRequest(origin, `${G}/auth/login`, { method: "POST", json: { email: user.email, password: user.password } });
+    const login = await instanceRequest(origin, `${G}/auth/login`, {
+      method: "POST",
+      json: { email: user.email, password: user.password },
+    });
     expect(login.status, user.email).toBe(200);
   }
   for (const user of batch.pendingUsers) {
     const again = await register(origin, user);
     if (again.status === 409) {
       // It completed but the answer never left: the account is whole.
-      const login = await instanceRequest(origin, `${G}/auth/login`, { method: "POST", json: { email: user.email, password: user.password } });
+      const login = await instanceRequest(origin, `${G}/auth/login`, {
+        method: "POST",
+        json: { email: user.email, password: user.password },
+      });
       expect(login.status, user.email).toBe(200);
     } else {
       expect(again.status, user.email).toBe(201);
@@ -128,9 +158,15 @@ async function checkAfterRestart(origin: string, batch: Batch, owner: { token: s
   const tenant = (await instanceRequest(origin, `${G}/tenants/${tenantId}`, { token: owner.token })).body;
   expect(tenant.usage.agents).toBe(agents.filter((agent) => agent.tenantId === tenantId).length);
   // A create after the crash still sees the true count.
-  const created = await instanceRequest(origin, `${G}/agents`, { method: "POST", token: owner.token, json: { name: "after", model: "echo", tools: [], tenantId } });
+  const created = await instanceRequest(origin, `${G}/agents`, {
+    method: "POST",
+    token: owner.token,
+    json: { name: "after", model: "echo", tools: [], tenantId },
+  });
   expect(created.status).toBe(201);
-  expect((await instanceRequest(origin, `${G}/tenants/${tenantId}`, { token: owner.token })).body.usage.agents).toBe(tenant.usage.agents + 1);
+  expect((await instanceRequest(origin, `${G}/tenants/${tenantId}`, { token: owner.token })).body.usage.agents).toBe(
+    tenant.usage.agents + 1,
+  );
 }
 
 describe("kill -9 of a server on fs", () => {
@@ -142,10 +178,19 @@ describe("kill -9 of a server on fs", () => {
     const ownerBody = newUserBody();
     const owner = await register(instance.origin, ownerBody);
     const key = await platformKey(instance.origin, ownerBody.email, ownerBody.password);
-    const tenant = (await instanceRequest(instance.origin, `${G}/tenants`, { method: "POST", token: owner.token, json: { slug: `crash-${Date.now()}`, name: "Crash", limits: { agents: 100, tokensPerMonth: 1_000_000 } } })).body;
+    const tenant = (
+      await instanceRequest(instance.origin, `${G}/tenants`, {
+        method: "POST",
+        token: owner.token,
+        json: { slug: `crash-${Date.now()}`, name: "Crash", limits: { agents: 100, tokensPerMonth: 1_000_000 } },
+      })
+    ).body;
     // Credits granted beside the running server, as the admin command does: through the
     // server, which owns DATA_DIR.
-    const side: Store = await openStore({ STORAGE: "fs", DATA_DIR: dir, REDIS_URL: TEST_REDIS_URL, REDIS_PREFIX: "unused" }, { whenOwned: "connect" });
+    const side: Store = await openStore(
+      { STORAGE: "fs", DATA_DIR: dir, REDIS_URL: TEST_REDIS_URL, REDIS_PREFIX: "unused" },
+      { whenOwned: "connect" },
+    );
     const granted = 1_000_000;
     await new CreditsRepo(side).grant(owner.user.workspaceId, granted);
     await side.close();
@@ -160,10 +205,13 @@ describe("kill -9 of a server on fs", () => {
     await after.close();
     // ...and a blob writer killed between write and rename leaves a temporary file like this one.
     await mkdir(join(dir, "artifact-blobs"), { recursive: true });
-    await writeFile(join(dir, "artifact-blobs", `art_torn.${deadPid()}-0123456789ab.tmp`), "{\"half\":");
+    await writeFile(join(dir, "artifact-blobs", `art_torn.${deadPid()}-0123456789ab.tmp`), '{"half":');
 
     instance = await startInstance(env);
-    const live = await openStore({ STORAGE: "fs", DATA_DIR: dir, REDIS_URL: TEST_REDIS_URL, REDIS_PREFIX: "unused" }, { whenOwned: "connect" });
+    const live = await openStore(
+      { STORAGE: "fs", DATA_DIR: dir, REDIS_URL: TEST_REDIS_URL, REDIS_PREFIX: "unused" },
+      { whenOwned: "connect" },
+    );
     const ledger = new LedgerRepo(live);
     try {
       expect(await tempFiles(dir)).toEqual([]);
@@ -191,21 +239,39 @@ describe("kill -9 of a server on fs", () => {
         if (!answering) return void parked.push(res);
         answered += 1;
         res.writeHead(200, { "content-type": "application/json" });
-        res.end(JSON.stringify({ id: "chatcmpl-1", object: "chat.completion", created: 0, model: "paid", choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }], usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } }));
+        res.end(
+          JSON.stringify({
+            id: "chatcmpl-1",
+            object: "chat.completion",
+            created: 0,
+            model: "paid",
+            choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }],
+            usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
+          }),
+        );
       });
     });
     await new Promise<void>((resolve) => provider.listen(0, "127.0.0.1", resolve));
     const providerUrl = `http://127.0.0.1:${(provider.address() as { port: number }).port}/v1`;
     const dir = await mkdtemp(join(tmpdir(), "gw-crash-money-"));
     dirs.push(dir);
-    const env = { STORAGE: "fs", DATA_DIR: dir, LOG_LEVEL: "error", MODEL_TIMEOUT_SECONDS: "600", MODELS_JSON: JSON.stringify({ models: { paid: { provider: "openai-compatible", baseURL: providerUrl, price: PRICE } } }) };
+    const env = {
+      STORAGE: "fs",
+      DATA_DIR: dir,
+      LOG_LEVEL: "error",
+      MODEL_TIMEOUT_SECONDS: "600",
+      MODELS_JSON: JSON.stringify({ models: { paid: { provider: "openai-compatible", baseURL: providerUrl, price: PRICE } } }),
+    };
     let instance = await startInstance(env);
     try {
       const ownerBody = newUserBody();
       const owner = await register(instance.origin, ownerBody);
       const key = await platformKey(instance.origin, ownerBody.email, ownerBody.password);
       const granted = 100_000_000;
-      let side = await openStore({ STORAGE: "fs", DATA_DIR: dir, REDIS_URL: TEST_REDIS_URL, REDIS_PREFIX: "unused" }, { whenOwned: "connect" });
+      let side = await openStore(
+        { STORAGE: "fs", DATA_DIR: dir, REDIS_URL: TEST_REDIS_URL, REDIS_PREFIX: "unused" },
+        { whenOwned: "connect" },
+      );
       await new CreditsRepo(side).grant(owner.user.workspaceId, granted);
       const credits = new LedgerRepo(side).credits(owner.user.workspaceId);
       const client = new OpenAI({ baseURL: `${instance.origin}/api/v1`, apiKey: key, maxRetries: 0 });
@@ -258,7 +324,16 @@ describe("kill -9 of a server on fs", () => {
 describe("two spawned instances on one Redis", () => {
   const prefix = uniqueRedisPrefix();
   prefixes.push(prefix);
-  const env = () => ({ STORAGE: "redis", REDIS_PREFIX: prefix, REDIS_URL: TEST_REDIS_URL, GATEWAY_JWT_SECRET: TEST_JWT_SECRET, MODELS_JSON: models(), LOG_LEVEL: "error", MODEL_TIMEOUT_SECONDS: "600", HOLD_LEASE_SECONDS: "30" });
+  const env = () => ({
+    STORAGE: "redis",
+    REDIS_PREFIX: prefix,
+    REDIS_URL: TEST_REDIS_URL,
+    GATEWAY_JWT_SECRET: TEST_JWT_SECRET,
+    MODELS_JSON: models(),
+    LOG_LEVEL: "error",
+    MODEL_TIMEOUT_SECONDS: "600",
+    HOLD_LEASE_SECONDS: "30",
+  });
   let a: Instance;
   let b: Instance;
   let side: Store;
@@ -297,7 +372,13 @@ describe("two spawned instances on one Redis", () => {
     const ownerBody = newUserBody();
     const owner = await register(b.origin, ownerBody);
     const key = await platformKey(b.origin, ownerBody.email, ownerBody.password);
-    const tenant = (await instanceRequest(b.origin, `${G}/tenants`, { method: "POST", token: owner.token, json: { slug: `crash-r-${Date.now()}`, name: "Crash", limits: { agents: 100, tokensPerMonth: 1_000_000 } } })).body;
+    const tenant = (
+      await instanceRequest(b.origin, `${G}/tenants`, {
+        method: "POST",
+        token: owner.token,
+        json: { slug: `crash-r-${Date.now()}`, name: "Crash", limits: { agents: 100, tokensPerMonth: 1_000_000 } },
+      })
+    ).body;
     const ledger = new LedgerRepo(side);
     const credits = ledger.credits(owner.user.workspaceId);
     await new CreditsRepo(side).grant(owner.user.workspaceId, 1_000_000);

@@ -36,7 +36,12 @@ describe("event bus model", () => {
     await fc.assert(
       fc.asyncProperty(fc.array(command, { maxLength: 60 }), async (commands) => {
         let clock = 1_000_000;
-        const log = new LocalEventLog(createStorage({ driver: memoryDriver() }), { maxDeliveries: MAX, retentionMs: 1e12, now: () => clock, persist: false });
+        const log = new LocalEventLog(createStorage({ driver: memoryDriver() }), {
+          maxDeliveries: MAX,
+          retentionMs: 1e12,
+          now: () => clock,
+          persist: false,
+        });
         const published: string[] = [];
         const acked = new Set<string>();
         /** event id → the current lease (model). */
@@ -56,7 +61,8 @@ describe("event bus model", () => {
           return leases;
         };
         for (const cmd of commands) {
-          if (cmd.kind === "publish") published.push((await log.publish({ tenantId: "t", topic: "x", type: "x.y", source: "p", payload: {} })).id);
+          if (cmd.kind === "publish")
+            published.push((await log.publish({ tenantId: "t", topic: "x", type: "x.y", source: "p", payload: {} })).id);
           else if (cmd.kind === "consume") await consume(cmd.consumer, cmd.max);
           else if (cmd.kind === "expire") clock += cmd.ms;
           else if (cmd.kind === "stale-ack") {
@@ -67,7 +73,10 @@ describe("event bus model", () => {
             if (ids.length === 0) continue;
             const id = ids[cmd.pick % ids.length]!;
             const { leaseId } = held.get(id)!;
-            const result = cmd.kind === "ack" ? await log.ack({ id, consumer: "g", leaseId }) : await log.nack({ id, consumer: "g", leaseId, delayMs: cmd.delay });
+            const result =
+              cmd.kind === "ack"
+                ? await log.ack({ id, consumer: "g", leaseId })
+                : await log.nack({ id, consumer: "g", leaseId, delayMs: cmd.delay });
             expect(result).toBe("ok");
             held.delete(id);
             if (cmd.kind === "ack") acked.add(id);

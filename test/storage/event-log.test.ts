@@ -29,7 +29,8 @@ describe.each(["memory", "fs", "redis"] as const)("event log on %s", (driver) =>
   let store: Store;
   let options: StoreOptions;
   let log: EventLog;
-  const publish = (topic = "orders", type = "order.created", payload: Record<string, unknown> = {}) => log.publish({ tenantId: "ten_a", topic, type, source: "test", payload });
+  const publish = (topic = "orders", type = "order.created", payload: Record<string, unknown> = {}) =>
+    log.publish({ tenantId: "ten_a", topic, type, source: "test", payload });
 
   beforeEach(async () => {
     const dir = await mkdtemp(join(tmpdir(), "gw-events-"));
@@ -138,7 +139,10 @@ describe.each(["memory", "fs", "redis"] as const)("event log on %s", (driver) =>
       await sleep(100);
     }
     expect(await log.consume({ tenantId: "ten_a", topic: "orders", consumer: "g", max: 1, leaseMs: 60_000 })).toEqual([]);
-    expect((await log.deadLetters({ tenantId: "ten_a", consumer: "g", limit: 10 }))[0]).toMatchObject({ deliveries: 3, event: { id: event.id } });
+    expect((await log.deadLetters({ tenantId: "ten_a", consumer: "g", limit: 10 }))[0]).toMatchObject({
+      deliveries: 3,
+      event: { id: event.id },
+    });
   });
 
   // Memory keeps nothing across a restart by design; fs and Redis must.

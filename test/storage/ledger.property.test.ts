@@ -8,7 +8,7 @@ import { LedgerRepo, type LedgerAccount } from "../../storage/repos/ledger.js";
 import { dropRedisPrefix, TEST_REDIS_URL, uniqueRedisPrefix } from "../helpers/redis.js";
 
 /**
- * The ledger's rules (DESIGN "Money", storage/admission.ts), for any interleaving of grant,
+ * The ledger's rules (docs/architecture.md "Money", storage/admission.ts), for any interleaving of grant,
  * hold, settle, release and lease expiry, on every driver, with a model of the rule written
  * out here:
  * - `available + held = granted − settled` (the stored value is granted − settled);
@@ -35,7 +35,11 @@ type Command =
 const command: fc.Arbitrary<Command> = fc.oneof(
   fc.record({ op: fc.constant("grant" as const), amount: fc.integer({ min: 0, max: 300 }) }),
   fc.record({ op: fc.constant("hold" as const), id: fc.integer({ min: 0, max: 7 }), amount: fc.integer({ min: 0, max: 200 }) }),
-  fc.record({ op: fc.constant("settle" as const), id: fc.integer({ min: 0, max: 7 }), fraction: fc.double({ min: 0, max: 1, noNaN: true }) }),
+  fc.record({
+    op: fc.constant("settle" as const),
+    id: fc.integer({ min: 0, max: 7 }),
+    fraction: fc.double({ min: 0, max: 1, noNaN: true }),
+  }),
   fc.record({ op: fc.constant("release" as const), id: fc.integer({ min: 0, max: 7 }) }),
   fc.record({ op: fc.constant("advance" as const), ms: fc.integer({ min: 0, max: 8_000 }) }),
   fc.record({ op: fc.constant("burst" as const), amounts: fc.array(fc.integer({ min: 1, max: 120 }), { minLength: 2, maxLength: 8 }) }),
@@ -49,7 +53,10 @@ class ModelAccount {
   largestExcess = 0;
   /** Usage settled on holds whose lease had run out (a crashed request): outside the bound. */
   late = 0;
-  constructor(readonly kind: "balance" | "usage", readonly limit: number) {}
+  constructor(
+    readonly kind: "balance" | "usage",
+    readonly limit: number,
+  ) {}
   live(now: number) {
     return [...this.holds.entries()].filter(([, hold]) => hold.expiresAt > now);
   }
@@ -89,7 +96,10 @@ class Model {
     const expiresAt = this.now + LEASE;
     this.credits.holds.set(id, { amount: credits, worst, expiresAt });
     this.spend.holds.set(id, { amount: spend, worst, expiresAt });
-    for (const [account, amount] of [[this.credits, credits], [this.spend, spend]] as const) {
+    for (const [account, amount] of [
+      [this.credits, credits],
+      [this.spend, spend],
+    ] as const) {
       account.largestExcess = Math.max(account.largestExcess, worst - amount);
     }
   }
@@ -146,7 +156,14 @@ describe.each([
           const model = new Model(start);
           const holdId = (id: number) => `h${run}_${id}`;
           const place = (id: string, amount: number) =>
-            ledger.hold(id, [{ account: credits, amount }, { account: spend, amount, limit: SPEND_CAP }], LEASE);
+            ledger.hold(
+              id,
+              [
+                { account: credits, amount },
+                { account: spend, amount, limit: SPEND_CAP },
+              ],
+              LEASE,
+            );
           try {
             for (const cmd of commands) {
               switch (cmd.op) {
@@ -170,7 +187,10 @@ describe.each([
                   if (!held) break; // settled exactly once: the caller guards a second call
                   // A settlement charges the metered cost, anywhere up to the worst case: past a capped hold.
                   const used = cmd.op === "settle" ? Math.floor(held.worst * cmd.fraction) : 0;
-                  await ledger.settle(id, [{ account: credits, used }, { account: spend, used }]);
+                  await ledger.settle(id, [
+                    { account: credits, used },
+                    { account: spend, used },
+                  ]);
                   for (const account of [model.credits, model.spend]) {
                     if (account.holds.get(id)!.expiresAt <= model.now) account.late += used;
                     account.holds.delete(id);
@@ -193,7 +213,10 @@ describe.each([
                   const admitted = cmd.amounts.map((amount, i) => ({ amount, id: ids[i]! })).filter((_, i) => results[i] === null);
                   const worstTotal = admitted.reduce((sum, hold) => sum + hold.amount, 0);
                   const cuts: number[] = [];
-                  for (const [account, state, remainingBefore] of [[model.credits, c, before[0]!], [model.spend, s, before[1]!]] as const) {
+                  for (const [account, state, remainingBefore] of [
+                    [model.credits, c, before[0]!],
+                    [model.spend, s, before[1]!],
+                  ] as const) {
                     const heldNow = state.held - account.held(model.now);
                     // Held no more than remained, so nothing in flight takes an account below zero remaining.
                     if (admitted.length) expect(heldNow).toBeLessThanOrEqual(Math.max(0, remainingBefore));
@@ -211,7 +234,10 @@ describe.each([
                   }
                   // Record the admitted holds with the amount each account holds for them.
                   for (const hold of admitted) {
-                    const amounts = [c, s].map((state, index) => (state.capped === hold.id ? hold.amount - cuts[index]! : hold.amount)) as [number, number];
+                    const amounts = [c, s].map((state, index) => (state.capped === hold.id ? hold.amount - cuts[index]! : hold.amount)) as [
+                      number,
+                      number,
+                    ];
                     model.place(hold.id, hold.amount, amounts);
                   }
                   const remainingAfter = [model.credits.remaining(model.now), model.spend.remaining(model.now)];
@@ -237,7 +263,8 @@ describe.each([
               for (const account of [model.credits, model.spend]) {
                 expect(account.overshoot()).toBeLessThanOrEqual(account.largestExcess + account.late);
                 // …and in flight, what remains is never below zero by more than that either.
-                if (account.live(model.now).length) expect(-account.remaining(model.now)).toBeLessThanOrEqual(account.largestExcess + account.late);
+                if (account.live(model.now).length)
+                  expect(-account.remaining(model.now)).toBeLessThanOrEqual(account.largestExcess + account.late);
               }
             }
           } finally {

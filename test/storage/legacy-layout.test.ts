@@ -28,7 +28,11 @@ describe("a DATA_DIR in the one-file-per-record layout", () => {
     let server = await startTestServer({ STORAGE: "fs", DATA_DIR: dir });
     let balance: number;
     try {
-      const login = await fetch(server.url("/gateway/v1/auth/login"), { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email: "legacy@example.com", password: "Legacy-Horse-9" }) });
+      const login = await fetch(server.url("/gateway/v1/auth/login"), {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ email: "legacy@example.com", password: "Legacy-Horse-9" }),
+      });
       expect(login.status).toBe(200);
       expect(await server.composition.ports.repos.credits.balance(WORKSPACE)).toBe(3_000_000);
       const client = openaiClient(server, "/api/v1", KEY);
@@ -42,7 +46,16 @@ describe("a DATA_DIR in the one-file-per-record layout", () => {
     }
     const top = await readdir(dir);
     expect(top.filter((name) => !name.startsWith("."))).toEqual([]);
-    expect((await readdir(join(dir, ".legacy-layout"))).sort()).toEqual(["atomic", "keyhash", "keys", "model-registry", "tenant-workspaces", "tenants", "users", "workspaces"]);
+    expect((await readdir(join(dir, ".legacy-layout"))).sort()).toEqual([
+      "atomic",
+      "keyhash",
+      "keys",
+      "model-registry",
+      "tenant-workspaces",
+      "tenants",
+      "users",
+      "workspaces",
+    ]);
 
     // The second start reads the snapshot: the charge made after the import is there.
     server = await startTestServer({ STORAGE: "fs", DATA_DIR: dir });

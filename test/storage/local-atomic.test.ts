@@ -17,7 +17,11 @@ describe("LocalAtomic holds", () => {
     // 51 does not fit whole: held capped at the 50 that remain; then nothing remains.
     expect(await atomic.hold("h2", [{ key: "credits", kind: "balance", amount: 51 }], 60_000)).toBeNull();
     expect(await atomic.account("credits")).toMatchObject({ value: 100, held: 100, capped: "h2" });
-    expect(await atomic.hold("h3", [{ key: "credits", kind: "balance", amount: 1 }], 60_000)).toMatchObject({ index: 0, value: 100, held: 100 });
+    expect(await atomic.hold("h3", [{ key: "credits", kind: "balance", amount: 1 }], 60_000)).toMatchObject({
+      index: 0,
+      value: 100,
+      held: 100,
+    });
     await atomic.settle("h1", [{ key: "credits", delta: -20 }]);
     await atomic.settle("h2", [{ key: "credits", delta: -51 }]);
     expect(await atomic.account("credits")).toEqual({ value: 29, held: 0, ttlMs: 0 });

@@ -29,7 +29,7 @@ describe("SecretBox", () => {
     // Flip one bit of the sealed bytes (not a base64 character, whose low bits may be padding).
     const bytes = Buffer.from(one.slice("enc:v1:".length), "base64url");
     bytes[bytes.length - 1]! ^= 1;
-    const tampered = "enc:v1:" + bytes.toString("base64url");
+    const tampered = `enc:v1:${bytes.toString("base64url")}`;
     expect(() => box.open(tampered)).toThrow();
     expect(box.openOrPlain("plain")).toBe("plain");
   });
@@ -115,13 +115,22 @@ describe.each(["fs", "redis"] as const)("upstream headers at rest (%s)", (storag
 
     const server = await startTestServer(env());
     try {
-      await eventually(async () => (await server.request("/gateway/v1/mcp/tools/legacy__echo", { headers: bearer(owner.token) })).status === 200);
+      await eventually(
+        async () => (await server.request("/gateway/v1/mcp/tools/legacy__echo", { headers: bearer(owner.token) })).status === 200,
+      );
       expect((await server.request("/gateway/v1/mcp/tools/legacy__echo", { headers: bearer(other.token) })).status).toBe(404);
       expect((await server.request("/gateway/v1/mcp/servers", { headers: bearer(other.token) })).body.count).toBe(0);
       expect(upstream.requestHeaders.some((h) => h.authorization === "Bearer legacy-plaintext-77")).toBe(true);
       // fs: what the server holds now; the value it replaced leaves the disk with the journal
       // at the next snapshot (at the latest when the server closes), checked below.
-      const current = async () => (storage === "fs" ? JSON.stringify(await Promise.all((await server.composition.ports.store.kv.getKeys("")).map((key) => server.composition.ports.store.kv.getItem(key)))) : raw());
+      const current = async () =>
+        storage === "fs"
+          ? JSON.stringify(
+              await Promise.all(
+                (await server.composition.ports.store.kv.getKeys("")).map((key) => server.composition.ports.store.kv.getItem(key)),
+              ),
+            )
+          : raw();
       await eventually(async () => !(await current()).includes("legacy-plaintext-77"));
       expect(server.loggedErrors()).toEqual([]);
     } finally {

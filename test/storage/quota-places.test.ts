@@ -62,10 +62,22 @@ describe.each(["memory", "fs", "redis"] as const)("quota places on %s", (driver)
 
   it("lets a holder keep its place at the limit (a VM reconnecting) and weighs places", async () => {
     expect((await quotas.claim("tools", "ten_a", { holder: "vm1", token: "c1", weight: 3 }, 5, 60_000)).taken).toBe(true);
-    expect(await quotas.claim("tools", "ten_a", { holder: "vm2", token: "c2", weight: 3 }, 5, 60_000)).toEqual({ taken: false, others: 3, own: 0 });
-    expect(await quotas.claim("tools", "ten_a", { holder: "vm2", token: "c2", weight: 2 }, 5, 60_000)).toEqual({ taken: true, others: 3, own: 0 });
+    expect(await quotas.claim("tools", "ten_a", { holder: "vm2", token: "c2", weight: 3 }, 5, 60_000)).toEqual({
+      taken: false,
+      others: 3,
+      own: 0,
+    });
+    expect(await quotas.claim("tools", "ten_a", { holder: "vm2", token: "c2", weight: 2 }, 5, 60_000)).toEqual({
+      taken: true,
+      others: 3,
+      own: 0,
+    });
     // vm1 announces more than fits: refused, its three stay.
-    expect(await quotas.claim("tools", "ten_a", { holder: "vm1", token: "c1", weight: 4 }, 5, 60_000)).toEqual({ taken: false, others: 2, own: 3 });
+    expect(await quotas.claim("tools", "ten_a", { holder: "vm1", token: "c1", weight: 4 }, 5, 60_000)).toEqual({
+      taken: false,
+      others: 2,
+      own: 3,
+    });
     // vm1 reconnects (a new token): no more than it had is always taken, and the old token's release is ignored.
     expect((await quotas.claim("tools", "ten_a", { holder: "vm1", token: "c1b", weight: 3 }, 5, 60_000)).taken).toBe(true);
     await quotas.release("tools", "ten_a", "vm1", "c1");

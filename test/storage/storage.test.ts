@@ -76,7 +76,16 @@ describe.each(["memory", "fs", "redis"] as const)("storage driver %s", (driver) 
     expect(() => things.key("../etc")).toThrow();
   });
 
-  const userRecord = (id: string) => ({ id, email: "same@example.com", fullName: "", passwordHash: "x", tenantId: "ten_1", workspaceId: "ws_1", plan: "free", createdAt: "" });
+  const userRecord = (id: string) => ({
+    id,
+    email: "same@example.com",
+    fullName: "",
+    passwordHash: "x",
+    tenantId: "ten_1",
+    workspaceId: "ws_1",
+    plan: "free",
+    createdAt: "",
+  });
 
   it("lets exactly one of many concurrent claims of an email win", async () => {
     const users = new UsersRepo(store);
@@ -175,7 +184,16 @@ describe.each(["memory", "fs", "redis"] as const)("storage driver %s", (driver) 
 
   it("keeps what was acknowledged across a restart (fs and redis)", async () => {
     const users = new UsersRepo(store);
-    await users.put({ id: "usr_r", email: "r@example.com", fullName: "R", passwordHash: "x", tenantId: "t", workspaceId: "w", plan: "free", createdAt: "now" });
+    await users.put({
+      id: "usr_r",
+      email: "r@example.com",
+      fullName: "R",
+      passwordHash: "x",
+      tenantId: "t",
+      workspaceId: "w",
+      plan: "free",
+      createdAt: "now",
+    });
     await users.claimEmail("r@example.com", "usr_r");
     await new CreditsRepo(store).grant("ws_r", 42);
     await store.close();
@@ -205,7 +223,6 @@ describe("redis store", () => {
       await store.close();
     }
   });
-
 });
 
 describe("local atomic windows", () => {
@@ -247,7 +264,10 @@ describe("fs store: one owner per DATA_DIR", () => {
   it("refuses a second owner with a one-line reason, serves the admin path over a 0600 socket, and frees the directory on close", async () => {
     const options = await optionsFor("fs");
     const owner = await openStore(options);
-    await expect(openStore(options)).rejects.toMatchObject({ code: "DATA_DIR_BUSY", message: expect.stringMatching(/^DATA_DIR .* is in use by another process \(pid \d+\)/) });
+    await expect(openStore(options)).rejects.toMatchObject({
+      code: "DATA_DIR_BUSY",
+      message: expect.stringMatching(/^DATA_DIR .* is in use by another process \(pid \d+\)/),
+    });
     expect((await stat(join(options.DATA_DIR, ".store.sock"))).mode & 0o777).toBe(0o600);
     const side = await openStore(options, { whenOwned: "connect" });
     const received: unknown[] = [];
@@ -273,7 +293,10 @@ describe("fs store: one owner per DATA_DIR", () => {
 
   it("takes over at once the directory of an owner that was killed", async () => {
     const options = await optionsFor("fs");
-    const child = spawn(process.execPath, ["--import", "tsx", "test/fixtures/fs-owner.ts"], { env: { ...process.env, DATA_DIR: options.DATA_DIR }, stdio: ["ignore", "pipe", "inherit"] });
+    const child = spawn(process.execPath, ["--import", "tsx", "test/fixtures/fs-owner.ts"], {
+      env: { ...process.env, DATA_DIR: options.DATA_DIR },
+      stdio: ["ignore", "pipe", "inherit"],
+    });
     const exited = new Promise((resolve) => child.once("exit", resolve));
     await new Promise<void>((resolve, reject) => {
       child.stdout!.on("data", (chunk) => String(chunk).includes("READY") && resolve());
@@ -293,7 +316,10 @@ describe("fs store: one owner per DATA_DIR", () => {
     // The owner's parent is a shell that execs `sleep`: nothing reaps the owner once it is
     // killed, so its pid stays in the process table (state Z) until the sleep ends.
     const script = `${JSON.stringify(process.execPath)} --import tsx test/fixtures/fs-owner.ts & echo "OWNER $!"; exec sleep 30`;
-    const parent = spawn("sh", ["-c", script], { env: { ...process.env, DATA_DIR: options.DATA_DIR }, stdio: ["ignore", "pipe", "inherit"] });
+    const parent = spawn("sh", ["-c", script], {
+      env: { ...process.env, DATA_DIR: options.DATA_DIR },
+      stdio: ["ignore", "pipe", "inherit"],
+    });
     try {
       let output = "";
       const ownerPid = await new Promise<number>((resolve, reject) => {

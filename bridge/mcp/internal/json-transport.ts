@@ -1,5 +1,11 @@
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
-import { isJSONRPCErrorResponse, isJSONRPCRequest, isJSONRPCResultResponse, type JSONRPCMessage, type RequestId } from "@modelcontextprotocol/sdk/types.js";
+import {
+  isJSONRPCErrorResponse,
+  isJSONRPCRequest,
+  isJSONRPCResultResponse,
+  type JSONRPCMessage,
+  type RequestId,
+} from "@modelcontextprotocol/sdk/types.js";
 import type { TransportSendOptions } from "@modelcontextprotocol/sdk/shared/transport.js";
 
 /** The SDK transport's bookkeeping this class repairs (fields of SDK 1.32's compiled class). */
@@ -17,7 +23,10 @@ export const JSON_ONLY_HEADER = "x-gateway-json-only";
 /** A POST carrying a request with `_meta.progressToken`: its progress must reach the client before the reply. */
 function asksProgress(body: unknown): boolean {
   const messages = Array.isArray(body) ? body : [body];
-  return messages.some((message) => isJSONRPCRequest(message) && (message.params?._meta as { progressToken?: unknown } | undefined)?.progressToken !== undefined);
+  return messages.some(
+    (message) =>
+      isJSONRPCRequest(message) && (message.params?._meta as { progressToken?: unknown } | undefined)?.progressToken !== undefined,
+  );
 }
 
 /** A POST carrying a `tools/call`, during which the upstream server may ask the client something. */
@@ -57,9 +66,15 @@ export class JsonResponseTransport extends WebStandardStreamableHTTPServerTransp
     Object.defineProperty(this, "_enableJsonResponse", { get: () => !this.#sse, set: () => undefined, configurable: true });
   }
 
-  override handleRequest(request: Request, options?: Parameters<WebStandardStreamableHTTPServerTransport["handleRequest"]>[1]): Promise<Response> {
+  override handleRequest(
+    request: Request,
+    options?: Parameters<WebStandardStreamableHTTPServerTransport["handleRequest"]>[1],
+  ): Promise<Response> {
     const body = options?.parsedBody;
-    this.#sse = request.method === "POST" && !request.headers.has(JSON_ONLY_HEADER) && (asksProgress(body) || (this.streamsCalls?.() === true && callsTool(body)));
+    this.#sse =
+      request.method === "POST" &&
+      !request.headers.has(JSON_ONLY_HEADER) &&
+      (asksProgress(body) || (this.streamsCalls?.() === true && callsTool(body)));
     try {
       return super.handleRequest(request, options);
     } finally {
@@ -79,7 +94,9 @@ export class JsonResponseTransport extends WebStandardStreamableHTTPServerTransp
       // only) goes on the session's GET stream; the SDK would drop it silently otherwise.
       this.#sse = false;
       if (!internals._streamMapping.get(STANDALONE_STREAM)?.controller) {
-        throw new Error("The client has no stream open to receive the request: accept text/event-stream on the call, or open the session's GET stream");
+        throw new Error(
+          "The client has no stream open to receive the request: accept text/event-stream on the call, or open the session's GET stream",
+        );
       }
       return super.send(message);
     }

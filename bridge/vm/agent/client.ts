@@ -16,7 +16,9 @@ export interface LocalPrompt {
   name: string;
   description?: string;
   arguments?: { name: string; description?: string; required?: boolean }[];
-  get(args: Record<string, string>): Promise<{ description?: string; messages: { role: "user" | "assistant"; content: Record<string, unknown> }[] }>;
+  get(
+    args: Record<string, string>,
+  ): Promise<{ description?: string; messages: { role: "user" | "assistant"; content: Record<string, unknown> }[] }>;
 }
 
 export interface AgentOptions {
@@ -87,7 +89,8 @@ export class VmAgent {
     // The bridge gave up on a call (timeout, the caller cancelled or went away): the tool's
     // signal aborts, and no answer is sent (MCP "Cancellation").
     this.#server.addMethod("notifications/cancelled", (params: { requestId?: string | number; reason?: string }) => {
-      if (params?.requestId !== undefined) this.#running.get(params.requestId)?.abort(new Error(params.reason ?? "cancelled by the bridge"));
+      if (params?.requestId !== undefined)
+        this.#running.get(params.requestId)?.abort(new Error(params.reason ?? "cancelled by the bridge"));
       return null;
     });
   }
@@ -106,7 +109,10 @@ export class VmAgent {
   stop(): void {
     this.#stopped = true;
     clearTimeout(this.#retryTimer);
-    if (!this.#ws || this.#ws.readyState === WebSocket.CLOSED) return this.#resolveDone();
+    if (!this.#ws || this.#ws.readyState === WebSocket.CLOSED) {
+      this.#resolveDone();
+      return;
+    }
     this.#ws.close(1000, "agent stopping");
   }
 
@@ -131,10 +137,19 @@ export class VmAgent {
       this.#attempt = 0;
       this.options.log(`connected to ${this.options.url.replace(/\?.*/, "")}`);
       try {
-        const tools = this.options.tools.map(({ name, description, category, inputSchema }) => ({ name, description, category, inputSchema }));
+        const tools = this.options.tools.map(({ name, description, category, inputSchema }) => ({
+          name,
+          description,
+          category,
+          inputSchema,
+        }));
         const resources = (this.options.resources ?? []).map(({ read: _read, ...announced }) => announced);
         const prompts = (this.options.prompts ?? []).map(({ get: _get, ...announced }) => announced);
-        const registered = (await rpc.request("tools/register", { tools, ...(resources.length ? { resources } : {}), ...(prompts.length ? { prompts } : {}) })) as { tools: string[] };
+        const registered = (await rpc.request("tools/register", {
+          tools,
+          ...(resources.length ? { resources } : {}),
+          ...(prompts.length ? { prompts } : {}),
+        })) as { tools: string[] };
         this.options.log(`registered ${registered.tools.length} tools: ${registered.tools.join(", ")}`);
       } catch (error) {
         this.options.log(`tools/register failed: ${(error as Error).message}`);
@@ -148,7 +163,10 @@ export class VmAgent {
         return;
       }
       const call = payload as { method?: unknown; id?: unknown };
-      if ((call?.method === "tools/call" || call?.method === "resources/read" || call?.method === "prompts/get") && (typeof call.id === "string" || typeof call.id === "number")) {
+      if (
+        (call?.method === "tools/call" || call?.method === "resources/read" || call?.method === "prompts/get") &&
+        (typeof call.id === "string" || typeof call.id === "number")
+      ) {
         const id = call.id;
         const controller = new AbortController();
         this.#running.set(id, controller);

@@ -37,7 +37,8 @@ async function confined(root: string, path: unknown): Promise<string> {
     throw new ToolFailure(`No such file or directory: ${path}`);
   }
   const inside = relative(root, real);
-  if (inside === ".." || inside.startsWith(`..${sep}`) || isAbsolute(inside)) throw new ToolFailure(`Path is outside the shared root: ${path}`);
+  if (inside === ".." || inside.startsWith(`..${sep}`) || isAbsolute(inside))
+    throw new ToolFailure(`Path is outside the shared root: ${path}`);
   return real;
 }
 
@@ -69,7 +70,11 @@ export async function localTools(rootDir: string): Promise<LocalTool[]> {
       name: "list_directory",
       description: "Entries of a directory under the agent's shared root (name, type, size).",
       category: "files",
-      inputSchema: { type: "object", properties: { path: { type: "string", description: "Relative to the shared root", default: "." } }, additionalProperties: false },
+      inputSchema: {
+        type: "object",
+        properties: { path: { type: "string", description: "Relative to the shared root", default: "." } },
+        additionalProperties: false,
+      },
       async run(args, signal) {
         const dir = await confined(root, args.path ?? ".");
         if (!(await stat(dir)).isDirectory()) throw new ToolFailure(`Not a directory: ${String(args.path)}`);
@@ -79,7 +84,7 @@ export async function localTools(rootDir: string): Promise<LocalTool[]> {
           entries.slice(0, MAX_ENTRIES).map(async (entry) => ({
             name: entry.name,
             type: entry.isDirectory() ? "directory" : entry.isFile() ? "file" : entry.isSymbolicLink() ? "symlink" : "other",
-            size: entry.isFile() ? (await stat(resolve(dir, entry.name)).catch(() => undefined))?.size ?? null : null,
+            size: entry.isFile() ? ((await stat(resolve(dir, entry.name)).catch(() => undefined))?.size ?? null) : null,
           })),
         );
         return text({ path: relative(root, dir) || ".", entries: listed, truncated: entries.length > MAX_ENTRIES });
@@ -105,7 +110,10 @@ export async function localTools(rootDir: string): Promise<LocalTool[]> {
         try {
           const buffer = Buffer.alloc(Math.min(limit, info.size));
           const { bytesRead } = await handle.read(buffer, 0, buffer.length, 0);
-          return { content: [{ type: "text", text: buffer.subarray(0, bytesRead).toString("utf8") }], structuredContent: { size: info.size, truncated: info.size > bytesRead } };
+          return {
+            content: [{ type: "text", text: buffer.subarray(0, bytesRead).toString("utf8") }],
+            structuredContent: { size: info.size, truncated: info.size > bytesRead },
+          };
         } finally {
           await handle.close();
         }
@@ -117,7 +125,10 @@ export async function localTools(rootDir: string): Promise<LocalTool[]> {
       category: "utility",
       inputSchema: {
         type: "object",
-        properties: { text: { type: "string" }, algorithm: { type: "string", enum: ["sha256", "sha1", "sha512", "md5"], default: "sha256" } },
+        properties: {
+          text: { type: "string" },
+          algorithm: { type: "string", enum: ["sha256", "sha1", "sha512", "md5"], default: "sha256" },
+        },
         required: ["text"],
         additionalProperties: false,
       },

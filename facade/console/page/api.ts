@@ -21,7 +21,11 @@ export function whenSessionEnds(listener: () => void): void {
 
 type Query = Record<string, string | undefined>;
 
-export async function api<T>(method: "GET" | "POST" | "PATCH" | "DELETE", path: string, options: { body?: unknown; query?: Query; signIn?: boolean } = {}): Promise<T> {
+export async function api<T>(
+  method: "GET" | "POST" | "PATCH" | "DELETE",
+  path: string,
+  options: { body?: unknown; query?: Query; signIn?: boolean } = {},
+): Promise<T> {
   const search = new URLSearchParams();
   for (const [name, value] of Object.entries(options.query ?? {})) if (value !== undefined && value !== "") search.set(name, value);
   const url = `/api${path}${search.size ? `?${search}` : ""}`;

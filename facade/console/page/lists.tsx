@@ -228,7 +228,14 @@ export function ToolsPanel() {
       )}
       <h3>Connected VMs</h3>
       <Failure error={vms.error} />
-      {vms.data && <Table label="Connected VMs" headers={["VM", "Agent", "Connected", "Tools"]} rows={vms.data.vms.map((vm) => [vm.vmId, vm.agentId, when(vm.connectedAt), vm.tools])} empty="No VM connected." />}
+      {vms.data && (
+        <Table
+          label="Connected VMs"
+          headers={["VM", "Agent", "Connected", "Tools"]}
+          rows={vms.data.vms.map((vm) => [vm.vmId, vm.agentId, when(vm.connectedAt), vm.tools])}
+          empty="No VM connected."
+        />
+      )}
     </section>
   );
 }

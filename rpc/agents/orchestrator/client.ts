@@ -36,7 +36,7 @@ export const SERVICE_TOKEN_ISSUER = "gateway";
 const SERVICE_TOKEN_TTL_SECONDS = 60;
 
 /**
- * HTTP client of the orchestrator (spec 4.4, orchestrator-proxy mode; spec 8 ORCH_BASE_URL).
+ * HTTP client of the orchestrator (docs/interface.md 4.4, orchestrator-proxy mode; docs/interface.md 8 ORCH_BASE_URL).
  *
  * - every request has GATEWAY_TIMEOUT_SECONDS to answer (a stream: to send its headers);
  * - GETs are retried GATEWAY_MAX_RETRIES times on a network error, a timeout or a 5xx/429;
@@ -95,7 +95,13 @@ export class OrchestratorClient {
       const response = await this.#send(request, "stream");
       return response.body;
     } catch (error) {
-      this.#log.info({ requestId: request.caller.requestId, event: "orchestrator.error", method: request.method, path: request.path, error: describeFailure(error) });
+      this.#log.info({
+        requestId: request.caller.requestId,
+        event: "orchestrator.error",
+        method: request.method,
+        path: request.path,
+        error: describeFailure(error),
+      });
       throw this.#toServiceError(error);
     }
   }

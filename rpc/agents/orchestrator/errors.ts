@@ -48,7 +48,11 @@ export function toOrchestratorError(status: number, body: unknown, retryAfter?: 
     case status === 409:
       return new ServiceError("CONFLICT", message ?? "The agent is not in a state that allows this");
     case status === 429: {
-      return new ServiceError("RATE_LIMITED", message ?? "The orchestrator is rate limiting requests", retryAfter ? { headers: { "Retry-After": retryAfter } } : {});
+      return new ServiceError(
+        "RATE_LIMITED",
+        message ?? "The orchestrator is rate limiting requests",
+        retryAfter ? { headers: { "Retry-After": retryAfter } } : {},
+      );
     }
     case status >= 400 && status < 500:
       return new ServiceError("BAD_REQUEST", message ?? `The orchestrator rejected the request (HTTP ${status})`);

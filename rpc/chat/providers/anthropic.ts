@@ -2,7 +2,17 @@ import { readSseData } from "../../sse-parse.js";
 import type { UpstreamResponse } from "../../outbound/upstream.js";
 import type { AnthropicModelConfig } from "../models-config.js";
 import { countPromptTokens } from "../tokens.js";
-import type { ChatChunk, ChatCompletion, ChatMessage, ChatRequest, FinishReason, Provider, ProviderResult, ToolCall, ToolChoice } from "../types.js";
+import type {
+  ChatChunk,
+  ChatCompletion,
+  ChatMessage,
+  ChatRequest,
+  FinishReason,
+  Provider,
+  ProviderResult,
+  ToolCall,
+  ToolChoice,
+} from "../types.js";
 import { ProviderError, isRetryableStatus, messageOf } from "./provider-error.js";
 import {
   ChunkFrames,
@@ -57,10 +67,15 @@ export class AnthropicProvider implements Provider {
       "anthropic-version": ANTHROPIC_VERSION,
     };
     if (apiKey) headers["x-api-key"] = apiKey;
-    const body = anthropicRequest(request, config.upstreamModel ?? id, outputCapOf(request.max_tokens, config, countPromptTokens(request.messages)));
+    const body = anthropicRequest(
+      request,
+      config.upstreamModel ?? id,
+      outputCapOf(request.max_tokens, config, countPromptTokens(request.messages)),
+    );
     const url = `${trimSlash(config.baseURL)}/v1/messages`;
     const response = await post({ id, url, headers, body: JSON.stringify(body), signal, timeoutMs, traceparent: trace.traceparent });
-    if (!request.stream) return { kind: "completion", completion: completionOf(await readJson<AnthropicMessage>(response, timeoutMs, id), id) };
+    if (!request.stream)
+      return { kind: "completion", completion: completionOf(await readJson<AnthropicMessage>(response, timeoutMs, id), id) };
     return { kind: "stream", chunks: guarded(response.body, timeoutMs, id, streamChunks(response.body, id, signal)) };
   }
 }
@@ -82,7 +97,11 @@ interface AnthropicUsage {
 
 /** The canonical request as a Messages API body. */
 export function anthropicRequest(request: ChatRequest, model: string, maxTokens: number): Record<string, unknown> {
-  const system = request.messages.filter(isSystem).map((message) => textOf(message.content)).filter(Boolean).join("\n\n");
+  const system = request.messages
+    .filter(isSystem)
+    .map((message) => textOf(message.content))
+    .filter(Boolean)
+    .join("\n\n");
   const messages: { role: "user" | "assistant"; content: Block[] }[] = [];
   for (const message of request.messages) {
     if (isSystem(message)) continue;
@@ -176,7 +195,11 @@ function completionOf(message: AnthropicMessage, id: string): ChatCompletion {
   for (const block of message.content) {
     if (block.type === "text" && typeof block.text === "string") text += block.text;
     if (block.type === "tool_use") {
-      toolCalls.push({ id: String(block.id), type: "function", function: { name: String(block.name), arguments: JSON.stringify(block.input ?? {}) } });
+      toolCalls.push({
+        id: String(block.id),
+        type: "function",
+        function: { name: String(block.name), arguments: JSON.stringify(block.input ?? {}) },
+      });
     }
   }
   const completion: ChatCompletion = {
@@ -187,7 +210,11 @@ function completionOf(message: AnthropicMessage, id: string): ChatCompletion {
     choices: [
       {
         index: 0,
-        message: { role: "assistant", content: text || (toolCalls.length ? null : ""), ...(toolCalls.length ? { tool_calls: toolCalls } : {}) },
+        message: {
+          role: "assistant",
+          content: text || (toolCalls.length ? null : ""),
+          ...(toolCalls.length ? { tool_calls: toolCalls } : {}),
+        },
         finish_reason: anthropicFinish(message.stop_reason),
       },
     ],
@@ -226,8 +253,10 @@ async function* streamChunks(body: UpstreamResponse["body"], id: string, signal:
     return frames.delta({ role: "assistant", ...fields });
   };
   for await (const data of readSseData(body, { signal })) {
+    // biome-ignore lint/suspicious/noExplicitAny: a provider's stream event, read field by field with checks
     let event: Record<string, any>;
     try {
+      // biome-ignore lint/suspicious/noExplicitAny: as above
       event = JSON.parse(data) as Record<string, any>;
     } catch {
       throw invalidAnswer(id);
@@ -245,7 +274,9 @@ async function* streamChunks(body: UpstreamResponse["body"], id: string, signal:
         if (block?.type === "tool_use") {
           const index = tools.size;
           tools.set(Number(event.index), index);
-          yield delta({ tool_calls: [{ index, id: String(block.id), type: "function", function: { name: String(block.name), arguments: "" } }] });
+          yield delta({
+            tool_calls: [{ index, id: String(block.id), type: "function", function: { name: String(block.name), arguments: "" } }],
+          });
         } else if (block?.type === "text" && typeof block.text === "string" && block.text) {
           yield delta({ content: block.text });
         }
@@ -276,7 +307,10 @@ async function* streamChunks(body: UpstreamResponse["body"], id: string, signal:
       case "message_delta": {
         const usage = event.usage as AnthropicUsage | undefined;
         if (usage?.output_tokens !== undefined) output = usage.output_tokens;
-        if (usage && (usage.input_tokens !== undefined || usage.cache_read_input_tokens != null || usage.cache_creation_input_tokens != null)) {
+        if (
+          usage &&
+          (usage.input_tokens !== undefined || usage.cache_read_input_tokens != null || usage.cache_creation_input_tokens != null)
+        ) {
           prompt = Math.max(prompt, promptTokensOf(usage));
         }
         const reason = (event.delta as { stop_reason?: string | null } | undefined)?.stop_reason;
@@ -296,7 +330,12 @@ async function* streamChunks(body: UpstreamResponse["body"], id: string, signal:
       case "error": {
         const type = String((event.error as { type?: unknown } | undefined)?.type ?? "api_error");
         const status = ERROR_STATUS[type] ?? 502;
-        throw new ProviderError("UPSTREAM", messageOf(event, status), { status, upstreamStatus: status, upstreamBody: event, retryable: isRetryableStatus(status) });
+        throw new ProviderError("UPSTREAM", messageOf(event, status), {
+          status,
+          upstreamStatus: status,
+          upstreamBody: event,
+          retryable: isRetryableStatus(status),
+        });
       }
       default:
         // ping, and events this translation does not use.

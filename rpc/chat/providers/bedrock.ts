@@ -5,7 +5,18 @@ import { SignatureV4 } from "@smithy/signature-v4";
 import { fromUtf8, toUtf8 } from "@smithy/util-utf8";
 import type { UpstreamResponse } from "../../outbound/upstream.js";
 import type { BedrockModelConfig } from "../models-config.js";
-import type { ChatChunk, ChatCompletion, ChatMessage, ChatRequest, FinishReason, Provider, ProviderResult, ToolCall, ToolChoice, Usage } from "../types.js";
+import type {
+  ChatChunk,
+  ChatCompletion,
+  ChatMessage,
+  ChatRequest,
+  FinishReason,
+  Provider,
+  ProviderResult,
+  ToolCall,
+  ToolChoice,
+  Usage,
+} from "../types.js";
 import { ProviderError, isRetryableStatus } from "./provider-error.js";
 import {
   ChunkFrames,
@@ -65,9 +76,15 @@ export class BedrockProvider implements Provider {
     const { config, id, env } = this.#options;
     const timeoutMs = (config.timeoutSeconds ?? this.#options.timeoutSeconds) * 1000;
     const credentials = bedrockCredentials(env);
-    if (!credentials) throw new ProviderError("UNAVAILABLE", `Chat service not configured: model ${id} needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY`, { retryable: false });
+    if (!credentials)
+      throw new ProviderError("UNAVAILABLE", `Chat service not configured: model ${id} needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY`, {
+        retryable: false,
+      });
     const region = config.region ?? env.AWS_REGION ?? env.AWS_DEFAULT_REGION;
-    if (!region) throw new ProviderError("UNAVAILABLE", `Chat service not configured: model ${id} needs a region (region or AWS_REGION)`, { retryable: false });
+    if (!region)
+      throw new ProviderError("UNAVAILABLE", `Chat service not configured: model ${id} needs a region (region or AWS_REGION)`, {
+        retryable: false,
+      });
     const base = new URL(trimSlash(config.baseURL ?? `https://bedrock-runtime.${region}.amazonaws.com`));
     const path = `${base.pathname.replace(/\/+$/, "")}/model/${encodeURIComponent(config.upstreamModel ?? id)}/${request.stream ? "converse-stream" : "converse"}`;
     const body = JSON.stringify(bedrockRequest(request));
@@ -77,9 +94,27 @@ export class BedrockProvider implements Provider {
       accept: request.stream ? "application/vnd.amazon.eventstream" : "application/json",
     };
     const signer = new SignatureV4({ service: "bedrock", region, credentials, sha256: Hash.bind(null, "sha256") });
-    const signed = await signer.sign({ method: "POST", protocol: base.protocol, hostname: base.hostname, port: base.port ? Number(base.port) : undefined, path, query: {}, headers, body });
-    const response = await post({ id, url: `${base.origin}${path}`, headers: signed.headers, body, signal, timeoutMs, traceparent: trace.traceparent });
-    if (!request.stream) return { kind: "completion", completion: completionOf(await readJson<ConverseResponse>(response, timeoutMs, id), id) };
+    const signed = await signer.sign({
+      method: "POST",
+      protocol: base.protocol,
+      hostname: base.hostname,
+      port: base.port ? Number(base.port) : undefined,
+      path,
+      query: {},
+      headers,
+      body,
+    });
+    const response = await post({
+      id,
+      url: `${base.origin}${path}`,
+      headers: signed.headers,
+      body,
+      signal,
+      timeoutMs,
+      traceparent: trace.traceparent,
+    });
+    if (!request.stream)
+      return { kind: "completion", completion: completionOf(await readJson<ConverseResponse>(response, timeoutMs, id), id) };
     return { kind: "stream", chunks: guarded(response.body, timeoutMs, id, streamChunks(response.body, id, signal)) };
   }
 }
@@ -99,7 +134,10 @@ interface ConverseResponse {
 
 /** The canonical request as a Converse body. */
 export function bedrockRequest(request: ChatRequest): Record<string, unknown> {
-  const system = request.messages.filter(isSystem).map((message) => textOf(message.content)).filter(Boolean);
+  const system = request.messages
+    .filter(isSystem)
+    .map((message) => textOf(message.content))
+    .filter(Boolean);
   const messages: { role: "user" | "assistant"; content: Block[] }[] = [];
   for (const message of request.messages) {
     if (isSystem(message)) continue;
@@ -144,7 +182,13 @@ function toolChoiceOf(choice: ToolChoice | undefined): Record<string, unknown> |
   return undefined;
 }
 
-const IMAGE_FORMATS: Record<string, string> = { "image/png": "png", "image/jpeg": "jpeg", "image/jpg": "jpeg", "image/gif": "gif", "image/webp": "webp" };
+const IMAGE_FORMATS: Record<string, string> = {
+  "image/png": "png",
+  "image/jpeg": "jpeg",
+  "image/jpg": "jpeg",
+  "image/gif": "gif",
+  "image/webp": "webp",
+};
 
 function blocksOf(message: ChatMessage): Block[] {
   if (message.role === "tool") {
@@ -167,7 +211,8 @@ function blocksOf(message: ChatMessage): Block[] {
     }
   }
   if (message.role === "assistant") {
-    for (const call of message.tool_calls ?? []) blocks.push({ toolUse: { toolUseId: call.id, name: call.function.name, input: argumentsObject(call.function.arguments) } });
+    for (const call of message.tool_calls ?? [])
+      blocks.push({ toolUse: { toolUseId: call.id, name: call.function.name, input: argumentsObject(call.function.arguments) } });
   }
   return blocks;
 }
@@ -190,7 +235,10 @@ export function bedrockFinish(reason: string | undefined): FinishReason {
 
 function usageOf(usage: ConverseUsage | undefined): Usage | undefined {
   if (!usage) return undefined;
-  return usageFrom((usage.inputTokens ?? 0) + (usage.cacheReadInputTokens ?? 0) + (usage.cacheWriteInputTokens ?? 0), usage.outputTokens ?? 0);
+  return usageFrom(
+    (usage.inputTokens ?? 0) + (usage.cacheReadInputTokens ?? 0) + (usage.cacheWriteInputTokens ?? 0),
+    usage.outputTokens ?? 0,
+  );
 }
 
 function completionOf(response: ConverseResponse, id: string): ChatCompletion {
@@ -201,14 +249,29 @@ function completionOf(response: ConverseResponse, id: string): ChatCompletion {
   for (const block of content) {
     if (typeof block.text === "string") text += block.text;
     const use = block.toolUse as { toolUseId?: unknown; name?: unknown; input?: unknown } | undefined;
-    if (use) toolCalls.push({ id: String(use.toolUseId), type: "function", function: { name: String(use.name), arguments: JSON.stringify(use.input ?? {}) } });
+    if (use)
+      toolCalls.push({
+        id: String(use.toolUseId),
+        type: "function",
+        function: { name: String(use.name), arguments: JSON.stringify(use.input ?? {}) },
+      });
   }
   const completion: ChatCompletion = {
     id: `chatcmpl-${randomUUID()}`,
     object: "chat.completion",
     created: Math.floor(Date.now() / 1000),
     model: id,
-    choices: [{ index: 0, message: { role: "assistant", content: text || (toolCalls.length ? null : ""), ...(toolCalls.length ? { tool_calls: toolCalls } : {}) }, finish_reason: bedrockFinish(response.stopReason) }],
+    choices: [
+      {
+        index: 0,
+        message: {
+          role: "assistant",
+          content: text || (toolCalls.length ? null : ""),
+          ...(toolCalls.length ? { tool_calls: toolCalls } : {}),
+        },
+        finish_reason: bedrockFinish(response.stopReason),
+      },
+    ],
   };
   const usage = usageOf(response.usage);
   if (usage) completion.usage = usage;
@@ -272,9 +335,11 @@ async function* streamChunks(body: UpstreamResponse["body"], id: string, signal:
   };
   for await (const frame of eventFrames(body, signal)) {
     const kind = headerOf(frame, ":message-type");
+    // biome-ignore lint/suspicious/noExplicitAny: a provider's stream event, read field by field with checks
     let payload: Record<string, any> = {};
     try {
       const text = toUtf8(frame.body);
+      // biome-ignore lint/suspicious/noExplicitAny: as above
       if (text) payload = JSON.parse(text) as Record<string, any>;
     } catch {
       if (kind === "event") throw invalidAnswer(id);
@@ -283,7 +348,12 @@ async function* streamChunks(body: UpstreamResponse["body"], id: string, signal:
       const type = headerOf(frame, ":exception-type") ?? headerOf(frame, ":error-code") ?? "internalServerException";
       const status = EXCEPTION_STATUS[type] ?? 502;
       const message = typeof payload.message === "string" ? payload.message : (headerOf(frame, ":error-message") ?? type);
-      throw new ProviderError("UPSTREAM", message, { status, upstreamStatus: status, upstreamBody: { message, type }, retryable: isRetryableStatus(status) });
+      throw new ProviderError("UPSTREAM", message, {
+        status,
+        upstreamStatus: status,
+        upstreamBody: { message, type },
+        retryable: isRetryableStatus(status),
+      });
     }
     switch (headerOf(frame, ":event-type")) {
       case "contentBlockStart": {
@@ -291,7 +361,10 @@ async function* streamChunks(body: UpstreamResponse["body"], id: string, signal:
         if (use) {
           const index = tools.size;
           tools.set(Number(payload.contentBlockIndex), index);
-          yield frames.delta({ ...role(), tool_calls: [{ index, id: String(use.toolUseId), type: "function", function: { name: String(use.name), arguments: "" } }] });
+          yield frames.delta({
+            ...role(),
+            tool_calls: [{ index, id: String(use.toolUseId), type: "function", function: { name: String(use.name), arguments: "" } }],
+          });
         }
         break;
       }

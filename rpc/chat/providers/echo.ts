@@ -17,7 +17,7 @@ export class EchoProvider implements Provider {
   async complete(request: ChatRequest, signal: AbortSignal): Promise<ProviderResult> {
     const call = request.tools?.length ? toolCallOf(request) : undefined;
     if (call) return toolCallResult(this.#model, request, call);
-    const { words, finishReason } = request.tools?.length ? toolAnswer(request) ?? answer(request) : answer(request);
+    const { words, finishReason } = request.tools?.length ? (toolAnswer(request) ?? answer(request)) : answer(request);
     const usage = usageOf(countPromptTokens(request.messages), countTokens(words.join("")));
     const id = `chatcmpl-${randomUUID()}`;
     const created = Math.floor(Date.now() / 1000);
@@ -36,7 +36,13 @@ export class EchoProvider implements Provider {
     }
     const model = this.#model;
     const frame = (choices: ChatChunk["choices"], extra: Partial<ChatChunk> = {}): ChatChunk => ({
-      id, object: "chat.completion.chunk", created, model, choices, usage: null, ...extra,
+      id,
+      object: "chat.completion.chunk",
+      created,
+      model,
+      choices,
+      usage: null,
+      ...extra,
     });
     async function* chunks(): AsyncGenerator<ChatChunk> {
       yield frame([{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }]);
@@ -85,7 +91,8 @@ function toolCallOf(request: ChatRequest): ToolCall | undefined {
 
 function toolAnswer(request: ChatRequest): { words: string[]; finishReason: "stop" } | undefined {
   const results: string[] = [];
-  for (let i = request.messages.length - 1; i >= 0 && request.messages[i]!.role === "tool"; i--) results.unshift(contentText(request.messages[i]!.content));
+  for (let i = request.messages.length - 1; i >= 0 && request.messages[i]!.role === "tool"; i--)
+    results.unshift(contentText(request.messages[i]!.content));
   if (!results.length) return undefined;
   return { words: results.join("\n").match(/\s*\S+/g) ?? [], finishReason: "stop" };
 }
@@ -97,10 +104,25 @@ function toolCallResult(model: string, request: ChatRequest, call: ToolCall): Pr
   if (!request.stream) {
     return {
       kind: "completion",
-      completion: { id, object: "chat.completion", created, model, choices: [{ index: 0, message: { role: "assistant", content: null, tool_calls: [call] }, finish_reason: "tool_calls" }], usage },
+      completion: {
+        id,
+        object: "chat.completion",
+        created,
+        model,
+        choices: [{ index: 0, message: { role: "assistant", content: null, tool_calls: [call] }, finish_reason: "tool_calls" }],
+        usage,
+      },
     };
   }
-  const frame = (choices: ChatChunk["choices"], extra: Partial<ChatChunk> = {}): ChatChunk => ({ id, object: "chat.completion.chunk", created, model, choices, usage: null, ...extra });
+  const frame = (choices: ChatChunk["choices"], extra: Partial<ChatChunk> = {}): ChatChunk => ({
+    id,
+    object: "chat.completion.chunk",
+    created,
+    model,
+    choices,
+    usage: null,
+    ...extra,
+  });
   async function* chunks(): AsyncGenerator<ChatChunk> {
     yield frame([{ index: 0, delta: { role: "assistant", content: null, tool_calls: [{ index: 0, ...call }] }, finish_reason: null }]);
     yield frame([{ index: 0, delta: {}, finish_reason: "tool_calls" }]);

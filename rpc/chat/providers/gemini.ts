@@ -2,7 +2,18 @@ import { randomUUID } from "node:crypto";
 import { readSseData } from "../../sse-parse.js";
 import type { UpstreamResponse } from "../../outbound/upstream.js";
 import type { GeminiModelConfig } from "../models-config.js";
-import type { ChatChunk, ChatCompletion, ChatMessage, ChatRequest, FinishReason, Provider, ProviderResult, ToolCall, ToolChoice, Usage } from "../types.js";
+import type {
+  ChatChunk,
+  ChatCompletion,
+  ChatMessage,
+  ChatRequest,
+  FinishReason,
+  Provider,
+  ProviderResult,
+  ToolCall,
+  ToolChoice,
+  Usage,
+} from "../types.js";
 import { ProviderError, isRetryableStatus, messageOf } from "./provider-error.js";
 import {
   ChunkFrames,
@@ -48,12 +59,24 @@ export class GeminiProvider implements Provider {
     const { config, id, env } = this.#options;
     const timeoutMs = (config.timeoutSeconds ?? this.#options.timeoutSeconds) * 1000;
     const apiKey = apiKeyOf(config.apiKeyEnv, env, id);
-    const headers: Record<string, string> = { "content-type": "application/json", accept: request.stream ? "text/event-stream" : "application/json" };
+    const headers: Record<string, string> = {
+      "content-type": "application/json",
+      accept: request.stream ? "text/event-stream" : "application/json",
+    };
     if (apiKey) headers["x-goog-api-key"] = apiKey;
     const model = encodeURIComponent(config.upstreamModel ?? id);
     const url = `${trimSlash(config.baseURL)}/models/${model}:${request.stream ? "streamGenerateContent?alt=sse" : "generateContent"}`;
-    const response = await post({ id, url, headers, body: JSON.stringify(geminiRequest(request)), signal, timeoutMs, traceparent: trace.traceparent });
-    if (!request.stream) return { kind: "completion", completion: completionOf(await readJson<GeminiResponse>(response, timeoutMs, id), id) };
+    const response = await post({
+      id,
+      url,
+      headers,
+      body: JSON.stringify(geminiRequest(request)),
+      signal,
+      timeoutMs,
+      traceparent: trace.traceparent,
+    });
+    if (!request.stream)
+      return { kind: "completion", completion: completionOf(await readJson<GeminiResponse>(response, timeoutMs, id), id) };
     return { kind: "stream", chunks: guarded(response.body, timeoutMs, id, streamChunks(response.body, id, signal)) };
   }
 }
@@ -91,7 +114,11 @@ function callIdParts(id: string): { id?: string; signature?: string } {
 /** The canonical request as a `generateContent` body. */
 export function geminiRequest(request: ChatRequest): Record<string, unknown> {
   const names = toolNamesById(request.messages);
-  const system = request.messages.filter(isSystem).map((message) => textOf(message.content)).filter(Boolean).join("\n\n");
+  const system = request.messages
+    .filter(isSystem)
+    .map((message) => textOf(message.content))
+    .filter(Boolean)
+    .join("\n\n");
   const contents: { role: "user" | "model"; parts: Part[] }[] = [];
   for (const message of request.messages) {
     if (isSystem(message)) continue;
@@ -142,7 +169,10 @@ function schemaOf(schema: unknown): unknown {
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(schema)) {
     if (key === "$schema" || key === "additionalProperties" || key === "$id" || key === "strict") continue;
-    out[key] = key === "properties" && value && typeof value === "object" ? Object.fromEntries(Object.entries(value).map(([name, sub]) => [name, schemaOf(sub)])) : schemaOf(value);
+    out[key] =
+      key === "properties" && value && typeof value === "object"
+        ? Object.fromEntries(Object.entries(value).map(([name, sub]) => [name, schemaOf(sub)]))
+        : schemaOf(value);
   }
   return out;
 }
@@ -169,13 +199,17 @@ function partsOf(message: ChatMessage, names: Map<string, string>): Part[] {
       const url = imageUrlOf(part);
       if (!url) continue;
       const data = parseDataUrl(url);
-      parts.push(data ? { inlineData: { mimeType: data.mediaType, data: data.data } } : { fileData: { mimeType: mimeOf(url), fileUri: url } });
+      parts.push(
+        data ? { inlineData: { mimeType: data.mediaType, data: data.data } } : { fileData: { mimeType: mimeOf(url), fileUri: url } },
+      );
     }
   }
   if (message.role === "assistant") {
     for (const call of message.tool_calls ?? []) {
       const { id, signature } = callIdParts(call.id);
-      const part: Part = { functionCall: { ...(id ? { id } : {}), name: call.function.name, args: argumentsObject(call.function.arguments) } };
+      const part: Part = {
+        functionCall: { ...(id ? { id } : {}), name: call.function.name, args: argumentsObject(call.function.arguments) },
+      };
       if (signature) part.thoughtSignature = signature;
       parts.push(part);
     }
@@ -240,7 +274,17 @@ function completionOf(response: GeminiResponse, id: string): ChatCompletion {
     object: "chat.completion",
     created: Math.floor(Date.now() / 1000),
     model: response.modelVersion ?? id,
-    choices: [{ index: 0, message: { role: "assistant", content: text || (toolCalls.length ? null : ""), ...(toolCalls.length ? { tool_calls: toolCalls } : {}) }, finish_reason: finish }],
+    choices: [
+      {
+        index: 0,
+        message: {
+          role: "assistant",
+          content: text || (toolCalls.length ? null : ""),
+          ...(toolCalls.length ? { tool_calls: toolCalls } : {}),
+        },
+        finish_reason: finish,
+      },
+    ],
   };
   const usage = usageOf(response.usageMetadata);
   if (usage) completion.usage = usage;
@@ -264,7 +308,12 @@ async function* streamChunks(body: UpstreamResponse["body"], id: string, signal:
     if (response.error) {
       const code = Number((response.error as { code?: unknown }).code);
       const status = Number.isInteger(code) && code >= 400 ? code : 502;
-      throw new ProviderError("UPSTREAM", messageOf(response, status), { status, upstreamStatus: status, upstreamBody: response, retryable: isRetryableStatus(status) });
+      throw new ProviderError("UPSTREAM", messageOf(response, status), {
+        status,
+        upstreamStatus: status,
+        upstreamBody: response,
+        retryable: isRetryableStatus(status),
+      });
     }
     frames ??= new ChunkFrames(response.responseId ?? `chatcmpl-${randomUUID()}`, response.modelVersion ?? id);
     const role = () => {

@@ -53,10 +53,16 @@ export function probeTarget(id: string, config: ModelConfig, env: Record<string,
     case "openai-compatible":
       return { url: `${base}/models`, headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {} };
     case "azure-openai":
-      return { url: `${base}/openai/models?api-version=${encodeURIComponent(config.apiVersion)}`, headers: apiKey ? { "api-key": apiKey } : {} };
+      return {
+        url: `${base}/openai/models?api-version=${encodeURIComponent(config.apiVersion)}`,
+        headers: apiKey ? { "api-key": apiKey } : {},
+      };
     case "anthropic":
       return { url: `${base}/v1/models`, headers: { "anthropic-version": ANTHROPIC_VERSION, ...(apiKey ? { "x-api-key": apiKey } : {}) } };
     case "gemini":
-      return { url: `${base}/models/${encodeURIComponent(config.upstreamModel ?? id)}`, headers: apiKey ? { "x-goog-api-key": apiKey } : {} };
+      return {
+        url: `${base}/models/${encodeURIComponent(config.upstreamModel ?? id)}`,
+        headers: apiKey ? { "x-goog-api-key": apiKey } : {},
+      };
   }
 }

@@ -19,7 +19,7 @@ export interface OpenAiProviderOptions {
  * Ollama, Groq, Together, Mistral, DeepSeek, OpenRouter…), and Azure OpenAI (`azure-openai`:
  * the same format on `<baseURL>/openai/deployments/<deployment>/chat/completions?api-version=…`
  * with the key in `api-key`). The canonical request is this format, so it is sent as it is,
- * plus `stream_options.include_usage` when streaming so usage can be metered (spec 7.2,
+ * plus `stream_options.include_usage` when streaming so usage can be metered (docs/interface.md 7.2,
  * issue 3). Upstream errors are relayed verbatim with their status (docs/providers.md).
  */
 export class OpenAiCompatibleProvider implements Provider {
@@ -103,7 +103,9 @@ async function* parseChunks(body: UpstreamResponse["body"], timeoutMs: number, i
 function ofTheAnswer(chunk: ChatChunk): ChatChunk | undefined {
   if (!Array.isArray(chunk.choices)) return chunk;
   if (chunk.choices.every((choice) => choice?.delta)) return chunk.choices.length || chunk.usage ? chunk : undefined;
-  const choices = chunk.choices.filter((choice) => choice?.delta || choice?.finish_reason).map((choice) => (choice.delta ? choice : { ...choice, delta: {} }));
+  const choices = chunk.choices
+    .filter((choice) => choice?.delta || choice?.finish_reason)
+    .map((choice) => (choice.delta ? choice : { ...choice, delta: {} }));
   return choices.length || chunk.usage ? { ...chunk, choices } : undefined;
 }
 

@@ -2,14 +2,14 @@ import { ServiceError, type ErrorCode } from "../../errors.js";
 
 /**
  * What every upstream adapter throws (docs/providers.md "Errors and retries"): a ServiceError
- * rendered as before (a relayed error keeps the upstream's status and body, spec 7.2), plus
+ * rendered as before (a relayed error keeps the upstream's status and body, docs/interface.md 7.2), plus
  * what a caller needs to decide on another attempt without reading bodies:
  * - `upstreamStatus`: the status the provider answered with (absent when it never answered);
  * - `retryAfterMs`: the wait the provider asked for (`Retry-After`, `retry-after-ms`, or
  *   Gemini's `RetryInfo`), unbounded: the caller bounds it;
  * - `retryable`: 408, 429, 5xx (529 "overloaded" included), connection errors and timeouts.
  *   A 4xx that is the request's fault (400, 401, 403, 404, 413, 422…) is not.
- * The upstream's headers are never copied onto the response (spec 7.2: a relayed 429 carries
+ * The upstream's headers are never copied onto the response (docs/interface.md 7.2: a relayed 429 carries
  * no `Retry-After` on the Platform API).
  */
 export interface ProviderErrorOptions {

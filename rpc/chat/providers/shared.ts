@@ -24,7 +24,7 @@ export interface PostOptions {
 /**
  * One POST on the pooled client (rpc/outbound/upstream.ts): the timeout covers the wait for
  * the first byte and then each gap between chunks; the caller's signal cancels the request.
- * A non-2xx answer is thrown as the provider's error relayed verbatim (spec 7.2).
+ * A non-2xx answer is thrown as the provider's error relayed verbatim (docs/interface.md 7.2).
  */
 export async function post(options: PostOptions): Promise<UpstreamResponse> {
   const headers = { ...options.headers };
@@ -32,7 +32,13 @@ export async function post(options: PostOptions): Promise<UpstreamResponse> {
   if (options.traceparent) headers.traceparent = options.traceparent;
   let response: UpstreamResponse;
   try {
-    response = await upstreamRequest(options.url, { method: "POST", headers, body: options.body, signal: options.signal, timeoutMs: options.timeoutMs });
+    response = await upstreamRequest(options.url, {
+      method: "POST",
+      headers,
+      body: options.body,
+      signal: options.signal,
+      timeoutMs: options.timeoutMs,
+    });
   } catch (error) {
     throw transportError(error, options.timeoutMs, options.id);
   }
@@ -40,7 +46,7 @@ export async function post(options: PostOptions): Promise<UpstreamResponse> {
   throw await relayedError(response, options.timeoutMs, options.id);
 }
 
-/** Relays the provider's error body and status as they are, `{detail}` bodies included (spec 7.2). */
+/** Relays the provider's error body and status as they are, `{detail}` bodies included (docs/interface.md 7.2). */
 export async function relayedError(response: UpstreamResponse, timeoutMs: number, id: string): Promise<ServiceError> {
   let text: string;
   try {
@@ -105,7 +111,12 @@ export function transportError(error: unknown, timeoutMs: number, id: string, mi
  * transport failure (timeout, connection lost), and a stream stopped early (the client left,
  * an error) closes the body and so its connection.
  */
-export async function* guarded(body: UpstreamResponse["body"], timeoutMs: number, id: string, chunks: AsyncGenerator<ChatChunk>): AsyncGenerator<ChatChunk> {
+export async function* guarded(
+  body: UpstreamResponse["body"],
+  timeoutMs: number,
+  id: string,
+  chunks: AsyncGenerator<ChatChunk>,
+): AsyncGenerator<ChatChunk> {
   let finished = false;
   try {
     yield* chunks;
@@ -125,7 +136,10 @@ export class ChunkFrames {
     this.#base = { id, object: "chat.completion.chunk", created, model };
   }
 
-  delta(delta: { role?: string; content?: string | null; tool_calls?: ToolCallDelta[] }, finishReason: FinishReason | null = null): ChatChunk {
+  delta(
+    delta: { role?: string; content?: string | null; tool_calls?: ToolCallDelta[] },
+    finishReason: FinishReason | null = null,
+  ): ChatChunk {
     return { ...this.#base, choices: [{ index: 0, delta, finish_reason: finishReason }], usage: null };
   }
 
@@ -208,7 +222,11 @@ export function stopList(stop: string | string[] | undefined): string[] | undefi
  * `max_tokens`, else the model's `maxOutputTokens` (default 4096) within what the context
  * window leaves after the prompt, the same cap a hold reserves (docs/models-and-chat.md "Holds").
  */
-export function outputCapOf(maxTokens: number | undefined, config: { maxOutputTokens?: number; contextWindow: number }, promptTokens: number): number {
+export function outputCapOf(
+  maxTokens: number | undefined,
+  config: { maxOutputTokens?: number; contextWindow: number },
+  promptTokens: number,
+): number {
   if (maxTokens !== undefined) return maxTokens;
   return Math.max(1, Math.min(config.maxOutputTokens ?? 4096, config.contextWindow - promptTokens));
 }

@@ -48,7 +48,11 @@ export function extractExpression(text: string): string | undefined {
   for (const [pattern, operator] of WORD_OPERATORS) source = source.replace(pattern, ` ${operator} `);
   let best: string | undefined;
   for (const match of source.matchAll(EXPRESSION_RUN)) {
-    const run = match[0].trim().replace(/^[*/%^)]+|[-+*/%^(]+$/g, "").trim().replace(/\s+/g, " ");
+    const run = match[0]
+      .trim()
+      .replace(/^[*/%^)]+|[-+*/%^(]+$/g, "")
+      .trim()
+      .replace(/\s+/g, " ");
     // A lone number is not an expression to evaluate ("step 2"): need an operator or a function.
     if (!/\d|\bpi\b/i.test(run) || !/[-+*/%^]|\w\s*\(/.test(run)) continue;
     if (!best || run.length > best.length) best = run;
@@ -90,13 +94,20 @@ function numberFor(name: string, text: string, integer: boolean): number | undef
 
 function enumFor(values: unknown[], text: string): unknown {
   const lower = text.toLowerCase();
-  return values.find((value) => typeof value === "string" && new RegExp(`\\b${value.toLowerCase().replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}\\b`).test(lower));
+  return values.find(
+    (value) => typeof value === "string" && new RegExp(`\\b${value.toLowerCase().replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}\\b`).test(lower),
+  );
 }
 
 /** Reads what `schema` asks for out of `text` (see the module comment for what is understood). */
 export function extractArgs(schema: Record<string, unknown>, text: string): ExtractedArgs {
-  const properties = (typeof schema.properties === "object" && schema.properties !== null ? schema.properties : {}) as Record<string, Property>;
-  const required = new Set(Array.isArray(schema.required) ? (schema.required as unknown[]).filter((name): name is string => typeof name === "string") : []);
+  const properties = (typeof schema.properties === "object" && schema.properties !== null ? schema.properties : {}) as Record<
+    string,
+    Property
+  >;
+  const required = new Set(
+    Array.isArray(schema.required) ? (schema.required as unknown[]).filter((name): name is string => typeof name === "string") : [],
+  );
   const args: Record<string, unknown> = {};
   for (const [name, property] of Object.entries(properties)) {
     const isRequired = required.has(name);

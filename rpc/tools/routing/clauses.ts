@@ -3,7 +3,8 @@
  * finally tell me the time" → three clauses. Quoted text is never split, so
  * `count the words in "this and then that"` stays one clause.
  */
-const SEPARATOR = /\s*(?:;|\n+|,?\s*\band then\b|,?\s*\bthen\b|,?\s*\bafter that\b|,?\s*\bafterwards\b|,?\s*\band finally\b|,?\s*\bfinally\b)\s*/i;
+const SEPARATOR =
+  /\s*(?:;|\n+|,?\s*\band then\b|,?\s*\bthen\b|,?\s*\bafter that\b|,?\s*\bafterwards\b|,?\s*\band finally\b|,?\s*\bfinally\b)\s*/i;
 const QUOTED = /"[^"]*"|“[^”]*”|`[^`]*`|(?<=^|\s)'[^']*'(?=$|[\s.,;:!?])/g;
 const LEADING = /^(?:(?:and|also|first(?:ly)?|next|please|now)\b[\s,:]*)+/i;
 

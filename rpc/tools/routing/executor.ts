@@ -16,17 +16,26 @@ function resultText(result: ToolResult): string {
  * otherwise, the same for another tenant's VM tool as for a missing one) and its args valid
  * against the tool's JSON Schema (400 with the step and the issues).
  */
-export async function checkSteps(router: ToolRouter, steps: readonly Pick<ToolPlanStep, "tool" | "args">[], scope: RouteScope): Promise<void> {
+export async function checkSteps(
+  router: ToolRouter,
+  steps: readonly Pick<ToolPlanStep, "tool" | "args">[],
+  scope: RouteScope,
+): Promise<void> {
   const visible = new Map((await router.tools(scope)).map((tool) => [tool.name, tool]));
   for (const [index, step] of steps.entries()) {
     const tool = visible.get(step.tool);
-    if (!tool) throw new ServiceError("NOT_FOUND", `Step ${index}: unknown tool ${step.tool}`, { details: { step: index, tool: step.tool } });
+    if (!tool)
+      throw new ServiceError("NOT_FOUND", `Step ${index}: unknown tool ${step.tool}`, { details: { step: index, tool: step.tool } });
     const issues = schemaIssues(tool.inputSchema, step.args);
     if (issues.length) {
       const first = issues[0]!;
-      throw new ServiceError("VALIDATION_FAILED", `Step ${index}: invalid arguments for ${step.tool}: ${first.path ? `${first.path} ` : ""}${first.message}`, {
-        details: { step: index, tool: step.tool, issues },
-      });
+      throw new ServiceError(
+        "VALIDATION_FAILED",
+        `Step ${index}: invalid arguments for ${step.tool}: ${first.path ? `${first.path} ` : ""}${first.message}`,
+        {
+          details: { step: index, tool: step.tool, issues },
+        },
+      );
     }
   }
 }
@@ -49,7 +58,8 @@ export async function executePlan(
 ): Promise<ToolPlan> {
   await checkSteps(router, plan.steps, scope);
   const timeoutMs = deps.config.GATEWAY_TIMEOUT_SECONDS * 1000;
-  if (!(await repo.claim(plan.id, plan.steps.length * timeoutMs + 60_000))) throw new ServiceError("CONFLICT", `Plan ${plan.id} is already running`);
+  if (!(await repo.claim(plan.id, plan.steps.length * timeoutMs + 60_000)))
+    throw new ServiceError("CONFLICT", `Plan ${plan.id} is already running`);
   try {
     plan.status = "running";
     plan.startedAt = nowIso();

@@ -49,7 +49,13 @@ export function plannerModel(models: ModelRouter, setting: string | undefined): 
  * "finally", new lines), each clause routed to its best tool, and the arguments the tool's
  * schema asks for read from the clause where possible (rpc/tools/routing/args.ts).
  */
-export async function rankingPlan(router: ToolRouter, input: string, scope: RouteScope, options: Omit<PlanOptions, "signal">, fallback?: string): Promise<Draft> {
+export async function rankingPlan(
+  router: ToolRouter,
+  input: string,
+  scope: RouteScope,
+  options: Omit<PlanOptions, "signal">,
+  fallback?: string,
+): Promise<Draft> {
   const clauses = splitClauses(input);
   if (clauses.length === 0) clauses.push(input.trim());
   const steps: DraftStep[] = [];
@@ -109,7 +115,12 @@ const ModelStep = v.object({
 });
 
 function prompt(tools: RoutableTool[], maxSteps: number, preferredMcp: string | undefined): string {
-  const catalog = tools.map((tool) => ({ name: tool.name, server: tool.server, description: tool.description, inputSchema: tool.inputSchema }));
+  const catalog = tools.map((tool) => ({
+    name: tool.name,
+    server: tool.server,
+    description: tool.description,
+    inputSchema: tool.inputSchema,
+  }));
   return [
     "You plan tool calls for a request. Use ONLY tools from this catalog, by their exact `name`:",
     JSON.stringify(catalog),
@@ -143,7 +154,10 @@ function jsonOf(text: string): unknown {
 export function parseModelPlan(text: string, tools: RoutableTool[], maxSteps: number): DraftStep[] {
   const raw = jsonOf(text);
   const parsed = v.safeParse(v.object({ steps: v.array(ModelStep) }), raw);
-  if (!parsed.success) throw new Error(`the plan is not {steps: [{tool, args, reason}]}: ${v.getDotPath(parsed.issues[0]) ?? "(root)"} ${parsed.issues[0].message}`);
+  if (!parsed.success)
+    throw new Error(
+      `the plan is not {steps: [{tool, args, reason}]}: ${v.getDotPath(parsed.issues[0]) ?? "(root)"} ${parsed.issues[0].message}`,
+    );
   const { steps } = parsed.output;
   if (steps.length === 0) throw new Error("the model proposed no steps");
   if (steps.length > maxSteps) throw new Error(`the model proposed ${steps.length} steps; at most ${maxSteps} are allowed`);
@@ -152,7 +166,8 @@ export function parseModelPlan(text: string, tools: RoutableTool[], maxSteps: nu
     const tool = byName.get(step.tool) ?? tools.find((candidate) => candidate.localName === step.tool && candidate.server === step.server);
     if (!tool) throw new Error(`step ${index}: ${step.tool} is not one of the offered tools`);
     const issues = schemaIssues(tool.inputSchema, step.args);
-    if (issues.length) throw new Error(`step ${index}: invalid arguments for ${tool.name}: ${issues[0]!.path || "(root)"} ${issues[0]!.message}`);
+    if (issues.length)
+      throw new Error(`step ${index}: invalid arguments for ${tool.name}: ${issues[0]!.path || "(root)"} ${issues[0]!.message}`);
     return { server: tool.server, tool: tool.name, args: step.args, reason: step.reason || `Chosen by the planner model` };
   });
 }
@@ -162,7 +177,13 @@ export function parseModelPlan(text: string, tools: RoutableTool[], maxSteps: nu
  * `parseModelPlan`), otherwise — or when the model fails or answers something invalid — made
  * from the ranking, with the reason for the fallback recorded in `planner.fallback`.
  */
-export async function makePlan(router: ToolRouter, model: RoutedModel | undefined, input: string, scope: RouteScope, options: PlanOptions): Promise<Draft> {
+export async function makePlan(
+  router: ToolRouter,
+  model: RoutedModel | undefined,
+  input: string,
+  scope: RouteScope,
+  options: PlanOptions,
+): Promise<Draft> {
   if (!model) return rankingPlan(router, input, scope, options);
   const tools = await candidates(router, input, scope);
   if (tools.length === 0) return rankingPlan(router, input, scope, options, "no tools are available to plan with");

@@ -48,7 +48,10 @@ function schemaProperties(schema: Record<string, unknown>): { name: string; desc
   if (typeof properties !== "object" || properties === null) return [];
   return Object.entries(properties as Record<string, unknown>).map(([name, value]) => ({
     name,
-    description: typeof value === "object" && value !== null && typeof (value as { description?: unknown }).description === "string" ? (value as { description: string }).description : "",
+    description:
+      typeof value === "object" && value !== null && typeof (value as { description?: unknown }).description === "string"
+        ? (value as { description: string }).description
+        : "",
   }));
 }
 

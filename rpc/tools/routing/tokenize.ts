@@ -54,7 +54,7 @@ export function words(text: string): string[] {
 export function stem(word: string): string {
   if (word.length <= 3 || /^\d+$/.test(word)) return word;
   let w = word;
-  if (w.endsWith("ies") && w.length > 4) w = w.slice(0, -3) + "y";
+  if (w.endsWith("ies") && w.length > 4) w = `${w.slice(0, -3)}y`;
   else if (/(ss|us)$/.test(w)) {
     // class, status: not plurals
   } else if (/(sses|xes|ches|shes|zes)$/.test(w)) w = w.slice(0, -2);

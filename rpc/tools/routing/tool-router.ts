@@ -139,14 +139,19 @@ export class ToolRouter {
     const ranked = await this.rank(input, scope, { onlyServer: options.onlyServer });
     const alternativesWanted = options.alternatives ?? 4;
     if (ranked.length === 0) {
-      return { best: undefined, alternatives: [], reason: options.onlyServer ? `No tool of ${options.onlyServer} matches the request` : "No tool matches the request" };
+      return {
+        best: undefined,
+        alternatives: [],
+        reason: options.onlyServer ? `No tool of ${options.onlyServer} matches the request` : "No tool matches the request",
+      };
     }
     const preferred = options.preferredMcp ? matchServer(options.preferredMcp, ranked) : undefined;
     const best = preferred ?? ranked[0]!;
     const alternatives = ranked.filter((entry) => entry !== best).slice(0, alternativesWanted);
     const terms = best.matched.slice(0, 5).join(", ");
     let reason = `Best match on ${terms} (BM25 ${best.score})`;
-    if (preferred && preferred !== ranked[0]) reason = `Preferred server ${best.tool.server} has a match on ${terms} (BM25 ${best.score}); it wins over ${ranked[0]!.tool.server}/${ranked[0]!.tool.name} (${ranked[0]!.score})`;
+    if (preferred && preferred !== ranked[0])
+      reason = `Preferred server ${best.tool.server} has a match on ${terms} (BM25 ${best.score}); it wins over ${ranked[0]!.tool.server}/${ranked[0]!.tool.name} (${ranked[0]!.score})`;
     else if (preferred) reason += `; on the preferred server`;
     else if (options.preferredMcp) reason += `; the preferred server ${options.preferredMcp} has no matching tool`;
     return { best, alternatives, reason };

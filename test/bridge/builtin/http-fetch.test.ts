@@ -36,7 +36,8 @@ describe("http_fetch and the address rule", () => {
     await new Promise((resolve) => target.close(resolve));
   });
 
-  const fetchTool = (url: string) => server.request("/gateway/v1/mcp/tools/execute?tool=http_fetch", { method: "POST", headers, json: { args: { url } } });
+  const fetchTool = (url: string) =>
+    server.request("/gateway/v1/mcp/tools/execute?tool=http_fetch", { method: "POST", headers, json: { args: { url } } });
 
   it("refuses a public-looking name that resolves to 127.0.0.1, at connect, without reaching it", async () => {
     const before = seen.length;
@@ -47,16 +48,22 @@ describe("http_fetch and the address rule", () => {
     expect(seen.length).toBe(before);
   });
 
-  it.each(["[::127.0.0.1]", "[::ffff:0:7f00:1]", "[2002:7f00:1::1]", "[64:ff9b::7f00:1]", "[::ffff:127.0.0.1]", "127.0.0.1", "0x7f000001", "[::1]"])(
-    "refuses the literal %s",
-    async (host) => {
-      const before = seen.length;
-      const res = await fetchTool(`http://${host}:${port}/`);
-      expect(res.body.isError).toBe(true);
-      expect(res.body.content[0].text).toMatch(/^Refused: /);
-      expect(seen.length).toBe(before);
-    },
-  );
+  it.each([
+    "[::127.0.0.1]",
+    "[::ffff:0:7f00:1]",
+    "[2002:7f00:1::1]",
+    "[64:ff9b::7f00:1]",
+    "[::ffff:127.0.0.1]",
+    "127.0.0.1",
+    "0x7f000001",
+    "[::1]",
+  ])("refuses the literal %s", async (host) => {
+    const before = seen.length;
+    const res = await fetchTool(`http://${host}:${port}/`);
+    expect(res.body.isError).toBe(true);
+    expect(res.body.content[0].text).toMatch(/^Refused: /);
+    expect(seen.length).toBe(before);
+  });
 
   it("connects to the resolved address with the name kept in the Host header (allowed only where private addresses are)", async () => {
     const tool = httpFetch({ allowPrivateAddresses: true, resolveHost: toLoopback });

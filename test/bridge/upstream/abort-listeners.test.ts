@@ -19,10 +19,22 @@ describe("upstream MCP calls and abort listeners", () => {
 
   beforeAll(async () => {
     process.on("warning", onWarning);
-    upstream = await serveScripted([{ tool: { name: "ping", description: "pong", inputSchema: { type: "object" } }, run: () => ({ content: [{ type: "text", text: "pong" }] }) }]);
-    server = await startTestServer({ MCP_SERVERS_ALLOW_PRIVATE: "true", GATEWAY_RATE_LIMIT_RPM: "1000000", GATEWAY_API_RATE_LIMIT_RPM: "1000000" });
+    upstream = await serveScripted([
+      {
+        tool: { name: "ping", description: "pong", inputSchema: { type: "object" } },
+        run: () => ({ content: [{ type: "text", text: "pong" }] }),
+      },
+    ]);
+    server = await startTestServer({
+      MCP_SERVERS_ALLOW_PRIVATE: "true",
+      GATEWAY_RATE_LIMIT_RPM: "1000000",
+      GATEWAY_API_RATE_LIMIT_RPM: "1000000",
+    });
     token = (await registerUser(server)).token;
-    expect((await server.request("/gateway/v1/mcp/servers", { method: "POST", headers: bearer(token), json: { name: "up", url: upstream.url } })).status).toBe(201);
+    expect(
+      (await server.request("/gateway/v1/mcp/servers", { method: "POST", headers: bearer(token), json: { name: "up", url: upstream.url } }))
+        .status,
+    ).toBe(201);
   });
   afterAll(async () => {
     process.off("warning", onWarning);
@@ -32,7 +44,9 @@ describe("upstream MCP calls and abort listeners", () => {
 
   it("makes 500 calls through an MCP session, 8 at a time, without a MaxListenersExceededWarning", async () => {
     const client = new Client({ name: "listeners", version: "1.0.0" });
-    await client.connect(new StreamableHTTPClientTransport(new URL(server.url("/bridge/mcp/")), { requestInit: { headers: bearer(token) } }));
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(server.url("/bridge/mcp/")), { requestInit: { headers: bearer(token) } }),
+    );
     try {
       for (let round = 0; round < 500 / 8; round += 1) {
         const results = await Promise.all(Array.from({ length: 8 }, () => client.callTool({ name: "up__ping", arguments: {} })));
@@ -46,7 +60,8 @@ describe("upstream MCP calls and abort listeners", () => {
   });
 
   it("makes 500 calls over REST, 8 at a time, without a MaxListenersExceededWarning", async () => {
-    const call = () => server.request("/gateway/v1/mcp/tools/execute?tool=up__ping", { method: "POST", headers: bearer(token), json: { args: {} } });
+    const call = () =>
+      server.request("/gateway/v1/mcp/tools/execute?tool=up__ping", { method: "POST", headers: bearer(token), json: { args: {} } });
     for (let round = 0; round < 500 / 8; round += 1) {
       const answers = await Promise.all(Array.from({ length: 8 }, call));
       for (const answer of answers) expect(answer.status).toBe(200);

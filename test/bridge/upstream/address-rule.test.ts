@@ -48,7 +48,11 @@ describe("upstream MCP servers: the address rule at connect time", () => {
     try {
       const headers = bearer((await registerUser(server)).token);
       const before = upstream.sessions();
-      const created = await server.request("/gateway/v1/mcp/servers", { method: "POST", headers, json: { name: "rebinding", url: `http://mcp.rebinding.example:${port}/mcp` } });
+      const created = await server.request("/gateway/v1/mcp/servers", {
+        method: "POST",
+        headers,
+        json: { name: "rebinding", url: `http://mcp.rebinding.example:${port}/mcp` },
+      });
       expect(created.status).toBe(201);
       expect(created.body.health).toBe("unhealthy");
       expect(created.body.lastError).toContain("127.0.0.1");
@@ -70,7 +74,11 @@ describe("upstream MCP servers: the address rule at connect time", () => {
     try {
       const headers = bearer((await registerUser(server)).token);
       const before = upstream.sessions();
-      const refused = await server.request("/gateway/v1/mcp/servers", { method: "POST", headers, json: { name: "looks-public", url: `http://mcp.public.example:${port}/mcp` } });
+      const refused = await server.request("/gateway/v1/mcp/servers", {
+        method: "POST",
+        headers,
+        json: { name: "looks-public", url: `http://mcp.public.example:${port}/mcp` },
+      });
       expect(refused.status).toBe(403);
       expect(refused.body.error.message).toContain("MCP_SERVERS_ALLOW_PRIVATE");
       expect(upstream.sessions()).toBe(before);
@@ -90,15 +98,25 @@ describe("upstream MCP servers: the address rule at connect time", () => {
       await server.close();
     });
 
-    it.each(["[::127.0.0.1]", "[::ffff:0:7f00:1]", "[::ffff:7f00:1]", "[2002:7f00:1::1]", "[64:ff9b::7f00:1]", "[::1]", "127.1", "0x7f.0.0.1"])(
-      "refuses %s at registration",
-      async (host) => {
-        const before = upstream.sessions();
-        const refused = await server.request("/gateway/v1/mcp/servers", { method: "POST", headers, json: { name: "literal", url: `http://${host}:${port}/mcp` } });
-        expect(refused.status).toBe(403);
-        expect(upstream.sessions()).toBe(before);
-      },
-    );
+    it.each([
+      "[::127.0.0.1]",
+      "[::ffff:0:7f00:1]",
+      "[::ffff:7f00:1]",
+      "[2002:7f00:1::1]",
+      "[64:ff9b::7f00:1]",
+      "[::1]",
+      "127.1",
+      "0x7f.0.0.1",
+    ])("refuses %s at registration", async (host) => {
+      const before = upstream.sessions();
+      const refused = await server.request("/gateway/v1/mcp/servers", {
+        method: "POST",
+        headers,
+        json: { name: "literal", url: `http://${host}:${port}/mcp` },
+      });
+      expect(refused.status).toBe(403);
+      expect(upstream.sessions()).toBe(before);
+    });
   });
 
   it("connects to exactly the address the resolver gave (the name is pinned, the Host header kept)", async () => {
@@ -106,9 +124,17 @@ describe("upstream MCP servers: the address rule at connect time", () => {
     const server = await startTestServer({ MCP_SERVERS_ALLOW_PRIVATE: "true" }, { resolveHost: resolver });
     try {
       const headers = bearer((await registerUser(server)).token);
-      const created = await server.request("/gateway/v1/mcp/servers", { method: "POST", headers, json: { name: "pinned", url: `http://mcp.pinned.example:${port}/mcp` } });
+      const created = await server.request("/gateway/v1/mcp/servers", {
+        method: "POST",
+        headers,
+        json: { name: "pinned", url: `http://mcp.pinned.example:${port}/mcp` },
+      });
       expect(created.body).toMatchObject({ health: "healthy", tools: ["pinned__echo"] });
-      const call = await server.request("/gateway/v1/mcp/tools/execute?tool=pinned__echo", { method: "POST", headers, json: { args: { message: "hi" } } });
+      const call = await server.request("/gateway/v1/mcp/tools/execute?tool=pinned__echo", {
+        method: "POST",
+        headers,
+        json: { args: { message: "hi" } },
+      });
       expect(call.body.content).toEqual([{ type: "text", text: "echo: hi" }]);
       expect(resolver.calls).toContain("mcp.pinned.example");
     } finally {
@@ -122,7 +148,11 @@ describe("upstream MCP servers: the address rule at connect time", () => {
     try {
       const first = await startTestServer({ STORAGE: "fs", DATA_DIR: dir, MCP_SERVERS_ALLOW_PRIVATE: "true" });
       const user = await registerUser(first);
-      const created = await first.request("/gateway/v1/mcp/servers", { method: "POST", headers: bearer(user.token), json: { name: "stored", url: upstream.url } });
+      const created = await first.request("/gateway/v1/mcp/servers", {
+        method: "POST",
+        headers: bearer(user.token),
+        json: { name: "stored", url: upstream.url },
+      });
       expect(created.body.health).toBe("healthy");
       await first.close();
       const sessions = upstream.sessions();
@@ -136,7 +166,11 @@ describe("upstream MCP servers: the address rule at connect time", () => {
       expect(listed.lastError).toContain("loopback");
       expect(listed.lastError).toContain("MCP_SERVERS_ALLOW_PRIVATE");
       expect(upstream.sessions()).toBe(sessions);
-      const call = await second.request("/gateway/v1/mcp/tools/execute?tool=stored__echo", { method: "POST", headers, json: { args: { message: "x" } } });
+      const call = await second.request("/gateway/v1/mcp/tools/execute?tool=stored__echo", {
+        method: "POST",
+        headers,
+        json: { args: { message: "x" } },
+      });
       expect(call.status).toBe(404);
     } finally {
       await second?.close();

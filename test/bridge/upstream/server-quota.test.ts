@@ -10,7 +10,12 @@ import { bearer, registerUser, startTestServer, type TestServer } from "../../he
 describe("upstream MCP servers per tenant", () => {
   let server: TestServer;
   beforeAll(async () => {
-    server = await startTestServer({ QUOTA_MCP_SERVERS_PER_TENANT: "2", MCP_SERVERS_ALLOW_PRIVATE: "true", GATEWAY_TIMEOUT_SECONDS: "1", GATEWAY_MAX_RETRIES: "0" });
+    server = await startTestServer({
+      QUOTA_MCP_SERVERS_PER_TENANT: "2",
+      MCP_SERVERS_ALLOW_PRIVATE: "true",
+      GATEWAY_TIMEOUT_SECONDS: "1",
+      GATEWAY_MAX_RETRIES: "0",
+    });
   });
   afterAll(async () => {
     await server.close();
@@ -30,7 +35,13 @@ describe("upstream MCP servers per tenant", () => {
       code: "CONFLICT",
       message: "Quota reached: this tenant has 2 MCP server(s), the most QUOTA_MCP_SERVERS_PER_TENANT allows (2); delete one first",
       requestId: refused.headers.get("x-request-id"),
-      details: { quota: "mcp_servers_per_tenant", limit: 2, count: 2, variable: "QUOTA_MCP_SERVERS_PER_TENANT", tenantId: alice.user.tenantId },
+      details: {
+        quota: "mcp_servers_per_tenant",
+        limit: 2,
+        count: 2,
+        variable: "QUOTA_MCP_SERVERS_PER_TENANT",
+        tenantId: alice.user.tenantId,
+      },
     });
     // Bob's tenant is another tenant; the same names are his to take.
     expect((await register(bob.token, "one")).status).toBe(201);

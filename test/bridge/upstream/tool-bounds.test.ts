@@ -37,7 +37,12 @@ describe("upstream MCP servers: bounded announcements", () => {
   const upstreams: Awaited<ReturnType<typeof serveScripted>>[] = [];
 
   beforeAll(async () => {
-    server = await startTestServer({ MCP_SERVERS_ALLOW_PRIVATE: "true", PLATFORM_SERVICE_KEY: SERVICE_KEY, GATEWAY_MAX_RETRIES: "0", GATEWAY_RATE_LIMIT_RPM: "10000" });
+    server = await startTestServer({
+      MCP_SERVERS_ALLOW_PRIVATE: "true",
+      PLATFORM_SERVICE_KEY: SERVICE_KEY,
+      GATEWAY_MAX_RETRIES: "0",
+      GATEWAY_RATE_LIMIT_RPM: "10000",
+    });
     token = (await registerUser(server)).token;
     headers = bearer(token);
   });
@@ -61,7 +66,9 @@ describe("upstream MCP servers: bounded announcements", () => {
     expect(rest.status).toBe(200);
     for (const credential of [token, SERVICE_KEY]) {
       const client = new Client({ name: "bounds", version: "1.0.0" });
-      await client.connect(new StreamableHTTPClientTransport(new URL(server.url("/bridge/mcp/")), { requestInit: { headers: bearer(credential) } }));
+      await client.connect(
+        new StreamableHTTPClientTransport(new URL(server.url("/bridge/mcp/")), { requestInit: { headers: bearer(credential) } }),
+      );
       try {
         expect((await client.listTools(undefined, { timeout: 3000 })).tools.length).toBeGreaterThan(0);
       } finally {
@@ -87,10 +94,16 @@ describe("upstream MCP servers: bounded announcements", () => {
   });
 
   it("marks unhealthy a server announcing 1,001 tools; 1,000 are accepted", async () => {
-    const { res } = await register("many", Array.from({ length: 1001 }, (_, i) => tool(`t${i}`)));
+    const { res } = await register(
+      "many",
+      Array.from({ length: 1001 }, (_, i) => tool(`t${i}`)),
+    );
     expect(res.body.health).toBe("unhealthy");
     expect(res.body.lastError).toMatch(/announces 1001 tools; at most 1000 tools per source/);
-    const fits = await register("enough", Array.from({ length: 1000 }, (_, i) => tool(`t${i}`)));
+    const fits = await register(
+      "enough",
+      Array.from({ length: 1000 }, (_, i) => tool(`t${i}`)),
+    );
     expect(fits.res.body).toMatchObject({ health: "healthy", toolCount: 1000 });
     const names = await listingAnswersForEveryone();
     expect(names.filter((name) => name.startsWith("enough__"))).toHaveLength(1000);
@@ -102,7 +115,11 @@ describe("upstream MCP servers: bounded announcements", () => {
     expect(res.body.health).toBe("healthy");
     await upstream.setTools([tool("fine"), tool("nested", deepSchema(100))]);
     const entry = await eventually(async () => {
-      const servers = (await server.request("/gateway/v1/mcp/servers", { headers })).body.servers as { name: string; health: string; lastError: string }[];
+      const servers = (await server.request("/gateway/v1/mcp/servers", { headers })).body.servers as {
+        name: string;
+        health: string;
+        lastError: string;
+      }[];
       const found = servers.find((candidate) => candidate.name === "changing");
       return found?.health === "unhealthy" ? found : undefined;
     });

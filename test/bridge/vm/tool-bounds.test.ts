@@ -15,11 +15,15 @@ const SERVICE_KEY = "service-key-for-bounds-tests-0123456789";
 
 /** A JSON Schema nested `depth` levels, written as text (a deep object would overflow JSON.stringify). */
 function deepSchemaText(depth: number): string {
-  return '{"type":"object","properties":{"x":'.repeat(depth) + '{"type":"string"}' + "}}".repeat(depth);
+  return `${'{"type":"object","properties":{"x":'.repeat(depth)}{"type":"string"}${"}}".repeat(depth)}`;
 }
 
 /** Sends a raw tools/register frame and waits for its reply. */
-async function registerRaw(vm: TestVm, id: number, toolsJson: string): Promise<{ result?: unknown; error?: { code: number; message: string } }> {
+async function registerRaw(
+  vm: TestVm,
+  id: number,
+  toolsJson: string,
+): Promise<{ result?: unknown; error?: { code: number; message: string } }> {
   const from = vm.frames.length;
   vm.ws.send(`{"jsonrpc":"2.0","id":${id},"method":"tools/register","params":{"tools":${toolsJson}}}`);
   return eventually(() => {
@@ -61,7 +65,9 @@ describe("VM tools/register bounds", () => {
     expect(rest.ms).toBeLessThan(2000);
     for (const credential of [token, SERVICE_KEY]) {
       const client = new Client({ name: "bounds-test", version: "1.0.0" });
-      await client.connect(new StreamableHTTPClientTransport(new URL(server.url("/bridge/mcp/")), { requestInit: { headers: bearer(credential) } }));
+      await client.connect(
+        new StreamableHTTPClientTransport(new URL(server.url("/bridge/mcp/")), { requestInit: { headers: bearer(credential) } }),
+      );
       try {
         const listed = await timed(() => client.listTools(undefined, { timeout: 3000 }));
         expect(listed.value.tools.length).toBeGreaterThan(0);
@@ -85,13 +91,19 @@ describe("VM tools/register bounds", () => {
     const tooDeep = await registerRaw(vm, 9002, `[{"name":"deepish","inputSchema":${deepSchemaText(16)}}]`);
     expect(tooDeep.error?.message).toMatch(/deeper than 32 levels/);
     // 15 nested schemas (31 levels) whose innermost holds an enum array: level 32.
-    const fits = await registerRaw(vm, 9003, `[{"name":"fits","inputSchema":${deepSchemaText(15).replace('{"type":"string"}', '{"type":"string","enum":["a"]}')}}]`);
+    const fits = await registerRaw(
+      vm,
+      9003,
+      `[{"name":"fits","inputSchema":${deepSchemaText(15).replace('{"type":"string"}', '{"type":"string","enum":["a"]}')}}]`,
+    );
     expect(fits.error).toBeUndefined();
     await eventually(async () => (await listEverywhere()).includes("vm__bounded-vm__fits"));
   });
 
   it("refuses a schema larger than 64 KiB", async () => {
-    const properties = Object.fromEntries(Array.from({ length: 2000 }, (_, i) => [`field_${i}`, { type: "string", description: "x".repeat(30) }]));
+    const properties = Object.fromEntries(
+      Array.from({ length: 2000 }, (_, i) => [`field_${i}`, { type: "string", description: "x".repeat(30) }]),
+    );
     const reply = await registerRaw(vm, 9004, JSON.stringify([{ name: "wide", inputSchema: { type: "object", properties } }]));
     expect(reply.error?.code).toBe(-32602);
     expect(reply.error?.message).toMatch(/larger than 64 KiB/);

@@ -32,7 +32,8 @@ describe("VM sockets and tools per tenant", () => {
     return vm;
   };
   const tools = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => ({ name: `${prefix}${i}` }));
-  const vmTools = async (token: string) => (await server.request("/gateway/v1/mcp/tools?category=vm", { headers: bearer(token) })).body.tools as { name: string }[];
+  const vmTools = async (token: string) =>
+    (await server.request("/gateway/v1/mcp/tools?category=vm", { headers: bearer(token) })).body.tools as { name: string }[];
 
   it("refuses the tenant's third socket with the bridge's 409, lets a VM reconnect in its own place, and leaves another tenant alone", async () => {
     const one = await connect("a-one", alice.token);
@@ -47,7 +48,13 @@ describe("VM sockets and tools per tenant", () => {
         code: "CONFLICT",
         message: "Quota reached: this tenant has 2 VM socket(s) open, the most QUOTA_VM_SOCKETS_PER_TENANT allows (2); close one first",
         requestId: refused!.headers["x-request-id"],
-        details: { quota: "vm_sockets_per_tenant", limit: 2, count: 2, variable: "QUOTA_VM_SOCKETS_PER_TENANT", tenantId: alice.user.tenantId },
+        details: {
+          quota: "vm_sockets_per_tenant",
+          limit: 2,
+          count: 2,
+          variable: "QUOTA_VM_SOCKETS_PER_TENANT",
+          tenantId: alice.user.tenantId,
+        },
       },
     });
 
@@ -60,7 +67,12 @@ describe("VM sockets and tools per tenant", () => {
 
     // A socket that closes gives its place back.
     await two.close();
-    const three = await eventually(() => connectVm(url("a-three"), alice.token).then((vm) => (vms.push(vm), vm), () => undefined));
+    const three = await eventually(() =>
+      connectVm(url("a-three"), alice.token).then(
+        (vm) => (vms.push(vm), vm),
+        () => undefined,
+      ),
+    );
     expect(three).toBeDefined();
     for (const vm of [again, three!, ...bobs]) await vm.close();
   });
@@ -75,11 +87,24 @@ describe("VM sockets and tools per tenant", () => {
     const error = await second.rpc.requestAdvanced({ jsonrpc: "2.0", id: 77, method: "tools/register", params: { tools: tools("y", 3) } });
     expect(error.error).toEqual({
       code: -32009,
-      message: "Quota reached: this tenant's VMs announce 4 tool(s), the most QUOTA_VM_TOOLS_PER_TENANT allows (5); announce fewer: this VM announces 3",
-      data: { quota: "vm_tools_per_tenant", limit: 5, count: 4, variable: "QUOTA_VM_TOOLS_PER_TENANT", tenantId: alice.user.tenantId, requested: 3 },
+      message:
+        "Quota reached: this tenant's VMs announce 4 tool(s), the most QUOTA_VM_TOOLS_PER_TENANT allows (5); announce fewer: this VM announces 3",
+      data: {
+        quota: "vm_tools_per_tenant",
+        limit: 5,
+        count: 4,
+        variable: "QUOTA_VM_TOOLS_PER_TENANT",
+        tenantId: alice.user.tenantId,
+        requested: 3,
+      },
     });
     // Still connected, still listing its earlier tool; a list that fits is taken.
-    expect((await vmTools(alice.token)).map((tool) => tool.name).sort()).toEqual(["vm__t-one__x0", "vm__t-one__x1", "vm__t-one__x2", "vm__t-two__y0"]);
+    expect((await vmTools(alice.token)).map((tool) => tool.name).sort()).toEqual([
+      "vm__t-one__x0",
+      "vm__t-one__x1",
+      "vm__t-one__x2",
+      "vm__t-two__y0",
+    ]);
     expect(await second.register(tools("y", 2))).toEqual({ tools: ["y0", "y1"] });
     // Re-announcing no more than before always fits.
     expect(await first.register(tools("z", 3))).toEqual({ tools: ["z0", "z1", "z2"] });
@@ -101,7 +126,9 @@ describe("VM sockets and tools per tenant", () => {
 
   it("lets N concurrent sockets at the edge take exactly the places left", async () => {
     const carol = await registerUser(server);
-    const results = await Promise.allSettled(Array.from({ length: 6 }, (_, i) => openSocket(url(`c-${i}`), { headers: bearer(carol.token) })));
+    const results = await Promise.allSettled(
+      Array.from({ length: 6 }, (_, i) => openSocket(url(`c-${i}`), { headers: bearer(carol.token) })),
+    );
     const opened = results.filter((result) => result.status === "fulfilled");
     expect(opened).toHaveLength(2);
     const statuses = results.filter((result) => result.status === "rejected").map((result) => (result.reason as { status: number }).status);

@@ -17,7 +17,10 @@ describe("The console page and the endpoints it calls (docs/console.md)", () => 
     await buildConsole();
     server = await startTestServer();
     [alice, bob] = await Promise.all([registerUser(server), registerUser(server)]);
-    [aliceCookie, bobCookie] = await Promise.all([consoleSignIn(server, alice.email, alice.password), consoleSignIn(server, bob.email, bob.password)]);
+    [aliceCookie, bobCookie] = await Promise.all([
+      consoleSignIn(server, alice.email, alice.password),
+      consoleSignIn(server, bob.email, bob.password),
+    ]);
   });
   afterAll(async () => {
     await server.close();
@@ -74,12 +77,20 @@ describe("The console page and the endpoints it calls (docs/console.md)", () => 
 
   describe("cross-site requests with the cookie", () => {
     const create = (headers: Record<string, string>, body: string, type = "application/json") =>
-      fetch(server.url("/api/api-keys"), { method: "POST", headers: { ...withCookie(aliceCookie), "content-type": type, ...headers }, body });
+      fetch(server.url("/api/api-keys"), {
+        method: "POST",
+        headers: { ...withCookie(aliceCookie), "content-type": type, ...headers },
+        body,
+      });
     const keyCount = async () => (await server.request("/api/api-keys", { headers: withCookie(aliceCookie) })).body.data.length as number;
 
     it("refuses a form POST from another loopback port (same site, other origin) with 403 before anything runs", async () => {
       const before = await keyCount();
-      const res = await create({ origin: "http://127.0.0.1:1", "sec-fetch-site": "same-site" }, "name=evil", "application/x-www-form-urlencoded");
+      const res = await create(
+        { origin: "http://127.0.0.1:1", "sec-fetch-site": "same-site" },
+        "name=evil",
+        "application/x-www-form-urlencoded",
+      );
       expect(res.status).toBe(403);
       expect(await res.json()).toEqual({ error: { message: "Cross-site request refused: Origin http://127.0.0.1:1 is not this service" } });
       const json = await create({ origin: "https://evil.example" }, JSON.stringify({ name: "evil" }));
@@ -91,7 +102,10 @@ describe("The console page and the endpoints it calls (docs/console.md)", () => 
       expect((await create({ "sec-fetch-site": "cross-site" }, JSON.stringify({ name: "x" }))).status).toBe(403);
       expect((await create({ "sec-fetch-site": "same-site" }, JSON.stringify({ name: "x" }))).status).toBe(403);
       expect((await create({ origin: "null" }, JSON.stringify({ name: "x" }))).status).toBe(403);
-      const signOut = await fetch(server.url("/api/session"), { method: "DELETE", headers: { ...withCookie(aliceCookie), origin: "http://localhost:9" } });
+      const signOut = await fetch(server.url("/api/session"), {
+        method: "DELETE",
+        headers: { ...withCookie(aliceCookie), origin: "http://localhost:9" },
+      });
       expect(signOut.status).toBe(403);
       expect((await server.request("/api/session", { headers: withCookie(aliceCookie) })).status).toBe(200);
     });
@@ -108,13 +122,27 @@ describe("The console page and the endpoints it calls (docs/console.md)", () => 
     });
 
     it("leaves the Platform API and the Gateway alone (they take no cookie)", async () => {
-      const res = await fetch(server.url("/gateway/v1/auth/keys"), { method: "POST", headers: { ...bearer(alice.token), origin: "http://127.0.0.1:1", "content-type": "application/json" }, body: JSON.stringify({ name: "k" }) });
+      const res = await fetch(server.url("/gateway/v1/auth/keys"), {
+        method: "POST",
+        headers: { ...bearer(alice.token), origin: "http://127.0.0.1:1", "content-type": "application/json" },
+        body: JSON.stringify({ name: "k" }),
+      });
       expect(res.status).toBe(201);
     });
   });
 
   describe("Gateway reads bound on the console surface", () => {
-    const READS = ["/api/workspaces", "/api/billing/usage", "/api/usage/daily", "/api/usage/models", "/api/gateway-keys", "/api/personal-keys", "/api/agents", "/api/mcp/servers", "/api/vms"];
+    const READS = [
+      "/api/workspaces",
+      "/api/billing/usage",
+      "/api/usage/daily",
+      "/api/usage/models",
+      "/api/gateway-keys",
+      "/api/personal-keys",
+      "/api/agents",
+      "/api/mcp/servers",
+      "/api/vms",
+    ];
 
     it("answer the cookie session, and 'Not signed in' in the console envelope without it", async () => {
       for (const path of READS) {
@@ -149,7 +177,10 @@ describe("The console page and the endpoints it calls (docs/console.md)", () => 
       try {
         await vm.register([{ name: "build" }]);
         const mine = await server.request("/api/vms", { headers: withCookie(bobCookie) });
-        expect(mine.body).toEqual({ vms: [expect.objectContaining({ vmId: "bob-box", agentId: "agent-b", tenantId: bob.user.tenantId, tools: 1 })], count: 1 });
+        expect(mine.body).toEqual({
+          vms: [expect.objectContaining({ vmId: "bob-box", agentId: "agent-b", tenantId: bob.user.tenantId, tools: 1 })],
+          count: 1,
+        });
         expect((await server.request("/gateway/v1/vms", { headers: bearer(bob.token) })).body.count).toBe(1);
         expect((await server.request("/api/vms", { headers: withCookie(aliceCookie) })).body).toEqual({ vms: [], count: 0 });
         expect((await server.request("/gateway/v1/vms", { headers: bearer(alice.token) })).body.count).toBe(0);
@@ -159,13 +190,18 @@ describe("The console page and the endpoints it calls (docs/console.md)", () => 
     });
 
     it("console key calls take another workspace only when the user is a member: another's is the same 404 as a missing one", async () => {
-      const list = (workspaceId: string) => server.request(`/api/api-keys?workspaceId=${workspaceId}`, { headers: withCookie(aliceCookie) });
+      const list = (workspaceId: string) =>
+        server.request(`/api/api-keys?workspaceId=${workspaceId}`, { headers: withCookie(aliceCookie) });
       expect((await list(alice.user.workspaceId)).status).toBe(200);
       const other = await list(bob.user.workspaceId);
       const missing = await list("ws_missing");
       expect(other.status).toBe(404);
       expect(missing.status).toBe(404);
-      const created = await server.request("/api/api-keys", { method: "POST", headers: withCookie(aliceCookie), json: { name: "into bob", workspaceId: bob.user.workspaceId } });
+      const created = await server.request("/api/api-keys", {
+        method: "POST",
+        headers: withCookie(aliceCookie),
+        json: { name: "into bob", workspaceId: bob.user.workspaceId },
+      });
       expect(created.status).toBe(404);
       expect((await server.request("/api/api-keys", { headers: withCookie(bobCookie) })).body.data).toEqual([]);
     });
@@ -173,8 +209,15 @@ describe("The console page and the endpoints it calls (docs/console.md)", () => 
 
   describe("gateway and personal keys through the cookie", () => {
     it("are created with the secret once, listed without it, and revoked; another user's is the same 404 as a missing one", async () => {
-      for (const [path, prefix] of [["/api/gateway-keys", /^sk_/], ["/api/personal-keys", /^acct_/]] as const) {
-        const created = await server.request(path, { method: "POST", headers: withCookie(aliceCookie), json: { name: "from the console" } });
+      for (const [path, prefix] of [
+        ["/api/gateway-keys", /^sk_/],
+        ["/api/personal-keys", /^acct_/],
+      ] as const) {
+        const created = await server.request(path, {
+          method: "POST",
+          headers: withCookie(aliceCookie),
+          json: { name: "from the console" },
+        });
         expect(created.status, path).toBe(201);
         expect(created.body.key).toMatch(prefix);
         const listed = await server.request(path, { headers: withCookie(aliceCookie) });
@@ -186,7 +229,11 @@ describe("The console page and the endpoints it calls (docs/console.md)", () => 
         const revoked = await server.request(`${path}/${created.body.id}`, { method: "DELETE", headers: withCookie(aliceCookie) });
         expect(revoked.status, path).toBe(200);
         // A key is never a console credential: with no cookie, "Not signed in".
-        const withKey = await server.request(path, { method: "POST", headers: bearer(created.body.key), json: { name: "minted by a key" } });
+        const withKey = await server.request(path, {
+          method: "POST",
+          headers: bearer(created.body.key),
+          json: { name: "minted by a key" },
+        });
         expect(withKey.status, path).toBe(401);
       }
       expect(server.rawLogs.join("\n")).not.toMatch(/"key":"(sk_|acct_)/);
@@ -197,32 +244,55 @@ describe("The console page and the endpoints it calls (docs/console.md)", () => 
     it("see balances and grant credits; anyone else gets 403 and no credits move", async () => {
       const session = await server.request("/api/session", { headers: withCookie(aliceCookie) });
       expect(session.body.operator).toBe(false);
-      const refused = await server.request("/api/operator/credits", { method: "POST", headers: withCookie(aliceCookie), json: { workspaceId: alice.user.workspaceId, credits: 5 } });
+      const refused = await server.request("/api/operator/credits", {
+        method: "POST",
+        headers: withCookie(aliceCookie),
+        json: { workspaceId: alice.user.workspaceId, credits: 5 },
+      });
       expect(refused.status).toBe(403);
-      expect((await server.request(`/api/operator/balances?email=${encodeURIComponent(bob.email)}`, { headers: withCookie(aliceCookie) })).status).toBe(403);
+      expect(
+        (await server.request(`/api/operator/balances?email=${encodeURIComponent(bob.email)}`, { headers: withCookie(aliceCookie) }))
+          .status,
+      ).toBe(403);
       expect(await server.composition.ports.repos.credits.balance(alice.user.workspaceId)).toBe(0);
 
       const record = (await server.composition.ports.repos.users.get(alice.user.id))!;
       await server.composition.ports.repos.users.put({ ...record, operator: true });
       expect((await server.request("/api/session", { headers: withCookie(aliceCookie) })).body.operator).toBe(true);
-      const balances = await server.request(`/api/operator/balances?email=${encodeURIComponent(bob.email)}`, { headers: withCookie(aliceCookie) });
+      const balances = await server.request(`/api/operator/balances?email=${encodeURIComponent(bob.email)}`, {
+        headers: withCookie(aliceCookie),
+      });
       expect(balances.status).toBe(200);
       expect(balances.body.workspaces).toEqual([expect.objectContaining({ workspaceId: bob.user.workspaceId, creditBalance: 0 })]);
-      const granted = await server.request("/api/operator/credits", { method: "POST", headers: withCookie(aliceCookie), json: { workspaceId: bob.user.workspaceId, credits: 2.5 } });
+      const granted = await server.request("/api/operator/credits", {
+        method: "POST",
+        headers: withCookie(aliceCookie),
+        json: { workspaceId: bob.user.workspaceId, credits: 2.5 },
+      });
       expect(granted.status).toBe(200);
       expect(granted.body).toMatchObject({ workspaceId: bob.user.workspaceId, granted: 2_500_000, creditBalance: 2_500_000 });
       expect(await server.composition.ports.repos.credits.balance(bob.user.workspaceId)).toBe(2_500_000);
 
-      const negative = await server.request("/api/operator/credits", { method: "POST", headers: withCookie(aliceCookie), json: { workspaceId: bob.user.workspaceId, credits: -1 } });
+      const negative = await server.request("/api/operator/credits", {
+        method: "POST",
+        headers: withCookie(aliceCookie),
+        json: { workspaceId: bob.user.workspaceId, credits: -1 },
+      });
       expect(negative.status).toBe(400);
       expect(negative.body.error.message).toMatch(/credits must be positive/);
-      const unknown = await server.request("/api/operator/credits", { method: "POST", headers: withCookie(aliceCookie), json: { workspaceId: "ws_missing", credits: 1 } });
+      const unknown = await server.request("/api/operator/credits", {
+        method: "POST",
+        headers: withCookie(aliceCookie),
+        json: { workspaceId: "ws_missing", credits: 1 },
+      });
       expect(unknown.status).toBe(404);
       // Without email or workspaceId: every workspace with its balance, a page at a time.
       const everyone: Array<{ workspaceId: string; creditBalance: number }> = [];
       let after: string | undefined;
       for (let pages = 0; pages < 100; pages++) {
-        const page = await server.request(`/api/operator/balances?limit=1${after ? `&after=${after}` : ""}`, { headers: withCookie(aliceCookie) });
+        const page = await server.request(`/api/operator/balances?limit=1${after ? `&after=${after}` : ""}`, {
+          headers: withCookie(aliceCookie),
+        });
         expect(page.status).toBe(200);
         expect(page.body.workspaces.length).toBeLessThanOrEqual(1);
         everyone.push(...page.body.workspaces);
@@ -232,13 +302,18 @@ describe("The console page and the endpoints it calls (docs/console.md)", () => 
       expect(everyone.map((entry) => entry.workspaceId)).toEqual(expect.arrayContaining([alice.user.workspaceId, bob.user.workspaceId]));
       expect(new Set(everyone.map((entry) => entry.workspaceId)).size).toBe(everyone.length);
       expect(everyone.find((entry) => entry.workspaceId === bob.user.workspaceId)!.creditBalance).toBe(2_500_000);
-      const both = await server.request(`/api/operator/balances?email=${encodeURIComponent(bob.email)}&workspaceId=${bob.user.workspaceId}`, { headers: withCookie(aliceCookie) });
+      const both = await server.request(
+        `/api/operator/balances?email=${encodeURIComponent(bob.email)}&workspaceId=${bob.user.workspaceId}`,
+        { headers: withCookie(aliceCookie) },
+      );
       expect(both.status).toBe(400);
       expect(both.body.error.message).toMatch(/not both/);
       expect((await server.request("/api/operator/balances?limit=0", { headers: withCookie(aliceCookie) })).status).toBe(400);
       expect((await server.request("/api/operator/balances", { headers: withCookie(bobCookie) })).status).toBe(403);
       // The same methods on the Gateway take the operator's session token.
-      const gateway = await server.request(`/gateway/v1/operator/balances?workspaceId=${bob.user.workspaceId}`, { headers: bearer(alice.token) });
+      const gateway = await server.request(`/gateway/v1/operator/balances?workspaceId=${bob.user.workspaceId}`, {
+        headers: bearer(alice.token),
+      });
       expect(gateway.body.workspaces[0].creditBalance).toBe(2_500_000);
     });
   });

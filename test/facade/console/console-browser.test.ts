@@ -75,7 +75,7 @@ describe("The console in a real browser", () => {
     await page.getByLabel("Password").press("Enter");
     await poll(() => page.getByText(user.email).isVisible()).toBe(true);
     await poll(() => page.locator("#no-keys").isVisible()).toBe(true);
-    const cookies = await browser.context.cookies(server.origin + "/api");
+    const cookies = await browser.context.cookies(`${server.origin}/api`);
     expect(cookies.find((cookie) => cookie.name === "gw_console")).toMatchObject({ httpOnly: true, sameSite: "Lax" });
   });
 
@@ -139,7 +139,9 @@ describe("The console in a real browser", () => {
     await page.getByRole("button", { name: "Save" }).click();
     await poll(() => keyRow("browser key").locator("td").nth(4).textContent()).toBe("2.5 credits");
     expect(await keyRow("browser key").locator("td").nth(6).textContent()).toBe("1,000 tokens a minute");
-    expect(await page.locator("#key-table thead th").allTextContents()).toEqual(expect.arrayContaining(["Spend limit", "Requests per minute", "Tokens per minute"]));
+    expect(await page.locator("#key-table thead th").allTextContents()).toEqual(
+      expect.arrayContaining(["Spend limit", "Requests per minute", "Tokens per minute"]),
+    );
     await shot(page, "keys");
     // The first request above is from another minute's window or this one: send until refused.
     let refused: unknown;
@@ -165,10 +167,9 @@ describe("The console in a real browser", () => {
     await chat();
     await page.getByRole("button", { name: "Usage" }).click();
     await poll(async () => {
-        await page.getByRole("button", { name: "Refresh" }).click();
-        return Number(await page.locator("#usage-totals").getAttribute("data-requests"));
-      })
-      .toBeGreaterThanOrEqual(before + 2);
+      await page.getByRole("button", { name: "Refresh" }).click();
+      return Number(await page.locator("#usage-totals").getAttribute("data-requests"));
+    }).toBeGreaterThanOrEqual(before + 2);
     await shot(page, "usage");
   });
 
@@ -194,9 +195,24 @@ describe("The console in a real browser", () => {
 
     // An agent, an upstream MCP server and a VM of the user's tenant, made through the Gateway.
     const gateway = { authorization: `Bearer ${user.token}` };
-    upstream = await serveScripted([{ tool: { name: "lookup", description: "look a word up", inputSchema: { type: "object", properties: {} } }, run: () => ({ content: [{ type: "text", text: "ok" }] }) }]);
-    expect((await server.request("/gateway/v1/mcp/servers", { method: "POST", headers: gateway, json: { name: "dictionary", url: upstream.url } })).body.health).toBe("healthy");
-    expect((await server.request("/gateway/v1/agents", { method: "POST", headers: gateway, json: { name: "helper", model: "echo-1" } })).status).toBe(201);
+    upstream = await serveScripted([
+      {
+        tool: { name: "lookup", description: "look a word up", inputSchema: { type: "object", properties: {} } },
+        run: () => ({ content: [{ type: "text", text: "ok" }] }),
+      },
+    ]);
+    expect(
+      (
+        await server.request("/gateway/v1/mcp/servers", {
+          method: "POST",
+          headers: gateway,
+          json: { name: "dictionary", url: upstream.url },
+        })
+      ).body.health,
+    ).toBe("healthy");
+    expect(
+      (await server.request("/gateway/v1/agents", { method: "POST", headers: gateway, json: { name: "helper", model: "echo-1" } })).status,
+    ).toBe(201);
     vm = await connectVm(vmSocketUrl(server.origin, "agent-vm", { vmId: "build-box" }), user.token);
     await vm.register([{ name: "run_tests", description: "runs the tests" }]);
 
@@ -204,7 +220,12 @@ describe("The console in a real browser", () => {
     await poll(() => page.getByRole("rowheader", { name: "helper" }).isVisible()).toBe(true);
     const serverRow = page.getByRole("row", { name: /dictionary/ });
     await poll(() => serverRow.getByText("healthy").isVisible()).toBe(true);
-    await poll(() => page.getByRole("row", { name: /build-box/ }).getByRole("cell", { name: "1", exact: true }).isVisible()).toBe(true);
+    await poll(() =>
+      page
+        .getByRole("row", { name: /build-box/ })
+        .getByRole("cell", { name: "1", exact: true })
+        .isVisible(),
+    ).toBe(true);
     await shot(page, "tools");
   });
 
@@ -226,11 +247,15 @@ describe("The console in a real browser", () => {
     });
     await new Promise<void>((resolve) => attacker.listen(0, "127.0.0.1", resolve));
     const evil = `http://127.0.0.1:${(attacker.address() as { port: number }).port}/`;
-    const answer = page.waitForResponse((response) => response.url() === server.url("/api/api-keys") && response.request().method() === "POST");
+    const answer = page.waitForResponse(
+      (response) => response.url() === server.url("/api/api-keys") && response.request().method() === "POST",
+    );
     await page.goto(evil);
     const response = await answer;
     expect(response.status()).toBe(403);
-    expect(await response.json()).toEqual({ error: { message: `Cross-site request refused: Origin ${evil.replace(/\/$/, "")} is not this service` } });
+    expect(await response.json()).toEqual({
+      error: { message: `Cross-site request refused: Origin ${evil.replace(/\/$/, "")} is not this service` },
+    });
     // The browser did attach the session cookie (same site): only the Origin check stopped it.
     expect((await response.request().allHeaders()).cookie ?? "").toContain("gw_console=");
     const listed = (await server.composition.ports.repos.keys.list(user.user.workspaceId, "platform")).map((key) => key.name);
@@ -252,9 +277,11 @@ describe("The console in a real browser", () => {
   });
 
   it("sends the user back to sign-in with a message when the session ends elsewhere, and signs out", async () => {
-    const cookie = (await browser.context.cookies(server.origin + "/api")).find((entry) => entry.name === "gw_console")!;
+    const cookie = (await browser.context.cookies(`${server.origin}/api`)).find((entry) => entry.name === "gw_console")!;
     // The session is revoked from another place (e.g. sign-out in another browser).
-    expect((await server.request("/api/session", { method: "DELETE", headers: { cookie: `gw_console=${cookie.value}` } })).status).toBe(200);
+    expect((await server.request("/api/session", { method: "DELETE", headers: { cookie: `gw_console=${cookie.value}` } })).status).toBe(
+      200,
+    );
     await page.getByRole("button", { name: "Usage" }).click();
     await poll(() => page.getByText("Your session has expired or was signed out. Sign in again.").isVisible()).toBe(true);
     await shot(page, "session-expired");
@@ -263,6 +290,6 @@ describe("The console in a real browser", () => {
     await page.getByRole("button", { name: "Sign in" }).click();
     await page.getByRole("button", { name: "Sign out" }).click();
     await poll(() => page.getByText("You are signed out.").isVisible()).toBe(true);
-    expect((await browser.context.cookies(server.origin + "/api")).find((entry) => entry.name === "gw_console")).toBeUndefined();
+    expect((await browser.context.cookies(`${server.origin}/api`)).find((entry) => entry.name === "gw_console")).toBeUndefined();
   });
 });

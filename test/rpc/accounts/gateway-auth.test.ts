@@ -76,7 +76,10 @@ describe("Gateway auth and keys", () => {
 
     it("answers a wrong password and an unknown email with the same 401", async () => {
       const wrong = await server.request(`${G}/auth/login`, { method: "POST", json: { email: bob.email, password: "Wrong-password-1" } });
-      const unknown = await server.request(`${G}/auth/login`, { method: "POST", json: { email: "nobody@example.com", password: "Wrong-password-1" } });
+      const unknown = await server.request(`${G}/auth/login`, {
+        method: "POST",
+        json: { email: "nobody@example.com", password: "Wrong-password-1" },
+      });
       expect(wrong.status).toBe(401);
       expect(unknown.status).toBe(401);
       const strip = (body: any) => ({ ...body.error, requestId: undefined });
@@ -108,7 +111,14 @@ describe("Gateway auth and keys", () => {
   describe("credentials", () => {
     it("refuses a missing, malformed, tampered or foreign credential with 401", async () => {
       const tampered = alice.token.slice(0, -2) + (alice.token.endsWith("A") ? "BB" : "AA");
-      for (const headers of <Record<string, string>[]>[{}, { authorization: "Basic abc" }, bearer("garbage"), bearer(tampered), bearer("sk-other-" + "a".repeat(46)), { "x-api-key": "nope" }]) {
+      for (const headers of <Record<string, string>[]>[
+        {},
+        { authorization: "Basic abc" },
+        bearer("garbage"),
+        bearer(tampered),
+        bearer(`sk-other-${"a".repeat(46)}`),
+        { "x-api-key": "nope" },
+      ]) {
         const res = await server.request(`${G}/auth/me`, { headers });
         expect(res.status).toBe(401);
         expect(res.body.error.code).toBe("UNAUTHORIZED");
@@ -129,7 +139,11 @@ describe("Gateway auth and keys", () => {
 
   describe("keys", () => {
     it("creates a key shown once, accepted by Bearer and X-API-Key, listed without its secret", async () => {
-      const created = await server.request(`${G}/auth/keys`, { method: "POST", headers: bearer(alice.token), json: { name: "ci", description: "for CI" } });
+      const created = await server.request(`${G}/auth/keys`, {
+        method: "POST",
+        headers: bearer(alice.token),
+        json: { name: "ci", description: "for CI" },
+      });
       expect(created.status).toBe(201);
       expect(created.body).toMatchObject({ name: "ci", description: "for CI" });
       const key: string = created.body.key;
@@ -168,13 +182,23 @@ describe("Gateway auth and keys", () => {
         expect(del.body.error.message).toBe("API keys cannot manage keys; sign in");
       }
       // Over /rpc too: the same method, the same answer.
-      const rpc = await server.request("/rpc", { method: "POST", headers: { "x-api-key": created.body.key }, json: { jsonrpc: "2.0", id: 1, method: "auth.keys.create", params: { name: "c" } } });
+      const rpc = await server.request("/rpc", {
+        method: "POST",
+        headers: { "x-api-key": created.body.key },
+        json: { jsonrpc: "2.0", id: 1, method: "auth.keys.create", params: { name: "c" } },
+      });
       expect(rpc.body.error).toMatchObject({ code: -32003, message: "API keys cannot manage keys; sign in" });
       // A revoked (or mistyped) key is still a 401.
       await server.request(`${G}/auth/keys/${created.body.id}`, { method: "DELETE", headers: bearer(alice.token) });
-      const revoked = await server.request(`${G}/auth/keys`, { method: "POST", headers: { "x-api-key": created.body.key }, json: { name: "d" } });
+      const revoked = await server.request(`${G}/auth/keys`, {
+        method: "POST",
+        headers: { "x-api-key": created.body.key },
+        json: { name: "d" },
+      });
       expect(revoked.status).toBe(401);
-      expect((await server.request(`${G}/auth/keys`, { headers: bearer(alice.token) })).body.map((key: { name: string }) => key.name)).not.toContain("b");
+      expect(
+        (await server.request(`${G}/auth/keys`, { headers: bearer(alice.token) })).body.map((key: { name: string }) => key.name),
+      ).not.toContain("b");
     });
 
     it("gives another user's key id the same 404 as a missing one", async () => {

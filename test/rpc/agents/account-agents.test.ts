@@ -5,7 +5,7 @@ import { platformAccount } from "../../helpers/chat.js";
 import { createOpenAiUpstream } from "../../../mocks/openai-upstream.js";
 
 /**
- * The Account API's `/agent/*` (spec 4.1, 5; docs/agents.md "Account API"): a personal key with
+ * The Account API's `/agent/*` (docs/interface.md 4.1, 5; docs/agents.md "Account API"): a personal key with
  * scope `compute` lists, creates, reads, invokes (JSON and SSE), reads the logs of, cancels
  * runs of and deletes the user's agents, and sees the tools they may call; a key with only
  * `intelligence` gets 403 INSUFFICIENT_CAPABILITY; another user's agent is the same 404 as a
@@ -25,7 +25,11 @@ let aliceChatOnly: string;
 let bobKey: string;
 
 async function personalKey(token: string, scopes?: string[]) {
-  const res = await server.request("/account/v1/keys", { method: "POST", headers: bearer(token), json: { name: "cli", ...(scopes ? { scopes } : {}) } });
+  const res = await server.request("/account/v1/keys", {
+    method: "POST",
+    headers: bearer(token),
+    json: { name: "cli", ...(scopes ? { scopes } : {}) },
+  });
   expect(res.status, JSON.stringify(res.body)).toBe(201);
   return res.body.key as string;
 }
@@ -41,7 +45,11 @@ async function frames(response: Response): Promise<any[]> {
 
 beforeAll(async () => {
   await msw.listen();
-  server = await startTestServer({ MODELS_JSON: JSON.stringify({ models: { vendor: { provider: "openai-compatible", baseURL: msw.url(UPSTREAM), upstreamModel: "vendor-agents" } } }) });
+  server = await startTestServer({
+    MODELS_JSON: JSON.stringify({
+      models: { vendor: { provider: "openai-compatible", baseURL: msw.url(UPSTREAM), upstreamModel: "vendor-agents" } },
+    }),
+  });
   [alice, bob] = await Promise.all([registerUser(server), registerUser(server)]);
   aliceKey = await personalKey(alice.token);
   aliceChatOnly = await personalKey(alice.token, ["intelligence"]);
@@ -63,7 +71,14 @@ describe("Account API /agent/*", () => {
       json: { name: "helper", model: "vendor", tools: ["calculator"], description: "adds things", config: { maxSteps: 2 } },
     });
     expect(created.status).toBe(201);
-    expect(created.body).toMatchObject({ name: "helper", model: "vendor", tools: ["calculator"], status: "idle", description: "adds things", tenantId: alice.user.tenantId });
+    expect(created.body).toMatchObject({
+      name: "helper",
+      model: "vendor",
+      tools: ["calculator"],
+      status: "idle",
+      description: "adds things",
+      tenantId: alice.user.tenantId,
+    });
     agentId = created.body.id;
     expect(agentId).toMatch(/^agt_/);
 
@@ -77,7 +92,11 @@ describe("Account API /agent/*", () => {
     expect(viaGateway.body).toEqual(one.body);
 
     // A tool the catalog does not have is named in the 400, with where to look.
-    const bad = await server.request(`${A}/agents`, { method: "POST", headers: bearer(aliceKey), json: { name: "x", model: "vendor", tools: ["no_such_tool"] } });
+    const bad = await server.request(`${A}/agents`, {
+      method: "POST",
+      headers: bearer(aliceKey),
+      json: { name: "x", model: "vendor", tools: ["no_such_tool"] },
+    });
     expect(bad.status).toBe(400);
     expect(bad.body.error.message).toContain("GET /agent/tools");
   });
@@ -96,7 +115,11 @@ describe("Account API /agent/*", () => {
 
   it("invokes the agent, answering JSON or the run's events over SSE, and keeps its logs", async () => {
     upstream.script("vendor-agents", { kind: "reply", words: ["all", " done"] });
-    const answer = await server.request(`${A}/agents/${agentId}/invoke`, { method: "POST", headers: bearer(aliceKey), json: { input: "do it" } });
+    const answer = await server.request(`${A}/agents/${agentId}/invoke`, {
+      method: "POST",
+      headers: bearer(aliceKey),
+      json: { input: "do it" },
+    });
     expect(answer.status).toBe(200);
     expect(answer.body).toMatchObject({ agentId, status: "completed", output: "all done", runId: expect.stringMatching(/^run_/) });
 
@@ -191,8 +214,16 @@ describe("Account API /agent/*", () => {
       ["GET", "/tools"],
     ];
     for (const [method, suffix, json] of routes) {
-      const foreign = await server.request(`${A}/agents/${agentId}${suffix}`, { method, headers: bearer(bobKey), ...(json ? { json } : {}) });
-      const missing = await server.request(`${A}/agents/agt_doesnotexist${suffix}`, { method, headers: bearer(bobKey), ...(json ? { json } : {}) });
+      const foreign = await server.request(`${A}/agents/${agentId}${suffix}`, {
+        method,
+        headers: bearer(bobKey),
+        ...(json ? { json } : {}),
+      });
+      const missing = await server.request(`${A}/agents/agt_doesnotexist${suffix}`, {
+        method,
+        headers: bearer(bobKey),
+        ...(json ? { json } : {}),
+      });
       expect(foreign.status, `${method} ${suffix}`).toBe(404);
       expect(missing.status).toBe(404);
       expect(foreign.body.error.message.replace(agentId, "ID")).toBe(missing.body.error.message.replace("agt_doesnotexist", "ID"));
@@ -204,14 +235,33 @@ describe("Account API /agent/*", () => {
   });
 
   it("is on /rpc and in the OpenAPI document under /account/v1/agent", async () => {
-    const rpc = await server.request("/rpc", { method: "POST", headers: bearer(aliceKey), json: { jsonrpc: "2.0", id: 1, method: "account.agents.get", params: { agent_id: agentId } } });
+    const rpc = await server.request("/rpc", {
+      method: "POST",
+      headers: bearer(aliceKey),
+      json: { jsonrpc: "2.0", id: 1, method: "account.agents.get", params: { agent_id: agentId } },
+    });
     expect(rpc.body.result).toMatchObject({ id: agentId, name: "helper" });
     // The name before the one naming scheme still answers, deprecated (docs/versioning.md).
-    const former = await server.request("/rpc", { method: "POST", headers: bearer(aliceKey), json: { jsonrpc: "2.0", id: 2, method: "account.agent.get", params: { agent_id: agentId } } });
+    const former = await server.request("/rpc", {
+      method: "POST",
+      headers: bearer(aliceKey),
+      json: { jsonrpc: "2.0", id: 2, method: "account.agent.get", params: { agent_id: agentId } },
+    });
     expect(former.body.result).toEqual(rpc.body.result);
     const doc = (await server.request("/openapi.json")).body;
-    expect(doc.paths["/account/v1/agent/agents/{agent_id}"].get).toMatchObject({ "x-jsonrpc-method": "account.agents.get", "x-jsonrpc-deprecated-names": ["account.agent.get"] });
-    for (const path of ["/agent/agents", "/agent/agents/{agent_id}", "/agent/agents/{agent_id}/invoke", "/agent/agents/{agent_id}/logs", "/agent/agents/{agent_id}/tools", "/agent/tools", "/agent/runs/{run_id}/cancel"]) {
+    expect(doc.paths["/account/v1/agent/agents/{agent_id}"].get).toMatchObject({
+      "x-jsonrpc-method": "account.agents.get",
+      "x-jsonrpc-deprecated-names": ["account.agent.get"],
+    });
+    for (const path of [
+      "/agent/agents",
+      "/agent/agents/{agent_id}",
+      "/agent/agents/{agent_id}/invoke",
+      "/agent/agents/{agent_id}/logs",
+      "/agent/agents/{agent_id}/tools",
+      "/agent/tools",
+      "/agent/runs/{run_id}/cancel",
+    ]) {
       expect(Object.keys(doc.paths), path).toContain(`/account/v1${path}`);
     }
     expect(Object.keys(doc.paths["/account/v1/agent/agents/{agent_id}"])).toEqual(expect.arrayContaining(["get", "delete"]));

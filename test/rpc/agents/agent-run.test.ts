@@ -23,7 +23,11 @@ function scripted(turns: ({ text: string } | { calls: { name: string; args: stri
         for (const word of turn.text.split(/(?= )/)) yield { choices: [{ index: 0, delta: { content: word } }] };
       } else {
         for (const [index, call] of turn.calls.entries()) {
-          yield { choices: [{ index: 0, delta: { tool_calls: [{ index, id: `c${index}`, function: { name: call.name, arguments: "" } }] } as never }] };
+          yield {
+            choices: [
+              { index: 0, delta: { tool_calls: [{ index, id: `c${index}`, function: { name: call.name, arguments: "" } }] } as never },
+            ],
+          };
           // Arguments arrive split across frames, as providers send them.
           const half = Math.floor(call.args.length / 2);
           yield { choices: [{ index: 0, delta: { tool_calls: [{ index, function: { arguments: call.args.slice(0, half) } }] } as never }] };
@@ -51,28 +55,51 @@ describe("the agent loop", () => {
   it("runs tool calls, feeds results back and ends with the model's answer", async () => {
     const model = scripted([{ calls: [{ name: "add", args: '{"a":2,"b":3}' }] }, { text: "The sum is 5" }]);
     const events = await collect(
-      runAgent({ complete: model.complete, callTool: addTool, tools: [ADD], maxSteps: 4, signal: new AbortController().signal }, [{ role: "user", content: "2+3?" }]),
+      runAgent({ complete: model.complete, callTool: addTool, tools: [ADD], maxSteps: 4, signal: new AbortController().signal }, [
+        { role: "user", content: "2+3?" },
+      ]),
     );
     const done = events.at(-1) as Extract<AgentEvent, { type: "done" }>;
     expect(events[0]).toEqual({ type: "status", status: "running" });
     expect(done.result).toMatchObject({ status: "completed", output: "The sum is 5", usage: { total_tokens: 30 } });
-    expect(done.result.steps).toEqual([expect.objectContaining({ tool: "add", arguments: { a: 2, b: 3 }, error: null, result: { content: [{ type: "text", text: "5" }] } })]);
-    expect(events.filter((e) => e.type === "chunk").map((e) => (e as { content: string }).content).join("")).toBe("The sum is 5");
+    expect(done.result.steps).toEqual([
+      expect.objectContaining({ tool: "add", arguments: { a: 2, b: 3 }, error: null, result: { content: [{ type: "text", text: "5" }] } }),
+    ]);
+    expect(
+      events
+        .filter((e) => e.type === "chunk")
+        .map((e) => (e as { content: string }).content)
+        .join(""),
+    ).toBe("The sum is 5");
     const second = model.requests[1] as { messages: any[]; tools: any[] };
     expect(second.tools[0].function).toMatchObject({ name: "add", parameters: ADD.inputSchema });
-    expect(second.messages.at(-2)).toMatchObject({ role: "assistant", tool_calls: [{ id: "c0", function: { name: "add", arguments: '{"a":2,"b":3}' } }] });
+    expect(second.messages.at(-2)).toMatchObject({
+      role: "assistant",
+      tool_calls: [{ id: "c0", function: { name: "add", arguments: '{"a":2,"b":3}' } }],
+    });
     expect(second.messages.at(-1)).toEqual({ role: "tool", tool_call_id: "c0", content: "5" });
   });
 
   it("records tool failures in the step and lets the model see them", async () => {
     const model = scripted([
-      { calls: [{ name: "add", args: '{"a":"x"}' }, { name: "nope", args: "{}" }, { name: "add", args: "{bad" }, { name: "add", args: '{"a":1,"b":1}' }] },
+      {
+        calls: [
+          { name: "add", args: '{"a":"x"}' },
+          { name: "nope", args: "{}" },
+          { name: "add", args: "{bad" },
+          { name: "add", args: '{"a":1,"b":1}' },
+        ],
+      },
       { text: "gave up" },
     ]);
     const failing = async (): Promise<ToolResult> => {
       throw new Error("boom");
     };
-    const events = await collect(runAgent({ complete: model.complete, callTool: failing, tools: [ADD], maxSteps: 3, signal: new AbortController().signal }, [{ role: "user", content: "go" }]));
+    const events = await collect(
+      runAgent({ complete: model.complete, callTool: failing, tools: [ADD], maxSteps: 3, signal: new AbortController().signal }, [
+        { role: "user", content: "go" },
+      ]),
+    );
     const result = (events.at(-1) as Extract<AgentEvent, { type: "done" }>).result;
     expect(result.status).toBe("completed");
     expect(result.steps.map((s) => s.error)).toEqual([
@@ -88,7 +115,11 @@ describe("the agent loop", () => {
 
   it("stops a model that keeps calling tools at maxSteps with a clear status", async () => {
     const model = scripted([{ calls: [{ name: "add", args: '{"a":1,"b":1}' }] }]);
-    const events = await collect(runAgent({ complete: model.complete, callTool: addTool, tools: [ADD], maxSteps: 2, signal: new AbortController().signal }, [{ role: "user", content: "loop" }]));
+    const events = await collect(
+      runAgent({ complete: model.complete, callTool: addTool, tools: [ADD], maxSteps: 2, signal: new AbortController().signal }, [
+        { role: "user", content: "loop" },
+      ]),
+    );
     const result = (events.at(-1) as Extract<AgentEvent, { type: "done" }>).result;
     expect(result.status).toBe("max_steps");
     expect(result.steps).toHaveLength(2);
@@ -99,13 +130,21 @@ describe("the agent loop", () => {
     const failing: RunDependencies["complete"] = async () => {
       throw new Error("upstream down");
     };
-    const events = await collect(runAgent({ complete: failing, callTool: addTool, tools: [], maxSteps: 2, signal: new AbortController().signal }, [{ role: "user", content: "x" }]));
+    const events = await collect(
+      runAgent({ complete: failing, callTool: addTool, tools: [], maxSteps: 2, signal: new AbortController().signal }, [
+        { role: "user", content: "x" },
+      ]),
+    );
     expect((events.at(-1) as Extract<AgentEvent, { type: "done" }>).result).toMatchObject({ status: "error", error: "Internal error" });
 
     const abort = new AbortController();
     abort.abort();
     const model = scripted([{ text: "never" }]);
-    const cancelled = await collect(runAgent({ complete: model.complete, callTool: addTool, tools: [], maxSteps: 2, signal: abort.signal }, [{ role: "user", content: "x" }]));
+    const cancelled = await collect(
+      runAgent({ complete: model.complete, callTool: addTool, tools: [], maxSteps: 2, signal: abort.signal }, [
+        { role: "user", content: "x" },
+      ]),
+    );
     expect((cancelled.at(-1) as Extract<AgentEvent, { type: "done" }>).result.status).toBe("cancelled");
     expect(model.requests).toHaveLength(0);
   });

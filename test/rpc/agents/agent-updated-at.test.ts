@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, expect, it, vi } from "vitest";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
 
 /**
- * Issue 9 item 12: an agent's `updatedAt` (spec 2.6) moves on every status change — deploy,
+ * Issue 9 item 12: an agent's `updatedAt` (docs/interface.md 2.6) moves on every status change — deploy,
  * pause, resume, and an invocation starting and ending — not only on PUT. The clock is faked
  * (Date only, so sockets and timers run) to step it between changes.
  */
@@ -14,7 +14,11 @@ let headers: Record<string, string>;
 beforeAll(async () => {
   server = await startTestServer();
   // A gateway key, not a session token: sessions expire long before the faked 2030 clock.
-  const key = await server.request(`${G}/auth/keys`, { method: "POST", headers: bearer((await registerUser(server)).token), json: { name: "clock" } });
+  const key = await server.request(`${G}/auth/keys`, {
+    method: "POST",
+    headers: bearer((await registerUser(server)).token),
+    json: { name: "clock" },
+  });
   headers = bearer(key.body.key);
 });
 afterEach(() => {

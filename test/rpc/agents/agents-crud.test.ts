@@ -20,14 +20,26 @@ afterAll(async () => {
 });
 
 const as = (token: string) => bearer(token);
-const create = (body: Record<string, unknown>, token = alice.token) => server.request(`${G}/agents`, { method: "POST", headers: as(token), json: body });
+const create = (body: Record<string, unknown>, token = alice.token) =>
+  server.request(`${G}/agents`, { method: "POST", headers: as(token), json: body });
 const basic = { name: "helper", model: "echo-1", tools: ["calculator"], description: "adds things", config: {} };
 
 describe("Gateway agents by id", () => {
-  it("creates an agent with exactly the spec 2.6 fields and zone-less timestamps", async () => {
+  it("creates an agent with exactly the docs/interface.md 2.6 fields and zone-less timestamps", async () => {
     const res = await create({ ...basic, config: { maxSteps: 3, systemPrompt: "Use tools.", temperature: 0.5 } });
     expect(res.status).toBe(201);
-    expect(Object.keys(res.body).sort()).toEqual(["config", "createdAt", "description", "id", "model", "name", "status", "tenantId", "tools", "updatedAt"]);
+    expect(Object.keys(res.body).sort()).toEqual([
+      "config",
+      "createdAt",
+      "description",
+      "id",
+      "model",
+      "name",
+      "status",
+      "tenantId",
+      "tools",
+      "updatedAt",
+    ]);
     expect(res.body).toMatchObject({
       name: "helper",
       model: "echo-1",
@@ -55,8 +67,13 @@ describe("Gateway agents by id", () => {
   });
 
   it("works with an sk_ gateway key as well as a session", async () => {
-    const key = (await server.request(`${G}/auth/keys`, { method: "POST", headers: as(alice.token), json: { name: "ci" } })).body.key as string;
-    const viaKey = await server.request(`${G}/agents`, { method: "POST", headers: { "x-api-key": key }, json: { name: "via-key", model: "echo-1" } });
+    const key = (await server.request(`${G}/auth/keys`, { method: "POST", headers: as(alice.token), json: { name: "ci" } })).body
+      .key as string;
+    const viaKey = await server.request(`${G}/agents`, {
+      method: "POST",
+      headers: { "x-api-key": key },
+      json: { name: "via-key", model: "echo-1" },
+    });
     expect(viaKey.status).toBe(201);
     const listed = await server.request(`${G}/agents`, { headers: bearer(key) });
     expect(listed.body.map((agent: any) => agent.id)).toContain(viaKey.body.id);
@@ -69,7 +86,11 @@ describe("Gateway agents by id", () => {
     expect(res.body.error.message).toContain("nope");
     expect(res.body.error.message).toContain("vm__ghost__x");
     expect(res.body.error.message).toContain("no-such-model");
-    expect(res.body.error.details).toMatchObject({ unknownTools: ["nope", "vm__ghost__x"], unknownModel: "no-such-model", usableModels: ["echo-1"] });
+    expect(res.body.error.details).toMatchObject({
+      unknownTools: ["nope", "vm__ghost__x"],
+      unknownModel: "no-such-model",
+      usableModels: ["echo-1"],
+    });
     expect(res.body.error.message).not.toContain("calculator ");
   });
 
@@ -86,17 +107,32 @@ describe("Gateway agents by id", () => {
   it("updates description and tools partially", async () => {
     const agent = (await create(basic)).body;
     await new Promise((resolve) => setTimeout(resolve, 5));
-    const described = await server.request(`${G}/agents/${agent.id}`, { method: "PUT", headers: as(alice.token), json: { description: "new words" } });
+    const described = await server.request(`${G}/agents/${agent.id}`, {
+      method: "PUT",
+      headers: as(alice.token),
+      json: { description: "new words" },
+    });
     expect(described.status).toBe(200);
     expect(described.body).toMatchObject({ description: "new words", tools: ["calculator"], name: "helper", createdAt: agent.createdAt });
     expect(described.body.updatedAt).toMatch(TIMESTAMP);
     expect(described.body.updatedAt > agent.updatedAt).toBe(true);
-    const retooled = await server.request(`${G}/agents/${agent.id}`, { method: "PUT", headers: as(alice.token), json: { tools: ["text_stats", "current_time"] } });
+    const retooled = await server.request(`${G}/agents/${agent.id}`, {
+      method: "PUT",
+      headers: as(alice.token),
+      json: { tools: ["text_stats", "current_time"] },
+    });
     expect(retooled.body).toMatchObject({ description: "new words", tools: ["text_stats", "current_time"] });
-    const bad = await server.request(`${G}/agents/${agent.id}`, { method: "PUT", headers: as(alice.token), json: { tools: ["missing_tool"] } });
+    const bad = await server.request(`${G}/agents/${agent.id}`, {
+      method: "PUT",
+      headers: as(alice.token),
+      json: { tools: ["missing_tool"] },
+    });
     expect(bad.status).toBe(400);
     expect(bad.body.error.details.unknownTools).toEqual(["missing_tool"]);
-    expect((await server.request(`${G}/agents/${agent.id}`, { headers: as(alice.token) })).body.tools).toEqual(["text_stats", "current_time"]);
+    expect((await server.request(`${G}/agents/${agent.id}`, { headers: as(alice.token) })).body.tools).toEqual([
+      "text_stats",
+      "current_time",
+    ]);
   });
 
   it("gives another user's agent the same 404 as a missing one, on every route", async () => {
@@ -131,26 +167,48 @@ describe("Gateway agents by id", () => {
 
   it("invokes the built-in echo model without tools", async () => {
     const agent = (await create({ name: "echo", model: "echo-1" })).body;
-    const res = await server.request(`${G}/agents/${agent.id}/invoke`, { method: "POST", headers: as(alice.token), json: { input: "say these words" } });
+    const res = await server.request(`${G}/agents/${agent.id}/invoke`, {
+      method: "POST",
+      headers: as(alice.token),
+      json: { input: "say these words" },
+    });
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ status: "completed", output: "say these words", steps: [] });
     expect(res.body.usage.total_tokens).toBeGreaterThan(0);
     expect(res.body.startedAt).toMatch(TIMESTAMP);
     expect(res.body.finishedAt).toMatch(TIMESTAMP);
-    expect((await server.request(`${G}/agents/${agent.id}/invoke`, { method: "POST", headers: as(alice.token), json: {} })).status).toBe(400);
+    expect((await server.request(`${G}/agents/${agent.id}/invoke`, { method: "POST", headers: as(alice.token), json: {} })).status).toBe(
+      400,
+    );
   });
 
   it("runs tools with the built-in echo model via a /tool directive, no network needed", async () => {
     const agent = (await create({ name: "echo-tools", model: "echo-1", tools: ["calculator"] })).body;
-    const res = await server.request(`${G}/agents/${agent.id}/invoke`, { method: "POST", headers: as(alice.token), json: { input: '/tool calculator {"expression": "3*(4+5)"}' } });
-    expect(res.body).toMatchObject({ status: "completed", output: "27", steps: [{ tool: "calculator", arguments: { expression: "3*(4+5)" }, error: null }] });
+    const res = await server.request(`${G}/agents/${agent.id}/invoke`, {
+      method: "POST",
+      headers: as(alice.token),
+      json: { input: '/tool calculator {"expression": "3*(4+5)"}' },
+    });
+    expect(res.body).toMatchObject({
+      status: "completed",
+      output: "27",
+      steps: [{ tool: "calculator", arguments: { expression: "3*(4+5)" }, error: null }],
+    });
     // A tool the agent was not given is not called: the directive is echoed back.
-    const other = await server.request(`${G}/agents/${agent.id}/invoke`, { method: "POST", headers: as(alice.token), json: { input: "/tool text_stats {}" } });
+    const other = await server.request(`${G}/agents/${agent.id}/invoke`, {
+      method: "POST",
+      headers: as(alice.token),
+      json: { input: "/tool text_stats {}" },
+    });
     expect(other.body).toMatchObject({ status: "completed", output: "/tool text_stats {}", steps: [] });
   });
 
   it("is reachable over JSON-RPC by method name", async () => {
-    const res = await server.request("/rpc", { method: "POST", headers: as(alice.token), json: { jsonrpc: "2.0", id: 1, method: "agents.list", params: {} } });
+    const res = await server.request("/rpc", {
+      method: "POST",
+      headers: as(alice.token),
+      json: { jsonrpc: "2.0", id: 1, method: "agents.list", params: {} },
+    });
     expect(res.status).toBe(200);
     expect(Array.isArray(res.body.result)).toBe(true);
   });
@@ -171,7 +229,11 @@ describe("the deploy state machine", () => {
     expect(again.body.error).toMatchObject({ code: "CONFLICT", message: "The agent is already deployed", details: { status: "deployed" } });
 
     expect((await post(agent.id, "pause")).body.status).toBe("paused");
-    const refused = await server.request(`${G}/agents/${agent.id}/invoke`, { method: "POST", headers: as(alice.token), json: { input: "hi" } });
+    const refused = await server.request(`${G}/agents/${agent.id}/invoke`, {
+      method: "POST",
+      headers: as(alice.token),
+      json: { input: "hi" },
+    });
     expect(refused.status).toBe(409);
     expect(refused.body.error.message).toContain("paused");
     expect((await post(agent.id, "deploy")).status).toBe(409);
@@ -182,7 +244,9 @@ describe("the deploy state machine", () => {
     // After an invocation the agent is back in its lifecycle state.
     expect((await server.request(`${G}/agents/${agent.id}`, { headers: as(alice.token) })).body.status).toBe("deployed");
 
-    const events = (await server.request(`${G}/agents/${agent.id}/logs`, { headers: as(alice.token) })).body.logs.map((entry: any) => entry.event);
+    const events = (await server.request(`${G}/agents/${agent.id}/logs`, { headers: as(alice.token) })).body.logs.map(
+      (entry: any) => entry.event,
+    );
     expect(events).toEqual(["agent.created", "agent.deploy", "agent.pause", "agent.resume", "invocation.started", "invocation.finished"]);
   });
 

@@ -9,7 +9,8 @@ const BASE = "http://models.agents.test/v1";
 const upstream = createToolCallingUpstream(BASE);
 const msw = mockUpstreams(...upstream.handlers);
 const model = (upstreamModel: string) => ({ provider: "openai-compatible", baseURL: msw.url(BASE), upstreamModel });
-const modelsJson = () => JSON.stringify({ models: { "tool-model": model("tool-model"), "loop-model": model("loop-model"), "fail-model": model("fail-model") } });
+const modelsJson = () =>
+  JSON.stringify({ models: { "tool-model": model("tool-model"), "loop-model": model("loop-model"), "fail-model": model("fail-model") } });
 
 let server: TestServer;
 let token: string;
@@ -26,7 +27,10 @@ beforeAll(async () => {
       if (name === "lookup") return { content: [{ type: "text", text: `value-of-${args.key}` }] };
       if (name === "broken") throw new Error("disk on fire");
       if (name === "slow") return new Promise(() => undefined);
-      if (name === "wait") return new Promise((resolve) => waiting.push({ key: String(args.key), release: () => resolve({ content: [{ type: "text", text: `waited ${args.key}` }] }) }));
+      if (name === "wait")
+        return new Promise((resolve) =>
+          waiting.push({ key: String(args.key), release: () => resolve({ content: [{ type: "text", text: `waited ${args.key}` }] }) }),
+        );
       throw new Error(`unexpected tool ${name}`);
     },
   });
@@ -54,8 +58,10 @@ async function createAgent(body: Record<string, unknown>) {
   expect(res.status, JSON.stringify(res.body)).toBe(201);
   return res.body as { id: string; status: string };
 }
-const invoke = (id: string, input: string) => server.request(`/gateway/v1/agents/${id}/invoke`, { method: "POST", headers: auth(), json: { input } });
-const logs = async (id: string, lines = 50) => (await server.request(`/gateway/v1/agents/${id}/logs?lines=${lines}`, { headers: auth() })).body.logs as any[];
+const invoke = (id: string, input: string) =>
+  server.request(`/gateway/v1/agents/${id}/invoke`, { method: "POST", headers: auth(), json: { input } });
+const logs = async (id: string, lines = 50) =>
+  (await server.request(`/gateway/v1/agents/${id}/logs?lines=${lines}`, { headers: auth() })).body.logs as any[];
 
 /** Reads an SSE response into its `data:` frames, parsed. */
 async function sseFrames(response: Response): Promise<any[]> {
@@ -70,11 +76,24 @@ async function sseFrames(response: Response): Promise<any[]> {
 describe("POST /agents/{id}/invoke", () => {
   it("runs a built-in tool and a VM tool through the model's tool calls and answers with their results", async () => {
     upstream.script("tool-model", (body, turn) => {
-      if (turn === 0) return { toolCalls: [{ name: "calculator", arguments: { expression: "6*7" } }, { name: "vm__vm-a__lookup", arguments: { key: "answer" } }] };
+      if (turn === 0)
+        return {
+          toolCalls: [
+            { name: "calculator", arguments: { expression: "6*7" } },
+            { name: "vm__vm-a__lookup", arguments: { key: "answer" } },
+          ],
+        };
       const replies = toolReplies(body);
-      return { text: `calc=${replies.find((r) => r.name === "calculator")?.content} lookup=${replies.find((r) => r.name === "vm__vm-a__lookup")?.content}` };
+      return {
+        text: `calc=${replies.find((r) => r.name === "calculator")?.content} lookup=${replies.find((r) => r.name === "vm__vm-a__lookup")?.content}`,
+      };
     });
-    const agent = await createAgent({ name: "helper", model: "tool-model", tools: ["calculator", "vm__vm-a__lookup"], config: { systemPrompt: "Be brief.", temperature: 0.2 } });
+    const agent = await createAgent({
+      name: "helper",
+      model: "tool-model",
+      tools: ["calculator", "vm__vm-a__lookup"],
+      config: { systemPrompt: "Be brief.", temperature: 0.2 },
+    });
 
     const res = await invoke(agent.id, "What is 6*7 and the answer?");
     expect(res.status).toBe(200);
@@ -86,8 +105,20 @@ describe("POST /agents/{id}/invoke", () => {
       usage: { prompt_tokens: 20, completion_tokens: 10, total_tokens: 30 },
     });
     expect(res.body.steps).toEqual([
-      expect.objectContaining({ index: 0, tool: "calculator", arguments: { expression: "6*7" }, error: null, result: expect.objectContaining({ content: [{ type: "text", text: "42" }] }) }),
-      expect.objectContaining({ index: 1, tool: "vm__vm-a__lookup", arguments: { key: "answer" }, error: null, result: { content: [{ type: "text", text: "value-of-answer" }] } }),
+      expect.objectContaining({
+        index: 0,
+        tool: "calculator",
+        arguments: { expression: "6*7" },
+        error: null,
+        result: expect.objectContaining({ content: [{ type: "text", text: "42" }] }),
+      }),
+      expect.objectContaining({
+        index: 1,
+        tool: "vm__vm-a__lookup",
+        arguments: { key: "answer" },
+        error: null,
+        result: { content: [{ type: "text", text: "value-of-answer" }] },
+      }),
     ]);
     for (const step of res.body.steps) expect(step.durationMs).toEqual(expect.any(Number));
 
@@ -97,21 +128,38 @@ describe("POST /agents/{id}/invoke", () => {
     expect(first!.tools.map((tool: any) => tool.function.name)).toEqual(["calculator", "vm__vm-a__lookup"]);
     expect(first!.tools[0].function.parameters).toMatchObject({ required: ["expression"] });
     expect(first!).toMatchObject({ model: "tool-model", stream: true, temperature: 0.2 });
-    expect(first!.messages).toEqual([{ role: "system", content: "Be brief." }, { role: "user", content: "What is 6*7 and the answer?" }]);
-    expect(second!.messages[2]).toMatchObject({ role: "assistant", tool_calls: [expect.objectContaining({ type: "function" }), expect.anything()] });
-    expect(toolReplies(second!)).toEqual([{ name: "calculator", content: "42" }, { name: "vm__vm-a__lookup", content: "value-of-answer" }]);
+    expect(first!.messages).toEqual([
+      { role: "system", content: "Be brief." },
+      { role: "user", content: "What is 6*7 and the answer?" },
+    ]);
+    expect(second!.messages[2]).toMatchObject({
+      role: "assistant",
+      tool_calls: [expect.objectContaining({ type: "function" }), expect.anything()],
+    });
+    expect(toolReplies(second!)).toEqual([
+      { name: "calculator", content: "42" },
+      { name: "vm__vm-a__lookup", content: "value-of-answer" },
+    ]);
 
     // The agent is idle again, and the run is in its logs, newest last.
     expect((await server.request(`/gateway/v1/agents/${agent.id}`, { headers: auth() })).body.status).toBe("idle");
     const entries = await logs(agent.id);
     expect(entries.map((entry) => entry.event)).toEqual(["agent.created", "invocation.started", "step", "step", "invocation.finished"]);
-    expect(entries.at(-1)).toMatchObject({ runId: res.body.runId, level: "info", data: { status: "completed", steps: 2, usage: { total_tokens: 30 } } });
+    expect(entries.at(-1)).toMatchObject({
+      runId: res.body.runId,
+      level: "info",
+      data: { status: "completed", steps: 2, usage: { total_tokens: 30 } },
+    });
     expect(entries[2]).toMatchObject({ data: { tool: "calculator", arguments: { expression: "6*7" } } });
     expect((await logs(agent.id, 2)).map((entry) => entry.event)).toEqual(["step", "invocation.finished"]);
   });
 
   it("streams the run's events over SSE when stream is true", async () => {
-    upstream.script("tool-model", (body, turn) => (turn === 0 ? { toolCalls: [{ name: "calculator", arguments: { expression: "2^10" } }] } : { text: `It is ${toolReplies(body)[0]!.content}` }));
+    upstream.script("tool-model", (body, turn) =>
+      turn === 0
+        ? { toolCalls: [{ name: "calculator", arguments: { expression: "2^10" } }] }
+        : { text: `It is ${toolReplies(body)[0]!.content}` },
+    );
     const agent = await createAgent({ name: "streamer", model: "tool-model", tools: ["calculator"] });
     const response = await fetch(server.url(`/gateway/v1/agents/${agent.id}/invoke`), {
       method: "POST",
@@ -125,9 +173,19 @@ describe("POST /agents/{id}/invoke", () => {
     expect(runId).toMatch(/^run_/);
     expect(frames.every((frame) => frame.runId === runId)).toBe(true);
     expect(frames[0]).toEqual({ runId, type: "status", status: "running" });
-    expect(frames.filter((frame) => frame.type === "step").map((frame) => [frame.step.tool, frame.step.result.content[0].text])).toEqual([["calculator", "1024"]]);
-    expect(frames.filter((frame) => frame.type === "chunk").map((frame) => frame.content).join("")).toBe("It is 1024");
-    expect(frames.at(-1)).toMatchObject({ type: "done", result: { status: "completed", output: "It is 1024", usage: { total_tokens: 30 } } });
+    expect(frames.filter((frame) => frame.type === "step").map((frame) => [frame.step.tool, frame.step.result.content[0].text])).toEqual([
+      ["calculator", "1024"],
+    ]);
+    expect(
+      frames
+        .filter((frame) => frame.type === "chunk")
+        .map((frame) => frame.content)
+        .join(""),
+    ).toBe("It is 1024");
+    expect(frames.at(-1)).toMatchObject({
+      type: "done",
+      result: { status: "completed", output: "It is 1024", usage: { total_tokens: 30 } },
+    });
     expect(frames.filter((frame) => frame.type === "done")).toHaveLength(1);
   });
 
@@ -153,14 +211,25 @@ describe("POST /agents/{id}/invoke", () => {
     expect(res.body.steps.map((step: any) => step.result.content[0].text)).toEqual(["1", "2"]);
     expect(upstream.calls).toHaveLength(3);
     const finished = (await logs(agent.id)).at(-1);
-    expect(finished).toMatchObject({ event: "invocation.finished", level: "error", runId: res.body.runId, data: { status: "max_steps", steps: 2 } });
+    expect(finished).toMatchObject({
+      event: "invocation.finished",
+      level: "error",
+      runId: res.body.runId,
+      data: { status: "max_steps", steps: 2 },
+    });
     expect((await server.request(`/gateway/v1/agents/${agent.id}`, { headers: auth() })).body.status).toBe("idle");
   });
 
   it("records a failing and a timed-out tool in their steps and shows the model the errors", async () => {
     upstream.script("fail-model", (body, turn) =>
       turn === 0
-        ? { toolCalls: [{ name: "vm__vm-a__broken", arguments: {} }, { name: "vm__vm-a__slow", arguments: {} }, { name: "calculator", arguments: { nope: 1 } }] }
+        ? {
+            toolCalls: [
+              { name: "vm__vm-a__broken", arguments: {} },
+              { name: "vm__vm-a__slow", arguments: {} },
+              { name: "calculator", arguments: { nope: 1 } },
+            ],
+          }
         : { text: `saw ${toolReplies(body).filter((reply) => reply.content.startsWith("Error:")).length} errors` },
     );
     const agent = await createAgent({

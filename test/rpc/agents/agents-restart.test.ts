@@ -12,10 +12,24 @@ const G = "/gateway/v1";
 /** Creates an agent in a one-slot tenant, deploys and invokes it; returns what to look for after a restart. */
 async function seed(server: TestServer) {
   const { token } = await registerUser(server);
-  const tenant = (await server.request(`${G}/tenants`, { method: "POST", headers: bearer(token), json: { slug: `restart-${Date.now()}`, name: "R", limits: { agents: 1, tokensPerMonth: 100000 } } })).body;
-  const agent = (await server.request(`${G}/agents`, { method: "POST", headers: bearer(token), json: { name: "durable", model: "echo-1", tools: ["calculator"], tenantId: tenant.id } })).body;
+  const tenant = (
+    await server.request(`${G}/tenants`, {
+      method: "POST",
+      headers: bearer(token),
+      json: { slug: `restart-${Date.now()}`, name: "R", limits: { agents: 1, tokensPerMonth: 100000 } },
+    })
+  ).body;
+  const agent = (
+    await server.request(`${G}/agents`, {
+      method: "POST",
+      headers: bearer(token),
+      json: { name: "durable", model: "echo-1", tools: ["calculator"], tenantId: tenant.id },
+    })
+  ).body;
   await server.request(`${G}/agents/${agent.id}/deploy`, { method: "POST", headers: bearer(token) });
-  const run = (await server.request(`${G}/agents/${agent.id}/invoke`, { method: "POST", headers: bearer(token), json: { input: "remember me" } })).body;
+  const run = (
+    await server.request(`${G}/agents/${agent.id}/invoke`, { method: "POST", headers: bearer(token), json: { input: "remember me" } })
+  ).body;
   expect(run.status).toBe("completed");
   const logs = (await server.request(`${G}/agents/${agent.id}/logs`, { headers: bearer(token) })).body.logs;
   // As shown after the deploy and the run: `updatedAt` follows status changes.
@@ -34,7 +48,15 @@ async function verify(server: TestServer, seeded: Awaited<ReturnType<typeof seed
   const tenantNow = (await server.request(`${G}/tenants/${tenant.id}`, { headers: bearer(token) })).body;
   expect(tenantNow.usage).toMatchObject({ agents: 1, tokensThisMonth: tokens });
   // The slot is still taken, and the state machine remembers the deploy.
-  expect((await server.request(`${G}/agents`, { method: "POST", headers: bearer(token), json: { name: "second", model: "echo-1", tenantId: tenant.id } })).status).toBe(403);
+  expect(
+    (
+      await server.request(`${G}/agents`, {
+        method: "POST",
+        headers: bearer(token),
+        json: { name: "second", model: "echo-1", tenantId: tenant.id },
+      })
+    ).status,
+  ).toBe(403);
   expect((await server.request(`${G}/agents/${agent.id}/deploy`, { method: "POST", headers: bearer(token) })).status).toBe(409);
   // New log lines continue the sequence.
   await server.request(`${G}/agents/${agent.id}/invoke`, { method: "POST", headers: bearer(token), json: { input: "again" } });
@@ -100,19 +122,30 @@ describe("agent runs across instances", () => {
     const b = await startTestServer(env);
     try {
       const { token } = await registerUser(a);
-      const agent = (await a.request(`${G}/agents`, { method: "POST", headers: bearer(token), json: { name: "shared", model: "echo-1" } })).body;
+      const agent = (await a.request(`${G}/agents`, { method: "POST", headers: bearer(token), json: { name: "shared", model: "echo-1" } }))
+        .body;
       // The agent and its state are visible from the other instance.
       expect((await b.request(`${G}/agents/${agent.id}`, { headers: bearer(token) })).body.status).toBe("idle");
       const seen: any[] = [];
       const off = await b.composition.ports.store.bus.subscribe(`agent-runs:${agent.id}`, (message) => seen.push(message));
-      const run = (await a.request(`${G}/agents/${agent.id}/invoke`, { method: "POST", headers: bearer(token), json: { input: "over the wire" } })).body;
+      const run = (
+        await a.request(`${G}/agents/${agent.id}/invoke`, { method: "POST", headers: bearer(token), json: { input: "over the wire" } })
+      ).body;
       await eventually(() => seen.some((message) => message.event.type === "done"));
       await off();
       expect(seen.every((message) => message.runId === run.runId)).toBe(true);
       expect(seen[0].event).toEqual({ type: "status", status: "running" });
-      expect(seen.filter((message) => message.event.type === "chunk").map((message) => message.event.content).join("")).toBe("over the wire");
+      expect(
+        seen
+          .filter((message) => message.event.type === "chunk")
+          .map((message) => message.event.content)
+          .join(""),
+      ).toBe("over the wire");
       expect(seen.at(-1).event.result).toMatchObject({ status: "completed", output: "over the wire" });
-      expect((await b.request(`${G}/agents/${agent.id}/logs?lines=1`, { headers: bearer(token) })).body.logs[0]).toMatchObject({ event: "invocation.finished", runId: run.runId });
+      expect((await b.request(`${G}/agents/${agent.id}/logs?lines=1`, { headers: bearer(token) })).body.logs[0]).toMatchObject({
+        event: "invocation.finished",
+        runId: run.runId,
+      });
     } finally {
       await a.close();
       await b.close();

@@ -43,7 +43,11 @@ afterAll(async () => {
 });
 
 const createAgent = (name: string) =>
-  server.request("/gateway/v1/agents", { method: "POST", headers: bearer(token), json: { name, model: "echo-1", tools: ["calculator"], description: "builds", config: { repo: "x" } } });
+  server.request("/gateway/v1/agents", {
+    method: "POST",
+    headers: bearer(token),
+    json: { name, model: "echo-1", tools: ["calculator"], description: "builds", config: { repo: "x" } },
+  });
 
 describe("orchestrator-proxy mode: each route is forwarded", () => {
   it("POST /agents forwards the body and answers 201 with the orchestrator's agent", async () => {
@@ -66,7 +70,10 @@ describe("orchestrator-proxy mode: each route is forwarded", () => {
     const auth = call.headers.get("authorization")!;
     expect(auth).toMatch(/^Bearer /);
     expect(auth).not.toContain(apiKey);
-    const { payload } = await jwtVerify(auth.slice(7), new TextEncoder().encode(SERVICE_SECRET), { issuer: "gateway", audience: "orchestrator" });
+    const { payload } = await jwtVerify(auth.slice(7), new TextEncoder().encode(SERVICE_SECRET), {
+      issuer: "gateway",
+      audience: "orchestrator",
+    });
     expect(payload.sub).toBe(userId);
     expect(call.headers.get("x-api-key")).toBeNull();
   });
@@ -102,7 +109,11 @@ describe("orchestrator-proxy mode: each route is forwarded", () => {
     const again = await server.request("/gateway/v1/agents/worker/pause", { method: "POST", headers: bearer(token) });
     expect(again.status).toBe(409);
     expect(again.body.error.message).toContain("Cannot pause agent 'worker' in state paused");
-    const resume = await server.request("/gateway/v1/agents/worker/resume", { method: "POST", headers: bearer(token), json: { reason: "go on" } });
+    const resume = await server.request("/gateway/v1/agents/worker/resume", {
+      method: "POST",
+      headers: bearer(token),
+      json: { reason: "go on" },
+    });
     expect(resume.body).toMatchObject({ status: "running" });
     expect(orchestrator.calls.at(-1)).toMatchObject({ method: "POST", path: "/agents/worker/resume", body: { reason: "go on" } });
     const cancel = await server.request("/gateway/v1/agents/worker/cancel", { method: "POST", headers: bearer(token) });
@@ -116,10 +127,18 @@ describe("orchestrator-proxy mode: each route is forwarded", () => {
     const files = await server.request("/gateway/v1/agents/coder/files?path=/src", { headers: bearer(token) });
     expect(files.body).toEqual({ name: "coder", path: "/src", files: [{ path: "/src/README.md", size: 12 }] });
     expect(orchestrator.calls.at(-1)!.query.get("path")).toBe("/src");
-    const commit = await server.request("/gateway/v1/agents/coder/commit", { method: "POST", headers: bearer(token), json: { message: "Fix it" } });
+    const commit = await server.request("/gateway/v1/agents/coder/commit", {
+      method: "POST",
+      headers: bearer(token),
+      json: { message: "Fix it" },
+    });
     expect(commit).toMatchObject({ status: 200, body: { sha: "0a1b2c3d", message: "Fix it" } });
     expect(orchestrator.calls.at(-1)!.body).toEqual({ message: "Fix it" });
-    const pr = await server.request("/gateway/v1/agents/coder/pr", { method: "POST", headers: bearer(token), json: { title: "Better", base: "main" } });
+    const pr = await server.request("/gateway/v1/agents/coder/pr", {
+      method: "POST",
+      headers: bearer(token),
+      json: { title: "Better", base: "main" },
+    });
     expect(pr.body).toMatchObject({ number: 7, title: "Better" });
     expect(orchestrator.calls.at(-1)).toMatchObject({ method: "POST", path: "/agents/coder/pr", body: { title: "Better", base: "main" } });
   });
@@ -132,7 +151,11 @@ describe("orchestrator-proxy mode: each route is forwarded", () => {
 
   it("JSON-RPC reaches the same methods", async () => {
     await createAgent("viarpc");
-    const res = await server.request("/rpc", { method: "POST", headers: bearer(token), json: { jsonrpc: "2.0", id: 1, method: "agents.get", params: { name: "viarpc" } } });
+    const res = await server.request("/rpc", {
+      method: "POST",
+      headers: bearer(token),
+      json: { jsonrpc: "2.0", id: 1, method: "agents.get", params: { name: "viarpc" } },
+    });
     expect(res.body.result).toMatchObject({ name: "viarpc" });
   });
 
@@ -142,7 +165,19 @@ describe("orchestrator-proxy mode: each route is forwarded", () => {
     expect(result.errors ?? []).toEqual([]);
     const agentPaths = Object.keys(res.body.paths).filter((path) => path.startsWith("/gateway/v1/agents"));
     expect(agentPaths.sort()).toEqual(
-      ["", "/{name}", "/{name}/logs", "/{name}/pause", "/{name}/resume", "/{name}/cancel", "/{name}/stream", "/{name}/diff", "/{name}/files", "/{name}/commit", "/{name}/pr"]
+      [
+        "",
+        "/{name}",
+        "/{name}/logs",
+        "/{name}/pause",
+        "/{name}/resume",
+        "/{name}/cancel",
+        "/{name}/stream",
+        "/{name}/diff",
+        "/{name}/files",
+        "/{name}/commit",
+        "/{name}/pr",
+      ]
         .map((suffix) => `/gateway/v1/agents${suffix}`)
         .sort(),
     );
@@ -170,7 +205,11 @@ describe("orchestrator errors become ours", () => {
   });
 
   it("422 → BAD_REQUEST with the orchestrator's field message; 400 keeps its message", async () => {
-    const res = await server.request("/gateway/v1/agents", { method: "POST", headers: bearer(token), json: { name: "m", model: "unknown-model" } });
+    const res = await server.request("/gateway/v1/agents", {
+      method: "POST",
+      headers: bearer(token),
+      json: { name: "m", model: "unknown-model" },
+    });
     expect(res.status).toBe(400);
     expect(res.body.error.message).toBe("model: unknown model");
     await createAgent("nomsg");
@@ -223,7 +262,12 @@ describe("orchestrator down or slow", () => {
     const port = await freePortThatRefuses();
     down = await startTestServer({ ORCH_BASE_URL: `http://127.0.0.1:${port}`, GATEWAY_MAX_RETRIES: "0" });
     downToken = (await registerUser(down)).token;
-    slow = await startTestServer({ ORCH_BASE_URL: msw.url(ORCH), GATEWAY_TIMEOUT_SECONDS: "1", GATEWAY_MAX_RETRIES: "0", PLATFORM_SERVICE_KEY: "platform-service-key-0123456789" });
+    slow = await startTestServer({
+      ORCH_BASE_URL: msw.url(ORCH),
+      GATEWAY_TIMEOUT_SECONDS: "1",
+      GATEWAY_MAX_RETRIES: "0",
+      PLATFORM_SERVICE_KEY: "platform-service-key-0123456789",
+    });
     slowToken = (await registerUser(slow)).token;
   });
 
@@ -252,7 +296,17 @@ describe("orchestrator down or slow", () => {
   });
 
   it("without SERVICE_JWT_SECRET the bearer is PLATFORM_SERVICE_KEY", async () => {
-    orchestrator.agents.set("k", { id: "1", name: "k", model: "m", tools: [], status: "running", description: "", config: {}, createdAt: "", updatedAt: "" });
+    orchestrator.agents.set("k", {
+      id: "1",
+      name: "k",
+      model: "m",
+      tools: [],
+      status: "running",
+      description: "",
+      config: {},
+      createdAt: "",
+      updatedAt: "",
+    });
     await slow.request("/gateway/v1/agents/k", { headers: bearer(slowToken) });
     expect(orchestrator.calls.at(-1)!.headers.get("authorization")).toBe("Bearer platform-service-key-0123456789");
   });
@@ -264,7 +318,11 @@ describe("GET /agents/{name}/stream relays the orchestrator's events", () => {
     let release!: () => void;
     const hold = new Promise<void>((resolve) => (release = resolve));
     orchestrator.scriptStream("streamer", {
-      events: [{ type: "status", status: "running" }, { type: "log", line: "compiling" }, { type: "done", status: "idle" }],
+      events: [
+        { type: "status", status: "running" },
+        { type: "log", line: "compiling" },
+        { type: "done", status: "idle" },
+      ],
       hold,
       sendBeforeHold: 2,
     });

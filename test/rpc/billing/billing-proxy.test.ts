@@ -19,7 +19,12 @@ let respond: (request: Request) => Response | Promise<Response> = () => HttpResp
 
 const msw = mockUpstreams(
   http.all(`${MANAGER}/*`, async ({ request }) => {
-    seen.push({ method: request.method, url: new URL(request.url), headers: request.headers, body: new Uint8Array(await request.clone().arrayBuffer()) });
+    seen.push({
+      method: request.method,
+      url: new URL(request.url),
+      headers: request.headers,
+      body: new Uint8Array(await request.clone().arrayBuffer()),
+    });
     return respond(request);
   }),
 );
@@ -30,7 +35,12 @@ let alice: Awaited<ReturnType<typeof registerUser>>;
 
 beforeAll(async () => {
   await msw.listen();
-  server = await startTestServer({ MANAGER_BASE_URL: msw.url(MANAGER), SERVICE_JWT_SECRET: SECRET, GATEWAY_TIMEOUT_SECONDS: "1", GATEWAY_MAX_RETRIES: "2" });
+  server = await startTestServer({
+    MANAGER_BASE_URL: msw.url(MANAGER),
+    SERVICE_JWT_SECRET: SECRET,
+    GATEWAY_TIMEOUT_SECONDS: "1",
+    GATEWAY_MAX_RETRIES: "2",
+  });
   unset = await startTestServer({ SERVICE_JWT_SECRET: SECRET });
   alice = await registerUser(server);
 }, 30_000);
@@ -46,9 +56,22 @@ afterAll(async () => {
 
 describe("billing proxy", () => {
   it("forwards path, query and identity with a service token, never the caller's credential, and relays status, type and body", async () => {
-    respond = () => new HttpResponse("plan-data", { status: 201, headers: { "content-type": "application/vnd.plans+json", "set-cookie": "x=1", etag: '"v1"' } });
+    respond = () =>
+      new HttpResponse("plan-data", {
+        status: 201,
+        headers: { "content-type": "application/vnd.plans+json", "set-cookie": "x=1", etag: '"v1"' },
+      });
     const res = await fetch(server.url(`${G}/billing/plans/current?period=2026-11&x=a%20b`), {
-      headers: { ...bearer(alice.token), "x-api-key": "sk_not_forwarded", cookie: "session=secret", "proxy-authorization": "Basic eDp5", te: "trailers", "x-custom": "kept", "x-gateway-user-id": "forged", accept: "application/json" },
+      headers: {
+        ...bearer(alice.token),
+        "x-api-key": "sk_not_forwarded",
+        cookie: "session=secret",
+        "proxy-authorization": "Basic eDp5",
+        te: "trailers",
+        "x-custom": "kept",
+        "x-gateway-user-id": "forged",
+        accept: "application/json",
+      },
     });
     expect(res.status).toBe(201);
     expect(res.headers.get("content-type")).toBe("application/vnd.plans+json");
@@ -68,7 +91,10 @@ describe("billing proxy", () => {
     for (const name of ["x-api-key", "cookie", "proxy-authorization", "te"]) expect(got.headers.get(name), name).toBeNull();
     const authorization = got.headers.get("authorization")!;
     expect(authorization).not.toContain(alice.token);
-    const { payload } = await jwtVerify(authorization.replace(/^Bearer /, ""), new TextEncoder().encode(SECRET), { audience: "manager", issuer: "gateway" });
+    const { payload } = await jwtVerify(authorization.replace(/^Bearer /, ""), new TextEncoder().encode(SECRET), {
+      audience: "manager",
+      issuer: "gateway",
+    });
     expect(payload.sub).toBe(alice.user.id);
     expect(payload.exp! - Math.floor(Date.now() / 1000)).toBeLessThanOrEqual(60);
   });
@@ -89,7 +115,8 @@ describe("billing proxy", () => {
     const res = await fetch(server.url(`${G}/billing/plans`), { headers: { ...bearer(alice.token), ...forged } });
     expect(res.status).toBe(200);
     const got = seen.at(-1)!.headers;
-    for (const name of ["x-user-id", "x-tenant-id", "x-workspace-id", "x-forwarded-for", "x-forwarded-host", "forwarded", "x-real-ip"]) expect(got.get(name), name).toBeNull();
+    for (const name of ["x-user-id", "x-tenant-id", "x-workspace-id", "x-forwarded-for", "x-forwarded-host", "forwarded", "x-real-ip"])
+      expect(got.get(name), name).toBeNull();
     // The mock manager's own HTTP server notes the scheme it was reached by; the caller's value is gone.
     expect(got.get("x-forwarded-proto")).not.toBe("https");
     expect(got.get("x-gateway-tenant-id")).toBe(alice.user.tenantId);
@@ -100,7 +127,11 @@ describe("billing proxy", () => {
 
   it("a tenantId in the query must be one of the caller's tenants: the manager is told that tenant; another's or a missing one is 404, never forwarded", async () => {
     const bob = await registerUser(server);
-    const team = await server.request(`${G}/tenants`, { method: "POST", headers: bearer(alice.token), json: { slug: `alice-team-${Date.now()}`, name: "Alice team" } });
+    const team = await server.request(`${G}/tenants`, {
+      method: "POST",
+      headers: bearer(alice.token),
+      json: { slug: `alice-team-${Date.now()}`, name: "Alice team" },
+    });
     expect(team.status).toBe(201);
     const teamId = team.body.id as string;
     const own = await fetch(server.url(`${G}/billing/plans?tenantId=${teamId}`), { headers: bearer(alice.token) });
@@ -110,14 +141,20 @@ describe("billing proxy", () => {
     expect(seen[0]!.url.search).toBe(`?tenantId=${teamId}`);
     seen = [];
     for (const tenantId of [teamId, bob.user.tenantId]) {
-      const other = await server.request(`${G}/billing/plans?tenantId=${tenantId}`, { headers: bearer(tenantId === teamId ? bob.token : alice.token) });
-      const missing = await server.request(`${G}/billing/plans?tenantId=ten_doesnotexist`, { headers: bearer(tenantId === teamId ? bob.token : alice.token) });
+      const other = await server.request(`${G}/billing/plans?tenantId=${tenantId}`, {
+        headers: bearer(tenantId === teamId ? bob.token : alice.token),
+      });
+      const missing = await server.request(`${G}/billing/plans?tenantId=ten_doesnotexist`, {
+        headers: bearer(tenantId === teamId ? bob.token : alice.token),
+      });
       expect(other.status).toBe(404);
       expect(missing.status).toBe(404);
       expect(other.body.error.code).toBe(missing.body.error.code);
       expect(other.body.error.message).toBe(missing.body.error.message.replace("ten_doesnotexist", tenantId));
     }
-    const twice = await server.request(`${G}/billing/plans?tenantId=${teamId}&tenantId=${bob.user.tenantId}`, { headers: bearer(alice.token) });
+    const twice = await server.request(`${G}/billing/plans?tenantId=${teamId}&tenantId=${bob.user.tenantId}`, {
+      headers: bearer(alice.token),
+    });
     expect(twice.status).toBe(400);
     expect(seen).toHaveLength(0);
   });
@@ -134,7 +171,11 @@ describe("billing proxy", () => {
   it("forwards a body byte for byte and does not retry a POST", async () => {
     respond = () => HttpResponse.json({ error: "busy" }, { status: 503 });
     const body = new Uint8Array([0, 1, 2, 255, 254]);
-    const res = await fetch(server.url(`${G}/billing/invoices`), { method: "POST", headers: { ...bearer(alice.token), "content-type": "application/octet-stream" }, body });
+    const res = await fetch(server.url(`${G}/billing/invoices`), {
+      method: "POST",
+      headers: { ...bearer(alice.token), "content-type": "application/octet-stream" },
+      body,
+    });
     expect(res.status).toBe(503);
     expect(await res.json()).toEqual({ error: "busy" });
     expect(seen).toHaveLength(1);
@@ -206,7 +247,12 @@ describe("billing proxy", () => {
     const rpc = await server.request("/rpc", {
       method: "POST",
       headers: bearer(alice.token),
-      json: { jsonrpc: "2.0", id: 1, method: "billing.proxy", params: { path: "../admin", request: { method: "GET", search: "", headers: {} } } },
+      json: {
+        jsonrpc: "2.0",
+        id: 1,
+        method: "billing.proxy",
+        params: { path: "../admin", request: { method: "GET", search: "", headers: {} } },
+      },
     });
     expect(rpc.body.error.code).toBe(-32602);
     expect(seen).toHaveLength(0);

@@ -23,7 +23,11 @@ afterAll(async () => {
 });
 
 const chat = (key: string, model: string, content: string, stream = false) =>
-  server.request("/api/v1/chat/completions", { method: "POST", headers: bearer(key), json: { model, messages: userMessage(content), stream, ...(stream ? { stream_options: { include_usage: true } } : {}) } });
+  server.request("/api/v1/chat/completions", {
+    method: "POST",
+    headers: bearer(key),
+    json: { model, messages: userMessage(content), stream, ...(stream ? { stream_options: { include_usage: true } } : {}) },
+  });
 
 describe("usage from the gateway's own metering", () => {
   it("reconciles exactly with the credit ledger across keys, models and streamed requests", async () => {
@@ -69,8 +73,21 @@ describe("usage from the gateway's own metering", () => {
 
   it("counts agent runs and their model turns per agent", async () => {
     const user = await registerUser(server);
-    const agent = await server.request(`${G}/agents`, { method: "POST", headers: bearer(user.token), json: { name: "metered", model: "echo-a" } });
-    for (let i = 0; i < 2; i += 1) expect((await server.request(`${G}/agents/${agent.body.id}/invoke`, { method: "POST", headers: bearer(user.token), json: { input: "hi" } })).status).toBe(200);
+    const agent = await server.request(`${G}/agents`, {
+      method: "POST",
+      headers: bearer(user.token),
+      json: { name: "metered", model: "echo-a" },
+    });
+    for (let i = 0; i < 2; i += 1)
+      expect(
+        (
+          await server.request(`${G}/agents/${agent.body.id}/invoke`, {
+            method: "POST",
+            headers: bearer(user.token),
+            json: { input: "hi" },
+          })
+        ).status,
+      ).toBe(200);
     const agents = await server.request(`${G}/usage/agents`, { headers: bearer(user.token) });
     expect(agents.body.rows).toHaveLength(1);
     expect(agents.body.rows[0]).toMatchObject({ agentId: agent.body.id, agentRuns: 2 });
@@ -93,7 +110,9 @@ describe("usage from the gateway's own metering", () => {
     const dots = await server.request(`${G}/usage/daily%2F..%2Fkeys`, { headers: bearer(token) });
     expect(dots.status).toBe(400);
     const other = await registerUser(server);
-    expect((await server.request(`${G}/usage/daily?tenantId=${account.user.user.tenantId}`, { headers: bearer(other.token) })).status).toBe(404);
+    expect((await server.request(`${G}/usage/daily?tenantId=${account.user.user.tenantId}`, { headers: bearer(other.token) })).status).toBe(
+      404,
+    );
     const badDay = await server.request(`${G}/billing/usage?from=yesterday`, { headers: bearer(token) });
     expect(badDay.status).toBe(400);
     expect(MICRO).toBe(1_000_000);

@@ -1,13 +1,19 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import OpenAI, { APIError } from "openai";
+import OpenAI, { type APIError } from "openai";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
 import { openaiClient, platformAccount, userMessage } from "../../helpers/chat.js";
 import { createKey } from "../../../rpc/keys/create-key.js";
 import { countPromptTokens } from "../../../rpc/chat/tokens.js";
 
-/** Account API (spec 4.1, 5, 7.1): personal keys, plan-aware catalog, chat on the plan allowance. */
+/** Account API (docs/interface.md 4.1, 5, 7.1): personal keys, plan-aware catalog, chat on the plan allowance. */
 
-const MODELS = { models: { "acct-echo": { provider: "echo" }, "pro-echo": { provider: "echo", plans: ["pro"] }, hidden: { provider: "echo", public: false } } };
+const MODELS = {
+  models: {
+    "acct-echo": { provider: "echo" },
+    "pro-echo": { provider: "echo", plans: ["pro"] },
+    hidden: { provider: "echo", public: false },
+  },
+};
 // A tiny allowance so a test can spend it: any request is more than one token.
 const PLANS = {
   free: { name: "Free", tokensPerWindow: 1_000_000, windowSeconds: 3600 },
@@ -129,11 +135,20 @@ describe("POST /account/v1/chat/completions", () => {
   });
 
   it("needs scope intelligence: a compute-only key gets 403 INSUFFICIENT_CAPABILITY but may read the catalog", async () => {
-    const { secret } = await createKey({ ...server.composition.ports, keys: server.composition.ports.repos.keys }, { kind: "account", owner: user.user.id, userId: user.user.id, name: "old key", scopes: ["compute"] });
-    const res = await server.request("/account/v1/chat/completions", { method: "POST", headers: bearer(secret), json: { model: "acct-echo", messages: userMessage("x") } });
+    const { secret } = await createKey(
+      { ...server.composition.ports, keys: server.composition.ports.repos.keys },
+      { kind: "account", owner: user.user.id, userId: user.user.id, name: "old key", scopes: ["compute"] },
+    );
+    const res = await server.request("/account/v1/chat/completions", {
+      method: "POST",
+      headers: bearer(secret),
+      json: { model: "acct-echo", messages: userMessage("x") },
+    });
     expect(res.status).toBe(403);
     expect(res.body).toEqual({ error: expect.any(String), code: "INSUFFICIENT_CAPABILITY" });
-    const error = (await openaiClient(server, "/account/v1", secret).chat.completions.create({ model: "acct-echo", messages: userMessage("x") }).catch((e: unknown) => e)) as APIError;
+    const error = (await openaiClient(server, "/account/v1", secret)
+      .chat.completions.create({ model: "acct-echo", messages: userMessage("x") })
+      .catch((e: unknown) => e)) as APIError;
     expect(error).toBeInstanceOf(OpenAI.PermissionDeniedError);
     expect((await server.request("/account/v1/models", { headers: bearer(secret) })).status).toBe(200);
   });
@@ -141,7 +156,11 @@ describe("POST /account/v1/chat/completions", () => {
   it("refuses a model outside the plan, and a non-public one, with 403", async () => {
     const { key } = await personalKey();
     for (const model of ["pro-echo", "hidden"]) {
-      const res = await server.request("/account/v1/chat/completions", { method: "POST", headers: bearer(key), json: { model, messages: userMessage("x") } });
+      const res = await server.request("/account/v1/chat/completions", {
+        method: "POST",
+        headers: bearer(key),
+        json: { model, messages: userMessage("x") },
+      });
       expect(res.status).toBe(403);
       expect(res.body.code).toEqual(expect.any(String));
       expect(res.body.error).toContain("acct-echo");
@@ -158,9 +177,18 @@ describe("POST /account/v1/chat/completions", () => {
     // served, its hold capped at what remains, and the metered usage charged.
     const first = await client.chat.completions.create({ model: "acct-echo", messages: userMessage("spend the allowance"), max_tokens: 2 });
     expect(first.usage!.total_tokens).toBe(PLANS.tiny.tokensPerWindow + 1);
-    const res = await server.request("/account/v1/chat/completions", { method: "POST", headers: bearer(key), json: { model: "acct-echo", messages: userMessage("x") } });
+    const res = await server.request("/account/v1/chat/completions", {
+      method: "POST",
+      headers: bearer(key),
+      json: { model: "acct-echo", messages: userMessage("x") },
+    });
     expect(res.status).toBe(429);
-    expect(res.body).toEqual({ error: { message: `You have used the Tiny plan's allowance of ${PLANS.tiny.tokensPerWindow} tokens for this period`, type: "insufficient_quota" } });
+    expect(res.body).toEqual({
+      error: {
+        message: `You have used the Tiny plan's allowance of ${PLANS.tiny.tokensPerWindow} tokens for this period`,
+        type: "insufficient_quota",
+      },
+    });
     const error = await client.chat.completions.create({ model: "acct-echo", messages: userMessage("x") }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.RateLimitError);
     // The catalog shows the spent allowance.
@@ -184,15 +212,27 @@ describe("POST /account/v1/chat/completions", () => {
   it("uses flat {error, code} for 401 and {error: {message, type}} for request errors", async () => {
     const platform = await platformAccount(server);
     for (const headers of [{}, bearer("acct_nonexistentkeyvalue000000000000"), bearer(platform.key), { authorization: "Token abc" }]) {
-      const res = await server.request("/account/v1/chat/completions", { method: "POST", headers, json: { model: "acct-echo", messages: userMessage("x") } });
+      const res = await server.request("/account/v1/chat/completions", {
+        method: "POST",
+        headers,
+        json: { model: "acct-echo", messages: userMessage("x") },
+      });
       expect(res.status, JSON.stringify(headers)).toBe(401);
       expect(res.body).toEqual({ error: expect.any(String), code: "UNAUTHORIZED" });
     }
     const { key } = await personalKey();
-    const missing = await server.request("/account/v1/chat/completions", { method: "POST", headers: bearer(key), json: { model: "acct-echo" } });
+    const missing = await server.request("/account/v1/chat/completions", {
+      method: "POST",
+      headers: bearer(key),
+      json: { model: "acct-echo" },
+    });
     expect(missing.status).toBe(400);
-    expect(missing.body).toEqual({ error: { message: expect.stringMatching(/Both model and messages are required/), type: "invalid_request_error" } });
-    const error = await openaiClient(server, "/account/v1", "acct_nonexistentkeyvalue000000000000").models.list().catch((e: unknown) => e);
+    expect(missing.body).toEqual({
+      error: { message: expect.stringMatching(/Both model and messages are required/), type: "invalid_request_error" },
+    });
+    const error = await openaiClient(server, "/account/v1", "acct_nonexistentkeyvalue000000000000")
+      .models.list()
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.AuthenticationError);
   });
 });

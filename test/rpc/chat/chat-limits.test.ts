@@ -3,12 +3,20 @@ import { mockUpstreams } from "../../helpers/mock-upstreams.js";
 import OpenAI, { APIError } from "openai";
 import { bearer, startTestServer, type TestServer } from "../../helpers/server.js";
 import { withCookie } from "../../helpers/console.js";
-import { consoleKey, loopbackFetch, openaiClient, platformAccount, sseData, userMessage, type PlatformAccount } from "../../helpers/chat.js";
+import {
+  consoleKey,
+  loopbackFetch,
+  openaiClient,
+  platformAccount,
+  sseData,
+  userMessage,
+  type PlatformAccount,
+} from "../../helpers/chat.js";
 import { dropRedisPrefix, uniqueRedisPrefix } from "../../helpers/redis.js";
 import { createOpenAiUpstream, fakeUsage } from "../../../mocks/openai-upstream.js";
 import { countPromptTokens, countTokens } from "../../../rpc/chat/tokens.js";
 
-/** Per-key limits, credits and metering on the Platform API (spec 2.4, 7.2, 8; DESIGN "Identity and money"). */
+/** Per-key limits, credits and metering on the Platform API (docs/interface.md 2.4, 7.2, 8; docs/architecture.md "Identity and money"). */
 
 const UPSTREAM = "http://metered.upstream.test/v1";
 const upstream = createOpenAiUpstream(UPSTREAM);
@@ -42,19 +50,26 @@ afterAll(async () => {
 });
 
 const balance = () => server.composition.ports.repos.credits.balance(account.workspaceId);
-const listKeys = async () => (await server.request("/api/api-keys", { headers: withCookie(account.cookie) })).body.data as Record<string, any>[];
+const listKeys = async () =>
+  (await server.request("/api/api-keys", { headers: withCookie(account.cookie) })).body.data as Record<string, any>[];
 
 describe("rpmLimit and tpmLimit (per key, per minute)", () => {
-  it("refuses requests past rpmLimit with 429 and no Retry-After (spec 7.2)", async () => {
+  it("refuses requests past rpmLimit with 429 and no Retry-After (docs/interface.md 7.2)", async () => {
     const { key } = await consoleKey(server, account, { rpmLimit: 2 });
     const client = openaiClient(server, "/api/v1", key);
     for (let i = 0; i < 2; i++) await client.chat.completions.create({ model: "echo-cheap", messages: userMessage("hi") });
-    const error = (await client.chat.completions.create({ model: "echo-cheap", messages: userMessage("hi") }).catch((e: unknown) => e)) as APIError;
+    const error = (await client.chat.completions
+      .create({ model: "echo-cheap", messages: userMessage("hi") })
+      .catch((e: unknown) => e)) as APIError;
     expect(error).toBeInstanceOf(OpenAI.RateLimitError);
     expect(error.message).toMatch(/2 requests per minute/);
-    // spec 7.2: "no Retry-After header is sent, so clients apply their own backoff".
+    // docs/interface.md 7.2: "no Retry-After header is sent, so clients apply their own backoff".
     expect(error.headers?.get("retry-after")).toBeNull();
-    const raw = await fetch(server.url("/api/v1/chat/completions"), { method: "POST", headers: { ...bearer(key), "content-type": "application/json" }, body: JSON.stringify({ model: "echo-cheap", messages: userMessage("hi") }) });
+    const raw = await fetch(server.url("/api/v1/chat/completions"), {
+      method: "POST",
+      headers: { ...bearer(key), "content-type": "application/json" },
+      body: JSON.stringify({ model: "echo-cheap", messages: userMessage("hi") }),
+    });
     expect(raw.status).toBe(429);
     expect(raw.headers.get("retry-after")).toBeNull();
     expect(((await raw.json()) as { error: { type: string } }).error.type).toBe("rate_limit_error");
@@ -71,7 +86,9 @@ describe("rpmLimit and tpmLimit (per key, per minute)", () => {
     const client = openaiClient(server, "/api/v1", key);
     const first = await client.chat.completions.create({ model: "echo-cheap", messages, max_tokens: 1 });
     expect(first.usage!.total_tokens).toBe(prompt + 1);
-    const error = (await client.chat.completions.create({ model: "echo-cheap", messages, max_tokens: 1 }).catch((e: unknown) => e)) as APIError;
+    const error = (await client.chat.completions
+      .create({ model: "echo-cheap", messages, max_tokens: 1 })
+      .catch((e: unknown) => e)) as APIError;
     expect(error).toBeInstanceOf(OpenAI.RateLimitError);
     expect(error.message).toMatch(/tokens per minute/);
     expect(error.headers?.get("retry-after")).toBeNull();
@@ -79,9 +96,17 @@ describe("rpmLimit and tpmLimit (per key, per minute)", () => {
     // A worst case larger than the whole limit is still served while something of the minute
     // remains (held capped at what remains); then the minute is used up.
     const { key: tiny } = await consoleKey(server, account, { tpmLimit: 3 });
-    const served = await server.request("/api/v1/chat/completions", { method: "POST", headers: bearer(tiny), json: { model: "echo-cheap", messages, max_tokens: 1 } });
+    const served = await server.request("/api/v1/chat/completions", {
+      method: "POST",
+      headers: bearer(tiny),
+      json: { model: "echo-cheap", messages, max_tokens: 1 },
+    });
     expect(served.status).toBe(200);
-    const res = await server.request("/api/v1/chat/completions", { method: "POST", headers: bearer(tiny), json: { model: "echo-cheap", messages, max_tokens: 1 } });
+    const res = await server.request("/api/v1/chat/completions", {
+      method: "POST",
+      headers: bearer(tiny),
+      json: { model: "echo-cheap", messages, max_tokens: 1 },
+    });
     expect(res.status).toBe(429);
     expect(res.body.error).toMatchObject({ type: "rate_limit_error", message: "Rate limit reached for this API key: 3 tokens per minute" });
     expect(res.headers.get("retry-after")).toBeNull();
@@ -102,8 +127,14 @@ describe("rpmLimit and tpmLimit (per key, per minute)", () => {
     const limited = await consoleKey(server, account, { rpmLimit: 1 });
     const client = openaiClient(server, "/api/v1", limited.key);
     await client.chat.completions.create({ model: "echo-cheap", messages: userMessage("hi") });
-    await expect(client.chat.completions.create({ model: "echo-cheap", messages: userMessage("hi") })).rejects.toBeInstanceOf(OpenAI.RateLimitError);
-    const patched = await server.request(`/api/api-keys/${limited.id}`, { method: "PATCH", headers: withCookie(account.cookie), json: { rpmLimit: null } });
+    await expect(client.chat.completions.create({ model: "echo-cheap", messages: userMessage("hi") })).rejects.toBeInstanceOf(
+      OpenAI.RateLimitError,
+    );
+    const patched = await server.request(`/api/api-keys/${limited.id}`, {
+      method: "PATCH",
+      headers: withCookie(account.cookie),
+      json: { rpmLimit: null },
+    });
     expect(patched.status).toBe(200);
     await client.chat.completions.create({ model: "echo-cheap", messages: userMessage("hi") });
   });
@@ -120,7 +151,9 @@ describe("spendLimit, expiresAt, lastUsedAt", () => {
     const before = await balance();
     await client.chat.completions.create({ model: "echo-dear", messages, max_tokens: 1 });
     await client.chat.completions.create({ model: "echo-dear", messages, max_tokens: 1 });
-    const error = (await client.chat.completions.create({ model: "echo-dear", messages, max_tokens: 1 }).catch((e: unknown) => e)) as APIError;
+    const error = (await client.chat.completions
+      .create({ model: "echo-dear", messages, max_tokens: 1 })
+      .catch((e: unknown) => e)) as APIError;
     expect(error.status).toBe(402);
     expect(error.error).toMatchObject({ type: "insufficient_quota" });
     expect(error.message).toMatch(/spend limit/);
@@ -136,7 +169,9 @@ describe("spendLimit, expiresAt, lastUsedAt", () => {
     await client.chat.completions.create({ model: "echo-cheap", messages: userMessage("hi") });
     vi.useFakeTimers({ toFake: ["Date"], now: Date.now() + 2 * 3_600_000 });
     try {
-      const error = (await client.chat.completions.create({ model: "echo-cheap", messages: userMessage("hi") }).catch((e: unknown) => e)) as APIError;
+      const error = (await client.chat.completions
+        .create({ model: "echo-cheap", messages: userMessage("hi") })
+        .catch((e: unknown) => e)) as APIError;
       expect(error).toBeInstanceOf(OpenAI.AuthenticationError);
       expect(error.error).toMatchObject({ message: "Invalid or expired API key", type: "authentication_error" });
     } finally {
@@ -162,7 +197,10 @@ describe("credits: metered usage at the model's price", () => {
   it("debits a non-streamed request from the upstream's usage", async () => {
     upstream.script("vendor-metered", { kind: "reply", words });
     const before = await balance();
-    const completion = await openaiClient(server, "/api/v1", account.key).chat.completions.create({ model: "metered", messages: userMessage("q") });
+    const completion = await openaiClient(server, "/api/v1", account.key).chat.completions.create({
+      model: "metered",
+      messages: userMessage("q"),
+    });
     expect(completion.usage).toEqual(fakeUsage(words));
     expect(before - (await balance())).toBe(cost);
   });
@@ -170,7 +208,11 @@ describe("credits: metered usage at the model's price", () => {
   it("debits a streamed request once, from the usage it always asks upstream for, and strips it for the client", async () => {
     upstream.script("vendor-metered", { kind: "stream", words });
     const before = await balance();
-    const stream = await openaiClient(server, "/api/v1", account.key).chat.completions.create({ model: "metered", messages: userMessage("q"), stream: true });
+    const stream = await openaiClient(server, "/api/v1", account.key).chat.completions.create({
+      model: "metered",
+      messages: userMessage("q"),
+      stream: true,
+    });
     const chunks = [];
     for await (const chunk of stream) chunks.push(chunk);
     expect(chunks.map((chunk) => chunk.choices[0]?.delta.content ?? "").join("")).toBe(words.join(""));
@@ -215,11 +257,13 @@ describe("credits: metered usage at the model's price", () => {
     // The official client reports the cut as an error.
     upstream.script("vendor-metered", { kind: "stream", words, dropAfter: 2 });
     const stream = await openaiClient(server, "/api/v1", account.key).chat.completions.create({ model: "metered", messages, stream: true });
-    await expect((async () => {
-      for await (const _chunk of stream) {
-        // drain
-      }
-    })()).rejects.toBeInstanceOf(APIError);
+    await expect(
+      (async () => {
+        for await (const _chunk of stream) {
+          // drain
+        }
+      })(),
+    ).rejects.toBeInstanceOf(APIError);
   });
 
   it("bills what was streamed when the client disconnects", async () => {
@@ -227,7 +271,10 @@ describe("credits: metered usage at the model's price", () => {
     const messages = userMessage("q");
     const before = await balance();
     const controller = new AbortController();
-    const stream = await openaiClient(server, "/api/v1", account.key).chat.completions.create({ model: "metered", messages, stream: true }, { signal: controller.signal });
+    const stream = await openaiClient(server, "/api/v1", account.key).chat.completions.create(
+      { model: "metered", messages, stream: true },
+      { signal: controller.signal },
+    );
     const iterator = stream[Symbol.asyncIterator]();
     let text = "";
     while (text !== "one two") text += (await iterator.next()).value!.choices[0]?.delta.content ?? "";
@@ -259,8 +306,10 @@ describe("credits: metered usage at the model's price", () => {
     expect(balance).toBe(fits - worst);
     expect(balance).toBeLessThan(0);
     expect(balance).toBeGreaterThanOrEqual(-worst);
-    // spec 7.2: a balance of zero or below is 402 before any model runs.
-    const again = (await client.chat.completions.create({ model: "echo-cheap", messages: userMessage("again"), max_tokens: 1 }).catch((e: unknown) => e)) as APIError;
+    // docs/interface.md 7.2: a balance of zero or below is 402 before any model runs.
+    const again = (await client.chat.completions
+      .create({ model: "echo-cheap", messages: userMessage("again"), max_tokens: 1 })
+      .catch((e: unknown) => e)) as APIError;
     expect(again.status).toBe(402);
     expect(again.error).toMatchObject({ message: "Insufficient credits", type: "insufficient_quota" });
     expect(again.headers?.get("x-service-request-id")).toBeNull();
@@ -275,7 +324,10 @@ describe("credits: metered usage at the model's price", () => {
     const client = openaiClient(server, "/api/v1", poor.key);
     for (let i = 0; i < 10; i++) await client.chat.completions.create({ model: "echo-cheap", messages });
     expect(await server.composition.ports.repos.credits.balance(poor.workspaceId)).toBe(0);
-    await expect(client.chat.completions.create({ model: "echo-cheap", messages })).rejects.toMatchObject({ status: 402, error: { message: "Insufficient credits" } });
+    await expect(client.chat.completions.create({ model: "echo-cheap", messages })).rejects.toMatchObject({
+      status: 402,
+      error: { message: "Insufficient credits" },
+    });
   });
 });
 
@@ -301,7 +353,11 @@ describe("limits shared by two instances on one Redis", () => {
     const messages = userMessage("shared limit");
     const results = await Promise.all(
       Array.from({ length: 14 }, (_, i) =>
-        (i % 2 ? a : b).request("/api/v1/chat/completions", { method: "POST", headers: bearer(key), json: { model: "echo-cheap", messages } }),
+        (i % 2 ? a : b).request("/api/v1/chat/completions", {
+          method: "POST",
+          headers: bearer(key),
+          json: { model: "echo-cheap", messages },
+        }),
       ),
     );
     const statuses = results.map((res) => res.status);

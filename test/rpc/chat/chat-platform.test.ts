@@ -1,6 +1,6 @@
 import { createServer } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import OpenAI, { APIError } from "openai";
+import OpenAI, { type APIError } from "openai";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
 import { loopbackFetch, openaiClient, platformAccount, sseData, userMessage, type PlatformAccount } from "../../helpers/chat.js";
 import { createOpenAiUpstream } from "../../../mocks/openai-upstream.js";
@@ -8,7 +8,7 @@ import { serveMockUpstreams, type MockUpstreams } from "../../helpers/mock-upstr
 import { createKey } from "../../../rpc/keys/create-key.js";
 import { countPromptTokens, countTokens } from "../../../rpc/chat/tokens.js";
 
-/** spec 4.2, 7.2 and the model router (DESIGN "Models"), through the official client. */
+/** docs/interface.md 4.2, 7.2 and the model router (docs/architecture.md "Models"), through the official client. */
 
 const UPSTREAM = "http://models.upstream.test/v1";
 const upstream = createOpenAiUpstream(UPSTREAM);
@@ -35,7 +35,14 @@ beforeAll(async () => {
   process.env[KEY_ENV] = "upstream-secret-123";
   models = {
     "local-echo": { provider: "echo", ownedBy: "house", contextWindow: 4096 },
-    "remote-a": { provider: "openai-compatible", baseURL: msw.url(UPSTREAM), apiKeyEnv: KEY_ENV, upstreamModel: "vendor-a", contextWindow: 128000, ownedBy: "vendor" },
+    "remote-a": {
+      provider: "openai-compatible",
+      baseURL: msw.url(UPSTREAM),
+      apiKeyEnv: KEY_ENV,
+      upstreamModel: "vendor-a",
+      contextWindow: 128000,
+      ownedBy: "vendor",
+    },
     "remote-slow": { provider: "openai-compatible", baseURL: msw.url(UPSTREAM), upstreamModel: "vendor-slow", timeoutSeconds: 0.3 },
     "remote-down": { provider: "openai-compatible", baseURL: `http://127.0.0.1:${await closedPort()}/v1` },
     "remote-nokey": { provider: "openai-compatible", baseURL: msw.url(UPSTREAM), apiKeyEnv: "CHAT_TEST_UNSET_KEY_VARIABLE" },
@@ -65,7 +72,7 @@ async function rawStream(json: unknown, key = account.key) {
   return { response, frames: sseData(await response.text()) };
 }
 
-describe("GET /api/v1/models (spec 2.1)", () => {
+describe("GET /api/v1/models (docs/interface.md 2.1)", () => {
   it("lists every configured model, public or not, as a list object", async () => {
     const page = await client.models.list();
     const ids = page.data.map((entry) => entry.id).sort();
@@ -83,7 +90,9 @@ describe("GET /api/v1/models (spec 2.1)", () => {
 
 describe("POST /api/v1/chat/completions", () => {
   it("answers a chat.completion with usage and X-Service-Request-Id", async () => {
-    const { data: completion, response } = await client.chat.completions.create({ model: "local-echo", messages: userMessage("one two three") }).withResponse();
+    const { data: completion, response } = await client.chat.completions
+      .create({ model: "local-echo", messages: userMessage("one two three") })
+      .withResponse();
     expect(completion).toMatchObject({
       object: "chat.completion",
       model: "local-echo",
@@ -97,12 +106,16 @@ describe("POST /api/v1/chat/completions", () => {
       total_tokens: countPromptTokens(userMessage("one two three")) + 3,
     });
     expect(response.headers.get("x-service-request-id")).toMatch(/^[0-9a-f-]{36}$/);
-    // spec 4.2: the only service-specific header.
+    // docs/interface.md 4.2: the only service-specific header.
     expect(response.headers.get("x-request-id")).toBeNull();
   });
 
   it("streams chunk frames with text/event-stream, no-cache and a final data: [DONE]", async () => {
-    const stream = await client.chat.completions.create({ model: "local-echo", messages: userMessage("alpha beta gamma delta"), stream: true });
+    const stream = await client.chat.completions.create({
+      model: "local-echo",
+      messages: userMessage("alpha beta gamma delta"),
+      stream: true,
+    });
     const deltas: string[] = [];
     for await (const chunk of stream) {
       expect(chunk.object).toBe("chat.completion.chunk");
@@ -168,7 +181,13 @@ describe("POST /api/v1/chat/completions", () => {
     expect(completion.model).toBe("remote-a");
     expect(upstream.calls).toHaveLength(1);
     const sent = upstream.calls[0]!;
-    expect(sent.body).toEqual({ model: "vendor-a", messages: [{ role: "user", content: "forward me" }], temperature: 0.5, top_p: 0.9, max_tokens: 50 });
+    expect(sent.body).toEqual({
+      model: "vendor-a",
+      messages: [{ role: "user", content: "forward me" }],
+      temperature: 0.5,
+      top_p: 0.9,
+      max_tokens: 50,
+    });
     // The upstream key comes from the environment variable named in the models config.
     expect(sent.headers?.get("authorization")).toBe("Bearer upstream-secret-123");
 
@@ -215,7 +234,9 @@ describe("POST /api/v1/chat/completions", () => {
   it("aborts the upstream request when the client disconnects while a JSON answer is awaited", async () => {
     upstream.script("vendor-a", { kind: "hang" });
     const controller = new AbortController();
-    const pending = client.chat.completions.create({ model: "remote-a", messages: userMessage("x") }, { signal: controller.signal }).catch((error: unknown) => error);
+    const pending = client.chat.completions
+      .create({ model: "remote-a", messages: userMessage("x") }, { signal: controller.signal })
+      .catch((error: unknown) => error);
     await vi.waitFor(() => expect(upstream.calls).toHaveLength(1));
     expect(upstream.calls[0]!.wasAborted()).toBe(false);
     controller.abort();
@@ -243,7 +264,10 @@ describe("POST /api/v1/chat/completions", () => {
   it("aborts the upstream request when the client disconnects mid-stream", async () => {
     upstream.script("vendor-a", { kind: "stream", words: ["a", " b", " c"], hangAfter: 1 });
     const controller = new AbortController();
-    const stream = await client.chat.completions.create({ model: "remote-a", messages: userMessage("x"), stream: true }, { signal: controller.signal });
+    const stream = await client.chat.completions.create(
+      { model: "remote-a", messages: userMessage("x"), stream: true },
+      { signal: controller.signal },
+    );
     const iterator = stream[Symbol.asyncIterator]();
     let first: string | undefined;
     while (!first) first = (await iterator.next()).value!.choices[0]?.delta.content ?? undefined;
@@ -257,7 +281,7 @@ describe("POST /api/v1/chat/completions", () => {
   });
 });
 
-describe("errors forwarded from the model router (spec 7.2)", () => {
+describe("errors forwarded from the model router (docs/interface.md 7.2)", () => {
   it("relays an upstream 429 with its body and status, without Retry-After", async () => {
     const body = { error: { message: "Slow down please", type: "rate_limit_error", code: "rate_limited" } };
     upstream.script("vendor-a", { kind: "error", status: 429, body, headers: { "retry-after": "17" } });
@@ -288,7 +312,9 @@ describe("errors forwarded from the model router (spec 7.2)", () => {
   });
 
   it("relays an upstream 400 error object as it is", async () => {
-    const body = { error: { message: "context too long", type: "invalid_request_error", param: "messages", code: "context_length_exceeded" } };
+    const body = {
+      error: { message: "context too long", type: "invalid_request_error", param: "messages", code: "context_length_exceeded" },
+    };
     upstream.script("vendor-a", { kind: "error", status: 400, body });
     const raw = await chat({ model: "remote-a", messages: userMessage("x") });
     expect(raw.status).toBe(400);
@@ -316,7 +342,7 @@ describe("errors forwarded from the model router (spec 7.2)", () => {
     upstream.script("vendor-slow", { kind: "hang" });
     const started = Date.now();
     const raw = await chat({ model: "remote-slow", messages: userMessage("x") });
-    // spec 7.2 lists 502 and 503 for the Platform: a timeout is a 502 server_error, not 504.
+    // docs/interface.md 7.2 lists 502 and 503 for the Platform: a timeout is a 502 server_error, not 504.
     expect(raw.status).toBe(502);
     expect(raw.body.error.type).toBe("server_error");
     expect(raw.headers.get("x-service-request-id")).toMatch(/^[0-9a-f-]{36}$/);
@@ -339,7 +365,9 @@ describe("errors forwarded from the model router (spec 7.2)", () => {
       const error = await client.chat.completions.create({ model, messages: userMessage("x") }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(OpenAI.PermissionDeniedError);
       const message = (error as APIError).message;
-      const usable = Object.entries(models).filter(([, entry]) => (entry as { public?: boolean }).public !== false).map(([id]) => id);
+      const usable = Object.entries(models)
+        .filter(([, entry]) => (entry as { public?: boolean }).public !== false)
+        .map(([id]) => id);
       for (const id of usable) expect(message).toContain(id);
       expect(message).not.toMatch(/internal-only.*internal-only/);
       expect((error as APIError).headers?.get("x-service-request-id")).toMatch(/^[0-9a-f-]{36}$/);
@@ -347,10 +375,16 @@ describe("errors forwarded from the model router (spec 7.2)", () => {
   });
 });
 
-describe("errors raised before the router (spec 7.2): no X-Service-Request-Id", () => {
+describe("errors raised before the router (docs/interface.md 7.2): no X-Service-Request-Id", () => {
   it("401 Missing or invalid API key without a bearer platform key", async () => {
     const gatewayUser = await registerUser(server);
-    const gatewaySecret: string = (await server.request("/gateway/v1/auth/keys", { method: "POST", headers: bearer(gatewayUser.token), json: { name: "g", description: "" } })).body.key;
+    const gatewaySecret: string = (
+      await server.request("/gateway/v1/auth/keys", {
+        method: "POST",
+        headers: bearer(gatewayUser.token),
+        json: { name: "g", description: "" },
+      })
+    ).body.key;
     expect(gatewaySecret).toMatch(/^sk_/);
     const cases: Record<string, string>[] = [
       {},
@@ -362,12 +396,18 @@ describe("errors raised before the router (spec 7.2): no X-Service-Request-Id", 
       bearer("sk-otherservice-abcdefghijklmnopqrstuvwx"),
     ];
     for (const headers of cases) {
-      const res = await server.request("/api/v1/chat/completions", { method: "POST", headers, json: { model: "local-echo", messages: userMessage("x") } });
+      const res = await server.request("/api/v1/chat/completions", {
+        method: "POST",
+        headers,
+        json: { model: "local-echo", messages: userMessage("x") },
+      });
       expect(res.status, JSON.stringify(headers)).toBe(401);
       expect(res.body).toEqual({ error: { message: "Missing or invalid API key", type: "authentication_error", code: "unauthorized" } });
       expect(res.headers.get("x-service-request-id")).toBeNull();
     }
-    const error = await openaiClient(server, "/api/v1", "not-a-key").models.list().catch((e: unknown) => e);
+    const error = await openaiClient(server, "/api/v1", "not-a-key")
+      .models.list()
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.AuthenticationError);
     expect((error as APIError).message).toMatch(/Missing or invalid API key/);
   });
@@ -376,7 +416,9 @@ describe("errors raised before the router (spec 7.2): no X-Service-Request-Id", 
     const other = await platformAccount(server);
     const revoke = await server.request(`/api/api-keys/${other.keyId}`, { method: "DELETE", headers: { cookie: other.cookie.pair } });
     expect(revoke.status).toBe(200);
-    const error = await openaiClient(server, "/api/v1", other.key).chat.completions.create({ model: "local-echo", messages: userMessage("x") }).catch((e: unknown) => e);
+    const error = await openaiClient(server, "/api/v1", other.key)
+      .chat.completions.create({ model: "local-echo", messages: userMessage("x") })
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.AuthenticationError);
     expect((error as APIError).error).toMatchObject({ message: "Invalid or expired API key", type: "authentication_error" });
     expect((error as APIError).headers?.get("x-service-request-id")).toBeNull();
@@ -404,8 +446,13 @@ describe("errors raised before the router (spec 7.2): no X-Service-Request-Id", 
   });
 
   it("403 permission_error for a key without chat:write", async () => {
-    const { secret } = await createKey({ ...server.composition.ports, keys: server.composition.ports.repos.keys }, { kind: "platform", owner: account.workspaceId, userId: account.user.user.id, name: "read only", scopes: [] });
-    const error = (await openaiClient(server, "/api/v1", secret).chat.completions.create({ model: "local-echo", messages: userMessage("x") }).catch((e: unknown) => e)) as APIError;
+    const { secret } = await createKey(
+      { ...server.composition.ports, keys: server.composition.ports.repos.keys },
+      { kind: "platform", owner: account.workspaceId, userId: account.user.user.id, name: "read only", scopes: [] },
+    );
+    const error = (await openaiClient(server, "/api/v1", secret)
+      .chat.completions.create({ model: "local-echo", messages: userMessage("x") })
+      .catch((e: unknown) => e)) as APIError;
     expect(error).toBeInstanceOf(OpenAI.PermissionDeniedError);
     expect(error.error).toMatchObject({ type: "permission_error" });
     expect(error.headers?.get("x-service-request-id")).toBeNull();
@@ -446,7 +493,11 @@ describe("errors raised before the router (spec 7.2): no X-Service-Request-Id", 
       expect(res.body.error.type).toBe("invalid_request_error");
       expect(res.headers.get("x-service-request-id")).toBeNull();
     }
-    const notJson = await server.request("/api/v1/chat/completions", { method: "POST", headers: { ...bearer(account.key), "content-type": "application/json" }, body: "{nope" });
+    const notJson = await server.request("/api/v1/chat/completions", {
+      method: "POST",
+      headers: { ...bearer(account.key), "content-type": "application/json" },
+      body: "{nope",
+    });
     expect(notJson.status).toBe(400);
     expect(notJson.body.error.type).toBe("invalid_request_error");
   });
@@ -457,7 +508,11 @@ describe("chat not configured", () => {
     const empty = await startTestServer({ MODELS_JSON: JSON.stringify({ models: {} }) });
     try {
       const acct = await platformAccount(empty);
-      const res = await empty.request("/api/v1/chat/completions", { method: "POST", headers: bearer(acct.key), json: { model: "anything", messages: userMessage("x") } });
+      const res = await empty.request("/api/v1/chat/completions", {
+        method: "POST",
+        headers: bearer(acct.key),
+        json: { model: "anything", messages: userMessage("x") },
+      });
       expect(res.status).toBe(503);
       expect(res.body.error.type).toBe("server_error");
       expect(res.body.error.message).toMatch(/not configured/);

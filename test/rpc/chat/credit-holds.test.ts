@@ -23,7 +23,12 @@ const UPSTREAM = "http://holds.upstream.test/v1";
 const upstream = createOpenAiUpstream(UPSTREAM);
 const msw = mockUpstreams(...upstream.handlers);
 const PRICE = { input: 1000, output: 2000 };
-const MODELS = () => ({ models: { echo: { provider: "echo", price: PRICE }, vendor: { provider: "openai-compatible", baseURL: msw.url(UPSTREAM), upstreamModel: "vendor-holds", price: PRICE } } });
+const MODELS = () => ({
+  models: {
+    echo: { provider: "echo", price: PRICE },
+    vendor: { provider: "openai-compatible", baseURL: msw.url(UPSTREAM), upstreamModel: "vendor-holds", price: PRICE },
+  },
+});
 const messages = userMessage("x");
 // max_tokens 1 and a one-token message: the echo model costs exactly what it holds.
 const perRequest = Math.ceil((countPromptTokens(messages) * PRICE.input + 1 * PRICE.output) / 1000);
@@ -57,7 +62,11 @@ async function burst(servers: TestServer[], account: PlatformAccount) {
       }
     }),
   );
-  return { ok: results.filter((status) => status === 200).length, refused: results.filter((status) => status === 402).length, other: results.filter((s) => s !== 200 && s !== 402) };
+  return {
+    ok: results.filter((status) => status === 200).length,
+    refused: results.filter((status) => status === 402).length,
+    other: results.filter((s) => s !== 200 && s !== 402),
+  };
 }
 
 describe.each(["memory", "fs", "redis"] as const)("credit holds on %s", (driver) => {
@@ -118,7 +127,8 @@ describe.each(["memory", "fs", "redis"] as const)("credit holds on %s", (driver)
   it("never admits past a key's spendLimit under concurrency by more than one request's excess", async () => {
     const account = await platformAccount(servers[0]!, 100);
     const { withCookie } = await import("../../helpers/console.js");
-    const patch = (spendLimit: number) => servers[0]!.request(`/api/api-keys/${account.keyId}`, { method: "PATCH", headers: withCookie(account.cookie), json: { spendLimit } });
+    const patch = (spendLimit: number) =>
+      servers[0]!.request(`/api/api-keys/${account.keyId}`, { method: "PATCH", headers: withCookie(account.cookie), json: { spendLimit } });
     expect((await patch((3 * perRequest) / 1_000_000)).status).toBe(200);
     const exact = await burst(servers, account);
     expect(exact.ok).toBe(3);
@@ -139,7 +149,9 @@ async function expectRefusedAfter(servers: TestServer[], account: PlatformAccoun
   for (const server of servers) {
     const client = openaiClient(server, "/api/v1", account.key);
     for (const stream of [false, true]) {
-      const error = (await client.chat.completions.create({ model: "echo", messages, max_tokens: 1, stream }).catch((e: unknown) => e)) as APIError;
+      const error = (await client.chat.completions
+        .create({ model: "echo", messages, max_tokens: 1, stream })
+        .catch((e: unknown) => e)) as APIError;
       expect(error.status).toBe(402);
       expect(error.error).toMatchObject({ message: "Insufficient credits", type: "insufficient_quota" });
     }
@@ -164,7 +176,9 @@ describe("a hold ends exactly once, however the request ends", () => {
   it("releases the whole hold when the upstream fails", async () => {
     upstream.script("vendor-holds", { kind: "error", status: 500, body: { error: { message: "boom", type: "server_error" } } });
     const before = await state();
-    await expect(openaiClient(server, "/api/v1", account.key).chat.completions.create({ model: "vendor", messages })).rejects.toBeInstanceOf(APIError);
+    await expect(
+      openaiClient(server, "/api/v1", account.key).chat.completions.create({ model: "vendor", messages }),
+    ).rejects.toBeInstanceOf(APIError);
     expect(await state()).toEqual({ ...before, held: 0 });
   });
 
@@ -172,7 +186,10 @@ describe("a hold ends exactly once, however the request ends", () => {
     upstream.script("vendor-holds", { kind: "stream", words: ["one", " two", " three"], hangAfter: 2 });
     const before = await state();
     const controller = new AbortController();
-    const stream = await openaiClient(server, "/api/v1", account.key).chat.completions.create({ model: "vendor", messages, stream: true, max_tokens: 100 }, { signal: controller.signal });
+    const stream = await openaiClient(server, "/api/v1", account.key).chat.completions.create(
+      { model: "vendor", messages, stream: true, max_tokens: 100 },
+      { signal: controller.signal },
+    );
     const iterator = stream[Symbol.asyncIterator]();
     await iterator.next();
     // In flight: the most the request can cost is held.
@@ -186,13 +203,20 @@ describe("a hold ends exactly once, however the request ends", () => {
   it("holds the worst case with the model's output cap when max_tokens is absent, capped at what remains", async () => {
     const prompt = countPromptTokens(messages);
     const worst = Math.ceil((prompt * PRICE.input + 4096 * PRICE.output) / 1000);
-    for (const [credits, expected] of [[1_000_000, worst], [100, 100]] as const) {
+    for (const [credits, expected] of [
+      [1_000_000, worst],
+      [100, 100],
+    ] as const) {
       const small = await platformAccount(server, 0);
       await server.composition.ports.repos.credits.grant(small.workspaceId, credits);
-      const ledgerState = () => server.composition.ports.repos.ledger.state(server.composition.ports.repos.ledger.credits(small.workspaceId));
+      const ledgerState = () =>
+        server.composition.ports.repos.ledger.state(server.composition.ports.repos.ledger.credits(small.workspaceId));
       upstream.script("vendor-holds", { kind: "stream", words: ["one", " two", " three"], hangAfter: 1 });
       const controller = new AbortController();
-      const stream = await openaiClient(server, "/api/v1", small.key).chat.completions.create({ model: "vendor", messages, stream: true }, { signal: controller.signal });
+      const stream = await openaiClient(server, "/api/v1", small.key).chat.completions.create(
+        { model: "vendor", messages, stream: true },
+        { signal: controller.signal },
+      );
       await stream[Symbol.asyncIterator]().next();
       expect((await ledgerState()).held).toBe(expected);
       controller.abort();

@@ -1,4 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import type OpenAI from "openai";
 import { APIError } from "openai";
 import { http, HttpResponse } from "msw";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
@@ -25,16 +26,28 @@ const DEAR = { input: 5000, output: 9000 };
 const FALLBACK = { input: 3000, output: 4000 };
 
 const callsTo = (name: string) => upstream.calls.filter((call) => call.body.model === name).length;
-const deployment = (upstreamModel: string, extra: Record<string, unknown> = {}) => ({ provider: "openai-compatible", baseURL: msw.url(UPSTREAM), upstreamModel, ...extra });
-const priced = (price: { input: number; output: number }, prompt: number, completion: number) => Math.ceil((prompt * price.input + completion * price.output) / 1000);
+const deployment = (upstreamModel: string, extra: Record<string, unknown> = {}) => ({
+  provider: "openai-compatible",
+  baseURL: msw.url(UPSTREAM),
+  upstreamModel,
+  ...extra,
+});
+const priced = (price: { input: number; output: number }, prompt: number, completion: number) =>
+  Math.ceil((prompt * price.input + completion * price.output) / 1000);
 
 beforeAll(async () => {
   msw = await serveMockUpstreams(...upstream.handlers);
   const models = {
     // 429 with Retry-After on the first, answered by the second.
-    pair: { deployments: [deployment("pair-a", { price: CHEAP, weight: 1 }), deployment("pair-b", { price: DEAR, weight: 0 })], retries: 1 },
+    pair: {
+      deployments: [deployment("pair-a", { price: CHEAP, weight: 1 }), deployment("pair-b", { price: DEAR, weight: 0 })],
+      retries: 1,
+    },
     // The dear one fails and the cheap one answers: held at the dear price, settled at the cheap one.
-    spill: { deployments: [deployment("spill-a", { price: DEAR, weight: 1 }), deployment("spill-b", { price: CHEAP, weight: 0 })], retries: 1 },
+    spill: {
+      deployments: [deployment("spill-a", { price: DEAR, weight: 1 }), deployment("spill-b", { price: CHEAP, weight: 0 })],
+      retries: 1,
+    },
     weighted: { deployments: [deployment("w-a", { weight: 3 }), deployment("w-b", { weight: 1 })], routing: "weighted" },
     // Fails, then falls back.
     primary: { ...deployment("primary-up"), price: CHEAP, fallbacks: ["secondary"] },
@@ -49,7 +62,12 @@ beforeAll(async () => {
     capped: { deployments: [deployment("capped-a", { weight: 1, rpm: 2 }), deployment("capped-b", { weight: 0 })] },
     slow: { deployments: [deployment("slow-a", { weight: 1, timeoutSeconds: 0.3 }), deployment("slow-b", { weight: 0 })] },
     // The smart example of docs/providers.md, with echo and an upstream.
-    smart: { deployments: [{ provider: "echo", weight: 3, price: CHEAP }, deployment("smart-up", { weight: 1, price: DEAR })], routing: "least-busy", fallbacks: ["secondary"], cooldownSeconds: 30 },
+    smart: {
+      deployments: [{ provider: "echo", weight: 3, price: CHEAP }, deployment("smart-up", { weight: 1, price: DEAR })],
+      routing: "least-busy",
+      fallbacks: ["secondary"],
+      cooldownSeconds: 30,
+    },
   };
   server = await startTestServer({ MODELS_JSON: JSON.stringify({ models }) });
 });
@@ -65,7 +83,12 @@ describe("retries across deployments", () => {
   it("a 429 with Retry-After on one deployment is answered by another, settled at the answering deployment's price", async () => {
     const account = await platformAccount(server, 1);
     const client = openaiClient(server, "/api/v1", account.key);
-    upstream.script("pair-a", { kind: "error", status: 429, body: { error: { message: "slow down", type: "rate_limit_error" } }, headers: { "retry-after": "30" } });
+    upstream.script("pair-a", {
+      kind: "error",
+      status: 429,
+      body: { error: { message: "slow down", type: "rate_limit_error" } },
+      headers: { "retry-after": "30" },
+    });
     upstream.script("pair-b", { kind: "reply", words: ["from", " b"] });
     const before = await balance(account);
     const started = Date.now();
@@ -84,7 +107,11 @@ describe("retries across deployments", () => {
     upstream.script("pair-a", { kind: "error", status: 503, body: { error: { message: "a is down", type: "server_error" } } });
     upstream.script("pair-b", { kind: "error", status: 500, body: { detail: "b broke too" } });
     const before = await balance(account);
-    const res = await server.request("/api/v1/chat/completions", { method: "POST", headers: bearer(account.key), json: { model: "pair", messages: userMessage("hi") } });
+    const res = await server.request("/api/v1/chat/completions", {
+      method: "POST",
+      headers: bearer(account.key),
+      json: { model: "pair", messages: userMessage("hi") },
+    });
     expect(res.status).toBe(500);
     expect(res.body).toEqual({ detail: "b broke too" });
     expect(res.headers.get("x-service-request-id")).toMatch(/.+/);
@@ -97,7 +124,11 @@ describe("retries across deployments", () => {
     const client = openaiClient(server, "/api/v1", account.key);
     for (const status of [400, 401, 403, 404, 413, 422]) {
       upstream.reset();
-      upstream.script("strict-a", { kind: "error", status, body: { error: { message: `refused ${status}`, type: "invalid_request_error" } } });
+      upstream.script("strict-a", {
+        kind: "error",
+        status,
+        body: { error: { message: `refused ${status}`, type: "invalid_request_error" } },
+      });
       const error = await client.chat.completions.create({ model: "strict", messages: userMessage("hi") }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(APIError);
       expect((error as APIError).status).toBe(status);
@@ -172,9 +203,14 @@ describe("fallbacks", () => {
     const before = await balance(account);
     // The Platform API drops stream_options (docs/models-and-chat.md): no usage chunk reaches
     // the client, but the stream is metered from the upstream's usage all the same.
-    const stream = await client.chat.completions.create({ model: "primary", messages: userMessage("go"), stream: true, stream_options: { include_usage: true } });
+    const stream = await client.chat.completions.create({
+      model: "primary",
+      messages: userMessage("go"),
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     let text = "";
-    let usage;
+    let usage: OpenAI.Completions.CompletionUsage | null | undefined;
     for await (const chunk of stream) {
       text += chunk.choices[0]?.delta?.content ?? "";
       usage = chunk.usage ?? usage;
@@ -188,7 +224,17 @@ describe("fallbacks", () => {
   it("a context-window error goes straight to a fallback with a larger window", async () => {
     const account = await platformAccount(server, 1);
     const client = openaiClient(server, "/api/v1", account.key);
-    upstream.script("small-up", { kind: "error", status: 400, body: { error: { message: "This model's maximum context length is 1000 tokens", type: "invalid_request_error", code: "context_length_exceeded" } } });
+    upstream.script("small-up", {
+      kind: "error",
+      status: 400,
+      body: {
+        error: {
+          message: "This model's maximum context length is 1000 tokens",
+          type: "invalid_request_error",
+          code: "context_length_exceeded",
+        },
+      },
+    });
     upstream.script("large-up", { kind: "reply", words: ["roomy"] });
     const answer = await client.chat.completions.create({ model: "small", messages: userMessage("a long prompt") });
     expect(answer.choices[0]!.message.content).toBe("roomy");
@@ -207,13 +253,23 @@ describe("fallbacks", () => {
     const short = await platformAccount(server, 0);
     await server.composition.ports.repos.credits.grant(short.workspaceId, dearest - 1);
     upstream.script("primary-up", { kind: "reply", words: ["ok"] });
-    const served = await server.request("/api/v1/chat/completions", { method: "POST", headers: bearer(short.key), json: { model: "primary", messages, max_tokens: 50 } });
+    const served = await server.request("/api/v1/chat/completions", {
+      method: "POST",
+      headers: bearer(short.key),
+      json: { model: "primary", messages, max_tokens: 50 },
+    });
     expect(served.status).toBe(200);
     // Settled at the price of the deployment that answered, the rest of the hold released.
-    await eventually(async () => (await server.composition.ports.repos.credits.balance(short.workspaceId)) === dearest - 1 - priced(CHEAP, 10, 1));
+    await eventually(
+      async () => (await server.composition.ports.repos.credits.balance(short.workspaceId)) === dearest - 1 - priced(CHEAP, 10, 1),
+    );
     const empty = await platformAccount(server, 0);
     const calls = callsTo("primary-up");
-    const refused = await server.request("/api/v1/chat/completions", { method: "POST", headers: bearer(empty.key), json: { model: "primary", messages, max_tokens: 50 } });
+    const refused = await server.request("/api/v1/chat/completions", {
+      method: "POST",
+      headers: bearer(empty.key),
+      json: { model: "primary", messages, max_tokens: 50 },
+    });
     expect(refused.status).toBe(402);
     expect(callsTo("primary-up")).toBe(calls);
   });
@@ -234,7 +290,10 @@ describe("streams", () => {
     const frames = sseData(await response.text());
     expect(frames.at(-1)).not.toBe("[DONE]");
     expect(JSON.parse(frames.at(-1)!)).toHaveProperty("error");
-    const text = frames.slice(0, -1).map((frame) => JSON.parse(frame).choices?.[0]?.delta?.content ?? "").join("");
+    const text = frames
+      .slice(0, -1)
+      .map((frame) => JSON.parse(frame).choices?.[0]?.delta?.content ?? "")
+      .join("");
     expect(text).toBe("one two");
     expect(callsTo("cut-a")).toBe(1);
     expect(callsTo("cut-b")).toBe(0);
@@ -250,8 +309,16 @@ describe("streams", () => {
       http.post(`${UPSTREAM}/chat/completions`, async ({ request }) => {
         const body = (await request.clone().json()) as { model: string };
         if (body.model !== "cut-a") return undefined;
-        upstream.calls.push({ url: new URL(request.url), body, headers: request.headers, aborted: Promise.resolve(), wasAborted: () => false });
-        return new HttpResponse(new ReadableStream({ start: (controller) => controller.close() }), { headers: { "content-type": "text/event-stream" } });
+        upstream.calls.push({
+          url: new URL(request.url),
+          body,
+          headers: request.headers,
+          aborted: Promise.resolve(),
+          wasAborted: () => false,
+        });
+        return new HttpResponse(new ReadableStream({ start: (controller) => controller.close() }), {
+          headers: { "content-type": "text/event-stream" },
+        });
       }),
     );
     try {
@@ -269,13 +336,19 @@ describe("streams", () => {
 });
 
 describe("one hold, settled once and exactly, on every path", () => {
-  const ledgerState = (account: PlatformAccount) => server.composition.ports.repos.ledger.state(server.composition.ports.repos.ledger.credits(account.workspaceId));
+  const ledgerState = (account: PlatformAccount) =>
+    server.composition.ports.repos.ledger.state(server.composition.ports.repos.ledger.credits(account.workspaceId));
 
   /**
    * Streams `model` with max_tokens 40 while the answering upstream is held open after its
    * first words: what is held then, and the text the client got in the end.
    */
-  async function heldWhileStreaming(account: PlatformAccount, model: string, messages: ReturnType<typeof userMessage>, release: () => void) {
+  async function heldWhileStreaming(
+    account: PlatformAccount,
+    model: string,
+    messages: ReturnType<typeof userMessage>,
+    release: () => void,
+  ) {
     const before = await ledgerState(account);
     const response = await loopbackFetch(server.url("/api/v1/chat/completions"), {
       method: "POST",
@@ -299,7 +372,11 @@ describe("one hold, settled once and exactly, on every path", () => {
     return { held: inFlight.held, charged: before.value - after.value, frames: sseData(text) };
   }
 
-  const content = (frames: string[]) => frames.filter((frame) => frame !== "[DONE]").map((frame) => JSON.parse(frame).choices?.[0]?.delta?.content ?? "").join("");
+  const content = (frames: string[]) =>
+    frames
+      .filter((frame) => frame !== "[DONE]")
+      .map((frame) => JSON.parse(frame).choices?.[0]?.delta?.content ?? "")
+      .join("");
   const gate = () => {
     let release!: () => void;
     const promise = new Promise<void>((resolve) => (release = resolve));
@@ -310,7 +387,12 @@ describe("one hold, settled once and exactly, on every path", () => {
     const account = await platformAccount(server, 1);
     const messages = userMessage("hold me through a retry");
     const open = gate();
-    upstream.script("spill-a", { kind: "error", status: 429, body: { error: { message: "slow down", type: "rate_limit_error" } }, headers: { "retry-after": "2" } });
+    upstream.script("spill-a", {
+      kind: "error",
+      status: 429,
+      body: { error: { message: "slow down", type: "rate_limit_error" } },
+      headers: { "retry-after": "2" },
+    });
     upstream.script("spill-b", { kind: "stream", words: ["cheap", " answer", " here"], holdBeforeEnd: open.promise });
     const { held, charged, frames } = await heldWhileStreaming(account, "spill", messages, open.release);
     expect(held).toBe(priced(DEAR, countPromptTokens(messages), 40));
@@ -352,7 +434,9 @@ describe("the documented example shape", () => {
   it("serves a model with echo and upstream deployments, least-busy", async () => {
     const account = await platformAccount(server, 1);
     const client = openaiClient(server, "/api/v1", account.key);
-    const answers = await Promise.all(Array.from({ length: 6 }, () => client.chat.completions.create({ model: "smart", messages: userMessage("same answer") })));
+    const answers = await Promise.all(
+      Array.from({ length: 6 }, () => client.chat.completions.create({ model: "smart", messages: userMessage("same answer") })),
+    );
     for (const answer of answers) expect(answer.choices[0]!.message.content).toBe("same answer");
     expect(callsTo("smart-up")).toBeGreaterThan(0);
     expect(callsTo("smart-up")).toBeLessThan(6);
@@ -362,7 +446,9 @@ describe("the documented example shape", () => {
 describe("cooldown shared by two instances on one Redis", () => {
   it("a deployment that keeps failing is skipped on both instances, and their health and /metrics show it", async () => {
     const prefix = uniqueRedisPrefix();
-    const models = { cool: { deployments: [deployment("cool-a", { weight: 1 }), deployment("cool-b", { weight: 0 })], retries: 1, cooldownSeconds: 30 } };
+    const models = {
+      cool: { deployments: [deployment("cool-a", { weight: 1 }), deployment("cool-b", { weight: 0 })], retries: 1, cooldownSeconds: 30 },
+    };
     const env = { STORAGE: "redis", REDIS_PREFIX: prefix, MODELS_JSON: JSON.stringify({ models }) };
     const one = await startTestServer(env);
     const two = await startTestServer(env);
@@ -406,10 +492,16 @@ describe("cooldown shared by two instances on one Redis", () => {
       upstream.script("cool-a", { kind: "reply", words: ["a", " is", " back"] });
       vi.useFakeTimers({ toFake: ["Date"], now: until - 1000 });
       try {
-        for (const client of clients) expect((await client.chat.completions.create({ model: "cool", messages: userMessage("hi") })).choices[0]!.message.content).toBe("b answers");
+        for (const client of clients)
+          expect((await client.chat.completions.create({ model: "cool", messages: userMessage("hi") })).choices[0]!.message.content).toBe(
+            "b answers",
+          );
         expect(callsTo("cool-a")).toBe(3);
         vi.setSystemTime(until + 1000);
-        for (const client of clients) expect((await client.chat.completions.create({ model: "cool", messages: userMessage("hi") })).choices[0]!.message.content).toBe("a is back");
+        for (const client of clients)
+          expect((await client.chat.completions.create({ model: "cool", messages: userMessage("hi") })).choices[0]!.message.content).toBe(
+            "a is back",
+          );
         expect(callsTo("cool-a")).toBe(5);
         const after = await two.request("/gateway/v1/model-registry/models/cool/health", { headers: bearer(viewer.token) });
         expect(after.body.deployments[0]).toMatchObject({ coolingDown: false, cooldownUntil: null });

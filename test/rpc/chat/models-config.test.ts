@@ -31,8 +31,14 @@ const problems = (fn: () => unknown): string[] => {
 describe("loadModels", () => {
   it("reads MODELS_FILE, lets MODELS_JSON override its ids, and fills defaults", async () => {
     const file = join(dir, "models.json");
-    await writeFile(file, JSON.stringify({ models: { a: { provider: "echo" }, b: { provider: "openai-compatible", baseURL: "http://x.test/v1" } } }));
-    const models = loadModels({ MODELS_FILE: file, MODELS_JSON: JSON.stringify({ models: { b: { provider: "echo", contextWindow: 10 } } }) });
+    await writeFile(
+      file,
+      JSON.stringify({ models: { a: { provider: "echo" }, b: { provider: "openai-compatible", baseURL: "http://x.test/v1" } } }),
+    );
+    const models = loadModels({
+      MODELS_FILE: file,
+      MODELS_JSON: JSON.stringify({ models: { b: { provider: "echo", contextWindow: 10 } } }),
+    });
     expect(Object.keys(models).sort()).toEqual(["a", "b"]);
     expect(models.b).toEqual({ provider: "echo", contextWindow: 10, public: true, price: { input: 1000, output: 2000 } });
     expect(models.a).toMatchObject({ contextWindow: 8192, public: true });
@@ -40,11 +46,31 @@ describe("loadModels", () => {
 
   it("stops the start with a message naming the bad field", async () => {
     expect(problems(() => loadModels({ MODELS_JSON: "{nope" }))[0]).toMatch(/MODELS_JSON: not valid JSON/);
-    expect(problems(() => loadModels({ MODELS_JSON: JSON.stringify({ models: { a: { provider: "magic" } } }) }))[0]).toMatch(/provider must be one of "echo", "openai-compatible", "azure-openai", "anthropic", "gemini", "bedrock"/);
-    expect(problems(() => loadModels({ MODELS_JSON: JSON.stringify({ models: { a: { provider: "openai-compatible", baseURL: "not a url" } } }) }))[0]).toMatch(/models\.a\.baseURL: must be an absolute URL/);
-    expect(problems(() => loadModels({ MODELS_JSON: JSON.stringify({ models: { a: { provider: "openai-compatible", baseURL: "http://x.test", apiKeyEnv: "sk-the-key-itself" } } }) }))[0]).toMatch(/apiKeyEnv: must be an environment variable name/);
-    expect(problems(() => loadModels({ MODELS_JSON: JSON.stringify({ models: { a: { provider: "echo", price: { input: -1, output: 0 } } } }) }))[0]).toMatch(/price\.input/);
-    expect(problems(() => loadModels({ MODELS_JSON: JSON.stringify({ models: { "bad id!": { provider: "echo" } } }) })).join()).toMatch(/model ids are/);
+    expect(problems(() => loadModels({ MODELS_JSON: JSON.stringify({ models: { a: { provider: "magic" } } }) }))[0]).toMatch(
+      /provider must be one of "echo", "openai-compatible", "azure-openai", "anthropic", "gemini", "bedrock"/,
+    );
+    expect(
+      problems(() =>
+        loadModels({ MODELS_JSON: JSON.stringify({ models: { a: { provider: "openai-compatible", baseURL: "not a url" } } }) }),
+      )[0],
+    ).toMatch(/models\.a\.baseURL: must be an absolute URL/);
+    expect(
+      problems(() =>
+        loadModels({
+          MODELS_JSON: JSON.stringify({
+            models: { a: { provider: "openai-compatible", baseURL: "http://x.test", apiKeyEnv: "sk-the-key-itself" } },
+          }),
+        }),
+      )[0],
+    ).toMatch(/apiKeyEnv: must be an environment variable name/);
+    expect(
+      problems(() =>
+        loadModels({ MODELS_JSON: JSON.stringify({ models: { a: { provider: "echo", price: { input: -1, output: 0 } } } }) }),
+      )[0],
+    ).toMatch(/price\.input/);
+    expect(problems(() => loadModels({ MODELS_JSON: JSON.stringify({ models: { "bad id!": { provider: "echo" } } }) })).join()).toMatch(
+      /model ids are/,
+    );
     expect(problems(() => loadModels({ MODELS_FILE: join(dir, "missing.json") }))[0]).toMatch(/cannot be read \(ENOENT\)/);
   });
 
@@ -52,7 +78,12 @@ describe("loadModels", () => {
     const models = loadModels({
       MODELS_JSON: JSON.stringify({
         models: {
-          azure: { provider: "azure-openai", baseURL: "https://res.openai.azure.com", apiKeyEnv: "AZURE_OPENAI_API_KEY", upstreamModel: "gpt4o-deployment" },
+          azure: {
+            provider: "azure-openai",
+            baseURL: "https://res.openai.azure.com",
+            apiKeyEnv: "AZURE_OPENAI_API_KEY",
+            upstreamModel: "gpt4o-deployment",
+          },
           claude: { provider: "anthropic", apiKeyEnv: "ANTHROPIC_API_KEY", upstreamModel: "claude-sonnet-4-5" },
           flash: { provider: "gemini", apiKeyEnv: "GEMINI_API_KEY", upstreamModel: "gemini-2.5-flash" },
           nova: { provider: "bedrock", region: "eu-central-1", upstreamModel: "amazon.nova-pro-v1:0", timeoutSeconds: 20 },
@@ -67,9 +98,12 @@ describe("loadModels", () => {
   });
 
   it("names the bad field of a provider entry", () => {
-    const bad = (entry: Record<string, unknown>) => problems(() => loadModels({ MODELS_JSON: JSON.stringify({ models: { m: entry } }) })).join("; ");
+    const bad = (entry: Record<string, unknown>) =>
+      problems(() => loadModels({ MODELS_JSON: JSON.stringify({ models: { m: entry } }) })).join("; ");
     expect(bad({ provider: "azure-openai", apiKeyEnv: "K" })).toMatch(/models\.m\.baseURL/);
-    expect(bad({ provider: "azure-openai", baseURL: "https://r.openai.azure.com", apiVersion: "latest" })).toMatch(/models\.m\.apiVersion: must be a date/);
+    expect(bad({ provider: "azure-openai", baseURL: "https://r.openai.azure.com", apiVersion: "latest" })).toMatch(
+      /models\.m\.apiVersion: must be a date/,
+    );
     expect(bad({ provider: "anthropic", baseURL: "ftp://api.anthropic.com" })).toMatch(/models\.m\.baseURL: must be an http\(s\) URL/);
     expect(bad({ provider: "bedrock", region: "Frankfurt" })).toMatch(/models\.m\.region: must be an AWS region/);
     // Bedrock signs with the AWS credentials of the environment: a key variable is refused, not ignored.
@@ -78,13 +112,23 @@ describe("loadModels", () => {
   });
 
   it("refuses to start a server with a bad document", async () => {
-    await expect(startTestServer({ MODELS_JSON: JSON.stringify({ models: { a: { provider: "echo", extra: 1 } } }) })).rejects.toBeInstanceOf(ConfigError);
+    await expect(
+      startTestServer({ MODELS_JSON: JSON.stringify({ models: { a: { provider: "echo", extra: 1 } } }) }),
+    ).rejects.toBeInstanceOf(ConfigError);
   });
 });
 
 describe("ModelRouter", () => {
   const router = new ModelRouter(
-    loadModels({ MODELS_JSON: JSON.stringify({ models: { open: { provider: "echo", price: { input: 1500, output: 2500 } }, closed: { provider: "echo", public: false }, pro: { provider: "echo", plans: ["pro"] } } }) }),
+    loadModels({
+      MODELS_JSON: JSON.stringify({
+        models: {
+          open: { provider: "echo", price: { input: 1500, output: 2500 } },
+          closed: { provider: "echo", public: false },
+          pro: { provider: "echo", plans: ["pro"] },
+        },
+      }),
+    }),
     { MODEL_TIMEOUT_SECONDS: 60 },
     {},
   );

@@ -5,7 +5,9 @@ import { openaiClient, platformAccount } from "../../helpers/chat.js";
 
 /** `GET /models/{id}` on the Platform, Account and Gateway surfaces: what `openai.models.retrieve` calls. */
 
-const MODELS = JSON.stringify({ models: { "echo-a": { provider: "echo", ownedBy: "house", contextWindow: 4096 }, "pro-only": { provider: "echo", plans: ["pro"] } } });
+const MODELS = JSON.stringify({
+  models: { "echo-a": { provider: "echo", ownedBy: "house", contextWindow: 4096 }, "pro-only": { provider: "echo", plans: ["pro"] } },
+});
 let server: TestServer;
 
 beforeAll(async () => {
@@ -44,7 +46,11 @@ describe("GET /models/{id}", () => {
 
   it("Account: the entry with whether the plan unlocks it", async () => {
     const user = await registerUser(server);
-    const created = await server.request("/account/v1/keys", { method: "POST", headers: bearer(user.token), json: { name: "cli", scopes: ["intelligence"] } });
+    const created = await server.request("/account/v1/keys", {
+      method: "POST",
+      headers: bearer(user.token),
+      json: { name: "cli", scopes: ["intelligence"] },
+    });
     expect(created.status).toBe(201);
     const client = openaiClient(server, "/account/v1", created.body.key);
     expect(await client.models.retrieve("echo-a")).toMatchObject({ id: "echo-a", object: "model", available: true });

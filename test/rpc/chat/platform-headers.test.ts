@@ -4,7 +4,7 @@ import { loopbackFetch, openaiClient, platformAccount, sseData, userMessage, typ
 import { runAdmin } from "../../../scripts/admin-commands.js";
 
 /**
- * What the Platform API answers besides its body (spec 4.2, 7.2): a missing or non-JSON
+ * What the Platform API answers besides its body (docs/interface.md 4.2, 7.2): a missing or non-JSON
  * Content-Type is 400 `invalid_request_error`; no service header but `X-Service-Request-Id`
  * (no Deprecation, X-Model-Warning, X-Accel-Buffering), a deprecated model's notice being in
  * its catalog entry and the request's log line instead. The Account and Gateway surfaces keep
@@ -45,10 +45,15 @@ const post = (base: string, key: string, body: string, headers: Record<string, s
 describe("Platform Content-Type", () => {
   it("answers a missing or non-JSON Content-Type with 400 invalid_request_error, not 415", async () => {
     const body = JSON.stringify({ model: "new-echo", messages: userMessage("hi") });
-    for (const headers of [{}, { "content-type": "text/plain" }, { "content-type": "application/x-www-form-urlencoded" }] as Record<string, string>[]) {
+    for (const headers of [{}, { "content-type": "text/plain" }, { "content-type": "application/x-www-form-urlencoded" }] as Record<
+      string,
+      string
+    >[]) {
       const res = await post("/api/v1", account.key, body, headers);
       expect(res.status, JSON.stringify(headers)).toBe(400);
-      expect(await res.json()).toEqual({ error: { message: "Content-Type must be application/json", type: "invalid_request_error", code: "bad_request" } });
+      expect(await res.json()).toEqual({
+        error: { message: "Content-Type must be application/json", type: "invalid_request_error", code: "bad_request" },
+      });
       expect(res.headers.get("x-service-request-id")).toBeNull();
     }
     expect((await post("/api/v1", account.key, body, { "content-type": "application/json" })).status).toBe(200);
@@ -60,7 +65,9 @@ describe("Platform Content-Type", () => {
 describe("service headers", () => {
   it("adds none but X-Service-Request-Id to Platform answers, streamed or not, even for a deprecated model", async () => {
     for (const stream of [false, true]) {
-      const res = await post("/api/v1", account.key, JSON.stringify({ model: "old-echo", messages: userMessage("hi"), stream }), { "content-type": "application/json" });
+      const res = await post("/api/v1", account.key, JSON.stringify({ model: "old-echo", messages: userMessage("hi"), stream }), {
+        "content-type": "application/json",
+      });
       expect(res.status).toBe(200);
       for (const name of SERVICE_HEADERS) expect(res.headers.get(name), `${name} stream=${stream}`).toBeNull();
       expect(res.headers.get("x-service-request-id")).toMatch(/^[0-9a-f-]{36}$/);
@@ -77,7 +84,11 @@ describe("service headers", () => {
   it("tells Platform callers of the deprecation in the model's catalog entry and in the request's log line", async () => {
     const client = openaiClient(server, "/api/v1", account.key);
     const entry = (await client.models.retrieve("old-echo")) as unknown as Record<string, unknown>;
-    expect(entry).toMatchObject({ id: "old-echo", deprecated: true, deprecation: { message: "The model 'old-echo' is deprecated: use new-echo instead", deprecatedAt: expect.any(String) } });
+    expect(entry).toMatchObject({
+      id: "old-echo",
+      deprecated: true,
+      deprecation: { message: "The model 'old-echo' is deprecated: use new-echo instead", deprecatedAt: expect.any(String) },
+    });
     const listed = (await client.models.list()).data.find((model) => model.id === "new-echo") as unknown as Record<string, unknown>;
     expect(listed.deprecated).toBeUndefined();
 
@@ -88,8 +99,13 @@ describe("service headers", () => {
   });
 
   it("keeps Deprecation, X-Model-Warning and X-Accel-Buffering on the Account and Gateway surfaces", async () => {
-    for (const [base, key] of [["/account/v1", personal], ["/gateway/v1", user.token]] as const) {
-      const res = await post(base, key, JSON.stringify({ model: "old-echo", messages: userMessage("hi"), stream: true }), { "content-type": "application/json" });
+    for (const [base, key] of [
+      ["/account/v1", personal],
+      ["/gateway/v1", user.token],
+    ] as const) {
+      const res = await post(base, key, JSON.stringify({ model: "old-echo", messages: userMessage("hi"), stream: true }), {
+        "content-type": "application/json",
+      });
       expect(res.status).toBe(200);
       expect(res.headers.get("deprecation")).toMatch(/^@\d+$/);
       expect(res.headers.get("x-model-warning")).toBe("The model 'old-echo' is deprecated: use new-echo instead");

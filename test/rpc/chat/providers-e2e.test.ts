@@ -27,7 +27,14 @@ const ANTHROPIC = "https://api.anthropic.test";
 const GEMINI = "https://generativelanguage.test/v1beta";
 const BEDROCK = "https://bedrock-runtime.us-west-2.amazonaws.com";
 
-const KEYS = { openai: "sk-e2e-openai", azure: "azure-e2e", anthropic: "sk-ant-e2e", gemini: "gemini-e2e", awsKeyId: "AKIDE2E", awsSecret: "secret-e2e" };
+const KEYS = {
+  openai: "sk-e2e-openai",
+  azure: "azure-e2e",
+  anthropic: "sk-ant-e2e",
+  gemini: "gemini-e2e",
+  awsKeyId: "AKIDE2E",
+  awsSecret: "secret-e2e",
+};
 const TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736";
 const TRACEPARENT = `00-${TRACE_ID}-00f067aa0ba902b7-01`;
 
@@ -60,8 +67,15 @@ interface Case {
   toolResults(body: any): unknown[];
 }
 
-const WEATHER_PARAMETERS = { type: "object", properties: { city: { type: "string", description: "City name" } }, required: ["city"], additionalProperties: false };
-const tools: OpenAI.Chat.Completions.ChatCompletionFunctionTool[] = [{ type: "function", function: { name: "get_weather", description: "Current weather of a city", parameters: WEATHER_PARAMETERS } }];
+const WEATHER_PARAMETERS = {
+  type: "object",
+  properties: { city: { type: "string", description: "City name" } },
+  required: ["city"],
+  additionalProperties: false,
+};
+const tools: OpenAI.Chat.Completions.ChatCompletionFunctionTool[] = [
+  { type: "function", function: { name: "get_weather", description: "Current weather of a city", parameters: WEATHER_PARAMETERS } },
+];
 const QUESTION: OpenAI.Chat.Completions.ChatCompletionMessageParam[] = [
   { role: "system", content: "Be brief." },
   { role: "user", content: "Weather in Paris and Rome?" },
@@ -78,7 +92,15 @@ const openaiBody = (stream: boolean) => ({
   ...(stream ? { stream: true, stream_options: { include_usage: true } } : {}),
 });
 const openaiToolTurns = (ids: string[]) => [
-  { role: "assistant", content: "Let me check.", tool_calls: ids.map((id, i) => ({ id, type: "function", function: { name: "get_weather", arguments: JSON.stringify({ city: ["Paris", "Rome"][i] }) } })) },
+  {
+    role: "assistant",
+    content: "Let me check.",
+    tool_calls: ids.map((id, i) => ({
+      id,
+      type: "function",
+      function: { name: "get_weather", arguments: JSON.stringify({ city: ["Paris", "Rome"][i] }) },
+    })),
+  },
   { role: "tool", tool_call_id: ids[0], content: RESULTS[0] },
   { role: "tool", tool_call_id: ids[1], content: RESULTS[1] },
 ];
@@ -114,7 +136,13 @@ const CASES: Case[] = [
   },
   {
     id: "via-azure",
-    entry: () => ({ provider: "azure-openai", baseURL: msw.url(AZURE), apiKeyEnv: "E2E_AZURE_KEY", upstreamModel: "gpt4o-prod", apiVersion: "2024-10-21" }),
+    entry: () => ({
+      provider: "azure-openai",
+      baseURL: msw.url(AZURE),
+      apiKeyEnv: "E2E_AZURE_KEY",
+      upstreamModel: "gpt4o-prod",
+      apiVersion: "2024-10-21",
+    }),
     upstream: azure,
     upstreamModel: "gpt4o-prod",
     price: { input: 2000, output: 8000 },
@@ -135,7 +163,13 @@ const CASES: Case[] = [
   },
   {
     id: "via-anthropic",
-    entry: () => ({ provider: "anthropic", baseURL: msw.url(ANTHROPIC), apiKeyEnv: "E2E_ANTHROPIC_KEY", upstreamModel: "claude-haiku-4-5", maxOutputTokens: 256 }),
+    entry: () => ({
+      provider: "anthropic",
+      baseURL: msw.url(ANTHROPIC),
+      apiKeyEnv: "E2E_ANTHROPIC_KEY",
+      upstreamModel: "claude-haiku-4-5",
+      maxOutputTokens: 256,
+    }),
     upstream: anthropic,
     upstreamModel: "claude-haiku-4-5",
     price: { input: 3000, output: 15000 },
@@ -178,7 +212,12 @@ const CASES: Case[] = [
         ],
       },
     ],
-    toolResults: (body) => body.messages.flatMap((message: any) => (message.role === "user" && Array.isArray(message.content) ? message.content.filter((block: any) => block.type === "tool_result") : [])),
+    toolResults: (body) =>
+      body.messages.flatMap((message: any) =>
+        message.role === "user" && Array.isArray(message.content)
+          ? message.content.filter((block: any) => block.type === "tool_result")
+          : [],
+      ),
   },
   {
     id: "via-gemini",
@@ -190,7 +229,8 @@ const CASES: Case[] = [
     signature: "c2lnLUE=",
     price: { input: 300, output: 2500 },
     usage: { input: 12, output: 4, cacheRead: 6, thoughts: 3 },
-    url: (stream) => `https://generativelanguage.test/v1beta/models/gemini-3-flash:${stream ? "streamGenerateContent?alt=sse" : "generateContent"}`,
+    url: (stream) =>
+      `https://generativelanguage.test/v1beta/models/gemini-3-flash:${stream ? "streamGenerateContent?alt=sse" : "generateContent"}`,
     expectCredential(call) {
       expect(call.headers.get("x-goog-api-key")).toBe(KEYS.gemini);
       expect(call.headers.get("authorization")).toBeNull();
@@ -204,7 +244,9 @@ const CASES: Case[] = [
     expectTools(body, choice) {
       // Gemini takes an OpenAPI subset of JSON Schema: additionalProperties is dropped.
       const { additionalProperties: _dropped, ...parameters } = WEATHER_PARAMETERS;
-      expect(body.tools).toEqual([{ functionDeclarations: [{ name: "get_weather", description: "Current weather of a city", parameters }] }]);
+      expect(body.tools).toEqual([
+        { functionDeclarations: [{ name: "get_weather", description: "Current weather of a city", parameters }] },
+      ]);
       expect(body.toolConfig).toEqual({ functionCallingConfig: { mode: choice === "auto" ? "AUTO" : "ANY" } });
     },
     toolTurns: () => [
@@ -235,10 +277,13 @@ const CASES: Case[] = [
     price: { input: 800, output: 3200 },
     usage: { input: 12, output: 4, cacheRead: 6, cacheWrite: 2 },
     callIdPrefix: "tooluse_",
-    url: (stream) => `https://bedrock-runtime.us-west-2.amazonaws.com/model/amazon.nova-pro-v1%3A0/${stream ? "converse-stream" : "converse"}`,
+    url: (stream) =>
+      `https://bedrock-runtime.us-west-2.amazonaws.com/model/amazon.nova-pro-v1%3A0/${stream ? "converse-stream" : "converse"}`,
     expectCredential(call) {
       expect(call.headers.get("authorization")).toMatch(
-        new RegExp(`^AWS4-HMAC-SHA256 Credential=${KEYS.awsKeyId}/\\d{8}/us-west-2/bedrock/aws4_request, SignedHeaders=accept;content-type;host;x-amz-content-sha256;x-amz-date, Signature=[0-9a-f]{64}$`),
+        new RegExp(
+          `^AWS4-HMAC-SHA256 Credential=${KEYS.awsKeyId}/\\d{8}/us-west-2/bedrock/aws4_request, SignedHeaders=accept;content-type;host;x-amz-content-sha256;x-amz-date, Signature=[0-9a-f]{64}$`,
+        ),
       );
       expect(call.headers.get("x-amz-date")).toMatch(/^\d{8}T\d{6}Z$/);
       // The signature covers the body as it was sent.
@@ -258,11 +303,18 @@ const CASES: Case[] = [
     toolTurns: (ids) => [
       {
         role: "assistant",
-        content: [{ text: "Let me check." }, { toolUse: { toolUseId: ids[0], name: "get_weather", input: { city: "Paris" } } }, { toolUse: { toolUseId: ids[1], name: "get_weather", input: { city: "Rome" } } }],
+        content: [
+          { text: "Let me check." },
+          { toolUse: { toolUseId: ids[0], name: "get_weather", input: { city: "Paris" } } },
+          { toolUse: { toolUseId: ids[1], name: "get_weather", input: { city: "Rome" } } },
+        ],
       },
       {
         role: "user",
-        content: [{ toolResult: { toolUseId: ids[0], content: [{ text: RESULTS[0] }] } }, { toolResult: { toolUseId: ids[1], content: [{ text: RESULTS[1] }] } }],
+        content: [
+          { toolResult: { toolUseId: ids[0], content: [{ text: RESULTS[0] }] } },
+          { toolResult: { toolUseId: ids[1], content: [{ text: RESULTS[1] }] } },
+        ],
       },
     ],
     toolResults: (body) => body.messages.flatMap((message: any) => message.content.filter((block: any) => block.toolResult)),
@@ -275,7 +327,8 @@ const mapped = (usage: MockUsage) => {
   const completion = usage.output + (usage.thoughts ?? 0);
   return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
 };
-const priced = (price: Case["price"], usage: { prompt_tokens: number; completion_tokens: number }) => Math.ceil((usage.prompt_tokens * price.input + usage.completion_tokens * price.output) / 1000);
+const priced = (price: Case["price"], usage: { prompt_tokens: number; completion_tokens: number }) =>
+  Math.ceil((usage.prompt_tokens * price.input + usage.completion_tokens * price.output) / 1000);
 
 let server: TestServer;
 let gatewayKey: string;
@@ -301,7 +354,11 @@ beforeAll(async () => {
   const models = Object.fromEntries(CASES.map((c) => [c.id, { ...c.entry(), price: c.price }]));
   server = await startTestServer({ MODELS_JSON: JSON.stringify({ models }) });
   const user = await registerUser(server);
-  const gateway = await server.request("/gateway/v1/auth/keys", { method: "POST", headers: bearer(user.token), json: { name: "e2e", description: "providers" } });
+  const gateway = await server.request("/gateway/v1/auth/keys", {
+    method: "POST",
+    headers: bearer(user.token),
+    json: { name: "e2e", description: "providers" },
+  });
   expect(gateway.status).toBe(201);
   gatewayKey = gateway.body.key;
   const account = await server.request("/account/v1/keys", { method: "POST", headers: bearer(user.token), json: { name: "e2e" } });
@@ -330,7 +387,12 @@ async function expectMetered(requestId: string, c: Case) {
   const usage = mapped(c.usage);
   await vi.waitFor(() => {
     const line = server.logs().find((entry) => entry.requestId === requestId && entry.costMicrocredits !== undefined);
-    expect(line).toMatchObject({ model: c.id, inputTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens, costMicrocredits: priced(c.price, usage) });
+    expect(line).toMatchObject({
+      model: c.id,
+      inputTokens: usage.prompt_tokens,
+      outputTokens: usage.completion_tokens,
+      costMicrocredits: priced(c.price, usage),
+    });
     expect(line).not.toHaveProperty("usageEstimated");
   });
 }
@@ -340,13 +402,20 @@ function expectReceived(call: RecordedCall, c: Case, stream: boolean) {
   expect(call.url.href).toBe(c.url(stream));
   c.expectCredential(call);
   expect(call.headers.get("content-type")).toBe("application/json");
-  expect(call.headers.get("accept")).toBe(!stream ? "application/json" : c.id === "via-bedrock" ? "application/vnd.amazon.eventstream" : "text/event-stream");
+  expect(call.headers.get("accept")).toBe(
+    !stream ? "application/json" : c.id === "via-bedrock" ? "application/vnd.amazon.eventstream" : "text/event-stream",
+  );
   expect(call.headers.get("traceparent")).toMatch(new RegExp(`^00-${TRACE_ID}-[0-9a-f]{16}-01$`));
 }
 
 /** First a text and two tool calls; then, once the tool results are there in the provider's form, the answer. */
 function toolScript(c: Case): (body: any, turn: number) => MockBehaviour {
-  const calls = ["Paris", "Rome"].map((city, i) => ({ id: `${c.callIdPrefix}${city.toLowerCase()}1`, name: "get_weather", input: { city }, ...(i === 0 && c.signature ? { signature: c.signature } : {}) }));
+  const calls = ["Paris", "Rome"].map((city, i) => ({
+    id: `${c.callIdPrefix}${city.toLowerCase()}1`,
+    name: "get_weather",
+    input: { city },
+    ...(i === 0 && c.signature ? { signature: c.signature } : {}),
+  }));
   return (body, turn) => {
     if (turn === 0) return { kind: "turn", turn: { text: "Let me check.", toolCalls: calls, usage: c.usage } };
     if (c.toolResults(body).length !== 2) return { kind: "error", status: 400, body: { error: { message: "expected two tool results" } } };
@@ -383,7 +452,18 @@ for (const [surface, base, credential] of SURFACES) {
           const used = await planUsed();
           const options = rid();
           const { data: completion, response } = await client()
-            .chat.completions.create({ model: c.id, messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "Say hello." }], max_tokens: 50, temperature: 0.5 }, options)
+            .chat.completions.create(
+              {
+                model: c.id,
+                messages: [
+                  { role: "system", content: "Be brief." },
+                  { role: "user", content: "Say hello." },
+                ],
+                max_tokens: 50,
+                temperature: 0.5,
+              },
+              options,
+            )
             .withResponse();
           expect(response.headers.get("content-type")).toMatch(/^application\/json/);
           expect(completion).toMatchObject({
@@ -409,7 +489,17 @@ for (const [surface, base, credential] of SURFACES) {
           const options = rid();
           const { data: stream, response } = await client()
             .chat.completions.create(
-              { model: c.id, messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "Say hello." }], max_tokens: 50, temperature: 0.5, stream: true, stream_options: { include_usage: true } },
+              {
+                model: c.id,
+                messages: [
+                  { role: "system", content: "Be brief." },
+                  { role: "user", content: "Say hello." },
+                ],
+                max_tokens: 50,
+                temperature: 0.5,
+                stream: true,
+                stream_options: { include_usage: true },
+              },
               options,
             )
             .withResponse();
@@ -435,7 +525,10 @@ for (const [surface, base, credential] of SURFACES) {
 
           // Without stream_options the usage frame stays behind; the request is metered the same.
           const quiet = rid();
-          const plain = await client().chat.completions.create({ model: c.id, messages: [{ role: "user", content: "Say hello." }], stream: true }, quiet);
+          const plain = await client().chat.completions.create(
+            { model: c.id, messages: [{ role: "user", content: "Say hello." }], stream: true },
+            quiet,
+          );
           const plainChunks: OpenAI.Chat.Completions.ChatCompletionChunk[] = [];
           for await (const chunk of plain) plainChunks.push(chunk);
           expect(plainChunks.map((chunk) => chunk.choices[0]?.delta.content ?? "").join("")).toBe("one two three four");
@@ -449,7 +542,11 @@ for (const [surface, base, credential] of SURFACES) {
           const used = await planUsed();
           const first = rid();
           const asked = await client().chat.completions.create({ model: c.id, messages: QUESTION, tools, tool_choice: "auto" }, first);
-          expect(asked).toMatchObject({ model: c.id, choices: [{ index: 0, finish_reason: "tool_calls", message: { role: "assistant", content: "Let me check." } }], usage: mapped(c.usage) });
+          expect(asked).toMatchObject({
+            model: c.id,
+            choices: [{ index: 0, finish_reason: "tool_calls", message: { role: "assistant", content: "Let me check." } }],
+            usage: mapped(c.usage),
+          });
           const ids = expectToolCalls(asked.choices[0]!.message.tool_calls, c);
           c.expectTools(c.upstream.calls[0]!.body, "auto");
           expectReceived(c.upstream.calls[0]!, c, false);
@@ -459,11 +556,19 @@ for (const [surface, base, credential] of SURFACES) {
             {
               model: c.id,
               tools,
-              messages: [...QUESTION, asked.choices[0]!.message, { role: "tool", tool_call_id: ids[0]!, content: RESULTS[0]! }, { role: "tool", tool_call_id: ids[1]!, content: RESULTS[1]! }],
+              messages: [
+                ...QUESTION,
+                asked.choices[0]!.message,
+                { role: "tool", tool_call_id: ids[0]!, content: RESULTS[0]! },
+                { role: "tool", tool_call_id: ids[1]!, content: RESULTS[1]! },
+              ],
             },
             second,
           );
-          expect(answered).toMatchObject({ choices: [{ finish_reason: "stop", message: { role: "assistant", content: "Paris is 21 degrees and Rome is sunny." } }], usage: mapped(c.usage) });
+          expect(answered).toMatchObject({
+            choices: [{ finish_reason: "stop", message: { role: "assistant", content: "Paris is 21 degrees and Rome is sunny." } }],
+            usage: mapped(c.usage),
+          });
           const body = c.upstream.calls[1]!.body;
           const expected = c.toolTurns(ids) as unknown[];
           expect((body.messages ?? body.contents).slice(-expected.length)).toEqual(expected);
@@ -477,12 +582,19 @@ for (const [surface, base, credential] of SURFACES) {
           const used = await planUsed();
           const first = rid();
           // The client's stream helper assembles the answer and checks every call has an id, a type, a name and arguments.
-          const runner = client().chat.completions.stream({ model: c.id, messages: QUESTION, tools, tool_choice: "required", stream_options: { include_usage: true } }, first);
+          const runner = client().chat.completions.stream(
+            { model: c.id, messages: QUESTION, tools, tool_choice: "required", stream_options: { include_usage: true } },
+            first,
+          );
           const chunks: OpenAI.Chat.Completions.ChatCompletionChunk[] = [];
           for await (const chunk of runner) chunks.push(chunk);
           const asked = await runner.finalChatCompletion();
           expect(sseData(await lastRaw!).at(-1)).toBe("[DONE]");
-          expect(asked).toMatchObject({ model: c.id, choices: [{ finish_reason: "tool_calls", message: { role: "assistant", content: "Let me check." } }], usage: mapped(c.usage) });
+          expect(asked).toMatchObject({
+            model: c.id,
+            choices: [{ finish_reason: "tool_calls", message: { role: "assistant", content: "Let me check." } }],
+            usage: mapped(c.usage),
+          });
           const ids = expectToolCalls(asked.choices[0]!.message.tool_calls, c);
           // The ids are the ones streamed (the helper would make one up for a call streamed without).
           const starts = chunks.flatMap((chunk) => chunk.choices[0]?.delta.tool_calls ?? []).filter((delta) => delta.id);
@@ -498,13 +610,21 @@ for (const [surface, base, credential] of SURFACES) {
             {
               model: c.id,
               tools,
-              messages: [...QUESTION, asked.choices[0]!.message, { role: "tool", tool_call_id: ids[0]!, content: RESULTS[0]! }, { role: "tool", tool_call_id: ids[1]!, content: RESULTS[1]! }],
+              messages: [
+                ...QUESTION,
+                asked.choices[0]!.message,
+                { role: "tool", tool_call_id: ids[0]!, content: RESULTS[0]! },
+                { role: "tool", tool_call_id: ids[1]!, content: RESULTS[1]! },
+              ],
               stream_options: { include_usage: true },
             },
             second,
           );
           const answered = await answer.finalChatCompletion();
-          expect(answered).toMatchObject({ choices: [{ finish_reason: "stop", message: { role: "assistant", content: "Paris is 21 degrees and Rome is sunny." } }], usage: mapped(c.usage) });
+          expect(answered).toMatchObject({
+            choices: [{ finish_reason: "stop", message: { role: "assistant", content: "Paris is 21 degrees and Rome is sunny." } }],
+            usage: mapped(c.usage),
+          });
           const body = c.upstream.calls[1]!.body;
           const expected = c.toolTurns(ids) as unknown[];
           expect((body.messages ?? body.contents).slice(-expected.length)).toEqual(expected);
@@ -528,7 +648,11 @@ describe("the Platform API charges the workspace the provider's usage at the mod
       const completion = await client.chat.completions.create({ model: c.id, messages: [{ role: "user", content: "Say hello." }] });
       expect(completion.usage).toMatchObject(mapped(c.usage));
       expect(start - (await balance())).toBe(priced(c.price, mapped(c.usage)));
-      const stream = await client.chat.completions.create({ model: c.id, messages: [{ role: "user", content: "Say hello." }], stream: true });
+      const stream = await client.chat.completions.create({
+        model: c.id,
+        messages: [{ role: "user", content: "Say hello." }],
+        stream: true,
+      });
       let text = "";
       for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? "";
       expect(text).toBe("charged answer");

@@ -1,6 +1,15 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { ServiceError } from "../../../rpc/errors.js";
-import { BACKOFF_BASE_MS, Deployment, DeploymentHealth, RETRY_AFTER_MAX_MS, RoutingProvider, backoffMs, type RouteTarget, type Routing } from "../../../rpc/chat/routing.js";
+import {
+  BACKOFF_BASE_MS,
+  Deployment,
+  DeploymentHealth,
+  RETRY_AFTER_MAX_MS,
+  RoutingProvider,
+  backoffMs,
+  type RouteTarget,
+  type Routing,
+} from "../../../rpc/chat/routing.js";
 import { ModelRouter } from "../../../rpc/chat/model-router.js";
 import { loadModels } from "../../../rpc/chat/models-config.js";
 import { classifyFailure, parseRetryAfter } from "../../../rpc/chat/upstream-failure.js";
@@ -29,15 +38,28 @@ function scripted(name: string, script: Script, log: string[]): Provider {
 
 const ok = (text: string): ProviderResult => ({
   kind: "completion",
-  completion: { id: "c", object: "chat.completion", model: "m", choices: [{ index: 0, message: { role: "assistant", content: text }, finish_reason: "stop" }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } },
+  completion: {
+    id: "c",
+    object: "chat.completion",
+    model: "m",
+    choices: [{ index: 0, message: { role: "assistant", content: text }, finish_reason: "stop" }],
+    usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+  },
 });
 const upstreamError = (status: number, headers?: Record<string, string>, body: unknown = { error: { message: `status ${status}` } }) =>
   new ServiceError("UPSTREAM", `status ${status}`, { status, upstreamBody: body, ...(headers ? { headers } : {}) });
 
 const request: ChatRequest = { model: "m", messages: [{ role: "user", content: "hi" }] };
 
-function target(id: string, providers: Provider[], options: Partial<Pick<RouteTarget, "retries" | "routing" | "cooldownMs" | "contextWindow">> & { weights?: number[] } = {}): RouteTarget {
-  const deployments = providers.map((provider, index) => new Deployment(id, index, { provider: "echo", weight: options.weights?.[index] ?? 1 }, provider, { input: 1000, output: 1000 }));
+function target(
+  id: string,
+  providers: Provider[],
+  options: Partial<Pick<RouteTarget, "retries" | "routing" | "cooldownMs" | "contextWindow">> & { weights?: number[] } = {},
+): RouteTarget {
+  const deployments = providers.map(
+    (provider, index) =>
+      new Deployment(id, index, { provider: "echo", weight: options.weights?.[index] ?? 1 }, provider, { input: 1000, output: 1000 }),
+  );
   const model: RouteTarget = {
     id,
     contextWindow: options.contextWindow ?? 8192,
@@ -72,8 +94,16 @@ describe("what is retried", () => {
     expect(classifyFailure(new TypeError("fetch failed")).retryable).toBe(true);
     // An adapter's own flag wins.
     expect(classifyFailure(Object.assign(upstreamError(500), { retryable: false })).retryable).toBe(false);
-    expect(classifyFailure(upstreamError(400, undefined, { error: { code: "context_length_exceeded", message: "too long" } })).contextWindow).toBe(true);
-    expect(classifyFailure(upstreamError(400, undefined, { error: { type: "invalid_request_error", message: "prompt is too long: 210000 tokens > 200000 maximum" } })).contextWindow).toBe(true);
+    expect(
+      classifyFailure(upstreamError(400, undefined, { error: { code: "context_length_exceeded", message: "too long" } })).contextWindow,
+    ).toBe(true);
+    expect(
+      classifyFailure(
+        upstreamError(400, undefined, {
+          error: { type: "invalid_request_error", message: "prompt is too long: 210000 tokens > 200000 maximum" },
+        }),
+      ).contextWindow,
+    ).toBe(true);
     expect(classifyFailure(upstreamError(400)).contextWindow).toBe(false);
   });
 
@@ -112,7 +142,9 @@ describe("retries", () => {
   it("a Retry-After beyond the bound ends the attempts at that deployment: the upstream's error is relayed", async () => {
     vi.useFakeTimers();
     const log: string[] = [];
-    const model = target("m", [scripted("a", () => upstreamError(429, { "retry-after": String(RETRY_AFTER_MAX_MS / 1000 + 1) }), log)], { retries: 3 });
+    const model = target("m", [scripted("a", () => upstreamError(429, { "retry-after": String(RETRY_AFTER_MAX_MS / 1000 + 1) }), log)], {
+      retries: 3,
+    });
     const error = await new RoutingProvider(model, health(model)).complete(request, new AbortController().signal).catch((e: unknown) => e);
     expect((error as ServiceError).status).toBe(429);
     expect(log).toEqual(["a"]);
@@ -159,7 +191,10 @@ describe("cooldown", () => {
     const store = await openStore({ STORAGE: "memory", DATA_DIR: "", REDIS_URL: "", REDIS_PREFIX: "" } as never);
     const log: string[] = [];
     let failing = true;
-    const model = target("m", [scripted("a", () => (failing ? upstreamError(500) : ok("a")), log), scripted("b", () => ok("b"), log)], { weights: [1, 0], cooldownMs: 30_000 });
+    const model = target("m", [scripted("a", () => (failing ? upstreamError(500) : ok("a")), log), scripted("b", () => ok("b"), log)], {
+      weights: [1, 0],
+      cooldownMs: 30_000,
+    });
     const shared = health(model);
     const stop = await shared.share(new DeploymentsRepo(store), store.bus);
     const provider = new RoutingProvider(model, shared);
@@ -243,7 +278,17 @@ describe("the models document", () => {
         models: {
           smart: {
             deployments: [
-              { provider: "openai-compatible", baseURL: "https://api.openai.com/v1", apiKeyEnv: "OPENAI_API_KEY", upstreamModel: "gpt-4o", weight: 3, rpm: 60, tpm: 100000, timeoutSeconds: 20, price: { input: 2500, output: 10000 } },
+              {
+                provider: "openai-compatible",
+                baseURL: "https://api.openai.com/v1",
+                apiKeyEnv: "OPENAI_API_KEY",
+                upstreamModel: "gpt-4o",
+                weight: 3,
+                rpm: 60,
+                tpm: 100000,
+                timeoutSeconds: 20,
+                price: { input: 2500, output: 10000 },
+              },
               { provider: "echo", weight: 1 },
             ],
             routing: "latency",
@@ -270,7 +315,9 @@ describe("the models document", () => {
 
   it("refuses unknown routing, fallbacks to unknown models or to itself, and an empty deployment list", () => {
     const load = (models: unknown) => () => loadModels({ MODELS_JSON: JSON.stringify({ models }) });
-    expect(load({ a: { deployments: [{ provider: "echo" }], routing: "random" } })).toThrow(/routing must be weighted, least-busy or latency/);
+    expect(load({ a: { deployments: [{ provider: "echo" }], routing: "random" } })).toThrow(
+      /routing must be weighted, least-busy or latency/,
+    );
     expect(load({ a: { provider: "echo", fallbacks: ["nope"] } })).toThrow(/unknown model 'nope'/);
     expect(load({ a: { provider: "echo", fallbacks: ["a"] } })).toThrow(/fall back to itself/);
     expect(load({ a: { deployments: [] } })).toThrow(/deployments must not be empty/);

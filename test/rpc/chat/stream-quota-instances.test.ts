@@ -40,7 +40,8 @@ const chat = { model: "held", messages: [{ role: "user", content: "hi" }], strea
 
 it("shares one key's stream quota between instances and frees a killed instance's places when their lease ends", async () => {
   const user = (await instanceRequest(a.origin, "/gateway/v1/auth/register", { method: "POST", json: newUserBody() })).body;
-  const key = (await instanceRequest(a.origin, "/gateway/v1/auth/keys", { method: "POST", token: user.token, json: { name: "k" } })).body.key as string;
+  const key = (await instanceRequest(a.origin, "/gateway/v1/auth/keys", { method: "POST", token: user.token, json: { name: "k" } })).body
+    .key as string;
   const stream = (origin: string, credential = key) => openStream(`${origin}/gateway/v1/chat/completions`, bearer(credential), chat);
 
   const onA = await stream(a.origin);

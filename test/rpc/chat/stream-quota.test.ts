@@ -37,12 +37,20 @@ describe("streams in flight per key", () => {
     expect(refused.status).toBe(429);
     // The Platform's envelope and headers (docs/interface.md 7.2: no Retry-After there).
     expect(refused.body).toEqual({
-      error: { message: "Quota reached: this credential has 2 stream(s) in flight, the most QUOTA_STREAMS_PER_KEY allows (2); retry once one ends", type: "rate_limit_error", code: "rate_limited" },
+      error: {
+        message: "Quota reached: this credential has 2 stream(s) in flight, the most QUOTA_STREAMS_PER_KEY allows (2); retry once one ends",
+        type: "rate_limit_error",
+        code: "rate_limited",
+      },
     });
     expect(refused.headers.get("retry-after")).toBeNull();
     // Nothing was sent upstream for it, and a request that does not stream is not counted.
     expect(upstream.open()).toBe(2);
-    const plain = await server.request("/api/v1/chat/completions", { method: "POST", headers: bearer(account.key), json: { model: "echo", messages: chat.messages } });
+    const plain = await server.request("/api/v1/chat/completions", {
+      method: "POST",
+      headers: bearer(account.key),
+      json: { model: "echo", messages: chat.messages },
+    });
     expect(plain.status).toBe(200);
 
     // Another key (another tenant) streams.
@@ -66,8 +74,13 @@ describe("streams in flight per key", () => {
 
   it("counts a Gateway key's chat and agent streams together, refused in the Gateway's envelope; the Account API in its own", async () => {
     const user = await registerUser(server);
-    const key = (await server.request("/gateway/v1/auth/keys", { method: "POST", headers: bearer(user.token), json: { name: "streams" } })).body.key as string;
-    const agent = await server.request("/gateway/v1/agents", { method: "POST", headers: bearer(user.token), json: { name: "held", model: "held", tools: [], description: "" } });
+    const key = (await server.request("/gateway/v1/auth/keys", { method: "POST", headers: bearer(user.token), json: { name: "streams" } }))
+      .body.key as string;
+    const agent = await server.request("/gateway/v1/agents", {
+      method: "POST",
+      headers: bearer(user.token),
+      json: { name: "held", model: "held", tools: [], description: "" },
+    });
     expect(agent.status).toBe(201);
 
     const run = await openStream(server.url(`/gateway/v1/agents/${agent.body.id}/invoke`), bearer(key), { input: "go", stream: true });
@@ -83,15 +96,22 @@ describe("streams in flight per key", () => {
       details: { quota: "streams_per_key", limit: 2, count: 2, variable: "QUOTA_STREAMS_PER_KEY" },
     });
     expect(refused.headers.get("retry-after")).toBe("1");
-    const agentRefused = await openStream(server.url(`/gateway/v1/agents/${agent.body.id}/invoke`), bearer(key), { input: "go", stream: true });
+    const agentRefused = await openStream(server.url(`/gateway/v1/agents/${agent.body.id}/invoke`), bearer(key), {
+      input: "go",
+      stream: true,
+    });
     expect(agentRefused.status).toBe(429);
     // The same user's session is another credential.
     const session = await openStream(server.url("/gateway/v1/chat/completions"), bearer(user.token), chat);
     expect(session.status).toBe(200);
 
     // A personal key on the Account API: its own two, then the Account envelope.
-    const personal = (await server.request("/account/v1/keys", { method: "POST", headers: bearer(user.token), json: { name: "acct" } })).body.key as string;
-    const account = [await openStream(server.url("/account/v1/chat/completions"), bearer(personal), chat), await openStream(server.url("/account/v1/chat/completions"), bearer(personal), chat)];
+    const personal = (await server.request("/account/v1/keys", { method: "POST", headers: bearer(user.token), json: { name: "acct" } }))
+      .body.key as string;
+    const account = [
+      await openStream(server.url("/account/v1/chat/completions"), bearer(personal), chat),
+      await openStream(server.url("/account/v1/chat/completions"), bearer(personal), chat),
+    ];
     expect(account.map((res) => res.status)).toEqual([200, 200]);
     const accountRefused = await openStream(server.url("/account/v1/chat/completions"), bearer(personal), chat);
     expect(accountRefused.status).toBe(429);
@@ -111,7 +131,9 @@ describe("streams in flight per key", () => {
 
   it("lets N concurrent streams at the edge take exactly the places left", async () => {
     const user = await registerUser(server);
-    const results = await Promise.all(Array.from({ length: 8 }, () => openStream(server.url("/gateway/v1/chat/completions"), bearer(user.token), chat)));
+    const results = await Promise.all(
+      Array.from({ length: 8 }, () => openStream(server.url("/gateway/v1/chat/completions"), bearer(user.token), chat)),
+    );
     expect(results.filter((res) => res.status === 200)).toHaveLength(2);
     expect(results.filter((res) => res.status === 429)).toHaveLength(6);
     upstream.finish();

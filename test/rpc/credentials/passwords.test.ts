@@ -1,6 +1,12 @@
 import { scryptSync } from "node:crypto";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { DEFAULT_HASH_CONCURRENCY, hashingStats, resetHashingPeak, setHashConcurrency, verifyPassword } from "../../../rpc/credentials/passwords.js";
+import {
+  DEFAULT_HASH_CONCURRENCY,
+  hashingStats,
+  resetHashingPeak,
+  setHashConcurrency,
+  verifyPassword,
+} from "../../../rpc/credentials/passwords.js";
 import { newUserBody, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
 
 /**
@@ -65,7 +71,10 @@ describe("failed logins over the real transport", () => {
     const user = await registerUser(server);
     resetHashingPeak();
     const attempts = Array.from({ length: 4 }, (_, i) =>
-      server.request("/gateway/v1/auth/login", { method: "POST", json: { email: i % 2 ? user.email : newUserBody().email, password: "Wrong-Horse-99" } }),
+      server.request("/gateway/v1/auth/login", {
+        method: "POST",
+        json: { email: i % 2 ? user.email : newUserBody().email, password: "Wrong-Horse-99" },
+      }),
     );
     const statuses = (await Promise.all(attempts)).map((res) => res.status);
     expect(statuses).toEqual(Array(4).fill(401));

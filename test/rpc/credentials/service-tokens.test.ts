@@ -7,16 +7,21 @@ import { connectVm, vmSocketUrl, type TestVm } from "../../helpers/vm.js";
 import { eventually } from "../../helpers/eventually.js";
 
 /**
- * spec 5: the bridge accepts HS256 service tokens signed with SERVICE_JWT_SECRET on every
+ * docs/interface.md 5: the bridge accepts HS256 service tokens signed with SERVICE_JWT_SECRET on every
  * method whose auth lists the `service` kind (docs/service-tokens.md): aud "bridge", iss one
  * of the deployment's services, exp required and at most an hour ahead.
  */
 
 const SECRET = "service-jwt-secret-for-tests-0123456789abcdef";
 
-async function serviceToken(options: { secret?: string; iss?: string; aud?: string; expiresIn?: number | null; sub?: string; alg?: "HS256" | "HS512" } = {}) {
+async function serviceToken(
+  options: { secret?: string; iss?: string; aud?: string; expiresIn?: number | null; sub?: string; alg?: "HS256" | "HS512" } = {},
+) {
   const now = Math.floor(Date.now() / 1000);
-  let jwt = new SignJWT({}).setProtectedHeader({ alg: options.alg ?? "HS256", typ: "JWT" }).setIssuedAt(now).setSubject(options.sub ?? "orchestrator");
+  let jwt = new SignJWT({})
+    .setProtectedHeader({ alg: options.alg ?? "HS256", typ: "JWT" })
+    .setIssuedAt(now)
+    .setSubject(options.sub ?? "orchestrator");
   if (options.iss !== "") jwt = jwt.setIssuer(options.iss ?? "orchestrator");
   if (options.aud !== "") jwt = jwt.setAudience(options.aud ?? "bridge");
   if (options.expiresIn !== null) jwt = jwt.setExpirationTime(now + (options.expiresIn ?? 60));
@@ -24,7 +29,11 @@ async function serviceToken(options: { secret?: string; iss?: string; aud?: stri
 }
 
 const execute = (server: TestServer, token: string) =>
-  server.request("/bridge/tools/execute", { method: "POST", headers: bearer(token), json: { tool_name: "hello", input: { who: "service" }, vm_id: "svc-vm", timeout: 5 } });
+  server.request("/bridge/tools/execute", {
+    method: "POST",
+    headers: bearer(token),
+    json: { tool_name: "hello", input: { who: "service" }, vm_id: "svc-vm", timeout: 5 },
+  });
 
 describe("service tokens on the bridge", () => {
   let server: TestServer;
@@ -34,7 +43,9 @@ describe("service tokens on the bridge", () => {
   beforeAll(async () => {
     server = await startTestServer({ SERVICE_JWT_SECRET: SECRET, GATEWAY_RATE_LIMIT_RPM: "10000" });
     userToken = (await registerUser(server)).token;
-    vm = await connectVm(vmSocketUrl(server.origin, "agent-1", { vmId: "svc-vm" }), userToken, { "tools/call": (params: { arguments: { who: string } }) => `hello ${params.arguments.who}` });
+    vm = await connectVm(vmSocketUrl(server.origin, "agent-1", { vmId: "svc-vm" }), userToken, {
+      "tools/call": (params: { arguments: { who: string } }) => `hello ${params.arguments.who}`,
+    });
     await vm.register([{ name: "hello" }]);
   });
   afterAll(async () => {
@@ -51,7 +62,11 @@ describe("service tokens on the bridge", () => {
 
   it("the MCP endpoint accepts it and lists every tenant's VM tools", async () => {
     const client = new Client({ name: "svc", version: "1.0.0" });
-    await client.connect(new StreamableHTTPClientTransport(new URL(server.url("/bridge/mcp/")), { requestInit: { headers: bearer(await serviceToken({ iss: "manager" })) } }));
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(server.url("/bridge/mcp/")), {
+        requestInit: { headers: bearer(await serviceToken({ iss: "manager" })) },
+      }),
+    );
     try {
       const { tools } = await client.listTools();
       expect(tools.map((tool) => tool.name)).toContain("vm__svc-vm__hello");
@@ -61,7 +76,10 @@ describe("service tokens on the bridge", () => {
   });
 
   it("the VM socket accepts it", async () => {
-    const serviceVm = await connectVm(vmSocketUrl(server.origin, "agent-2", { vmId: "svc-owned-vm", tenantId: "ops" }), await serviceToken({ iss: "gateway" }));
+    const serviceVm = await connectVm(
+      vmSocketUrl(server.origin, "agent-2", { vmId: "svc-owned-vm", tenantId: "ops" }),
+      await serviceToken({ iss: "gateway" }),
+    );
     try {
       await serviceVm.register([{ name: "ping2" }]);
       await eventually(async () => (await server.bridge.vms.find("svc-owned-vm"))?.tenantId === "ops");
@@ -80,7 +98,10 @@ describe("service tokens on the bridge", () => {
     ["no issuer", () => serviceToken({ iss: "" })],
     ["an audience other than the bridge", () => serviceToken({ aud: "orchestrator" })],
     ["another algorithm", () => serviceToken({ alg: "HS512" })],
-    ["an unsigned token", async () => new UnsecuredJWT({}).setIssuer("orchestrator").setAudience("bridge").setExpirationTime("1m").encode()],
+    [
+      "an unsigned token",
+      async () => new UnsecuredJWT({}).setIssuer("orchestrator").setAudience("bridge").setExpirationTime("1m").encode(),
+    ],
   ])("refuses %s with 401", async (_label, make) => {
     const res = await execute(server, await make());
     expect(res.status).toBe(401);

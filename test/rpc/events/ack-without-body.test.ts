@@ -6,7 +6,7 @@ import { bearer, registerUser, startTestServer, type TestServer } from "../../he
 import { dropRedisPrefix, uniqueRedisPrefix } from "../../helpers/redis.js";
 
 /**
- * `POST /events/{id}/ack` and `/nack` with no body (spec 6 shows no payload; docs/events.md
+ * `POST /events/{id}/ack` and `/nack` with no body (docs/interface.md 6 shows no payload; docs/events.md
  * "Ack and nack without a body"): they settle the one lease held on the event; with leases of
  * several consumer groups the caller names one in `consumer` (400 otherwise); with none, 409.
  * On memory, fs and Redis.
@@ -45,7 +45,8 @@ describe.each(["memory", "fs", "redis"] as const)("ack and nack without a body o
 
   const call = (who: { token: string }, method: string, path: string, json?: unknown) =>
     server.request(`/gateway/v1${path}`, { method, headers: bearer(who.token), ...(json !== undefined ? { json } : {}) });
-  const publish = async (topic: string) => (await call(alice, "POST", "/events", { topic, type: "job.queued", payload: {} })).body as { id: string };
+  const publish = async (topic: string) =>
+    (await call(alice, "POST", "/events", { topic, type: "job.queued", payload: {} })).body as { id: string };
   const consume = (topic: string, consumer: string) => call(alice, "POST", `/events/consume?topic=${topic}&consumer=${consumer}`);
 
   it("acks the one lease held on the event; a second ack finds none (409)", async () => {
@@ -68,7 +69,10 @@ describe.each(["memory", "fs", "redis"] as const)("ack and nack without a body o
     expect(ambiguous.status).toBe(400);
     expect(ambiguous.body.error.message).toContain("alpha, beta");
     expect(ambiguous.body.error.details).toEqual({ eventId: event.id, consumers: ["alpha", "beta"] });
-    expect((await call(alice, "POST", `/events/${event.id}/ack`, { consumer: "alpha" })).body).toMatchObject({ consumer: "alpha", status: "acked" });
+    expect((await call(alice, "POST", `/events/${event.id}/ack`, { consumer: "alpha" })).body).toMatchObject({
+      consumer: "alpha",
+      status: "acked",
+    });
     const nacked = await call(alice, "POST", `/events/${event.id}/nack`);
     expect(nacked.status).toBe(200);
     expect(nacked.body).toEqual({ id: event.id, consumer: "beta", status: "nacked" });

@@ -21,7 +21,13 @@ describe("events on the Gateway API", () => {
   it("publishes with validation, lists newest first with a cursor", async () => {
     const created = await call(alice, "POST", "/events", { topic: "orders", type: "order.created", source: "shop", payload: { n: 1 } });
     expect(created.status).toBe(201);
-    expect(created.body).toMatchObject({ id: expect.stringMatching(/^evt_/), tenantId: alice.user.tenantId, topic: "orders", type: "order.created", payload: { n: 1 } });
+    expect(created.body).toMatchObject({
+      id: expect.stringMatching(/^evt_/),
+      tenantId: alice.user.tenantId,
+      topic: "orders",
+      type: "order.created",
+      payload: { n: 1 },
+    });
     await call(alice, "POST", "/events", { topic: "orders", type: "order.paid", payload: {} });
     const list = await call(alice, "GET", "/events?topic=orders&limit=1");
     expect(list.status).toBe(200);
@@ -38,7 +44,8 @@ describe("events on the Gateway API", () => {
     expect(big.status).toBe(413);
     expect((await call(alice, "POST", "/events", { tenantId: "ten_missing", topic: "orders", type: "a.b" })).status).toBe(404);
     // Consumer group names become storage keys: no path-like names.
-    for (const consumer of ["..", ".hidden", "a/b", "x".repeat(65)]) expect((await call(alice, "POST", `/events/consume?topic=orders&consumer=${encodeURIComponent(consumer)}`)).status).toBe(400);
+    for (const consumer of ["..", ".hidden", "a/b", "x".repeat(65)])
+      expect((await call(alice, "POST", `/events/consume?topic=orders&consumer=${encodeURIComponent(consumer)}`)).status).toBe(400);
   });
 
   it("consumes with leases; ack, a second ack, an unknown id; nack to dead letters and requeue", async () => {
@@ -46,7 +53,12 @@ describe("events on the Gateway API", () => {
     const first = await call(alice, "POST", "/events/consume?topic=jobs&consumer=workers&max=5&leaseSeconds=60");
     expect(first.status).toBe(200);
     expect(first.body.data).toHaveLength(1);
-    expect(first.body.data[0]).toMatchObject({ id: event.id, deliveryCount: 1, leaseId: expect.any(String), leaseExpiresAt: expect.any(String) });
+    expect(first.body.data[0]).toMatchObject({
+      id: event.id,
+      deliveryCount: 1,
+      leaseId: expect.any(String),
+      leaseExpiresAt: expect.any(String),
+    });
     // Another consumer of the same group gets nothing; another group gets it too.
     expect((await call(alice, "POST", "/events/consume?topic=jobs&consumer=workers")).body.data).toEqual([]);
     const audit = await call(alice, "POST", "/events/consume?topic=jobs&consumer=audit");
@@ -61,17 +73,27 @@ describe("events on the Gateway API", () => {
     expect((await call(alice, "POST", "/events/evt_unknown/ack", { consumer: "workers" })).status).toBe(404);
 
     // audit nacks twice: EVENTS_MAX_DELIVERIES=2 dead-letters it.
-    expect((await call(alice, "POST", `/events/${event.id}/nack`, { consumer: "audit", leaseId: audit.body.data[0].leaseId })).status).toBe(200);
+    expect((await call(alice, "POST", `/events/${event.id}/nack`, { consumer: "audit", leaseId: audit.body.data[0].leaseId })).status).toBe(
+      200,
+    );
     const second = await call(alice, "POST", "/events/consume?topic=jobs&consumer=audit");
     expect(second.body.data[0]).toMatchObject({ id: event.id, deliveryCount: 2 });
     expect((await call(alice, "POST", `/events/${event.id}/nack`, { consumer: "audit" })).status).toBe(200);
     const dead = await call(alice, "GET", "/events?status=dead&consumer=audit");
     expect(dead.body.data).toHaveLength(1);
-    expect(dead.body.data[0]).toMatchObject({ id: event.id, status: "dead", deliveries: 2, reason: expect.stringContaining("EVENTS_MAX_DELIVERIES") });
+    expect(dead.body.data[0]).toMatchObject({
+      id: event.id,
+      status: "dead",
+      deliveries: 2,
+      reason: expect.stringContaining("EVENTS_MAX_DELIVERIES"),
+    });
     expect((await call(alice, "POST", `/events/${event.id}/ack`, { consumer: "audit" })).status).toBe(409);
     expect((await call(alice, "POST", `/events/${event.id}/requeue`, { consumer: "audit" })).status).toBe(200);
     expect((await call(alice, "POST", `/events/${event.id}/requeue`, { consumer: "audit" })).status).toBe(409);
-    expect((await call(alice, "POST", "/events/consume?topic=jobs&consumer=audit")).body.data[0]).toMatchObject({ id: event.id, deliveryCount: 1 });
+    expect((await call(alice, "POST", "/events/consume?topic=jobs&consumer=audit")).body.data[0]).toMatchObject({
+      id: event.id,
+      deliveryCount: 1,
+    });
   });
 
   it("another tenant's events answer exactly like missing ones and stay untouched", async () => {
@@ -88,7 +110,8 @@ describe("events on the Gateway API", () => {
       call(bob, "GET", `/events?tenantId=${alice.user.tenantId}`),
       call(bob, "POST", "/events", { tenantId: alice.user.tenantId, topic: "secret", type: "secret.made" }),
       call(bob, "POST", `/events/consume?topic=secret&consumer=g&tenantId=${alice.user.tenantId}`),
-    ]) expect((await req).status).toBe(404);
+    ])
+      expect((await req).status).toBe(404);
     // Bob's own bus is empty, and Alice's lease still acks.
     expect((await call(bob, "POST", "/events/consume?topic=secret&consumer=g")).body.data).toEqual([]);
     expect((await call(alice, "POST", `/events/${event.id}/ack`, { consumer: "g", leaseId: lease.leaseId })).status).toBe(200);

@@ -14,8 +14,9 @@ afterAll(async () => {
   await server.close();
 });
 
-const call = (method: string, path: string, json?: unknown) => server.request(`/gateway/v1${path}`, { method, headers: bearer(user.token), ...(json !== undefined ? { json } : {}) });
-const types = async () => ((await call("GET", "/events?limit=200")).body.data as { type: string; payload: Record<string, unknown> }[]);
+const call = (method: string, path: string, json?: unknown) =>
+  server.request(`/gateway/v1${path}`, { method, headers: bearer(user.token), ...(json !== undefined ? { json } : {}) });
+const types = async () => (await call("GET", "/events?limit=200")).body.data as { type: string; payload: Record<string, unknown> }[];
 
 describe("the service's own events (docs/events.md catalog)", () => {
   it("publishes key, agent and tenant events under the tenant", async () => {
@@ -26,7 +27,16 @@ describe("the service's own events (docs/events.md catalog)", () => {
     await call("POST", `/agents/${agent.id}/deploy`);
     await call("DELETE", `/agents/${agent.id}`);
     await call("PATCH", `/tenants/${user.user.tenantId}`, { name: "Renamed" });
-    const wanted = ["key.created", "key.revoked", "agent.created", "agent.invoked", "agent.completed", "agent.deployed", "agent.deleted", "tenant.updated"];
+    const wanted = [
+      "key.created",
+      "key.revoked",
+      "agent.created",
+      "agent.invoked",
+      "agent.completed",
+      "agent.deployed",
+      "agent.deleted",
+      "tenant.updated",
+    ];
     const seen = await eventually(async () => {
       const list = await types();
       return wanted.every((type) => list.some((event) => event.type === type)) ? list : undefined;
@@ -50,11 +60,18 @@ describe("the service's own events (docs/events.md catalog)", () => {
     await call("PATCH", `/workspaces/${workspace.body.id}?status=archived`);
     const seen = await eventually(async () => {
       const list = await types();
-      return ["vm.disconnected", "mcp.server.health_changed", "workspace.status_changed"].every((type) => list.some((event) => event.type === type)) ? list : undefined;
+      return ["vm.disconnected", "mcp.server.health_changed", "workspace.status_changed"].every((type) =>
+        list.some((event) => event.type === type),
+      )
+        ? list
+        : undefined;
     });
     expect(seen!.find((event) => event.type === "vm.disconnected")!.payload).toMatchObject({ vmId: "events-vm", agentId: "agent-1" });
     expect(seen!.find((event) => event.type === "mcp.server.health_changed")!.payload).toMatchObject({ name: "gone", health: "unhealthy" });
-    expect(seen!.find((event) => event.type === "workspace.status_changed")!.payload).toMatchObject({ workspaceId: workspace.body.id, status: "archived" });
+    expect(seen!.find((event) => event.type === "workspace.status_changed")!.payload).toMatchObject({
+      workspaceId: workspace.body.id,
+      status: "archived",
+    });
   });
 
   it("never fails the operation when publishing fails", async () => {

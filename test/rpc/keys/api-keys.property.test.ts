@@ -32,8 +32,8 @@ describe("key format", () => {
   it("refuses foreign prefixes and wrong lengths", () => {
     const key = generateKey(prefixes, "gateway");
     expect(parseKey(prefixes, key.slice(0, -1))).toBeUndefined();
-    expect(parseKey(prefixes, key + "a")).toBeUndefined();
-    expect(parseKey(prefixes, "pk_" + key.slice(3))).toBeUndefined();
-    expect(parseKey(prefixes, "sk-other-" + key.slice(3))).toBeUndefined();
+    expect(parseKey(prefixes, `${key}a`)).toBeUndefined();
+    expect(parseKey(prefixes, `pk_${key.slice(3)}`)).toBeUndefined();
+    expect(parseKey(prefixes, `sk-other-${key.slice(3)}`)).toBeUndefined();
   });
 });

@@ -31,7 +31,7 @@ async function allFiles(dir: string): Promise<string[]> {
   return out;
 }
 
-describe("Console session and key endpoints (spec 4.3, 7.3)", () => {
+describe("Console session and key endpoints (docs/interface.md 4.3, 7.3)", () => {
   let server: TestServer;
   let alice: Awaited<ReturnType<typeof registerUser>>;
   let bob: Awaited<ReturnType<typeof registerUser>>;
@@ -41,7 +41,10 @@ describe("Console session and key endpoints (spec 4.3, 7.3)", () => {
   beforeAll(async () => {
     server = await startTestServer();
     [alice, bob] = await Promise.all([registerUser(server), registerUser(server)]);
-    [aliceCookie, bobCookie] = await Promise.all([consoleSignIn(server, alice.email, alice.password), consoleSignIn(server, bob.email, bob.password)]);
+    [aliceCookie, bobCookie] = await Promise.all([
+      consoleSignIn(server, alice.email, alice.password),
+      consoleSignIn(server, bob.email, bob.password),
+    ]);
   });
   afterAll(async () => {
     expect(server.loggedErrors()).toEqual([]);
@@ -107,7 +110,14 @@ describe("Console session and key endpoints (spec 4.3, 7.3)", () => {
       expect(list.status).toBe(200);
       const entry = list.body.data.find((item: { id: string }) => item.id === id);
       expect(Object.keys(entry).sort()).toEqual(LIST_FIELDS);
-      expect(entry).toMatchObject({ name: "ci", scopes: ["chat:write"], expiresAt: null, spendLimit: null, rpmLimit: null, tpmLimit: null });
+      expect(entry).toMatchObject({
+        name: "ci",
+        scopes: ["chat:write"],
+        expiresAt: null,
+        spendLimit: null,
+        rpmLimit: null,
+        tpmLimit: null,
+      });
       expect(JSON.stringify(list.body)).not.toContain(key);
       expect(JSON.stringify(list.body)).not.toContain(key.slice(11, 30));
 
@@ -119,7 +129,11 @@ describe("Console session and key endpoints (spec 4.3, 7.3)", () => {
       expect(patched.status).toBe(200);
       expect(patched.body).toMatchObject({ id, name: "ci-prod", spendLimit: 12.5, rpmLimit: 60, tpmLimit: 100000 });
       expect(JSON.stringify(patched.body)).not.toContain(key);
-      const cleared = await server.request(`${KEYS}/${id}`, { method: "PATCH", headers: withCookie(aliceCookie), json: { rpmLimit: null } });
+      const cleared = await server.request(`${KEYS}/${id}`, {
+        method: "PATCH",
+        headers: withCookie(aliceCookie),
+        json: { rpmLimit: null },
+      });
       expect(cleared.body).toMatchObject({ name: "ci-prod", rpmLimit: null, spendLimit: 12.5 });
       // The limits are on the stored record the Platform API enforces.
       const stored = await server.composition.ports.repos.keys.get(alice.user.workspaceId, id);
@@ -132,7 +146,9 @@ describe("Console session and key endpoints (spec 4.3, 7.3)", () => {
       expect(after.body.data.map((item: { id: string }) => item.id)).not.toContain(id);
       // Permanent: a second delete or a PATCH finds nothing.
       expect((await server.request(`${KEYS}/${id}`, { method: "DELETE", headers: withCookie(aliceCookie) })).status).toBe(404);
-      expect((await server.request(`${KEYS}/${id}`, { method: "PATCH", headers: withCookie(aliceCookie), json: { name: "x" } })).status).toBe(404);
+      expect(
+        (await server.request(`${KEYS}/${id}`, { method: "PATCH", headers: withCookie(aliceCookie), json: { name: "x" } })).status,
+      ).toBe(404);
     });
 
     it("refuses a revoked key with 401 on the Platform API", async () => {
@@ -150,7 +166,11 @@ describe("Console session and key endpoints (spec 4.3, 7.3)", () => {
 
     it("accepts an optional future expiresAt and refuses the key with 401 once it passes", async () => {
       const expiresAt = new Date(Date.now() + 60 * 60 * 1000).toISOString();
-      const created = await server.request(KEYS, { method: "POST", headers: withCookie(aliceCookie), json: { name: "expiring", expiresAt } });
+      const created = await server.request(KEYS, {
+        method: "POST",
+        headers: withCookie(aliceCookie),
+        json: { name: "expiring", expiresAt },
+      });
       expect(created.status).toBe(201);
       const list = await server.request(KEYS, { headers: withCookie(aliceCookie) });
       expect(list.body.data.find((item: { id: string }) => item.id === created.body.id).expiresAt).toBe(expiresAt);
@@ -205,8 +225,16 @@ describe("Console session and key endpoints (spec 4.3, 7.3)", () => {
   describe("isolation and credentials", () => {
     it("answers another workspace's key with the same 404 as a missing one, on PATCH and DELETE", async () => {
       const bobs = await server.request(KEYS, { method: "POST", headers: withCookie(bobCookie), json: { name: "bob's" } });
-      const missing = await server.request(`${KEYS}/key_doesnotexist`, { method: "PATCH", headers: withCookie(aliceCookie), json: { name: "x" } });
-      const patch = await server.request(`${KEYS}/${bobs.body.id}`, { method: "PATCH", headers: withCookie(aliceCookie), json: { name: "mine now" } });
+      const missing = await server.request(`${KEYS}/key_doesnotexist`, {
+        method: "PATCH",
+        headers: withCookie(aliceCookie),
+        json: { name: "x" },
+      });
+      const patch = await server.request(`${KEYS}/${bobs.body.id}`, {
+        method: "PATCH",
+        headers: withCookie(aliceCookie),
+        json: { name: "mine now" },
+      });
       const del = await server.request(`${KEYS}/${bobs.body.id}`, { method: "DELETE", headers: withCookie(aliceCookie) });
       for (const res of [missing, patch, del]) {
         expect(res.status).toBe(404);
@@ -235,7 +263,9 @@ describe("Console session and key endpoints (spec 4.3, 7.3)", () => {
     it("never lets an API key or a bearer session token create a key", async () => {
       const created = await server.request(KEYS, { method: "POST", headers: withCookie(aliceCookie), json: { name: "api key" } });
       const platformKey = created.body.key as string;
-      const gatewayKey = (await server.request("/gateway/v1/auth/keys", { method: "POST", headers: bearer(alice.token), json: { name: "gw" } })).body.key as string;
+      const gatewayKey = (
+        await server.request("/gateway/v1/auth/keys", { method: "POST", headers: bearer(alice.token), json: { name: "gw" } })
+      ).body.key as string;
       const before = (await server.composition.ports.repos.keys.list(alice.user.workspaceId, "platform")).length;
       for (const token of [platformKey, gatewayKey, alice.token]) {
         const res = await server.request(KEYS, { method: "POST", headers: bearer(token), json: { name: "minted" } });
@@ -250,7 +280,11 @@ describe("Console session and key endpoints (spec 4.3, 7.3)", () => {
         expect(rpc.body.error).toMatchObject({ code: -32001 });
       }
       // A cookie carrying an API key instead of a session is refused too.
-      const forged = await server.request(KEYS, { method: "POST", headers: { cookie: `gw_console=${platformKey}` }, json: { name: "minted" } });
+      const forged = await server.request(KEYS, {
+        method: "POST",
+        headers: { cookie: `gw_console=${platformKey}` },
+        json: { name: "minted" },
+      });
       expect(forged.status).toBe(401);
       expect((await server.composition.ports.repos.keys.list(alice.user.workspaceId, "platform")).length).toBe(before);
     });

@@ -27,7 +27,11 @@ describe("one instance", () => {
     const account = await platformAccount(server);
     for (let i = 0; i < 3; i++) expect((await chat(account.key)).status).toBe(200);
 
-    const patched = await server.request(`/api/api-keys/${account.keyId}`, { method: "PATCH", headers: withCookie(account.cookie), json: { rpmLimit: 1 } });
+    const patched = await server.request(`/api/api-keys/${account.keyId}`, {
+      method: "PATCH",
+      headers: withCookie(account.cookie),
+      json: { rpmLimit: 1 },
+    });
     expect(patched.status).toBe(200);
     expect((await chat(account.key)).status).toBe(200);
     const limited = await chat(account.key);
@@ -44,7 +48,10 @@ describe("one instance", () => {
   it("refuses a key of an archived workspace from the next request", async () => {
     const account = await platformAccount(server);
     expect((await chat(account.key)).status).toBe(200);
-    await server.composition.ports.repos.tenants.putWorkspace({ ...(await server.composition.ports.repos.tenants.getWorkspace(account.workspaceId))!, status: "archived" });
+    await server.composition.ports.repos.tenants.putWorkspace({
+      ...(await server.composition.ports.repos.tenants.getWorkspace(account.workspaceId))!,
+      status: "archived",
+    });
     const refused = await chat(account.key);
     expect(refused.status).toBe(403);
     expect(refused.body.error.message).toMatch(/archived/);
@@ -58,7 +65,13 @@ describe("two instances on one Redis", () => {
   let token: string;
 
   beforeAll(async () => {
-    const env = { STORAGE: "redis", REDIS_PREFIX: prefix, GATEWAY_JWT_SECRET: TEST_JWT_SECRET, DATA_ENCRYPTION_SECRET: TEST_DATA_SECRET, LOG_LEVEL: "error" };
+    const env = {
+      STORAGE: "redis",
+      REDIS_PREFIX: prefix,
+      GATEWAY_JWT_SECRET: TEST_JWT_SECRET,
+      DATA_ENCRYPTION_SECRET: TEST_DATA_SECRET,
+      LOG_LEVEL: "error",
+    };
     [a, b] = await Promise.all([startInstance(env), startInstance(env)]);
     token = (await instanceRequest(a.origin, "/gateway/v1/auth/register", { method: "POST", json: newUserBody() })).body.token;
   }, 60_000);

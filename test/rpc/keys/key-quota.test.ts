@@ -47,12 +47,18 @@ describe("keys per user", () => {
     expect(console.status).toBe(409);
     expect(console.body).toEqual({ error: { message: expect.stringContaining("QUOTA_KEYS_PER_USER") } });
     // Over /rpc, the same refusal as a JSON-RPC error with the details.
-    const rpc = await server.request("/rpc", { method: "POST", headers: bearer(alice.token), json: { jsonrpc: "2.0", id: 1, method: "auth.keys.create", params: { name: "x" } } });
+    const rpc = await server.request("/rpc", {
+      method: "POST",
+      headers: bearer(alice.token),
+      json: { jsonrpc: "2.0", id: 1, method: "auth.keys.create", params: { name: "x" } },
+    });
     expect(rpc.body.error).toMatchObject({ code: -32009, data: { code: "CONFLICT", status: 409 } });
 
     // Bob, another user (another tenant), is not affected.
     for (let i = 0; i < 3; i++) {
-      expect((await server.request("/gateway/v1/auth/keys", { method: "POST", headers: bearer(bob.token), json: { name: `b${i}` } })).status).toBe(201);
+      expect(
+        (await server.request("/gateway/v1/auth/keys", { method: "POST", headers: bearer(bob.token), json: { name: `b${i}` } })).status,
+      ).toBe(201);
     }
 
     // A revoked key no longer counts: revoking the platform key makes room for one more.
@@ -65,9 +71,13 @@ describe("keys per user", () => {
 
   it("lets N concurrent creates at the edge take exactly the places left", async () => {
     const carol = await registerUser(server);
-    expect((await server.request("/account/v1/keys", { method: "POST", headers: bearer(carol.token), json: { name: "first" } })).status).toBe(201);
+    expect(
+      (await server.request("/account/v1/keys", { method: "POST", headers: bearer(carol.token), json: { name: "first" } })).status,
+    ).toBe(201);
     const results = await Promise.all(
-      Array.from({ length: 12 }, (_, i) => server.request("/gateway/v1/auth/keys", { method: "POST", headers: bearer(carol.token), json: { name: `k${i}` } })),
+      Array.from({ length: 12 }, (_, i) =>
+        server.request("/gateway/v1/auth/keys", { method: "POST", headers: bearer(carol.token), json: { name: `k${i}` } }),
+      ),
     );
     expect(results.filter((res) => res.status === 201)).toHaveLength(2);
     expect(results.filter((res) => res.status === 409)).toHaveLength(10);
@@ -91,7 +101,9 @@ describe("keys per user across two instances on one Redis", () => {
   it("never lets concurrent creates on both instances pass the quota", async () => {
     const dave = await registerUser(one);
     const results = await Promise.all(
-      Array.from({ length: 16 }, (_, i) => (i % 2 ? one : two).request("/gateway/v1/auth/keys", { method: "POST", headers: bearer(dave.token), json: { name: `k${i}` } })),
+      Array.from({ length: 16 }, (_, i) =>
+        (i % 2 ? one : two).request("/gateway/v1/auth/keys", { method: "POST", headers: bearer(dave.token), json: { name: `k${i}` } }),
+      ),
     );
     expect(results.filter((res) => res.status === 201)).toHaveLength(4);
     expect(results.filter((res) => res.status === 409).every((res) => res.body.error.details.count === 4)).toBe(true);

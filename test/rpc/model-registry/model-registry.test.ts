@@ -37,12 +37,22 @@ let operator: Record<string, string>;
 let alice: Record<string, string>;
 let bob: Record<string, string>;
 const get = (path: string, headers = alice) => server.request(`/gateway/v1/model-registry/models${path}`, { headers });
-const patch = (id: string, json: unknown, headers = operator) => server.request(`/gateway/v1/model-registry/models/${encodeURIComponent(id)}`, { method: "PATCH", headers, json });
-const chat = (model: string, headers = alice) => server.request("/gateway/v1/chat/completions", { method: "POST", headers, json: { model, messages: [{ role: "user", content: "hello there" }] } });
+const patch = (id: string, json: unknown, headers = operator) =>
+  server.request(`/gateway/v1/model-registry/models/${encodeURIComponent(id)}`, { method: "PATCH", headers, json });
+const chat = (model: string, headers = alice) =>
+  server.request("/gateway/v1/chat/completions", {
+    method: "POST",
+    headers,
+    json: { model, messages: [{ role: "user", content: "hello there" }] },
+  });
 
 beforeAll(async () => {
   await msw.listen();
-  server = await startTestServer({ MODELS_JSON: JSON.stringify(MODELS()), MODEL_HEALTH_TTL_SECONDS: "30", MODEL_HEALTH_PROBE_TIMEOUT_MS: "400" });
+  server = await startTestServer({
+    MODELS_JSON: JSON.stringify(MODELS()),
+    MODEL_HEALTH_TTL_SECONDS: "30",
+    MODEL_HEALTH_PROBE_TIMEOUT_MS: "400",
+  });
   const op = await registerUser(server);
   await runAdmin(["grant-operator", "--email", op.email], server.composition);
   operator = bearer(op.token);
@@ -63,7 +73,14 @@ describe("entries", () => {
     expect(list.status).toBe(200);
     expect(list.body.data.map((entry: { id: string }) => entry.id).sort()).toEqual(Object.keys(MODELS().models).sort());
     const up = list.body.data.find((entry: { id: string }) => entry.id === "up-1");
-    expect(up).toMatchObject({ provider: "openai-compatible", upstreamModel: "m1", contextWindow: 32000, status: "active", served: true, capabilities: { streaming: true, tools: true, vision: false } });
+    expect(up).toMatchObject({
+      provider: "openai-compatible",
+      upstreamModel: "m1",
+      contextWindow: 32000,
+      status: "active",
+      served: true,
+      capabilities: { streaming: true, tools: true, vision: false },
+    });
   });
 
   it("answers GET by id for users of two tenants alike, and the same 404 for an unknown id", async () => {
@@ -82,12 +99,32 @@ describe("entries", () => {
     const created = await server.request("/gateway/v1/model-registry/models", {
       method: "POST",
       headers: operator,
-      json: { id: "vendor/big-1", displayName: "Big One", provider: "vendor", contextWindow: 200000, maxOutputTokens: 8192, price: { input: 3, output: 15 }, modalities: { input: ["text", "image"], output: ["text"] }, capabilities: { vision: true }, tags: ["large"] },
+      json: {
+        id: "vendor/big-1",
+        displayName: "Big One",
+        provider: "vendor",
+        contextWindow: 200000,
+        maxOutputTokens: 8192,
+        price: { input: 3, output: 15 },
+        modalities: { input: ["text", "image"], output: ["text"] },
+        capabilities: { vision: true },
+        tags: ["large"],
+      },
     });
     expect(created.status).toBe(201);
-    expect(created.body).toMatchObject({ id: "vendor/big-1", served: false, capabilities: { streaming: true, tools: false, vision: true }, tags: ["large"] });
-    expect((await server.request("/gateway/v1/model-registry/models", { method: "POST", headers: operator, json: { id: "vendor/big-1" } })).status).toBe(409);
-    expect((await server.request("/gateway/v1/model-registry/models", { method: "POST", headers: alice, json: { id: "x-1" } })).status).toBe(403);
+    expect(created.body).toMatchObject({
+      id: "vendor/big-1",
+      served: false,
+      capabilities: { streaming: true, tools: false, vision: true },
+      tags: ["large"],
+    });
+    expect(
+      (await server.request("/gateway/v1/model-registry/models", { method: "POST", headers: operator, json: { id: "vendor/big-1" } }))
+        .status,
+    ).toBe(409);
+    expect(
+      (await server.request("/gateway/v1/model-registry/models", { method: "POST", headers: alice, json: { id: "x-1" } })).status,
+    ).toBe(403);
     expect((await patch("up-1", { displayName: "Nope" }, bob)).status).toBe(403);
     const renamed = await patch("up-1", { displayName: "Upstream One", tags: ["fast"] });
     expect(renamed.body).toMatchObject({ displayName: "Upstream One", tags: ["fast"], upstreamModel: "m1" });

@@ -1,7 +1,13 @@
 import { describe, expect, it } from "vitest";
 import { PassiveStats, PASSIVE_WINDOW_MS } from "../../../rpc/model-registry/passive-stats.js";
 
-const sample = (at: number, latencyMs: number, ok = true) => ({ model: "m", ok, latencyMs, at, ...(ok ? {} : { error: `failed at ${at}` }) });
+const sample = (at: number, latencyMs: number, ok = true) => ({
+  model: "m",
+  ok,
+  latencyMs,
+  at,
+  ...(ok ? {} : { error: `failed at ${at}` }),
+});
 
 describe("passive stats", () => {
   it("counts the samples of the last five minutes only", () => {

@@ -20,7 +20,11 @@ describe("OutboundGuard", () => {
       hits += 1;
       let body = "";
       req.on("data", (chunk) => (body += chunk));
-      req.on("end", () => res.writeHead(200, { "content-type": "application/json", "x-seen-host": req.headers.host ?? "" }).end(JSON.stringify({ method: req.method, body })));
+      req.on("end", () =>
+        res
+          .writeHead(200, { "content-type": "application/json", "x-seen-host": req.headers.host ?? "" })
+          .end(JSON.stringify({ method: req.method, body })),
+      );
     });
     await new Promise<void>((resolve) => target.listen(0, "127.0.0.1", resolve));
     port = (target.address() as AddressInfo).port;

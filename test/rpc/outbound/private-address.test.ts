@@ -24,7 +24,8 @@ const EMBEDDINGS: Record<string, (v4: string) => string> = {
   "NAT64 local-use": (a) => `64:ff9b:1::${hi(a)}:${lo(a)}`,
   "6to4": (a) => `2002:${hi(a)}:${lo(a)}::1`,
   // Teredo: server IPv4 in bits 32-63, the client's IPv4 inverted in the last 32 bits.
-  "Teredo client": (a) => `2001:0:4136:e378:8000:63bf:${hex(~((v4Parts(a)[0] << 8) | v4Parts(a)[1]) & 0xffff)}:${hex(~((v4Parts(a)[2] << 8) | v4Parts(a)[3]) & 0xffff)}`,
+  "Teredo client": (a) =>
+    `2001:0:4136:e378:8000:63bf:${hex(~((v4Parts(a)[0] << 8) | v4Parts(a)[1]) & 0xffff)}:${hex(~((v4Parts(a)[2] << 8) | v4Parts(a)[3]) & 0xffff)}`,
   "Teredo server": (a) => `2001:0:${hi(a)}:${lo(a)}::1`,
 };
 
@@ -42,7 +43,17 @@ const notablePrivate = fc.oneof(
 
 describe("private-address rule", () => {
   it("refuses the forms that slipped through hand parsing", () => {
-    for (const address of ["[::127.0.0.1]", "::127.0.0.1", "::ffff:0:7f00:1", "2002:7f00:1::1", "::7f00:1", "64:ff9b::7f00:1", "64:ff9b:1::a00:1", "::ffff:127.0.0.1", "::ffff:7f00:1"]) {
+    for (const address of [
+      "[::127.0.0.1]",
+      "::127.0.0.1",
+      "::ffff:0:7f00:1",
+      "2002:7f00:1::1",
+      "::7f00:1",
+      "64:ff9b::7f00:1",
+      "64:ff9b:1::a00:1",
+      "::ffff:127.0.0.1",
+      "::ffff:7f00:1",
+    ]) {
       expect(isPrivateAddress(address), address).toBe(true);
     }
   });

@@ -7,7 +7,15 @@ import { dropRedisPrefix, TEST_REDIS_URL, uniqueRedisPrefix } from "../../helper
 const HOUR = 3_600_000;
 
 function event(overrides: Record<string, unknown> = {}) {
-  return { name: "app.start", timestamp: new Date(Date.now() - 60_000).toISOString(), component: "desktop", version: "1.2.0", clientId: "c-1", attributes: { durationMs: 10 }, ...overrides };
+  return {
+    name: "app.start",
+    timestamp: new Date(Date.now() - 60_000).toISOString(),
+    component: "desktop",
+    version: "1.2.0",
+    clientId: "c-1",
+    attributes: { durationMs: 10 },
+    ...overrides,
+  };
 }
 
 for (const driver of ["memory", "redis"] as const) {
@@ -18,11 +26,13 @@ for (const driver of ["memory", "redis"] as const) {
     let other: TestServer | undefined;
     let alice: Record<string, string>;
     let bob: Record<string, string>;
-    const ingest = (events: unknown, headers = alice, on = server) => on.request("/gateway/v1/telemetry/events", { method: "POST", headers, json: { events } });
+    const ingest = (events: unknown, headers = alice, on = server) =>
+      on.request("/gateway/v1/telemetry/events", { method: "POST", headers, json: { events } });
 
     beforeAll(async () => {
       server = await startTestServer({ ...env, TELEMETRY_INGEST_PER_MINUTE: "400", GATEWAY_MAX_PAYLOAD_BYTES: "200000" });
-      if (driver === "redis") other = await startTestServer({ ...env, TELEMETRY_INGEST_PER_MINUTE: "400", GATEWAY_MAX_PAYLOAD_BYTES: "200000" });
+      if (driver === "redis")
+        other = await startTestServer({ ...env, TELEMETRY_INGEST_PER_MINUTE: "400", GATEWAY_MAX_PAYLOAD_BYTES: "200000" });
       alice = bearer((await registerUser(server)).token);
       bob = bearer((await registerUser(server)).token);
     });
@@ -66,7 +76,9 @@ for (const driver of ["memory", "redis"] as const) {
       const tooMany = await ingest(Array.from({ length: 501 }, () => event()));
       expect(tooMany.status).toBe(400);
       expect(JSON.stringify(tooMany.body)).toMatch(/1 to 500 events/);
-      const huge = await ingest(Array.from({ length: 100 }, () => event({ attributes: { note: "y".repeat(1000), more: "z".repeat(1000) } })));
+      const huge = await ingest(
+        Array.from({ length: 100 }, () => event({ attributes: { note: "y".repeat(1000), more: "z".repeat(1000) } })),
+      );
       expect(huge.status).toBe(413);
       expect((await ingest("not a list")).status).toBe(400);
     });
@@ -85,7 +97,14 @@ for (const driver of ["memory", "redis"] as const) {
 
     it("lists with filters and a cursor, oldest first, without repeats", async () => {
       const base = Date.now() - 2 * HOUR;
-      const batch = Array.from({ length: 25 }, (_, i) => event({ name: "page.view", component: i % 2 ? "web" : "mobile", timestamp: new Date(base + i * 1000).toISOString(), clientId: `p-${i}` }));
+      const batch = Array.from({ length: 25 }, (_, i) =>
+        event({
+          name: "page.view",
+          component: i % 2 ? "web" : "mobile",
+          timestamp: new Date(base + i * 1000).toISOString(),
+          clientId: `p-${i}`,
+        }),
+      );
       expect((await ingest(batch, bob)).body.accepted).toBe(25);
       const seen: string[] = [];
       let cursor: string | null = null;
@@ -101,9 +120,17 @@ for (const driver of ["memory", "redis"] as const) {
       expect(seen).toEqual(batch.map((e) => e.clientId));
       const web = await server.request("/gateway/v1/telemetry/events?name=page.view&component=web&limit=1000", { headers: bob });
       expect(web.body.data).toHaveLength(12);
-      const windowed = await server.request(`/gateway/v1/telemetry/events?name=page.view&since=${new Date(base + 10_000).toISOString()}&until=${new Date(base + 15_000).toISOString()}`, { headers: bob });
+      const windowed = await server.request(
+        `/gateway/v1/telemetry/events?name=page.view&since=${new Date(base + 10_000).toISOString()}&until=${new Date(base + 15_000).toISOString()}`,
+        { headers: bob },
+      );
       expect(windowed.body.data.map((e: { clientId: string }) => e.clientId)).toEqual(["p-10", "p-11", "p-12", "p-13", "p-14"]);
-      for (const query of ["cursor=bogus", "since=yesterday", "limit=0", `since=${new Date().toISOString()}&until=${new Date(Date.now() - HOUR).toISOString()}`]) {
+      for (const query of [
+        "cursor=bogus",
+        "since=yesterday",
+        "limit=0",
+        `since=${new Date().toISOString()}&until=${new Date(Date.now() - HOUR).toISOString()}`,
+      ]) {
         expect((await server.request(`/gateway/v1/telemetry/events?${query}`, { headers: bob })).status, query).toBe(400);
       }
     });
@@ -113,12 +140,22 @@ for (const driver of ["memory", "redis"] as const) {
       const carol = bearer(token);
       const t = Date.now() - 30 * 60_000;
       const batch = Array.from({ length: 100 }, (_, i) =>
-        event({ name: i < 60 ? "sync.done" : "sync.failed", component: "agent", version: i < 30 ? "1.0.0" : "1.1.0", clientId: `cl-${i % 20}`, timestamp: new Date(t + i).toISOString(), attributes: { durationMs: i + 1, ok: i < 60 } }),
+        event({
+          name: i < 60 ? "sync.done" : "sync.failed",
+          component: "agent",
+          version: i < 30 ? "1.0.0" : "1.1.0",
+          clientId: `cl-${i % 20}`,
+          timestamp: new Date(t + i).toISOString(),
+          attributes: { durationMs: i + 1, ok: i < 60 },
+        }),
       );
       expect((await ingest(batch, carol)).body.accepted).toBe(100);
       const byName = (await server.request("/gateway/v1/telemetry/summary?groupBy=name&metric=durationMs", { headers: carol })).body;
       expect(byName.total).toMatchObject({ count: 100, clients: 20 });
-      expect(byName.groups.map((g: { key: string; count: number }) => [g.key, g.count])).toEqual([["sync.done", 60], ["sync.failed", 40]]);
+      expect(byName.groups.map((g: { key: string; count: number }) => [g.key, g.count])).toEqual([
+        ["sync.done", 60],
+        ["sync.failed", 40],
+      ]);
       const near = (value: number, expected: number) => expect(Math.abs(value - expected) / expected).toBeLessThanOrEqual(0.011);
       near(byName.total.metric.p50, 50);
       near(byName.total.metric.p95, 95);
@@ -126,7 +163,10 @@ for (const driver of ["memory", "redis"] as const) {
       expect(byName.groups[0].metric.max).toBe(60);
       near(byName.groups[1].metric.p50, 80);
       const byVersion = (await server.request("/gateway/v1/telemetry/summary?groupBy=version", { headers: carol })).body;
-      expect(byVersion.groups.map((g: { key: string; count: number; clients: number }) => [g.key, g.count, g.clients])).toEqual([["1.1.0", 70, 20], ["1.0.0", 30, 20]]);
+      expect(byVersion.groups.map((g: { key: string; count: number; clients: number }) => [g.key, g.count, g.clients])).toEqual([
+        ["1.1.0", 70, 20],
+        ["1.0.0", 30, 20],
+      ]);
       expect(byVersion.groups[0].metric).toBeUndefined();
       const byComponent = (await server.request("/gateway/v1/telemetry/summary?groupBy=component", { headers: carol })).body;
       expect(byComponent.groups).toEqual([expect.objectContaining({ key: "agent", count: 100 })]);
@@ -134,9 +174,15 @@ for (const driver of ["memory", "redis"] as const) {
       expect(byDay.groups.reduce((sum: number, g: { count: number }) => sum + g.count, 0)).toBe(100);
       expect(byDay.groups.at(-1).key).toBe(new Date(t).toISOString().slice(0, 10));
       expect(byDay.since.endsWith(":00:00.000Z")).toBe(true);
-      const outside = (await server.request(`/gateway/v1/telemetry/summary?until=${new Date(t - 2 * HOUR).toISOString()}`, { headers: carol })).body;
+      const outside = (
+        await server.request(`/gateway/v1/telemetry/summary?until=${new Date(t - 2 * HOUR).toISOString()}`, { headers: carol })
+      ).body;
       expect(outside.total).toMatchObject({ count: 0, clients: 0 });
-      for (const query of ["groupBy=hour", "metric=1bad", `since=${new Date().toISOString()}&until=${new Date(Date.now() - HOUR).toISOString()}`]) {
+      for (const query of [
+        "groupBy=hour",
+        "metric=1bad",
+        `since=${new Date().toISOString()}&until=${new Date(Date.now() - HOUR).toISOString()}`,
+      ]) {
         expect((await server.request(`/gateway/v1/telemetry/summary?${query}`, { headers: carol })).status, query).toBe(400);
       }
     });

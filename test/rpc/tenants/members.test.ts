@@ -10,11 +10,16 @@ let carol: Awaited<ReturnType<typeof registerUser>>;
 let n = 0;
 
 async function newTenant(token = alice.token): Promise<string> {
-  const res = await server.request(`${G}/tenants`, { method: "POST", headers: bearer(token), json: { slug: `m-${Date.now()}-${++n}`, name: "Team" } });
+  const res = await server.request(`${G}/tenants`, {
+    method: "POST",
+    headers: bearer(token),
+    json: { slug: `m-${Date.now()}-${++n}`, name: "Team" },
+  });
   expect(res.status).toBe(201);
   return res.body.id;
 }
-const add = (tenantId: string, json: unknown, token = alice.token) => server.request(`${G}/tenants/${tenantId}/members`, { method: "POST", headers: bearer(token), json });
+const add = (tenantId: string, json: unknown, token = alice.token) =>
+  server.request(`${G}/tenants/${tenantId}/members`, { method: "POST", headers: bearer(token), json });
 
 beforeAll(async () => {
   server = await startTestServer();
@@ -55,28 +60,56 @@ describe("tenant members", () => {
     expect(badRole.body.error.message).toContain("role must be one of: viewer, member, admin, owner");
     const neither = await add(tenantId, { role: "member" });
     expect(neither.status).toBe(400);
-    const lastOwner = await server.request(`${G}/tenants/${tenantId}/members/${alice.user.id}`, { method: "DELETE", headers: bearer(alice.token) });
+    const lastOwner = await server.request(`${G}/tenants/${tenantId}/members/${alice.user.id}`, {
+      method: "DELETE",
+      headers: bearer(alice.token),
+    });
     expect(lastOwner.status).toBe(409);
     expect(lastOwner.body.error.details.reason).toBe("last_owner");
-    const demote = await server.request(`${G}/tenants/${tenantId}/members/${alice.user.id}`, { method: "PATCH", headers: bearer(alice.token), json: { role: "admin" } });
+    const demote = await server.request(`${G}/tenants/${tenantId}/members/${alice.user.id}`, {
+      method: "PATCH",
+      headers: bearer(alice.token),
+      json: { role: "admin" },
+    });
     expect(demote.status).toBe(409);
-    const notMember = await server.request(`${G}/tenants/${tenantId}/members/${carol.user.id}`, { method: "DELETE", headers: bearer(alice.token) });
+    const notMember = await server.request(`${G}/tenants/${tenantId}/members/${carol.user.id}`, {
+      method: "DELETE",
+      headers: bearer(alice.token),
+    });
     expect(notMember.status).toBe(404);
   });
 
   it("transfers ownership: a second owner, then the first leaves", async () => {
     const tenantId = await newTenant();
     await add(tenantId, { userId: bob.user.id, role: "admin" });
-    const adminGrantsOwner = await server.request(`${G}/tenants/${tenantId}/members/${carol.user.id}`, { method: "PATCH", headers: bearer(bob.token), json: { role: "owner" } });
+    const adminGrantsOwner = await server.request(`${G}/tenants/${tenantId}/members/${carol.user.id}`, {
+      method: "PATCH",
+      headers: bearer(bob.token),
+      json: { role: "owner" },
+    });
     expect(adminGrantsOwner.status).toBe(404); // carol is not a member yet
-    const promoteSelf = await server.request(`${G}/tenants/${tenantId}/members/${bob.user.id}`, { method: "PATCH", headers: bearer(bob.token), json: { role: "owner" } });
+    const promoteSelf = await server.request(`${G}/tenants/${tenantId}/members/${bob.user.id}`, {
+      method: "PATCH",
+      headers: bearer(bob.token),
+      json: { role: "owner" },
+    });
     expect(promoteSelf.status).toBe(403);
-    const promote = await server.request(`${G}/tenants/${tenantId}/members/${bob.user.id}`, { method: "PATCH", headers: bearer(alice.token), json: { role: "owner" } });
+    const promote = await server.request(`${G}/tenants/${tenantId}/members/${bob.user.id}`, {
+      method: "PATCH",
+      headers: bearer(alice.token),
+      json: { role: "owner" },
+    });
     expect(promote.status).toBe(200);
-    const leave = await server.request(`${G}/tenants/${tenantId}/members/${alice.user.id}`, { method: "DELETE", headers: bearer(alice.token) });
+    const leave = await server.request(`${G}/tenants/${tenantId}/members/${alice.user.id}`, {
+      method: "DELETE",
+      headers: bearer(alice.token),
+    });
     expect(leave.status).toBe(200);
     expect((await server.request(`${G}/tenants/${tenantId}`, { headers: bearer(alice.token) })).status).toBe(404);
-    const bobLast = await server.request(`${G}/tenants/${tenantId}/members/${bob.user.id}`, { method: "DELETE", headers: bearer(bob.token) });
+    const bobLast = await server.request(`${G}/tenants/${tenantId}/members/${bob.user.id}`, {
+      method: "DELETE",
+      headers: bearer(bob.token),
+    });
     expect(bobLast.status).toBe(409);
   });
 
@@ -95,7 +128,10 @@ describe("tenant members", () => {
 
   it("keeps a personal tenant's user as its owner", async () => {
     await add(alice.user.tenantId, { userId: bob.user.id, role: "owner" });
-    const res = await server.request(`${G}/tenants/${alice.user.tenantId}/members/${alice.user.id}`, { method: "DELETE", headers: bearer(bob.token) });
+    const res = await server.request(`${G}/tenants/${alice.user.tenantId}/members/${alice.user.id}`, {
+      method: "DELETE",
+      headers: bearer(bob.token),
+    });
     expect(res.status).toBe(409);
     expect(res.body.error.details.reason).toBe("personal_tenant");
   });
@@ -103,14 +139,24 @@ describe("tenant members", () => {
   it("takes access away at once from a removed member, agents included", async () => {
     const tenantId = await newTenant();
     await add(tenantId, { userId: bob.user.id, role: "member" });
-    const agent = await server.request(`${G}/agents`, { method: "POST", headers: bearer(bob.token), json: { name: "bobs", model: "echo-1", tenantId } });
+    const agent = await server.request(`${G}/agents`, {
+      method: "POST",
+      headers: bearer(bob.token),
+      json: { name: "bobs", model: "echo-1", tenantId },
+    });
     expect(agent.status).toBe(201);
     // The owner sees the agent a member made; the member sees it in their list.
     expect((await server.request(`${G}/agents/${agent.body.id}`, { headers: bearer(alice.token) })).status).toBe(200);
     const bobsAgents = await server.request(`${G}/agents`, { headers: bearer(bob.token) });
     expect(bobsAgents.body.map((a: any) => a.id)).toContain(agent.body.id);
-    expect((await server.request(`${G}/tenants/${tenantId}/members/${bob.user.id}`, { method: "DELETE", headers: bearer(alice.token) })).status).toBe(200);
-    const after = await server.request(`${G}/agents/${agent.body.id}/invoke`, { method: "POST", headers: bearer(bob.token), json: { input: "hi" } });
+    expect(
+      (await server.request(`${G}/tenants/${tenantId}/members/${bob.user.id}`, { method: "DELETE", headers: bearer(alice.token) })).status,
+    ).toBe(200);
+    const after = await server.request(`${G}/agents/${agent.body.id}/invoke`, {
+      method: "POST",
+      headers: bearer(bob.token),
+      json: { input: "hi" },
+    });
     expect(after.status).toBe(404);
     expect((await server.request(`${G}/agents`, { headers: bearer(bob.token) })).body.map((a: any) => a.id)).not.toContain(agent.body.id);
     expect((await server.request(`${G}/tenants`, { headers: bearer(bob.token) })).body.map((t: any) => t.id)).not.toContain(tenantId);
@@ -123,7 +169,11 @@ describe("a removed member loses access at once, on an open agent stream too", (
     expect((await add(tenantId, { userId: bob.user.id, role: "member" })).status).toBe(201);
     const models = await server.request(`${G}/models`, { headers: bearer(alice.token) });
     const echo = models.body.data.find((model: { id: string }) => model.id.startsWith("echo")).id;
-    const agent = await server.request(`${G}/agents`, { method: "POST", headers: bearer(alice.token), json: { name: "shared", model: echo, tenantId } });
+    const agent = await server.request(`${G}/agents`, {
+      method: "POST",
+      headers: bearer(alice.token),
+      json: { name: "shared", model: echo, tenantId },
+    });
     expect(agent.status).toBe(201);
 
     const socket = await connectStream(server.origin, { token: bob.token });
@@ -131,7 +181,10 @@ describe("a removed member loses access at once, on an open agent stream too", (
       socket.send({ id: "before", agentId: agent.body.id, input: "member run" });
       expect((await socket.waitFor((frame) => frame.type === "done" && frame.id === "before")).output).toBe("member run");
 
-      expect((await server.request(`${G}/tenants/${tenantId}/members/${bob.user.id}`, { method: "DELETE", headers: bearer(alice.token) })).status).toBe(200);
+      expect(
+        (await server.request(`${G}/tenants/${tenantId}/members/${bob.user.id}`, { method: "DELETE", headers: bearer(alice.token) }))
+          .status,
+      ).toBe(200);
       socket.send({ id: "after", agentId: agent.body.id, input: "former member run" });
       const refused = await socket.waitFor((frame) => frame.type === "error" && frame.id === "after");
       socket.send({ id: "missing", agentId: "agt_does_not_exist", input: "x" });

@@ -19,7 +19,10 @@ function readTable(): Row[] {
     .split("\n")
     .filter((line) => line.startsWith("| ") && !line.startsWith("| route") && !line.startsWith("|---"))
     .map((line) => {
-      const cells = line.split("|").slice(1, -1).map((cell) => cell.trim());
+      const cells = line
+        .split("|")
+        .slice(1, -1)
+        .map((cell) => cell.trim());
       const allowed = Object.fromEntries(ROLES.map((role, i) => [role, cells[i + 1] === "✓"])) as Record<Role, boolean>;
       return { route: cells[0]!, allowed };
     });
@@ -44,8 +47,16 @@ const CALLS: Record<string, () => Promise<{ method: string; path: string; json?:
   "GET /tenants/{tenant}": async () => ({ method: "GET", path: `/tenants/${tenantId}` }),
   "PATCH /tenants/{tenant}": async () => ({ method: "PATCH", path: `/tenants/${tenantId}`, json: { name: "Renamed" } }),
   "GET /tenants/{tenant}/members": async () => ({ method: "GET", path: `/tenants/${tenantId}/members` }),
-  "POST /tenants/{tenant}/members (role member)": async () => ({ method: "POST", path: `/tenants/${tenantId}/members`, json: { userId: await freshUser(), role: "member" } }),
-  "POST /tenants/{tenant}/members (role owner)": async () => ({ method: "POST", path: `/tenants/${tenantId}/members`, json: { userId: await freshUser(), role: "owner" } }),
+  "POST /tenants/{tenant}/members (role member)": async () => ({
+    method: "POST",
+    path: `/tenants/${tenantId}/members`,
+    json: { userId: await freshUser(), role: "member" },
+  }),
+  "POST /tenants/{tenant}/members (role owner)": async () => ({
+    method: "POST",
+    path: `/tenants/${tenantId}/members`,
+    json: { userId: await freshUser(), role: "owner" },
+  }),
   "GET /agents?tenantId={tenant}": async () => ({ method: "GET", path: `/agents?tenantId=${tenantId}` }),
   "POST /agents": async () => ({ method: "POST", path: "/agents", json: { name: "made", model: "echo-1", tenantId } }),
   "GET /agents/{agent}": async () => ({ method: "GET", path: `/agents/${agentId}` }),
@@ -62,9 +73,19 @@ const CALLS: Record<string, () => Promise<{ method: string; path: string; json?:
   "GET /workspaces/{workspace}": async () => ({ method: "GET", path: `/workspaces/${workspaceId}` }),
   "PATCH /workspaces/{workspace}?status=active": async () => ({ method: "PATCH", path: `/workspaces/${workspaceId}?status=active` }),
   "GET /workspaces/{workspace}/artifacts": async () => ({ method: "GET", path: `/workspaces/${workspaceId}/artifacts` }),
-  "POST /workspaces/{workspace}/artifacts": async () => ({ method: "POST", path: `/workspaces/${workspaceId}/artifacts`, json: { name: "a.txt", content: "aGk=" } }),
-  "GET /workspaces/{workspace}/artifacts/{artifact}/content": async () => ({ method: "GET", path: `/workspaces/${workspaceId}/artifacts/${artifactId}/content` }),
-  "DELETE /workspaces/{workspace}/artifacts/{artifact}": async () => ({ method: "DELETE", path: `/workspaces/${workspaceId}/artifacts/${artifactId}` }),
+  "POST /workspaces/{workspace}/artifacts": async () => ({
+    method: "POST",
+    path: `/workspaces/${workspaceId}/artifacts`,
+    json: { name: "a.txt", content: "aGk=" },
+  }),
+  "GET /workspaces/{workspace}/artifacts/{artifact}/content": async () => ({
+    method: "GET",
+    path: `/workspaces/${workspaceId}/artifacts/${artifactId}/content`,
+  }),
+  "DELETE /workspaces/{workspace}/artifacts/{artifact}": async () => ({
+    method: "DELETE",
+    path: `/workspaces/${workspaceId}/artifacts/${artifactId}`,
+  }),
 };
 
 const rows = readTable();
@@ -74,19 +95,39 @@ beforeAll(async () => {
   owner = await registerUser(server);
   outsider = await registerUser(server);
   tokens.owner = owner.token;
-  const tenant = await server.request(`${G}/tenants`, { method: "POST", headers: bearer(owner.token), json: { slug: `walk-${Date.now()}`, name: "Walk" } });
+  const tenant = await server.request(`${G}/tenants`, {
+    method: "POST",
+    headers: bearer(owner.token),
+    json: { slug: `walk-${Date.now()}`, name: "Walk" },
+  });
   tenantId = tenant.body.id;
   for (const role of ["viewer", "member", "admin"] as const) {
     const user = await registerUser(server);
     tokens[role] = user.token;
-    const added = await server.request(`${G}/tenants/${tenantId}/members`, { method: "POST", headers: bearer(owner.token), json: { email: user.email, role } });
+    const added = await server.request(`${G}/tenants/${tenantId}/members`, {
+      method: "POST",
+      headers: bearer(owner.token),
+      json: { email: user.email, role },
+    });
     expect(added.status, JSON.stringify(added.body)).toBe(201);
   }
-  const agent = await server.request(`${G}/agents`, { method: "POST", headers: bearer(owner.token), json: { name: "walked", model: "echo-1", tenantId } });
+  const agent = await server.request(`${G}/agents`, {
+    method: "POST",
+    headers: bearer(owner.token),
+    json: { name: "walked", model: "echo-1", tenantId },
+  });
   agentId = agent.body.id;
-  const workspace = await server.request(`${G}/workspaces`, { method: "POST", headers: bearer(owner.token), json: { tenantId, name: "Walked" } });
+  const workspace = await server.request(`${G}/workspaces`, {
+    method: "POST",
+    headers: bearer(owner.token),
+    json: { tenantId, name: "Walked" },
+  });
   workspaceId = workspace.body.id;
-  const artifact = await server.request(`${G}/workspaces/${workspaceId}/artifacts`, { method: "POST", headers: bearer(owner.token), json: { name: "kept.txt", content: "aGk=" } });
+  const artifact = await server.request(`${G}/workspaces/${workspaceId}/artifacts`, {
+    method: "POST",
+    headers: bearer(owner.token),
+    json: { name: "kept.txt", content: "aGk=" },
+  });
   artifactId = artifact.body.id;
 }, 60_000);
 afterAll(async () => {
@@ -101,7 +142,11 @@ describe("docs/tenants.md route table", () => {
   for (const row of rows) {
     it(`${row.route}: a non-member gets 404; each role as documented`, async () => {
       const outsiderCall = await CALLS[row.route]!();
-      const denied = await server.request(G + outsiderCall.path, { method: outsiderCall.method, headers: bearer(outsider.token), json: outsiderCall.json });
+      const denied = await server.request(G + outsiderCall.path, {
+        method: outsiderCall.method,
+        headers: bearer(outsider.token),
+        json: outsiderCall.json,
+      });
       expect(denied.status, JSON.stringify(denied.body)).toBe(404);
       expect(denied.body.error.code).toBe("NOT_FOUND");
       for (const role of ROLES) {

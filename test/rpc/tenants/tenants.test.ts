@@ -32,24 +32,42 @@ beforeEach(() => upstream.reset());
 const as = (token: string) => bearer(token);
 let slugCounter = 0;
 async function createTenant(limits?: Record<string, number>, token = alice.token) {
-  const res = await server.request(`${G}/tenants`, { method: "POST", headers: as(token), json: { slug: `team-${++slugCounter}-${Date.now()}`, name: "Team", plan: "pro", region: "eu-west", limits } });
+  const res = await server.request(`${G}/tenants`, {
+    method: "POST",
+    headers: as(token),
+    json: { slug: `team-${++slugCounter}-${Date.now()}`, name: "Team", plan: "pro", region: "eu-west", limits },
+  });
   expect(res.status, JSON.stringify(res.body)).toBe(201);
   return res.body;
 }
 // maxTokens 2: each model turn holds its prompt estimate plus 2 tokens of the tenant's month.
 const createAgent = (tenantId: string | undefined, name = "a", model = "metered") =>
-  server.request(`${G}/agents`, { method: "POST", headers: as(alice.token), json: { name, model, tools: [], description: "", config: { maxTokens: 2 }, ...(tenantId ? { tenantId } : {}) } });
-const invoke = (id: string) => server.request(`${G}/agents/${id}/invoke`, { method: "POST", headers: as(alice.token), json: { input: "hi" } });
+  server.request(`${G}/agents`, {
+    method: "POST",
+    headers: as(alice.token),
+    json: { name, model, tools: [], description: "", config: { maxTokens: 2 }, ...(tenantId ? { tenantId } : {}) },
+  });
+const invoke = (id: string) =>
+  server.request(`${G}/agents/${id}/invoke`, { method: "POST", headers: as(alice.token), json: { input: "hi" } });
 
 describe("tenants", () => {
   it("lists the personal tenant first, then created ones", async () => {
     const created = await createTenant({ agents: 3, tokensPerMonth: 1000 });
-    expect(created).toMatchObject({ name: "Team", plan: "pro", region: "eu-west", limits: { agents: 3, tokensPerMonth: 1000 }, usage: { agents: 0, tokensThisMonth: 0 }, ownerId: alice.user.id });
+    expect(created).toMatchObject({
+      name: "Team",
+      plan: "pro",
+      region: "eu-west",
+      limits: { agents: 3, tokensPerMonth: 1000 },
+      usage: { agents: 0, tokensThisMonth: 0 },
+      ownerId: alice.user.id,
+    });
     const list = await server.request(`${G}/tenants`, { headers: as(alice.token) });
     expect(list.status).toBe(200);
     expect(list.body[0].id).toBe(alice.user.tenantId);
     expect(list.body.map((tenant: any) => tenant.id)).toContain(created.id);
-    expect((await server.request(`${G}/tenants`, { headers: as(bob.token) })).body.map((tenant: any) => tenant.id)).not.toContain(created.id);
+    expect((await server.request(`${G}/tenants`, { headers: as(bob.token) })).body.map((tenant: any) => tenant.id)).not.toContain(
+      created.id,
+    );
   });
 
   it("uses the configured defaults when limits are left out, for the personal tenant too", async () => {
@@ -63,8 +81,16 @@ describe("tenants", () => {
     const first = await createTenant();
     const dup = await server.request(`${G}/tenants`, { method: "POST", headers: as(bob.token), json: { slug: first.slug, name: "Copy" } });
     expect(dup.status).toBe(409);
-    for (const body of [{ slug: "Bad Slug", name: "x" }, { slug: "ok-slug-1", name: "" }, { slug: "ok-slug-2", name: "x", limits: { agents: -1 } }, { slug: "ok-slug-3", name: "x", limits: { tokensPerMonth: 1.5 } }]) {
-      expect((await server.request(`${G}/tenants`, { method: "POST", headers: as(alice.token), json: body })).status, JSON.stringify(body)).toBe(400);
+    for (const body of [
+      { slug: "Bad Slug", name: "x" },
+      { slug: "ok-slug-1", name: "" },
+      { slug: "ok-slug-2", name: "x", limits: { agents: -1 } },
+      { slug: "ok-slug-3", name: "x", limits: { tokensPerMonth: 1.5 } },
+    ]) {
+      expect(
+        (await server.request(`${G}/tenants`, { method: "POST", headers: as(alice.token), json: body })).status,
+        JSON.stringify(body),
+      ).toBe(400);
     }
   });
 
@@ -72,11 +98,21 @@ describe("tenants", () => {
     const tenant = await createTenant({ agents: 1, tokensPerMonth: 10 });
     expect((await server.request(`${G}/tenants/${tenant.id}`, { headers: as(alice.token) })).body.slug).toBe(tenant.slug);
     expect((await server.request(`${G}/tenants/${tenant.id}`, { headers: as(bob.token) })).status).toBe(404);
-    expect((await server.request(`${G}/tenants/${tenant.id}`, { method: "PATCH", headers: as(bob.token), json: { name: "mine" } })).status).toBe(404);
-    const patched = await server.request(`${G}/tenants/${tenant.id}`, { method: "PATCH", headers: as(alice.token), json: { name: "Renamed", limits: { agents: 4 } } });
+    expect(
+      (await server.request(`${G}/tenants/${tenant.id}`, { method: "PATCH", headers: as(bob.token), json: { name: "mine" } })).status,
+    ).toBe(404);
+    const patched = await server.request(`${G}/tenants/${tenant.id}`, {
+      method: "PATCH",
+      headers: as(alice.token),
+      json: { name: "Renamed", limits: { agents: 4 } },
+    });
     expect(patched.body).toMatchObject({ name: "Renamed", plan: "pro", limits: { agents: 4, tokensPerMonth: 10 } });
     // An agent in someone else's tenant: the same 404.
-    const res = await server.request(`${G}/agents`, { method: "POST", headers: as(bob.token), json: { name: "x", model: "metered", tenantId: tenant.id } });
+    const res = await server.request(`${G}/agents`, {
+      method: "POST",
+      headers: as(bob.token),
+      json: { name: "x", model: "metered", tenantId: tenant.id },
+    });
     expect(res.status).toBe(404);
   });
 });
@@ -102,7 +138,9 @@ describe("tenant limits", () => {
   it("frees exactly one slot when the same agent is deleted twice at once", async () => {
     const tenant = await createTenant({ agents: 1, tokensPerMonth: 1000 });
     const agent = (await createAgent(tenant.id)).body;
-    const deletes = await Promise.all([1, 2, 3].map(() => server.request(`${G}/agents/${agent.id}`, { method: "DELETE", headers: as(alice.token) })));
+    const deletes = await Promise.all(
+      [1, 2, 3].map(() => server.request(`${G}/agents/${agent.id}`, { method: "DELETE", headers: as(alice.token) })),
+    );
     expect(deletes.map((res) => res.status).sort()).toEqual([200, 404, 404]);
     expect((await server.request(`${G}/tenants/${tenant.id}`, { headers: as(alice.token) })).body.usage.agents).toBe(0);
     expect((await createAgent(tenant.id, "x")).status).toBe(201);
@@ -132,7 +170,11 @@ describe("tenant limits", () => {
     expect(upstream.calls).toHaveLength(2);
     expect((await server.request(`${G}/tenants/${tenant.id}`, { headers: as(alice.token) })).body.usage.tokensThisMonth).toBe(30);
     // Raising the allowance lets invocations through again.
-    await server.request(`${G}/tenants/${tenant.id}`, { method: "PATCH", headers: as(alice.token), json: { limits: { tokensPerMonth: 100 } } });
+    await server.request(`${G}/tenants/${tenant.id}`, {
+      method: "PATCH",
+      headers: as(alice.token),
+      json: { limits: { tokensPerMonth: 100 } },
+    });
     expect((await invoke(agent.id)).status).toBe(200);
   });
 
@@ -141,10 +183,18 @@ describe("tenant limits", () => {
     // Turn worst cases: 10, then 19 (the tool round adds to the prompt), then 28; each turn uses 15.
     // The second is held capped at the 15 that remain; the third finds nothing left.
     const tenant = await createTenant({ agents: 5, tokensPerMonth: 30 });
-    const created = await server.request(`${G}/agents`, { method: "POST", headers: as(alice.token), json: { name: "loop", model: "metered", tools: ["calculator"], tenantId: tenant.id, config: { maxTokens: 2 } } });
+    const created = await server.request(`${G}/agents`, {
+      method: "POST",
+      headers: as(alice.token),
+      json: { name: "loop", model: "metered", tools: ["calculator"], tenantId: tenant.id, config: { maxTokens: 2 } },
+    });
     const res = await invoke(created.body.id);
     expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ status: "error", error: expect.stringContaining("Token allowance spent"), usage: { total_tokens: 30 } });
+    expect(res.body).toMatchObject({
+      status: "error",
+      error: expect.stringContaining("Token allowance spent"),
+      usage: { total_tokens: 30 },
+    });
     expect(res.body.steps).toHaveLength(2);
     expect(upstream.calls).toHaveLength(2);
     // A run that ended in error shows it until the next good run or a deploy.

@@ -18,7 +18,17 @@ const API_KEY = "plan-api-key-88aa";
 const COOKIE = "session=plan-cookie-19fe";
 
 it("names credential-like headers case-insensitively", () => {
-  for (const name of ["Authorization", "authorization", "Cookie", "X-API-Key", "x-api-key", "X-Auth-Token", "private-key", "Proxy-Authorization"]) expect(isCredentialName(name), name).toBe(true);
+  for (const name of [
+    "Authorization",
+    "authorization",
+    "Cookie",
+    "X-API-Key",
+    "x-api-key",
+    "X-Auth-Token",
+    "private-key",
+    "Proxy-Authorization",
+  ])
+    expect(isCredentialName(name), name).toBe(true);
   for (const name of ["Accept", "X-Trace", "key", "token", "Content-Type", "keyboard"]) expect(isCredentialName(name), name).toBe(false);
 });
 

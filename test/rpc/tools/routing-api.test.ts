@@ -19,7 +19,12 @@ const vmTools = [
     name: "grep_files",
     description: "Searches files in the workspace for lines matching a pattern.",
     category: "files",
-    inputSchema: { type: "object", properties: { pattern: { type: "string", description: "Regular expression" } }, required: ["pattern"], additionalProperties: false },
+    inputSchema: {
+      type: "object",
+      properties: { pattern: { type: "string", description: "Regular expression" } },
+      required: ["pattern"],
+      additionalProperties: false,
+    },
   },
   {
     name: "remote_clock",
@@ -33,11 +38,16 @@ const vmTools = [
 /** Releases the pending `hold` calls. */
 const held: (() => void)[] = [];
 
-const post = (path: string, json: unknown, auth = token) => server.request(`/gateway/v1${path}`, { method: "POST", headers: bearer(auth), json });
+const post = (path: string, json: unknown, auth = token) =>
+  server.request(`/gateway/v1${path}`, { method: "POST", headers: bearer(auth), json });
 const get = (path: string, auth = token) => server.request(`/gateway/v1${path}`, { headers: bearer(auth) });
 
 beforeAll(async () => {
-  server = await startTestServer({ MODELS_JSON: JSON.stringify({ models: {} }), MCP_SERVERS_ALLOW_PRIVATE: "true", GATEWAY_RATE_LIMIT_RPM: "10000" });
+  server = await startTestServer({
+    MODELS_JSON: JSON.stringify({ models: {} }),
+    MCP_SERVERS_ALLOW_PRIVATE: "true",
+    GATEWAY_RATE_LIMIT_RPM: "10000",
+  });
   token = (await registerUser(server)).token;
   other = (await registerUser(server)).token;
   vm = await connectVm(vmSocketUrl(server.origin, "agent-1", { vmId: "box" }), token, {
@@ -66,7 +76,12 @@ describe("GET /mcp/router/tools", () => {
     expect(res.status).toBe(200);
     const byName = new Map(res.body.tools.map((tool: any) => [tool.name, tool]));
     expect(byName.get("calculator")).toMatchObject({ server: "builtin", tool: "calculator", category: "math" });
-    expect(byName.get("vm__box__grep_files")).toMatchObject({ server: "vm:box", tool: "grep_files", category: "files", description: vmTools[0]!.description });
+    expect(byName.get("vm__box__grep_files")).toMatchObject({
+      server: "vm:box",
+      tool: "grep_files",
+      category: "files",
+      description: vmTools[0]!.description,
+    });
     expect(res.body.count).toBe(res.body.tools.length);
   });
 
@@ -98,11 +113,19 @@ describe("upstream MCP servers", () => {
       const created = await post("/mcp/servers", { name: "weather", url: weather.url, category: "weather" });
       expect(created.status).toBe(201);
       const listed = await get("/mcp/router/tools");
-      expect(listed.body.tools.find((tool: any) => tool.name === "weather__forecast")).toMatchObject({ server: "weather", tool: "forecast", category: "weather" });
+      expect(listed.body.tools.find((tool: any) => tool.name === "weather__forecast")).toMatchObject({
+        server: "weather",
+        tool: "forecast",
+        category: "weather",
+      });
       const routed = await post("/mcp/route", { input: "will it rain tomorrow? weather forecast for Oslo", preferredMcp: "weather" });
       expect(routed.body).toMatchObject({ server: "weather", tool: "weather__forecast" });
       const run = await post("/mcp/execute", { steps: [{ tool: "weather__forecast", args: { city: "Oslo" } }] });
-      expect(run.body.steps[0]).toMatchObject({ server: "weather", status: "completed", result: { content: [{ type: "text", text: "sunny in Oslo" }] } });
+      expect(run.body.steps[0]).toMatchObject({
+        server: "weather",
+        status: "completed",
+        result: { content: [{ type: "text", text: "sunny in Oslo" }] },
+      });
       expect((await server.request("/gateway/v1/mcp/servers/weather", { method: "DELETE", headers: bearer(token) })).status).toBe(200);
       expect((await post("/mcp/route", { input: "weather forecast for Oslo" })).body.tool).not.toBe("weather__forecast");
     } finally {
@@ -155,9 +178,14 @@ describe("POST /mcp/route", () => {
 
   it("rebuilds its index when the catalog changes", async () => {
     expect((await post("/mcp/route", { input: "deploy the service to staging" })).body.tool).toBeNull();
-    const second = await connectVm(vmSocketUrl(server.origin, "agent-2", { vmId: "deployer" }), token, { "tools/call": () => ({ content: [] }) });
+    const second = await connectVm(vmSocketUrl(server.origin, "agent-2", { vmId: "deployer" }), token, {
+      "tools/call": () => ({ content: [] }),
+    });
     await second.register([{ name: "deploy_service", description: "Deploys a service to an environment (staging, production)." }]);
-    expect((await post("/mcp/route", { input: "deploy the service to staging" })).body).toMatchObject({ server: "vm:deployer", tool: "vm__deployer__deploy_service" });
+    expect((await post("/mcp/route", { input: "deploy the service to staging" })).body).toMatchObject({
+      server: "vm:deployer",
+      tool: "vm__deployer__deploy_service",
+    });
     await second.close();
     await eventually(async () => (await post("/mcp/route", { input: "deploy the service to staging" })).body.tool === null);
   });
@@ -175,10 +203,17 @@ describe("POST /mcp/route", () => {
 
 describe("plans from the ranking and their execution", () => {
   it("splits the request into steps with arguments read from each clause, and executes them", async () => {
-    const res = await post("/mcp/plan", { input: "calculate 2 * (3 + 4) then tell me the time in Europe/Paris; and then count the words of \"one two three\"" });
+    const res = await post("/mcp/plan", {
+      input: 'calculate 2 * (3 + 4) then tell me the time in Europe/Paris; and then count the words of "one two three"',
+    });
     expect(res.status).toBe(201);
     const plan = res.body;
-    expect(plan).toMatchObject({ status: "planned", planner: { kind: "ranking" }, unmatched: [], input: expect.stringContaining("calculate") });
+    expect(plan).toMatchObject({
+      status: "planned",
+      planner: { kind: "ranking" },
+      unmatched: [],
+      input: expect.stringContaining("calculate"),
+    });
     expect(plan.id).toMatch(/^plan_/);
     expect(plan.steps.map((step: any) => [step.index, step.server, step.tool, step.args])).toEqual([
       [0, "builtin", "calculator", { expression: "2 * (3 + 4)" }],
@@ -197,7 +232,10 @@ describe("plans from the ranking and their execution", () => {
 
     // Stored: the results are there on a later read.
     const stored = await get(`/mcp/plans/${plan.id}`);
-    expect(stored.body).toMatchObject({ status: "completed", steps: [{ status: "completed" }, { status: "completed" }, { status: "completed" }] });
+    expect(stored.body).toMatchObject({
+      status: "completed",
+      steps: [{ status: "completed" }, { status: "completed" }, { status: "completed" }],
+    });
   });
 
   it("records clauses nothing matched and arguments it could not read", async () => {
@@ -273,9 +311,17 @@ describe("plans from the ranking and their execution", () => {
   });
 
   it("is reachable over JSON-RPC too", async () => {
-    const res = await server.request("/rpc", { method: "POST", headers: bearer(token), json: { jsonrpc: "2.0", id: 1, method: "mcp.route", params: { input: "what is 3 + 4" } } });
+    const res = await server.request("/rpc", {
+      method: "POST",
+      headers: bearer(token),
+      json: { jsonrpc: "2.0", id: 1, method: "mcp.route", params: { input: "what is 3 + 4" } },
+    });
     expect(res.body.result).toMatchObject({ server: "builtin", tool: "calculator" });
-    const bad = await server.request("/rpc", { method: "POST", headers: bearer(token), json: { jsonrpc: "2.0", id: 2, method: "mcp.route", params: {} } });
+    const bad = await server.request("/rpc", {
+      method: "POST",
+      headers: bearer(token),
+      json: { jsonrpc: "2.0", id: 2, method: "mcp.route", params: {} },
+    });
     expect(bad.body.error.code).toBe(-32602);
   });
 
@@ -312,22 +358,38 @@ describe("POST /mcp/ask", () => {
     expect(res.body).toMatchObject({ executed: false, proposed: { server: "vm:box", tool: "vm__box__grep_files" } });
     expect(res.body.proposed.score).toBeGreaterThan(0);
     expect(res.body.result).toBeUndefined();
-    const explicit = await post("/mcp/ask", { input: "search the workspace files", vmId: "box", approve: false, toolInput: { pattern: "FIXME" } });
+    const explicit = await post("/mcp/ask", {
+      input: "search the workspace files",
+      vmId: "box",
+      approve: false,
+      toolInput: { pattern: "FIXME" },
+    });
     expect(explicit.body).toMatchObject({ executed: false, proposed: { tool: "vm__box__grep_files", args: { pattern: "FIXME" } } });
     expect(vmCalls).toEqual([]);
   });
 
   it("runs on the VM when approved, with toolInput as the arguments", async () => {
-    const res = await post("/mcp/ask", { input: "search the workspace files", vmId: "box", approve: true, toolInput: { pattern: "FIXME" } });
+    const res = await post("/mcp/ask", {
+      input: "search the workspace files",
+      vmId: "box",
+      approve: true,
+      toolInput: { pattern: "FIXME" },
+    });
     expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ executed: true, proposed: { server: "vm:box", tool: "vm__box__grep_files", args: { pattern: "FIXME" } } });
+    expect(res.body).toMatchObject({
+      executed: true,
+      proposed: { server: "vm:box", tool: "vm__box__grep_files", args: { pattern: "FIXME" } },
+    });
     expect(res.body.result).toEqual({ content: [{ type: "text", text: "3 matches for FIXME" }] });
     expect(vmCalls).toEqual([{ name: "grep_files", arguments: { pattern: "FIXME" } }]);
   });
 
   it("runs built-ins with arguments read from the request", async () => {
     const res = await post("/mcp/ask", { input: "calculate (1 + 2) * 10", approve: true });
-    expect(res.body).toMatchObject({ executed: true, proposed: { server: "builtin", tool: "calculator", args: { expression: "(1 + 2) * 10" } } });
+    expect(res.body).toMatchObject({
+      executed: true,
+      proposed: { server: "builtin", tool: "calculator", args: { expression: "(1 + 2) * 10" } },
+    });
     expect(res.body.result.structuredContent.result).toBe(30);
   });
 
@@ -335,10 +397,18 @@ describe("POST /mcp/ask", () => {
     expect((await post("/mcp/ask", { input: "calculate", approve: "yes" })).status).toBe(400);
     expect((await post("/mcp/ask", { approve: true })).status).toBe(400);
     expect((await post("/mcp/ask", { input: "search files", vmId: "box", approve: true, toolInput: { pattern: 5 } })).status).toBe(400);
-    const foreign = await post("/mcp/ask", { input: "search the workspace files", vmId: "box", approve: true, toolInput: { pattern: "x" } }, other);
+    const foreign = await post(
+      "/mcp/ask",
+      { input: "search the workspace files", vmId: "box", approve: true, toolInput: { pattern: "x" } },
+      other,
+    );
     expect(foreign.status).toBe(503);
     expect(vmCalls).toEqual([]);
-    expect((await post("/mcp/ask", { input: "xylophone quokka", approve: true })).body).toEqual({ proposed: null, executed: false, reason: "No tool matches the request" });
+    expect((await post("/mcp/ask", { input: "xylophone quokka", approve: true })).body).toEqual({
+      proposed: null,
+      executed: false,
+      reason: "No tool matches the request",
+    });
   });
 });
 
@@ -353,7 +423,12 @@ describe("plans from a planner model", () => {
   beforeAll(async () => {
     await msw.listen();
     modelServer = await startTestServer({
-      MODELS_JSON: JSON.stringify({ models: { "echo-1": { provider: "echo" }, planner: { provider: "openai-compatible", baseURL: msw.url(BASE), upstreamModel: "planner-up" } } }),
+      MODELS_JSON: JSON.stringify({
+        models: {
+          "echo-1": { provider: "echo" },
+          planner: { provider: "openai-compatible", baseURL: msw.url(BASE), upstreamModel: "planner-up" },
+        },
+      }),
     });
     user = (await registerUser(modelServer)).token;
   });
@@ -368,7 +443,15 @@ describe("plans from a planner model", () => {
 
   it("uses the model's JSON steps when they name catalog tools with valid args", async () => {
     upstream.script("planner-up", () => ({
-      text: "```json\n" + JSON.stringify({ steps: [{ tool: "current_time", args: { timezone: "Asia/Tokyo" }, reason: "time first" }, { tool: "calculator", args: { expression: "60*24" }, reason: "minutes per day" }] }) + "\n```",
+      text:
+        "```json\n" +
+        JSON.stringify({
+          steps: [
+            { tool: "current_time", args: { timezone: "Asia/Tokyo" }, reason: "time first" },
+            { tool: "calculator", args: { expression: "60*24" }, reason: "minutes per day" },
+          ],
+        }) +
+        "\n```",
     }));
     const res = await plan("what time is it in Tokyo, and how many minutes are in a day?");
     expect(res.status).toBe(201);
@@ -385,7 +468,11 @@ describe("plans from a planner model", () => {
     expect(request.messages[0].content).toContain('"inputSchema"');
     expect(request.messages[1]).toEqual({ role: "user", content: "what time is it in Tokyo, and how many minutes are in a day?" });
 
-    const run = await modelServer.request("/gateway/v1/mcp/execute", { method: "POST", headers: bearer(user), json: { planId: res.body.id } });
+    const run = await modelServer.request("/gateway/v1/mcp/execute", {
+      method: "POST",
+      headers: bearer(user),
+      json: { planId: res.body.id },
+    });
     expect(run.body.status).toBe("completed");
     expect(run.body.steps[1].result.structuredContent.result).toBe(1440);
   });

@@ -24,13 +24,33 @@ const vmTool = (name: string, description: string, properties: Record<string, un
 });
 
 const vmTools = [
-  vmTool("grepFiles", "Searches files in the workspace for lines matching a regular expression.", {
-    pattern: { type: "string", description: "Regular expression" },
-    path: { type: "string", description: "Directory to search" },
-  }, "files"),
-  vmTool("read_file", "Reads a file from the VM's disk and returns its contents.", { path: { type: "string", description: "File path" } }, "files"),
-  vmTool("git_commit", "Commits staged changes in the repository with a message.", { message: { type: "string", description: "Commit message" } }, "git"),
-  vmTool("run_shell", "Runs a shell command on the VM and returns stdout and stderr.", { command: { type: "string", description: "Command line" } }, "shell"),
+  vmTool(
+    "grepFiles",
+    "Searches files in the workspace for lines matching a regular expression.",
+    {
+      pattern: { type: "string", description: "Regular expression" },
+      path: { type: "string", description: "Directory to search" },
+    },
+    "files",
+  ),
+  vmTool(
+    "read_file",
+    "Reads a file from the VM's disk and returns its contents.",
+    { path: { type: "string", description: "File path" } },
+    "files",
+  ),
+  vmTool(
+    "git_commit",
+    "Commits staged changes in the repository with a message.",
+    { message: { type: "string", description: "Commit message" } },
+    "git",
+  ),
+  vmTool(
+    "run_shell",
+    "Runs a shell command on the VM and returns stdout and stderr.",
+    { command: { type: "string", description: "Command line" } },
+    "shell",
+  ),
 ];
 
 const index = buildIndex([...builtins, ...vmTools]);
@@ -95,7 +115,9 @@ describe("BM25 ranking", () => {
   });
 
   it("honours the filter and the limit", () => {
-    expect(rank(index, "file", { filter: (tool) => tool.server === "builtin" }).every((entry) => entry.tool.server === "builtin")).toBe(true);
+    expect(rank(index, "file", { filter: (tool) => tool.server === "builtin" }).every((entry) => entry.tool.server === "builtin")).toBe(
+      true,
+    );
     expect(rank(index, "file time text", { limit: 2 })).toHaveLength(2);
   });
 });
@@ -121,8 +143,15 @@ describe("clauses and arguments", () => {
     const time = builtins.find((tool) => tool.name === "current_time")!;
     expect(extractArgs(time.inputSchema, "what time is it in America/New_York").args).toEqual({ timezone: "America/New_York" });
     const fetchTool = builtins.find((tool) => tool.name === "http_fetch")!;
-    expect(extractArgs(fetchTool.inputSchema, "POST to https://example.com/api, max bytes 100").args).toEqual({ url: "https://example.com/api", method: "POST", max_bytes: 100 });
+    expect(extractArgs(fetchTool.inputSchema, "POST to https://example.com/api, max bytes 100").args).toEqual({
+      url: "https://example.com/api",
+      method: "POST",
+      max_bytes: 100,
+    });
     const stats = builtins.find((tool) => tool.name === "text_stats")!;
-    expect(extractArgs(stats.inputSchema, 'count the words of "to be or not to be", top 2').args).toEqual({ text: "to be or not to be", top: 2 });
+    expect(extractArgs(stats.inputSchema, 'count the words of "to be or not to be", top 2').args).toEqual({
+      text: "to be or not to be",
+      top: 2,
+    });
   });
 });

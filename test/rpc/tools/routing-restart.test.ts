@@ -12,7 +12,11 @@ async function roundTrip(env: Record<string, string>) {
   let planId: string;
   try {
     token = (await registerUser(first)).token;
-    const plan = await first.request("/gateway/v1/mcp/plan", { method: "POST", headers: bearer(token), json: { input: "compute 6 * 7 then compute 1 + 1" } });
+    const plan = await first.request("/gateway/v1/mcp/plan", {
+      method: "POST",
+      headers: bearer(token),
+      json: { input: "compute 6 * 7 then compute 1 + 1" },
+    });
     expect(plan.status).toBe(201);
     planId = plan.body.id;
     const run = await first.request("/gateway/v1/mcp/execute", { method: "POST", headers: bearer(token), json: { planId } });

@@ -5,11 +5,16 @@ import { inRollout, rolloutBucket } from "../../../rpc/updates/rollout-bucket.js
 describe("rollout bucketing", () => {
   it("is deterministic and monotone: raising the percentage only ever adds a client", () => {
     fc.assert(
-      fc.property(fc.string({ minLength: 1, maxLength: 64 }), fc.double({ min: 0, max: 100, noNaN: true }), fc.double({ min: 0, max: 100, noNaN: true }), (clientId, a, b) => {
-        const [low, high] = a <= b ? [a, b] : [b, a];
-        expect(rolloutBucket(clientId, "app", "1.0.0")).toBe(rolloutBucket(clientId, "app", "1.0.0"));
-        if (inRollout(clientId, "app", "1.0.0", low)) expect(inRollout(clientId, "app", "1.0.0", high)).toBe(true);
-      }),
+      fc.property(
+        fc.string({ minLength: 1, maxLength: 64 }),
+        fc.double({ min: 0, max: 100, noNaN: true }),
+        fc.double({ min: 0, max: 100, noNaN: true }),
+        (clientId, a, b) => {
+          const [low, high] = a <= b ? [a, b] : [b, a];
+          expect(rolloutBucket(clientId, "app", "1.0.0")).toBe(rolloutBucket(clientId, "app", "1.0.0"));
+          if (inRollout(clientId, "app", "1.0.0", low)) expect(inRollout(clientId, "app", "1.0.0", high)).toBe(true);
+        },
+      ),
     );
   });
 

@@ -13,10 +13,21 @@ let bob: Record<string, string>;
 const service = bearer(SERVICE_KEY);
 
 function release(component: string, version: string, extra: Record<string, unknown> = {}) {
-  return { component, version, channel: "stable", notes: `notes ${version}`, url: `https://downloads.example.com/${component}/${version}`, sha256: SHA, size: 1024, ...extra };
+  return {
+    component,
+    version,
+    channel: "stable",
+    notes: `notes ${version}`,
+    url: `https://downloads.example.com/${component}/${version}`,
+    sha256: SHA,
+    size: 1024,
+    ...extra,
+  };
 }
-const publish = (headers: Record<string, string>, body: unknown) => server.request("/gateway/v1/updates/releases", { method: "POST", headers, json: body });
-const rollout = (body: unknown, headers = operator) => server.request("/gateway/v1/updates/rollouts", { method: "POST", headers, json: body });
+const publish = (headers: Record<string, string>, body: unknown) =>
+  server.request("/gateway/v1/updates/releases", { method: "POST", headers, json: body });
+const rollout = (body: unknown, headers = operator) =>
+  server.request("/gateway/v1/updates/rollouts", { method: "POST", headers, json: body });
 const check = (query: string, headers = alice) => server.request(`/gateway/v1/updates/check?${query}`, { headers });
 
 beforeAll(async () => {
@@ -36,7 +47,12 @@ describe("releases", () => {
     expect((await publish(operator, release("desktop", "1.0.0"))).status).toBe(201);
     const byService = await publish(service, release("desktop", "1.1.0", { channel: "beta" }));
     expect(byService.status).toBe(201);
-    expect(byService.body).toMatchObject({ component: "desktop", version: "1.1.0", channel: "beta", rollout: { percentage: 100, effectivePercentage: 100 } });
+    expect(byService.body).toMatchObject({
+      component: "desktop",
+      version: "1.1.0",
+      channel: "beta",
+      rollout: { percentage: 100, effectivePercentage: 100 },
+    });
     const refused = await publish(alice, release("desktop", "9.0.0"));
     expect(refused.status).toBe(403);
     expect(refused.body.error.code ?? refused.body.code).toBeDefined();
@@ -60,7 +76,8 @@ describe("releases", () => {
   });
 
   it("compares versions with SemVer, not as strings", async () => {
-    for (const version of ["1.9.0", "1.10.0", "1.10.0-rc.1", "1.2.0"]) expect((await publish(operator, release("semver", version))).status).toBe(201);
+    for (const version of ["1.9.0", "1.10.0", "1.10.0-rc.1", "1.2.0"])
+      expect((await publish(operator, release("semver", version))).status).toBe(201);
     const list = await server.request("/gateway/v1/updates/releases?component=semver", { headers: alice });
     expect(list.body.data.map((r: { version: string }) => r.version)).toEqual(["1.10.0", "1.10.0-rc.1", "1.9.0", "1.2.0"]);
     const answer = await check("component=semver&currentVersion=1.9.0&clientId=c1");
@@ -93,7 +110,8 @@ describe("rollouts and check", () => {
     await publish(operator, release("app", "1.1.0-beta.1", { channel: "beta" }));
     await publish(operator, release("app", "1.2.0-canary.1", { channel: "canary" }));
     await publish(operator, release("app", "1.1.0"));
-    const latest = async (channel: string) => (await check(`component=app&currentVersion=0.9.0&channel=${channel}&clientId=c`)).body.latest.version;
+    const latest = async (channel: string) =>
+      (await check(`component=app&currentVersion=0.9.0&channel=${channel}&clientId=c`)).body.latest.version;
     expect(await latest("stable")).toBe("1.1.0");
     expect(await latest("beta")).toBe("1.1.0");
     expect(await latest("canary")).toBe("1.2.0-canary.1");
@@ -108,22 +126,41 @@ describe("rollouts and check", () => {
     expect(first.headers.get("cache-control")).toMatch(/max-age=\d+/);
     const etag = first.headers.get("etag")!;
     expect(etag).toMatch(/^".+"$/);
-    const again = await server.request("/gateway/v1/updates/check?component=app&currentVersion=1.0.0&clientId=c9", { headers: { ...alice, "if-none-match": etag } });
+    const again = await server.request("/gateway/v1/updates/check?component=app&currentVersion=1.0.0&clientId=c9", {
+      headers: { ...alice, "if-none-match": etag },
+    });
     expect(again.status).toBe(304);
-    const other = await server.request("/gateway/v1/updates/check?component=app&currentVersion=1.1.0&clientId=c9", { headers: { ...alice, "if-none-match": etag } });
+    const other = await server.request("/gateway/v1/updates/check?component=app&currentVersion=1.1.0&clientId=c9", {
+      headers: { ...alice, "if-none-match": etag },
+    });
     expect(other.status).toBe(200);
   });
 
   it("marks an update mandatory when the current version is below a release's minimumVersion", async () => {
     await publish(operator, release("agent", "2.0.0", { minimumVersion: "1.5.0" }));
-    expect((await check("component=agent&currentVersion=1.4.9&clientId=x")).body.latest).toMatchObject({ version: "2.0.0", mandatory: true });
-    expect((await check("component=agent&currentVersion=1.5.0&clientId=x")).body.latest).toMatchObject({ version: "2.0.0", mandatory: false });
+    expect((await check("component=agent&currentVersion=1.4.9&clientId=x")).body.latest).toMatchObject({
+      version: "2.0.0",
+      mandatory: true,
+    });
+    expect((await check("component=agent&currentVersion=1.5.0&clientId=x")).body.latest).toMatchObject({
+      version: "2.0.0",
+      mandatory: false,
+    });
     await publish(operator, release("agent", "2.1.0", { mandatory: true }));
-    expect((await check("component=agent&currentVersion=2.0.0&clientId=x")).body.latest).toMatchObject({ version: "2.1.0", mandatory: true });
+    expect((await check("component=agent&currentVersion=2.0.0&clientId=x")).body.latest).toMatchObject({
+      version: "2.1.0",
+      mandatory: true,
+    });
   });
 
   it("answers 400 for bad versions, an unknown channel, a bad client id", async () => {
-    for (const query of ["component=app&currentVersion=1.0", "component=app&currentVersion=latest", "component=app&currentVersion=1.0.0&channel=nightly", "currentVersion=1.0.0", "component=app&currentVersion=1.0.0&clientId=a%20b"]) {
+    for (const query of [
+      "component=app&currentVersion=1.0",
+      "component=app&currentVersion=latest",
+      "component=app&currentVersion=1.0.0&channel=nightly",
+      "currentVersion=1.0.0",
+      "component=app&currentVersion=1.0.0&clientId=a%20b",
+    ]) {
       const res = await check(query);
       expect(res.status, query).toBe(400);
     }
@@ -141,16 +178,18 @@ describe("rollouts and check", () => {
     expect(at25.size / ids.length).toBeLessThanOrEqual(0.265);
     const sample = ids.slice(0, 200);
     const answers = await Promise.all(sample.map((id) => check(`component=fleet&currentVersion=1.0.0&clientId=${id}`)));
-    answers.forEach((res, i) => expect(res.body.updateAvailable, sample[i]).toBe(at25.has(sample[i]!)));
+    for (const [i, res] of answers.entries()) expect(res.body.updateAvailable, sample[i]).toBe(at25.has(sample[i]!));
     // Header instead of query; the same answer.
-    const viaHeader = await server.request("/gateway/v1/updates/check?component=fleet&currentVersion=1.0.0", { headers: { ...bob, "x-client-id": sample[0]! } });
+    const viaHeader = await server.request("/gateway/v1/updates/check?component=fleet&currentVersion=1.0.0", {
+      headers: { ...bob, "x-client-id": sample[0]! },
+    });
     expect(viaHeader.body.updateAvailable).toBe(at25.has(sample[0]!));
     const raised = await rollout({ component: "fleet", version: "1.1.0", percentage: 60 });
     expect(raised.status).toBe(200);
     const at60 = inAt(60);
     for (const id of at25) expect(at60.has(id)).toBe(true);
     const again = await Promise.all(sample.map((id) => check(`component=fleet&currentVersion=1.0.0&clientId=${id}`)));
-    again.forEach((res, i) => expect(res.body.updateAvailable).toBe(at60.has(sample[i]!)));
+    for (const [i, res] of again.entries()) expect(res.body.updateAvailable).toBe(at60.has(sample[i]!));
   });
 
   it("pauses, resumes, rolls back, and honours startAt", async () => {
@@ -158,7 +197,11 @@ describe("rollouts and check", () => {
     await publish(operator, release("svc", "2.0.0", { percentage: 100 }));
     const has = async () => (await check("component=svc&currentVersion=1.0.0&clientId=k")).body.updateAvailable;
     expect(await has()).toBe(true);
-    expect((await rollout({ component: "svc", version: "2.0.0", state: "paused" })).body).toMatchObject({ state: "paused", percentage: 100, effectivePercentage: 0 });
+    expect((await rollout({ component: "svc", version: "2.0.0", state: "paused" })).body).toMatchObject({
+      state: "paused",
+      percentage: 100,
+      effectivePercentage: 0,
+    });
     expect(await has()).toBe(false);
     await rollout({ component: "svc", version: "2.0.0", state: "active" });
     expect(await has()).toBe(true);

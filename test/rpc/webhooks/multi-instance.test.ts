@@ -14,9 +14,14 @@ let token: string;
 beforeAll(async () => {
   receiver = await startReceiver();
   const env = {
-    STORAGE: "redis", REDIS_PREFIX: prefix, GATEWAY_JWT_SECRET: TEST_JWT_SECRET, DATA_ENCRYPTION_SECRET: TEST_DATA_SECRET, LOG_LEVEL: "error",
+    STORAGE: "redis",
+    REDIS_PREFIX: prefix,
+    GATEWAY_JWT_SECRET: TEST_JWT_SECRET,
+    DATA_ENCRYPTION_SECRET: TEST_DATA_SECRET,
+    LOG_LEVEL: "error",
     // The receiver is on loopback; both instances poll often so they race for every due attempt.
-    WEBHOOKS_ALLOW_PRIVATE: "true", WEBHOOKS_POLL_MS: "50",
+    WEBHOOKS_ALLOW_PRIVATE: "true",
+    WEBHOOKS_POLL_MS: "50",
   };
   [a, b] = await Promise.all([startInstance(env), startInstance(env)]);
   token = (await instanceRequest(a.origin, "/gateway/v1/auth/register", { method: "POST", json: newUserBody() })).body.token;
@@ -31,16 +36,33 @@ it("two instances on one Redis share a consumer group: every event leased once, 
   const ids: string[] = [];
   for (let i = 0; i < 30; i++) {
     const target = i % 2 ? a : b;
-    ids.push((await instanceRequest(target.origin, "/gateway/v1/events", { method: "POST", token, json: { topic: "jobs", type: "job.queued", payload: { i } } })).body.id);
+    ids.push(
+      (
+        await instanceRequest(target.origin, "/gateway/v1/events", {
+          method: "POST",
+          token,
+          json: { topic: "jobs", type: "job.queued", payload: { i } },
+        })
+      ).body.id,
+    );
   }
   const seen: string[] = [];
   const drain = async (origin: string) => {
     for (;;) {
-      const batch = (await instanceRequest(origin, "/gateway/v1/events/consume?topic=jobs&consumer=workers&max=4&leaseSeconds=60", { method: "POST", token })).body.data as { id: string; leaseId: string }[];
+      const batch = (
+        await instanceRequest(origin, "/gateway/v1/events/consume?topic=jobs&consumer=workers&max=4&leaseSeconds=60", {
+          method: "POST",
+          token,
+        })
+      ).body.data as { id: string; leaseId: string }[];
       if (batch.length === 0) return;
       for (const event of batch) {
         seen.push(event.id);
-        const acked = await instanceRequest(origin === a.origin ? b.origin : a.origin, `/gateway/v1/events/${event.id}/ack`, { method: "POST", token, json: { consumer: "workers", leaseId: event.leaseId } });
+        const acked = await instanceRequest(origin === a.origin ? b.origin : a.origin, `/gateway/v1/events/${event.id}/ack`, {
+          method: "POST",
+          token,
+          json: { consumer: "workers", leaseId: event.leaseId },
+        });
         expect(acked.status).toBe(200);
       }
     }
@@ -51,16 +73,30 @@ it("two instances on one Redis share a consumer group: every event leased once, 
 });
 
 it("each due webhook attempt is made by exactly one instance, first attempts and retries alike", async () => {
-  const sub = (await instanceRequest(a.origin, "/gateway/v1/webhooks/subscriptions", { method: "POST", token, json: { url: `http://127.0.0.1:${receiver.port}/multi`, filter: ["pay.*"] } })).body;
+  const sub = (
+    await instanceRequest(a.origin, "/gateway/v1/webhooks/subscriptions", {
+      method: "POST",
+      token,
+      json: { url: `http://127.0.0.1:${receiver.port}/multi`, filter: ["pay.*"] },
+    })
+  ).body;
   receiver.secrets.push(sub.secret);
   const count = 10;
   // Every first attempt fails, so each delivery is retried ~5 s later while both instances poll.
   receiver.answers.push(...Array.from({ length: count }, () => 500));
   for (let i = 0; i < count; i++) {
-    await instanceRequest(i % 2 ? a.origin : b.origin, "/gateway/v1/events", { method: "POST", token, json: { topic: "pay", type: "pay.done", payload: { i } } });
+    await instanceRequest(i % 2 ? a.origin : b.origin, "/gateway/v1/events", {
+      method: "POST",
+      token,
+      json: { topic: "pay", type: "pay.done", payload: { i } },
+    });
   }
   const deliveries = await eventually(async () => {
-    const list = (await instanceRequest(b.origin, `/gateway/v1/webhooks/deliveries?subscriptionId=${sub.id}`, { token })).body.data as { id: string; status: string; attemptCount: number }[];
+    const list = (await instanceRequest(b.origin, `/gateway/v1/webhooks/deliveries?subscriptionId=${sub.id}`, { token })).body.data as {
+      id: string;
+      status: string;
+      attemptCount: number;
+    }[];
     return list.length === count && list.every((d) => d.status === "succeeded") ? list : undefined;
   }, 15_000);
   const perDelivery = new Map<string, number>();

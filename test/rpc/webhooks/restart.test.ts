@@ -26,11 +26,23 @@ it("a pending delivery survives a restart on fs, and the secret is never on disk
   try {
     let server = await startTestServer(env);
     const user = await registerUser(server);
-    const sub = (await server.request("/gateway/v1/webhooks/subscriptions", { method: "POST", headers: bearer(user.token), json: { url: `http://127.0.0.1:${receiver.port}/r` } })).body;
+    const sub = (
+      await server.request("/gateway/v1/webhooks/subscriptions", {
+        method: "POST",
+        headers: bearer(user.token),
+        json: { url: `http://127.0.0.1:${receiver.port}/r` },
+      })
+    ).body;
     receiver.secrets.push(sub.secret);
     receiver.answers.push(500);
-    await server.request("/gateway/v1/events", { method: "POST", headers: bearer(user.token), json: { topic: "x", type: "x.y", payload: {} } });
-    const delivery = await eventually(async () => (await server.composition.ports.repos.webhooks.listDeliveries(user.user.tenantId)).find((d) => d.attempts.length === 1));
+    await server.request("/gateway/v1/events", {
+      method: "POST",
+      headers: bearer(user.token),
+      json: { topic: "x", type: "x.y", payload: {} },
+    });
+    const delivery = await eventually(async () =>
+      (await server.composition.ports.repos.webhooks.listDeliveries(user.user.tenantId)).find((d) => d.attempts.length === 1),
+    );
     await server.close();
 
     for (const file of await filesUnder(dir)) expect(await readFile(file, "utf8")).not.toContain(sub.secret.slice(6));

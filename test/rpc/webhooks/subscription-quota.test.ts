@@ -16,15 +16,31 @@ describe("webhook subscriptions per tenant", () => {
   });
 
   const subscribe = (token: string, tenantId?: string) =>
-    server.request("/gateway/v1/webhooks/subscriptions", { method: "POST", headers: bearer(token), json: { url: "http://127.0.0.1:9/hook", ...(tenantId ? { tenantId } : {}) } });
+    server.request("/gateway/v1/webhooks/subscriptions", {
+      method: "POST",
+      headers: bearer(token),
+      json: { url: "http://127.0.0.1:9/hook", ...(tenantId ? { tenantId } : {}) },
+    });
 
   it("counts every member's subscriptions of one tenant and leaves other tenants alone", async () => {
     const alice = await registerUser(server);
     const bob = await registerUser(server);
-    const tenant = await server.request("/gateway/v1/tenants", { method: "POST", headers: bearer(alice.token), json: { slug: `hooks-${Date.now().toString(36)}`, name: "Hooks" } });
+    const tenant = await server.request("/gateway/v1/tenants", {
+      method: "POST",
+      headers: bearer(alice.token),
+      json: { slug: `hooks-${Date.now().toString(36)}`, name: "Hooks" },
+    });
     expect(tenant.status).toBe(201);
     const tenantId = tenant.body.id as string;
-    expect((await server.request(`/gateway/v1/tenants/${tenantId}/members`, { method: "POST", headers: bearer(alice.token), json: { userId: bob.user.id, role: "admin" } })).status).toBe(201);
+    expect(
+      (
+        await server.request(`/gateway/v1/tenants/${tenantId}/members`, {
+          method: "POST",
+          headers: bearer(alice.token),
+          json: { userId: bob.user.id, role: "admin" },
+        })
+      ).status,
+    ).toBe(201);
 
     expect((await subscribe(alice.token, tenantId)).status).toBe(201);
     expect((await subscribe(alice.token, tenantId)).status).toBe(201);
@@ -34,9 +50,16 @@ describe("webhook subscriptions per tenant", () => {
     expect(refused.status).toBe(409);
     expect(refused.body.error).toEqual({
       code: "CONFLICT",
-      message: "Quota reached: this tenant has 3 webhook subscription(s), the most QUOTA_WEBHOOK_SUBSCRIPTIONS_PER_TENANT allows (3); delete one first",
+      message:
+        "Quota reached: this tenant has 3 webhook subscription(s), the most QUOTA_WEBHOOK_SUBSCRIPTIONS_PER_TENANT allows (3); delete one first",
       requestId: refused.headers.get("x-request-id"),
-      details: { quota: "webhook_subscriptions_per_tenant", limit: 3, count: 3, variable: "QUOTA_WEBHOOK_SUBSCRIPTIONS_PER_TENANT", tenantId },
+      details: {
+        quota: "webhook_subscriptions_per_tenant",
+        limit: 3,
+        count: 3,
+        variable: "QUOTA_WEBHOOK_SUBSCRIPTIONS_PER_TENANT",
+        tenantId,
+      },
     });
 
     // The members' personal tenants are other tenants: not affected.
@@ -44,7 +67,10 @@ describe("webhook subscriptions per tenant", () => {
     expect((await subscribe(bob.token)).status).toBe(201);
 
     // A deleted subscription makes room again.
-    expect((await server.request(`/gateway/v1/webhooks/subscriptions/${third.body.id}`, { method: "DELETE", headers: bearer(bob.token) })).status).toBe(200);
+    expect(
+      (await server.request(`/gateway/v1/webhooks/subscriptions/${third.body.id}`, { method: "DELETE", headers: bearer(bob.token) }))
+        .status,
+    ).toBe(200);
     expect((await subscribe(alice.token, tenantId)).status).toBe(201);
     expect((await subscribe(alice.token, tenantId)).status).toBe(409);
     const list = await server.request(`/gateway/v1/webhooks/subscriptions?tenantId=${tenantId}`, { headers: bearer(alice.token) });

@@ -39,13 +39,18 @@ const call = (who: { token: string }, method: string, path: string, json?: unkno
   server.request(`/gateway/v1${path}`, { method, headers: bearer(who.token), ...(json !== undefined ? { json } : {}) });
 
 async function subscribe(who: { token: string }, filter: string[], path = "/hook") {
-  const res = await call(who, "POST", "/webhooks/subscriptions", { url: `http://hooks.example.com:${receiver.port}${path}`, filter, description: "test" });
+  const res = await call(who, "POST", "/webhooks/subscriptions", {
+    url: `http://hooks.example.com:${receiver.port}${path}`,
+    filter,
+    description: "test",
+  });
   expect(res.status).toBe(201);
   receiver.secrets.push(res.body.secret);
   return res.body as { id: string; secret: string };
 }
 
-const deliveriesOf = async (subscriptionId: string) => (await call(alice, "GET", `/webhooks/deliveries?subscriptionId=${subscriptionId}`)).body.data;
+const deliveriesOf = async (subscriptionId: string) =>
+  (await call(alice, "GET", `/webhooks/deliveries?subscriptionId=${subscriptionId}`)).body.data;
 
 describe("webhooks", () => {
   it("creates a subscription whose whsec_ secret is shown once and never listed", async () => {
@@ -71,7 +76,12 @@ describe("webhooks", () => {
     expect(got[0]!.headers["webhook-id"]).toMatch(/^msg_/);
     expect(receiver.received.slice(before).some((r) => r.body.includes("misc.thing"))).toBe(false);
     const [delivery] = await deliveriesOf(sub.id);
-    expect(delivery).toMatchObject({ status: "succeeded", attemptCount: 1, lastStatusCode: 200, attempts: [{ statusCode: 200, response: expect.stringContaining("answer") }] });
+    expect(delivery).toMatchObject({
+      status: "succeeded",
+      attemptCount: 1,
+      lastStatusCode: 200,
+      attempts: [{ statusCode: 200, response: expect.stringContaining("answer") }],
+    });
   });
 
   it("retries on Svix's schedule with jitter under a driven clock, then fails and publishes webhook.delivery.failed", async () => {
@@ -101,9 +111,11 @@ describe("webhooks", () => {
     // "now": let it run before the clock goes back (read from storage: sessions have expired
     // on the driven clock).
     const repo = server.composition.ports.repos.webhooks;
-    await eventually(async () => (await repo.listDeliveries(alice.user.tenantId)).some((d) => d.subscriptionId === watcher.id && d.status === "succeeded"));
+    await eventually(async () =>
+      (await repo.listDeliveries(alice.user.tenantId)).some((d) => d.subscriptionId === watcher.id && d.status === "succeeded"),
+    );
     vi.useRealTimers();
-    let [delivery] = await deliveriesOf(sub.id);
+    const [delivery] = await deliveriesOf(sub.id);
     expect(delivery).toMatchObject({ status: "failed", attemptCount: 8, nextAttemptAt: null });
     expect(delivery.attempts.map((a: { statusCode: number }) => a.statusCode)).toEqual([500, 503, 302, 404, 500, 500, 500, 500]);
     expect(delivery.attempts[2].error).toContain("not followed");
@@ -135,7 +147,11 @@ describe("webhooks", () => {
     const ping = await call(alice, "POST", "/webhooks/dispatch", { subscriptionId: sub.id });
     expect(ping.status).toBe(200);
     expect(ping.body.deliveries).toHaveLength(1);
-    await eventually(async () => (await deliveriesOf(sub.id)).some((d: { eventType: string; status: string }) => d.eventType === "webhook.ping" && d.status === "succeeded"));
+    await eventually(async () =>
+      (await deliveriesOf(sub.id)).some(
+        (d: { eventType: string; status: string }) => d.eventType === "webhook.ping" && d.status === "succeeded",
+      ),
+    );
 
     const rotated = await call(alice, "POST", `/webhooks/subscriptions/${sub.id}/rotate-secret`);
     expect(rotated.body.secret).toMatch(/^whsec_/);
@@ -182,13 +198,18 @@ describe("webhooks", () => {
     ];
     for (const [method, theirs, missing, body] of pairs) {
       const a = await call(bob, method, theirs, body);
-      const b = await call(bob, method, missing, body ?? (method === "POST" && missing.endsWith("dispatch") ? { subscriptionId: "whs_missing" } : undefined));
+      const b = await call(
+        bob,
+        method,
+        missing,
+        body ?? (method === "POST" && missing.endsWith("dispatch") ? { subscriptionId: "whs_missing" } : undefined),
+      );
       expect(a.status, `${method} ${theirs}`).toBe(404);
       expect(b.status, `${method} ${missing}`).toBe(404);
     }
     const still = (await call(alice, "GET", `/webhooks/subscriptions/${sub.id}`)).body;
     expect(still).toMatchObject({ id: sub.id, enabled: true });
-    expect((await deliveriesOf(sub.id))).toHaveLength(1);
+    expect(await deliveriesOf(sub.id)).toHaveLength(1);
     expect((await call(bob, "GET", "/webhooks/deliveries")).body.data).toEqual([]);
   });
 });
@@ -198,8 +219,15 @@ describe("webhooks with the address rule on (the default)", () => {
     const strict = await startTestServer({ WEBHOOKS_POLL_MS: "0" }, { resolveHost });
     try {
       const user = await registerUser(strict);
-      const post = (url: string) => strict.request("/gateway/v1/webhooks/subscriptions", { method: "POST", headers: bearer(user.token), json: { url } });
-      for (const url of ["http://127.0.0.1:9/x", "http://10.0.0.1/x", "http://[::1]/x", "http://169.254.169.254/latest", `http://hooks.example.com:${receiver.port}/x`]) {
+      const post = (url: string) =>
+        strict.request("/gateway/v1/webhooks/subscriptions", { method: "POST", headers: bearer(user.token), json: { url } });
+      for (const url of [
+        "http://127.0.0.1:9/x",
+        "http://10.0.0.1/x",
+        "http://[::1]/x",
+        "http://169.254.169.254/latest",
+        `http://hooks.example.com:${receiver.port}/x`,
+      ]) {
         const res = await post(url);
         expect(res.status, url).toBe(400);
         expect(res.body.error.message).toContain("WEBHOOKS_ALLOW_PRIVATE");
@@ -209,7 +237,11 @@ describe("webhooks with the address rule on (the default)", () => {
       // The name now resolves inside: the delivery is refused at connection time, nothing is sent.
       rebound = true;
       const before = receiver.received.length;
-      const dispatched = await strict.request("/gateway/v1/webhooks/dispatch", { method: "POST", headers: bearer(user.token), json: { subscriptionId: sub.body.id } });
+      const dispatched = await strict.request("/gateway/v1/webhooks/dispatch", {
+        method: "POST",
+        headers: bearer(user.token),
+        json: { subscriptionId: sub.body.id },
+      });
       const id = dispatched.body.deliveries[0].id;
       const delivery = await eventually(async () => {
         const record = await strict.composition.ports.repos.webhooks.getDelivery(id);

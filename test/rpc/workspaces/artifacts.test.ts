@@ -33,7 +33,11 @@ for (const driver of ["memory", "fs", "redis"] as const) {
 
     it("stores raw bytes with size, SHA-256 and type, and serves them with ETag and Content-Disposition", async () => {
       const bytes = randomBytes(1000);
-      const up = await fetch(server.url(`${base()}?name=${encodeURIComponent("report é.bin")}`), { method: "POST", headers: { ...bearer(alice.token), "content-type": "application/x-test" }, body: bytes });
+      const up = await fetch(server.url(`${base()}?name=${encodeURIComponent("report é.bin")}`), {
+        method: "POST",
+        headers: { ...bearer(alice.token), "content-type": "application/x-test" },
+        body: bytes,
+      });
       expect(up.status).toBe(201);
       const artifact = (await up.json()) as any;
       const sha = createHash("sha256").update(bytes).digest("hex");
@@ -46,7 +50,9 @@ for (const driver of ["memory", "fs", "redis"] as const) {
       expect(content.headers.get("etag")).toBe(`"${sha}"`);
       expect(content.headers.get("content-disposition")).toContain("filename*=UTF-8''report%20%C3%A9.bin");
       expect(Buffer.from(await content.arrayBuffer()).equals(bytes)).toBe(true);
-      const cached = await fetch(server.url(`${base()}/${artifact.id}/content`), { headers: { ...bearer(alice.token), "if-none-match": `"${sha}"` } });
+      const cached = await fetch(server.url(`${base()}/${artifact.id}/content`), {
+        headers: { ...bearer(alice.token), "if-none-match": `"${sha}"` },
+      });
       expect(cached.status).toBe(304);
       if (driver === "redis") {
         const redis = new Redis(TEST_REDIS_URL);
@@ -60,7 +66,11 @@ for (const driver of ["memory", "fs", "redis"] as const) {
     it("takes JSON with base64 content, lists with a cursor, and deletes", async () => {
       const ids: string[] = [];
       for (let i = 0; i < 3; i += 1) {
-        const res = await server.request(base(), { method: "POST", headers: bearer(alice.token), json: { name: `n${i}.txt`, contentType: "text/plain", content: Buffer.from(`hello ${i}`).toString("base64") } });
+        const res = await server.request(base(), {
+          method: "POST",
+          headers: bearer(alice.token),
+          json: { name: `n${i}.txt`, contentType: "text/plain", content: Buffer.from(`hello ${i}`).toString("base64") },
+        });
         expect(res.status).toBe(201);
         expect(res.body.size).toBe(7);
         ids.push(res.body.id);
@@ -78,7 +88,8 @@ for (const driver of ["memory", "fs", "redis"] as const) {
     });
 
     it("answers bad uploads in the Gateway envelope, and refuses uploads to an archived workspace", async () => {
-      const raw = (query: string, body?: Uint8Array, type = "application/octet-stream") => fetch(server.url(`${base()}${query}`), { method: "POST", headers: { ...bearer(alice.token), "content-type": type }, body });
+      const raw = (query: string, body?: Uint8Array, type = "application/octet-stream") =>
+        fetch(server.url(`${base()}${query}`), { method: "POST", headers: { ...bearer(alice.token), "content-type": type }, body });
       const noName = await raw("", new Uint8Array([1]));
       expect(noName.status).toBe(400);
       expect(((await noName.json()) as any).error.message).toContain("name");
@@ -88,7 +99,11 @@ for (const driver of ["memory", "fs", "redis"] as const) {
       const big = await raw("?name=x", new Uint8Array(LIMIT + 1));
       expect(big.status).toBe(413);
       expect(((await big.json()) as any).error.code).toBe("PAYLOAD_TOO_LARGE");
-      const badBase64 = await server.request(base(), { method: "POST", headers: bearer(alice.token), json: { name: "x", content: "not base64!" } });
+      const badBase64 = await server.request(base(), {
+        method: "POST",
+        headers: bearer(alice.token),
+        json: { name: "x", content: "not base64!" },
+      });
       expect(badBase64.status).toBe(400);
       expect(badBase64.body.error.message).toContain("not valid base64");
       const jsonNoName = await server.request(base(), { method: "POST", headers: bearer(alice.token), json: { content: "aGk=" } });

@@ -16,17 +16,40 @@ let provider: ReturnType<typeof providerFor>["provider"];
 
 beforeAll(async () => {
   await msw.listen();
-  provider = providerFor("claude", { provider: "anthropic", baseURL: msw.url(BASE), apiKeyEnv: "ANTHROPIC_KEY", upstreamModel: "claude-sonnet-4-5", maxOutputTokens: 1000, contextWindow: 200000 }, env).provider;
+  provider = providerFor(
+    "claude",
+    {
+      provider: "anthropic",
+      baseURL: msw.url(BASE),
+      apiKeyEnv: "ANTHROPIC_KEY",
+      upstreamModel: "claude-sonnet-4-5",
+      maxOutputTokens: 1000,
+      contextWindow: 200000,
+    },
+    env,
+  ).provider;
 });
 afterAll(() => msw.close());
 beforeEach(() => upstream.reset());
 
 describe("anthropic adapter", () => {
   it("translates a JSON request and answer: system on top, max_tokens always, headers, usage and finish reason", async () => {
-    upstream.script("claude-sonnet-4-5", { kind: "turn", turn: { text: "Bonjour le monde", finish: "length", usage: { input: 12, output: 3 } } });
+    upstream.script("claude-sonnet-4-5", {
+      kind: "turn",
+      turn: { text: "Bonjour le monde", finish: "length", usage: { input: 12, output: 3 } },
+    });
     const completion = completionOf(
       await provider.complete(
-        { model: "claude", messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "Say hi" }], temperature: 0.5, top_p: 0.9, stop: "END" },
+        {
+          model: "claude",
+          messages: [
+            { role: "system", content: "Be brief." },
+            { role: "user", content: "Say hi" },
+          ],
+          temperature: 0.5,
+          top_p: 0.9,
+          stop: "END",
+        },
         signal(),
         { traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" },
       ),
@@ -58,7 +81,16 @@ describe("anthropic adapter", () => {
       {
         model: "claude",
         max_tokens: 42,
-        messages: [{ role: "user", content: [{ type: "text", text: "What is this?" }, { type: "image_url", image_url: { url: "data:image/png;base64,iVBORw0KGgo=" } }, { type: "image_url", image_url: { url: "https://example.test/cat.jpg" } }] }],
+        messages: [
+          {
+            role: "user",
+            content: [
+              { type: "text", text: "What is this?" },
+              { type: "image_url", image_url: { url: "data:image/png;base64,iVBORw0KGgo=" } },
+              { type: "image_url", image_url: { url: "https://example.test/cat.jpg" } },
+            ],
+          },
+        ],
       },
       signal(),
     );
@@ -72,7 +104,9 @@ describe("anthropic adapter", () => {
 
   it("streams text as chat.completion.chunk frames: role first, finish reason, usage in the last frame", async () => {
     upstream.script("claude-sonnet-4-5", { kind: "turn", turn: { text: "one two three", usage: { input: 9, output: 3 } } });
-    const { chunks, error } = await drainStream(await provider.complete({ model: "claude", stream: true, messages: [{ role: "user", content: "count" }] }, signal()));
+    const { chunks, error } = await drainStream(
+      await provider.complete({ model: "claude", stream: true, messages: [{ role: "user", content: "count" }] }, signal()),
+    );
     expect(error).toBeUndefined();
     expect(upstream.calls[0]!.body).toMatchObject({ stream: true, max_tokens: 1000 });
     expect(upstream.calls[0]!.headers.get("accept")).toBe("text/event-stream");
@@ -86,18 +120,32 @@ describe("anthropic adapter", () => {
   it("reads a stream to its end, so the connection goes back to the pool", async () => {
     const before = msw.acceptedConnections();
     for (let i = 0; i < 3; i++) {
-      const { error } = await drainStream(await provider.complete({ model: "claude", stream: true, messages: [{ role: "user", content: `again ${i}` }] }, signal()));
+      const { error } = await drainStream(
+        await provider.complete({ model: "claude", stream: true, messages: [{ role: "user", content: `again ${i}` }] }, signal()),
+      );
       expect(error).toBeUndefined();
     }
     expect(msw.acceptedConnections() - before).toBeLessThanOrEqual(1);
   });
 
   it("translates tools, tool_choice, assistant tool calls and tool results into tool_use / tool_result blocks", async () => {
-    await provider.complete({ model: "claude", ...TOOL_CONVERSATION, tool_choice: { type: "function", function: { name: "weather" } }, parallel_tool_calls: false }, signal());
+    await provider.complete(
+      {
+        model: "claude",
+        ...TOOL_CONVERSATION,
+        tool_choice: { type: "function", function: { name: "weather" } },
+        parallel_tool_calls: false,
+      },
+      signal(),
+    );
     const body = upstream.calls[0]!.body;
     expect(body.system).toBe("Be brief.");
     expect(body.tools).toEqual([
-      { name: "weather", description: "Current weather of a city", input_schema: { type: "object", properties: { city: { type: "string" } }, required: ["city"], additionalProperties: false } },
+      {
+        name: "weather",
+        description: "Current weather of a city",
+        input_schema: { type: "object", properties: { city: { type: "string" } }, required: ["city"], additionalProperties: false },
+      },
     ]);
     expect(body.tool_choice).toEqual({ type: "tool", name: "weather", disable_parallel_tool_use: true });
     expect(body.messages).toEqual([
@@ -118,7 +166,11 @@ describe("anthropic adapter", () => {
         ],
       },
     ]);
-    for (const [choice, expected] of [["auto", { type: "auto" }], ["required", { type: "any" }], ["none", { type: "none" }]] as const) {
+    for (const [choice, expected] of [
+      ["auto", { type: "auto" }],
+      ["required", { type: "any" }],
+      ["none", { type: "none" }],
+    ] as const) {
       upstream.reset();
       await provider.complete({ model: "claude", ...TOOL_CONVERSATION, tool_choice: choice }, signal());
       expect(upstream.calls[0]!.body.tool_choice).toEqual(expected);
@@ -126,7 +178,13 @@ describe("anthropic adapter", () => {
   });
 
   it("answers tool_use blocks as tool_calls, as JSON and as streamed deltas", async () => {
-    const turn = { text: "Let me check.", toolCalls: [{ id: "toolu_01", name: "weather", input: { city: "Paris" } }, { id: "toolu_02", name: "weather", input: { city: "Rome" } }] };
+    const turn = {
+      text: "Let me check.",
+      toolCalls: [
+        { id: "toolu_01", name: "weather", input: { city: "Paris" } },
+        { id: "toolu_02", name: "weather", input: { city: "Rome" } },
+      ],
+    };
     upstream.script("claude-sonnet-4-5", { kind: "turn", turn });
     const completion = completionOf(await provider.complete({ model: "claude", ...TOOL_CONVERSATION }, signal()));
     expect(completion.choices[0]).toEqual({
@@ -159,7 +217,12 @@ describe("anthropic adapter", () => {
   });
 
   it("streams the arguments of a call to a tool without parameters as {}, as in a JSON answer", async () => {
-    const turn = { toolCalls: [{ id: "toolu_now", name: "current_time", input: {} }, { id: "toolu_paris", name: "weather", input: { city: "Paris" } }] };
+    const turn = {
+      toolCalls: [
+        { id: "toolu_now", name: "current_time", input: {} },
+        { id: "toolu_paris", name: "weather", input: { city: "Paris" } },
+      ],
+    };
     upstream.script("claude-sonnet-4-5", { kind: "turn", turn });
     const tools = [{ type: "function" as const, function: { name: "current_time" } }, ...TOOL_CONVERSATION.tools];
     const request = { model: "claude", tools, messages: [{ role: "user", content: "Time, and weather in Paris?" }] };
@@ -174,20 +237,30 @@ describe("anthropic adapter", () => {
   });
 
   it("relays a 4xx verbatim as not retryable, and marks 429 (with Retry-After), 529 and 5xx retryable", async () => {
-    const cases: { status: number; type: string; headers: Record<string, string>; retryable: boolean; retryAfterMs: number | undefined }[] = [
-      { status: 400, type: "invalid_request_error", headers: {}, retryable: false, retryAfterMs: undefined },
-      { status: 401, type: "authentication_error", headers: {}, retryable: false, retryAfterMs: undefined },
-      { status: 429, type: "rate_limit_error", headers: { "retry-after": "7" }, retryable: true, retryAfterMs: 7000 },
-      { status: 529, type: "overloaded_error", headers: {}, retryable: true, retryAfterMs: undefined },
-      { status: 500, type: "api_error", headers: {}, retryable: true, retryAfterMs: undefined },
-    ];
+    const cases: { status: number; type: string; headers: Record<string, string>; retryable: boolean; retryAfterMs: number | undefined }[] =
+      [
+        { status: 400, type: "invalid_request_error", headers: {}, retryable: false, retryAfterMs: undefined },
+        { status: 401, type: "authentication_error", headers: {}, retryable: false, retryAfterMs: undefined },
+        { status: 429, type: "rate_limit_error", headers: { "retry-after": "7" }, retryable: true, retryAfterMs: 7000 },
+        { status: 529, type: "overloaded_error", headers: {}, retryable: true, retryAfterMs: undefined },
+        { status: 500, type: "api_error", headers: {}, retryable: true, retryAfterMs: undefined },
+      ];
     for (const item of cases) {
       const body = { type: "error", error: { type: item.type, message: `${item.type} happened` } };
       upstream.script("claude-sonnet-4-5", { kind: "error", status: item.status, body, headers: item.headers });
       for (const stream of [false, true]) {
-        const error = await provider.complete({ model: "claude", stream, messages: [{ role: "user", content: "x" }] }, signal()).catch((e: unknown) => e);
+        const error = await provider
+          .complete({ model: "claude", stream, messages: [{ role: "user", content: "x" }] }, signal())
+          .catch((e: unknown) => e);
         expect(error, `${item.status}`).toBeInstanceOf(ProviderError);
-        expect(error).toMatchObject({ code: "UPSTREAM", status: item.status, upstreamStatus: item.status, upstreamBody: body, retryable: item.retryable, message: `${item.type} happened` });
+        expect(error).toMatchObject({
+          code: "UPSTREAM",
+          status: item.status,
+          upstreamStatus: item.status,
+          upstreamBody: body,
+          retryable: item.retryable,
+          message: `${item.type} happened`,
+        });
         expect((error as ProviderError).retryAfterMs).toBe(item.retryAfterMs);
         // Spec 7.2: the upstream's headers (Retry-After) are not copied onto the response.
         expect((error as ProviderError).headers).toBeUndefined();
@@ -197,13 +270,22 @@ describe("anthropic adapter", () => {
 
   it("turns an error event in the stream into a retryable 529 error, and a cut stream into the cut error", async () => {
     upstream.script("claude-sonnet-4-5", { kind: "stream-error", turn: { text: "a b c" }, after: 2 });
-    const failed = await drainStream(await provider.complete({ model: "claude", stream: true, messages: [{ role: "user", content: "x" }] }, signal()));
+    const failed = await drainStream(
+      await provider.complete({ model: "claude", stream: true, messages: [{ role: "user", content: "x" }] }, signal()),
+    );
     // Nothing was sent before the error: a router may still try elsewhere.
     expect(failed.chunks).toEqual([]);
-    expect(failed.error).toMatchObject({ code: "UPSTREAM", status: 529, retryable: true, upstreamBody: { type: "error", error: { type: "overloaded_error" } } });
+    expect(failed.error).toMatchObject({
+      code: "UPSTREAM",
+      status: 529,
+      retryable: true,
+      upstreamBody: { type: "error", error: { type: "overloaded_error" } },
+    });
 
     upstream.script("claude-sonnet-4-5", { kind: "cut", turn: { text: "a b c d" }, after: 5 });
-    const cut = await drainStream(await provider.complete({ model: "claude", stream: true, messages: [{ role: "user", content: "x" }] }, signal()));
+    const cut = await drainStream(
+      await provider.complete({ model: "claude", stream: true, messages: [{ role: "user", content: "x" }] }, signal()),
+    );
     expect(assemble(cut.chunks).content).toBe("a b");
     expect(cut.error).toBeInstanceOf(ServiceError);
     expect(cut.error).toMatchObject({ code: "BAD_GATEWAY", status: 502, message: expect.stringContaining("closed the stream early") });
@@ -212,9 +294,13 @@ describe("anthropic adapter", () => {
 
   it("answers 503 when the key's variable is unset, and a retryable 502 when the provider is unreachable", async () => {
     const unset = providerFor("claude", { provider: "anthropic", baseURL: msw.url(BASE), apiKeyEnv: "NOT_SET_ANYWHERE" }, {}).provider;
-    expect(await unset.complete({ model: "claude", messages: [{ role: "user", content: "x" }] }, signal()).catch((e: unknown) => e)).toMatchObject({ status: 503, retryable: false });
+    expect(
+      await unset.complete({ model: "claude", messages: [{ role: "user", content: "x" }] }, signal()).catch((e: unknown) => e),
+    ).toMatchObject({ status: 503, retryable: false });
     const down = providerFor("claude", { provider: "anthropic", baseURL: "http://127.0.0.1:9" }, {}).provider;
-    expect(await down.complete({ model: "claude", messages: [{ role: "user", content: "x" }] }, signal()).catch((e: unknown) => e)).toMatchObject({ code: "BAD_GATEWAY", status: 502, retryable: true });
+    expect(
+      await down.complete({ model: "claude", messages: [{ role: "user", content: "x" }] }, signal()).catch((e: unknown) => e),
+    ).toMatchObject({ code: "BAD_GATEWAY", status: 502, retryable: true });
     expect(upstream.calls).toHaveLength(0);
   });
 });

@@ -14,13 +14,22 @@ const BASE = "https://bedrock-runtime.eu-west-1.amazonaws.com";
 const MODEL = "anthropic.claude-3-5-sonnet-20240620-v1:0";
 const upstream = createBedrockUpstream(BASE);
 const msw = mockUpstreams(...upstream.handlers);
-const env = { AWS_ACCESS_KEY_ID: "AKIDEXAMPLE", AWS_SECRET_ACCESS_KEY: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", AWS_SESSION_TOKEN: "session-token-1", AWS_REGION: "us-east-1" };
+const env = {
+  AWS_ACCESS_KEY_ID: "AKIDEXAMPLE",
+  AWS_SECRET_ACCESS_KEY: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+  AWS_SESSION_TOKEN: "session-token-1",
+  AWS_REGION: "us-east-1",
+};
 const signal = () => new AbortController().signal;
 let provider: ReturnType<typeof providerFor>["provider"];
 
 beforeAll(async () => {
   await msw.listen();
-  provider = providerFor("sonnet", { provider: "bedrock", region: "eu-west-1", baseURL: msw.url(BASE), upstreamModel: MODEL }, env).provider;
+  provider = providerFor(
+    "sonnet",
+    { provider: "bedrock", region: "eu-west-1", baseURL: msw.url(BASE), upstreamModel: MODEL },
+    env,
+  ).provider;
 });
 afterAll(() => msw.close());
 beforeEach(() => upstream.reset());
@@ -33,7 +42,9 @@ beforeEach(() => upstream.reset());
 async function expectValidSignature(call: RecordedCall, region: string) {
   const sent = new URL(msw.url(BASE));
   const amzDate = call.headers.get("x-amz-date")!;
-  const signingDate = new Date(`${amzDate.slice(0, 4)}-${amzDate.slice(4, 6)}-${amzDate.slice(6, 8)}T${amzDate.slice(9, 11)}:${amzDate.slice(11, 13)}:${amzDate.slice(13, 15)}Z`);
+  const signingDate = new Date(
+    `${amzDate.slice(0, 4)}-${amzDate.slice(4, 6)}-${amzDate.slice(6, 8)}T${amzDate.slice(9, 11)}:${amzDate.slice(11, 13)}:${amzDate.slice(13, 15)}Z`,
+  );
   const signer = new SignatureV4({
     service: "bedrock",
     region,
@@ -61,7 +72,17 @@ describe("bedrock adapter", () => {
     upstream.script(MODEL, { kind: "turn", turn: { text: "Hello from Bedrock", finish: "length", usage: { input: 11, output: 3 } } });
     const completion = completionOf(
       await provider.complete(
-        { model: "sonnet", messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "Hi" }], temperature: 0.2, top_p: 0.7, max_tokens: 50, stop: "END" },
+        {
+          model: "sonnet",
+          messages: [
+            { role: "system", content: "Be brief." },
+            { role: "user", content: "Hi" },
+          ],
+          temperature: 0.2,
+          top_p: 0.7,
+          max_tokens: 50,
+          stop: "END",
+        },
         signal(),
         { traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" },
       ),
@@ -75,7 +96,10 @@ describe("bedrock adapter", () => {
     // The model id is one path segment, its ':' escaped.
     expect(call!.url.pathname).toBe("/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse");
     expect(call!.headers.get("authorization")).toMatch(
-      /^AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE\/\d{8}\/eu-west-1\/bedrock\/aws4_request, SignedHeaders=accept;content-type;host;x-amz-content-sha256;x-amz-date;x-amz-security-token, Signature=[0-9a-f]{64}$/,
+      new RegExp(
+        "^AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/\\d{8}/eu-west-1/bedrock/aws4_request, " +
+          "SignedHeaders=accept;content-type;host;x-amz-content-sha256;x-amz-date;x-amz-security-token, Signature=[0-9a-f]{64}$",
+      ),
     );
     expect(call!.headers.get("x-amz-security-token")).toBe("session-token-1");
     expect(call!.headers.get("traceparent")).toBe("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
@@ -93,7 +117,9 @@ describe("bedrock adapter", () => {
     expect(upstream.calls[0]!.headers.get("authorization")).toContain("/us-east-1/bedrock/aws4_request");
     await expectValidSignature(upstream.calls[0]!, "us-east-1");
     const bare = providerFor("sonnet", { provider: "bedrock", region: "eu-west-1", baseURL: msw.url(BASE) }, {}).provider;
-    expect(await bare.complete({ model: "sonnet", messages: [{ role: "user", content: "x" }] }, signal()).catch((e: unknown) => e)).toMatchObject({
+    expect(
+      await bare.complete({ model: "sonnet", messages: [{ role: "user", content: "x" }] }, signal()).catch((e: unknown) => e),
+    ).toMatchObject({
       status: 503,
       retryable: false,
       message: expect.stringContaining("AWS_ACCESS_KEY_ID"),
@@ -102,7 +128,9 @@ describe("bedrock adapter", () => {
 
   it("decodes a ConverseStream event stream into chunk frames with the usage last", async () => {
     upstream.script(MODEL, { kind: "turn", turn: { text: "one two three", usage: { input: 4, output: 3 } } });
-    const { chunks, error } = await drainStream(await provider.complete({ model: "sonnet", stream: true, messages: [{ role: "user", content: "count" }] }, signal()));
+    const { chunks, error } = await drainStream(
+      await provider.complete({ model: "sonnet", stream: true, messages: [{ role: "user", content: "count" }] }, signal()),
+    );
     expect(error).toBeUndefined();
     expect(upstream.calls[0]!.url.pathname).toBe("/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse-stream");
     await expectValidSignature(upstream.calls[0]!, "eu-west-1");
@@ -116,18 +144,44 @@ describe("bedrock adapter", () => {
     const body = upstream.calls[0]!.body;
     expect(body.system).toEqual([{ text: "Be brief." }]);
     expect(body.toolConfig).toEqual({
-      tools: [{ toolSpec: { name: "weather", description: "Current weather of a city", inputSchema: { json: TOOL_CONVERSATION.tools[0]!.function.parameters } } }],
+      tools: [
+        {
+          toolSpec: {
+            name: "weather",
+            description: "Current weather of a city",
+            inputSchema: { json: TOOL_CONVERSATION.tools[0]!.function.parameters },
+          },
+        },
+      ],
       toolChoice: { any: {} },
     });
     expect(body.messages).toEqual([
       { role: "user", content: [{ text: "Weather in Paris and Rome?" }] },
-      { role: "assistant", content: [{ toolUse: { toolUseId: "call_1", name: "weather", input: { city: "Paris" } } }, { toolUse: { toolUseId: "call_2", name: "weather", input: { city: "Rome" } } }] },
-      { role: "user", content: [{ toolResult: { toolUseId: "call_1", content: [{ text: '{"temp":21}' }] } }, { toolResult: { toolUseId: "call_2", content: [{ text: "sunny" }] } }] },
+      {
+        role: "assistant",
+        content: [
+          { toolUse: { toolUseId: "call_1", name: "weather", input: { city: "Paris" } } },
+          { toolUse: { toolUseId: "call_2", name: "weather", input: { city: "Rome" } } },
+        ],
+      },
+      {
+        role: "user",
+        content: [
+          { toolResult: { toolUseId: "call_1", content: [{ text: '{"temp":21}' }] } },
+          { toolResult: { toolUseId: "call_2", content: [{ text: "sunny" }] } },
+        ],
+      },
     ]);
   });
 
   it("answers toolUse blocks as tool_calls, as JSON and as streamed deltas", async () => {
-    const turn = { text: "Checking.", toolCalls: [{ id: "tooluse_a", name: "weather", input: { city: "Paris" } }, { id: "tooluse_b", name: "weather", input: { city: "Rome" } }] };
+    const turn = {
+      text: "Checking.",
+      toolCalls: [
+        { id: "tooluse_a", name: "weather", input: { city: "Paris" } },
+        { id: "tooluse_b", name: "weather", input: { city: "Rome" } },
+      ],
+    };
     upstream.script(MODEL, { kind: "turn", turn });
     const completion = completionOf(await provider.complete({ model: "sonnet", ...TOOL_CONVERSATION }, signal()));
     expect(completion.choices[0]).toEqual({
@@ -157,7 +211,12 @@ describe("bedrock adapter", () => {
   });
 
   it("streams the arguments of a call to a tool without parameters as {}, as in a JSON answer", async () => {
-    const turn = { toolCalls: [{ id: "tooluse_now", name: "current_time", input: {} }, { id: "tooluse_paris", name: "weather", input: { city: "Paris" } }] };
+    const turn = {
+      toolCalls: [
+        { id: "tooluse_now", name: "current_time", input: {} },
+        { id: "tooluse_paris", name: "weather", input: { city: "Paris" } },
+      ],
+    };
     upstream.script(MODEL, { kind: "turn", turn });
     const tools = [{ type: "function" as const, function: { name: "current_time" } }, ...TOOL_CONVERSATION.tools];
     const request = { model: "sonnet", tools, messages: [{ role: "user", content: "Time, and weather in Paris?" }] };
@@ -172,18 +231,57 @@ describe("bedrock adapter", () => {
   });
 
   it("relays a 4xx verbatim as not retryable, and marks 429 (with Retry-After) and 503 retryable", async () => {
-    const cases: { status: number; body: { message: string }; headers: Record<string, string>; retryable: boolean; retryAfterMs: number | undefined }[] = [
-      { status: 400, body: { message: "Malformed input request" }, headers: { "x-amzn-errortype": "ValidationException:http://internal.amazon.com/coral/com.amazon.bedrock/" }, retryable: false, retryAfterMs: undefined },
-      { status: 403, body: { message: "You don't have access to the model" }, headers: { "x-amzn-errortype": "AccessDeniedException" }, retryable: false, retryAfterMs: undefined },
-      { status: 429, body: { message: "Too many requests" }, headers: { "x-amzn-errortype": "ThrottlingException", "retry-after": "3" }, retryable: true, retryAfterMs: 3000 },
-      { status: 503, body: { message: "Service unavailable" }, headers: { "x-amzn-errortype": "ServiceUnavailableException" }, retryable: true, retryAfterMs: undefined },
+    const cases: {
+      status: number;
+      body: { message: string };
+      headers: Record<string, string>;
+      retryable: boolean;
+      retryAfterMs: number | undefined;
+    }[] = [
+      {
+        status: 400,
+        body: { message: "Malformed input request" },
+        headers: { "x-amzn-errortype": "ValidationException:http://internal.amazon.com/coral/com.amazon.bedrock/" },
+        retryable: false,
+        retryAfterMs: undefined,
+      },
+      {
+        status: 403,
+        body: { message: "You don't have access to the model" },
+        headers: { "x-amzn-errortype": "AccessDeniedException" },
+        retryable: false,
+        retryAfterMs: undefined,
+      },
+      {
+        status: 429,
+        body: { message: "Too many requests" },
+        headers: { "x-amzn-errortype": "ThrottlingException", "retry-after": "3" },
+        retryable: true,
+        retryAfterMs: 3000,
+      },
+      {
+        status: 503,
+        body: { message: "Service unavailable" },
+        headers: { "x-amzn-errortype": "ServiceUnavailableException" },
+        retryable: true,
+        retryAfterMs: undefined,
+      },
     ];
     for (const item of cases) {
       upstream.script(MODEL, { kind: "error", status: item.status, body: item.body, headers: item.headers });
       for (const stream of [false, true]) {
-        const error = await provider.complete({ model: "sonnet", stream, messages: [{ role: "user", content: "x" }] }, signal()).catch((e: unknown) => e);
+        const error = await provider
+          .complete({ model: "sonnet", stream, messages: [{ role: "user", content: "x" }] }, signal())
+          .catch((e: unknown) => e);
         expect(error).toBeInstanceOf(ProviderError);
-        expect(error).toMatchObject({ code: "UPSTREAM", status: item.status, upstreamStatus: item.status, upstreamBody: item.body, retryable: item.retryable, message: item.body.message });
+        expect(error).toMatchObject({
+          code: "UPSTREAM",
+          status: item.status,
+          upstreamStatus: item.status,
+          upstreamBody: item.body,
+          retryable: item.retryable,
+          message: item.body.message,
+        });
         expect((error as ProviderError).retryAfterMs).toBe(item.retryAfterMs);
       }
     }
@@ -191,14 +289,23 @@ describe("bedrock adapter", () => {
 
   it("ends a stream cut mid-frame-sequence with the cut error, and turns an exception frame into a retryable 429", async () => {
     upstream.script(MODEL, { kind: "cut", turn: { text: "a b c d" }, after: 3 });
-    const cut = await drainStream(await provider.complete({ model: "sonnet", stream: true, messages: [{ role: "user", content: "x" }] }, signal()));
+    const cut = await drainStream(
+      await provider.complete({ model: "sonnet", stream: true, messages: [{ role: "user", content: "x" }] }, signal()),
+    );
     expect(assemble(cut.chunks).content).toBe("a b");
     expect(cut.error).toBeInstanceOf(ServiceError);
     expect(cut.error).toMatchObject({ code: "BAD_GATEWAY", message: expect.stringContaining("closed the stream early") });
 
     upstream.script(MODEL, { kind: "stream-error", turn: { text: "a b c d" }, after: 2 });
-    const failed = await drainStream(await provider.complete({ model: "sonnet", stream: true, messages: [{ role: "user", content: "x" }] }, signal()));
+    const failed = await drainStream(
+      await provider.complete({ model: "sonnet", stream: true, messages: [{ role: "user", content: "x" }] }, signal()),
+    );
     expect(assemble(failed.chunks).content).toBe("a");
-    expect(failed.error).toMatchObject({ code: "UPSTREAM", status: 429, retryable: true, message: expect.stringContaining("Too many requests") });
+    expect(failed.error).toMatchObject({
+      code: "UPSTREAM",
+      status: 429,
+      retryable: true,
+      message: expect.stringContaining("Too many requests"),
+    });
   });
 });

@@ -34,8 +34,16 @@ beforeEach(() => {
 
 describe("azure-openai adapter", () => {
   it("posts to /openai/deployments/<deployment>/chat/completions?api-version=… with the key in api-key", async () => {
-    const { provider } = providerFor("gpt-4o", { provider: "azure-openai", baseURL: msw.url(AZURE), apiKeyEnv: "AZURE_KEY", upstreamModel: "gpt4o-prod", apiVersion: "2024-10-21" }, env);
-    const completion = completionOf(await provider.complete({ model: "gpt-4o", messages: [{ role: "user", content: "hello azure" }], stop: ["x"] }, signal(), { traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" }));
+    const { provider } = providerFor(
+      "gpt-4o",
+      { provider: "azure-openai", baseURL: msw.url(AZURE), apiKeyEnv: "AZURE_KEY", upstreamModel: "gpt4o-prod", apiVersion: "2024-10-21" },
+      env,
+    );
+    const completion = completionOf(
+      await provider.complete({ model: "gpt-4o", messages: [{ role: "user", content: "hello azure" }], stop: ["x"] }, signal(), {
+        traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+      }),
+    );
     expect(completion.choices[0]!.message.content).toBe("hello azure");
     const [call] = azure.calls;
     expect(call!.url.pathname).toBe("/openai/deployments/gpt4o-prod/chat/completions");
@@ -45,38 +53,74 @@ describe("azure-openai adapter", () => {
     expect(call!.headers.get("traceparent")).toBe("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
     expect(call!.body).toMatchObject({ model: "gpt4o-prod", messages: [{ role: "user", content: "hello azure" }], stop: ["x"] });
 
-    const { chunks, error } = await drainStream(await provider.complete({ model: "gpt-4o", stream: true, messages: [{ role: "user", content: "streamed azure" }] }, signal()));
+    const { chunks, error } = await drainStream(
+      await provider.complete({ model: "gpt-4o", stream: true, messages: [{ role: "user", content: "streamed azure" }] }, signal()),
+    );
     expect(error).toBeUndefined();
     expect(azure.calls[1]!.body.stream_options).toEqual({ include_usage: true });
     expect(assemble(chunks)).toMatchObject({ content: "streamed azure", finish: "stop", usage: { completion_tokens: 2 } });
   });
 
   it("defaults api-version, sends tool fields as they are, and passes streamed tool_calls deltas through", async () => {
-    const { provider, config } = providerFor("tools", { provider: "azure-openai", baseURL: msw.url(AZURE_TOOLS), apiKeyEnv: "AZURE_KEY", upstreamModel: "gpt4o-tools" }, env);
+    const { provider, config } = providerFor(
+      "tools",
+      { provider: "azure-openai", baseURL: msw.url(AZURE_TOOLS), apiKeyEnv: "AZURE_KEY", upstreamModel: "gpt4o-tools" },
+      env,
+    );
     expect(config).toMatchObject({ provider: "azure-openai", apiVersion: "2024-10-21" });
     azureTools.script("gpt4o-tools", () => ({ toolCalls: [{ name: "weather", arguments: { city: "Oslo" } }] }));
-    const { chunks, error } = await drainStream(await provider.complete({ model: "tools", stream: true, ...TOOL_CONVERSATION, tool_choice: "required", parallel_tool_calls: false }, signal()));
+    const { chunks, error } = await drainStream(
+      await provider.complete(
+        { model: "tools", stream: true, ...TOOL_CONVERSATION, tool_choice: "required", parallel_tool_calls: false },
+        signal(),
+      ),
+    );
     expect(error).toBeUndefined();
-    expect(azureTools.calls[0]).toMatchObject({ model: "gpt4o-tools", tools: TOOL_CONVERSATION.tools, tool_choice: "required", parallel_tool_calls: false, messages: TOOL_CONVERSATION.messages });
-    expect(assemble(chunks)).toMatchObject({ finish: "tool_calls", toolCalls: [{ id: expect.any(String), type: "function", function: { name: "weather", arguments: '{"city":"Oslo"}' } }] });
+    expect(azureTools.calls[0]).toMatchObject({
+      model: "gpt4o-tools",
+      tools: TOOL_CONVERSATION.tools,
+      tool_choice: "required",
+      parallel_tool_calls: false,
+      messages: TOOL_CONVERSATION.messages,
+    });
+    expect(assemble(chunks)).toMatchObject({
+      finish: "tool_calls",
+      toolCalls: [{ id: expect.any(String), type: "function", function: { name: "weather", arguments: '{"city":"Oslo"}' } }],
+    });
   });
 });
 
 describe("azure-openai content filtering", () => {
-  const provider = () => providerFor("filtered", { provider: "azure-openai", baseURL: msw.url(AZURE_FILTERED), apiKeyEnv: "AZURE_KEY", upstreamModel: "gpt4o-filtered" }, env).provider;
+  const provider = () =>
+    providerFor(
+      "filtered",
+      { provider: "azure-openai", baseURL: msw.url(AZURE_FILTERED), apiKeyEnv: "AZURE_KEY", upstreamModel: "gpt4o-filtered" },
+      env,
+    ).provider;
 
   it("leaves Azure's filter chunks out of a stream: the first one without choices, annotations without a delta", async () => {
     azureFiltered.script("gpt4o-filtered", { kind: "turn", turn: { text: "all clear here", usage: { input: 9, output: 3 } } });
-    const { chunks, error } = await drainStream(await provider().complete({ model: "filtered", stream: true, messages: [{ role: "user", content: "hi" }] }, signal()));
+    const { chunks, error } = await drainStream(
+      await provider().complete({ model: "filtered", stream: true, messages: [{ role: "user", content: "hi" }] }, signal()),
+    );
     expect(error).toBeUndefined();
     // Every chunk has the shape and id of the answer's chunks; the role comes first.
     expect(chunks.every((chunk) => chunk.object === "chat.completion.chunk" && chunk.id === chunks[0]!.id && chunk.id)).toBe(true);
     expect(chunks.every((chunk) => (chunk.choices!.length ? chunk.choices!.every((choice) => choice.delta) : chunk.usage))).toBe(true);
     expect(chunks[0]!.choices![0]!.delta).toMatchObject({ role: "assistant" });
-    expect(assemble(chunks)).toMatchObject({ content: "all clear here", finish: "stop", usage: { prompt_tokens: 9, completion_tokens: 3, total_tokens: 12 } });
+    expect(assemble(chunks)).toMatchObject({
+      content: "all clear here",
+      finish: "stop",
+      usage: { prompt_tokens: 9, completion_tokens: 3, total_tokens: 12 },
+    });
     // A JSON answer keeps them: they are fields beside those of the format.
-    const completion = completionOf(await provider().complete({ model: "filtered", messages: [{ role: "user", content: "hi" }] }, signal()));
-    expect(completion).toMatchObject({ choices: [{ message: { content: "all clear here" }, content_filter_results: { hate: { filtered: false } } }], prompt_filter_results: [{ prompt_index: 0 }] });
+    const completion = completionOf(
+      await provider().complete({ model: "filtered", messages: [{ role: "user", content: "hi" }] }, signal()),
+    );
+    expect(completion).toMatchObject({
+      choices: [{ message: { content: "all clear here" }, content_filter_results: { hate: { filtered: false } } }],
+      prompt_filter_results: [{ prompt_index: 0 }],
+    });
   });
 
   it("keeps a finish_reason that comes without a delta, with an empty one", async () => {
@@ -90,7 +134,11 @@ describe("azure-openai content filtering", () => {
             frame({ id: "", object: "", created: 0, model: "", choices: [], prompt_filter_results: [] }),
             frame(chunk([{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }])),
             frame(chunk([{ index: 0, delta: { content: "Some" }, finish_reason: null }])),
-            frame(chunk([{ index: 0, finish_reason: "content_filter", content_filter_results: { violence: { filtered: true, severity: "high" } } }])),
+            frame(
+              chunk([
+                { index: 0, finish_reason: "content_filter", content_filter_results: { violence: { filtered: true, severity: "high" } } },
+              ]),
+            ),
             encoder.encode("data: [DONE]\n\n"),
           ],
           "text/event-stream",
@@ -98,13 +146,26 @@ describe("azure-openai content filtering", () => {
       ),
     );
     try {
-      const cut = providerFor("cut", { provider: "azure-openai", baseURL: msw.url(AZURE_FILTERED), apiKeyEnv: "AZURE_KEY", upstreamModel: "gpt4o-cut" }, env).provider;
-      const { chunks, error } = await drainStream(await cut.complete({ model: "cut", stream: true, messages: [{ role: "user", content: "hi" }] }, signal()));
+      const cut = providerFor(
+        "cut",
+        { provider: "azure-openai", baseURL: msw.url(AZURE_FILTERED), apiKeyEnv: "AZURE_KEY", upstreamModel: "gpt4o-cut" },
+        env,
+      ).provider;
+      const { chunks, error } = await drainStream(
+        await cut.complete({ model: "cut", stream: true, messages: [{ role: "user", content: "hi" }] }, signal()),
+      );
       expect(error).toBeUndefined();
       expect(chunks.map((c) => c.choices)).toEqual([
         [{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }],
         [{ index: 0, delta: { content: "Some" }, finish_reason: null }],
-        [{ index: 0, delta: {}, finish_reason: "content_filter", content_filter_results: { violence: { filtered: true, severity: "high" } } }],
+        [
+          {
+            index: 0,
+            delta: {},
+            finish_reason: "content_filter",
+            content_filter_results: { violence: { filtered: true, severity: "high" } },
+          },
+        ],
       ]);
     } finally {
       msw.resetHandlers();
@@ -113,10 +174,15 @@ describe("azure-openai content filtering", () => {
 });
 
 describe("openai-compatible adapter errors", () => {
-  const provider = () => providerFor("gpt", { provider: "openai-compatible", baseURL: msw.url(OPENAI), apiKeyEnv: "OPENAI_KEY", upstreamModel: "gpt-up" }, env).provider;
+  const provider = () =>
+    providerFor("gpt", { provider: "openai-compatible", baseURL: msw.url(OPENAI), apiKeyEnv: "OPENAI_KEY", upstreamModel: "gpt-up" }, env)
+      .provider;
 
   it("drops tool_choice and parallel_tool_calls with an empty tool list", async () => {
-    await provider().complete({ model: "gpt", messages: [{ role: "user", content: "x" }], tools: [], tool_choice: "auto", parallel_tool_calls: true }, signal());
+    await provider().complete(
+      { model: "gpt", messages: [{ role: "user", content: "x" }], tools: [], tool_choice: "auto", parallel_tool_calls: true },
+      signal(),
+    );
     expect(openai.calls[0]!.body).not.toHaveProperty("tools");
     expect(openai.calls[0]!.body).not.toHaveProperty("tool_choice");
     expect(openai.calls[0]!.body).not.toHaveProperty("parallel_tool_calls");
@@ -130,20 +196,35 @@ describe("openai-compatible adapter errors", () => {
       { status: 422, headers: {}, retryable: false, retryAfterMs: undefined },
       { status: 408, headers: {}, retryable: true, retryAfterMs: undefined },
       { status: 429, headers: { "retry-after-ms": "1500", "retry-after": "2" }, retryable: true, retryAfterMs: 1500 },
-      { status: 429, headers: { "retry-after": new Date(Date.now() + 60_000).toUTCString() }, retryable: true, retryAfterMs: "about a minute" },
+      {
+        status: 429,
+        headers: { "retry-after": new Date(Date.now() + 60_000).toUTCString() },
+        retryable: true,
+        retryAfterMs: "about a minute",
+      },
       { status: 502, headers: {}, retryable: true, retryAfterMs: undefined },
     ] as const;
     for (const item of cases) {
       const body = { error: { message: `failed with ${item.status}`, type: "x", code: null } };
       openai.script("gpt-up", { kind: "error", status: item.status, body, headers: item.headers });
-      const error = await provider().complete({ model: "gpt", messages: [{ role: "user", content: "x" }] }, signal()).catch((e: unknown) => e);
+      const error = await provider()
+        .complete({ model: "gpt", messages: [{ role: "user", content: "x" }] }, signal())
+        .catch((e: unknown) => e);
       expect(error).toBeInstanceOf(ProviderError);
-      expect(error).toMatchObject({ code: "UPSTREAM", status: item.status, upstreamStatus: item.status, upstreamBody: body, retryable: item.retryable });
+      expect(error).toMatchObject({
+        code: "UPSTREAM",
+        status: item.status,
+        upstreamStatus: item.status,
+        upstreamBody: body,
+        retryable: item.retryable,
+      });
       if (item.retryAfterMs === "about a minute") expect((error as ProviderError).retryAfterMs).toBeGreaterThan(55_000);
       else expect((error as ProviderError).retryAfterMs).toBe(item.retryAfterMs);
     }
     openai.script("gpt-up", { kind: "stream", words: ["a", " b", " c"], dropAfter: 2 });
-    const cut = await drainStream(await provider().complete({ model: "gpt", stream: true, messages: [{ role: "user", content: "x" }] }, signal()));
+    const cut = await drainStream(
+      await provider().complete({ model: "gpt", stream: true, messages: [{ role: "user", content: "x" }] }, signal()),
+    );
     expect(assemble(cut.chunks).content).toBe("a b");
     expect(cut.error).toBeInstanceOf(ServiceError);
     expect(cut.error).toMatchObject({ code: "BAD_GATEWAY", message: expect.stringContaining("closed the stream early") });
@@ -151,7 +232,11 @@ describe("openai-compatible adapter errors", () => {
 
   it("marks a timeout before the first byte as a retryable 504", async () => {
     openai.script("gpt-up", { kind: "hang" });
-    const quick = providerFor("gpt", { provider: "openai-compatible", baseURL: msw.url(OPENAI), upstreamModel: "gpt-up", timeoutSeconds: 0.3 }, env).provider;
+    const quick = providerFor(
+      "gpt",
+      { provider: "openai-compatible", baseURL: msw.url(OPENAI), upstreamModel: "gpt-up", timeoutSeconds: 0.3 },
+      env,
+    ).provider;
     const error = await quick.complete({ model: "gpt", messages: [{ role: "user", content: "x" }] }, signal()).catch((e: unknown) => e);
     expect(error).toMatchObject({ code: "TIMEOUT", status: 504, retryable: true });
     expect(error).toBeInstanceOf(ProviderError);

@@ -1,6 +1,13 @@
 import { describe, expect, it } from "vitest";
 import { ServiceError } from "../../../../rpc/errors.js";
-import { ProviderError, isRetryableStatus, messageOf, retryAfterOf, retryDelayOf, retryInfo } from "../../../../rpc/chat/providers/provider-error.js";
+import {
+  ProviderError,
+  isRetryableStatus,
+  messageOf,
+  retryAfterOf,
+  retryDelayOf,
+  retryInfo,
+} from "../../../../rpc/chat/providers/provider-error.js";
 
 /** The retry facts every adapter attaches to its errors (docs/providers.md "Errors and retries"). */
 describe("provider errors", () => {
@@ -30,7 +37,13 @@ describe("provider errors", () => {
   });
 
   it("summarise any thrown value for a caller deciding on another attempt", () => {
-    const relayed = new ProviderError("UPSTREAM", "slow down", { status: 429, upstreamStatus: 429, retryable: true, retryAfterMs: 1000, upstreamBody: {} });
+    const relayed = new ProviderError("UPSTREAM", "slow down", {
+      status: 429,
+      upstreamStatus: 429,
+      retryable: true,
+      retryAfterMs: 1000,
+      upstreamBody: {},
+    });
     expect(relayed).toBeInstanceOf(ServiceError);
     expect(retryInfo(relayed)).toEqual({ retryable: true, retryAfterMs: 1000, upstreamStatus: 429 });
     expect(retryInfo(new ProviderError("TIMEOUT", "no answer", { retryable: true }))).toEqual({ retryable: true });
