@@ -9,6 +9,9 @@ export default defineConfig({
     // Two cores: more workers than that only adds contention.
     maxWorkers: 2,
     globalSetup: ["test/helpers/global-setup.ts"],
+    // Password hashes at scrypt N=2^14 instead of 2^17 (rpc/config.ts PASSWORD_SCRYPT_LOG2N): the
+    // suite registers hundreds of users; servers it spawns inherit this environment.
+    env: { PASSWORD_SCRYPT_LOG2N: "14" },
     // Type-level tests (`*.test-d.ts`, e.g. test/rpc/dispatcher.test-d.ts) run with the others:
     // the type checker over those files and what they import.
     typecheck: { enabled: true, include: ["test/**/*.test-d.ts"], tsconfig: "test/tsconfig.typecheck.json" },

@@ -3,7 +3,7 @@ import { ConfigError, type Config } from "./config.js";
 import type { Logger } from "./log.js";
 import { keyPrefixes } from "./credentials/api-keys.js";
 import { SessionTokens } from "./credentials/sessions.js";
-import { setHashConcurrency } from "./credentials/passwords.js";
+import { setHashConcurrency, setHashCost } from "./credentials/passwords.js";
 import { systemResolver, type ResolveHost } from "./outbound/outbound-guard.js";
 import { Dispatcher } from "./dispatcher.js";
 import { EventSink } from "./event-sink.js";
@@ -50,6 +50,7 @@ export async function compose(config: Config, log: Logger, openTools: OpenToolBr
   const resolveHost = options.resolveHost ?? systemResolver;
   // Process-wide, like the thread pool it protects.
   setHashConcurrency(config.PASSWORD_HASH_CONCURRENCY);
+  setHashCost(config.PASSWORD_SCRYPT_LOG2N);
   const store = await openStore(config, { whenOwned: options.whenDataDirOwned ?? "fail" });
   const closers: (() => Promise<void> | void)[] = [() => store.close()];
   const closeAll = async () => {

@@ -55,6 +55,11 @@ const ENV_SCHEMA = v.object({
    * libuv's thread pool with fs, so an unbounded login flood stalls storage. `0` = unbounded.
    */
   PASSWORD_HASH_CONCURRENCY: v.optional(intFrom(0, 64), "2"),
+  /**
+   * scrypt's cost for new password hashes, N = 2^this (docs/security.md). Keep 17 (OWASP) in
+   * production; the test suite lowers it to 14 to register hundreds of users quickly.
+   */
+  PASSWORD_SCRYPT_LOG2N: v.optional(intFrom(14, 20), "17"),
   /** Largest request body accepted on any surface (docs/interface.md 8: 1 MiB). */
   GATEWAY_MAX_PAYLOAD_BYTES: v.optional(intFrom(1024), "1048576"),
   /**

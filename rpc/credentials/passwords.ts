@@ -1,8 +1,12 @@
 import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from "node:crypto";
 import { Semaphore } from "./internal/semaphore.js";
 
-/** OWASP's first scrypt configuration: N=2^17, r=8, p=1 (about 128 MiB and half a second here). */
-const PARAMS = { N: 2 ** 17, r: 8, p: 1 } as const;
+/**
+ * OWASP's first scrypt configuration: N=2^17, r=8, p=1 (about 128 MiB and half a second here).
+ * PASSWORD_SCRYPT_LOG2N may lower N for a test suite that registers hundreds of users; a hash
+ * records its own N, so hashes made at another cost still verify.
+ */
+const PARAMS = { N: 2 ** 17, r: 8, p: 1 };
 const KEY_LENGTH = 32;
 
 /** Default of PASSWORD_HASH_CONCURRENCY: half of libuv's default pool of four threads. */
@@ -19,6 +23,11 @@ const hashSlots = new Semaphore(DEFAULT_HASH_CONCURRENCY);
 /** Sets how many password hashes may run at once (PASSWORD_HASH_CONCURRENCY; 0 = unbounded). */
 export function setHashConcurrency(limit: number): void {
   hashSlots.limit = limit === 0 ? Infinity : limit;
+}
+
+/** Sets the cost of new hashes: N = 2^log2N (PASSWORD_SCRYPT_LOG2N, default 17). */
+export function setHashCost(log2N: number): void {
+  PARAMS.N = 2 ** log2N;
 }
 
 /** Hashes running and queued, and the most ever run at once. */

@@ -36,6 +36,8 @@ export async function startTestServer(
     LOG_LEVEL: "info",
     GATEWAY_JWT_SECRET: TEST_JWT_SECRET,
     DATA_ENCRYPTION_SECRET: TEST_DATA_SECRET,
+    // vitest.config.ts: cheaper password hashes for the suite.
+    PASSWORD_SCRYPT_LOG2N: process.env.PASSWORD_SCRYPT_LOG2N ?? "17",
     ...env,
     PORT: env.PORT ?? "0",
     HOST: "127.0.0.1",
