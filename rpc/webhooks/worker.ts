@@ -177,7 +177,7 @@ export class WebhookWorker {
   /** Stores the event's deliveries in batches, queueing each for its first attempt; then drops the job. */
   async #runFanOut(job: FanOutJob): Promise<void> {
     const lease = this.#deps.config.WEBHOOKS_LEASE_SECONDS * 1000;
-    if (!(await this.#deps.repo.claimFanOut(job.eventId, this.#holder, lease))) return;
+    if (this.#closed || !(await this.#deps.repo.claimFanOut(job.eventId, this.#holder, lease))) return;
     const renewal = setInterval(() => void this.#deps.repo.renewFanOut(job.eventId, this.#holder, lease).catch(() => undefined), lease / 3);
     renewal.unref();
     try {
@@ -207,7 +207,9 @@ export class WebhookWorker {
     const key = `delivery:${id}`;
     if (this.#closed || this.#queued.has(key)) return Promise.resolve(null);
     this.#queued.add(key);
-    const done = this.#queue.push(tenantId, () => this.attempt(id, now === undefined ? {} : { now }));
+    // Closed while it waited its turn: the attempt stays due for the next start (or another
+    // instance), rather than being made and cut by the shutdown.
+    const done = this.#queue.push(tenantId, async () => (this.#closed ? null : this.attempt(id, now === undefined ? {} : { now })));
     void this.#track(done)
       .catch(() => undefined)
       .finally(() => this.#queued.delete(key));

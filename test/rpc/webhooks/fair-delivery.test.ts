@@ -225,6 +225,55 @@ describe("fair webhook delivery", () => {
   });
 });
 
+describe("shutdown", () => {
+  it("a worker closed with deliveries waiting for their turn leaves them due: no attempt is made and cut", async () => {
+    const { webhooks: repo, secrets, resolveHost } = deps();
+    const worker = new WebhookWorker({
+      config: {
+        WEBHOOKS_ALLOW_PRIVATE: true,
+        WEBHOOKS_TIMEOUT_SECONDS: 5,
+        WEBHOOKS_POLL_MS: 0,
+        WEBHOOKS_CONCURRENCY: 1,
+        WEBHOOKS_TENANT_CONCURRENCY: 1,
+        WEBHOOKS_LEASE_SECONDS: 5,
+      },
+      log: { info() {}, error() {} } as never,
+      repo,
+      secrets,
+      resolveHost,
+      onFailed: async () => undefined,
+    });
+    await manySubscriptions(noisy.user.tenantId, 1, "/shutdown", sinkPort);
+    const sub = (await repo.getSubscription("whs_shutdown0"))!;
+    const now = new Date().toISOString();
+    const ids = Array.from({ length: 30 }, (_, i) => `msg_shutdown${i}`);
+    for (const id of ids) {
+      await repo.putDelivery({
+        id,
+        tenantId: noisy.user.tenantId,
+        subscriptionId: sub.id,
+        eventId: `evt_${id}`,
+        eventType: "shut.down",
+        body: "{}",
+        status: "pending",
+        attempts: [],
+        nextAttemptAt: now,
+        createdAt: now,
+        updatedAt: now,
+      });
+    }
+    const ticked = worker.tick();
+    await eventually(() => worker.queue.running > 0);
+    await worker.close();
+    await ticked;
+    const after = await Promise.all(ids.map((id) => repo.getDelivery(id)));
+    const untouched = after.filter((d) => d!.attempts.length === 0);
+    expect(untouched.length).toBeGreaterThan(20);
+    for (const d of untouched) expect(d).toMatchObject({ status: "pending" });
+    expect(after.filter((d) => d!.attempts.some((a) => a.error === "interrupted by shutdown")).length).toBeLessThanOrEqual(1);
+  });
+});
+
 describe("FairQueue", () => {
   it("takes tenants in turn and runs at most perTenant of one tenant and total in all", async () => {
     const queue = new FairQueue(3, 2);
