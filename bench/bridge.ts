@@ -60,6 +60,7 @@ async function startServer(): Promise<{ child: ChildProcess; origin: string }> {
       LOG_LEVEL: "silent",
       GATEWAY_RATE_LIMIT_RPM: "1000000",
       GATEWAY_API_RATE_LIMIT_RPM: "1000000",
+      GATEWAY_TENANT_RATE_LIMIT_RPM: "100000000",
       QUOTA_VM_SOCKETS_PER_TENANT: "1000000",
       GATEWAY_JWT_SECRET: "bench-secret-that-is-at-least-32-characters",
       MCP_SERVERS_ALLOW_PRIVATE: "true",

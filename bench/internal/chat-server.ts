@@ -11,7 +11,14 @@ import { createKey } from "../../rpc/keys/create-key.js";
  * and discarded, so their cost is measured without a pipe in the way.
  */
 const server = await startServer(
-  loadConfig({ PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", GATEWAY_API_RATE_LIMIT_RPM: "1000000", ...process.env }),
+  loadConfig({
+    PORT: "0",
+    HOST: "127.0.0.1",
+    LOG_LEVEL: "info",
+    GATEWAY_API_RATE_LIMIT_RPM: "1000000",
+    GATEWAY_TENANT_RATE_LIMIT_RPM: "100000000",
+    ...process.env,
+  }),
   { logSink: () => undefined },
 );
 const services = server.composition;
