@@ -1,4 +1,5 @@
 import { RateLimiterRes, type RateLimiterAbstract } from "rate-limiter-flexible";
+import { pause } from "../time.js";
 import { ServiceError } from "../errors.js";
 import type { Config } from "../config.js";
 import type { Store } from "../../storage/store.js";
@@ -61,7 +62,7 @@ export class LoginThrottle {
     if (logFields) logFields.signIn = "slowed";
     this.#slowInFlight.add(emailKey);
     try {
-      await wait(this.#config.LOGIN_SLOW_MS, signal);
+      await pause(this.#config.LOGIN_SLOW_MS, signal);
       if (await verify()) return void (await this.#pair.delete(pairKey));
     } finally {
       this.#slowInFlight.delete(emailKey);
@@ -79,15 +80,7 @@ export class LoginThrottle {
   }
 }
 
-function wait(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (ms <= 0 || signal?.aborted) return resolve();
-    const timer = setTimeout(resolve, ms);
-    signal?.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
-  });
-}
-
-export const invalidLogin = () => new ServiceError("UNAUTHORIZED", "Invalid email or password", { details: { reason: "credentials" } });
+const invalidLogin = () => new ServiceError("UNAUTHORIZED", "Invalid email or password", { details: { reason: "credentials" } });
 
 function tooManyAttempts(msBeforeNext: number) {
   const seconds = Math.max(1, Math.ceil(msBeforeNext / 1000));

@@ -2,6 +2,7 @@ import { Readable } from "node:stream";
 import * as v from "valibot";
 import { RawReply, type HttpVerb, type RawRequest } from "../define.js";
 import type { Principal } from "../auth.js";
+import { pause } from "../time.js";
 import { ServiceError } from "../errors.js";
 import { signServiceToken } from "../credentials/service-tokens.js";
 import { tenantOrPersonal } from "../tenants/access.js";
@@ -90,12 +91,6 @@ function queriedTenant(search: string): string | undefined {
   return last === "" ? undefined : last;
 }
 
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    signal.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
-  });
-
 /**
  * Forwards one call to MANAGER_BASE_URL (docs/billing.md "Proxy"): the query and body as they
  * came, the caller's identity as headers and a service token, never the caller's credential;
@@ -138,7 +133,7 @@ export async function proxyToManager(ctx: BillingContext<Principal>, path: strin
   const timeoutMs = config.GATEWAY_TIMEOUT_SECONDS * 1000;
   let lastError: ServiceError | undefined;
   for (let attempt = 0; attempt < attempts; attempt += 1) {
-    if (attempt > 0) await sleep(100 * 2 ** (attempt - 1), ctx.signal);
+    if (attempt > 0) await pause(100 * 2 ** (attempt - 1), ctx.signal);
     if (ctx.signal.aborted) break;
     let response: UpstreamResponse;
     try {
