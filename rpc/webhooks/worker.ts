@@ -234,13 +234,9 @@ export class WebhookWorker {
    */
   async tick(now = Date.now()): Promise<number> {
     for (const job of await this.#deps.repo.listFanOuts()) this.#queueFanOut(job);
-    const ids = await this.#deps.repo.due(now);
-    const results = await Promise.all(
-      ids.map(async (id) => {
-        const delivery = await this.#deps.repo.getDelivery(id);
-        return delivery ? this.#queueAttempt(delivery.tenantId, id, now) : null;
-      }),
-    );
+    // The due index names each delivery's tenant: the attempt reads the delivery itself.
+    const due = await this.#deps.repo.due(now);
+    const results = await Promise.all(due.map(({ id, tenantId }) => this.#queueAttempt(tenantId, id, now)));
     return results.filter(Boolean).length;
   }
 

@@ -160,13 +160,13 @@ export class WebhooksRepo {
     return this.#deliveries.list(tenantId);
   }
 
-  /** Ids of pending deliveries due at or before `now`, on every instance's view. */
-  async due(now: number): Promise<string[]> {
+  /** Pending deliveries due at or before `now` (id and tenant), on every instance's view. */
+  async due(now: number): Promise<{ id: string; tenantId: string }[]> {
     const all = await this.#due.list();
     return all
       .filter((entry) => entry.dueAt <= now)
       .sort((a, b) => a.dueAt - b.dueAt)
-      .map((entry) => entry.id);
+      .map(({ id, tenantId }) => ({ id, tenantId }));
   }
 
   /**
