@@ -1,5 +1,7 @@
 import { EventEmitter } from "node:events";
 import { ServiceError } from "../rpc/errors.js";
+import { toolSourceOf } from "../rpc/metrics.js";
+import { inSpan, SpanKind, tracingEnabled } from "../rpc/tracing.js";
 import {
   toolScope,
   visibleIn,
@@ -121,8 +123,28 @@ export class Catalog {
     return undefined;
   }
 
-  /** Runs a tool by name in the scope of `options.tenantId`; unknown names are NOT_FOUND. Argument validation happens before this. */
-  async call(name: string, args: Record<string, unknown>, options: CallOptions): Promise<ToolResult> {
+  /**
+   * Runs a tool by name in the scope of `options.tenantId`; unknown names are NOT_FOUND. Argument
+   * validation happens before this. While tracing, the call is a span (`execute_tool <name>`: the
+   * tool, its source kind, the tenant, the outcome; never the arguments or the result), which an
+   * upstream MCP server or a VM receives as the `traceparent` of the request's `_meta`.
+   */
+  call(name: string, args: Record<string, unknown>, options: CallOptions): Promise<ToolResult> {
+    if (!tracingEnabled()) return this.#call(name, args, options);
+    const attributes = {
+      "gen_ai.operation.name": "execute_tool",
+      "gen_ai.tool.name": name,
+      "gateway.tool.source": toolSourceOf(name),
+      ...(options.tenantId ? { "gateway.tenant_id": options.tenantId } : {}),
+    };
+    return inSpan(`execute_tool ${name}`, SpanKind.INTERNAL, attributes, async (span) => {
+      const result = await this.#call(name, args, options);
+      span?.setAttribute("gateway.tool.outcome", result.isError ? "tool_error" : "ok");
+      return result;
+    });
+  }
+
+  async #call(name: string, args: Record<string, unknown>, options: CallOptions): Promise<ToolResult> {
     try {
       const tool = await this.get(name, toolScope(options.tenantId));
       if (!tool) throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);

@@ -1,3 +1,4 @@
+import { startTracing } from "./tracing-sdk.js";
 import { randomBytes } from "node:crypto";
 import { ConfigError, type Config } from "./config.js";
 import type { Logger } from "./log.js";
@@ -51,8 +52,14 @@ export async function compose(config: Config, log: Logger, openTools: OpenToolBr
   // Process-wide, like the thread pool it protects.
   setHashConcurrency(config.PASSWORD_HASH_CONCURRENCY);
   setHashCost(config.PASSWORD_SCRYPT_LOG2N);
-  const store = await openStore(config, { whenOwned: options.whenDataDirOwned ?? "fail" });
+  // Traces (OTEL_* variables, rpc/tracing-sdk.ts): flushed once everything else closed, before storage.
+  const stopTracing = await startTracing(log);
+  const store = await openStore(config, { whenOwned: options.whenDataDirOwned ?? "fail" }).catch(async (error: unknown) => {
+    await stopTracing?.();
+    throw error;
+  });
   const closers: (() => Promise<void> | void)[] = [() => store.close()];
+  if (stopTracing) closers.push(stopTracing);
   const closeAll = async () => {
     for (const fn of closers.splice(0).reverse()) await fn();
   };

@@ -9,6 +9,7 @@ import type { PolicyCall } from "./policies/policy.js";
 import type { Registry } from "./registry.js";
 import type { CorePorts } from "./ports.js";
 import { parseParams } from "./validate.js";
+import { outgoingTraceparent } from "./tracing.js";
 
 export { callFacts, type CallFacts, type CallFactsInit, type CallTransport } from "./call-facts.js";
 
@@ -145,7 +146,8 @@ export class Dispatcher<M extends AnyMethod = AnyMethod> {
       signal: facts.signal,
       responseHeaders: facts.responseHeaders,
       ip: facts.ip,
-      traceparent: facts.traceparent,
+      // The call's own span while tracing (orchestrator, manager and billing proxy continue it).
+      traceparent: outgoingTraceparent(facts.traceparent),
       logFields: facts.logFields,
       ...(facts.onProgress ? { onProgress: facts.onProgress } : {}),
       ...(facts.relay ? { relay: facts.relay } : {}),

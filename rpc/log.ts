@@ -1,3 +1,5 @@
+import { activeLogIds } from "./tracing.js";
+
 export type LogLevel = "info" | "error" | "silent";
 export type LogSink = (line: string) => void;
 
@@ -14,10 +16,13 @@ export function redact(text: string): string {
   return text.replace(SECRET_PATTERN, "[redacted]");
 }
 
-/** One JSON object per line. */
+/**
+ * One JSON object per line. While tracing, a line written inside a span carries its `trace_id`
+ * and `span_id` (a line that names its own, like a request's, keeps them).
+ */
 export function createLogger(level: LogLevel, sink: LogSink = (line) => process.stdout.write(`${line}\n`)): Logger {
   const write = (lvl: "info" | "error", fields: Record<string, unknown>) =>
-    sink(redact(JSON.stringify({ time: new Date().toISOString(), level: lvl, ...fields })));
+    sink(redact(JSON.stringify({ time: new Date().toISOString(), level: lvl, ...activeLogIds(), ...fields })));
   return {
     info: (fields) => {
       if (level === "info") write("info", fields);

@@ -24,6 +24,11 @@ const STORAGE_SECONDS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.
 
 export type ToolSource = "builtin" | "mcp" | "vm";
 
+/** The source kind of a tool, from its name: `vm__…` is a VM's, `<server>__…` an upstream MCP server's. */
+export function toolSourceOf(name: string): ToolSource {
+  return name.startsWith("vm__") ? "vm" : name.includes("__") ? "mcp" : "builtin";
+}
+
 export class Metrics {
   readonly registry = new Registry();
   /** Operation names that may appear as a label (the registry's, plus the transports' own). */
@@ -68,6 +73,13 @@ export class Metrics {
     buckets: SECONDS,
     registers: [this.registry],
   });
+  readonly deploymentLatencies = new Histogram({
+    name: "gateway_model_deployment_latency_seconds",
+    help: "Time until a model deployment answered each attempt (its response headers when streamed), by model, deployment (its index), provider and status class (2xx, 4xx, 5xx, timeout, cancelled, error)",
+    labelNames: ["model", "deployment", "provider", "status_class"] as const,
+    buckets: SECONDS,
+    registers: [this.registry],
+  });
   readonly timeToFirstToken = new Histogram({
     name: "gateway_model_time_to_first_token_seconds",
     help: "Time from the request to the first streamed content, by model",
@@ -87,10 +99,23 @@ export class Metrics {
     labelNames: ["model", "surface"] as const,
     registers: [this.registry],
   });
+  readonly streams = new Gauge({
+    name: "gateway_streams_in_flight",
+    help: "Streamed answers (SSE: chat completions, agent runs, event subscriptions) being sent now, by surface and operation",
+    labelNames: ["surface", "operation"] as const,
+    registers: [this.registry],
+  });
   readonly toolCalls = new Counter({
     name: "gateway_tool_calls_total",
     help: "Tool calls through the catalog, by source (builtin, mcp, vm) and outcome (ok, tool_error, failed)",
     labelNames: ["source", "outcome"] as const,
+    registers: [this.registry],
+  });
+  readonly eventLag = new Histogram({
+    name: "gateway_event_consume_lag_seconds",
+    help: "Time from an event's publication to its lease by a consumer group, by delivery (first, or redelivery after a lease ran out or a nack)",
+    labelNames: ["delivery"] as const,
+    buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 21_600, 86_400],
     registers: [this.registry],
   });
   readonly storageLatency = new Histogram({
@@ -122,6 +147,11 @@ export class Metrics {
     }));
   }
 
+  /** The in-flight gauge of one surface's streamed operation. */
+  streamsOf(surface: string, operation: string) {
+    return this.#child(`stream\0${surface}\0${operation}`, () => this.streams.labels(surface, operation));
+  }
+
   /** The per-call metrics of one method, surface, transport and outcome (rpc/policies/observe.ts). */
   call(method: string, surface: string, transport: string, outcome: string) {
     return this.#child(`call\0${method}\0${surface}\0${transport}\0${outcome}`, () => ({
@@ -139,6 +169,13 @@ export class Metrics {
       outputTokens: this.tokens.labels(model, surface, "output"),
       credits: this.credits.labels(model, surface),
     }));
+  }
+
+  /** The latency histogram of one deployment's attempts ending with `statusClass`. */
+  deploymentLatency(model: string, deployment: string, provider: string, statusClass: string) {
+    return this.#child(`dep\0${model}\0${deployment}\0${provider}\0${statusClass}`, () =>
+      this.deploymentLatencies.labels(model, deployment, provider, statusClass),
+    );
   }
 
   /** Allows these operation names as label values. */
@@ -166,8 +203,7 @@ export class Metrics {
 
   /** Counts a tool call's outcome; `name` only decides the source kind. */
   toolCall(name: string, outcome: "ok" | "tool_error" | "failed"): void {
-    const source: ToolSource = name.startsWith("vm__") ? "vm" : name.includes("__") ? "mcp" : "builtin";
-    this.toolCalls.inc({ source, outcome });
+    this.toolCalls.inc({ source: toolSourceOf(name), outcome });
   }
 
   /** Times every key-value operation of `kv` (wraps its methods in place). */

@@ -127,71 +127,77 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
   services.onClose(() => sessions.close());
   services.metrics.gauge("gateway_mcp_sessions", "MCP sessions open on this instance", () => sessions.size);
 
-  const handle = instrument("rpc", services, async (event, scope) => {
-    scope.log.operation = "mcp";
-    let request: Request = event.req;
-    // undefined on the catalog's paths; the upstream server's name on its own endpoint.
-    const upstream = (event.context.params as Record<string, string> | undefined)?.name;
-    assertOrigin(request, origins);
-    const principal = await principalOfRequest(request, dispatcher, scope, upstream);
+  const handle = instrument(
+    "rpc",
+    services,
+    async (event, scope) => {
+      scope.log.operation = "mcp";
+      let request: Request = event.req;
+      // undefined on the catalog's paths; the upstream server's name on its own endpoint.
+      const upstream = (event.context.params as Record<string, string> | undefined)?.name;
+      assertOrigin(request, origins);
+      const principal = await principalOfRequest(request, dispatcher, scope, upstream);
 
-    const version = request.headers.get("mcp-protocol-version");
-    if (version !== null && !SUPPORTED_PROTOCOL_VERSIONS.includes(version)) {
-      throw new ServiceError(
-        "BAD_REQUEST",
-        `Unsupported MCP-Protocol-Version ${version}; supported: ${SUPPORTED_PROTOCOL_VERSIONS.join(", ")}`,
-        {
-          details: { supported: SUPPORTED_PROTOCOL_VERSIONS },
-        },
-      );
-    }
+      const version = request.headers.get("mcp-protocol-version");
+      if (version !== null && !SUPPORTED_PROTOCOL_VERSIONS.includes(version)) {
+        throw new ServiceError(
+          "BAD_REQUEST",
+          `Unsupported MCP-Protocol-Version ${version}; supported: ${SUPPORTED_PROTOCOL_VERSIONS.join(", ")}`,
+          {
+            details: { supported: SUPPORTED_PROTOCOL_VERSIONS },
+          },
+        );
+      }
 
-    const sessionId = request.headers.get(SESSION_HEADER);
-    let parsedBody: unknown;
-    if (request.method === "POST") {
-      parsedBody = await readJsonBody(request, config.GATEWAY_MAX_PAYLOAD_BYTES);
-      if (parsedBody === undefined) throw new ServiceError("PARSE_ERROR", "Request body must be a JSON-RPC message");
-    }
-    // One plain tools/call (no progress, no client features to relay): answered here without
-    // the SDK's transport and Web streams (docs/benchmarks-bridge.md "MCP proxy").
-    const plain = request.method === "POST" ? plainToolCall(request, parsedBody) : undefined;
-    if (request.method === "POST" && !plain) request = acceptingJson(request);
+      const sessionId = request.headers.get(SESSION_HEADER);
+      let parsedBody: unknown;
+      if (request.method === "POST") {
+        parsedBody = await readJsonBody(request, config.GATEWAY_MAX_PAYLOAD_BYTES);
+        if (parsedBody === undefined) throw new ServiceError("PARSE_ERROR", "Request body must be a JSON-RPC message");
+      }
+      // One plain tools/call (no progress, no client features to relay): answered here without
+      // the SDK's transport and Web streams (docs/benchmarks-bridge.md "MCP proxy").
+      const plain = request.method === "POST" ? plainToolCall(request, parsedBody) : undefined;
+      if (request.method === "POST" && !plain) request = acceptingJson(request);
 
-    if (!sessionId) {
-      if (plain) return answerToolCall(plain, principal, dispatcher, scope, upstream, undefined);
-      const initializing =
-        request.method === "POST" && (Array.isArray(parsedBody) ? parsedBody.some(isInitializeRequest) : isInitializeRequest(parsedBody));
-      if (initializing) return openSession(request, parsedBody, principal, dispatcher, sessions, scope, upstream, bridge);
-      // Plain JSON-RPC (docs/interface.md 2.7: `{jsonrpc, id, method: "tools/list"}` with bearer auth, perhaps
-      // through a proxy that forwards JSON-RPC): answered statelessly, same catalog and limits.
-      if (request.method === "POST") return answerStateless(request, parsedBody, principal, dispatcher, scope, upstream);
-      throw new ServiceError(
-        "BAD_REQUEST",
-        "Mcp-Session-Id header is required for a GET stream; start a session with an initialize request",
-      );
-    }
+      if (!sessionId) {
+        if (plain) return answerToolCall(plain, principal, dispatcher, scope, upstream, undefined);
+        const initializing =
+          request.method === "POST" && (Array.isArray(parsedBody) ? parsedBody.some(isInitializeRequest) : isInitializeRequest(parsedBody));
+        if (initializing) return openSession(request, parsedBody, principal, dispatcher, sessions, scope, upstream, bridge);
+        // Plain JSON-RPC (docs/interface.md 2.7: `{jsonrpc, id, method: "tools/list"}` with bearer auth, perhaps
+        // through a proxy that forwards JSON-RPC): answered statelessly, same catalog and limits.
+        if (request.method === "POST") return answerStateless(request, parsedBody, principal, dispatcher, scope, upstream);
+        throw new ServiceError(
+          "BAD_REQUEST",
+          "Mcp-Session-Id header is required for a GET stream; start a session with an initialize request",
+        );
+      }
 
-    const session = sessions.get(sessionId);
-    // A session of another user (or of another endpoint) answers exactly like an ended one.
-    if (!session || session.userId !== principal.userId || session.upstream !== upstream)
-      throw new ServiceError("NOT_FOUND", "Session not found; it ended or never existed: initialize a new one");
-    session.principal = principal;
-    session.requestId = scope.requestId;
-    session.lastSeen = Date.now();
-    if (plain) {
-      if (session.transport.streamsCalls?.() !== true) return answerToolCall(plain, principal, dispatcher, scope, upstream, session);
-      request = acceptingJson(request);
-    }
-    const response = await session.transport.handleRequest(request, parsedBody === undefined ? undefined : { parsedBody });
-    if (request.method === "GET" && response.status === 200 && response.body) {
-      sessions.streamOpened(session);
-      return withHeaders(
-        onStreamEnd(response, () => sessions.streamClosed(session)),
-        scope,
-      );
-    }
-    return withHeaders(response, scope);
-  });
+      const session = sessions.get(sessionId);
+      // A session of another user (or of another endpoint) answers exactly like an ended one.
+      if (!session || session.userId !== principal.userId || session.upstream !== upstream)
+        throw new ServiceError("NOT_FOUND", "Session not found; it ended or never existed: initialize a new one");
+      session.principal = principal;
+      session.requestId = scope.requestId;
+      session.lastSeen = Date.now();
+      if (plain) {
+        if (session.transport.streamsCalls?.() !== true) return answerToolCall(plain, principal, dispatcher, scope, upstream, session);
+        request = acceptingJson(request);
+      }
+      const response = await session.transport.handleRequest(request, parsedBody === undefined ? undefined : { parsedBody });
+      if (request.method === "GET" && response.status === 200 && response.body) {
+        sessions.streamOpened(session);
+        return withHeaders(
+          onStreamEnd(response, () => sessions.streamClosed(session)),
+          scope,
+        );
+      }
+      return withHeaders(response, scope);
+      // JSON-RPC's error envelope, but counted and logged as their own surface.
+    },
+    { label: "mcp" },
+  );
 
   for (const path of [...MCP_PATHS, ...MCP_SERVER_PATHS]) app.all(path, handle);
 

@@ -1,3 +1,4 @@
+import { outgoingTraceparent } from "../../rpc/tracing.js";
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { IncomingMessage } from "node:http";
 import { setMaxListeners } from "node:events";
@@ -582,17 +583,22 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
       ) {
         return await this.#post(client, transport, request, name.slice(prefix.length), args, options.timeoutMs, signal, call);
       }
+      const traceparent = outgoingTraceparent();
       const result = await inFlight.run(call, () =>
-        client.callTool({ name: name.slice(prefix.length), arguments: args }, undefined, {
-          timeout: options.timeoutMs,
-          signal,
-          ...(onProgress
-            ? {
-                onprogress: ({ progress, total, message }) =>
-                  onProgress({ progress, ...(total === undefined ? {} : { total }), ...(message === undefined ? {} : { message }) }),
-              }
-            : {}),
-        }),
+        client.callTool(
+          { name: name.slice(prefix.length), arguments: args, ...(traceparent ? { _meta: { traceparent } } : {}) },
+          undefined,
+          {
+            timeout: options.timeoutMs,
+            signal,
+            ...(onProgress
+              ? {
+                  onprogress: ({ progress, total, message }) =>
+                    onProgress({ progress, ...(total === undefined ? {} : { total }), ...(message === undefined ? {} : { message }) }),
+                }
+              : {}),
+          },
+        ),
       );
       return result as ToolResult;
     } catch (error) {
@@ -672,7 +678,10 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
         "mcp-session-id": transport.sessionId!,
       };
       if (transport.protocolVersion) headers["mcp-protocol-version"] = transport.protocolVersion;
-      const body = JSON.stringify({ jsonrpc: "2.0", id, method: "tools/call", params: { name: tool, arguments: args } });
+      // The tool call's span, as MCP carries it (docs/observability.md "Traces").
+      const traceparent = outgoingTraceparent();
+      const params = traceparent ? { name: tool, arguments: args, _meta: { traceparent } } : { name: tool, arguments: args };
+      const body = JSON.stringify({ jsonrpc: "2.0", id, method: "tools/call", params });
       const reply = await new Promise<Record<string, unknown>>((resolve, reject) => {
         abort.signal.addEventListener(
           "abort",

@@ -1,3 +1,4 @@
+import { outgoingTraceparent } from "../../rpc/tracing.js";
 import { randomUUID } from "node:crypto";
 import {
   createJSONRPCErrorResponse,
@@ -113,9 +114,11 @@ export class VmConnection {
   /** Asks the VM to run one of its tools (`tools/call`), bounded by `timeoutMs`. */
   async callTool(name: string, args: Record<string, unknown>, options: CallOptions): Promise<ToolResult> {
     const seconds = Math.round(options.timeoutMs / 100) / 10;
+    // The call's span, as MCP carries it: `_meta.traceparent` (docs/observability.md "Traces").
+    const traceparent = outgoingTraceparent();
     const response = await this.#request(
       "tools/call",
-      { name, arguments: args },
+      traceparent ? { name, arguments: args, _meta: { traceparent } } : { name, arguments: args },
       options,
       () =>
         new ServiceError("TIMEOUT", `VM ${this.vmId} did not answer tools/call ${name} within ${seconds} s`, {

@@ -1,3 +1,4 @@
+import { continueFrom, outgoingTraceparent } from "../../rpc/tracing.js";
 import { randomUUID } from "node:crypto";
 import { JSONRPCErrorException, JSONRPCServer } from "json-rpc-2.0";
 import * as v from "valibot";
@@ -43,6 +44,8 @@ interface RemoteCall {
   timeoutMs: number;
   /** A request other than tools/call (`tool` and `args` unused): resources/read or prompts/get with `params`. */
   ask?: { method: VmAskMethod; params: Record<string, unknown> };
+  /** The forwarding call's span while tracing: the holding instance continues it. */
+  traceparent?: string;
 }
 
 /** The forwarding instance's caller cancelled (or went away): the holding instance cancels the VM call. */
@@ -454,6 +457,8 @@ export class VmHub {
         timeoutMs: options.timeoutMs,
         ...(ask ? { ask } : {}),
       };
+      const traceparent = outgoingTraceparent();
+      if (traceparent) message.traceparent = traceparent;
       this.#opts.store.bus.publish(`vm:call:${record.instanceId}`, message).catch((error) => {
         this.#remote.get(callId)?.reject(new ServiceError("UNAVAILABLE", "Could not reach the instance holding the VM", { cause: error }));
       });
@@ -470,9 +475,9 @@ export class VmHub {
       const options = { timeoutMs: call.timeoutMs, signal: controller.signal };
       reply = {
         callId: call.callId,
-        result: call.ask
-          ? await conn.ask(call.ask.method, call.ask.params, options)
-          : await conn.callTool(call.tool, call.args ?? {}, options),
+        result: await continueFrom(call.traceparent, () =>
+          call.ask ? conn.ask(call.ask.method, call.ask.params, options) : conn.callTool(call.tool, call.args ?? {}, options),
+        ),
       };
     } catch (error) {
       if (controller.signal.aborted) return; // the forwarding instance answered its caller already

@@ -7,6 +7,7 @@ import type { Metrics } from "../../rpc/metrics.js";
 import { toServiceError, type ServiceError } from "../../rpc/errors.js";
 import { renderError, SURFACES, type CallSurface } from "../../rpc/surfaces.js";
 import type { CallFactsInit } from "../../rpc/call-facts.js";
+import { contextFrom, markFailed, SpanKind, spanLogIds, startSpan, tracingEnabled, withSpan } from "../../rpc/tracing.js";
 
 /** What instrument() needs of the services: where log lines and metrics go. */
 export interface Observers {
@@ -36,9 +37,10 @@ export interface RequestScope {
   traceparent?: string;
   /**
    * For a streamed answer: the log line and metrics wait until the returned function is called
-   * (the stream's end), so they carry its full duration and what the stream metered.
+   * (the stream's end), so they carry its full duration and what the stream metered. Called
+   * with the error that cut the stream, the request counts as that error, not as its 200.
    */
-  defer(): () => void;
+  defer(): (error?: unknown) => void;
   /**
    * Resolves true once the answer's last byte was handed to the socket, false when the
    * connection closed before (the client went away). Made on first call; undefined off Node.
@@ -123,51 +125,92 @@ function deliveryOf(request: H3Event["req"]): (() => Promise<boolean>) | undefin
     }));
 }
 
+export interface InstrumentOptions {
+  /**
+   * The `surface` label of the HTTP metrics and the log line when it differs from the error
+   * envelope's surface: MCP requests answer in JSON-RPC's envelope but count as `mcp`.
+   */
+  label?: string;
+}
+
 /**
  * Wraps a route: a request id (the client's X-Request-Id when sane), an abort signal tied to
- * the client, the surface's error envelope, one JSON log line and the HTTP metrics per request.
+ * the client, the surface's error envelope, one JSON log line and the HTTP metrics per request,
+ * and while tracing, the request's server span (continuing the caller's `traceparent`), which
+ * every span of the request descends from.
  */
 export function instrument(
   surface: CallSurface,
   observers: Observers,
   handler: (event: H3Event, scope: RequestScope) => Promise<Response>,
+  options: InstrumentOptions = {},
 ) {
   const { log, metrics } = observers;
+  const label = options.label ?? surface;
   return async (event: H3Event): Promise<Response> => {
     const started = performance.now();
     const request = event.req;
     const abort = clientAbort(request);
     let deferred: Promise<void> | undefined;
+    let streamError: unknown;
     const incoming = request.headers.get("x-request-id");
+    const traceparent = traceparentOf(request);
     const scope: RequestScope = {
       requestId: incoming && SANE_REQUEST_ID.test(incoming) ? incoming : randomUUID(),
       responseHeaders: new Headers(),
       abort,
       ip: getRequestIP(event) ?? "unknown",
-      traceparent: traceparentOf(request),
+      traceparent,
       delivered: deliveryOf(request),
       log: {},
       defer() {
         let release!: () => void;
         deferred = new Promise<void>((resolve) => (release = resolve));
-        return () => release();
+        const inFlight = metrics?.streamsOf(label, metrics.operation(scope.log.operation));
+        inFlight?.inc();
+        let open = true;
+        return (error?: unknown) => {
+          if (!open) return;
+          open = false;
+          inFlight?.dec();
+          if (error !== undefined) streamError = error;
+          release();
+        };
       },
     };
+    const parent = tracingEnabled() ? contextFrom(traceparent) : undefined;
+    // The path without its query (which may carry a token); the operation names the span once known.
+    const span =
+      parent &&
+      startSpan(
+        request.method,
+        SpanKind.SERVER,
+        {
+          "http.request.method": request.method,
+          "url.path": event.url.pathname,
+          "gateway.surface": label,
+          "gateway.request_id": scope.requestId,
+        },
+        parent,
+      );
     // The surface's request-id header (none on the Platform: docs/interface.md 4.2).
     const requestIdHeader = SURFACES[surface].requestIdHeader;
     if (requestIdHeader) scope.responseHeaders.set(requestIdHeader, scope.requestId);
     let response: Response;
     let refusal: string | undefined;
     try {
-      response = await handler(event, scope);
+      response = await (span ? withSpan(span, () => handler(event, scope), parent) : handler(event, scope));
     } catch (error) {
       response = errorResponse(surface, error, scope.requestId, log, scope.responseHeaders);
       if (response.status === 402 || response.status === 429) refusal = toServiceError(error).code;
     }
     const finish = () => {
       const seconds = (performance.now() - started) / 1000;
+      // A stream cut by an error (an upstream gone mid-answer) was sent as 200 but counts as the error.
+      const cut = streamError === undefined ? undefined : toServiceError(streamError);
+      const status = cut ? cut.status : response.status;
       if (metrics) {
-        const http = metrics.http(surface, metrics.operation(scope.log.operation), String(response.status));
+        const http = metrics.http(label, metrics.operation(scope.log.operation), String(status));
         http.requests.inc();
         http.duration.observe(seconds);
         // Relayed upstream 402/429s and limits answered without a thrown error count as `other`.
@@ -175,17 +218,30 @@ export function instrument(
           metrics.refusals.inc({ status: String(response.status), reason: refusal ?? "other" });
       }
       const { operation, principal, ...extra } = scope.log;
-      log.info({
+      if (span) {
+        if (operation) {
+          span.updateName(`${request.method} ${operation}`);
+          span.setAttribute("gateway.operation", operation);
+        }
+        span.setAttribute("http.response.status_code", response.status);
+        if (status >= 500 || cut) markFailed(span, cut ? cut.code : String(status));
+        span.end();
+      }
+      const line = {
         requestId: scope.requestId,
-        surface,
+        surface: label,
         method: request.method,
         path: event.url.pathname,
-        status: response.status,
+        status,
         durationMs: Math.round(seconds * 100_000) / 100,
         ...(operation ? { operation } : {}),
         ...(principal ? { principal } : {}),
         ...extra,
-      });
+        ...(cut ? { sentStatus: response.status, streamError: { code: cut.code, message: cut.message } } : {}),
+        ...(span ? spanLogIds(span) : traceparent ? { trace_id: traceparent.slice(3, 35) } : {}),
+      };
+      // An upstream that cut its stream is not the service's own error: an info line, with its status and cause.
+      log.info(line);
     };
     // An error answer is never a stream, whatever the handler deferred.
     if (deferred && response.status < 400) void deferred.then(finish);

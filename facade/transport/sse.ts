@@ -8,8 +8,8 @@ export interface SseOptions {
   headers: Headers;
   /** Aborted when the client goes away, so the producer (an upstream request) stops too. */
   abort: AbortController;
-  /** Called once when the stream ends: finished, failed or cancelled by the client. */
-  onEnd?(): void;
+  /** Called once when the stream ends: finished, failed (with the error that cut it) or cancelled by the client. */
+  onEnd?(error?: unknown): void;
   /**
    * Leave out `X-Accel-Buffering` (which tells a proxy not to buffer): the Platform API adds
    * no service header but `X-Service-Request-Id` (docs/interface.md 4.2).
@@ -31,10 +31,10 @@ export function toSseResponse(items: AsyncIterable<unknown>, options: SseOptions
   const iterator = items[Symbol.asyncIterator]();
   let finished = false;
   let ended = false;
-  const end = () => {
+  const end = (error?: unknown) => {
     if (ended) return;
     ended = true;
-    options.onEnd?.();
+    options.onEnd?.(error);
   };
   const frame = (data: unknown) => encoder.encode(`data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`);
 
@@ -55,7 +55,7 @@ export function toSseResponse(items: AsyncIterable<unknown>, options: SseOptions
         controller.enqueue(frame(options.errorFrame(error)));
         controller.close();
         finished = true;
-        end();
+        end(error);
       }
     },
     async cancel() {

@@ -4,6 +4,7 @@ import { deploymentsOf, providerConfigOf, type DeploymentConfig, type ModelConfi
 import { createProvider } from "./providers/index.js";
 import type { Provider, ProviderResult, Usage } from "./types.js";
 import { observedProvider, type CallObserver } from "./observed-provider.js";
+import { tracedProvider } from "./traced-provider.js";
 import { DEFAULT_COOLDOWN_SECONDS, Deployment, DeploymentHealth, RoutingProvider, deploymentOf, type RouteTarget } from "./routing.js";
 import type { Metrics } from "../metrics.js";
 import type { Bus } from "../../storage/bus.js";
@@ -61,6 +62,7 @@ export class ModelRouter {
   readonly #created = Math.floor(Date.now() / 1000);
   readonly #registry = new Map<string, RegistryStatus>();
   #observer: CallObserver | undefined;
+  #metrics: Metrics | undefined;
   /** The environment upstream keys are read from (apiKeyEnv). */
   readonly env: Record<string, string | undefined>;
 
@@ -82,7 +84,11 @@ export class ModelRouter {
             id,
             index,
             deployment,
-            observedProvider(id, providerOf(id, entry, deployment, timeoutSeconds, env), observer),
+            observedProvider(
+              id,
+              tracedProvider(id, index, deployment, providerOf(id, entry, deployment, timeoutSeconds, env), () => this.#metrics),
+              observer,
+            ),
             deployment.price ?? entry.price,
           ),
       );
@@ -111,6 +117,7 @@ export class ModelRouter {
 
   /** Shares deployment cooldowns and capacity with every instance on the same store. */
   share(repo: DeploymentsRepo, bus: Bus, metrics?: Metrics): Promise<() => Promise<void>> {
+    this.#metrics = metrics;
     return this.health.share(repo, bus, metrics);
   }
 

@@ -5,6 +5,7 @@ import type { Bus } from "../../storage/bus.js";
 import type { DeploymentsRepo } from "../../storage/repos/deployments.js";
 import type { DeploymentConfig, ModelPrice } from "./models-config.js";
 import type { ChatChunk, ChatRequest, Provider, ProviderResult } from "./types.js";
+import type { AttemptTrace } from "./traced-provider.js";
 import { classifyFailure } from "./upstream-failure.js";
 
 /**
@@ -95,7 +96,14 @@ export class DeploymentHealth {
   #repo: DeploymentsRepo | undefined;
   #bus: Bus | undefined;
   #unsubscribe: (() => Promise<void>) | undefined;
-  #metrics: { failures: Counter<"model" | "deployment">; retries: Counter<"model">; fallbacks: Counter<"model" | "fallback"> } | undefined;
+  #metrics:
+    | {
+        failures: Counter<"model" | "deployment">;
+        cooldowns: Counter<"model" | "deployment">;
+        retries: Counter<"model">;
+        fallbacks: Counter<"model" | "fallback">;
+      }
+    | undefined;
   readonly #find: (model: string, index: number) => Deployment | undefined;
   readonly #all: () => Iterable<Deployment>;
 
@@ -147,6 +155,12 @@ export class DeploymentHealth {
         labelNames: ["model", "deployment"] as const,
         registers,
       }),
+      cooldowns: new Counter({
+        name: "gateway_model_cooldowns_total",
+        help: "Cooldowns this instance started on a model deployment (3 failures within a minute), by model and deployment",
+        labelNames: ["model", "deployment"] as const,
+        registers,
+      }),
       retries: new Counter({
         name: "gateway_model_retries_total",
         help: "Chat requests sent again after a retryable upstream failure, by model",
@@ -184,6 +198,7 @@ export class DeploymentHealth {
     }
     if (count < COOLDOWN_FAILURES || cooldownMs <= 0) return;
     let until = now + cooldownMs;
+    this.#metrics?.cooldowns.inc({ model: deployment.model, deployment: String(deployment.index) });
     if (this.#repo) until = await this.#repo.coolDown(deployment, until, now);
     else deployment.localFailures.length = 0;
     deployment.coolUntil = Math.max(deployment.coolUntil, until);
@@ -288,7 +303,7 @@ export class RoutingProvider implements Provider {
     this.#health = health;
   }
 
-  async complete(request: ChatRequest, signal: AbortSignal, trace?: { traceparent?: string }): Promise<ProviderResult> {
+  async complete(request: ChatRequest, signal: AbortSignal, trace?: AttemptTrace): Promise<ProviderResult> {
     const state: Attempts = { last: undefined, attempted: false };
     const candidates = this.#target.candidates;
     /** The context window that was too small: only a larger one is tried after it. */
@@ -302,7 +317,8 @@ export class RoutingProvider implements Provider {
       // tried rather than the request refused.
       const lastChance = i === candidates.length - 1 && !state.attempted;
       try {
-        return await this.#attemptModel(candidate, request, signal, trace, state, lastChance);
+        const attempt = i === 0 ? trace : { ...trace, fallbackFrom: this.#target.id };
+        return await this.#attemptModel(candidate, request, signal, attempt, state, lastChance);
       } catch (error) {
         if (error instanceof NoDeployment) continue;
         if (signal.aborted) throw error;
@@ -325,7 +341,7 @@ export class RoutingProvider implements Provider {
     target: RouteTarget,
     request: ChatRequest,
     signal: AbortSignal,
-    trace: { traceparent?: string } | undefined,
+    trace: AttemptTrace | undefined,
     state: Attempts,
     lastChance: boolean,
   ): Promise<ProviderResult> {
@@ -346,7 +362,7 @@ export class RoutingProvider implements Provider {
       tried.add(deployment);
       state.attempted = true;
       try {
-        return await this.#call(deployment, target, request, signal, trace);
+        return await this.#call(deployment, target, request, signal, attempt === 0 ? trace : { ...trace, retry: attempt });
       } catch (error) {
         if (signal.aborted) throw error;
         state.last = error;
@@ -392,7 +408,7 @@ export class RoutingProvider implements Provider {
     target: RouteTarget,
     request: ChatRequest,
     signal: AbortSignal,
-    trace: { traceparent?: string } | undefined,
+    trace: AttemptTrace | undefined,
   ): Promise<ProviderResult> {
     const started = performance.now();
     deployment.inFlight++;

@@ -6,7 +6,7 @@ import type { EventLog } from "../../storage/events/event-log.js";
 
 /** What the events domain's handlers reach as `ctx.deps` (built in `./index.ts`). */
 export type EventsDeps = Pick<Repos, "users" | "tenants" | "members" | "agents"> &
-  Pick<Ports, "config" | "log" | "sink"> & {
+  Pick<Ports, "config" | "log" | "sink" | "metrics"> & {
     events: EventLog;
   };
 

@@ -6,7 +6,7 @@ import { eventMethods } from "./methods.js";
 export const eventsModule = eventsDomain.module({
   methods: eventMethods,
   init: (ports) => ({
-    ...pick(ports, ["config", "log", "sink"]),
+    ...pick(ports, ["config", "log", "sink", "metrics"]),
     ...pick(ports.repos, ["users", "tenants", "members", "agents"]),
     events: ports.eventLog,
   }),

@@ -2,9 +2,34 @@ import * as v from "valibot";
 import { isServiceError, ServiceError } from "../errors.js";
 import { queryInt } from "../validate.js";
 import type { Principal } from "../auth.js";
-import type { EventRecord, SettleResult } from "../../storage/events/event-log.js";
+import type { EventRecord, LeasedEvent, SettleResult } from "../../storage/events/event-log.js";
 import { requireTenantAccess, TENANT_ACCESS, tenantOrPersonal, type Role } from "../tenants/access.js";
-import { eventsDomain, type EventsDeps } from "./deps.js";
+import { eventsDomain, type EventsContext, type EventsDeps } from "./deps.js";
+import { SpanKind, startSpan, tracingEnabled } from "../tracing.js";
+
+/**
+ * Each leased event: its lag since publication (`gateway_event_consume_lag_seconds`; the group's
+ * name is the tenant's to choose, so it is no label) and, while tracing, a span per event under
+ * the call's (its id, type, topic, group, delivery count; never its payload).
+ */
+function consumed(ctx: EventsContext, tenantId: string, consumer: string, leases: LeasedEvent[]): void {
+  const now = Date.now();
+  for (const lease of leases) {
+    const delivery = lease.deliveryCount > 1 ? "redelivery" : "first";
+    ctx.deps.metrics.eventLag.observe({ delivery }, Math.max(0, now - Date.parse(lease.event.createdAt)) / 1000);
+    if (!tracingEnabled()) continue;
+    startSpan(`process ${lease.event.topic}`, SpanKind.CONSUMER, {
+      "messaging.system": "gateway",
+      "messaging.operation.type": "process",
+      "messaging.destination.name": lease.event.topic,
+      "messaging.consumer.group.name": consumer,
+      "messaging.message.id": lease.event.id,
+      "gateway.event.type": lease.event.type,
+      "gateway.event.delivery_count": lease.deliveryCount,
+      "gateway.tenant_id": tenantId,
+    })?.end();
+  }
+}
 
 const AUTH = { kinds: ["session", "gateway_key"] } as const;
 
@@ -218,6 +243,7 @@ export const eventMethods = [
         max: params.max,
         leaseMs: params.leaseSeconds * 1000,
       });
+      consumed(ctx, tenant.id, params.consumer, leases);
       return {
         consumer: params.consumer,
         data: leases.map((lease) => ({

@@ -1,4 +1,5 @@
 import { isServiceError } from "../errors.js";
+import { markFailed, SpanKind, spanLogIds, startSpan, tracingEnabled, withSpan } from "../tracing.js";
 import type { Policy } from "./policy.js";
 
 /** A call's outcome as a label: `ok`, or the error code it ended with (INTERNAL for anything unexpected). */
@@ -13,7 +14,9 @@ export function outcomeOf(error: unknown): string {
  * the transport's own line (`calls`) when it writes one after the call (REST, `/rpc`, the MCP
  * request's gate, socket upgrades), else the call gets a line of its own (`event: "call"`:
  * MCP tools and resources calls, agent-stream messages). First in the chain, so refusals of
- * every later policy are counted too.
+ * every later policy are counted too. While tracing, the call is a span named after its method
+ * (surface, transport, the caller's kind, user and workspace, its outcome; never a credential),
+ * under the request's server span, and what the handler does nests under it.
  */
 export const observe: Policy = {
   name: "observe",
@@ -21,9 +24,16 @@ export const observe: Policy = {
   applies: () => true,
   async run(call, next) {
     const started = performance.now();
+    const span = tracingEnabled()
+      ? startSpan(call.method.name, SpanKind.INTERNAL, {
+          "gateway.method": call.method.name,
+          "gateway.surface": call.facts.surface,
+          "gateway.transport": call.facts.transport ?? "direct",
+        })
+      : undefined;
     let outcome = "ok";
     try {
-      return await next();
+      return await (span ? withSpan(span, next) : next());
     } catch (error) {
       outcome = outcomeOf(error);
       throw error;
@@ -36,6 +46,16 @@ export const observe: Policy = {
       metric.duration.observe(seconds);
       const entry = { method: method.name, outcome, durationMs: Math.round(seconds * 100_000) / 100 };
       const who = principal ? { kind: principal.kind, userId: principal.userId } : undefined;
+      if (span) {
+        span.setAttribute("gateway.outcome", outcome);
+        if (principal) {
+          span.setAttribute("gateway.principal.kind", principal.kind);
+          span.setAttribute("enduser.id", principal.userId);
+          if (principal.workspaceId) span.setAttribute("gateway.workspace_id", principal.workspaceId);
+        }
+        if (outcome !== "ok") markFailed(span, outcome);
+        span.end();
+      }
       if (facts.logFields) {
         if (who) facts.logFields.principal ??= who;
         ((facts.logFields.calls ??= []) as unknown[]).push(entry);
@@ -47,6 +67,7 @@ export const observe: Policy = {
           transport,
           ...entry,
           ...(who ? { principal: who } : {}),
+          ...(span ? spanLogIds(span) : {}),
         });
       }
     }

@@ -10,10 +10,11 @@ import { WebhookWorker } from "./worker.js";
 export const webhooksModule = webhooksDomain.module({
   methods: webhookMethods,
   init: (ports) => {
-    const { config, log, secrets, resolveHost, sink } = ports;
+    const { config, log, secrets, resolveHost, sink, metrics } = ports;
     const webhookWorker: WebhookWorker = new WebhookWorker({
       config,
       log,
+      metrics,
       repo: ports.repos.webhooks,
       secrets,
       resolveHost,

@@ -66,7 +66,7 @@ function subscriptionView(sub: WebhookSubscription) {
 
 function deliveryView(delivery: WebhookDelivery) {
   const last = delivery.attempts.at(-1);
-  const { body: _body, ...rest } = delivery;
+  const { body: _body, traceparent: _trace, ...rest } = delivery;
   return { ...rest, attemptCount: delivery.attempts.length, lastStatusCode: last?.statusCode ?? null };
 }
 

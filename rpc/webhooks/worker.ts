@@ -1,3 +1,6 @@
+import { Counter } from "prom-client";
+import type { Metrics } from "../metrics.js";
+import { contextFrom, inSpan, markFailed, outgoingTraceparent, SpanKind, spanTraceparent, tracingEnabled } from "../tracing.js";
 import { randomBytes } from "node:crypto";
 import { Webhook } from "standardwebhooks";
 import type { Config } from "../config.js";
@@ -32,9 +35,9 @@ export function deliveryIdOf(eventId: string, subscriptionId: string): string {
 }
 
 /** A delivery of `event` to `sub`, due now, before any attempt. */
-function newDelivery(id: string, event: EventRecord, sub: WebhookSubscription): WebhookDelivery {
+function newDelivery(id: string, event: EventRecord, sub: WebhookSubscription, traceparent: string | undefined): WebhookDelivery {
   const now = new Date().toISOString();
-  return {
+  const delivery: WebhookDelivery = {
     id,
     tenantId: event.tenantId,
     subscriptionId: sub.id,
@@ -47,6 +50,22 @@ function newDelivery(id: string, event: EventRecord, sub: WebhookSubscription): 
     createdAt: now,
     updatedAt: now,
   };
+  if (traceparent) delivery.traceparent = traceparent;
+  return delivery;
+}
+
+/** An attempt's outcome as a bounded label: the receiver's status class, or why there was none. */
+function attemptOutcome(attempt: DeliveryAttempt): string {
+  if (attempt.statusCode !== null) return `${Math.floor(attempt.statusCode / 100)}xx`;
+  return attempt.error?.startsWith("no answer within") ? "timeout" : "error";
+}
+
+function hostOf(url: string): string {
+  try {
+    return new URL(url).host;
+  } catch {
+    return "invalid";
+  }
 }
 
 const yieldToLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -68,6 +87,8 @@ export interface WebhookWorkerDeps {
   /** Called once when a delivery runs out of attempts (publishes `webhook.delivery.failed`). */
   onFailed(delivery: WebhookDelivery): Promise<void>;
   random?: () => number;
+  /** Attempts and deliveries by outcome, and the queue's depth (GET /metrics). */
+  metrics?: Metrics;
 }
 
 /**
@@ -104,7 +125,36 @@ export class WebhookWorker {
       hint: "set WEBHOOKS_ALLOW_PRIVATE=true to allow webhooks inside the deployment",
     });
     this.#fetch = toGuardedFetch(this.#guard);
+    const { metrics } = deps;
+    if (metrics) {
+      this.#counters = {
+        attempts: new Counter({
+          name: "gateway_webhook_attempts_total",
+          help: "Webhook delivery attempts, by outcome (the receiver's status class 2xx…5xx, timeout or error)",
+          labelNames: ["outcome"] as const,
+          registers: [metrics.registry],
+        }),
+        deliveries: new Counter({
+          name: "gateway_webhook_deliveries_total",
+          help: "Webhook deliveries that ended, by outcome (succeeded, or failed once out of attempts)",
+          labelNames: ["outcome"] as const,
+          registers: [metrics.registry],
+        }),
+      };
+      metrics.gauge(
+        "gateway_webhook_queue_depth",
+        "Webhook fan-outs and attempts waiting for their turn on this instance",
+        () => this.#queue.waiting,
+      );
+      metrics.gauge(
+        "gateway_webhook_attempts_running",
+        "Webhook fan-outs and attempts running on this instance",
+        () => this.#queue.running,
+      );
+    }
   }
+
+  #counters: { attempts: Counter<"outcome">; deliveries: Counter<"outcome"> } | undefined;
 
   start() {
     const every = this.#deps.config.WEBHOOKS_POLL_MS;
@@ -161,6 +211,8 @@ export class WebhookWorker {
    */
   async published(event: EventRecord): Promise<void> {
     const job: FanOutJob = { eventId: event.id, tenantId: event.tenantId, event, createdAt: new Date().toISOString() };
+    const traceparent = outgoingTraceparent();
+    if (traceparent) job.traceparent = traceparent;
     await this.#deps.repo.putFanOut(job);
     this.#queueFanOut(job);
   }
@@ -185,7 +237,7 @@ export class WebhookWorker {
       for await (const page of this.#deps.repo.subscriptionPages(job.tenantId, FAN_OUT_BATCH)) {
         if (this.#closed) return;
         const subs = page.filter((sub) => sub.enabled && matchesFilter(sub.filter, event));
-        const stored = await Promise.all(subs.map((sub) => this.#storeDelivery(event, sub)));
+        const stored = await Promise.all(subs.map((sub) => this.#storeDelivery(event, sub, job.traceparent)));
         for (const delivery of stored) if (delivery.status === "pending") void this.#queueAttempt(delivery.tenantId, delivery.id);
         await yieldToLoop();
       }
@@ -196,10 +248,10 @@ export class WebhookWorker {
   }
 
   /** The delivery of `event` to `sub`, stored unless it already is (a fan-out taken over). */
-  async #storeDelivery(event: EventRecord, sub: WebhookSubscription): Promise<WebhookDelivery> {
+  async #storeDelivery(event: EventRecord, sub: WebhookSubscription, traceparent: string | undefined): Promise<WebhookDelivery> {
     const id = deliveryIdOf(event.id, sub.id);
     const existing = await this.#deps.repo.getDelivery(id);
-    return existing ?? this.#deps.repo.putDelivery(newDelivery(id, event, sub));
+    return existing ?? this.#deps.repo.putDelivery(newDelivery(id, event, sub, traceparent));
   }
 
   /** Queues one attempt of a delivery (fairly, by tenant); resolves with its outcome. */
@@ -222,7 +274,8 @@ export class WebhookWorker {
    */
   async fanOut(event: EventRecord, only: WebhookSubscription[]): Promise<WebhookDelivery[]> {
     const deliveries: WebhookDelivery[] = [];
-    for (const sub of only) deliveries.push(await this.#deps.repo.putDelivery(newDelivery(newId("msg"), event, sub)));
+    const traceparent = outgoingTraceparent();
+    for (const sub of only) deliveries.push(await this.#deps.repo.putDelivery(newDelivery(newId("msg"), event, sub, traceparent)));
     for (const delivery of deliveries) void this.#queueAttempt(delivery.tenantId, delivery.id);
     return deliveries;
   }
@@ -265,7 +318,7 @@ export class WebhookWorker {
     try {
       sub = await this.#deps.repo.getSubscription(delivery.subscriptionId);
       attempt = sub
-        ? await this.#send(sub, delivery)
+        ? await this.#tracedSend(sub, delivery, number)
         : { at: new Date().toISOString(), statusCode: null, durationMs: 0, error: "subscription deleted" };
     } finally {
       clearInterval(renewal);
@@ -288,11 +341,48 @@ export class WebhookWorker {
     }
     next.updatedAt = new Date().toISOString();
     await this.#deps.repo.putDelivery(next);
+    if (this.#counters) {
+      this.#counters.attempts.inc({ outcome: attemptOutcome(attempt) });
+      if (next.status !== "pending" && delivery.status === "pending") this.#counters.deliveries.inc({ outcome: next.status });
+    }
     if (next.status === "failed" && delivery.status !== "failed") await this.#deps.onFailed(next).catch(() => undefined);
     return next;
   }
 
-  async #send(sub: WebhookSubscription, delivery: WebhookDelivery): Promise<DeliveryAttempt> {
+  /**
+   * One attempt, while tracing a client span continuing the trace that published the event
+   * (delivery, subscription, event type, attempt number, tenant, the receiver's host and status;
+   * never the URL's path or query, the body or a secret), sent on as `traceparent`.
+   */
+  #tracedSend(sub: WebhookSubscription, delivery: WebhookDelivery, number: number): Promise<DeliveryAttempt> {
+    if (!tracingEnabled()) return this.#send(sub, delivery);
+    const attributes = {
+      "gateway.webhook.delivery_id": delivery.id,
+      "gateway.webhook.subscription_id": delivery.subscriptionId,
+      "gateway.webhook.attempt": number + 1,
+      "gateway.event.type": delivery.eventType,
+      "gateway.tenant_id": delivery.tenantId,
+      "server.address": hostOf(sub.url),
+    };
+    const parent = delivery.traceparent ? contextFrom(delivery.traceparent) : undefined;
+    return inSpan(
+      `webhook ${delivery.eventType}`,
+      SpanKind.CLIENT,
+      attributes,
+      async (span) => {
+        const attempt = await this.#send(sub, delivery, span ? spanTraceparent(span) : undefined);
+        if (span) {
+          if (attempt.statusCode !== null) span.setAttribute("http.response.status_code", attempt.statusCode);
+          const outcome = attemptOutcome(attempt);
+          if (outcome !== "2xx") markFailed(span, outcome);
+        }
+        return attempt;
+      },
+      parent,
+    );
+  }
+
+  async #send(sub: WebhookSubscription, delivery: WebhookDelivery, traceparent?: string): Promise<DeliveryAttempt> {
     const started = Date.now();
     const at = new Date(started).toISOString();
     const timestamp = new Date(Math.floor(started / 1000) * 1000);
@@ -313,6 +403,7 @@ export class WebhookWorker {
           "webhook-id": delivery.id,
           "webhook-timestamp": String(timestamp.getTime() / 1000),
           "webhook-signature": signature,
+          ...(traceparent ? { traceparent } : {}),
         },
         body: delivery.body,
         signal,

@@ -41,6 +41,8 @@ export interface WebhookDelivery {
   nextAttemptAt: string | null;
   createdAt: string;
   updatedAt: string;
+  /** The span that published the event, while tracing: each attempt's span continues its trace. Never shown. */
+  traceparent?: string;
 }
 
 interface Owner {
@@ -58,6 +60,8 @@ export interface FanOutJob {
   /** The event as published (what each delivery's body carries). */
   event: EventRecord;
   createdAt: string;
+  /** The span that published the event, while tracing (handed to each delivery). */
+  traceparent?: string;
 }
 
 interface Due {
