@@ -1,7 +1,6 @@
 import { EventEmitter } from "node:events";
 import { ServiceError } from "../rpc/errors.js";
-import { toolSourceOf } from "../rpc/metrics.js";
-import { inSpan, SpanKind, tracingEnabled } from "../rpc/tracing.js";
+import { toolSpan } from "../rpc/tools/tool-span.js";
 import {
   toolScope,
   visibleIn,
@@ -130,18 +129,7 @@ export class Catalog {
    * upstream MCP server or a VM receives as the `traceparent` of the request's `_meta`.
    */
   call(name: string, args: Record<string, unknown>, options: CallOptions): Promise<ToolResult> {
-    if (!tracingEnabled()) return this.#call(name, args, options);
-    const attributes = {
-      "gen_ai.operation.name": "execute_tool",
-      "gen_ai.tool.name": name,
-      "gateway.tool.source": toolSourceOf(name),
-      ...(options.tenantId ? { "gateway.tenant_id": options.tenantId } : {}),
-    };
-    return inSpan(`execute_tool ${name}`, SpanKind.INTERNAL, attributes, async (span) => {
-      const result = await this.#call(name, args, options);
-      span?.setAttribute("gateway.tool.outcome", result.isError ? "tool_error" : "ok");
-      return result;
-    });
+    return toolSpan(name, options.tenantId, () => this.#call(name, args, options));
   }
 
   async #call(name: string, args: Record<string, unknown>, options: CallOptions): Promise<ToolResult> {

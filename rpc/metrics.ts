@@ -75,7 +75,7 @@ export class Metrics {
   });
   readonly deploymentLatencies = new Histogram({
     name: "gateway_model_deployment_latency_seconds",
-    help: "Time until a model deployment answered each attempt (its response headers when streamed), by model, deployment (its index), provider and status class (2xx, 4xx, 5xx, timeout, cancelled, error)",
+    help: "Time until a model deployment answered an attempt (headers when streamed), by model, deployment (index), provider and status class",
     labelNames: ["model", "deployment", "provider", "status_class"] as const,
     buckets: SECONDS,
     registers: [this.registry],

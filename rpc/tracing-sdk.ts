@@ -37,8 +37,9 @@ export async function startTracing(log: Logger, env: Env = process.env): Promise
   const protocol = traceProtocol(env);
   if (!protocol) return undefined;
   if (!started) {
-    const [{ NodeTracerProvider, BatchSpanProcessor }, resources, exporters] = await Promise.all([
+    const [{ NodeTracerProvider }, { BatchSpanProcessor }, resources, exporters] = await Promise.all([
       import("@opentelemetry/sdk-trace-node"),
+      import("@opentelemetry/sdk-trace-base"),
       import("@opentelemetry/resources"),
       protocol === "http/json" ? import("@opentelemetry/exporter-trace-otlp-http") : import("@opentelemetry/exporter-trace-otlp-proto"),
     ]);

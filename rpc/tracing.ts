@@ -105,6 +105,9 @@ export async function inSpan<T>(
 
 /** What went wrong, as a span may say it: the error code or upstream status, never a message. */
 export function errorType(error: unknown): string {
+  // A provider's answer: its HTTP status (rpc/chat/providers/provider-error.ts).
+  const upstream = (error as { upstreamStatus?: unknown })?.upstreamStatus;
+  if (typeof upstream === "number") return String(upstream);
   if (isServiceError(error)) return error.code;
   const status = (error as { status?: unknown })?.status;
   if (typeof status === "number") return String(status);

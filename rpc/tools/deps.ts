@@ -8,7 +8,7 @@ import type { McpServersRepo } from "../../storage/repos/mcp-servers.js";
 
 /** What the tools domain's handlers reach as `ctx.deps` (built in `./index.ts`). */
 export type ToolsDeps = Pick<Repos, "users" | "tenants" | "members" | "agents" | "toolPlans"> &
-  Pick<Ports, "config" | "log" | "store" | "sink" | "onClose"> & {
+  Pick<Ports, "config" | "log" | "store" | "sink" | "onClose" | "metrics"> & {
     catalog: ToolCatalog;
     vms: VmDirectory;
     upstream: UpstreamRegistry;

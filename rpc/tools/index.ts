@@ -23,7 +23,7 @@ export const toolsModule = toolsDomain.module({
   init: (ports) => {
     const { catalog, vms, upstream } = ports.use("bridge");
     return {
-      ...pick(ports, ["config", "log", "store", "sink", "onClose"]),
+      ...pick(ports, ["config", "log", "store", "sink", "onClose", "metrics"]),
       ...pick(ports.repos, ["users", "tenants", "members", "agents", "toolPlans"]),
       catalog,
       vms,

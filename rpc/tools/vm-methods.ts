@@ -1,3 +1,4 @@
+import { toolSpan } from "./tool-span.js";
 import * as v from "valibot";
 import { principalOf } from "../auth.js";
 import { ServiceError } from "../errors.js";
@@ -91,7 +92,16 @@ export const bridgeToolsExecute = toolsDomain.method({
       });
     }
     const seconds = Math.min(params.timeout ?? config.GATEWAY_TIMEOUT_SECONDS, config.GATEWAY_TIMEOUT_SECONDS);
-    return vms.call(record.vmId, tool, params.input, { timeoutMs: seconds * 1000, signal: ctx.signal });
+    const name = catalogName(record.vmId, tool);
+    const call = () => vms.call(record.vmId, tool, params.input, { timeoutMs: seconds * 1000, signal: ctx.signal });
+    try {
+      const result = await toolSpan(name, record.tenantId, call);
+      ctx.deps.metrics.toolCall(name, result.isError ? "tool_error" : "ok");
+      return result;
+    } catch (error) {
+      ctx.deps.metrics.toolCall(name, "failed");
+      throw error;
+    }
   },
 });
 
