@@ -18,7 +18,10 @@
  * BENCH_SSE_CONCURRENCY (default "16"), MOCK_LATENCY_MS (default 2), REDIS_URL (default
  * redis://127.0.0.1:6379), BENCH_SERVER_EXEC_ARGV (extra Node flags for the gateway, e.g.
  * "--cpu-prof --cpu-prof-dir=/tmp/prof"), BENCH_FLOOR=0 (skip the floor row), BENCH_DEPLOYMENTS
- * (default 1; 2 routes the model across two deployments of the mock).
+ * (default 1; 2 routes the model across two deployments of the mock), BENCH_TRACING (default
+ * "off"; a list such as "off,0.1" measures each setting in the same run: a number starts the
+ * gateway with OpenTelemetry tracing at that sampling ratio, `parentbased_traceidratio`,
+ * exporting OTLP/HTTP protobuf to a receiver in this process that reads and drops the spans).
  *
  * First, unless BENCH_FLOOR=0, a `floor` row for JSON: bench/internal/floor-proxy.ts, a bare
  * `node:http` server relaying to the mock through the same undici client with no storage,
@@ -33,6 +36,8 @@ import { cpus, tmpdir } from "node:os";
 import { execSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import autocannon from "autocannon";
 import { dropRedisPrefix } from "../test/helpers/redis.js";
 
@@ -53,6 +58,37 @@ const REDIS_URL = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
 const MODEL = "bench-model";
 /** BENCH_DEPLOYMENTS=2: the model lists two deployments of the mock, weighted 1:1 (docs/providers.md). */
 const DEPLOYMENTS = Number(process.env.BENCH_DEPLOYMENTS ?? 1);
+/** BENCH_TRACING: "off" and/or sampling ratios; each is a gateway of its own, measured in this run. */
+const TRACING = list(process.env.BENCH_TRACING ?? "off");
+
+/** An OTLP/HTTP endpoint that reads every export and drops it; counts the bytes it got. */
+async function traceSink(): Promise<{ endpoint: string; bytes: () => number; close: () => void }> {
+  let bytes = 0;
+  const server = createServer((req, res) => {
+    req.on("data", (chunk: Buffer) => (bytes += chunk.length));
+    req.on("end", () => res.writeHead(200, { "content-type": "application/x-protobuf" }).end());
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    endpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    bytes: () => bytes,
+    close: () => {
+      server.closeAllConnections();
+      server.close();
+    },
+  };
+}
+
+/** The gateway's environment for one tracing setting (the OTEL_* variables an operator would set). */
+function tracingEnv(setting: string, endpoint: string): Record<string, string | undefined> {
+  if (setting === "off") return { OTEL_EXPORTER_OTLP_ENDPOINT: undefined, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: undefined };
+  return {
+    OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
+    OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf",
+    OTEL_TRACES_SAMPLER: "parentbased_traceidratio",
+    OTEL_TRACES_SAMPLER_ARG: setting,
+  };
+}
 
 function benchModel(baseURL: string) {
   if (DEPLOYMENTS <= 1) return { provider: "openai-compatible", baseURL, ownedBy: "bench" };
@@ -81,7 +117,7 @@ function cpuMicros(pid: number): number {
   return ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / CLOCK_TICKS;
 }
 
-function spawn(script: string, env: Record<string, string>): Promise<{ child: ChildProcess; words: string[] }> {
+function spawn(script: string, env: Record<string, string | undefined>): Promise<{ child: ChildProcess; words: string[] }> {
   return forkReady(script, env, process.env.BENCH_SERVER_EXEC_ARGV ? process.env.BENCH_SERVER_EXEC_ARGV.split(" ") : []);
 }
 
@@ -165,6 +201,8 @@ async function check(url: string, headers: Record<string, string>, stream: boole
 
 interface Row {
   storage: string;
+  /** "off", or the sampling ratio the gateway traced at. */
+  tracing: string;
   surface: Surface;
   stream: boolean;
   concurrency: number;
@@ -182,6 +220,7 @@ async function main() {
   const mockOrigin = mock.words[0]!;
   const directUrl = `${mockOrigin}/v1/chat/completions`;
   const rows: Row[] = [];
+  const sink = await traceSink();
   try {
     if (FLOOR && MODES.includes("json")) {
       const floor = await spawn("bench/internal/floor-proxy.ts", { UPSTREAM: mockOrigin, KEY: "floor-key" });
@@ -189,6 +228,7 @@ async function main() {
         await measure(
           rows,
           "none",
+          "off",
           "floor",
           floor.child.pid!,
           `${floor.words[0]}${PATHS.floor}`,
@@ -200,50 +240,55 @@ async function main() {
         await stop(floor.child);
       }
     }
-    for (const storage of STORAGES) {
-      const prefix = `bench-chat-${randomUUID().slice(0, 8)}`;
-      const dataDir = storage === "fs" ? mkdtempSync(join(tmpdir(), "bench-chat-")) : undefined;
-      const gateway = await spawn("bench/internal/chat-server.ts", {
-        STORAGE: storage,
-        REDIS_URL,
-        REDIS_PREFIX: prefix,
-        ...(dataDir ? { DATA_DIR: dataDir } : {}),
-        GATEWAY_JWT_SECRET: "bench-secret-that-is-at-least-32-characters",
-        DATA_ENCRYPTION_SECRET: "bench-data-secret-at-least-32-characters",
-        // The Gateway surface draws on the user's plan: one large enough that it never trips.
-        PLANS_JSON: JSON.stringify({ free: { tokensPerWindow: 1_000_000_000_000, windowSeconds: 86_400 } }),
-        // Every stream still takes and gives back its place (docs/quotas.md); none is refused at BENCH_SSE_CONCURRENCY.
-        QUOTA_STREAMS_PER_KEY: "100000",
-        MODELS_JSON: JSON.stringify({ models: { [MODEL]: benchModel(`${mockOrigin}/v1`) } }),
-      });
-      const [origin, platformKey, gatewayKey] = gateway.words as [string, string, string];
-      const pid = gateway.child.pid!;
-      try {
-        for (const surface of SURFACES) {
-          const gatewayUrl = `${origin}${PATHS[surface]}`;
-          const auth = { authorization: `Bearer ${surface === "platform" ? platformKey : gatewayKey}` };
-          for (const stream of MODES.map((mode) => mode === "sse")) {
-            for (const concurrency of stream ? SSE_CONCURRENCY : CONCURRENCY) {
-              await measure(rows, storage, surface, pid, gatewayUrl, auth, directUrl, stream, concurrency);
+    for (const storage of STORAGES)
+      for (const tracing of TRACING) {
+        const prefix = `bench-chat-${randomUUID().slice(0, 8)}`;
+        const dataDir = storage === "fs" ? mkdtempSync(join(tmpdir(), "bench-chat-")) : undefined;
+        const gateway = await spawn("bench/internal/chat-server.ts", {
+          STORAGE: storage,
+          REDIS_URL,
+          REDIS_PREFIX: prefix,
+          ...(dataDir ? { DATA_DIR: dataDir } : {}),
+          GATEWAY_JWT_SECRET: "bench-secret-that-is-at-least-32-characters",
+          DATA_ENCRYPTION_SECRET: "bench-data-secret-at-least-32-characters",
+          // The Gateway surface draws on the user's plan: one large enough that it never trips.
+          PLANS_JSON: JSON.stringify({ free: { tokensPerWindow: 1_000_000_000_000, windowSeconds: 86_400 } }),
+          // Every stream still takes and gives back its place (docs/quotas.md); none is refused at BENCH_SSE_CONCURRENCY.
+          QUOTA_STREAMS_PER_KEY: "100000",
+          MODELS_JSON: JSON.stringify({ models: { [MODEL]: benchModel(`${mockOrigin}/v1`) } }),
+          ...tracingEnv(tracing, sink.endpoint),
+        });
+        const [origin, platformKey, gatewayKey] = gateway.words as [string, string, string];
+        const pid = gateway.child.pid!;
+        try {
+          for (const surface of SURFACES) {
+            const gatewayUrl = `${origin}${PATHS[surface]}`;
+            const auth = { authorization: `Bearer ${surface === "platform" ? platformKey : gatewayKey}` };
+            for (const stream of MODES.map((mode) => mode === "sse")) {
+              for (const concurrency of stream ? SSE_CONCURRENCY : CONCURRENCY) {
+                await measure(rows, storage, tracing, surface, pid, gatewayUrl, auth, directUrl, stream, concurrency);
+              }
             }
           }
+        } finally {
+          await stop(gateway.child);
+          if (storage === "redis") await dropRedisPrefix(prefix, REDIS_URL);
+          if (dataDir) rmSync(dataDir, { recursive: true, force: true });
         }
-      } finally {
-        await stop(gateway.child);
-        if (storage === "redis") await dropRedisPrefix(prefix, REDIS_URL);
-        if (dataDir) rmSync(dataDir, { recursive: true, force: true });
       }
-    }
   } finally {
     await stop(mock.child);
+    sink.close();
   }
   report(rows, (Date.now() - started) / 1000);
+  if (sink.bytes() > 0) process.stdout.write(`Spans exported: ${sink.bytes()} bytes of OTLP protobuf.\n`);
 }
 
 /** One row: the direct call and the gateway at `concurrency` (all JSON concurrencies when omitted). */
 async function measure(
   rows: Row[],
   storage: string,
+  tracing: string,
   surface: Surface,
   pid: number,
   gatewayUrl: string,
@@ -264,9 +309,9 @@ async function measure(
     const cpuBefore = cpuMicros(pid);
     const viaGateway = await load(gatewayUrl, auth, payload, concurrency, SECONDS);
     const cpuUs = (cpuMicros(pid) - cpuBefore) / viaGateway.requests;
-    rows.push({ storage, surface, stream, concurrency, direct, gateway: viaGateway, cpuUs });
+    rows.push({ storage, tracing, surface, stream, concurrency, direct, gateway: viaGateway, cpuUs });
     process.stderr.write(
-      `${storage.padEnd(6)} ${surface.padEnd(8)} ${(stream ? "sse" : "json").padEnd(4)} c=${String(concurrency).padEnd(3)} ` +
+      `${storage.padEnd(6)} tracing ${tracing.padEnd(4)} ${surface.padEnd(8)} ${(stream ? "sse" : "json").padEnd(4)} c=${String(concurrency).padEnd(3)} ` +
         `direct p50 ${ms(direct.p50)} p99 ${ms(direct.p99)} ${Math.round(direct.rps)}/s | ` +
         `gateway p50 ${ms(viaGateway.p50)} p99 ${ms(viaGateway.p99)} ${Math.round(viaGateway.rps)}/s, ${Math.round(cpuUs)} µs CPU/req\n`,
     );
@@ -281,13 +326,13 @@ function report(rows: Row[], seconds: number) {
   lines.push(`Mock upstream latency ${LATENCY_MS} ms; ${SECONDS} s per run; total ${seconds.toFixed(0)} s.`);
   lines.push("");
   lines.push(
-    "| storage | surface | mode | c | gateway req/s | direct req/s | gateway p50 ms | added p50 ms | gateway p99 ms | added p99 ms | gateway CPU µs/req |",
+    "| storage | tracing | surface | mode | c | gateway req/s | direct req/s | gateway p50 ms | added p50 ms | gateway p99 ms | added p99 ms | gateway CPU µs/req |",
   );
-  lines.push("|---|---|---|---|---|---|---|---|---|---|---|");
+  lines.push("|---|---|---|---|---|---|---|---|---|---|---|---|");
   for (const row of rows) {
     const { direct, gateway } = row;
     lines.push(
-      `| ${row.storage} | ${row.surface} | ${row.stream ? "SSE" : "JSON"} | ${row.concurrency} | ${Math.round(gateway.rps)} | ${Math.round(direct.rps)} | ` +
+      `| ${row.storage} | ${row.tracing} | ${row.surface} | ${row.stream ? "SSE" : "JSON"} | ${row.concurrency} | ${Math.round(gateway.rps)} | ${Math.round(direct.rps)} | ` +
         `${ms(gateway.p50)} | ${ms(gateway.p50 - direct.p50)} | ${ms(gateway.p99)} | ${ms(gateway.p99 - direct.p99)} | ${Math.round(row.cpuUs)} |`,
     );
   }
@@ -295,7 +340,7 @@ function report(rows: Row[], seconds: number) {
   lines.push("Targets:");
   const verdict = (ok: boolean) => (ok ? "met" : "NOT met");
   for (const row of rows) {
-    const label = `${row.storage} ${row.surface} ${row.stream ? "SSE" : "JSON"}`;
+    const label = `${row.storage}${row.tracing === "off" ? "" : ` tracing ${row.tracing}`} ${row.surface} ${row.stream ? "SSE" : "JSON"}`;
     if (row.concurrency === 1) {
       const added = row.gateway.p50 - row.direct.p50;
       lines.push(`- ${label} c=1: added p50 ${ms(added)} ms ≤ ${TARGETS.addedP50AtC1Ms} ms — ${verdict(added <= TARGETS.addedP50AtC1Ms)}`);

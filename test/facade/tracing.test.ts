@@ -7,6 +7,10 @@ import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from "../help
 import { connectVm, vmSocketUrl, type TestVm } from "../helpers/vm.js";
 import { startReceiver } from "../helpers/webhook-receiver.js";
 import { eventually } from "../helpers/eventually.js";
+import { readFileSync } from "node:fs";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { serveScripted } from "../helpers/upstream.js";
 import type { ResolveHost } from "../../rpc/outbound/outbound-guard.js";
 
 /**
@@ -60,7 +64,12 @@ async function start(protocol: string): Promise<TestServer> {
   process.env.OTEL_BSP_SCHEDULE_DELAY = "50";
   process.env.TRACING_TEST_UPSTREAM_KEY = UPSTREAM_KEY;
   return startTestServer(
-    { MODELS_JSON: JSON.stringify({ models: models() }), WEBHOOKS_ALLOW_PRIVATE: "true", WEBHOOKS_POLL_MS: "0" },
+    {
+      MODELS_JSON: JSON.stringify({ models: models() }),
+      WEBHOOKS_ALLOW_PRIVATE: "true",
+      WEBHOOKS_POLL_MS: "0",
+      MCP_SERVERS_ALLOW_PRIVATE: "true",
+    },
     { resolveHost },
   );
 }
@@ -275,6 +284,51 @@ describe("traces over http/protobuf", () => {
     expect(line).toMatchObject({ trace_id: CALLER_TRACE, span_id: chatServer.spanId });
   });
 
+  it("an upstream MCP server gets the tool call's span in _meta, on the direct path and the SDK's", async () => {
+    const mcpUpstream = await serveScripted([
+      {
+        tool: { name: "echo", inputSchema: { type: "object", properties: { text: { type: "string" } } } },
+        run: (args) => ({ content: [{ type: "text", text: `echo ${String(args.text)}` }] }),
+      },
+    ]);
+    const user = await registerUser(server);
+    secrets.push(user.token);
+    const registered = await server.request("/gateway/v1/mcp/servers", {
+      method: "POST",
+      headers: bearer(user.token),
+      json: { name: "traced", url: mcpUpstream.url },
+    });
+    expect(registered.status).toBe(201);
+    const client = new Client({ name: "tracing-test", version: "1.0.0" });
+    const transport = new StreamableHTTPClientTransport(new URL(server.url("/bridge/mcp/")), {
+      requestInit: { headers: { ...bearer(user.token), traceparent: TRACEPARENT } },
+    });
+    try {
+      await client.connect(transport);
+      // No progress asked: the gateway's own JSON-RPC POST upstream; with progress: the SDK client's request.
+      await client.callTool({ name: "traced__echo", arguments: { text: "direct" } });
+      await client.callTool({ name: "traced__echo", arguments: { text: "sdk" } }, undefined, { onprogress: () => undefined });
+    } finally {
+      await client.close().catch(() => undefined);
+    }
+    const calls = mcpUpstream.requestBodies.flatMap((body) => (Array.isArray(body) ? body : [body])) as {
+      method?: string;
+      params?: { arguments?: { text?: string }; _meta?: { traceparent?: string; progressToken?: unknown } };
+    }[];
+    const toolCalls = calls.filter((message) => message.method === "tools/call");
+    expect(toolCalls.map((message) => message.params?.arguments?.text)).toEqual(["direct", "sdk"]);
+    expect(toolCalls[1]!.params?._meta?.progressToken).toBeDefined();
+    await eventually(() => inTrace(CALLER_TRACE).filter((span) => span.attributes["gateway.tool.source"] === "mcp").length === 2, 10_000);
+    const spans = inTrace(CALLER_TRACE).filter((span) => span.attributes["gateway.tool.source"] === "mcp");
+    for (const message of toolCalls) {
+      const sent = traceparentParts(message.params?._meta?.traceparent);
+      expect(sent.traceId).toBe(CALLER_TRACE);
+      expect(spans.map((span) => span.spanId)).toContain(sent.spanId);
+    }
+    expect(spans[0]!.attributes).toMatchObject({ "gen_ai.tool.name": "traced__echo", "gateway.tool.outcome": "ok" });
+    await mcpUpstream.close();
+  });
+
   it("exports no secret, prompt or completion text", async () => {
     await eventually(() => receiver.rawBodies.length > 0);
     const exported = Buffer.concat(receiver.rawBodies).toString("latin1");
@@ -323,7 +377,7 @@ describe("traces over http/protobuf", () => {
       'gateway_event_consume_lag_seconds_count{delivery="first"} 1',
       'gateway_streams_in_flight{surface="platform",operation="platform.chat.completions"} 0',
       'gateway_http_requests_total{surface="platform",operation="platform.chat.completions",status="502"} 1',
-      'gateway_http_requests_total{surface="mcp",operation="mcp",status="200"} 1',
+      'gateway_http_requests_total{surface="mcp",operation="mcp",status="200"} ',
       "# TYPE gateway_model_cooldowns_total counter",
       "# TYPE gateway_model_deployment_cooldown gauge",
       "# TYPE gateway_model_time_to_first_token_seconds histogram",
@@ -337,6 +391,11 @@ describe("traces over http/protobuf", () => {
         .filter((l) => l.startsWith("gateway_"))
         .join("\n"),
     ).toEqual([]);
+    // Every series the Grafana dashboard draws exists.
+    const dashboard = readFileSync(new URL("../../docs/grafana-dashboard.json", import.meta.url), "utf8");
+    const drawn = new Set([...dashboard.matchAll(/\b(gateway_[a-z_]+?)(?:_bucket|_count|_sum)?\b/g)].map((match) => match[1]!));
+    expect(drawn.size).toBeGreaterThan(10);
+    for (const name of drawn) expect(text, name).toContain(`# TYPE ${name} `);
     // Bounded labels: no key, user or path.
     expect(text).not.toContain(account.key);
     expect(text).not.toContain(user.user.id);
