@@ -201,7 +201,9 @@ export function instrument(
     try {
       response = await (span ? withSpan(span, () => handler(event, scope), parent) : handler(event, scope));
     } catch (error) {
-      response = errorResponse(surface, error, scope.requestId, log, scope.responseHeaders);
+      // Inside the span, so an unexpected error's log line carries its trace.
+      const render = () => errorResponse(surface, error, scope.requestId, log, scope.responseHeaders);
+      response = span ? withSpan(span, render, parent) : render();
       if (response.status === 402 || response.status === 429) refusal = toServiceError(error).code;
     }
     const finish = () => {

@@ -8,6 +8,7 @@ import { connectVm, vmSocketUrl, type TestVm } from "../helpers/vm.js";
 import { startReceiver } from "../helpers/webhook-receiver.js";
 import { eventually } from "../helpers/eventually.js";
 import { readFileSync } from "node:fs";
+import { http, HttpResponse } from "msw";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { serveScripted } from "../helpers/upstream.js";
@@ -32,6 +33,14 @@ const resolveHost: ResolveHost = async (host) => {
   if (host === "hooks.example.com") return [{ address: "127.0.0.1", family: 4 }];
   throw Object.assign(new Error(`${host} not found`), { code: "ENOTFOUND" });
 };
+
+const MANAGER = "http://manager.billing.test/api";
+const SERVICE_SECRET = "service-jwt-secret-for-the-tracing-test-0123456789";
+const managerSaw: Headers[] = [];
+const manager = http.all(`${MANAGER}/*`, ({ request }) => {
+  managerSaw.push(request.headers);
+  return HttpResponse.json({ plans: [] });
+});
 
 let msw: MockUpstreams;
 let receiver: OtlpReceiver;
@@ -69,6 +78,8 @@ async function start(protocol: string): Promise<TestServer> {
       WEBHOOKS_ALLOW_PRIVATE: "true",
       WEBHOOKS_POLL_MS: "0",
       MCP_SERVERS_ALLOW_PRIVATE: "true",
+      MANAGER_BASE_URL: msw.url(MANAGER),
+      SERVICE_JWT_SECRET: SERVICE_SECRET,
     },
     { resolveHost },
   );
@@ -80,7 +91,7 @@ function stopTracingEnv(): void {
 }
 
 beforeAll(async () => {
-  msw = await serveMockUpstreams(...upstream.handlers);
+  msw = await serveMockUpstreams(...upstream.handlers, manager);
   receiver = await startOtlpReceiver();
 });
 afterAll(async () => {
@@ -327,6 +338,24 @@ describe("traces over http/protobuf", () => {
     }
     expect(spans[0]!.attributes).toMatchObject({ "gen_ai.tool.name": "traced__echo", "gateway.tool.outcome": "ok" });
     await mcpUpstream.close();
+  });
+
+  it("the manager (billing proxy) gets the call's span as traceparent", async () => {
+    const user = await registerUser(server);
+    secrets.push(SERVICE_SECRET);
+    const res = await server.request("/gateway/v1/billing/plans", { headers: { ...bearer(user.token), traceparent: TRACEPARENT } });
+    expect(res.status).toBe(200);
+    const sent = traceparentParts(managerSaw.at(-1)?.get("traceparent"));
+    // The service token the proxy signed for the manager never reaches a span either.
+    const token = managerSaw
+      .at(-1)
+      ?.get("authorization")
+      ?.replace(/^Bearer /, "");
+    expect(token).toBeTruthy();
+    secrets.push(token!);
+    expect(sent.traceId).toBe(CALLER_TRACE);
+    await eventually(() => byId(sent.spanId), 10_000);
+    expect(byId(sent.spanId)).toMatchObject({ name: "billing.proxy", traceId: CALLER_TRACE });
   });
 
   it("exports no secret, prompt or completion text", async () => {
