@@ -103,6 +103,11 @@ export async function inSpan<T>(
   }
 }
 
+/** Adds attributes to the active span (inside a handler, its call's span): the tenant a call acts in. */
+export function annotateActive(attributes: Attributes): void {
+  if (tracer) trace.getActiveSpan()?.setAttributes(attributes);
+}
+
 /** What went wrong, as a span may say it: the error code or upstream status, never a message. */
 export function errorType(error: unknown): string {
   // A provider's answer: its HTTP status (rpc/chat/providers/provider-error.ts).

@@ -286,6 +286,10 @@ describe("traces over http/protobuf", () => {
 
     // The event consumed by its group.
     const processed = spans.find((span) => span.name === "process order")!;
+    // The calls that act in a tenant name it.
+    const tenantId = processed.attributes["gateway.tenant_id"];
+    expect(tenantId).toMatch(/^ten_/);
+    expect(spans.find((span) => span.name === "events.publish")!.attributes["gateway.tenant_id"]).toBe(tenantId);
     expect(processed.kind).toBe(5);
     expect(processed.attributes).toMatchObject({ "messaging.consumer.group.name": "billing", "gateway.event.type": "order.created" });
     expect(byId(processed.parentSpanId)!.name).toBe("events.consume");
