@@ -9,6 +9,7 @@ import { startReceiver } from "../helpers/webhook-receiver.js";
 import { eventually } from "../helpers/eventually.js";
 import { readFileSync } from "node:fs";
 import { http, HttpResponse } from "msw";
+import { createOrchestratorMock } from "../../mocks/orchestrator.js";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { serveScripted } from "../helpers/upstream.js";
@@ -41,6 +42,9 @@ const manager = http.all(`${MANAGER}/*`, ({ request }) => {
   managerSaw.push(request.headers);
   return HttpResponse.json({ plans: [] });
 });
+
+const ORCH = "http://orchestrator.test/api";
+const orchestrator = createOrchestratorMock(ORCH);
 
 let msw: MockUpstreams;
 let receiver: OtlpReceiver;
@@ -79,6 +83,7 @@ async function start(protocol: string): Promise<TestServer> {
       WEBHOOKS_POLL_MS: "0",
       MCP_SERVERS_ALLOW_PRIVATE: "true",
       MANAGER_BASE_URL: msw.url(MANAGER),
+      ORCH_BASE_URL: msw.url(ORCH),
       SERVICE_JWT_SECRET: SERVICE_SECRET,
     },
     { resolveHost },
@@ -91,7 +96,7 @@ function stopTracingEnv(): void {
 }
 
 beforeAll(async () => {
-  msw = await serveMockUpstreams(...upstream.handlers, manager);
+  msw = await serveMockUpstreams(...upstream.handlers, manager, ...orchestrator.handlers);
   receiver = await startOtlpReceiver();
 });
 afterAll(async () => {
@@ -360,6 +365,21 @@ describe("traces over http/protobuf", () => {
     expect(sent.traceId).toBe(CALLER_TRACE);
     await eventually(() => byId(sent.spanId), 10_000);
     expect(byId(sent.spanId)).toMatchObject({ name: "billing.proxy", traceId: CALLER_TRACE });
+  });
+
+  it("the orchestrator gets the call's span as traceparent", async () => {
+    const user = await registerUser(server);
+    const res = await server.request("/gateway/v1/agents", {
+      method: "POST",
+      headers: { ...bearer(user.token), traceparent: TRACEPARENT },
+      json: { name: "traced-agent", model: "secondary", tools: [] },
+    });
+    expect(res.status).toBe(201);
+    const sent = traceparentParts(orchestrator.calls.at(-1)!.headers.get("traceparent"));
+    expect(sent.traceId).toBe(CALLER_TRACE);
+    await eventually(() => byId(sent.spanId), 10_000);
+    expect(byId(sent.spanId)!.attributes["gateway.method"]).toMatch(/^agents\./);
+    expect(byId(byId(sent.spanId)!.parentSpanId)!.kind).toBe(2);
   });
 
   it("exports no secret, prompt or completion text", async () => {
