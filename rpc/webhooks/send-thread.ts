@@ -1,3 +1,5 @@
+import { readlinkSync } from "node:fs";
+import { getPriority, setPriority } from "node:os";
 import { parentPort, workerData } from "node:worker_threads";
 import { OutboundGuard, type ResolvedAddress } from "../outbound/outbound-guard.js";
 import { sendDelivery } from "./send.js";
@@ -10,10 +12,22 @@ import type { FromThread, SendThreadData, ToThread } from "./sender.js";
  * is applied here, at connection time, on the address connected to; names are resolved by the
  * main thread's resolver (the one the service was started with) and every address it answers
  * is checked here before the socket uses it.
+ *
+ * Deliveries are background work: on Linux the thread lowers its own CPU priority (nice
+ * raised by BACKGROUND_NICE, this thread only), so on a busy machine the thread that serves requests is
+ * scheduled first and deliveries take the time left.
  */
+const BACKGROUND_NICE = 10;
 const port = parentPort;
 if (!port) throw new Error("send-thread.ts runs as a worker thread");
 const data = workerData as SendThreadData;
+try {
+  // "/proc/thread-self" links to "<pid>/task/<tid>"; setpriority on a tid sets that thread's nice.
+  const tid = Number(readlinkSync("/proc/thread-self").split("/").pop());
+  if (tid > 0) setPriority(tid, Math.min(19, getPriority(tid) + BACKGROUND_NICE));
+} catch {
+  // Not Linux, or not allowed: the thread runs at the process's priority.
+}
 const resolving = new Map<number, { resolve: (addresses: ResolvedAddress[]) => void; reject: (error: Error) => void }>();
 let nextLookup = 0;
 const guard = new OutboundGuard({
