@@ -67,6 +67,13 @@ function startThread(data: SendThreadData): Worker {
   return new Worker(boot, { eval: true, workerData: data });
 }
 
+export interface ThreadHooks {
+  /** Called with each thread started (tests end one to see what its attempts in flight become). */
+  started?(worker: Worker): void;
+  /** Called once when a thread fails or exits other than by `close()`, with the reason its attempts in flight got. */
+  ended?(reason: string): void;
+}
+
 interface Thread {
   worker: Worker;
   pending: Map<number, (attempt: DeliveryAttempt) => void>;
@@ -88,14 +95,13 @@ export class ThreadSender implements DeliverySender {
   #next = 0;
   #aborted = false;
 
-  readonly #started: ((worker: Worker) => void) | undefined;
+  readonly #hooks: ThreadHooks;
 
-  /** `started` is called with each thread started (tests end one to see what its attempts in flight become). */
-  constructor(count: number, data: SendThreadData, resolveHost: ResolveHost, started?: (worker: Worker) => void) {
+  constructor(count: number, data: SendThreadData, resolveHost: ResolveHost, hooks: ThreadHooks = {}) {
     this.#threads = Array.from({ length: Math.max(1, count) }, () => undefined);
     this.#data = data;
     this.#resolveHost = resolveHost;
-    this.#started = started;
+    this.#hooks = hooks;
   }
 
   send(job: SendJob): Promise<DeliveryAttempt> {
@@ -134,7 +140,10 @@ export class ThreadSender implements DeliverySender {
         resolve?.(message.attempt);
       } else if (message.type === "resolve") void this.#lookup(worker, message.n, message.hostname);
     });
+    let ended = false;
     const fail = (reason: string) => {
+      if (!ended && !this.#aborted) this.#hooks.ended?.(reason);
+      ended = true;
       if (this.#threads[index] === thread) this.#threads[index] = undefined;
       const at = new Date().toISOString();
       for (const resolve of thread.pending.values()) resolve({ at, statusCode: null, durationMs: 0, error: reason });
@@ -142,7 +151,7 @@ export class ThreadSender implements DeliverySender {
     };
     worker.on("error", (error) => fail(`delivery thread failed: ${error.message}`));
     worker.on("exit", (code) => fail(this.#aborted ? "interrupted by shutdown" : `delivery thread exited (${code})`));
-    this.#started?.(worker);
+    this.#hooks.started?.(worker);
     return thread;
   }
 

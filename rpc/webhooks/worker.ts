@@ -108,7 +108,9 @@ export class WebhookWorker {
     const threads = deps.config.WEBHOOKS_SEND_THREADS;
     this.#sender =
       threads > 0
-        ? new ThreadSender(threads, { allowPrivate: deps.config.WEBHOOKS_ALLOW_PRIVATE, hint: PRIVATE_HINT }, deps.resolveHost)
+        ? new ThreadSender(threads, { allowPrivate: deps.config.WEBHOOKS_ALLOW_PRIVATE, hint: PRIVATE_HINT }, deps.resolveHost, {
+            ended: (reason) => deps.log.error({ msg: "webhook delivery thread ended; the next attempt starts another", reason }),
+          })
         : new LoopSender(this.#guard);
   }
 

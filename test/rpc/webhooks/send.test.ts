@@ -86,7 +86,11 @@ describe("delivery thread", () => {
 
   it("a thread that dies fails its attempts in flight, and the next attempt starts a new thread", async () => {
     const workers: Worker[] = [];
-    const sender = new ThreadSender(1, { allowPrivate: true, hint: "" }, resolveHost, (worker) => workers.push(worker));
+    const ended: string[] = [];
+    const sender = new ThreadSender(1, { allowPrivate: true, hint: "" }, resolveHost, {
+      started: (worker) => workers.push(worker),
+      ended: (reason) => ended.push(reason),
+    });
     try {
       receiver.answers.push("hang");
       const inFlight = sender.send(job(`http://127.0.0.1:${receiver.port}/dies`, { timeoutMs: 30_000 }));
@@ -95,6 +99,7 @@ describe("delivery thread", () => {
       expect(await inFlight).toMatchObject({ statusCode: null, error: expect.stringContaining("delivery thread exited") });
       expect(await sender.send(job(`http://127.0.0.1:${receiver.port}/after`))).toMatchObject({ statusCode: 200 });
       expect(workers).toHaveLength(2);
+      expect(ended).toEqual([expect.stringContaining("delivery thread exited")]);
     } finally {
       await sender.close();
     }
