@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import { readlinkSync } from "node:fs";
 import { getPriority, setPriority } from "node:os";
 import { parentPort, workerData } from "node:worker_threads";
@@ -41,6 +42,8 @@ const guard = new OutboundGuard({
     }),
 });
 const closing = new AbortController();
+// One listener per attempt in flight (WEBHOOKS_CONCURRENCY of them), each removed when it ends.
+setMaxListeners(0, closing.signal);
 
 port.on("message", (message: ToThread) => {
   if (message.type === "send") {

@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import { createRequire } from "node:module";
 import { pathToFileURL } from "node:url";
 import { Worker } from "node:worker_threads";
@@ -21,6 +22,8 @@ export class LoopSender implements DeliverySender {
 
   constructor(guard: OutboundGuard) {
     this.#guard = guard;
+    // One listener per attempt in flight (WEBHOOKS_CONCURRENCY of them), each removed when it ends.
+    setMaxListeners(0, this.#closing.signal);
   }
 
   send(job: SendJob): Promise<DeliveryAttempt> {
