@@ -1,7 +1,6 @@
 import { toJsonSchema } from "@valibot/to-json-schema";
 import type { GenericSchema } from "valibot";
 import type { AnyMethod, HttpBinding } from "../rpc/define.js";
-import { ServiceError } from "../rpc/errors.js";
 import { contractErrors, type ContractError } from "../rpc/method-errors.js";
 import type { Registry } from "../rpc/registry.js";
 import { HTTP_SURFACES, SURFACES, profileOf, type ErrorSchemaName } from "../rpc/surfaces.js";
@@ -81,14 +80,8 @@ function security(method: AnyMethod, binding: HttpBinding): JsonObject[] {
  */
 function errorResponses(method: AnyMethod, binding: HttpBinding, hasParams: boolean): Record<string, JsonObject> {
   const byStatus = new Map<number, ContractError[]>();
-  const mapError = profileOf(binding.surface, binding.dialect).mapError;
-  for (const error of contractErrors(method, { hasParams, surface: binding.surface })) {
-    // The status the route answers the code with (a dialect's 529 for 503).
-    const status = mapError
-      ? mapError(new ServiceError(error.code, error.message ?? error.code, { status: error.status })).status
-      : error.status;
-    byStatus.set(status, [...(byStatus.get(status) ?? []), error]);
-  }
+  for (const error of contractErrors(method, { hasParams, surface: binding.surface }))
+    byStatus.set(error.status, [...(byStatus.get(error.status) ?? []), error]);
   return Object.fromEntries(
     [...byStatus.entries()].sort(([a], [b]) => a - b).map(([status, errors]) => [String(status), errorResponse(binding, status, errors)]),
   );

@@ -63,6 +63,9 @@ const CHAT_ERRORS = {
   MODEL_NOT_AVAILABLE: {},
 } as const;
 
+/** The Messages routes answer 503 as Anthropic's 529 `overloaded_error` (rpc/surfaces.ts DIALECTS). */
+const MESSAGES_ERRORS = { ...CHAT_ERRORS, UNAVAILABLE: { status: 529, message: "overloaded: no model can answer now" } } as const;
+
 const ACCOUNT = { kinds: ["account_key"], scopes: ["intelligence"], scopeError: "INSUFFICIENT_CAPABILITY" } as const;
 const GATEWAY = { kinds: ["session", "gateway_key"] } as const;
 
@@ -141,7 +144,7 @@ export const dialectMethods = [
     input: MessagesBody,
     auth: ACCOUNT,
     output: MessageView,
-    errors: CHAT_ERRORS,
+    errors: MESSAGES_ERRORS,
     http: [{ surface: "account", method: "POST", path: "/messages", dialect: "anthropic", headerParams: ANTHROPIC_HEADERS }],
     stream: { named: true },
     handler: (params, ctx) => createMessage(ctx, params, "account"),
@@ -153,7 +156,7 @@ export const dialectMethods = [
     input: MessagesBody,
     auth: GATEWAY,
     output: MessageView,
-    errors: CHAT_ERRORS,
+    errors: MESSAGES_ERRORS,
     http: [{ surface: "gateway", method: "POST", path: "/messages", dialect: "anthropic", headerParams: ANTHROPIC_HEADERS }],
     stream: { named: true },
     handler: (params, ctx) => createMessage(ctx, params, "gateway"),
