@@ -102,8 +102,10 @@ function imagePart(block: Record<string, unknown>, at: string): ContentPart {
 /** Text and images of a block list as chat content: one string when it is only text. */
 function contentOf(blocks: string | Blocks, at: string): string | ContentPart[] {
   if (typeof blocks === "string") return blocks;
+  if (!Array.isArray(blocks)) throw invalid(at, "must be a string or an array of content blocks");
   const parts: ContentPart[] = [];
   blocks.forEach((block, index) => {
+    if (typeof block !== "object" || block === null) throw invalid(`${at}.${index}`, "content blocks must be objects");
     if (block.type === "text") {
       if (typeof block.text !== "string") throw invalid(`${at}.${index}.text`, "must be a string");
       parts.push({ type: "text", text: block.text });

@@ -328,6 +328,50 @@ describe.each([
 });
 
 describe("Messages on the Account and Gateway surfaces", () => {
+  it("malformed bodies are 400 invalid_request_error, never a server error", async () => {
+    const user = [{ role: "user", content: "x" }];
+    const bodies: unknown[] = [
+      {},
+      { model: "echo-1", max_tokens: 5 },
+      { model: "echo-1", max_tokens: 0, messages: user },
+      { model: "echo-1", max_tokens: 5, messages: [] },
+      { model: "echo-1", max_tokens: 5, messages: [{ role: "system", content: "x" }] },
+      { model: "echo-1", max_tokens: 5, messages: [{ role: "user", content: 5 }] },
+      { model: "echo-1", max_tokens: 5, messages: [{ role: "user", content: [5] }] },
+      { model: "echo-1", max_tokens: 5, messages: [{ role: "user", content: [{ type: "text", text: 5 }] }] },
+      { model: "echo-1", max_tokens: 5, messages: [{ role: "user", content: [{ type: "image", source: { type: "file" } }] }] },
+      { model: "echo-1", max_tokens: 5, messages: [{ role: "user", content: [{ type: "tool_result", content: "no id" }] }] },
+      { model: "echo-1", max_tokens: 5, messages: [{ role: "user", content: [{ type: "tool_result", tool_use_id: "t", content: 7 }] }] },
+      {
+        model: "echo-1",
+        max_tokens: 5,
+        messages: [{ role: "user", content: [{ type: "tool_result", tool_use_id: "t", content: [null] }] }],
+      },
+      { model: "echo-1", max_tokens: 5, messages: [{ role: "user", content: [{ type: "tool_use", id: "t", name: "f", input: {} }] }] },
+      { model: "echo-1", max_tokens: 5, messages: [{ role: "assistant", content: [{ type: "tool_use", id: "t", name: "bad name" }] }] },
+      { model: "echo-1", max_tokens: 5, messages: user, system: [{ type: "image" }] },
+      { model: "echo-1", max_tokens: 5, messages: user, tools: [{ name: "f", input_schema: "x" }] },
+      { model: "echo-1", max_tokens: 5, messages: user, tools: [{ type: "web_search_20250305", name: "web_search" }] },
+      { model: "echo-1", max_tokens: 5, messages: user, tools: [{ name: "f" }], tool_choice: { type: "tool" } },
+      { model: "echo-1", max_tokens: 5, messages: user, tool_choice: { type: "sometimes" } },
+      { model: "echo-1", max_tokens: 5, messages: user, stop_sequences: ["a", "b", "c", "d", "e"] },
+    ];
+    for (const json of bodies) {
+      for (const path of ["/gateway/v1/messages", "/gateway/v1/messages/count_tokens"]) {
+        const res = await server.request(path, { method: "POST", headers: bearer(alice.token), json });
+        if (path.endsWith("count_tokens") && res.status === 200) continue;
+        expect(res.status, `${path} ${JSON.stringify(json)}`).toBe(400);
+        expect(res.body, JSON.stringify(json)).toEqual({
+          type: "error",
+          error: { type: "invalid_request_error", message: expect.any(String) },
+        });
+      }
+    }
+    const notJson = await server.request("/gateway/v1/messages", { method: "POST", headers: bearer(alice.token), body: "{nope" });
+    expect(notJson.status).toBe(400);
+    expect(notJson.body.type).toBe("error");
+  });
+
   it("the SSE frames carry Anthropic's event names, a ping after message_start, and no [DONE]", async () => {
     const res = await loopbackFetch(server.url("/gateway/v1/messages"), {
       method: "POST",

@@ -260,6 +260,37 @@ describe.each([
 });
 
 describe("Responses on the Account and Gateway surfaces", () => {
+  it("malformed bodies are 400 in the surface's envelope, never a server error", async () => {
+    const bodies: unknown[] = [
+      {},
+      { input: "x" },
+      { model: "echo-1", input: 5 },
+      { model: "echo-1", input: [] },
+      { model: "echo-1", input: [5] },
+      { model: "echo-1", input: [{ role: "wizard", content: "x" }] },
+      { model: "echo-1", input: [{ role: "user", content: 5 }] },
+      { model: "echo-1", input: [{ role: "user", content: [null] }] },
+      { model: "echo-1", input: [{ role: "user", content: [{ type: "input_text", text: 5 }] }] },
+      { model: "echo-1", input: [{ role: "user", content: [{ type: "input_image", file_id: "file_1" }] }] },
+      { model: "echo-1", input: [{ role: "user", content: [{ type: "input_file", file_data: "x" }] }] },
+      { model: "echo-1", input: [{ type: "function_call", name: "f", arguments: "{}" }] },
+      { model: "echo-1", input: [{ type: "function_call", call_id: "c", name: "bad name" }] },
+      { model: "echo-1", input: [{ type: "function_call_output", output: "x" }] },
+      { model: "echo-1", input: [{ type: "function_call_output", call_id: "c", output: 5 }] },
+      { model: "echo-1", input: [{ role: "system", content: "only a system message" }] },
+      { model: "echo-1", input: "x", tools: [{ type: "function", name: "f", parameters: "x" }] },
+      { model: "echo-1", input: "x", tool_choice: "sometimes" },
+      { model: "echo-1", input: "x", max_output_tokens: 0 },
+      { model: "echo-1", input: "x", temperature: 3 },
+      { model: "echo-1", input: "x", metadata: { a: 1 } },
+    ];
+    for (const json of bodies) {
+      const res = await server.request("/gateway/v1/responses", { method: "POST", headers: bearer(alice.token), json });
+      expect(res.status, JSON.stringify(json)).toBe(400);
+      expect(res.body.error, JSON.stringify(json)).toMatchObject({ code: "VALIDATION_FAILED", message: expect.any(String) });
+    }
+  });
+
   it("the plan allowance is drawn by what the model used", async () => {
     const key = await server.request("/account/v1/keys", { method: "POST", headers: bearer(bob.token), json: { name: "plan" } });
     const models = async () => (await server.request("/account/v1/models", { headers: bearer(key.body.key) })).body.plan.used as number;
