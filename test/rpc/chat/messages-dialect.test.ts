@@ -276,6 +276,28 @@ describe.each([
     ]);
   });
 
+  it("an upstream error inside the stream ends it with an error event in Anthropic's envelope", async () => {
+    openai.reset();
+    openai.script("gpt-test", { kind: "stream-error", turn: { text: "one two three four" }, after: 3 });
+    const stream = await anthropic().messages.create({
+      model: "gpt",
+      max_tokens: 20,
+      stream: true,
+      messages: [{ role: "user", content: "x" }],
+    });
+    const seen: string[] = [];
+    const error = await (async () => {
+      for await (const event of stream) seen.push(event.type);
+    })().catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(Anthropic.APIError);
+    expect((error as InstanceType<typeof Anthropic.APIError>).error).toEqual({
+      type: "error",
+      error: { type: "api_error", message: expect.stringContaining("server had an error") },
+    });
+    expect(seen.slice(0, 3)).toEqual(["message_start", "content_block_start", "content_block_delta"]);
+    expect(seen).not.toContain("message_stop");
+  });
+
   it("retries and fallbacks apply: a failing model falls back to another one", async () => {
     openai.reset();
     openai.script("gpt-flaky", { kind: "error", status: 500, body: { error: { message: "boom", type: "server_error" } } });

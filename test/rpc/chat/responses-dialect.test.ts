@@ -241,6 +241,19 @@ describe.each([
     ]);
   });
 
+  it("an Anthropic error inside the stream ends it with an error frame the client raises", async () => {
+    anthropic.reset();
+    anthropic.script("claude-test", { kind: "stream-error", turn: { text: "one two three four" }, after: 4 });
+    const stream = await client().responses.create({ model: "claude", input: "x", stream: true });
+    const seen: string[] = [];
+    const error = await (async () => {
+      for await (const event of stream) seen.push(event.type);
+    })().catch((caught: unknown) => caught);
+    expect(error).toMatchObject({ message: expect.stringContaining("Overloaded") });
+    expect(seen).toContain("response.output_text.delta");
+    expect(seen).not.toContain("response.completed");
+  });
+
   it("is stateless: previous_response_id, conversation and item_reference are 400 with a clear message", async () => {
     const cases: [Record<string, unknown>, RegExp][] = [
       [{ model: "echo-1", input: "x", previous_response_id: "resp_123" }, /does not store responses/],
