@@ -4,15 +4,23 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createOpenAiChatUpstream } from "../../../mocks/openai-chat-upstream.js";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
+import { mockUpstreams } from "../../helpers/mock-upstreams.js";
 
 /**
  * Claude Code itself (`@anthropic-ai/claude-code` from npm) pointed at the Gateway as
  * docs/dialects.md "Claude Code" says: `ANTHROPIC_BASE_URL` is the Gateway's origin plus
  * `/gateway` (it appends `/v1/messages`), `ANTHROPIC_AUTH_TOKEN` a gateway key, `--model` an
  * id of the catalog. It runs in print mode with a fresh HOME, its telemetry, updater and
- * non-essential traffic off, and every connection beyond loopback sent to a closed port.
+ * non-essential traffic off, and every connection beyond loopback sent to a closed port. The
+ * echo model answers it, and so does an OpenAI-compatible model (msw speaking chat completions)
+ * that drives one of Claude Code's own tools.
  */
+
+const OPENAI = "https://api.openai.test/v1";
+const openai = createOpenAiChatUpstream(OPENAI);
+const msw = mockUpstreams(...openai.handlers);
 
 const CLI = join(dirname(createRequire(import.meta.url).resolve("@anthropic-ai/claude-code/package.json")), "cli.js");
 
@@ -22,7 +30,15 @@ let key: string;
 let token: string;
 
 beforeAll(async () => {
-  server = await startTestServer();
+  await msw.listen();
+  server = await startTestServer({
+    MODELS_JSON: JSON.stringify({
+      models: {
+        "echo-1": { provider: "echo" },
+        gpt: { provider: "openai-compatible", baseURL: msw.url(OPENAI), upstreamModel: "gpt-test" },
+      },
+    }),
+  });
   const user = await registerUser(server);
   token = user.token;
   const created = await server.request("/gateway/v1/auth/keys", {
@@ -36,6 +52,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await server?.close();
+  await msw.close();
   await rm(home, { recursive: true, force: true });
 });
 
@@ -105,6 +122,39 @@ describe("Claude Code through the service", () => {
     const calls = server.logs().filter((line) => line.operation === "account.messages.create");
     expect(calls.length).toBeGreaterThan(0);
     expect(calls.every((line) => line.status === 200)).toBe(true);
+  }, 90_000);
+
+  it("an OpenAI-compatible model behind the Gateway drives Claude Code's Bash tool: tool_use out, tool_result back", async () => {
+    openai.reset();
+    openai.script("gpt-test", (body) => {
+      const result = body.messages.find((message: { role: string }) => message.role === "tool");
+      if (!result)
+        return {
+          kind: "turn",
+          turn: {
+            toolCalls: [{ id: "call_bash_1", name: "Bash", input: { command: "echo tool-ran-$((40+2))", description: "Print a marker" } }],
+          },
+        };
+      return { kind: "turn", turn: { text: `The tool said: ${String(result.content).trim()}` } };
+    });
+    const result = await claude(["-p", "Run the marker command", "--model", "gpt", "--allowedTools", "Bash"], {
+      ANTHROPIC_BASE_URL: server.url("/gateway"),
+      ANTHROPIC_AUTH_TOKEN: key,
+      ANTHROPIC_SMALL_FAST_MODEL: "echo-1",
+      ANTHROPIC_DEFAULT_HAIKU_MODEL: "echo-1",
+    });
+    expect(result.code, `${result.stdout}\n${result.stderr}`).toBe(0);
+    expect(result.stdout).toContain("The tool said: tool-ran-42");
+    const calls = openai.calls.filter((call) => call.body.model === "gpt-test");
+    expect(calls.length).toBeGreaterThanOrEqual(2);
+    // Claude Code's tools reached the model as functions, and its tool_result came back as a tool message.
+    expect(calls[0]!.body.tools.map((tool: { function: { name: string } }) => tool.function.name)).toContain("Bash");
+    expect(calls.at(-1)!.body.messages).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ role: "assistant", tool_calls: [expect.objectContaining({ id: "call_bash_1" })] }),
+        expect.objectContaining({ role: "tool", tool_call_id: "call_bash_1" }),
+      ]),
+    );
   }, 90_000);
 
   it("a wrong key ends claude -p with the gateway's refusal, in Anthropic's envelope", async () => {
