@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createOpenAI } from "@ai-sdk/openai";
-import { generateText, stepCountIs, streamText, tool, type ModelMessage } from "ai";
-import { z } from "zod";
+import { generateText, jsonSchema, stepCountIs, streamText, tool, type ModelMessage } from "ai";
 import { createAnthropicUpstream } from "../../../mocks/anthropic-upstream.js";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
 import { loopbackFetch } from "../../helpers/chat.js";
@@ -27,7 +26,7 @@ const provider = (base: string, apiKey: string) => createOpenAI({ baseURL: serve
 
 const weather = tool({
   description: "Weather in a city",
-  inputSchema: z.object({ city: z.string() }),
+  inputSchema: jsonSchema<{ city: string }>({ type: "object", properties: { city: { type: "string" } }, required: ["city"] }),
   execute: async ({ city }) => `sunny in ${city}`,
 });
 
