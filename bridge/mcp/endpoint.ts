@@ -194,8 +194,9 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
         );
       }
       return withHeaders(response, scope);
-      // JSON-RPC's error envelope, but counted and logged as their own surface.
     },
+    // JSON-RPC's error envelope, but counted and logged as their own surface.
+    undefined,
     { label: "mcp" },
   );
 

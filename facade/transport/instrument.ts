@@ -6,6 +6,7 @@ import type { Logger } from "../../rpc/log.js";
 import type { Metrics } from "../../rpc/metrics.js";
 import { toServiceError, type ServiceError } from "../../rpc/errors.js";
 import { renderError, SURFACES, type CallSurface } from "../../rpc/surfaces.js";
+import type { Dialect } from "../../rpc/define.js";
 import type { CallFactsInit } from "../../rpc/call-facts.js";
 import { contextFrom, markFailed, SpanKind, spanLogIds, startSpan, tracingEnabled, withSpan } from "../../rpc/tracing.js";
 
@@ -82,9 +83,16 @@ export function refuse(event: H3Event, surface: CallSurface, observers: Observer
   })(event);
 }
 
-/** Renders any thrown value in the surface's envelope (renderError) as a response. */
-export function errorResponse(surface: CallSurface, error: unknown, requestId: string, log: Logger, headers?: Headers): Response {
-  const rendered = renderError(surface, error, requestId, log, headers);
+/** Renders any thrown value in the surface's envelope, or its route's dialect's (renderError), as a response. */
+export function errorResponse(
+  surface: CallSurface,
+  error: unknown,
+  requestId: string,
+  log: Logger,
+  headers?: Headers,
+  dialect?: Dialect,
+): Response {
+  const rendered = renderError(surface, error, requestId, log, headers, dialect);
   return jsonResponse(rendered.body, rendered.status, rendered.headers);
 }
 
@@ -135,14 +143,15 @@ export interface InstrumentOptions {
 
 /**
  * Wraps a route: a request id (the client's X-Request-Id when sane), an abort signal tied to
- * the client, the surface's error envelope, one JSON log line and the HTTP metrics per request,
- * and while tracing, the request's server span (continuing the caller's `traceparent`), which
- * every span of the request descends from.
+ * the client, the surface's error envelope (or the route's dialect's), one JSON log line and the
+ * HTTP metrics per request, and while tracing, the request's server span (continuing the
+ * caller's `traceparent`), which every span of the request descends from.
  */
 export function instrument(
   surface: CallSurface,
   observers: Observers,
   handler: (event: H3Event, scope: RequestScope) => Promise<Response>,
+  dialect?: Dialect,
   options: InstrumentOptions = {},
 ) {
   const { log, metrics } = observers;
@@ -202,7 +211,7 @@ export function instrument(
       response = await (span ? withSpan(span, () => handler(event, scope), parent) : handler(event, scope));
     } catch (error) {
       // Inside the span, so an unexpected error's log line carries its trace.
-      const render = () => errorResponse(surface, error, scope.requestId, log, scope.responseHeaders);
+      const render = () => errorResponse(surface, error, scope.requestId, log, scope.responseHeaders, dialect);
       response = span ? withSpan(span, render, parent) : render();
       if (response.status === 402 || response.status === 429) refusal = toServiceError(error).code;
     }

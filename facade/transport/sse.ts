@@ -3,6 +3,11 @@ const encoder = new TextEncoder();
 export interface SseOptions {
   /** Sent as a last `data:` line after the items, e.g. `[DONE]`. */
   done?: string;
+  /**
+   * Each item's `type` is also its frame's `event:` name (the Responses and Messages dialects'
+   * typed events), the error frame's too when its body has one.
+   */
+  named?: boolean;
   /** Renders an error raised mid-stream as the data of one last frame. */
   errorFrame(error: unknown): unknown;
   headers: Headers;
@@ -36,7 +41,11 @@ export function toSseResponse(items: AsyncIterable<unknown>, options: SseOptions
     ended = true;
     options.onEnd?.(error);
   };
-  const frame = (data: unknown) => encoder.encode(`data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`);
+  const frame = (data: unknown) => {
+    const type = options.named ? (data as { type?: unknown } | null)?.type : undefined;
+    const event = typeof type === "string" ? `event: ${type}\n` : "";
+    return encoder.encode(`${event}data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`);
+  };
 
   const stream = new ReadableStream<Uint8Array>({
     async pull(controller) {
