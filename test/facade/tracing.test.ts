@@ -75,6 +75,7 @@ async function start(protocol: string): Promise<TestServer> {
   process.env.OTEL_SERVICE_NAME = "gateway-under-test";
   process.env.OTEL_RESOURCE_ATTRIBUTES = "deployment.environment.name=test";
   process.env.OTEL_BSP_SCHEDULE_DELAY = "50";
+  process.env.OTEL_EXPORTER_OTLP_HEADERS = "x-collector-token=collector-secret";
   process.env.TRACING_TEST_UPSTREAM_KEY = UPSTREAM_KEY;
   return startTestServer(
     {
@@ -91,7 +92,13 @@ async function start(protocol: string): Promise<TestServer> {
 }
 
 function stopTracingEnv(): void {
-  for (const name of ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES"])
+  for (const name of [
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_SERVICE_NAME",
+    "OTEL_RESOURCE_ATTRIBUTES",
+  ])
     delete process.env[name];
 }
 
@@ -389,6 +396,8 @@ describe("traces over http/protobuf", () => {
     for (const secret of secrets) expect(exported).not.toContain(secret);
     for (const text of ["zebra quartz", "answer text", "tool input", "whsec_"]) expect(exported).not.toContain(text);
     expect(receiver.contentTypes.every((type) => type.startsWith("application/x-protobuf"))).toBe(true);
+    // OTEL_EXPORTER_OTLP_HEADERS reach the collector.
+    expect(receiver.headers.every((headers) => headers["x-collector-token"] === "collector-secret")).toBe(true);
   });
 
   it("counts the traffic on /metrics: deployments, retries, fallbacks, cooldowns, streams, tools, webhooks, event lag, MCP", async () => {

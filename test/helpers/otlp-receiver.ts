@@ -22,6 +22,8 @@ export interface OtlpReceiver {
   spans: ReceivedSpan[];
   /** The content type of every export request received. */
   contentTypes: string[];
+  /** The headers of every export request received. */
+  headers: Record<string, string | string[] | undefined>[];
   /** The raw bodies, for checks that a secret never left the service. */
   rawBodies: Buffer[];
   close(): Promise<void>;
@@ -186,6 +188,7 @@ function decodeJson(body: Buffer): ReceivedSpan[] {
 export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   const spans: ReceivedSpan[] = [];
   const contentTypes: string[] = [];
+  const headers: Record<string, string | string[] | undefined>[] = [];
   const rawBodies: Buffer[] = [];
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -199,6 +202,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
       }
       rawBodies.push(body);
       contentTypes.push(type);
+      headers.push(req.headers);
       if (type.startsWith("application/json")) {
         spans.push(...decodeJson(body));
         res.writeHead(200, { "content-type": "application/json" }).end("{}");
@@ -214,6 +218,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
     endpoint: `http://127.0.0.1:${port}`,
     spans,
     contentTypes,
+    headers,
     rawBodies,
     close: () =>
       new Promise<void>((resolve) => {
