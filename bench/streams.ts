@@ -15,7 +15,9 @@
  *
  * The mock provider (bench/internal/mock-upstream.ts) and the servers each run in their own
  * process; the streams are opened from this one through an undici Agent with one socket per
- * stream. The floor (bench/internal/floor-proxy.ts) pipes the upstream's bytes to the client
+ * stream. Before measuring, each server serves one unmeasured run of N streams (so every run
+ * finds its N connections open, client side and upstream, and the code compiled) and a few
+ * streams on each surface. The floor (bench/internal/floor-proxy.ts) pipes the upstream's bytes to the client
  * with no auth, storage, metering, logs or metrics; it is measured first and last, and the
  * gateway rows are compared with the mean of the two. Loopback only.
  *
@@ -24,7 +26,7 @@
  * Environment: BENCH_STREAMS (N, default 1000), BENCH_CHUNKS (K, default 20), BENCH_GAP_MS
  * (default 100), BENCH_RAMP_MS (spread the N requests over this long, default 0: all at once),
  * BENCH_STORAGES (default "memory,fs,redis"), BENCH_SURFACES (default "platform,account,gateway"),
- * BENCH_WARMUP_STREAMS (per server, before measuring, default 150), BENCH_FLOOR=0 (skip the
+ * BENCH_WARMUP=0 (skip the unmeasured run before measuring), BENCH_FLOOR=0 (skip the
  * floor), REDIS_URL (default redis://127.0.0.1:6379), BENCH_SERVER_EXEC_ARGV (extra Node flags
  * for the gateway, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof").
  */
@@ -48,7 +50,7 @@ const N = Number(process.env.BENCH_STREAMS ?? 1000);
 const K = Number(process.env.BENCH_CHUNKS ?? 20);
 const GAP_MS = Number(process.env.BENCH_GAP_MS ?? 100);
 const RAMP_MS = Number(process.env.BENCH_RAMP_MS ?? 0);
-const WARMUP = Number(process.env.BENCH_WARMUP_STREAMS ?? 150);
+const WARMUP = process.env.BENCH_WARMUP !== "0";
 const STORAGES = list(process.env.BENCH_STORAGES ?? "memory,fs,redis");
 const SURFACES = list(process.env.BENCH_SURFACES ?? "platform,account,gateway") as Surface[];
 const FLOOR = process.env.BENCH_FLOOR !== "0";
@@ -229,7 +231,7 @@ async function floorRun(rows: Row[], mockOrigin: string) {
   const floor = await forkReady("bench/internal/floor-proxy.ts", { UPSTREAM: mockOrigin, KEY: "floor-key", FLOOR_CONNECTIONS: "100000" });
   try {
     const origin = floor.words[0]!;
-    if (WARMUP > 0) await streams(origin, "floor", "Bearer floor-key", WARMUP, 0);
+    if (WARMUP) await streams(origin, "floor", "Bearer floor-key", N, 0);
     await measure(rows, "none", "floor", floor.child, origin, "Bearer floor-key");
   } finally {
     await stop(floor.child);
@@ -262,7 +264,9 @@ async function main() {
           PLANS_JSON: JSON.stringify({ free: { tokensPerWindow: 1_000_000_000_000, windowSeconds: 86_400 } }),
           // Every stream still takes and gives back its place (docs/quotas.md); none is refused at N.
           QUOTA_STREAMS_PER_KEY: String(Math.max(100_000, N * 2)),
-          MODELS_JSON: JSON.stringify({ models: { [MODEL]: { provider: "openai-compatible", baseURL: `${mockOrigin}/v1`, ownedBy: "bench" } } }),
+          MODELS_JSON: JSON.stringify({
+            models: { [MODEL]: { provider: "openai-compatible", baseURL: `${mockOrigin}/v1`, ownedBy: "bench" } },
+          }),
         },
         EXEC_ARGV,
       );
@@ -273,8 +277,9 @@ async function main() {
         gateway: `Bearer ${gatewayKey}`,
       };
       try {
-        if (WARMUP > 0) {
-          const each = Math.max(1, Math.floor(WARMUP / SURFACES.length));
+        if (WARMUP) {
+          await streams(origin, SURFACES[0]!, auth[SURFACES[0]!]!, N, 0);
+          const each = Math.max(1, Math.floor(100 / SURFACES.length));
           await Promise.all(SURFACES.map((surface) => streams(origin, surface, auth[surface]!, each, 0)));
         }
         for (const surface of SURFACES) await measure(rows, storage, surface, gateway.child, origin, auth[surface]!);
@@ -302,7 +307,9 @@ function report(rows: Row[], seconds: number) {
   lines.push(
     `Long streams — ${new Date().toISOString().slice(0, 16)}Z, ${cpus().length} cores (${cpus()[0]?.model ?? "?"}), Node ${process.versions.node}`,
   );
-  lines.push(`${N} concurrent streams × ${K} chunks ${GAP_MS} ms apart${RAMP_MS ? `, opened over ${RAMP_MS} ms` : ", opened at once"}; total ${seconds.toFixed(0)} s.`);
+  lines.push(
+    `${N} concurrent streams × ${K} chunks ${GAP_MS} ms apart${RAMP_MS ? `, opened over ${RAMP_MS} ms` : ", opened at once"}; total ${seconds.toFixed(0)} s.`,
+  );
   lines.push("");
   lines.push(
     "| storage | surface | CPU µs/stream | × floor | CPU µs/frame | KiB/stream | first chunk p50 / p99 ms | added p50 / p99 ms | loop delay p50 / p99 / max ms | load avg (1/5/15) before → after |",
