@@ -43,14 +43,16 @@ export async function* readSseData(
     aborted.catch(() => undefined);
   }
   try {
+    if (signal?.aborted) throw signal.reason;
     for (;;) {
-      if (signal?.aborted) throw signal.reason;
       let step: IteratorResult<Uint8Array>;
       try {
         step = aborted ? await Promise.race([iterator.next(), aborted]) : await iterator.next();
       } catch (error) {
         throw signal?.aborted ? signal.reason : error;
       }
+      // A body that ended on its own just as the signal aborted: the abort wins.
+      if (step.done && signal?.aborted) throw signal.reason;
       onActivity?.();
       if (step.done) break;
       buffer += decoder.decode(step.value, { stream: true });
