@@ -134,7 +134,13 @@ interface StreamResult {
 async function oneStream(origin: string, surface: Surface, auth: string, body: string): Promise<StreamResult> {
   let started = performance.now();
   const send = () =>
-    client.request({ origin, path: PATHS[surface], method: "POST", headers: { "content-type": "application/json", authorization: auth }, body });
+    client.request({
+      origin,
+      path: PATHS[surface],
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: auth },
+      body,
+    });
   let answer: Awaited<ReturnType<typeof send>>;
   try {
     answer = await send();
