@@ -7,7 +7,10 @@
  * - CPU per stream and per relayed frame: utime + stime of the server process from
  *   /proc/<pid>/stat over the run (request admission, every frame, settlement), divided by the
  *   streams (and by their frames);
- * - RSS per open stream: the process's peak VmRSS during the run less its VmRSS before, / N;
+ * - RSS per open stream: the process's peak VmRSS during the run less its VmRSS before, / N
+ *   (garbage not yet collected included); with BENCH_HEAP=1 also the heap and buffers in use
+ *   after a full collection once every stream is open, less the same before the run, / N
+ *   (the collection itself then shows in that run's loop delay);
  * - first-chunk latency p50/p99 (request sent → first body bytes at the client), and what
  *   the gateway adds over the floor's figure of the same run;
  * - event-loop delay p50/p99/max inside the server during the run (perf_hooks histogram,
@@ -16,8 +19,7 @@
  * The mock provider (bench/internal/mock-upstream.ts) and the servers each run in their own
  * process; the streams are opened from this one through an undici Agent with one socket per
  * stream. Before measuring, each server serves one unmeasured run of N streams (so every run
- * finds its N connections open, client side and upstream, and the code compiled) and a few
- * streams on each surface. The floor (bench/internal/floor-proxy.ts) pipes the upstream's bytes to the client
+ * finds its N connections open, client side and upstream, and the code compiled). The floor (bench/internal/floor-proxy.ts) pipes the upstream's bytes to the client
  * with no auth, storage, metering, logs or metrics; it is measured first and last, and the
  * gateway rows are compared with the mean of the two. Loopback only.
  *
@@ -26,7 +28,7 @@
  * Environment: BENCH_STREAMS (N, default 1000), BENCH_CHUNKS (K, default 20), BENCH_GAP_MS
  * (default 100), BENCH_RAMP_MS (spread the N requests over this long, default 0: all at once),
  * BENCH_STORAGES (default "memory,fs,redis"), BENCH_SURFACES (default "platform,account,gateway"),
- * BENCH_WARMUP=0 (skip the unmeasured run before measuring), BENCH_FLOOR=0 (skip the
+ * BENCH_HEAP=1 (the live-memory probe above), BENCH_WARMUP=0 (skip the unmeasured run before measuring), BENCH_FLOOR=0 (skip the
  * floor), REDIS_URL (default redis://127.0.0.1:6379), BENCH_SERVER_EXEC_ARGV (extra Node flags
  * for the gateway, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof").
  */
@@ -55,7 +57,11 @@ const STORAGES = list(process.env.BENCH_STORAGES ?? "memory,fs,redis");
 const SURFACES = list(process.env.BENCH_SURFACES ?? "platform,account,gateway") as Surface[];
 const FLOOR = process.env.BENCH_FLOOR !== "0";
 const REDIS_URL = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
-const EXEC_ARGV = process.env.BENCH_SERVER_EXEC_ARGV ? process.env.BENCH_SERVER_EXEC_ARGV.split(" ") : [];
+const HEAP = process.env.BENCH_HEAP === "1";
+const EXEC_ARGV = [
+  ...(process.env.BENCH_SERVER_EXEC_ARGV ? process.env.BENCH_SERVER_EXEC_ARGV.split(" ") : []),
+  ...(HEAP ? ["--expose-gc"] : []),
+];
 const MODEL = "bench-model";
 const CLOCK_TICKS = Number(execSync("getconf CLK_TCK").toString().trim()) || 100;
 const PAGE_KIB = 1;
@@ -93,12 +99,12 @@ async function stop(child: ChildProcess): Promise<void> {
 }
 
 /** Asks a server process (bench/internal/loop-delay.ts) over IPC and waits for its answer. */
-function ask(child: ChildProcess, what: "reset" | "read"): Promise<{ p50: number; p99: number; max: number }> {
+function ask(child: ChildProcess, what: "reset" | "read" | "heap"): Promise<{ p50: number; p99: number; max: number; heapKiB: number }> {
   return new Promise((resolve) => {
     const onMessage = (message: { loopDelay?: unknown }) => {
       if (message?.loopDelay === undefined) return;
       child.off("message", onMessage);
-      resolve(message.loopDelay as { p50: number; p99: number; max: number });
+      resolve(message.loopDelay as { p50: number; p99: number; max: number; heapKiB: number });
     };
     child.on("message", onMessage);
     child.send({ loopDelay: what });
@@ -194,6 +200,7 @@ interface Row {
   cpuPerStreamUs: number;
   cpuPerFrameUs: number;
   kibPerStream: number;
+  heapKiBPerStream: number;
   firstP50: number;
   firstP99: number;
   loop: { p50: number; p99: number; max: number };
@@ -210,6 +217,13 @@ async function measure(rows: Row[], storage: string, surface: Surface, child: Ch
     rssPeak = Math.max(rssPeak, rssKiB(pid));
   }, 50);
   const loadBefore = load();
+  const heapBefore = HEAP ? (await ask(child, "heap")).heapKiB : 0;
+  let heapOpen = 0;
+  // BENCH_HEAP=1: once every stream is open (its first chunk arrived, a few gaps before the
+  // end), the server collects its garbage and reports what it holds.
+  const probe = HEAP
+    ? setTimeout(() => void ask(child, "heap").then((heap) => (heapOpen = heap.heapKiB)), Math.max(0, (K * GAP_MS) / 2))
+    : undefined;
   await ask(child, "reset");
   const started = performance.now();
   const cpuBefore = cpuMicros(pid);
@@ -222,6 +236,7 @@ async function measure(rows: Row[], storage: string, surface: Surface, child: Ch
     cpu = cpuMicros(pid) - cpuBefore;
   } finally {
     clearInterval(sampler);
+    clearTimeout(probe);
   }
   const seconds = (performance.now() - started) / 1000;
   const loop = await ask(child, "read");
@@ -233,6 +248,7 @@ async function measure(rows: Row[], storage: string, surface: Surface, child: Ch
     cpuPerStreamUs: cpu / N,
     cpuPerFrameUs: cpu / frames,
     kibPerStream: (rssPeak - rssBefore) / N,
+    heapKiBPerStream: HEAP && heapOpen ? (heapOpen - heapBefore) / N : Number.NaN,
     firstP50: percentile(firsts, 50),
     firstP99: percentile(firsts, 99),
     loop,
@@ -249,7 +265,11 @@ async function measure(rows: Row[], storage: string, surface: Surface, child: Ch
 }
 
 async function floorRun(rows: Row[], mockOrigin: string) {
-  const floor = await forkReady("bench/internal/floor-proxy.ts", { UPSTREAM: mockOrigin, KEY: "floor-key", FLOOR_CONNECTIONS: "100000" });
+  const floor = await forkReady(
+    "bench/internal/floor-proxy.ts",
+    { UPSTREAM: mockOrigin, KEY: "floor-key", FLOOR_CONNECTIONS: "100000" },
+    HEAP ? ["--expose-gc"] : [],
+  );
   try {
     const origin = floor.words[0]!;
     if (WARMUP) await streams(origin, "floor", "Bearer floor-key", N, 0);
@@ -298,11 +318,10 @@ async function main() {
         gateway: `Bearer ${gatewayKey}`,
       };
       try {
-        if (WARMUP) {
-          await streams(origin, SURFACES[0]!, auth[SURFACES[0]!]!, N, 0);
-          const each = Math.max(1, Math.floor(100 / SURFACES.length));
-          await Promise.all(SURFACES.map((surface) => streams(origin, surface, auth[surface]!, each, 0)));
-        }
+        // Unmeasured: N streams on the first surface (the connections opened, the code compiled).
+        // The runs follow at once, so the connections are not idle long enough for the
+        // server's keep-alive timeout (5 s) to close them.
+        if (WARMUP) await streams(origin, SURFACES[0]!, auth[SURFACES[0]!]!, N, 0);
         for (const surface of SURFACES) await measure(rows, storage, surface, gateway.child, origin, auth[surface]!);
       } finally {
         await stop(gateway.child);
@@ -333,14 +352,14 @@ function report(rows: Row[], seconds: number) {
   );
   lines.push("");
   lines.push(
-    "| storage | surface | CPU µs/stream | × floor | CPU µs/frame | KiB/stream | first chunk p50 / p99 ms | added p50 / p99 ms | loop delay p50 / p99 / max ms | load avg (1/5/15) before → after |",
+    "| storage | surface | CPU µs/stream | × floor | CPU µs/frame | RSS KiB/stream | heap KiB/stream | first chunk p50 / p99 ms | added p50 / p99 ms | loop delay p50 / p99 / max ms | load avg (1/5/15) before → after |",
   );
-  lines.push("|---|---|---|---|---|---|---|---|---|---|");
+  lines.push("|---|---|---|---|---|---|---|---|---|---|---|");
   for (const row of rows) {
     const floor = row.surface === "floor";
     lines.push(
       `| ${row.storage} | ${row.surface} | ${Math.round(row.cpuPerStreamUs)} | ${floor ? "—" : (row.cpuPerStreamUs / floorCpu).toFixed(2)} | ` +
-        `${row.cpuPerFrameUs.toFixed(1)} | ${row.kibPerStream.toFixed(1)} | ${row.firstP50.toFixed(0)} / ${row.firstP99.toFixed(0)} | ` +
+        `${row.cpuPerFrameUs.toFixed(1)} | ${row.kibPerStream.toFixed(1)} | ${Number.isNaN(row.heapKiBPerStream) ? "—" : row.heapKiBPerStream.toFixed(1)} | ${row.firstP50.toFixed(0)} / ${row.firstP99.toFixed(0)} | ` +
         `${floor ? "—" : `${(row.firstP50 - floorP50).toFixed(0)} / ${(row.firstP99 - floorP99).toFixed(0)}`} | ` +
         `${row.loop.p50} / ${row.loop.p99} / ${row.loop.max} | ${row.loadBefore} → ${row.loadAfter} |`,
     );
@@ -355,7 +374,9 @@ function report(rows: Row[], seconds: number) {
       `- ${row.storage} ${row.surface}: CPU ${ratio.toFixed(2)}× ≤ ${TARGETS.cpuPerStreamVsFloor}× ${verdict(ratio <= TARGETS.cpuPerStreamVsFloor)}; ` +
         `first chunk added p99 ${added.toFixed(0)} ≤ ${TARGETS.addedFirstChunkP99Ms} ms ${verdict(added <= TARGETS.addedFirstChunkP99Ms)}; ` +
         `loop delay p99 ${row.loop.p99} ≤ ${TARGETS.loopDelayP99Ms} ms ${verdict(row.loop.p99 <= TARGETS.loopDelayP99Ms)}; ` +
-        `${row.kibPerStream.toFixed(1)} ≤ ${TARGETS.kibPerStream} KiB/stream ${verdict(row.kibPerStream <= TARGETS.kibPerStream)}`,
+        (Number.isNaN(row.heapKiBPerStream)
+          ? `RSS ${row.kibPerStream.toFixed(1)} ≤ ${TARGETS.kibPerStream} KiB/stream ${verdict(row.kibPerStream <= TARGETS.kibPerStream)}`
+          : `heap ${row.heapKiBPerStream.toFixed(1)} ≤ ${TARGETS.kibPerStream} KiB/stream ${verdict(row.heapKiBPerStream <= TARGETS.kibPerStream)}`),
     );
   }
   if (resent) lines.push(`(${resent} requests were sent again after their kept-alive connection closed as it was reused.)`);

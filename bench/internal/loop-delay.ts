@@ -16,6 +16,11 @@ export function answerLoopDelay(): void {
     if (message?.loopDelay === "reset") {
       histogram.reset();
       process.send!({ loopDelay: "reset" });
+    } else if (message?.loopDelay === "heap") {
+      // Live memory: after a full collection when the process runs with --expose-gc.
+      (globalThis as { gc?: () => void }).gc?.();
+      const { heapUsed, external, arrayBuffers } = process.memoryUsage();
+      process.send!({ loopDelay: { heapKiB: Math.round((heapUsed + external + arrayBuffers) / 1024) } });
     } else if (message?.loopDelay === "read") {
       const ms = (ns: number) => Math.max(0, Math.round(ns / 10_000 - RESOLUTION_MS * 100) / 100);
       process.send!({
