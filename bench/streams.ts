@@ -352,14 +352,16 @@ function report(rows: Row[], seconds: number) {
   );
   lines.push("");
   lines.push(
-    "| storage | surface | CPU µs/stream | × floor | CPU µs/frame | RSS KiB/stream | heap KiB/stream | first chunk p50 / p99 ms | added p50 / p99 ms | loop delay p50 / p99 / max ms | load avg (1/5/15) before → after |",
+    "| storage | surface | CPU µs/stream | × floor | CPU µs/frame | RSS KiB/stream | heap KiB/stream | first chunk p50 / p99 ms | " +
+      "added p50 / p99 ms | loop delay p50 / p99 / max ms | load avg (1/5/15) before → after |",
   );
   lines.push("|---|---|---|---|---|---|---|---|---|---|---|");
   for (const row of rows) {
     const floor = row.surface === "floor";
     lines.push(
       `| ${row.storage} | ${row.surface} | ${Math.round(row.cpuPerStreamUs)} | ${floor ? "—" : (row.cpuPerStreamUs / floorCpu).toFixed(2)} | ` +
-        `${row.cpuPerFrameUs.toFixed(1)} | ${row.kibPerStream.toFixed(1)} | ${Number.isNaN(row.heapKiBPerStream) ? "—" : row.heapKiBPerStream.toFixed(1)} | ${row.firstP50.toFixed(0)} / ${row.firstP99.toFixed(0)} | ` +
+        `${row.cpuPerFrameUs.toFixed(1)} | ${row.kibPerStream.toFixed(1)} | ` +
+        `${Number.isNaN(row.heapKiBPerStream) ? "—" : row.heapKiBPerStream.toFixed(1)} | ${row.firstP50.toFixed(0)} / ${row.firstP99.toFixed(0)} | ` +
         `${floor ? "—" : `${(row.firstP50 - floorP50).toFixed(0)} / ${(row.firstP99 - floorP99).toFixed(0)}`} | ` +
         `${row.loop.p50} / ${row.loop.p99} / ${row.loop.max} | ${row.loadBefore} → ${row.loadAfter} |`,
     );
