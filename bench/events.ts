@@ -103,6 +103,7 @@ async function webhookFigures(store: Store) {
       WEBHOOKS_CONCURRENCY: 32,
       WEBHOOKS_TENANT_CONCURRENCY: 32,
       WEBHOOKS_LEASE_SECONDS: 5,
+      WEBHOOKS_SEND_THREADS: 1,
     },
     log: { info() {}, error() {} },
     repo,

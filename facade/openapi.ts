@@ -1,9 +1,9 @@
 import { toJsonSchema } from "@valibot/to-json-schema";
 import type { GenericSchema } from "valibot";
-import type { AnyMethod, HttpBinding, Surface } from "../rpc/define.js";
+import type { AnyMethod, HttpBinding } from "../rpc/define.js";
 import { contractErrors, type ContractError } from "../rpc/method-errors.js";
 import type { Registry } from "../rpc/registry.js";
-import { HTTP_SURFACES, SURFACES, type ErrorSchemaName } from "../rpc/surfaces.js";
+import { HTTP_SURFACES, SURFACES, profileOf, type ErrorSchemaName } from "../rpc/surfaces.js";
 import { fullPath } from "./rest.js";
 
 type JsonObject = Record<string, unknown>;
@@ -25,6 +25,14 @@ const ERROR_SCHEMAS: Record<ErrorSchemaName, JsonObject> = {
     type: "object",
     required: ["error"],
     properties: { error: { type: "object", required: ["message"], properties: { message: { type: "string" } } } },
+  },
+  AnthropicError: {
+    type: "object",
+    required: ["type", "error"],
+    properties: {
+      type: { const: "error" },
+      error: { type: "object", required: ["type", "message"], properties: { type: { type: "string" }, message: { type: "string" } } },
+    },
   },
   GatewayError: {
     type: "object",
@@ -50,16 +58,17 @@ function jsonSchema(schema: GenericSchema): JsonObject {
  * what the surface reads (docs/interface.md 5): each entry is an alternative. A session-only method does
  * not advertise X-API-Key, which it refuses.
  */
-function security(method: AnyMethod, surface: Surface): JsonObject[] {
+function security(method: AnyMethod, binding: HttpBinding): JsonObject[] {
   if (method.auth === "public") return [];
   const kinds = new Set(method.auth.kinds);
   const out: JsonObject[] = [];
-  const reads = SURFACES[surface].credentials;
+  const reads = profileOf(binding.surface, binding.dialect).credentials;
   if (kinds.has("console") && reads.includes("cookie")) out.push({ consoleSession: [] });
   if (kinds.has("session")) out.push({ sessionToken: [] });
   const keyKinds = ["gateway_key", "platform_key", "account_key", "service"].filter((kind) => kinds.has(kind as never));
   if (keyKinds.length) out.push({ apiKeyBearer: [] });
-  if (reads.includes("apiKey") && (kinds.has("gateway_key") || kinds.has("service"))) out.push({ apiKeyHeader: [] });
+  if (reads.includes("apiKey") && (kinds.has("gateway_key") || kinds.has("service") || kinds.has("account_key")))
+    out.push({ apiKeyHeader: [] });
   return out;
 }
 
@@ -69,18 +78,18 @@ function security(method: AnyMethod, surface: Surface): JsonObject[] {
  * its surface's, imply), so the document lists exactly what the declaration says. Each
  * response names its codes (`x-error-codes`).
  */
-function errorResponses(method: AnyMethod, surface: Surface, hasParams: boolean): Record<string, JsonObject> {
+function errorResponses(method: AnyMethod, binding: HttpBinding, hasParams: boolean): Record<string, JsonObject> {
   const byStatus = new Map<number, ContractError[]>();
-  for (const error of contractErrors(method, { hasParams, surface }))
+  for (const error of contractErrors(method, { hasParams, surface: binding.surface }))
     byStatus.set(error.status, [...(byStatus.get(error.status) ?? []), error]);
   return Object.fromEntries(
-    [...byStatus.entries()].sort(([a], [b]) => a - b).map(([status, errors]) => [String(status), errorResponse(surface, status, errors)]),
+    [...byStatus.entries()].sort(([a], [b]) => a - b).map(([status, errors]) => [String(status), errorResponse(binding, status, errors)]),
   );
 }
 
-function errorResponse(surface: Surface, status?: number | "4XX", errors: ContractError[] = []): JsonObject {
+function errorResponse(binding: HttpBinding, status?: number | "4XX", errors: ContractError[] = []): JsonObject {
   // docs/interface.md 7.1: the Account API refuses credentials with a flat {error, code}.
-  const { errorSchema, authErrorSchema } = SURFACES[surface].openapi!;
+  const { errorSchema, authErrorSchema } = profileOf(binding.surface, binding.dialect).openapi!;
   const schema = authErrorSchema && (status === 401 || status === 403) ? authErrorSchema : errorSchema;
   const codes = errors.map((error) => `\`${error.code}\`${error.message ? ` (${error.message})` : ""}`).join(", ");
   const description =
@@ -108,6 +117,7 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   502: "upstream failed",
   503: "unavailable",
   504: "upstream timed out",
+  529: "overloaded: no model can answer now",
 };
 
 function operation(method: AnyMethod, binding: HttpBinding, multiple: boolean): JsonObject {
@@ -154,9 +164,9 @@ function operation(method: AnyMethod, binding: HttpBinding, multiple: boolean): 
           ...(method.stream ? { "text/event-stream": { schema: { type: "string" } } } : {}),
         },
       },
-      ...errorResponses(method, binding.surface, Object.keys(properties).length > 0),
-      "4XX": errorResponse(binding.surface, "4XX"),
-      default: errorResponse(binding.surface),
+      ...errorResponses(method, binding, Object.keys(properties).length > 0),
+      "4XX": errorResponse(binding, "4XX"),
+      default: errorResponse(binding),
     },
     "x-jsonrpc-method": method.name,
     // Names `POST /rpc` still answers to, deprecated (docs/versioning.md "Renamed JSON-RPC methods").
@@ -175,7 +185,7 @@ function operation(method: AnyMethod, binding: HttpBinding, multiple: boolean): 
   if (binding.raw && binding.method !== "GET" && binding.method !== "DELETE") {
     op.requestBody = { required: false, content: { "*/*": { schema: {} } } };
   }
-  op.security = security(method, binding.surface);
+  op.security = security(method, binding);
   if (method.auth !== "public" && method.auth.scopes?.length) op["x-required-scopes"] = method.auth.scopes;
   if (method.auth !== "public" && method.auth.operator) op["x-operator-only"] = true;
   return op;

@@ -53,8 +53,12 @@ export function mountRest(app: H3, dispatcher: Dispatcher): MountedRoute[] {
       app.on(
         binding.method,
         path,
-        instrument(binding.surface, dispatcher.ports, (event, scope) =>
-          handleRest(event.req, event.context.params, method, binding, dispatcher, scope, config.GATEWAY_MAX_PAYLOAD_BYTES),
+        instrument(
+          binding.surface,
+          dispatcher.ports,
+          (event, scope) =>
+            handleRest(event.req, event.context.params, method, binding, dispatcher, scope, config.GATEWAY_MAX_PAYLOAD_BYTES),
+          binding.dialect,
         ),
       );
     }
@@ -76,7 +80,7 @@ async function handleRest(
     ...scopeFacts(scope),
     surface: binding.surface,
     transport: "rest",
-    presented: presentedFor(binding.surface, request),
+    presented: presentedFor(binding.surface, request, binding.dialect),
     setCookie: cookieWriter(scope.responseHeaders),
     ...(scope.delivered ? { delivered: scope.delivered } : {}),
   });
@@ -115,12 +119,13 @@ async function handleRest(
   if (isAsyncIterable(result)) {
     return toSseResponse(result, {
       done: method.stream?.done,
+      named: method.stream?.named,
       headers: scope.responseHeaders,
       abort: scope.abort,
       // The request's log line and metrics wait for the stream's end (tokens, full duration).
       onEnd: scope.defer(),
       plain: !SURFACES[binding.surface].serviceHeaders,
-      errorFrame: (error) => renderError(binding.surface, error, scope.requestId, dispatcher.ports.log).body,
+      errorFrame: (error) => renderError(binding.surface, error, scope.requestId, dispatcher.ports.log, undefined, binding.dialect).body,
       wireText: wireTextOf,
     });
   }

@@ -12,6 +12,19 @@ export function createAnthropicUpstream(baseURL: string): ScriptedProvider & { h
   const provider = scripted();
   const handler = http.post(`${baseURL.replace(/\/+$/, "")}/v1/messages`, async ({ request }) => {
     const body = provider.record(request, await request.text());
+    // The Messages API refuses tool blocks in a request that declares no tools.
+    const toolBlocks = (body?.messages ?? []).some(
+      (message: any) =>
+        Array.isArray(message.content) && message.content.some((block: any) => block.type === "tool_use" || block.type === "tool_result"),
+    );
+    if (toolBlocks && !body?.tools?.length)
+      return HttpResponse.json(
+        {
+          type: "error",
+          error: { type: "invalid_request_error", message: "Requests which include `tool_use` or `tool_result` blocks must define tools." },
+        },
+        { status: 400 },
+      );
     const lastUser = [...(body?.messages ?? [])].reverse().find((message: any) => message.role === "user");
     const echo =
       typeof lastUser?.content === "string" ? lastUser.content : (lastUser?.content ?? []).map((block: any) => block.text ?? "").join("");

@@ -33,6 +33,15 @@ export function createBedrockUpstream(baseURL: string): ScriptedProvider & { han
     const operation = String(params.operation);
     if (operation !== "converse" && operation !== "converse-stream")
       return HttpResponse.json({ message: "Unknown operation" }, { status: 404 });
+    // Converse refuses toolUse / toolResult blocks in a request without a toolConfig.
+    const toolBlocks = (body?.messages ?? []).some((message: any) =>
+      (message.content ?? []).some((block: any) => block.toolUse || block.toolResult),
+    );
+    if (toolBlocks && !body?.toolConfig?.tools?.length)
+      return HttpResponse.json(
+        { message: "The toolConfig field must be defined when using toolUse and toolResult content blocks." },
+        { status: 400, headers: { "x-amzn-errortype": "ValidationException" } },
+      );
     const lastUser = [...(body?.messages ?? [])].reverse().find((message: any) => message.role === "user");
     const echo = (lastUser?.content ?? []).map((block: any) => block.text ?? "").join("");
     const behaviour = provider.behaviour(model, body, echo);

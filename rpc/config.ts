@@ -211,6 +211,12 @@ const ENV_SCHEMA = v.object({
   WEBHOOKS_CONCURRENCY: v.optional(intFrom(1, 1024), "32"),
   WEBHOOKS_TENANT_CONCURRENCY: v.optional(intFrom(1, 1024), "4"),
   /**
+   * Worker threads that make the webhook attempts (signature, request, answer), so they do not
+   * share the event loop with the requests the service serves; 0 makes them on that loop
+   * (docs/webhooks.md "Delivery threads").
+   */
+  WEBHOOKS_SEND_THREADS: v.optional(intFrom(0, 16), "1"),
+  /**
    * Seconds an instance's claim on an attempt or a fan-out lasts, renewed while it runs: one
    * that dies gives its work up to another instance within this.
    */

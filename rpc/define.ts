@@ -8,6 +8,13 @@ import type { SetCookie } from "./cookies.js";
 export type Surface = "platform" | "console" | "account" | "gateway" | "bridge";
 export type HttpVerb = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
 
+/**
+ * A client dialect a route speaks in place of its surface's own conventions: `anthropic` for
+ * the Messages API routes, which read `x-api-key` too and answer errors in Anthropic's envelope
+ * and statuses (rpc/surfaces.ts DIALECTS, docs/dialects.md).
+ */
+export type Dialect = "anthropic";
+
 export interface HttpBinding {
   surface: Surface;
   method: HttpVerb;
@@ -26,6 +33,8 @@ export interface HttpBinding {
    * capped at GATEWAY_MAX_PAYLOAD_BYTES (413).
    */
   raw?: boolean;
+  /** The route's dialect, when it is not the surface's own (rpc/surfaces.ts DIALECTS). */
+  dialect?: Dialect;
 }
 
 /** A request as a `raw` binding hands it over. Credentials are among the headers: never forward them. */
@@ -175,6 +184,11 @@ export type ContextFor<A extends AuthSpec, Deps = unknown, E = NoErrors> = CallC
 export interface StreamOptions {
   /** A last `data:` line after the stream ends, e.g. `[DONE]` for chat. */
   done?: string;
+  /**
+   * Each item's `type` is also its frame's `event:` name, as the Responses and Messages
+   * dialects' typed events have it (docs/dialects.md).
+   */
+  named?: boolean;
 }
 
 type MaybePromise<T> = T | Promise<T>;

@@ -1,4 +1,4 @@
-import type { Surface } from "./define.js";
+import type { Dialect, Surface } from "./define.js";
 import { describe, ServiceError, toServiceError } from "./errors.js";
 import type { Logger } from "./log.js";
 
@@ -12,7 +12,7 @@ export type Presentation = "bearer" | "apiKey" | "cookie";
 export type RateLimitName = "bridge" | "gateway";
 
 /** The error schemas of the OpenAPI document (facade/openapi.ts), one per envelope. */
-export type ErrorSchemaName = "OpenAIError" | "FlatError" | "ConsoleError" | "GatewayError";
+export type ErrorSchemaName = "OpenAIError" | "FlatError" | "ConsoleError" | "GatewayError" | "AnthropicError";
 
 /**
  * Everything that differs between the surfaces of the one origin, in one place: transports,
@@ -46,6 +46,12 @@ export interface SurfaceProfile {
    * declares its own (`policies.rateLimit`): GATEWAY_API_RATE_LIMIT_RPM on the Gateway and `/rpc`.
    */
   rateLimit?: RateLimitName;
+  /**
+   * Whether a relayed upstream error body is answered as it is (the default), or rendered in
+   * this envelope with the upstream's status and message (a dialect whose clients parse only
+   * their own envelope).
+   */
+  relays?(upstreamBody: unknown): boolean;
   /** The OpenAPI error schema of the surface's operations, and of its 401/403 when those differ (`/rpc` has its own path, facade/openapi.ts). */
   openapi?: { errorSchema: ErrorSchemaName; authErrorSchema?: ErrorSchemaName };
 }
@@ -177,6 +183,70 @@ export const SURFACES: Readonly<Record<CallSurface, SurfaceProfile>> = {
   },
 };
 
+/** Anthropic's error `type` by status (docs/dialects.md "Errors"). */
+const ANTHROPIC_TYPES: Readonly<Record<number, string>> = {
+  400: "invalid_request_error",
+  401: "authentication_error",
+  402: "billing_error",
+  403: "permission_error",
+  404: "not_found_error",
+  413: "request_too_large",
+  429: "rate_limit_error",
+  504: "timeout_error",
+  529: "overloaded_error",
+};
+
+/**
+ * The Messages dialect's reading of an error (docs/dialects.md "Errors"): no model able to
+ * answer now (503) is Anthropic's 529 `overloaded_error`, which its clients retry; a body that
+ * is not JSON is a 400 `invalid_request_error`, as on the Messages API.
+ */
+function anthropicError(error: ServiceError): ServiceError {
+  const keep = { ...(error.headers ? { headers: error.headers } : {}), cause: error };
+  if (error.code === "UNSUPPORTED_MEDIA_TYPE") return new ServiceError("BAD_REQUEST", error.message, keep);
+  if (error.status === 503) return new ServiceError("UNAVAILABLE", error.message, { ...keep, status: 529 });
+  return error;
+}
+
+function isAnthropicError(body: unknown): boolean {
+  const error = (body as { type?: unknown; error?: { type?: unknown } } | null)?.error;
+  return (body as { type?: unknown }).type === "error" && typeof error?.type === "string";
+}
+
+/**
+ * The dialects a route may speak in place of its surface's own (rpc/define.ts `Dialect`): what
+ * each changes of the surface's profile. Declared here once; the credential reader, the error
+ * rendering (REST answers and stream error frames) and OpenAPI read it through `profileOf`.
+ */
+export const DIALECTS: Readonly<Record<Dialect, Partial<SurfaceProfile>>> = {
+  anthropic: {
+    // Anthropic's clients send `x-api-key` (the SDK's apiKey) or `Authorization: Bearer` (authToken).
+    credentials: ["bearer", "apiKey"],
+    envelope: (error) => ({
+      type: "error",
+      error: {
+        type: ANTHROPIC_TYPES[error.status] ?? (error.status >= 500 ? "api_error" : "invalid_request_error"),
+        message: error.message,
+      },
+    }),
+    mapError: anthropicError,
+    // An Anthropic upstream's own error passes as it is; any other provider's is rendered in this envelope.
+    relays: isAnthropicError,
+    openapi: { errorSchema: "AnthropicError" },
+  },
+};
+
+const PROFILES = new Map<string, SurfaceProfile>();
+
+/** The profile a route answers with: its surface's, with its dialect's changes over it. */
+export function profileOf(surface: CallSurface, dialect?: Dialect): SurfaceProfile {
+  if (!dialect) return SURFACES[surface];
+  const key = `${surface}\0${dialect}`;
+  let profile = PROFILES.get(key);
+  if (!profile) PROFILES.set(key, (profile = { ...SURFACES[surface], ...DIALECTS[dialect] }));
+  return profile;
+}
+
 /** The HTTP surfaces (the table's rows but `/rpc`), in the table's order. */
 export const HTTP_SURFACES = (Object.keys(SURFACES) as CallSurface[]).filter((surface): surface is Surface => surface !== "rpc");
 
@@ -205,9 +275,11 @@ export function surfaceOfPath(pathname: string): Surface | undefined {
  * The one error rendered in each surface's envelope (docs/interface.md 7). Relayed upstream
  * errors keep their body on every surface.
  */
-export function errorBody(surface: CallSurface, error: ServiceError, requestId: string): unknown {
-  if (error.code === "UPSTREAM" && error.upstreamBody !== undefined) return error.upstreamBody;
-  return SURFACES[surface].envelope(error, requestId);
+export function errorBody(surface: CallSurface, error: ServiceError, requestId: string, dialect?: Dialect): unknown {
+  const profile = profileOf(surface, dialect);
+  if (error.code === "UPSTREAM" && error.upstreamBody !== undefined && (profile.relays?.(error.upstreamBody) ?? true))
+    return error.upstreamBody;
+  return profile.envelope(error, requestId);
 }
 
 export interface RenderedError {
@@ -224,8 +296,15 @@ export interface RenderedError {
  * envelope with the headers its profile allows. REST, `/rpc`, MCP, socket upgrades and stream
  * error frames all come through here.
  */
-export function renderError(surface: CallSurface, thrown: unknown, requestId: string, log: Logger, headers?: Headers): RenderedError {
-  const profile = SURFACES[surface];
+export function renderError(
+  surface: CallSurface,
+  thrown: unknown,
+  requestId: string,
+  log: Logger,
+  headers?: Headers,
+  dialect?: Dialect,
+): RenderedError {
+  const profile = profileOf(surface, dialect);
   let error = toServiceError(thrown);
   if (error.code === "INTERNAL") log.error({ requestId, error: describe(thrown) });
   if (profile.mapError) error = profile.mapError(error);
@@ -237,5 +316,5 @@ export function renderError(surface: CallSurface, thrown: unknown, requestId: st
     if (!profile.rateLimitHeaders && lower.startsWith("x-ratelimit-")) continue;
     out.set(name, value);
   }
-  return { status: error.status, body: errorBody(surface, error, requestId), headers: out, error };
+  return { status: error.status, body: errorBody(surface, error, requestId, dialect), headers: out, error };
 }

@@ -81,8 +81,10 @@ for i = 1, n do
   if commit == '1' then
     redis.call('INCRBY', v, amount)
   else
+    -- A hold placed again under its id replaces the earlier one (as storage/atomic.ts does).
+    local prior = tonumber(redis.call('HGET', h, id) or '0')
     redis.call('HSET', h, id, amount)
-    redis.call('HINCRBY', h, '_held', amount)
+    redis.call('HINCRBY', h, '_held', amount - prior)
     if caps[i] == 1 then redis.call('HSET', h, '_capped', id) end
     redis.call('ZADD', z, now + lease, id)
     local keep = math.max(redis.call('PTTL', h), lease + 60000)

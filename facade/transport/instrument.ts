@@ -6,6 +6,7 @@ import type { Logger } from "../../rpc/log.js";
 import type { Metrics } from "../../rpc/metrics.js";
 import { toServiceError, type ServiceError } from "../../rpc/errors.js";
 import { renderError, SURFACES, type CallSurface } from "../../rpc/surfaces.js";
+import type { Dialect } from "../../rpc/define.js";
 import type { CallFactsInit } from "../../rpc/call-facts.js";
 
 /** What instrument() needs of the services: where log lines and metrics go. */
@@ -80,9 +81,16 @@ export function refuse(event: H3Event, surface: CallSurface, observers: Observer
   })(event);
 }
 
-/** Renders any thrown value in the surface's envelope (renderError) as a response. */
-export function errorResponse(surface: CallSurface, error: unknown, requestId: string, log: Logger, headers?: Headers): Response {
-  const rendered = renderError(surface, error, requestId, log, headers);
+/** Renders any thrown value in the surface's envelope, or its route's dialect's (renderError), as a response. */
+export function errorResponse(
+  surface: CallSurface,
+  error: unknown,
+  requestId: string,
+  log: Logger,
+  headers?: Headers,
+  dialect?: Dialect,
+): Response {
+  const rendered = renderError(surface, error, requestId, log, headers, dialect);
   return jsonResponse(rendered.body, rendered.status, rendered.headers);
 }
 
@@ -125,12 +133,14 @@ function deliveryOf(request: H3Event["req"]): (() => Promise<boolean>) | undefin
 
 /**
  * Wraps a route: a request id (the client's X-Request-Id when sane), an abort signal tied to
- * the client, the surface's error envelope, one JSON log line and the HTTP metrics per request.
+ * the client, the surface's error envelope (or the route's dialect's), one JSON log line and the
+ * HTTP metrics per request.
  */
 export function instrument(
   surface: CallSurface,
   observers: Observers,
   handler: (event: H3Event, scope: RequestScope) => Promise<Response>,
+  dialect?: Dialect,
 ) {
   const { log, metrics } = observers;
   return async (event: H3Event): Promise<Response> => {
@@ -161,7 +171,7 @@ export function instrument(
     try {
       response = await handler(event, scope);
     } catch (error) {
-      response = errorResponse(surface, error, scope.requestId, log, scope.responseHeaders);
+      response = errorResponse(surface, error, scope.requestId, log, scope.responseHeaders, dialect);
       if (response.status === 402 || response.status === 429) refusal = toServiceError(error).code;
     }
     const finish = () => {

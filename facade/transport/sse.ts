@@ -3,6 +3,11 @@ import { FastResponse } from "srvx";
 export interface SseOptions {
   /** Sent as a last `data:` line after the items, e.g. `[DONE]`. */
   done?: string;
+  /**
+   * Each item's `type` is also its frame's `event:` name (the Responses and Messages dialects'
+   * typed events), the error frame's too when its body has one.
+   */
+  named?: boolean;
   /** Renders an error raised mid-stream as the data of one last frame. */
   errorFrame(error: unknown): unknown;
   headers: Headers;
@@ -15,7 +20,7 @@ export interface SseOptions {
    * no service header but `X-Service-Request-Id` (docs/interface.md 4.2).
    */
   plain?: boolean;
-  /** The text of an item's frame when it already has one (rpc/chat/wire.ts); JSON otherwise. */
+  /** The text of an item's frame when it already has one (rpc/wire-text.ts); JSON otherwise. */
   wireText?(item: unknown): string | undefined;
 }
 
@@ -55,6 +60,10 @@ export function toSseResponse(items: AsyncIterable<unknown>, options: SseOptions
     options.onEnd?.();
   };
   const text = (data: unknown) => (typeof data === "string" ? data : (options.wireText?.(data) ?? JSON.stringify(data)));
+  const frame = (data: unknown) => {
+    const type = options.named ? (data as { type?: unknown } | null)?.type : undefined;
+    return `${typeof type === "string" ? `event: ${type}\n` : ""}data: ${text(data)}\n\n`;
+  };
   const cancel = async () => {
     if (finished) return;
     finished = true;
@@ -83,15 +92,15 @@ export function toSseResponse(items: AsyncIterable<unknown>, options: SseOptions
           step = await iterator.next();
         } catch (error) {
           if (finished) return;
-          sink.write(`data: ${text(options.errorFrame(error))}\n\n`);
+          sink.write(frame(options.errorFrame(error)));
           break;
         }
         if (finished) return;
         if (step.done) {
-          if (options.done) sink.write(`data: ${options.done}\n\n`);
+          if (options.done) sink.write(frame(options.done));
           break;
         }
-        if (!sink.write(`data: ${text(step.value)}\n\n`)) await waitDrain();
+        if (!sink.write(frame(step.value))) await waitDrain();
         if (finished) return;
       }
       finished = true;

@@ -1,14 +1,16 @@
 import { getCookie, type HTTPEvent } from "h3";
 import type { Presented } from "../../rpc/auth.js";
-import { CONSOLE_COOKIE, SURFACES, type CallSurface } from "../../rpc/surfaces.js";
+import type { Dialect } from "../../rpc/define.js";
+import { CONSOLE_COOKIE, profileOf, type CallSurface } from "../../rpc/surfaces.js";
 
 /**
  * The credential reader: the presentations a surface accepts (its profile's `credentials`,
  * docs/interface.md 5): Platform and Account take a bearer key only; the console a cookie
- * only; the Gateway, bridge and JSON-RPC a bearer token or `X-API-Key`.
+ * only; the Gateway, bridge and JSON-RPC a bearer token or `X-API-Key`; a route of the
+ * `anthropic` dialect a bearer token or `X-API-Key` on any surface (rpc/surfaces.ts DIALECTS).
  */
-export function presentedFor(surface: CallSurface, request: Request): Presented {
-  const accepts = SURFACES[surface].credentials;
+export function presentedFor(surface: CallSurface, request: Request, dialect?: Dialect): Presented {
+  const accepts = profileOf(surface, dialect).credentials;
   if (accepts.includes("cookie")) {
     const cookie = getCookie({ req: request } as HTTPEvent, CONSOLE_COOKIE);
     return cookie ? { cookie, viaConsole: true } : { viaConsole: true };

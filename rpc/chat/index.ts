@@ -1,13 +1,14 @@
 import { pick } from "../module.js";
 import { chatDomain } from "./deps.js";
 import { chatMethods } from "./methods.js";
+import { dialectMethods } from "./dialect-methods.js";
 import { modelMethods } from "./model-methods.js";
 import { loadModels } from "./models-config.js";
 import { ModelRouter } from "./model-router.js";
 
-/** Chat completions on every surface and the model catalog (docs/models-and-chat.md). */
+/** Chat completions on every surface, the Responses and Messages dialects (docs/dialects.md) and the model catalog (docs/models-and-chat.md). */
 export const chatModule = chatDomain.module({
-  methods: [...modelMethods, ...chatMethods],
+  methods: [...modelMethods, ...chatMethods, ...dialectMethods],
   check: (config) => void loadModels(config),
   init: async (ports) => {
     // The model router (docs/interface.md's "model gateway"): ids to deployments, prices.

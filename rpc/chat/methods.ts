@@ -1,14 +1,6 @@
 import { principalOf } from "../auth.js";
 import { countPromptTokens } from "./tokens.js";
-import {
-  PlatformChatBody,
-  ToolChatBody,
-  runChat,
-  toChatRequest,
-  toToolChatRequest,
-  type ChatBodyInput,
-  type ToolChatBodyInput,
-} from "./run-chat.js";
+import { PlatformChatBody, ToolChatBody, runChat, toChatRequest, toToolChatRequest, type ToolChatBodyInput } from "./run-chat.js";
 import type { RoutedModel } from "./model-router.js";
 import type { Hold, Meter } from "../money/money.js";
 import type { ChatRequest } from "./types.js";
@@ -34,12 +26,12 @@ function enterRouter(ctx: ChatContext): void {
  */
 async function holdAndRun(
   ctx: ChatContext,
-  body: ChatBodyInput,
+  request: ChatRequest,
+  includeUsage: boolean,
   plan: string | undefined,
   hold: (model: RoutedModel, request: ChatRequest, promptTokens: number) => Promise<Hold>,
   beforeRouterError: (() => Promise<void>) | undefined,
   meter: Pick<Meter, "surface" | "credits">,
-  request: ChatRequest = toChatRequest(body),
 ) {
   let model: RoutedModel;
   try {
@@ -69,7 +61,7 @@ async function holdAndRun(
       model,
       request,
       promptTokens,
-      includeUsage: "stream_options" in body && body.stream_options?.include_usage === true,
+      includeUsage,
       // Settled on the ledger and counted in the metering with the same amounts (docs/billing.md
       // "Usage"), sent together: one journal flush on fs, one round trip on Redis.
       // The cost is at the price of the deployment that answered (docs/providers.md "Money").
@@ -94,22 +86,29 @@ async function holdAndRun(
   return answer;
 }
 
-/** A chat on the user's plan allowance (Account and Gateway surfaces): no workspace credits are held. */
-async function userChat(ctx: ChatContext, params: ToolChatBodyInput, surface: "account" | "gateway") {
+/**
+ * A chat on the user's plan allowance (Account and Gateway surfaces): no workspace credits are
+ * held. The canonical request comes from the chat body or a dialect (rpc/chat/dialect-methods.ts);
+ * `includeUsage` keeps the usage chunk in a stream (a dialect always reads it).
+ */
+export async function userChat(ctx: ChatContext, request: ChatRequest, includeUsage: boolean, surface: "account" | "gateway") {
   const userId = principalOf(ctx).userId;
   const planId = await ctx.deps.money.userPlan(userId);
-  // Function calling is carried on these surfaces (docs/models-and-chat.md "Tool calls").
   return holdAndRun(
     ctx,
-    params,
+    request,
+    includeUsage,
     planId,
     (model, request, promptTokens) =>
       ctx.deps.money.admitUser(userId, planId, promptTokens + ctx.deps.models.outputCap(model, promptTokens, request.max_tokens)),
     undefined,
     { surface, credits: false },
-    toToolChatRequest(params),
   );
 }
+
+/** A chat completions body on the Account and Gateway surfaces, which carry function calling (docs/models-and-chat.md "Tool calls"). */
+const toolChat = (ctx: ChatContext, params: ToolChatBodyInput, surface: "account" | "gateway") =>
+  userChat(ctx, toToolChatRequest(params), params.stream_options?.include_usage === true, surface);
 
 export const chatMethods = [
   chatDomain.method({
@@ -138,7 +137,8 @@ export const chatMethods = [
       const principal = principalOf(ctx);
       return holdAndRun(
         ctx,
-        params,
+        toChatRequest(params),
+        false,
         undefined,
         (model, request, promptTokens) => {
           // The most the request can cost: the prompt plus max_tokens (or the output cap) at the
@@ -175,7 +175,7 @@ export const chatMethods = [
     },
     http: [{ surface: "account", method: "POST", path: "/chat/completions" }],
     stream: { done: "[DONE]" },
-    handler: (params, ctx) => userChat(ctx, params, "account"),
+    handler: (params, ctx) => toolChat(ctx, params, "account"),
   }),
 
   chatDomain.method({
@@ -199,6 +199,6 @@ export const chatMethods = [
     },
     http: [{ surface: "gateway", method: "POST", path: "/chat/completions" }],
     stream: { done: "[DONE]" },
-    handler: (params, ctx) => userChat(ctx, params, "gateway"),
+    handler: (params, ctx) => toolChat(ctx, params, "gateway"),
   }),
 ];

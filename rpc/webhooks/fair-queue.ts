@@ -11,7 +11,7 @@ const SAMPLE_MS = 10;
  *
  * Background work must also not slow the requests the instance serves: while tasks wait, the
  * queue samples the event loop's lag every 10 ms and runs fewer at once when it grows (halved
- * above 8 ms, one more below 3 ms: additive increase, multiplicative decrease), at least one.
+ * above 3 ms, one more below 1 ms: additive increase, multiplicative decrease), at least one.
  */
 export class FairQueue {
   readonly #total: number;

@@ -1,27 +1,28 @@
 import { randomBytes } from "node:crypto";
-import { Webhook } from "standardwebhooks";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import { ServiceError } from "../errors.js";
 import { AddressRefused, OutboundGuard, type ResolveHost } from "../outbound/outbound-guard.js";
-import { toGuardedFetch, type GuardedFetch } from "../outbound/guarded-fetch.js";
 import type { SecretBox } from "../../storage/secret-box.js";
 import type { EventRecord } from "../../storage/events/event-log.js";
 import type { DeliveryAttempt, FanOutJob, WebhookDelivery, WebhookSubscription, WebhooksRepo } from "../../storage/repos/webhooks.js";
 import { newId, sha256Hex } from "../../storage/ids.js";
 import { matchesFilter } from "./filter.js";
 import { FairQueue } from "./fair-queue.js";
+import type { SendJob } from "./send.js";
+import { type DeliverySender, LoopSender, ThreadSender } from "./sender.js";
 
 /** Waits after failed attempts 1…7 (Svix's schedule); an 8th failure marks the delivery failed. */
 export const RETRY_SCHEDULE_MS = [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000] as const;
 /** Each wait is scaled by a random factor in [1 - JITTER, 1 + JITTER], so retries of many deliveries spread out. */
 export const JITTER = 0.1;
-/** Bytes of a receiver's answer kept on the attempt. */
-export const SNIPPET_BYTES = 1024;
 /** A rotated-out secret still signs (second signature) this long, so receivers can roll over. */
 export const ROTATION_GRACE_MS = 24 * 3600_000;
 /** Deliveries stored per step of a fan-out; the event loop is yielded between steps. */
 export const FAN_OUT_BATCH = 20;
+/** Subscription secrets kept opened (plaintext) for the next attempts. */
+const OPENED_SECRETS = 10_000;
+const PRIVATE_HINT = "set WEBHOOKS_ALLOW_PRIVATE=true to allow webhooks inside the deployment";
 
 /**
  * The id of the delivery of `eventId` to `subscriptionId`: the same whichever instance stores
@@ -60,6 +61,7 @@ export interface WebhookWorkerDeps {
     | "WEBHOOKS_CONCURRENCY"
     | "WEBHOOKS_TENANT_CONCURRENCY"
     | "WEBHOOKS_LEASE_SECONDS"
+    | "WEBHOOKS_SEND_THREADS"
   >;
   log: Logger;
   repo: WebhooksRepo;
@@ -82,7 +84,8 @@ export interface WebhookWorkerDeps {
 export class WebhookWorker {
   readonly #deps: WebhookWorkerDeps;
   readonly #guard: OutboundGuard;
-  readonly #fetch: GuardedFetch;
+  readonly #sender: DeliverySender;
+  readonly #opened = new Map<string, string>();
   readonly #holder = newId("wrk");
   readonly #random: () => number;
   readonly #inFlight = new Set<Promise<unknown>>();
@@ -91,8 +94,6 @@ export class WebhookWorker {
   readonly #queued = new Set<string>();
   #timer: NodeJS.Timeout | undefined;
   #closed = false;
-  /** Aborts attempts in flight when the service closes, so shutdown never waits for a slow receiver. */
-  readonly #closing = new AbortController();
 
   constructor(deps: WebhookWorkerDeps) {
     this.#deps = deps;
@@ -101,9 +102,16 @@ export class WebhookWorker {
     this.#guard = new OutboundGuard({
       allowPrivate: deps.config.WEBHOOKS_ALLOW_PRIVATE,
       resolve: deps.resolveHost,
-      hint: "set WEBHOOKS_ALLOW_PRIVATE=true to allow webhooks inside the deployment",
+      hint: PRIVATE_HINT,
     });
-    this.#fetch = toGuardedFetch(this.#guard);
+    // docs/webhooks.md "Delivery threads": attempts in worker threads unless set to 0.
+    const threads = deps.config.WEBHOOKS_SEND_THREADS;
+    this.#sender =
+      threads > 0
+        ? new ThreadSender(threads, { allowPrivate: deps.config.WEBHOOKS_ALLOW_PRIVATE, hint: PRIVATE_HINT }, deps.resolveHost, {
+            ended: (reason) => deps.log.error({ msg: "webhook delivery thread ended; the next attempt starts another", reason }),
+          })
+        : new LoopSender(this.#guard);
   }
 
   start() {
@@ -125,8 +133,10 @@ export class WebhookWorker {
   async close() {
     this.#closed = true;
     clearTimeout(this.#timer);
-    this.#closing.abort();
+    // Attempts in flight are cut, so shutdown never waits for a slow receiver.
+    this.#sender.abort();
     await Promise.allSettled([...this.#inFlight]);
+    await this.#sender.close();
     this.#guard.close();
   }
 
@@ -265,7 +275,7 @@ export class WebhookWorker {
     try {
       sub = await this.#deps.repo.getSubscription(delivery.subscriptionId);
       attempt = sub
-        ? await this.#send(sub, delivery)
+        ? await this.#sender.send(this.#job(sub, delivery))
         : { at: new Date().toISOString(), statusCode: null, durationMs: 0, error: "subscription deleted" };
     } finally {
       clearInterval(renewal);
@@ -287,53 +297,27 @@ export class WebhookWorker {
             };
     }
     next.updatedAt = new Date().toISOString();
-    await this.#deps.repo.putDelivery(next);
+    await this.#deps.repo.updateDelivery(next);
     if (next.status === "failed" && delivery.status !== "failed") await this.#deps.onFailed(next).catch(() => undefined);
     return next;
   }
 
-  async #send(sub: WebhookSubscription, delivery: WebhookDelivery): Promise<DeliveryAttempt> {
-    const started = Date.now();
-    const at = new Date(started).toISOString();
-    const timestamp = new Date(Math.floor(started / 1000) * 1000);
-    const secrets = [sub.secret];
-    if (sub.previousSecret && sub.previousUntil && Date.parse(sub.previousUntil) > started) secrets.push(sub.previousSecret);
-    const signature = secrets
-      .map((sealed) => new Webhook(this.#deps.secrets.open(sealed)).sign(delivery.id, timestamp, delivery.body))
-      .join(" ");
-    const timeoutMs = this.#deps.config.WEBHOOKS_TIMEOUT_SECONDS * 1000;
-    const timeout = AbortSignal.timeout(timeoutMs);
-    const signal = AbortSignal.any([timeout, this.#closing.signal]);
-    try {
-      const res = await this.#fetch(sub.url, {
-        method: "POST",
-        headers: {
-          "content-type": "application/json",
-          "user-agent": "chat-agent-tool-gateway-webhooks",
-          "webhook-id": delivery.id,
-          "webhook-timestamp": String(timestamp.getTime() / 1000),
-          "webhook-signature": signature,
-        },
-        body: delivery.body,
-        signal,
-      });
-      const response = await readSnippet(res, signal);
-      const redirect = res.status >= 300 && res.status < 400;
-      return {
-        at,
-        statusCode: res.status,
-        durationMs: Date.now() - started,
-        ...(redirect ? { error: `redirect to ${res.headers.get("location") ?? "?"} not followed` } : {}),
-        response,
-      };
-    } catch (error) {
-      const error_ = timeout.aborted
-        ? `no answer within ${timeoutMs / 1000} s (WEBHOOKS_TIMEOUT_SECONDS)`
-        : this.#closing.signal.aborted
-          ? "interrupted by shutdown"
-          : describe(error);
-      return { at, statusCode: null, durationMs: Date.now() - started, error: error_ };
+  /** One attempt's request for the sender: the subscription's URL and secrets in plaintext (opened once per sealed value). */
+  #job(sub: WebhookSubscription, delivery: WebhookDelivery): SendJob {
+    const secrets = [this.#open(sub.secret)];
+    if (sub.previousSecret && sub.previousUntil && Date.parse(sub.previousUntil) > Date.now()) secrets.push(this.#open(sub.previousSecret));
+    return { id: delivery.id, url: sub.url, body: delivery.body, secrets, timeoutMs: this.#deps.config.WEBHOOKS_TIMEOUT_SECONDS * 1000 };
+  }
+
+  /** A subscription's secret in plaintext, kept for the next attempts (a rotation seals a new value, so it is a new entry). */
+  #open(sealed: string): string {
+    let plain = this.#opened.get(sealed);
+    if (plain === undefined) {
+      plain = this.#deps.secrets.open(sealed);
+      if (this.#opened.size >= OPENED_SECRETS) this.#opened.delete(this.#opened.keys().next().value!);
+      this.#opened.set(sealed, plain);
     }
+    return plain;
   }
 
   #track<T>(promise: Promise<T>): Promise<T> {
@@ -346,30 +330,4 @@ export class WebhookWorker {
   static newSecret(): string {
     return `whsec_${randomBytes(24).toString("base64")}`;
   }
-}
-
-/** The first SNIPPET_BYTES of the answer; the rest is never read (a huge body costs nothing). */
-async function readSnippet(res: Response, signal: AbortSignal): Promise<string> {
-  if (!res.body) return "";
-  const reader = res.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  try {
-    while (size < SNIPPET_BYTES && !signal.aborted) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      chunks.push(value);
-      size += value.length;
-    }
-  } finally {
-    void reader.cancel().catch(() => undefined);
-  }
-  return Buffer.concat(chunks).subarray(0, SNIPPET_BYTES).toString("utf8");
-}
-
-function describe(error: unknown): string {
-  if (error instanceof AddressRefused) return error.message;
-  const cause = (error as { cause?: { code?: string } })?.cause;
-  const code = (error as { code?: string })?.code ?? cause?.code;
-  return code ? `connection failed (${code})` : `connection failed: ${(error as Error)?.message ?? String(error)}`;
 }

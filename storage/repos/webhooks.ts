@@ -143,6 +143,11 @@ export class WebhooksRepo {
 
   async putDelivery(delivery: WebhookDelivery) {
     await this.#deliveryOwners.put([delivery.id], { tenantId: delivery.tenantId });
+    return this.updateDelivery(delivery);
+  }
+
+  /** Writes a delivery already stored (its owner index is unchanged): an attempt's outcome. */
+  async updateDelivery(delivery: WebhookDelivery) {
     await this.#deliveries.put([delivery.tenantId, delivery.id], delivery);
     if (delivery.status === "pending" && delivery.nextAttemptAt)
       await this.#due.put([delivery.id], { id: delivery.id, tenantId: delivery.tenantId, dueAt: Date.parse(delivery.nextAttemptAt) });

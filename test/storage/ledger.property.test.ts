@@ -141,6 +141,22 @@ describe.each([
     }
   });
 
+  it("counts a hold placed again under the same id once, at its new amount", async () => {
+    const store = await open(driver);
+    try {
+      const ledger = new LedgerRepo(store);
+      const credits = ledger.credits("ws_again");
+      await store.atomic.adjust(credits.key, 100);
+      expect(await ledger.hold("h_again", [{ account: credits, amount: 30 }], LEASE)).toBeNull();
+      expect(await ledger.hold("h_again", [{ account: credits, amount: 20 }], LEASE)).toBeNull();
+      expect(await ledger.state(credits)).toMatchObject({ value: 100, held: 20 });
+      await ledger.settle("h_again", [{ account: credits, used: 15 }]);
+      expect(await ledger.state(credits)).toMatchObject({ value: 85, held: 0 });
+    } finally {
+      await store.close();
+    }
+  });
+
   it("keeps available + held = granted − settled, admits exactly what the rule admits, and never passes the bound", async () => {
     const store = await open(driver);
     const ledger = new LedgerRepo(store);

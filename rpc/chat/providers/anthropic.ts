@@ -18,6 +18,7 @@ import {
   ChunkFrames,
   apiKeyOf,
   argumentsObject,
+  declaredTools,
   guarded,
   imageUrlOf,
   invalidAnswer,
@@ -120,13 +121,15 @@ export function anthropicRequest(request: ChatRequest, model: string, maxTokens:
   if (request.top_p !== undefined) body.top_p = request.top_p;
   const stop = stopList(request.stop);
   if (stop) body.stop_sequences = stop;
-  if (request.tools?.length) {
-    body.tools = request.tools.map((tool) => ({
+  const { tools, fromHistory } = declaredTools(request);
+  if (tools.length) {
+    body.tools = tools.map((tool) => ({
       name: tool.function.name,
       ...(tool.function.description ? { description: tool.function.description } : {}),
       input_schema: tool.function.parameters ?? { type: "object", properties: {} },
     }));
-    const choice = toolChoiceOf(request.tool_choice, request.parallel_tool_calls);
+    // Tools declared only for the history's sake are not to be called again.
+    const choice = fromHistory ? { type: "none" } : toolChoiceOf(request.tool_choice, request.parallel_tool_calls);
     if (choice) body.tool_choice = choice;
   }
   return body;

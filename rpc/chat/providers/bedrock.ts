@@ -21,6 +21,7 @@ import { ProviderError, isRetryableStatus } from "./provider-error.js";
 import {
   ChunkFrames,
   argumentsObject,
+  declaredTools,
   guarded,
   imageUrlOf,
   invalidAnswer,
@@ -157,9 +158,11 @@ export function bedrockRequest(request: ChatRequest): Record<string, unknown> {
   const stop = stopList(request.stop);
   if (stop) inference.stopSequences = stop;
   if (Object.keys(inference).length) body.inferenceConfig = inference;
-  if (request.tools?.length) {
+  // Converse has no "none": tools declared only for the history's sake may be called again.
+  const { tools, fromHistory } = declaredTools(request);
+  if (tools.length) {
     const toolConfig: Record<string, unknown> = {
-      tools: request.tools.map((tool) => ({
+      tools: tools.map((tool) => ({
         toolSpec: {
           name: tool.function.name,
           ...(tool.function.description ? { description: tool.function.description } : {}),
@@ -167,7 +170,7 @@ export function bedrockRequest(request: ChatRequest): Record<string, unknown> {
         },
       })),
     };
-    const choice = toolChoiceOf(request.tool_choice);
+    const choice = fromHistory ? undefined : toolChoiceOf(request.tool_choice);
     if (choice) toolConfig.toolChoice = choice;
     body.toolConfig = toolConfig;
   }

@@ -1,6 +1,6 @@
 import { ServiceError } from "../../errors.js";
 import { isUpstreamTimeout, upstreamRequest, type UpstreamResponse } from "../../outbound/upstream.js";
-import type { ChatChunk, ChatMessage, ContentPart, FinishReason, ToolCallDelta, Usage } from "../types.js";
+import type { ChatChunk, ChatMessage, ChatRequest, ContentPart, FinishReason, ToolCallDelta, ToolSpec, Usage } from "../types.js";
 import { isRetryableStatus, messageOf, ProviderError, retryAfterOf, retryDelayOf } from "./provider-error.js";
 
 /**
@@ -203,6 +203,30 @@ export function toolNamesById(messages: readonly ChatMessage[]): Map<string, str
   const names = new Map<string, string>();
   for (const message of messages) for (const call of message.tool_calls ?? []) names.set(call.id, call.function.name);
   return names;
+}
+
+/**
+ * The tools a request declares, or, when it declares none but its history holds tool calls or
+ * results, the functions that history names, each with an open schema: Anthropic and Bedrock
+ * refuse tool blocks in a request without tools (docs/providers.md "Tool calls"). The second
+ * value says the list was read from the history, so the adapter can forbid a new call.
+ */
+export function declaredTools(request: Pick<ChatRequest, "tools" | "messages">): { tools: ToolSpec[]; fromHistory: boolean } {
+  if (request.tools?.length) return { tools: request.tools, fromHistory: false };
+  const names = new Set<string>();
+  let results = false;
+  for (const message of request.messages) {
+    for (const call of message.tool_calls ?? []) names.add(call.function.name);
+    if (message.role === "tool") results = true;
+  }
+  if (!names.size && !results) return { tools: [], fromHistory: false };
+  // Results whose calls are not in the history still need one declared tool.
+  if (!names.size) names.add("tool");
+  const tools: ToolSpec[] = [...names].map((name) => ({
+    type: "function",
+    function: { name, description: "Declared by the gateway for the conversation's earlier calls.", parameters: { type: "object" } },
+  }));
+  return { tools, fromHistory: true };
 }
 
 /** `system` and `developer` messages: the instructions the native formats carry apart. */

@@ -142,6 +142,9 @@ describe("The console in a real browser", () => {
     expect(await page.locator("#key-table thead th").allTextContents()).toEqual(
       expect.arrayContaining(["Spend limit", "Requests per minute", "Tokens per minute"]),
     );
+    // The row's actions fit a desktop window without scrolling the table.
+    const revoke = await page.getByRole("button", { name: "Revoke browser key" }).boundingBox();
+    expect(revoke!.x + revoke!.width).toBeLessThanOrEqual(page.viewportSize()!.width);
     await shot(page, "keys");
     // The first request above is from another minute's window or this one: send until refused.
     let refused: unknown;

@@ -15,6 +15,8 @@ import { eventually } from "../../helpers/eventually.js";
  */
 
 const SUBSCRIPTIONS = 5_000;
+/** p99 of `GET /auth/me` on a quiet machine, without any fan-out (a few ms; docs/webhooks.md "Fair delivery"). */
+const QUIET_P99_MS = 10;
 let server: TestServer;
 let receiver: Awaited<ReturnType<typeof startReceiver>>;
 let noisy: Awaited<ReturnType<typeof registerUser>>;
@@ -42,6 +44,9 @@ beforeAll(async () => {
     WEBHOOKS_LEASE_SECONDS: "1",
     WEBHOOKS_CONCURRENCY: "16",
     WEBHOOKS_TENANT_CONCURRENCY: "4",
+    // The quiet tenant sends a few thousand requests a minute while it is measured.
+    GATEWAY_API_RATE_LIMIT_RPM: "1000000",
+    GATEWAY_TENANT_RATE_LIMIT_RPM: "1000000",
   });
   [noisy, quiet] = await Promise.all([registerUser(server), registerUser(server)]);
 }, 30_000);
@@ -95,14 +100,19 @@ describe("fair webhook delivery", () => {
       expect(res.status).toBe(201);
       return performance.now() - started;
     };
-    // Publishing with no subscription, then with 5,000: the same work (one stored job).
-    const baseline: number[] = [];
-    for (let i = 0; i < 200; i++) {
+    const me = async (into: number[]) => {
       const t = performance.now();
-      await server.request("/gateway/v1/auth/me", { headers: bearer(quiet.token) });
-      baseline.push(performance.now() - t);
-    }
+      const res = await server.request("/gateway/v1/auth/me", { headers: bearer(quiet.token) });
+      into.push(performance.now() - t);
+      expect(res.status).toBe(200);
+    };
+    const noisyCount = async () => (await sinkStats())["/noisy"]?.count ?? 0;
+    // The same requests without any fan-out, just before it and just after it: what the
+    // machine itself adds (other processes on its cores), measured in this run.
+    const quietBefore: number[] = [];
+    for (let i = 0; i < 300; i++) await me(quietBefore);
     const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+    // Publishing with no subscription, then with 5,000: the same work (one stored job).
     const before: number[] = [];
     for (let i = 0; i < 5; i++) before.push(await publish(noisy, "warm.up"));
     await manySubscriptions(noisy.user.tenantId, SUBSCRIPTIONS, "/noisy", sinkPort);
@@ -117,38 +127,42 @@ describe("fair webhook delivery", () => {
     // It was 3.7 s when the fan-out ran in the request.
     expect(publishMs).toBeLessThan(2 * median(before) + 200);
 
-    // While the noisy tenant's deliveries go out, the quiet tenant works as usual.
-    const latencies: number[] = [];
-    const quietEvent = server.request("/gateway/v1/events", {
-      method: "POST",
-      headers: bearer(quiet.token),
-      json: { topic: "calm", type: "calm.one", payload: {} },
-    });
-    for (let i = 0; i < 200; i++) {
-      const t = performance.now();
-      const me = await server.request("/gateway/v1/auth/me", { headers: bearer(quiet.token) });
-      latencies.push(performance.now() - t);
-      expect(me.status).toBe(200);
+    // For as long as the noisy tenant's 5,000 deliveries go out, the quiet tenant works as usual
+    // (and publishes an event of its own, whose delivery goes out at its next turn).
+    const during: number[] = [];
+    const fanOutStarted = performance.now();
+    const quietEvent = publish(quiet, "calm.one");
+    let noisyWhenQuietArrived: number | undefined;
+    const deadline = performance.now() + 120_000;
+    for (let done = 0; done < SUBSCRIPTIONS && performance.now() < deadline; ) {
+      for (let i = 0; i < 25; i++) await me(during);
+      done = await noisyCount();
+      if (noisyWhenQuietArrived === undefined && receiver.received.some((r) => r.path === "/quiet")) noisyWhenQuietArrived = done;
     }
-    expect((await quietEvent).status).toBe(201);
-    const noisyDone = (await sinkStats())["/noisy"]?.count ?? 0;
-    const p99 = percentile(latencies, 99);
-    // The target is p99 under 50 ms (before this queue: 3,424 ms). The figures are printed; the
-    // assertion leaves room for a shared CI machine: 100 ms, plus what the same run's baseline
-    // (the same requests before the fan-out) shows of other load on the machine.
-    const baselineP99 = percentile(baseline, 99);
-    const earlier = `before the fan-out: p50 ${percentile(baseline, 50).toFixed(1)}, p99 ${baselineP99.toFixed(1)} ms`;
-    const figures = `p50 ${percentile(latencies, 50).toFixed(1)} ms, p99 ${p99.toFixed(1)} ms (${earlier}) with ${noisyDone} of ${SUBSCRIPTIONS} noisy deliveries made`;
+    const fanOutSeconds = (performance.now() - fanOutStarted) / 1000;
+    await quietEvent;
+    const quietAfter: number[] = [];
+    for (let i = 0; i < 300; i++) await me(quietAfter);
+
+    const p99 = percentile(during, 99);
+    const machineP99 = percentile([...quietBefore, ...quietAfter], 99);
+    const figures =
+      `p50 ${percentile(during, 50).toFixed(1)} ms, p99 ${p99.toFixed(1)} ms, max ${Math.max(...during).toFixed(1)} ms over ${during.length} requests ` +
+      `during the fan-out (${fanOutSeconds.toFixed(1)} s); without it p50 ${percentile([...quietBefore, ...quietAfter], 50).toFixed(1)} ms, p99 ${machineP99.toFixed(1)} ms`;
     console.log(`fair delivery: ${figures}`);
-    expect(p99, figures).toBeLessThan(100 + Math.max(0, baselineP99 - 10));
+    // Under 50 ms at p99 (before the fair queue: 3,424 ms). On a quiet machine the same requests
+    // without a fan-out take under QUIET_P99_MS at p99, and the bound is 50 ms; what this run's
+    // own requests without a fan-out show above that (other processes on the machine's cores)
+    // is not the fan-out's doing and is added to the bound.
+    expect(p99, figures).toBeLessThan(50 + Math.max(0, machineP99 - QUIET_P99_MS));
     // The quiet tenant's delivery went out long before the noisy backlog drained.
     await eventually(() => receiver.received.some((r) => r.path === "/quiet"), 5_000);
-    expect((await sinkStats())["/noisy"]?.count ?? 0).toBeLessThan(SUBSCRIPTIONS);
+    expect(noisyWhenQuietArrived ?? SUBSCRIPTIONS).toBeLessThan(SUBSCRIPTIONS);
     // Everyone gets theirs, once; nothing for the warm-up events published before the subscriptions.
-    await eventually(async () => ((await sinkStats())["/noisy"]?.count ?? 0) >= SUBSCRIPTIONS, 120_000);
+    await eventually(async () => (await noisyCount()) >= SUBSCRIPTIONS, 120_000);
     expect((await sinkStats())["/noisy"]).toEqual({ count: SUBSCRIPTIONS, unique: SUBSCRIPTIONS, types: ["blast.sent"] });
     expect(await deps().webhooks.listFanOuts()).toEqual([]);
-  }, 180_000);
+  }, 300_000);
 
   it("a fan-out left by an instance that died is taken over once its lease expires, and no delivery is stored twice", async () => {
     const { webhooks: repo, webhookWorker: worker } = deps();
@@ -226,52 +240,60 @@ describe("fair webhook delivery", () => {
 });
 
 describe("shutdown", () => {
-  it("a worker closed with deliveries waiting for their turn leaves them due: no attempt is made and cut", async () => {
-    const { webhooks: repo, secrets, resolveHost } = deps();
-    const worker = new WebhookWorker({
-      config: {
-        WEBHOOKS_ALLOW_PRIVATE: true,
-        WEBHOOKS_TIMEOUT_SECONDS: 5,
-        WEBHOOKS_POLL_MS: 0,
-        WEBHOOKS_CONCURRENCY: 1,
-        WEBHOOKS_TENANT_CONCURRENCY: 1,
-        WEBHOOKS_LEASE_SECONDS: 5,
-      },
-      log: { info() {}, error() {} } as never,
-      repo,
-      secrets,
-      resolveHost,
-      onFailed: async () => undefined,
-    });
-    await manySubscriptions(noisy.user.tenantId, 1, "/shutdown", sinkPort);
-    const sub = (await repo.getSubscription("whs_shutdown0"))!;
-    const now = new Date().toISOString();
-    const ids = Array.from({ length: 30 }, (_, i) => `msg_shutdown${i}`);
-    for (const id of ids) {
-      await repo.putDelivery({
-        id,
-        tenantId: noisy.user.tenantId,
-        subscriptionId: sub.id,
-        eventId: `evt_${id}`,
-        eventType: "shut.down",
-        body: "{}",
-        status: "pending",
-        attempts: [],
-        nextAttemptAt: now,
-        createdAt: now,
-        updatedAt: now,
+  it.each([
+    ["in a delivery thread", 1],
+    ["on the service's loop", 0],
+  ])(
+    "a worker closed with deliveries waiting for their turn leaves them due: no attempt is made and cut (attempts %s)",
+    async (_, threads) => {
+      const { webhooks: repo, secrets, resolveHost } = deps();
+      const worker = new WebhookWorker({
+        config: {
+          WEBHOOKS_ALLOW_PRIVATE: true,
+          WEBHOOKS_TIMEOUT_SECONDS: 5,
+          WEBHOOKS_POLL_MS: 0,
+          WEBHOOKS_CONCURRENCY: 1,
+          WEBHOOKS_TENANT_CONCURRENCY: 1,
+          WEBHOOKS_LEASE_SECONDS: 5,
+          WEBHOOKS_SEND_THREADS: threads,
+        },
+        log: { info() {}, error() {} } as never,
+        repo,
+        secrets,
+        resolveHost,
+        onFailed: async () => undefined,
       });
-    }
-    const ticked = worker.tick();
-    await eventually(() => worker.queue.running > 0);
-    await worker.close();
-    await ticked;
-    const after = await Promise.all(ids.map((id) => repo.getDelivery(id)));
-    const untouched = after.filter((d) => d!.attempts.length === 0);
-    expect(untouched.length).toBeGreaterThan(20);
-    for (const d of untouched) expect(d).toMatchObject({ status: "pending" });
-    expect(after.filter((d) => d!.attempts.some((a) => a.error === "interrupted by shutdown")).length).toBeLessThanOrEqual(1);
-  });
+      const path = `/shutdown${threads}`;
+      await manySubscriptions(noisy.user.tenantId, 1, path, sinkPort);
+      const sub = (await repo.getSubscription(`whs_shutdown${threads}0`))!;
+      const now = new Date().toISOString();
+      const ids = Array.from({ length: 30 }, (_, i) => `msg_shutdown${threads}x${i}`);
+      for (const id of ids) {
+        await repo.putDelivery({
+          id,
+          tenantId: noisy.user.tenantId,
+          subscriptionId: sub.id,
+          eventId: `evt_${id}`,
+          eventType: "shut.down",
+          body: "{}",
+          status: "pending",
+          attempts: [],
+          nextAttemptAt: now,
+          createdAt: now,
+          updatedAt: now,
+        });
+      }
+      const ticked = worker.tick();
+      await eventually(() => worker.queue.running > 0);
+      await worker.close();
+      await ticked;
+      const after = await Promise.all(ids.map((id) => repo.getDelivery(id)));
+      const untouched = after.filter((d) => d!.attempts.length === 0);
+      expect(untouched.length).toBeGreaterThan(20);
+      for (const d of untouched) expect(d).toMatchObject({ status: "pending" });
+      expect(after.filter((d) => d!.attempts.some((a) => a.error === "interrupted by shutdown")).length).toBeLessThanOrEqual(1);
+    },
+  );
 });
 
 describe("FairQueue", () => {

@@ -177,6 +177,34 @@ describe("anthropic adapter", () => {
     }
   });
 
+  it("answers a tool history sent without tools: the history's functions are declared and no new call is allowed", async () => {
+    const { tools: _omitted, ...history } = TOOL_CONVERSATION;
+    // Without the declaration the Messages API (and its mock) answers 400.
+    const result = await provider.complete({ model: "claude", ...history, tool_choice: "required" }, signal());
+    expect(completionOf(result).choices[0]!.finish_reason).toBe("stop");
+    const body = upstream.calls[0]!.body;
+    expect(body.tools).toEqual([
+      { name: "weather", description: "Declared by the gateway for the conversation's earlier calls.", input_schema: { type: "object" } },
+    ]);
+    expect(body.tool_choice).toEqual({ type: "none" });
+    expect(body.messages[1].content[0]).toEqual({ type: "tool_use", id: "call_1", name: "weather", input: { city: "Paris" } });
+
+    // Results whose call is not in the history still get one declared tool.
+    upstream.reset();
+    await provider.complete(
+      {
+        model: "claude",
+        messages: [
+          { role: "user", content: "Hi" },
+          { role: "tool", tool_call_id: "call_9", content: "42" },
+        ],
+      },
+      signal(),
+    );
+    expect(upstream.calls[0]!.body.tools.map((tool: { name: string }) => tool.name)).toEqual(["tool"]);
+    expect(upstream.calls[0]!.body.tool_choice).toEqual({ type: "none" });
+  });
+
   it("answers tool_use blocks as tool_calls, as JSON and as streamed deltas", async () => {
     const turn = {
       text: "Let me check.",

@@ -174,6 +174,24 @@ describe("bedrock adapter", () => {
     ]);
   });
 
+  it("answers a tool history sent without tools: the history's functions are declared in toolConfig, with no tool choice", async () => {
+    const { tools: _omitted, ...history } = TOOL_CONVERSATION;
+    // Without a toolConfig, Converse (and its mock) answers 400 ValidationException.
+    const result = await provider.complete({ model: "sonnet", ...history, tool_choice: "required" }, signal());
+    expect(completionOf(result).choices[0]!.finish_reason).toBe("stop");
+    expect(upstream.calls[0]!.body.toolConfig).toEqual({
+      tools: [
+        {
+          toolSpec: {
+            name: "weather",
+            description: "Declared by the gateway for the conversation's earlier calls.",
+            inputSchema: { json: { type: "object" } },
+          },
+        },
+      ],
+    });
+  });
+
   it("answers toolUse blocks as tool_calls, as JSON and as streamed deltas", async () => {
     const turn = {
       text: "Checking.",

@@ -1,0 +1,186 @@
+import * as v from "valibot";
+import { isAsyncIterable } from "../define.js";
+import { principalOf } from "../auth.js";
+import { chatDomain, type ChatContext } from "./deps.js";
+import { userChat } from "./methods.js";
+import { ResponsesBody, responseEvents, responsesToChat, toResponse, type ResponsesBodyInput } from "./dialects/responses.js";
+import {
+  CountTokensBody,
+  MessagesBody,
+  countInputTokens,
+  messageEvents,
+  messagesToChat,
+  toMessage,
+  type CountTokensInput,
+  type MessagesBodyInput,
+} from "./dialects/messages.js";
+import { retold } from "./dialects/stream.js";
+
+/**
+ * The OpenAI Responses and Anthropic Messages dialects on the Account and Gateway surfaces
+ * (docs/dialects.md): each request is read into the canonical chat request and runs the one
+ * chat path (rpc/chat/methods.ts `userChat`: models, deployments, retries, fallbacks, plan
+ * allowance holds, stream places, metering, usage reports and the log line), then its answer is
+ * retold in the dialect. The Messages routes speak Anthropic's dialect (rpc/surfaces.ts DIALECTS):
+ * `x-api-key` as well as a bearer token, `anthropic-version`, Anthropic's error envelope.
+ */
+
+const Item = v.looseObject({ type: v.string() });
+
+const ResponseView = v.looseObject({
+  id: v.string(),
+  object: v.string(),
+  created_at: v.number(),
+  status: v.string(),
+  model: v.string(),
+  output: v.array(Item),
+  store: v.boolean(),
+  usage: v.nullable(v.looseObject({ input_tokens: v.number(), output_tokens: v.number(), total_tokens: v.number() })),
+});
+
+const MessageView = v.looseObject({
+  id: v.string(),
+  type: v.string(),
+  role: v.string(),
+  model: v.string(),
+  content: v.array(Item),
+  stop_reason: v.nullable(v.string()),
+  usage: v.looseObject({ input_tokens: v.number(), output_tokens: v.number() }),
+});
+
+const CountTokensView = v.object({ input_tokens: v.number() });
+
+/** The errors of a model call on the user's plan (as `account.chat.completions`). */
+const CHAT_ERRORS = {
+  QUOTA_EXCEEDED: {},
+  FORBIDDEN: {},
+  INSUFFICIENT_CAPABILITY: {},
+  UPSTREAM: {},
+  TIMEOUT: {},
+  BAD_GATEWAY: {},
+  UNAVAILABLE: {},
+  RATE_LIMITED: {},
+  MODEL_NOT_AVAILABLE: {},
+} as const;
+
+/** The Messages routes answer 503 as Anthropic's 529 `overloaded_error` (rpc/surfaces.ts DIALECTS). */
+const MESSAGES_ERRORS = { ...CHAT_ERRORS, UNAVAILABLE: { status: 529, message: "overloaded: no model can answer now" } } as const;
+
+const ACCOUNT = { kinds: ["account_key"], scopes: ["intelligence"], scopeError: "INSUFFICIENT_CAPABILITY" } as const;
+const GATEWAY = { kinds: ["session", "gateway_key"] } as const;
+
+/** `anthropic-version` is read as a param (docs/dialects.md "Messages"). */
+const ANTHROPIC_HEADERS = { "anthropic-version": "anthropic_version" } as const;
+
+type UserSurface = "account" | "gateway";
+
+async function createResponse(ctx: ChatContext, params: ResponsesBodyInput, surface: UserSurface) {
+  const request = responsesToChat(params);
+  if (ctx.logFields) ctx.logFields.dialect = "responses";
+  const answer = await userChat(ctx, request, true, surface);
+  if (isAsyncIterable(answer)) return retold(answer, (chunks) => responseEvents(params, chunks));
+  return toResponse(params, answer);
+}
+
+async function createMessage(ctx: ChatContext, params: MessagesBodyInput, surface: UserSurface) {
+  const request = messagesToChat(params);
+  if (ctx.logFields) ctx.logFields.dialect = "messages";
+  const answer = await userChat(ctx, request, true, surface);
+  if (isAsyncIterable(answer)) return retold(answer, (chunks) => messageEvents(request, chunks));
+  return toMessage(answer, request);
+}
+
+/**
+ * The request's input tokens as the service counts them; the model must be one the caller may
+ * use (403 with the usable ids otherwise), nothing runs and nothing is metered.
+ */
+async function countTokens(ctx: ChatContext, params: CountTokensInput) {
+  const { request, inputTokens } = countInputTokens(params);
+  const plan = await ctx.deps.money.userPlan(principalOf(ctx).userId);
+  ctx.deps.models.resolve(request.model, plan);
+  return { input_tokens: inputTokens };
+}
+
+const RESPONSES_SUMMARY =
+  "An OpenAI Responses API request (docs/dialects.md): `input` as a string or items (messages, function_call, " +
+  "function_call_output), instructions, function tools, tool_choice, max_output_tokens, temperature, top_p; typed SSE events " +
+  "when stream is true. Stateless: store is answered false; previous_response_id, conversation and item_reference are 400.";
+const MESSAGES_SUMMARY =
+  "An Anthropic Messages API request (docs/dialects.md): system, messages with text, image, tool_use and tool_result " +
+  "blocks, max_tokens, stop_sequences, tools, tool_choice; its SSE events when stream is true. Credentials in x-api-key or " +
+  "Authorization: Bearer; errors in Anthropic's envelope (529 when no model can answer now).";
+const COUNT_SUMMARY =
+  "The input tokens of a Messages API request as the service counts them (docs/dialects.md): the count its holds use, plus " +
+  "the tool definitions; no model runs and nothing is metered.";
+
+export const dialectMethods = [
+  chatDomain.method({
+    name: "account.responses.create",
+    summary: `${RESPONSES_SUMMARY} On the account's plan allowance; needs scope intelligence.`,
+    input: ResponsesBody,
+    auth: ACCOUNT,
+    output: ResponseView,
+    errors: CHAT_ERRORS,
+    http: [{ surface: "account", method: "POST", path: "/responses" }],
+    stream: { named: true },
+    handler: (params, ctx) => createResponse(ctx, params, "account"),
+  }),
+
+  chatDomain.method({
+    name: "gateway.responses.create",
+    summary: `${RESPONSES_SUMMARY} On the user's plan allowance.`,
+    input: ResponsesBody,
+    auth: GATEWAY,
+    output: ResponseView,
+    errors: CHAT_ERRORS,
+    http: [{ surface: "gateway", method: "POST", path: "/responses" }],
+    stream: { named: true },
+    handler: (params, ctx) => createResponse(ctx, params, "gateway"),
+  }),
+
+  chatDomain.method({
+    name: "account.messages.create",
+    summary: `${MESSAGES_SUMMARY} On the account's plan allowance; needs scope intelligence.`,
+    input: MessagesBody,
+    auth: ACCOUNT,
+    output: MessageView,
+    errors: MESSAGES_ERRORS,
+    http: [{ surface: "account", method: "POST", path: "/messages", dialect: "anthropic", headerParams: ANTHROPIC_HEADERS }],
+    stream: { named: true },
+    handler: (params, ctx) => createMessage(ctx, params, "account"),
+  }),
+
+  chatDomain.method({
+    name: "gateway.messages.create",
+    summary: `${MESSAGES_SUMMARY} On the user's plan allowance.`,
+    input: MessagesBody,
+    auth: GATEWAY,
+    output: MessageView,
+    errors: MESSAGES_ERRORS,
+    http: [{ surface: "gateway", method: "POST", path: "/messages", dialect: "anthropic", headerParams: ANTHROPIC_HEADERS }],
+    stream: { named: true },
+    handler: (params, ctx) => createMessage(ctx, params, "gateway"),
+  }),
+
+  chatDomain.method({
+    name: "account.messages.count_tokens",
+    summary: `${COUNT_SUMMARY} Needs scope intelligence.`,
+    input: CountTokensBody,
+    auth: ACCOUNT,
+    output: CountTokensView,
+    errors: { FORBIDDEN: {}, MODEL_NOT_AVAILABLE: {} },
+    http: [{ surface: "account", method: "POST", path: "/messages/count_tokens", dialect: "anthropic", headerParams: ANTHROPIC_HEADERS }],
+    handler: (params, ctx) => countTokens(ctx, params),
+  }),
+
+  chatDomain.method({
+    name: "gateway.messages.count_tokens",
+    summary: COUNT_SUMMARY,
+    input: CountTokensBody,
+    auth: GATEWAY,
+    output: CountTokensView,
+    errors: { FORBIDDEN: {}, MODEL_NOT_AVAILABLE: {} },
+    http: [{ surface: "gateway", method: "POST", path: "/messages/count_tokens", dialect: "anthropic", headerParams: ANTHROPIC_HEADERS }],
+    handler: (params, ctx) => countTokens(ctx, params),
+  }),
+];
