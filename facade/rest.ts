@@ -2,6 +2,7 @@ import type { H3 } from "h3";
 import { RawReply, isAsyncIterable, type AnyMethod, type HttpBinding, type RawRequest } from "../rpc/define.js";
 import { callFacts, fromWire, type Dispatcher } from "../rpc/dispatcher.js";
 import { ServiceError } from "../rpc/errors.js";
+import { wireTextOf } from "../rpc/wire-text.js";
 import { readJsonBody, readRawBody } from "./transport/body.js";
 import { instrument, jsonResponse, scopeFacts, type RequestScope } from "./transport/instrument.js";
 import { cookieWriter } from "./transport/cookies.js";
@@ -125,6 +126,7 @@ async function handleRest(
       onEnd: scope.defer(),
       plain: !SURFACES[binding.surface].serviceHeaders,
       errorFrame: (error) => renderError(binding.surface, error, scope.requestId, dispatcher.ports.log, undefined, binding.dialect).body,
+      wireText: wireTextOf,
     });
   }
   if (result === undefined) return new Response(null, { status: 204, headers: scope.responseHeaders });

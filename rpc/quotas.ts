@@ -153,15 +153,23 @@ export function endingWith<T>(items: AsyncIterable<T>, end: () => Promise<void>)
     [Symbol.asyncIterator]() {
       const iterator = items[Symbol.asyncIterator]();
       return {
-        async next() {
+        // Chained on the item's own promise: no extra async function per item.
+        next() {
+          let pending: Promise<IteratorResult<T>>;
           try {
-            const result = await iterator.next();
-            if (result.done) await finish();
-            return result;
+            pending = iterator.next();
           } catch (error) {
-            await finish();
-            throw error;
+            return finish().then(() => {
+              throw error;
+            });
           }
+          return pending.then(
+            (result) => (result.done ? finish().then(() => result) : result),
+            (error: unknown) =>
+              finish().then(() => {
+                throw error;
+              }),
+          );
         },
         async return(value?: unknown) {
           try {

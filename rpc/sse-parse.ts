@@ -19,7 +19,7 @@ export interface SseReadOptions {
  * The one SSE splitter for model provider streams and the orchestrator relay.
  */
 export async function* readSseData(
-  body: AsyncIterable<Uint8Array> & { destroy?(): unknown },
+  body: AsyncIterable<Uint8Array> & { destroy?(error?: unknown): unknown },
   options: SseReadOptions = {},
 ): AsyncGenerator<string> {
   const { onActivity, signal, endAtDone = false } = options;
@@ -27,26 +27,42 @@ export async function* readSseData(
   const decoder = new TextDecoder();
   let buffer = "";
   let ended = false;
-  // One promise for the whole read, raced with each chunk: a pending read ends when the signal aborts.
+  // A pending read must end when the signal aborts. A body that can be destroyed is destroyed
+  // with the signal's reason, which rejects the read; any other body's reads are raced with
+  // one promise for the whole read (docs/performance.md "Streams": nothing per chunk).
   let onAbort: (() => void) | undefined;
-  const aborted = signal
-    ? new Promise<never>((_, reject) => {
-        onAbort = () => reject(signal.reason);
-        signal.addEventListener("abort", onAbort, { once: true });
-      })
-    : undefined;
-  aborted?.catch(() => undefined);
+  let aborted: Promise<never> | undefined;
+  if (signal && typeof body.destroy === "function") {
+    onAbort = () => body.destroy!(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+  } else if (signal) {
+    aborted = new Promise<never>((_, reject) => {
+      onAbort = () => reject(signal.reason);
+      signal.addEventListener("abort", onAbort, { once: true });
+    });
+    aborted.catch(() => undefined);
+  }
   try {
+    if (signal?.aborted) throw signal.reason;
     for (;;) {
-      if (signal?.aborted) throw signal.reason;
-      const { done, value } = aborted ? await Promise.race([iterator.next(), aborted]) : await iterator.next();
+      let step: IteratorResult<Uint8Array>;
+      try {
+        step = aborted ? await Promise.race([iterator.next(), aborted]) : await iterator.next();
+      } catch (error) {
+        throw signal?.aborted ? signal.reason : error;
+      }
+      // A body that ended on its own just as the signal aborted: the abort wins.
+      if (step.done && signal?.aborted) throw signal.reason;
       onActivity?.();
-      if (done) break;
-      buffer += decoder.decode(value, { stream: true });
-      let boundary: RegExpExecArray | null;
-      while ((boundary = /\r?\n\r?\n/.exec(buffer))) {
-        const event = buffer.slice(0, boundary.index);
-        buffer = buffer.slice(boundary.index + boundary[0].length);
+      if (step.done) break;
+      buffer += decoder.decode(step.value, { stream: true });
+      // Every complete event of this read, then one slice for the rest.
+      let start = 0;
+      for (;;) {
+        const at = blankLine(buffer, start);
+        if (at < 0) break;
+        const event = buffer.slice(start, at);
+        start = at + blankLength;
         const data = dataOf(event);
         if (data === undefined) continue;
         if (endAtDone && data === "[DONE]") {
@@ -58,6 +74,7 @@ export async function* readSseData(
         }
         yield data;
       }
+      if (start > 0) buffer = buffer.slice(start);
     }
     ended = true;
     const tail = dataOf(buffer + decoder.decode());
@@ -73,6 +90,23 @@ export async function* readSseData(
   }
 }
 
+const BLANK_LINE = /\r?\n\r?\n/g;
+/** Length of the blank line blankLine() found last. */
+let blankLength = 2;
+
+/** Where the first blank line (the end of an event) at or after `from` starts, or -1. */
+function blankLine(buffer: string, from: number): number {
+  if (buffer.indexOf("\r", from) < 0) {
+    blankLength = 2;
+    return buffer.indexOf("\n\n", from);
+  }
+  BLANK_LINE.lastIndex = from;
+  const match = BLANK_LINE.exec(buffer);
+  if (!match) return -1;
+  blankLength = match[0].length;
+  return match.index;
+}
+
 async function drainIterator(iterator: AsyncIterator<unknown>): Promise<void> {
   try {
     while (!(await iterator.next()).done);
@@ -83,6 +117,8 @@ async function drainIterator(iterator: AsyncIterator<unknown>): Promise<void> {
 
 /** The data of one SSE event (its `data:` lines joined), or undefined for an event without data. */
 export function dataOf(event: string): string | undefined {
+  // The usual event: one `data: ` line.
+  if (event.startsWith("data: ") && event.indexOf("\n") < 0 && event.indexOf("\r") < 0) return event.slice(6);
   const lines: string[] = [];
   for (const line of event.split(/\r?\n/)) {
     if (line.startsWith("data:")) lines.push(line.slice(line.startsWith("data: ") ? 6 : 5));

@@ -148,6 +148,52 @@ interface LivePlace {
   expiresAt: number;
 }
 
+/**
+ * The places of one set with their summed weight and earliest lease end kept beside them, so
+ * claiming or releasing a place touches that place only; the others are looked at once the
+ * earliest lease has passed (as the holds of an account are).
+ */
+class PlaceSet {
+  readonly places = new Map<string, LivePlace>();
+  weight = 0;
+  #nextExpiry = Infinity;
+
+  put(holder: string, place: LivePlace): void {
+    this.remove(holder);
+    this.places.set(holder, place);
+    this.weight += place.weight;
+    if (place.expiresAt < this.#nextExpiry) this.#nextExpiry = place.expiresAt;
+  }
+
+  remove(holder: string): void {
+    const place = this.places.get(holder);
+    if (!place) return;
+    this.places.delete(holder);
+    this.weight -= place.weight;
+    if (!this.places.size) {
+      this.weight = 0;
+      this.#nextExpiry = Infinity;
+    }
+  }
+
+  /** Drops the places whose lease ended as of `now`. */
+  expire(now: number): void {
+    if (this.#nextExpiry > now) return;
+    let weight = 0;
+    let nextExpiry = Infinity;
+    for (const [holder, place] of this.places) {
+      if (place.expiresAt <= now) {
+        this.places.delete(holder);
+        continue;
+      }
+      weight += place.weight;
+      if (place.expiresAt < nextExpiry) nextExpiry = place.expiresAt;
+    }
+    this.weight = weight;
+    this.#nextExpiry = nextExpiry;
+  }
+}
+
 /** A hold on one account: [amount, expiresAt]. */
 type HoldEntry = [amount: number, expiresAt: number];
 
@@ -195,7 +241,7 @@ export class LocalAtomic implements Atomic {
   readonly #values = new Map<string, Live>();
   readonly #counters = new Map<string, { value: number; expiresAt: number }>();
   /** Sets of places (`claimPlace`): in memory only, like holds, as they belong to this process's sockets and streams. */
-  readonly #places = new Map<string, Map<string, LivePlace>>();
+  readonly #places = new Map<string, PlaceSet>();
   /** The latest write of a key until it is durable. */
   readonly #unsynced = new Map<string, Promise<unknown>>();
 
@@ -377,44 +423,41 @@ export class LocalAtomic implements Atomic {
 
   async claimPlace(key: string, holder: string, token: string, weight: number, limit: number, leaseMs: number): Promise<PlaceClaim> {
     const set = this.#livePlaces(key, Date.now());
-    let others = 0;
-    for (const [id, place] of set) if (id !== holder) others += place.weight;
-    const own = set.get(holder)?.weight ?? 0;
+    const own = set.places.get(holder)?.weight ?? 0;
+    const others = set.weight - own;
     if (weight > own && others + weight > limit) return { taken: false, others, own };
-    set.set(holder, { weight, token, expiresAt: Date.now() + leaseMs });
+    set.put(holder, { weight, token, expiresAt: Date.now() + leaseMs });
     this.#places.set(key, set);
     return { taken: true, others, own };
   }
 
   async releasePlace(key: string, holder: string, token: string): Promise<void> {
     const set = this.#places.get(key);
-    if (set?.get(holder)?.token !== token) return;
-    set.delete(holder);
-    if (!set.size) this.#places.delete(key);
+    if (set?.places.get(holder)?.token !== token) return;
+    set.remove(holder);
+    if (!set.places.size) this.#places.delete(key);
   }
 
   async renewPlaces(key: string, places: PlaceRenewal[], leaseMs: number): Promise<void> {
     const set = this.#livePlaces(key, Date.now());
     const expiresAt = Date.now() + leaseMs;
     for (const { holder, token, weight } of places) {
-      const current = set.get(holder);
-      if (!current || current.token === token) set.set(holder, { weight, token, expiresAt });
+      const current = set.places.get(holder);
+      if (!current || current.token === token) set.put(holder, { weight, token, expiresAt });
     }
-    if (set.size) this.#places.set(key, set);
+    if (set.places.size) this.#places.set(key, set);
   }
 
   async places(key: string): Promise<{ weight: number; holders: number }> {
     const set = this.#livePlaces(key, Date.now());
-    let weight = 0;
-    for (const place of set.values()) weight += place.weight;
-    return { weight, holders: set.size };
+    return { weight: set.weight, holders: set.places.size };
   }
 
   /** The set's places whose lease has not ended (the others are dropped). */
-  #livePlaces(key: string, now: number): Map<string, LivePlace> {
-    const set = this.#places.get(key) ?? new Map<string, LivePlace>();
-    for (const [holder, place] of set) if (place.expiresAt <= now) set.delete(holder);
-    if (!set.size) this.#places.delete(key);
+  #livePlaces(key: string, now: number): PlaceSet {
+    const set = this.#places.get(key) ?? new PlaceSet();
+    set.expire(now);
+    if (!set.places.size) this.#places.delete(key);
     return set;
   }
 

@@ -2,13 +2,16 @@ import { loadConfig } from "../../rpc/config.js";
 import { startServer } from "../../facade/server.js";
 import { runAdmin } from "../../scripts/admin-commands.js";
 import { createKey } from "../../rpc/keys/create-key.js";
+import { answerLoopDelay } from "./loop-delay.js";
 
 /**
  * The gateway under the chat benchmark, in its own process. Seeds, through the admin
  * commands, a user whose workspace holds plenty of credits and a Platform key with rpm and
  * tpm limits far above what the benchmark sends (so every limit is checked, none trips),
- * and a gateway key `sk_…` of the same user, then prints `READY <origin> <platform key> <gateway key>`. Log lines are built as in production (LOG_LEVEL=info)
- * and discarded, so their cost is measured without a pipe in the way.
+ * a gateway key `sk_…` and an Account key (scope `intelligence`) of the same user, then prints
+ * `READY <origin> <platform key> <gateway key> <account key>`. Log lines are built as in
+ * production (LOG_LEVEL=info) and discarded, so their cost is measured without a pipe in the
+ * way. The benchmark reads the process's event-loop delay over IPC (bench/internal/loop-delay.ts).
  */
 const server = await startServer(
   loadConfig({
@@ -39,7 +42,12 @@ const gatewayKey = await createKey(
   { ...services.ports, keys: services.ports.repos.keys },
   { kind: "gateway", owner: user.id, userId: user.id, name: "bench", scopes: ["*"] },
 );
-process.stdout.write(`READY ${server.origin} ${created.key} ${gatewayKey.secret}\n`);
+const accountKey = await createKey(
+  { ...services.ports, keys: services.ports.repos.keys },
+  { kind: "account", owner: user.id, userId: user.id, name: "bench", scopes: ["intelligence"] },
+);
+answerLoopDelay();
+process.stdout.write(`READY ${server.origin} ${created.key} ${gatewayKey.secret} ${accountKey.secret}\n`);
 
 const stop = async () => {
   await server.close();

@@ -2,12 +2,18 @@ import { createServer } from "node:http";
 import { listenReady } from "./fork-ready.js";
 
 /**
- * A minimal OpenAI-compatible upstream for the chat benchmark, in its own process: every
+ * A minimal OpenAI-compatible upstream for the chat benchmarks, in its own process: every
  * POST …/chat/completions waits MOCK_LATENCY_MS (default 2) and answers a fixed completion,
  * as JSON or, when the body has `"stream": true`, as SSE chunks ending with a usage chunk and
  * `[DONE]`. Prints `READY <origin>`.
+ *
+ * Long streams (bench/streams.ts): with MOCK_STREAM_CHUNKS set, a stream is a role chunk,
+ * that many content chunks MOCK_STREAM_GAP_MS apart (default 100), a finish chunk, the usage
+ * chunk and `[DONE]`, each written as its own frame the moment it is due.
  */
 const LATENCY_MS = Number(process.env.MOCK_LATENCY_MS ?? 2);
+const LONG_CHUNKS = Number(process.env.MOCK_STREAM_CHUNKS ?? 0);
+const GAP_MS = Number(process.env.MOCK_STREAM_GAP_MS ?? 100);
 const WORDS = ["Hello", " from", " the", " mock", " model", "."];
 const USAGE = { prompt_tokens: 12, completion_tokens: WORDS.length, total_tokens: 12 + WORDS.length };
 const CREATED = Math.floor(Date.now() / 1000);
@@ -23,13 +29,23 @@ const completion = JSON.stringify({
 
 const chunk = (delta: Record<string, unknown>, finish: string | null) =>
   `data: ${JSON.stringify({ id: "chatcmpl-mock", object: "chat.completion.chunk", created: CREATED, model: "mock", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+const usageFrame = (usage: typeof USAGE) =>
+  `data: ${JSON.stringify({ id: "chatcmpl-mock", object: "chat.completion.chunk", created: CREATED, model: "mock", choices: [], usage })}\n\n`;
 const frames = [
   chunk({ role: "assistant", content: "" }, null),
   ...WORDS.map((word) => chunk({ content: word }, null)),
   chunk({}, "stop"),
-  `data: ${JSON.stringify({ id: "chatcmpl-mock", object: "chat.completion.chunk", created: CREATED, model: "mock", choices: [], usage: USAGE })}\n\n`,
+  usageFrame(USAGE),
   "data: [DONE]\n\n",
 ];
+/** A long stream's frames: role, LONG_CHUNKS content chunks (one token each), finish, usage, [DONE]. */
+const longHead = chunk({ role: "assistant", content: "" }, null);
+const longToken = chunk({ content: " token" }, null);
+const longTail = [
+  chunk({}, "stop"),
+  usageFrame({ prompt_tokens: 12, completion_tokens: LONG_CHUNKS, total_tokens: 12 + LONG_CHUNKS }),
+  "data: [DONE]\n\n",
+].join("");
 
 const server = createServer((req, res) => {
   if (req.method !== "POST" || !req.url?.endsWith("/chat/completions")) {
@@ -46,6 +62,19 @@ const server = createServer((req, res) => {
         return;
       }
       res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+      if (LONG_CHUNKS > 0) {
+        res.write(longHead);
+        let sent = 0;
+        const timer = setInterval(() => {
+          if (sent++ < LONG_CHUNKS) res.write(longToken);
+          else {
+            clearInterval(timer);
+            res.end(longTail);
+          }
+        }, GAP_MS);
+        res.once("close", () => clearInterval(timer));
+        return;
+      }
       for (const frame of frames) res.write(frame);
       res.end();
     }, LATENCY_MS);

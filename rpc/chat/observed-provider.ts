@@ -1,4 +1,4 @@
-import type { ChatRequest, Provider, ProviderResult } from "./types.js";
+import type { ChatChunk, ChatRequest, Provider, ProviderResult } from "./types.js";
 
 /** One finished provider call, for the model registry's passive health (docs/model-registry.md). */
 export interface CallSample {
@@ -56,26 +56,46 @@ export function observedProvider(id: string, provider: Provider, observe: () => 
         report(true, elapsed);
         return result;
       }
-      const chunks = result.chunks;
-      return {
-        kind: "stream",
-        chunks: (async function* timed() {
-          let ttftMs: number | undefined;
-          let failed: unknown;
-          try {
-            for await (const chunk of chunks) {
-              ttftMs ??= Math.round(performance.now() - started);
-              yield chunk;
-            }
-          } catch (error) {
-            failed = error;
-            throw error;
-          } finally {
-            if (failed === undefined) report(true, ttftMs);
-            else if (countsAsFailure(failed, signal)) report(false, ttftMs, failed);
-          }
-        })(),
+      // The stream's own iterator, wrapped without another generator: each `next` goes
+      // straight upstream (docs/performance.md "Streams").
+      const upstream = result.chunks[Symbol.asyncIterator]();
+      let ttftMs: number | undefined;
+      let open = true;
+      const finish = (failed?: unknown) => {
+        if (!open) return;
+        open = false;
+        if (failed === undefined) report(true, ttftMs);
+        else if (countsAsFailure(failed, signal)) report(false, ttftMs, failed);
       };
+      const chunks: AsyncIterableIterator<ChatChunk> = {
+        next() {
+          return upstream.next().then(
+            (step) => {
+              if (step.done) finish();
+              else ttftMs ??= Math.round(performance.now() - started);
+              return step;
+            },
+            (error: unknown) => {
+              finish(error);
+              throw error;
+            },
+          );
+        },
+        return(value?: unknown) {
+          // A consumer that stops after the first chunk: the call went well as far as it went.
+          if (ttftMs !== undefined) finish();
+          else open = false;
+          return upstream.return ? upstream.return(value) : Promise.resolve({ done: true, value: value as never });
+        },
+        throw(error?: unknown) {
+          finish(error);
+          return upstream.throw ? upstream.throw(error) : Promise.reject(error);
+        },
+        [Symbol.asyncIterator]() {
+          return chunks;
+        },
+      };
+      return { kind: "stream", chunks };
     },
   };
 }

@@ -2,6 +2,7 @@ import * as v from "valibot";
 import type { RoutedModel } from "./model-router.js";
 import { countPromptTokens, countTokens, usageOf } from "./tokens.js";
 import { observeChat } from "./observe-chat.js";
+import { replaceStringField, wireTextOf, withWireText } from "../wire-text.js";
 import type { ChatChunk, ChatCompletion, ChatMessage, ChatRequest, ProviderResult, ToolSpec, Usage } from "./types.js";
 import type { ChatContext } from "./deps.js";
 
@@ -236,13 +237,8 @@ export async function runChat(ctx: ChatContext, options: RunOptions): Promise<Ch
           observe.token();
         }
         if (chunk.usage) await settleOnce(chunk.usage, false);
-        if (!includeUsage) {
-          if (chunk.usage && (chunk.choices?.length ?? 0) === 0) continue;
-          const { usage: _dropped, ...rest } = chunk;
-          yield { ...rest, model: model.id };
-        } else {
-          yield { ...chunk, model: model.id };
-        }
+        if (!includeUsage && chunk.usage && (chunk.choices?.length ?? 0) === 0) continue;
+        yield relayed(chunk, model.id, !includeUsage);
       }
     } finally {
       // Dropped, cancelled or usage-less streams: bill what was streamed (estimated).
@@ -273,6 +269,33 @@ export async function runChat(ctx: ChatContext, options: RunOptions): Promise<Ch
       };
     },
   };
+}
+
+/**
+ * A chunk as the client gets it: the routed model's id, `usage` left out unless the client
+ * asked for it. Where the upstream frame's text is known (rpc/wire-text.ts) and those two
+ * changes can be made on the text, the new chunk keeps that text, so the SSE writer sends it
+ * without serialising the chunk again (docs/performance.md "Streams").
+ */
+function relayed(chunk: ChatChunk, model: string, dropUsage: boolean): ChatChunk {
+  const drop = dropUsage && "usage" in chunk;
+  let out: ChatChunk;
+  if (drop) {
+    const { usage: _dropped, ...rest } = chunk;
+    out = { ...rest, model };
+  } else {
+    out = { ...chunk, model };
+  }
+  let text = wireTextOf(chunk);
+  if (text === undefined || typeof chunk.model !== "string") return out;
+  if (drop) {
+    // Providers that stream usage put `"usage":null` on every other chunk, as its last field.
+    const tail = ',"usage":null}';
+    if (chunk.usage !== null || !text.endsWith(tail) || text.indexOf('"usage"') !== text.length - tail.length + 1) return out;
+    text = `${text.slice(0, -tail.length)}}`;
+  }
+  const replaced = replaceStringField(text, "model", chunk.model, model);
+  return replaced === undefined ? out : withWireText(out, replaced);
 }
 
 /** Closes an upstream stream nobody will read (its request is aborted with the call's signal). */

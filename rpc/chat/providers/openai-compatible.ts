@@ -1,5 +1,6 @@
 import { ServiceError } from "../../errors.js";
 import { readSseData } from "../../sse-parse.js";
+import { withWireText } from "../../wire-text.js";
 import type { UpstreamResponse } from "../../outbound/upstream.js";
 import type { ChatChunk, ChatCompletion, ChatRequest, Provider, ProviderResult } from "../types.js";
 import type { AzureModelConfig, OpenAiModelConfig } from "../models-config.js";
@@ -80,7 +81,8 @@ async function* parseChunks(body: UpstreamResponse["body"], timeoutMs: number, i
       const answer = ofTheAnswer(chunk);
       if (!answer) continue;
       if (answer.choices?.some((choice) => choice.finish_reason)) finished = true;
-      yield answer;
+      // A frame relayed as it came keeps its text, so the relay need not serialise it again.
+      yield answer === chunk ? withWireText(chunk, data) : answer;
     }
     // A connection that ends before any choice finished was cut off: the client must see a
     // terminated stream, not a [DONE] that passes a truncated answer off as whole.
