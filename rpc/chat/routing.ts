@@ -80,11 +80,19 @@ export interface RouteTarget {
   disabled(): boolean;
 }
 
-/** The deployment that answered each result, so the request is settled at its price. */
-const servedBy = new WeakMap<object, Deployment>();
+/**
+ * The deployment that answered a result, so the request is settled at its price: a symbol-keyed
+ * field of the result (a WeakMap entry per request costs several times more, and GC work).
+ */
+const SERVED_BY = Symbol("servedBy");
+
+function serve<T extends ProviderResult>(result: T, deployment: Deployment): T {
+  (result as T & { [SERVED_BY]?: Deployment })[SERVED_BY] = deployment;
+  return result;
+}
 
 export function deploymentOf(result: ProviderResult | undefined): Deployment | undefined {
-  return result ? servedBy.get(result) : undefined;
+  return (result as { [SERVED_BY]?: Deployment } | undefined)?.[SERVED_BY];
 }
 
 /**
@@ -423,8 +431,7 @@ export class RoutingProvider implements Provider {
       deployment.inFlight--;
       deployment.observeTtft(performance.now() - started);
       if (result.completion.usage) this.#health.countTokens(deployment, result.completion.usage.total_tokens);
-      servedBy.set(result, deployment);
-      return result;
+      return serve(result, deployment);
     }
     const upstream = result.chunks[Symbol.asyncIterator]();
     let first: IteratorResult<ChatChunk>;
@@ -436,9 +443,7 @@ export class RoutingProvider implements Provider {
       throw error;
     }
     deployment.observeTtft(performance.now() - started);
-    const streamed: ProviderResult = { kind: "stream", chunks: this.#relay(deployment, target, upstream, first, signal) };
-    servedBy.set(streamed, deployment);
-    return streamed;
+    return serve({ kind: "stream", chunks: this.#relay(deployment, target, upstream, first, signal) }, deployment);
   }
 
   /** The stream from its first chunk on, without another generator: each `next` goes straight upstream. */
