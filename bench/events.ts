@@ -105,7 +105,7 @@ async function webhookFigures(store: Store) {
       WEBHOOKS_LEASE_SECONDS: 5,
       WEBHOOKS_SEND_THREADS: 1,
     },
-    log: { info() {}, error() {} },
+    log: { info() {}, warn() {}, error() {} },
     repo,
     secrets,
     resolveHost: async () => [{ address: "127.0.0.1", family: 4 }],

@@ -5,6 +5,8 @@ export type LogSink = (line: string) => void;
 
 export interface Logger {
   info(fields: Record<string, unknown>): void;
+  /** Something went wrong outside the service (an upstream cut its answer): written at `info`. */
+  warn(fields: Record<string, unknown>): void;
   error(fields: Record<string, unknown>): void;
 }
 
@@ -26,11 +28,14 @@ export function redact(text: string): string {
  * and `span_id` (a line that names its own, like a request's, keeps them).
  */
 export function createLogger(level: LogLevel, sink: LogSink = (line) => process.stdout.write(`${line}\n`)): Logger {
-  const write = (lvl: "info" | "error", fields: Record<string, unknown>) =>
+  const write = (lvl: "info" | "warn" | "error", fields: Record<string, unknown>) =>
     sink(redact(JSON.stringify({ time: new Date().toISOString(), level: lvl, ...activeLogIds(), ...fields })));
   return {
     info: (fields) => {
       if (level === "info") write("info", fields);
+    },
+    warn: (fields) => {
+      if (level === "info") write("warn", fields);
     },
     error: (fields) => {
       if (level !== "silent") write("error", fields);

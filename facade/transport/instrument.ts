@@ -251,8 +251,9 @@ export function instrument(
         ...(cut ? { sentStatus: response.status, streamError: { code: cut.code, message: cut.message } } : {}),
         ...(span ? spanLogIds(span) : traceparent ? { trace_id: traceparent.slice(3, 35) } : {}),
       };
-      // An upstream that cut its stream is not the service's own error: an info line, with its status and cause.
-      log.info(line);
+      // An upstream that cut its stream is not the service's own error: a warning, with its status and cause.
+      if (cut) log.warn(line);
+      else log.info(line);
     };
     // An error answer is never a stream, whatever the handler deferred.
     if (deferred && response.status < 400) void deferred.then(finish);

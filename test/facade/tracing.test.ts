@@ -421,7 +421,7 @@ describe("traces over http/protobuf", () => {
 
     await eventually(() => server.logs().some((entry) => entry.operation === "platform.chat.completions" && entry.status === 502));
     const line = server.logs().find((entry) => entry.operation === "platform.chat.completions" && entry.status === 502)!;
-    expect(line).toMatchObject({ sentStatus: 200, streamError: { code: "BAD_GATEWAY" } });
+    expect(line).toMatchObject({ level: "warn", sentStatus: 200, streamError: { code: "BAD_GATEWAY" } });
 
     const text = (await server.request("/metrics")).body as string;
     const expected = [

@@ -257,7 +257,7 @@ describe("shutdown", () => {
           WEBHOOKS_LEASE_SECONDS: 5,
           WEBHOOKS_SEND_THREADS: threads,
         },
-        log: { info() {}, error() {} } as never,
+        log: { info() {}, warn() {}, error() {} },
         repo,
         secrets,
         resolveHost,
