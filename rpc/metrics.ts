@@ -29,8 +29,13 @@ export function toolSourceOf(name: string): ToolSource {
   return name.startsWith("vm__") ? "vm" : name.includes("__") ? "mcp" : "builtin";
 }
 
+/** Consumer groups that get a `group` label of their own on one instance; later ones share `other`. */
+export const EVENT_LAG_GROUPS = 100;
+
 export class Metrics {
   readonly registry = new Registry();
+  /** The consumer groups labelled so far (`lagGroup`). */
+  readonly #lagGroups = new Set<string>();
   /** Operation names that may appear as a label (the registry's, plus the transports' own). */
   readonly #operations = new Set<string>(["mcp", "not_found"]);
 
@@ -111,10 +116,23 @@ export class Metrics {
     labelNames: ["source", "outcome"] as const,
     registers: [this.registry],
   });
+  /**
+   * The `group` label of a tenant's consumer group on `gateway_event_consume_lag_seconds`:
+   * `<tenant id>/<group>` for the first EVENT_LAG_GROUPS groups this instance sees, `other` after
+   * them, so tenants naming groups cannot grow the series without bound (docs/observability.md).
+   */
+  lagGroup(tenantId: string, consumer: string): string {
+    const name = `${tenantId}/${consumer}`;
+    if (this.#lagGroups.has(name)) return name;
+    if (this.#lagGroups.size >= EVENT_LAG_GROUPS) return "other";
+    this.#lagGroups.add(name);
+    return name;
+  }
+
   readonly eventLag = new Histogram({
     name: "gateway_event_consume_lag_seconds",
-    help: "Time from an event's publication to its lease by a consumer group, by delivery (first, or redelivery after a lease ran out or a nack)",
-    labelNames: ["delivery"] as const,
+    help: "Time from an event's publication to its lease by a consumer group, by group (tenant/group, the first 100 on this instance, then other) and delivery (first, or redelivery after a lease ran out or a nack)",
+    labelNames: ["group", "delivery"] as const,
     buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 21_600, 86_400],
     registers: [this.registry],
   });

@@ -8,15 +8,16 @@ import { eventsDomain, type EventsContext, type EventsDeps } from "./deps.js";
 import { SpanKind, startSpan, tracingEnabled } from "../tracing.js";
 
 /**
- * Each leased event: its lag since publication (`gateway_event_consume_lag_seconds`; the group's
- * name is the tenant's to choose, so it is no label) and, while tracing, a span per event under
+ * Each leased event: its lag since publication (`gateway_event_consume_lag_seconds`, by group:
+ * a bounded label, as tenants choose the names, rpc/metrics.ts lagGroup) and, while tracing, a span per event under
  * the call's (its id, type, topic, group, delivery count; never its payload).
  */
 function consumed(ctx: EventsContext, tenantId: string, consumer: string, leases: LeasedEvent[]): void {
   const now = Date.now();
   for (const lease of leases) {
     const delivery = lease.deliveryCount > 1 ? "redelivery" : "first";
-    ctx.deps.metrics.eventLag.observe({ delivery }, Math.max(0, now - Date.parse(lease.event.createdAt)) / 1000);
+    const group = ctx.deps.metrics.lagGroup(tenantId, consumer);
+    ctx.deps.metrics.eventLag.observe({ group, delivery }, Math.max(0, now - Date.parse(lease.event.createdAt)) / 1000);
     if (!tracingEnabled()) continue;
     startSpan(`process ${lease.event.topic}`, SpanKind.CONSUMER, {
       "messaging.system": "gateway",

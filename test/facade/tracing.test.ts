@@ -424,6 +424,8 @@ describe("traces over http/protobuf", () => {
     expect(line).toMatchObject({ level: "warn", sentStatus: 200, streamError: { code: "BAD_GATEWAY" } });
 
     const text = (await server.request("/metrics")).body as string;
+    // The consumer group is labelled by tenant and name.
+    expect(text).toMatch(/gateway_event_consume_lag_seconds_count\{group="[^"/]+\/billing",delivery="first"\} 1/);
     const expected = [
       'gateway_model_deployment_latency_seconds_count{model="primary",deployment="0",provider="openai-compatible",status_class="5xx"} 1',
       'gateway_model_deployment_latency_seconds_count{model="primary",deployment="1",provider="openai-compatible",status_class="5xx"} 1',
@@ -436,7 +438,6 @@ describe("traces over http/protobuf", () => {
       'gateway_webhook_attempts_total{outcome="2xx"} 1',
       'gateway_webhook_deliveries_total{outcome="succeeded"} 1',
       "gateway_webhook_queue_depth 0",
-      'gateway_event_consume_lag_seconds_count{delivery="first"} 1',
       'gateway_streams_in_flight{surface="platform",operation="platform.chat.completions"} 0',
       'gateway_http_requests_total{surface="platform",operation="platform.chat.completions",status="502"} 1',
       'gateway_http_requests_total{surface="mcp",operation="mcp",status="200"} ',
