@@ -131,7 +131,9 @@ export class Metrics {
 
   readonly eventLag = new Histogram({
     name: "gateway_event_consume_lag_seconds",
-    help: "Time from an event's publication to its lease by a consumer group, by group (tenant/group, the first 100 on this instance, then other) and delivery (first, or redelivery after a lease ran out or a nack)",
+    help:
+      "Time from an event's publication to its lease by a consumer group, by group (tenant/group, the first 100 on this instance, " +
+      "then other) and delivery (first, or redelivery after a lease ran out or a nack)",
     labelNames: ["group", "delivery"] as const,
     buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 21_600, 86_400],
     registers: [this.registry],
