@@ -9,8 +9,8 @@ import { SpanKind, startSpan, tracingEnabled } from "../tracing.js";
 
 /**
  * Each leased event: its lag since publication (`gateway_event_consume_lag_seconds`, by group:
- * a bounded label, as tenants choose the names, rpc/metrics.ts lagGroup) and, while tracing, a span per event under
- * the call's (its id, type, topic, group, delivery count; never its payload).
+ * a bounded label, as tenants choose the names, rpc/metrics.ts lagGroup) and, while tracing, a
+ * span per event under the call's (its id, type, topic, group, delivery count; never its payload).
  */
 function consumed(ctx: EventsContext, tenantId: string, consumer: string, leases: LeasedEvent[]): void {
   const now = Date.now();
