@@ -2,7 +2,7 @@ import * as v from "valibot";
 import { isAsyncIterable } from "../define.js";
 import { principalOf } from "../auth.js";
 import { chatDomain, type ChatContext } from "./deps.js";
-import { userChat } from "./methods.js";
+import { ACCOUNT_CHAT_AUTH, GATEWAY_CHAT_AUTH, USER_CHAT_ERRORS, userChat } from "./methods.js";
 import { ResponsesBody, responseEvents, responsesToChat, toResponse, type ResponsesBodyInput } from "./dialects/responses.js";
 import {
   CountTokensBody,
@@ -50,24 +50,8 @@ const MessageView = v.looseObject({
 
 const CountTokensView = v.object({ input_tokens: v.number() });
 
-/** The errors of a model call on the user's plan (as `account.chat.completions`). */
-const CHAT_ERRORS = {
-  QUOTA_EXCEEDED: {},
-  FORBIDDEN: {},
-  INSUFFICIENT_CAPABILITY: {},
-  UPSTREAM: {},
-  TIMEOUT: {},
-  BAD_GATEWAY: {},
-  UNAVAILABLE: {},
-  RATE_LIMITED: {},
-  MODEL_NOT_AVAILABLE: {},
-} as const;
-
 /** The Messages routes answer 503 as Anthropic's 529 `overloaded_error` (rpc/surfaces.ts DIALECTS). */
-const MESSAGES_ERRORS = { ...CHAT_ERRORS, UNAVAILABLE: { status: 529, message: "overloaded: no model can answer now" } } as const;
-
-const ACCOUNT = { kinds: ["account_key"], scopes: ["intelligence"], scopeError: "INSUFFICIENT_CAPABILITY" } as const;
-const GATEWAY = { kinds: ["session", "gateway_key"] } as const;
+const MESSAGES_ERRORS = { ...USER_CHAT_ERRORS, UNAVAILABLE: { status: 529, message: "overloaded: no model can answer now" } } as const;
 
 /** `anthropic-version` is read as a param (docs/dialects.md "Messages"). */
 const ANTHROPIC_HEADERS = { "anthropic-version": "anthropic_version" } as const;
@@ -118,9 +102,9 @@ export const dialectMethods = [
     name: "account.responses.create",
     summary: `${RESPONSES_SUMMARY} On the account's plan allowance; needs scope intelligence.`,
     input: ResponsesBody,
-    auth: ACCOUNT,
+    auth: ACCOUNT_CHAT_AUTH,
     output: ResponseView,
-    errors: CHAT_ERRORS,
+    errors: USER_CHAT_ERRORS,
     http: [{ surface: "account", method: "POST", path: "/responses" }],
     stream: { named: true },
     handler: (params, ctx) => createResponse(ctx, params, "account"),
@@ -130,9 +114,9 @@ export const dialectMethods = [
     name: "gateway.responses.create",
     summary: `${RESPONSES_SUMMARY} On the user's plan allowance.`,
     input: ResponsesBody,
-    auth: GATEWAY,
+    auth: GATEWAY_CHAT_AUTH,
     output: ResponseView,
-    errors: CHAT_ERRORS,
+    errors: USER_CHAT_ERRORS,
     http: [{ surface: "gateway", method: "POST", path: "/responses" }],
     stream: { named: true },
     handler: (params, ctx) => createResponse(ctx, params, "gateway"),
@@ -142,7 +126,7 @@ export const dialectMethods = [
     name: "account.messages.create",
     summary: `${MESSAGES_SUMMARY} On the account's plan allowance; needs scope intelligence.`,
     input: MessagesBody,
-    auth: ACCOUNT,
+    auth: ACCOUNT_CHAT_AUTH,
     output: MessageView,
     errors: MESSAGES_ERRORS,
     http: [{ surface: "account", method: "POST", path: "/messages", dialect: "anthropic", headerParams: ANTHROPIC_HEADERS }],
@@ -154,7 +138,7 @@ export const dialectMethods = [
     name: "gateway.messages.create",
     summary: `${MESSAGES_SUMMARY} On the user's plan allowance.`,
     input: MessagesBody,
-    auth: GATEWAY,
+    auth: GATEWAY_CHAT_AUTH,
     output: MessageView,
     errors: MESSAGES_ERRORS,
     http: [{ surface: "gateway", method: "POST", path: "/messages", dialect: "anthropic", headerParams: ANTHROPIC_HEADERS }],
@@ -166,7 +150,7 @@ export const dialectMethods = [
     name: "account.messages.count_tokens",
     summary: `${COUNT_SUMMARY} Needs scope intelligence.`,
     input: CountTokensBody,
-    auth: ACCOUNT,
+    auth: ACCOUNT_CHAT_AUTH,
     output: CountTokensView,
     errors: { FORBIDDEN: {}, MODEL_NOT_AVAILABLE: {} },
     http: [{ surface: "account", method: "POST", path: "/messages/count_tokens", dialect: "anthropic", headerParams: ANTHROPIC_HEADERS }],
@@ -177,7 +161,7 @@ export const dialectMethods = [
     name: "gateway.messages.count_tokens",
     summary: COUNT_SUMMARY,
     input: CountTokensBody,
-    auth: GATEWAY,
+    auth: GATEWAY_CHAT_AUTH,
     output: CountTokensView,
     errors: { FORBIDDEN: {}, MODEL_NOT_AVAILABLE: {} },
     http: [{ surface: "gateway", method: "POST", path: "/messages/count_tokens", dialect: "anthropic", headerParams: ANTHROPIC_HEADERS }],

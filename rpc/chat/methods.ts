@@ -106,6 +106,24 @@ export async function userChat(ctx: ChatContext, request: ChatRequest, includeUs
   );
 }
 
+/**
+ * What a model call on the user's plan may answer, and who may make one: the same for chat
+ * completions and the dialects (rpc/chat/dialect-methods.ts) on the Account and Gateway surfaces.
+ */
+export const USER_CHAT_ERRORS = {
+  QUOTA_EXCEEDED: {},
+  FORBIDDEN: {},
+  INSUFFICIENT_CAPABILITY: {},
+  UPSTREAM: {},
+  TIMEOUT: {},
+  BAD_GATEWAY: {},
+  UNAVAILABLE: {},
+  RATE_LIMITED: {},
+  MODEL_NOT_AVAILABLE: {},
+} as const;
+export const ACCOUNT_CHAT_AUTH = { kinds: ["account_key"], scopes: ["intelligence"], scopeError: "INSUFFICIENT_CAPABILITY" } as const;
+export const GATEWAY_CHAT_AUTH = { kinds: ["session", "gateway_key"] } as const;
+
 /** A chat completions body on the Account and Gateway surfaces, which carry function calling (docs/models-and-chat.md "Tool calls"). */
 const toolChat = (ctx: ChatContext, params: ToolChatBodyInput, surface: "account" | "gateway") =>
   userChat(ctx, toToolChatRequest(params), params.stream_options?.include_usage === true, surface);
@@ -160,19 +178,9 @@ export const chatMethods = [
     summary:
       "Chat completion on the account's plan allowance (docs/interface.md 4.1); needs scope intelligence. Carries tools, tool_choice and tool calls.",
     input: ToolChatBody,
-    auth: { kinds: ["account_key"], scopes: ["intelligence"], scopeError: "INSUFFICIENT_CAPABILITY" },
+    auth: ACCOUNT_CHAT_AUTH,
     output: ChatCompletionView,
-    errors: {
-      QUOTA_EXCEEDED: {},
-      FORBIDDEN: {},
-      INSUFFICIENT_CAPABILITY: {},
-      UPSTREAM: {},
-      TIMEOUT: {},
-      BAD_GATEWAY: {},
-      UNAVAILABLE: {},
-      RATE_LIMITED: {},
-      MODEL_NOT_AVAILABLE: {},
-    },
+    errors: USER_CHAT_ERRORS,
     http: [{ surface: "account", method: "POST", path: "/chat/completions" }],
     stream: { done: "[DONE]" },
     handler: (params, ctx) => toolChat(ctx, params, "account"),
@@ -184,19 +192,9 @@ export const chatMethods = [
       "Chat completion through the model router for a signed-in user or gateway key (docs/interface.md 4.4), on the user's plan " +
       "allowance. Carries tools, tool_choice and tool calls.",
     input: ToolChatBody,
-    auth: { kinds: ["session", "gateway_key"] },
+    auth: GATEWAY_CHAT_AUTH,
     output: ChatCompletionView,
-    errors: {
-      QUOTA_EXCEEDED: {},
-      FORBIDDEN: {},
-      UPSTREAM: {},
-      TIMEOUT: {},
-      BAD_GATEWAY: {},
-      UNAVAILABLE: {},
-      RATE_LIMITED: {},
-      MODEL_NOT_AVAILABLE: {},
-      INSUFFICIENT_CAPABILITY: {},
-    },
+    errors: USER_CHAT_ERRORS,
     http: [{ surface: "gateway", method: "POST", path: "/chat/completions" }],
     stream: { done: "[DONE]" },
     handler: (params, ctx) => toolChat(ctx, params, "gateway"),
