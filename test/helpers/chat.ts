@@ -79,3 +79,24 @@ export function sseData(text: string): string[] {
 }
 
 export const userMessage = (content: string) => [{ role: "user" as const, content }];
+
+/** One model's row of the caller's metered usage (`GET /gateway/v1/usage/models`). */
+export interface UsageRow {
+  model: string;
+  requests: number;
+  inputTokens: number;
+  outputTokens: number;
+  credits: number;
+}
+
+/** The caller's metered usage by model. */
+export async function usageByModel(server: TestServer, token: string): Promise<Record<string, UsageRow>> {
+  const res = await server.request("/gateway/v1/usage/models", { headers: { authorization: `Bearer ${token}` } });
+  if (res.status !== 200) throw new Error(`GET /gateway/v1/usage/models answered ${res.status}`);
+  return Object.fromEntries((res.body.rows as UsageRow[]).map((row) => [row.model, row]));
+}
+
+/** One model's usage, zero when it has none yet. */
+export async function usageOf(server: TestServer, token: string, model: string): Promise<UsageRow> {
+  return (await usageByModel(server, token))[model] ?? { model, requests: 0, inputTokens: 0, outputTokens: 0, credits: 0 };
+}

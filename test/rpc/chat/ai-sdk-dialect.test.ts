@@ -3,7 +3,7 @@ import { createOpenAI } from "@ai-sdk/openai";
 import { generateText, jsonSchema, stepCountIs, streamText, tool, type ModelMessage } from "ai";
 import { createAnthropicUpstream } from "../../../mocks/anthropic-upstream.js";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
-import { loopbackFetch } from "../../helpers/chat.js";
+import { loopbackFetch, usageOf } from "../../helpers/chat.js";
 import { mockUpstreams } from "../../helpers/mock-upstreams.js";
 
 /**
@@ -51,23 +51,16 @@ afterAll(async () => {
   await msw.close();
 });
 
-type UsageRow = { model: string; requests: number; inputTokens: number; outputTokens: number };
-
-async function usageOf(token: string, model: string): Promise<UsageRow> {
-  const res = await server.request("/gateway/v1/usage/models", { headers: bearer(token) });
-  return (res.body.rows as UsageRow[]).find((row) => row.model === model) ?? { model, requests: 0, inputTokens: 0, outputTokens: 0 };
-}
-
 describe.each([
   ["Gateway", () => provider("/gateway/v1", alice.token), () => alice],
   ["Account", () => provider("/account/v1", bobKey), () => bob],
 ])("the AI SDK's openai(id) on the %s API", (_surface, openai, owner) => {
   it("generateText on echo: the text and the usage the gateway metered", async () => {
-    const before = await usageOf(owner().token, "echo-1");
+    const before = await usageOf(server, owner().token, "echo-1");
     const result = await generateText({ model: openai()("echo-1"), system: "Be brief.", prompt: "hello from the ai sdk" });
     expect(result.text).toBe("hello from the ai sdk");
     expect(result.finishReason).toBe("stop");
-    const after = await usageOf(owner().token, "echo-1");
+    const after = await usageOf(server, owner().token, "echo-1");
     expect(after.requests - before.requests).toBe(1);
     expect(result.usage.inputTokens).toBe(after.inputTokens - before.inputTokens);
     expect(result.usage.outputTokens).toBe(5);
@@ -105,7 +98,7 @@ describe.each([
           }
         : { kind: "turn", turn: { text: "Lyon is sunny", usage: { input: 33, output: 3 } } },
     );
-    const before = await usageOf(owner().token, "claude");
+    const before = await usageOf(server, owner().token, "claude");
     const result = streamText({ model: openai()("claude"), tools: { get_weather: weather }, stopWhen: stepCountIs(3), prompt: "Lyon?" });
     let text = "";
     for await (const part of result.textStream) text += part;
@@ -115,7 +108,7 @@ describe.each([
       role: "user",
       content: [{ type: "tool_result", tool_use_id: "toolu_9", content: "sunny in Lyon" }],
     });
-    const after = await usageOf(owner().token, "claude");
+    const after = await usageOf(server, owner().token, "claude");
     expect(after.requests - before.requests).toBe(2);
     expect(after.inputTokens - before.inputTokens).toBe(58);
   });

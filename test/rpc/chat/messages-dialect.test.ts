@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import Anthropic from "@anthropic-ai/sdk";
 import { createOpenAiChatUpstream } from "../../../mocks/openai-chat-upstream.js";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
-import { loopbackFetch } from "../../helpers/chat.js";
+import { loopbackFetch, usageByModel, usageOf } from "../../helpers/chat.js";
 import { mockUpstreams } from "../../helpers/mock-upstreams.js";
 
 /**
@@ -64,14 +64,6 @@ afterAll(async () => {
   await msw.close();
 });
 
-type UsageRow = { model: string; requests: number; inputTokens: number; outputTokens: number; credits: number };
-
-async function usageByModel(token: string): Promise<Record<string, UsageRow>> {
-  const res = await server.request("/gateway/v1/usage/models", { headers: bearer(token) });
-  expect(res.status).toBe(200);
-  return Object.fromEntries((res.body.rows as UsageRow[]).map((row) => [row.model, row]));
-}
-
 describe.each([
   // A session token as Claude Code's ANTHROPIC_AUTH_TOKEN sends it (Authorization: Bearer).
   ["Gateway", () => client("/gateway", { authToken: alice.token }), () => alice],
@@ -79,7 +71,7 @@ describe.each([
   ["Account", () => client("/account", { apiKey: bobKey }), () => bob],
 ])("messages on the %s API", (_surface, anthropic, owner) => {
   it("echo: messages.create answers a message with usage, metered like a chat completion", async () => {
-    const before = (await usageByModel(owner().token))["echo-1"] ?? { requests: 0, inputTokens: 0, outputTokens: 0 };
+    const before = await usageOf(server, owner().token, "echo-1");
     const message = await anthropic().messages.create({
       model: "echo-1",
       max_tokens: 100,
@@ -95,7 +87,7 @@ describe.each([
       stop_sequence: null,
       usage: { output_tokens: 3 },
     });
-    const after = (await usageByModel(owner().token))["echo-1"]!;
+    const after = (await usageByModel(server, owner().token))["echo-1"]!;
     expect(after.requests - before.requests).toBe(1);
     expect(after.inputTokens - before.inputTokens).toBe(message.usage.input_tokens);
     expect(after.outputTokens - before.outputTokens).toBe(3);
@@ -192,7 +184,7 @@ describe.each([
   it("an OpenAI-compatible model answers a Messages request (JSON and streamed) with its own usage", async () => {
     openai.reset();
     openai.script("gpt-test", { kind: "turn", turn: { text: "Hi from GPT", usage: { input: 21, output: 3 } } });
-    const before = (await usageByModel(owner().token)).gpt ?? { requests: 0, inputTokens: 0, outputTokens: 0 };
+    const before = await usageOf(server, owner().token, "gpt");
     const message = await anthropic().messages.create({
       model: "gpt",
       max_tokens: 64,
@@ -216,7 +208,7 @@ describe.each([
       .finalMessage();
     expect(final.content).toEqual([{ type: "text", text: "Hi from GPT" }]);
     expect(final.usage).toMatchObject({ input_tokens: 21, output_tokens: 3 });
-    const after = (await usageByModel(owner().token)).gpt!;
+    const after = (await usageByModel(server, owner().token)).gpt!;
     expect(after.requests - before.requests).toBe(2);
     expect(after.inputTokens - before.inputTokens).toBe(42);
     expect(after.outputTokens - before.outputTokens).toBe(6);
@@ -453,8 +445,8 @@ describe("Messages on the Account and Gateway surfaces", () => {
     await carolClient.messages.create({ model: "echo-1", max_tokens: 10, messages: [{ role: "user", content: "carol" }] });
     await carolClient.messages.stream({ model: "echo-1", max_tokens: 10, messages: [{ role: "user", content: "carol" }] }).finalMessage();
     await carolClient.messages.countTokens({ model: "echo-1", messages: [{ role: "user", content: "not metered" }] });
-    expect((await usageByModel(carol.token))["echo-1"]).toMatchObject({ requests: 2 });
-    expect(await usageByModel(dave.token)).toEqual({});
+    expect((await usageByModel(server, carol.token))["echo-1"]).toMatchObject({ requests: 2 });
+    expect(await usageByModel(server, dave.token)).toEqual({});
     const crossing = await server.request(`/gateway/v1/usage/models?tenantId=${carol.user.tenantId}`, { headers: bearer(dave.token) });
     expect(crossing.status).toBe(404);
   });

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type OpenAI from "openai";
 import { createAnthropicUpstream } from "../../../mocks/anthropic-upstream.js";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
-import { loopbackFetch, openaiClient } from "../../helpers/chat.js";
+import { loopbackFetch, openaiClient, usageByModel, usageOf } from "../../helpers/chat.js";
 import { mockUpstreams } from "../../helpers/mock-upstreams.js";
 
 /**
@@ -55,21 +55,12 @@ afterAll(async () => {
   await msw.close();
 });
 
-type UsageRow = { model: string; requests: number; inputTokens: number; outputTokens: number; credits: number };
-
-/** The caller's usage by model from the gateway's metering (GET /usage/models). */
-async function usageByModel(token: string): Promise<Record<string, UsageRow>> {
-  const res = await server.request("/gateway/v1/usage/models", { headers: bearer(token) });
-  expect(res.status).toBe(200);
-  return Object.fromEntries((res.body.rows as UsageRow[]).map((row) => [row.model, row]));
-}
-
 describe.each([
   ["Gateway", () => gateway, () => alice],
   ["Account", () => account, () => bob],
 ])("responses.create on the %s API", (_surface, client, owner) => {
   it("echo: JSON answer with output_text and usage, metered like a chat completion", async () => {
-    const before = (await usageByModel(owner().token))["echo-1"] ?? { requests: 0, inputTokens: 0, outputTokens: 0 };
+    const before = await usageOf(server, owner().token, "echo-1");
     const response = await client().responses.create({ model: "echo-1", input: "hello there responses", store: true });
     expect(response).toMatchObject({ object: "response", status: "completed", model: "echo-1", store: false });
     expect(response.output_text).toBe("hello there responses");
@@ -82,7 +73,7 @@ describe.each([
       }),
     ]);
     expect(response.usage).toMatchObject({ output_tokens: 3, total_tokens: response.usage!.input_tokens + 3 });
-    const after = (await usageByModel(owner().token))["echo-1"]!;
+    const after = (await usageByModel(server, owner().token))["echo-1"]!;
     expect(after.requests - before.requests).toBe(1);
     expect(after.inputTokens - before.inputTokens).toBe(response.usage!.input_tokens);
     expect(after.outputTokens - before.outputTokens).toBe(3);
@@ -174,7 +165,7 @@ describe.each([
   it("an Anthropic model answers a Responses request (JSON and streamed) with its own usage", async () => {
     anthropic.reset();
     anthropic.script("claude-test", { kind: "turn", turn: { text: "Bonjour from Claude", usage: { input: 17, output: 4 } } });
-    const before = (await usageByModel(owner().token)).claude ?? { requests: 0, inputTokens: 0, outputTokens: 0 };
+    const before = await usageOf(server, owner().token, "claude");
     const response = await client().responses.create({
       model: "claude",
       instructions: "Answer in French.",
@@ -198,7 +189,7 @@ describe.each([
     }
     expect(text).toBe("Bonjour from Claude");
     expect(usage).toMatchObject({ input_tokens: 17, output_tokens: 4 });
-    const after = (await usageByModel(owner().token)).claude!;
+    const after = (await usageByModel(server, owner().token)).claude!;
     expect(after.requests - before.requests).toBe(2);
     expect(after.inputTokens - before.inputTokens).toBe(34);
     expect(after.outputTokens - before.outputTokens).toBe(8);
@@ -345,8 +336,8 @@ describe("Responses on the Account and Gateway surfaces", () => {
     await carolClient.responses.create({ model: "echo-1", input: "carol again", stream: true }).then(async (stream) => {
       for await (const _event of stream);
     });
-    expect((await usageByModel(carol.token))["echo-1"]).toMatchObject({ requests: 2 });
-    expect(await usageByModel(dave.token)).toEqual({});
+    expect((await usageByModel(server, carol.token))["echo-1"]).toMatchObject({ requests: 2 });
+    expect(await usageByModel(server, dave.token)).toEqual({});
     // Dave naming Carol's tenant gets the 404 of a tenant that does not exist.
     const crossing = await server.request(`/gateway/v1/usage/models?tenantId=${carol.user.tenantId}`, { headers: bearer(dave.token) });
     const missing = await server.request("/gateway/v1/usage/models?tenantId=tnt_missing", { headers: bearer(dave.token) });
