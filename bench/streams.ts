@@ -300,9 +300,6 @@ async function main() {
           REDIS_URL,
           REDIS_PREFIX: prefix,
           ...(dataDir ? { DATA_DIR: dataDir } : {}),
-          GATEWAY_JWT_SECRET: "bench-secret-that-is-at-least-32-characters",
-          DATA_ENCRYPTION_SECRET: "bench-data-secret-at-least-32-characters",
-          PLANS_JSON: JSON.stringify({ free: { tokensPerWindow: 1_000_000_000_000, windowSeconds: 86_400 } }),
           // Every stream still takes and gives back its place (docs/quotas.md); none is refused at N.
           QUOTA_STREAMS_PER_KEY: String(Math.max(100_000, N * 2)),
           MODELS_JSON: JSON.stringify({

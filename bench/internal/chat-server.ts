@@ -7,7 +7,8 @@ import { answerLoopDelay } from "./loop-delay.js";
 /**
  * The gateway under the chat benchmark, in its own process. Seeds, through the admin
  * commands, a user whose workspace holds plenty of credits and a Platform key with rpm and
- * tpm limits far above what the benchmark sends (so every limit is checked, none trips),
+ * tpm limits far above what the benchmark sends (so every limit is checked, none trips; the
+ * rate-limit budgets and the users' plan are as large, unless the environment sets them),
  * a gateway key `sk_…` and an Account key (scope `intelligence`) of the same user, then prints
  * `READY <origin> <platform key> <gateway key> <account key>`. Log lines are built as in
  * production (LOG_LEVEL=info) and discarded, so their cost is measured without a pipe in the
@@ -20,6 +21,10 @@ const server = await startServer(
     LOG_LEVEL: "info",
     GATEWAY_API_RATE_LIMIT_RPM: "1000000",
     GATEWAY_TENANT_RATE_LIMIT_RPM: "100000000",
+    GATEWAY_JWT_SECRET: "bench-secret-that-is-at-least-32-characters",
+    DATA_ENCRYPTION_SECRET: "bench-data-secret-at-least-32-characters",
+    // The Gateway and Account surfaces draw on the user's plan: one large enough that it never trips.
+    PLANS_JSON: JSON.stringify({ free: { tokensPerWindow: 1_000_000_000_000, windowSeconds: 86_400 } }),
     ...process.env,
   }),
   { logSink: () => undefined },
