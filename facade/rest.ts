@@ -109,6 +109,22 @@ async function handleRest(
     return { ...query, ...(body as Record<string, unknown> | undefined), ...decodeParams(pathParams) };
   };
   const result = await dispatcher.call(method, fromWire(binding.raw ? readRaw : readParams), facts);
+  return replyOf(result, method, binding, dispatcher, scope, (name) => request.headers.get(name));
+}
+
+/**
+ * A call's result as the route's answer: a raw reply as it is, a stream as server-sent events
+ * (the log line and metrics wait for its end), nothing as 204, a conditional GET whose ETag
+ * still matches as 304, anything else as JSON with the binding's status.
+ */
+export function replyOf(
+  result: unknown,
+  method: AnyMethod,
+  binding: HttpBinding,
+  dispatcher: Dispatcher,
+  scope: RequestScope,
+  header: (name: string) => string | null | undefined,
+): Response {
   if (result instanceof RawReply) {
     const headers = new Headers(scope.responseHeaders);
     result.headers.forEach((value, name) => {
@@ -132,7 +148,7 @@ async function handleRest(
   if (result === undefined) return new Response(null, { status: 204, headers: scope.responseHeaders });
   // A conditional GET whose ETag (set by the method) still matches: 304 without a body (RFC 9110 13.1.2).
   const etag = scope.responseHeaders.get("etag");
-  if (etag && binding.method === "GET" && ifNoneMatch(request.headers.get("if-none-match"), etag)) {
+  if (etag && binding.method === "GET" && ifNoneMatch(header("if-none-match") ?? null, etag)) {
     return new Response(null, { status: 304, headers: scope.responseHeaders });
   }
   return jsonResponse(result, binding.status ?? 200, scope.responseHeaders);

@@ -13,6 +13,7 @@ import type { ResolveHost } from "../rpc/outbound/outbound-guard.js";
 import { healthTransport, type Lifecycle } from "./health.js";
 import { trackInFlight } from "./drain.js";
 import { metricsTransport } from "./metrics.js";
+import { nativeRoutes } from "./native-routes.js";
 
 export interface RunningServer {
   /** Origin the server listens on, e.g. `http://127.0.0.1:8787`. */
@@ -95,6 +96,14 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     });
     // No TLS nor HTTP/2 here: srvx made a node:http server.
     const node = server.node!.server as NodeServer;
+    // The plainest POSTs of the hot routes are answered without h3 (facade/native-routes.ts);
+    // everything else goes on to srvx and the h3 app.
+    const native = nativeRoutes(dispatcher);
+    const viaH3 = server.node!.handler;
+    node.removeListener("request", viaH3);
+    node.on("request", (req, res) => {
+      if (!native.take(req, res)) void viaH3(req, res);
+    });
     cutIdleBodies(node, config.HTTP_BODY_IDLE_TIMEOUT_SECONDS * 1000);
     const inFlight = trackInFlight(node, lifecycle);
     await server.ready();

@@ -1,3 +1,4 @@
+import type { IncomingMessage } from "node:http";
 import { ServiceError } from "../../rpc/errors.js";
 
 const tooLarge = (limit: number) => new ServiceError("PAYLOAD_TOO_LARGE", `Request body exceeds the limit of ${limit} bytes`);
@@ -56,6 +57,54 @@ export async function readJsonBody(request: Request, limit: number): Promise<unk
   if (!JSON_TYPE.test(type.trim())) {
     throw new ServiceError("UNSUPPORTED_MEDIA_TYPE", "Content-Type must be application/json");
   }
+  return parseJson(bytes.toString("utf8"));
+}
+
+/**
+ * readJsonBody() for a Node request that declared its length (`Content-Length`, at most
+ * `limit`: the HTTP parser delivers exactly that many bytes, so nothing more is counted), read
+ * from the request's own events (facade/native-routes.ts). The same answers: undefined when
+ * empty, 415 for a body that is not JSON, PARSE_ERROR for malformed JSON, 400 for a body that
+ * stopped arriving.
+ */
+export async function readDeclaredJsonBody(req: IncomingMessage, declared: number): Promise<unknown> {
+  if (declared === 0) return undefined;
+  if (!JSON_TYPE.test((req.headers["content-type"] ?? "").trim())) {
+    req.resume();
+    throw new ServiceError("UNSUPPORTED_MEDIA_TYPE", "Content-Type must be application/json");
+  }
+  const bytes = await received(
+    new Promise<Buffer>((resolve, reject) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      const onData = (chunk: Buffer) => {
+        chunks.push(chunk);
+        size += chunk.length;
+      };
+      const onEnd = () => {
+        done();
+        resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+      };
+      const onError = (error: Error) => {
+        done();
+        reject(error);
+      };
+      const onClose = () => {
+        done();
+        reject(new Error("The connection closed before the body arrived"));
+      };
+      const done = () => {
+        req.off("data", onData);
+        req.off("end", onEnd);
+        req.off("error", onError);
+        req.off("close", onClose);
+      };
+      req.on("data", onData);
+      req.on("end", onEnd);
+      req.on("error", onError);
+      req.on("close", onClose);
+    }),
+  );
   return parseJson(bytes.toString("utf8"));
 }
 

@@ -22,9 +22,41 @@ const SANE_REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
 const TRACEPARENT = /^[0-9a-f]{2}-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$/;
 
 /** The caller's `traceparent` when well-formed (passed on to model providers, orchestrator, manager). */
-export function traceparentOf(request: Request): string | undefined {
-  const value = request.headers.get("traceparent")?.trim().toLowerCase();
+function saneTraceparent(header: string | null | undefined): string | undefined {
+  const value = header?.trim().toLowerCase();
   return value && TRACEPARENT.test(value) && !value.startsWith("ff") ? value : undefined;
+}
+
+/**
+ * What instrument() reads of a request, whichever server object carries it: an h3 event, or
+ * the Node request itself on the routes served without h3 (facade/native-routes.ts).
+ */
+export interface RequestView {
+  method: string;
+  /** The path without the query (which may carry a token). */
+  path: string;
+  header(name: string): string | null | undefined;
+  ip: string | undefined;
+  /** The Node request and response, when on Node: the client's abort and the answer's delivery follow them. */
+  node?: { req: IncomingMessage; res: ServerResponse };
+  /** Off Node, the request's own abort signal. */
+  signal?: AbortSignal;
+}
+
+type NodePair = { req?: IncomingMessage; res?: ServerResponse };
+
+/** The view of an h3 event's request. */
+function viewOf(event: H3Event): RequestView {
+  const request = event.req;
+  const node = (request as { runtime?: { node?: NodePair } }).runtime?.node;
+  return {
+    method: request.method,
+    path: event.url.pathname,
+    header: (name) => request.headers.get(name),
+    ip: getRequestIP(event),
+    ...(node?.req && node.res ? { node: { req: node.req, res: node.res } } : {}),
+    signal: request.signal,
+  };
 }
 
 export interface RequestScope {
@@ -102,25 +134,24 @@ export function errorResponse(
  * srvx's own controller and chaining ours to it (two controllers per request); elsewhere
  * (a `fetch` call of the app) the request's signal is followed.
  */
-function clientAbort(request: H3Event["req"]): AbortController {
+function clientAbort(view: RequestView): AbortController {
   const abort = new AbortController();
-  const node = (request as { runtime?: { node?: { req?: IncomingMessage; res?: ServerResponse } } }).runtime?.node;
-  if (node?.req && node.res) {
-    const { req, res } = node;
+  if (view.node) {
+    const { req, res } = view.node;
     const onClose = () => {
       if (req.errored || !res.writableEnded) abort.abort();
     };
     res.once("close", onClose);
     if (res.destroyed || req.aborted || req.errored || (req.destroyed && !req.complete)) onClose();
   } else {
-    request.signal?.addEventListener("abort", () => abort.abort(), { once: true });
+    view.signal?.addEventListener("abort", () => abort.abort(), { once: true });
   }
   return abort;
 }
 
 /** When the answer was handed to the socket in full (true) or the connection closed first (false). */
-function deliveryOf(request: H3Event["req"]): (() => Promise<boolean>) | undefined {
-  const res = (request as { runtime?: { node?: { res?: ServerResponse } } }).runtime?.node?.res;
+function deliveryOf(view: RequestView): (() => Promise<boolean>) | undefined {
+  const res = view.node?.res;
   if (!res) return undefined;
   let delivered: Promise<boolean> | undefined;
   return () =>
@@ -154,110 +185,131 @@ export function instrument(
   dialect?: Dialect,
   options: InstrumentOptions = {},
 ) {
+  const { log } = observers;
+  return (event: H3Event): Promise<Response> =>
+    instrumentRequest(
+      surface,
+      observers,
+      viewOf(event),
+      (scope) => handler(event, scope),
+      (error, scope) => errorResponse(surface, error, scope.requestId, log, scope.responseHeaders, dialect),
+      options,
+    );
+}
+
+/**
+ * instrument() for any server object: `run` answers through the request's scope, `render`
+ * answers an error it threw (in the surface's envelope or the route's dialect's); both give
+ * something with a `status`, which is what the log line and the metrics count.
+ */
+export async function instrumentRequest<R extends { status: number }>(
+  surface: CallSurface,
+  observers: Observers,
+  request: RequestView,
+  run: (scope: RequestScope) => Promise<R>,
+  render: (error: unknown, scope: RequestScope) => R,
+  options: InstrumentOptions = {},
+): Promise<R> {
   const { log, metrics } = observers;
   const label = options.label ?? surface;
-  return async (event: H3Event): Promise<Response> => {
-    const started = performance.now();
-    const request = event.req;
-    const abort = clientAbort(request);
-    let deferred: Promise<void> | undefined;
-    let streamError: unknown;
-    const incoming = request.headers.get("x-request-id");
-    const traceparent = traceparentOf(request);
-    const scope: RequestScope = {
-      requestId: incoming && SANE_REQUEST_ID.test(incoming) ? incoming : randomUUID(),
-      responseHeaders: new Headers(),
-      abort,
-      ip: getRequestIP(event) ?? "unknown",
-      traceparent,
-      delivered: deliveryOf(request),
-      log: {},
-      defer() {
-        let release!: () => void;
-        deferred = new Promise<void>((resolve) => (release = resolve));
-        const inFlight = metrics?.streamsOf(label, metrics.operation(scope.log.operation));
-        inFlight?.inc();
-        let open = true;
-        return (error?: unknown) => {
-          if (!open) return;
-          open = false;
-          inFlight?.dec();
-          if (error !== undefined) streamError = error;
-          release();
-        };
-      },
-    };
-    const parent = tracingEnabled() ? contextFrom(traceparent) : undefined;
-    // The path without its query (which may carry a token); the operation names the span once known.
-    const span =
-      parent &&
-      startSpan(
-        request.method,
-        SpanKind.SERVER,
-        {
-          "http.request.method": request.method,
-          "url.path": event.url.pathname,
-          "gateway.surface": label,
-          "gateway.request_id": scope.requestId,
-        },
-        parent,
-      );
-    // The surface's request-id header (none on the Platform: docs/interface.md 4.2).
-    const requestIdHeader = SURFACES[surface].requestIdHeader;
-    if (requestIdHeader) scope.responseHeaders.set(requestIdHeader, scope.requestId);
-    let response: Response;
-    let refusal: string | undefined;
-    try {
-      response = await (span ? withSpan(span, () => handler(event, scope), parent) : handler(event, scope));
-    } catch (error) {
-      // Inside the span, so an unexpected error's log line carries its trace.
-      const render = () => errorResponse(surface, error, scope.requestId, log, scope.responseHeaders, dialect);
-      response = span ? withSpan(span, render, parent) : render();
-      if (response.status === 402 || response.status === 429) refusal = toServiceError(error).code;
-    }
-    const finish = () => {
-      const seconds = (performance.now() - started) / 1000;
-      // A stream cut by an error (an upstream gone mid-answer) was sent as 200 but counts as the error.
-      const cut = streamError === undefined ? undefined : toServiceError(streamError);
-      const status = cut ? cut.status : response.status;
-      if (metrics) {
-        const http = metrics.http(label, metrics.operation(scope.log.operation), String(status));
-        http.requests.inc();
-        http.duration.observe(seconds);
-        // Relayed upstream 402/429s and limits answered without a thrown error count as `other`.
-        if (response.status === 402 || response.status === 429)
-          metrics.refusals.inc({ status: String(response.status), reason: refusal ?? "other" });
-      }
-      const { operation, principal, ...extra } = scope.log;
-      if (span) {
-        if (operation) {
-          span.updateName(`${request.method} ${operation}`);
-          span.setAttribute("gateway.operation", operation);
-        }
-        span.setAttribute("http.response.status_code", response.status);
-        if (status >= 500 || cut) markFailed(span, cut ? cut.code : String(status));
-        span.end();
-      }
-      const line = {
-        requestId: scope.requestId,
-        surface: label,
-        method: request.method,
-        path: event.url.pathname,
-        status,
-        durationMs: Math.round(seconds * 100_000) / 100,
-        ...(operation ? { operation } : {}),
-        ...(principal ? { principal } : {}),
-        ...extra,
-        ...(cut ? { sentStatus: response.status, streamError: { code: cut.code, message: cut.message } } : {}),
-        ...(span ? spanLogIds(span) : traceparent ? { trace_id: traceparent.slice(3, 35) } : {}),
+  const started = performance.now();
+  const abort = clientAbort(request);
+  let deferred: Promise<void> | undefined;
+  let streamError: unknown;
+  const incoming = request.header("x-request-id");
+  const traceparent = saneTraceparent(request.header("traceparent"));
+  const scope: RequestScope = {
+    requestId: incoming && SANE_REQUEST_ID.test(incoming) ? incoming : randomUUID(),
+    responseHeaders: new Headers(),
+    abort,
+    ip: request.ip ?? "unknown",
+    traceparent,
+    delivered: deliveryOf(request),
+    log: {},
+    defer() {
+      let release!: () => void;
+      deferred = new Promise<void>((resolve) => (release = resolve));
+      const inFlight = metrics?.streamsOf(label, metrics.operation(scope.log.operation));
+      inFlight?.inc();
+      let open = true;
+      return (error?: unknown) => {
+        if (!open) return;
+        open = false;
+        inFlight?.dec();
+        if (error !== undefined) streamError = error;
+        release();
       };
-      // An upstream that cut its stream is not the service's own error: a warning, with its status and cause.
-      if (cut) log.warn(line);
-      else log.info(line);
-    };
-    // An error answer is never a stream, whatever the handler deferred.
-    if (deferred && response.status < 400) void deferred.then(finish);
-    else finish();
-    return response;
+    },
   };
+  const parent = tracingEnabled() ? contextFrom(traceparent) : undefined;
+  // The path without its query (which may carry a token); the operation names the span once known.
+  const span =
+    parent &&
+    startSpan(
+      request.method,
+      SpanKind.SERVER,
+      {
+        "http.request.method": request.method,
+        "url.path": request.path,
+        "gateway.surface": label,
+        "gateway.request_id": scope.requestId,
+      },
+      parent,
+    );
+  // The surface's request-id header (none on the Platform: docs/interface.md 4.2).
+  const requestIdHeader = SURFACES[surface].requestIdHeader;
+  if (requestIdHeader) scope.responseHeaders.set(requestIdHeader, scope.requestId);
+  let response: R;
+  let refusal: string | undefined;
+  try {
+    response = await (span ? withSpan(span, () => run(scope), parent) : run(scope));
+  } catch (error) {
+    // Inside the span, so an unexpected error's log line carries its trace.
+    response = span ? withSpan(span, () => render(error, scope), parent) : render(error, scope);
+    if (response.status === 402 || response.status === 429) refusal = toServiceError(error).code;
+  }
+  const finish = () => {
+    const seconds = (performance.now() - started) / 1000;
+    // A stream cut by an error (an upstream gone mid-answer) was sent as 200 but counts as the error.
+    const cut = streamError === undefined ? undefined : toServiceError(streamError);
+    const status = cut ? cut.status : response.status;
+    if (metrics) {
+      const http = metrics.http(label, metrics.operation(scope.log.operation), String(status));
+      http.requests.inc();
+      http.duration.observe(seconds);
+      // Relayed upstream 402/429s and limits answered without a thrown error count as `other`.
+      if (response.status === 402 || response.status === 429)
+        metrics.refusals.inc({ status: String(response.status), reason: refusal ?? "other" });
+    }
+    const { operation, principal, ...extra } = scope.log;
+    if (span) {
+      if (operation) {
+        span.updateName(`${request.method} ${operation}`);
+        span.setAttribute("gateway.operation", operation);
+      }
+      span.setAttribute("http.response.status_code", response.status);
+      if (status >= 500 || cut) markFailed(span, cut ? cut.code : String(status));
+      span.end();
+    }
+    const line = {
+      requestId: scope.requestId,
+      surface: label,
+      method: request.method,
+      path: request.path,
+      status,
+      durationMs: Math.round(seconds * 100_000) / 100,
+      ...(operation ? { operation } : {}),
+      ...(principal ? { principal } : {}),
+      ...extra,
+      ...(cut ? { sentStatus: response.status, streamError: { code: cut.code, message: cut.message } } : {}),
+      ...(span ? spanLogIds(span) : traceparent ? { trace_id: traceparent.slice(3, 35) } : {}),
+    };
+    // An upstream that cut its stream is not the service's own error: a warning, with its status and cause.
+    if (cut) log.warn(line);
+    else log.info(line);
+  };
+  // An error answer is never a stream, whatever the handler deferred.
+  if (deferred && response.status < 400) void deferred.then(finish);
+  else finish();
+  return response;
 }

@@ -10,14 +10,19 @@ import { CONSOLE_COOKIE, profileOf, type CallSurface } from "../../rpc/surfaces.
  * `anthropic` dialect a bearer token or `X-API-Key` on any surface (rpc/surfaces.ts DIALECTS).
  */
 export function presentedFor(surface: CallSurface, request: Request, dialect?: Dialect): Presented {
-  const accepts = profileOf(surface, dialect).credentials;
-  if (accepts.includes("cookie")) {
+  if (profileOf(surface, dialect).credentials.includes("cookie")) {
     const cookie = getCookie({ req: request } as HTTPEvent, CONSOLE_COOKIE);
     return cookie ? { cookie, viaConsole: true } : { viaConsole: true };
   }
+  return presentedIn(surface, (name) => request.headers.get(name), dialect);
+}
+
+/** presentedFor() on a surface that takes no cookie, from any request's headers. */
+export function presentedIn(surface: CallSurface, header: (name: string) => string | null | undefined, dialect?: Dialect): Presented {
+  const accepts = profileOf(surface, dialect).credentials;
   const presented: Presented = {};
   if (accepts.includes("bearer")) {
-    const authorization = request.headers.get("authorization");
+    const authorization = header("authorization");
     if (authorization) {
       const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
       if (match) presented.bearer = match[1];
@@ -25,7 +30,7 @@ export function presentedFor(surface: CallSurface, request: Request, dialect?: D
     }
   }
   if (accepts.includes("apiKey")) {
-    const apiKey = request.headers.get("x-api-key")?.trim();
+    const apiKey = header("x-api-key")?.trim();
     if (apiKey) presented.apiKey = apiKey;
   }
   return presented;

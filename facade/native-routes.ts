@@ -1,0 +1,133 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { sendNodeResponse } from "srvx/node";
+import type { AnyMethod, HttpBinding } from "../rpc/define.js";
+import { callFacts, fromWire, type Dispatcher } from "../rpc/dispatcher.js";
+import { ServiceError } from "../rpc/errors.js";
+import { hostRule } from "./host-check.js";
+import { fullPath, replyOf } from "./rest.js";
+import { readDeclaredJsonBody } from "./transport/body.js";
+import { errorResponse, instrumentRequest, scopeFacts, type RequestView } from "./transport/instrument.js";
+import { cookieWriter } from "./transport/cookies.js";
+import { presentedIn } from "./transport/surfaces.js";
+
+export interface NativeRoute {
+  method: AnyMethod;
+  binding: HttpBinding;
+}
+
+/**
+ * A request's headers as the Fetch API reads them: every occurrence of a name joined with ", "
+ * (Node's `headers` keeps only the first of a repeated `Authorization`, where a web `Request`
+ * joins them, and the credential reader then refuses the pair as malformed). Made on first use.
+ */
+function headerReader(req: IncomingMessage): (name: string) => string | undefined {
+  let byName: Map<string, string> | undefined;
+  return (name) => {
+    if (!byName) {
+      byName = new Map();
+      const raw = req.rawHeaders;
+      for (let i = 0; i < raw.length; i += 2) {
+        const key = raw[i]!.toLowerCase();
+        const seen = byName.get(key);
+        byName.set(key, seen === undefined ? raw[i + 1]! : `${seen}, ${raw[i + 1]}`);
+      }
+    }
+    return byName.get(name);
+  };
+}
+
+/**
+ * The REST routes the Node server answers itself, without h3 (docs/performance.md "Requests
+ * served without h3"): a `POST` to a route without path parameters (chat completions, the
+ * Responses and Messages dialects, tool execution), as plain as nearly every API client sends
+ * it — the exact path, no query, a declared `Content-Length` within GATEWAY_MAX_PAYLOAD_BYTES,
+ * no `Origin` (so no CORS), and a `Host` the service answers. The same declaration runs the
+ * same way as through h3 (facade/rest.ts): instrumentRequest (request id, log line, metrics,
+ * span), the dispatcher (policies, validation, handler), the surface's or dialect's error
+ * envelope, and replyOf for the answer, written by srvx's own sender. Any other request, on
+ * these paths too, goes to the h3 app, whose middleware answers what this does not look at
+ * (preflights, strict paths, refused hosts, chunked or oversized bodies).
+ *
+ * `take` is the Node request listener's front half: true when it took the request. `routeOf`
+ * says which method a request would be served by here, if any (undefined: the h3 app).
+ */
+export function nativeRoutes(dispatcher: Dispatcher): {
+  take(req: IncomingMessage, res: ServerResponse): boolean;
+  routeOf(req: Pick<IncomingMessage, "method" | "url" | "headers">): NativeRoute | undefined;
+} {
+  const { config } = dispatcher.ports;
+  const limit = config.GATEWAY_MAX_PAYLOAD_BYTES;
+  const allowedHost = hostRule(config);
+  const routes = new Map<string, NativeRoute>();
+  for (const method of Object.values(dispatcher.registry)) {
+    if (method.internal) continue;
+    for (const binding of method.http) {
+      if (binding.method !== "POST" || binding.raw || binding.path.includes(":") || binding.surface === "console") continue;
+      routes.set(fullPath(binding), { method, binding });
+    }
+  }
+  const routeOf = (req: Pick<IncomingMessage, "method" | "url" | "headers">) => {
+    if (req.method !== "POST") return undefined;
+    const route = routes.get(req.url ?? "");
+    if (!route) return undefined;
+    const { headers } = req;
+    if (headers.origin !== undefined || headers.upgrade !== undefined || headers["transfer-encoding"] !== undefined) return undefined;
+    const declared = declaredLength(headers["content-length"]);
+    if (declared === undefined || declared > limit) return undefined;
+    if (allowedHost && !(headers.host && allowedHost(headers.host))) return undefined;
+    return route;
+  };
+  return {
+    routeOf,
+    take(req, res) {
+      const route = routeOf(req);
+      if (!route) return false;
+      serve(dispatcher, route, req, res, declaredLength(req.headers["content-length"])!).catch(() => res.destroy());
+      return true;
+    },
+  };
+}
+
+function declaredLength(header: string | undefined): number | undefined {
+  if (header === undefined || !/^\d{1,15}$/.test(header)) return undefined;
+  return Number(header);
+}
+
+async function serve(dispatcher: Dispatcher, route: NativeRoute, req: IncomingMessage, res: ServerResponse, declared: number) {
+  const { method, binding } = route;
+  const header = headerReader(req);
+  const view: RequestView = { method: "POST", path: req.url!, header, ip: req.socket.remoteAddress, node: { req, res } };
+  const response = await instrumentRequest(
+    binding.surface,
+    dispatcher.ports,
+    view,
+    async (scope) => {
+      scope.log.operation = method.name;
+      const facts = callFacts({
+        ...scopeFacts(scope),
+        surface: binding.surface,
+        transport: "rest",
+        presented: presentedIn(binding.surface, header, binding.dialect),
+        setCookie: cookieWriter(scope.responseHeaders),
+        ...(scope.delivered ? { delivered: scope.delivered } : {}),
+      });
+      // The body is read only once the caller is authenticated (facade/rest.ts).
+      const readParams = async () => {
+        const body = await readDeclaredJsonBody(req, declared);
+        if (body !== undefined && (typeof body !== "object" || body === null || Array.isArray(body))) {
+          throw new ServiceError("BAD_REQUEST", "Request body must be a JSON object");
+        }
+        const fromHeaders: Record<string, string> = {};
+        for (const [name, param] of Object.entries(binding.headerParams ?? {})) {
+          const value = header(name);
+          if (value !== undefined) fromHeaders[param] = value;
+        }
+        return { ...fromHeaders, ...(body as Record<string, unknown> | undefined) };
+      };
+      const result = await dispatcher.call(method, fromWire(readParams), facts);
+      return replyOf(result, method, binding, dispatcher, scope, header);
+    },
+    (error, scope) => errorResponse(binding.surface, error, scope.requestId, dispatcher.ports.log, scope.responseHeaders, binding.dialect),
+  );
+  await sendNodeResponse(res, response);
+}
