@@ -268,7 +268,7 @@ async function floorRun(rows: Row[], mockOrigin: string) {
   const floor = await forkReady(
     "bench/internal/floor-proxy.ts",
     { UPSTREAM: mockOrigin, KEY: "floor-key", FLOOR_CONNECTIONS: "100000" },
-    HEAP ? ["--expose-gc"] : [],
+    [...(HEAP ? ["--expose-gc"] : []), ...(process.env.BENCH_FLOOR_EXEC_ARGV?.split(" ") ?? [])],
   );
   try {
     const origin = floor.words[0]!;
