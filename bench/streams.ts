@@ -265,11 +265,10 @@ async function measure(rows: Row[], storage: string, surface: Surface, child: Ch
 }
 
 async function floorRun(rows: Row[], mockOrigin: string) {
-  const floor = await forkReady(
-    "bench/internal/floor-proxy.ts",
-    { UPSTREAM: mockOrigin, KEY: "floor-key", FLOOR_CONNECTIONS: "100000" },
-    [...(HEAP ? ["--expose-gc"] : []), ...(process.env.BENCH_FLOOR_EXEC_ARGV?.split(" ") ?? [])],
-  );
+  const floor = await forkReady("bench/internal/floor-proxy.ts", { UPSTREAM: mockOrigin, KEY: "floor-key", FLOOR_CONNECTIONS: "100000" }, [
+    ...(HEAP ? ["--expose-gc"] : []),
+    ...(process.env.BENCH_FLOOR_EXEC_ARGV?.split(" ") ?? []),
+  ]);
   try {
     const origin = floor.words[0]!;
     if (WARMUP) await streams(origin, "floor", "Bearer floor-key", N, 0);
