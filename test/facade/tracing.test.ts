@@ -98,6 +98,7 @@ function stopTracingEnv(): void {
     "OTEL_EXPORTER_OTLP_HEADERS",
     "OTEL_SERVICE_NAME",
     "OTEL_RESOURCE_ATTRIBUTES",
+    "OTEL_BSP_SCHEDULE_DELAY",
   ])
     delete process.env[name];
 }
@@ -108,6 +109,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   stopTracingEnv();
+  delete process.env.TRACING_TEST_UPSTREAM_KEY;
   await receiver.close();
   await msw.close();
 });
