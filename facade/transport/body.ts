@@ -61,11 +61,11 @@ export async function readJsonBody(request: Request, limit: number): Promise<unk
 }
 
 /**
- * readJsonBody() for a Node request that declared its length (`Content-Length`, at most
- * `limit`: the HTTP parser delivers exactly that many bytes, so nothing more is counted), read
- * from the request's own events (facade/native-routes.ts). The same answers: undefined when
- * empty, 415 for a body that is not JSON, PARSE_ERROR for malformed JSON, 400 for a body that
- * stopped arriving.
+ * readJsonBody() for a Node request that declared its length in `Content-Length` (the caller
+ * has checked it against the limit; the HTTP parser delivers exactly that many bytes, so
+ * nothing more is counted), read from the request's own events (facade/native-routes.ts). The
+ * same answers: undefined when empty, 415 for a body that is not JSON, PARSE_ERROR for
+ * malformed JSON, 400 for a body that stopped arriving.
  */
 export async function readDeclaredJsonBody(req: IncomingMessage, declared: number): Promise<unknown> {
   if (declared === 0) return undefined;
@@ -99,6 +99,8 @@ export async function readDeclaredJsonBody(req: IncomingMessage, declared: numbe
         req.off("error", onError);
         req.off("close", onClose);
       };
+      // Gone before it was read (the client closed the connection while its call was checked).
+      if (req.destroyed) return reject(new Error("The connection closed before the body was read"));
       req.on("data", onData);
       req.on("end", onEnd);
       req.on("error", onError);

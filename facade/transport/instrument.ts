@@ -54,8 +54,8 @@ function viewOf(event: H3Event): RequestView {
     path: event.url.pathname,
     header: (name) => request.headers.get(name),
     ip: getRequestIP(event),
-    ...(node?.req && node.res ? { node: { req: node.req, res: node.res } } : {}),
-    signal: request.signal,
+    // srvx makes `request.signal` (a controller and listeners) on first read: read only off Node.
+    ...(node?.req && node.res ? { node: { req: node.req, res: node.res } } : { signal: request.signal }),
   };
 }
 
