@@ -47,7 +47,7 @@ const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 1);
 /**
  * Load on every surface and mode of a new gateway before any of them is measured, so no row
  * carries the optimising compiler's first passes over the shared path (with 1 s of warm-up
- * alone, whichever surface was measured first cost 20–50 % more).
+ * alone, whichever surface was measured first cost 15–50 % more).
  */
 const SERVER_WARMUP_SECONDS = Number(process.env.BENCH_SERVER_WARMUP_SECONDS ?? 2);
 const list = (value: string) =>
