@@ -38,9 +38,9 @@ function headerReader(req: IncomingMessage): (name: string) => string | undefine
 
 /**
  * The REST routes the Node server answers itself, without h3 (docs/performance.md "Requests
- * served without h3"): a `POST` to a route without path parameters (chat completions, the
- * Responses and Messages dialects, tool execution), as plain as nearly every API client sends
- * it — the exact path, no query, a declared `Content-Length` within GATEWAY_MAX_PAYLOAD_BYTES,
+ * served without h3"): a `POST` to a route without path parameters outside the console (chat
+ * completions, the Responses and Messages dialects, tool execution, and every create route of
+ * that kind), as plain as nearly every API client sends it — the exact path, no query, a declared `Content-Length` within GATEWAY_MAX_PAYLOAD_BYTES,
  * no `Origin` (so no CORS), and a `Host` the service answers. The same declaration runs the
  * same way as through h3 (facade/rest.ts): instrumentRequest (request id, log line, metrics,
  * span), the dispatcher (policies, validation, handler), the surface's or dialect's error

@@ -96,7 +96,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     });
     // No TLS nor HTTP/2 here: srvx made a node:http server.
     const node = server.node!.server as NodeServer;
-    // The plainest POSTs of the hot routes are answered without h3 (facade/native-routes.ts);
+    // The plainest POSTs to routes without path parameters are answered without h3 (facade/native-routes.ts);
     // everything else goes on to srvx and the h3 app.
     const native = nativeRoutes(dispatcher);
     const viaH3 = server.node!.handler;
