@@ -1,13 +1,11 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { sendNodeResponse } from "srvx/node";
 import type { AnyMethod, HttpBinding } from "../rpc/define.js";
-import { callFacts, fromWire, type Dispatcher } from "../rpc/dispatcher.js";
-import { ServiceError } from "../rpc/errors.js";
+import { fromWire, type Dispatcher } from "../rpc/dispatcher.js";
 import { hostRule } from "./host-check.js";
-import { fullPath, replyOf } from "./rest.js";
+import { fullPath, replyOf, restFacts, restParams } from "./rest.js";
 import { readDeclaredJsonBody } from "./transport/body.js";
-import { errorResponse, instrumentRequest, scopeFacts, type RequestView } from "./transport/instrument.js";
-import { cookieWriter } from "./transport/cookies.js";
+import { errorResponse, instrumentRequest, type RequestView } from "./transport/instrument.js";
 import { presentedIn } from "./transport/surfaces.js";
 
 export interface NativeRoute {
@@ -82,7 +80,8 @@ export function nativeRoutes(dispatcher: Dispatcher): {
     take(req, res) {
       const route = routeOf(req);
       if (!route) return false;
-      serve(dispatcher, route, req, res, declaredLength(req.headers["content-length"])!).catch(() => res.destroy());
+      // routeOf checked the declared length: a plain decimal within the limit.
+      serve(dispatcher, route, req, res, Number(req.headers["content-length"])).catch(() => res.destroy());
       return true;
     },
   };
@@ -103,27 +102,9 @@ async function serve(dispatcher: Dispatcher, route: NativeRoute, req: IncomingMe
     view,
     async (scope) => {
       scope.log.operation = method.name;
-      const facts = callFacts({
-        ...scopeFacts(scope),
-        surface: binding.surface,
-        transport: "rest",
-        presented: presentedIn(binding.surface, header, binding.dialect),
-        setCookie: cookieWriter(scope.responseHeaders),
-        ...(scope.delivered ? { delivered: scope.delivered } : {}),
-      });
-      // The body is read only once the caller is authenticated (facade/rest.ts).
-      const readParams = async () => {
-        const body = await readDeclaredJsonBody(req, declared);
-        if (body !== undefined && (typeof body !== "object" || body === null || Array.isArray(body))) {
-          throw new ServiceError("BAD_REQUEST", "Request body must be a JSON object");
-        }
-        const fromHeaders: Record<string, string> = {};
-        for (const [name, param] of Object.entries(binding.headerParams ?? {})) {
-          const value = header(name);
-          if (value !== undefined) fromHeaders[param] = value;
-        }
-        return { ...fromHeaders, ...(body as Record<string, unknown> | undefined) };
-      };
+      const facts = restFacts(scope, binding, presentedIn(binding.surface, header, binding.dialect));
+      // The body is read only once the caller is authenticated (facade/rest.ts); no query, no path parameters.
+      const readParams = async () => restParams(binding, await readDeclaredJsonBody(req, declared), {}, header);
       const result = await dispatcher.call(method, fromWire(readParams), facts);
       return replyOf(result, method, binding, dispatcher, scope, header);
     },

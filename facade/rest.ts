@@ -1,6 +1,7 @@
 import type { H3 } from "h3";
 import { RawReply, isAsyncIterable, type AnyMethod, type HttpBinding, type RawRequest } from "../rpc/define.js";
-import { callFacts, fromWire, type Dispatcher } from "../rpc/dispatcher.js";
+import { callFacts, fromWire, type CallFacts, type Dispatcher } from "../rpc/dispatcher.js";
+import type { Presented } from "../rpc/auth.js";
 import { ServiceError } from "../rpc/errors.js";
 import { wireTextOf } from "../rpc/wire-text.js";
 import { readJsonBody, readRawBody } from "./transport/body.js";
@@ -76,14 +77,7 @@ async function handleRest(
   limit: number,
 ): Promise<Response> {
   scope.log.operation = method.name;
-  const facts = callFacts({
-    ...scopeFacts(scope),
-    surface: binding.surface,
-    transport: "rest",
-    presented: presentedFor(binding.surface, request, binding.dialect),
-    setCookie: cookieWriter(scope.responseHeaders),
-    ...(scope.delivered ? { delivered: scope.delivered } : {}),
-  });
+  const facts = restFacts(scope, binding, presentedFor(binding.surface, request, binding.dialect));
   // Params are the query, the JSON body and the path parameters merged (path wins), read
   // only once the caller is authenticated.
   const readRaw = async () => {
@@ -97,19 +91,45 @@ async function handleRest(
   };
   const readParams = async () => {
     const body = WITH_BODY.has(binding.method) ? await readJsonBody(request, limit) : undefined;
-    if (body !== undefined && (typeof body !== "object" || body === null || Array.isArray(body))) {
-      throw new ServiceError("BAD_REQUEST", "Request body must be a JSON object");
-    }
     const query: Record<string, string> = {};
     for (const [name, value] of new URL(request.url).searchParams) query[name] = value;
-    for (const [header, name] of Object.entries(binding.headerParams ?? {})) {
-      const value = request.headers.get(header);
-      if (value !== null && query[name] === undefined) query[name] = value;
-    }
-    return { ...query, ...(body as Record<string, unknown> | undefined), ...decodeParams(pathParams) };
+    return restParams(binding, body, query, (name) => request.headers.get(name), pathParams);
   };
   const result = await dispatcher.call(method, fromWire(binding.raw ? readRaw : readParams), facts);
   return replyOf(result, method, binding, dispatcher, scope, (name) => request.headers.get(name));
+}
+
+/** The facts of a REST call (through h3 or served without it: facade/native-routes.ts). */
+export function restFacts(scope: RequestScope, binding: HttpBinding, presented: Presented): CallFacts {
+  return callFacts({
+    ...scopeFacts(scope),
+    surface: binding.surface,
+    transport: "rest",
+    presented,
+    setCookie: cookieWriter(scope.responseHeaders),
+    ...(scope.delivered ? { delivered: scope.delivered } : {}),
+  });
+}
+
+/**
+ * A REST call's params: the query, then the binding's header params the query does not name,
+ * the JSON body (which must be an object) over them, and the path parameters over all.
+ */
+export function restParams(
+  binding: HttpBinding,
+  body: unknown,
+  query: Record<string, string>,
+  header: (name: string) => string | null | undefined,
+  pathParams?: Record<string, string>,
+): Record<string, unknown> {
+  if (body !== undefined && (typeof body !== "object" || body === null || Array.isArray(body))) {
+    throw new ServiceError("BAD_REQUEST", "Request body must be a JSON object");
+  }
+  for (const [name, param] of Object.entries(binding.headerParams ?? {})) {
+    const value = header(name);
+    if (value != null && query[param] === undefined) query[param] = value;
+  }
+  return { ...query, ...(body as Record<string, unknown> | undefined), ...decodeParams(pathParams) };
 }
 
 /**
