@@ -1,5 +1,5 @@
 import OpenAI from "openai";
-import { registerUser, type TestServer } from "./server.js";
+import { bearer, registerUser, type TestServer } from "./server.js";
 import { consoleSignIn, withCookie, type ConsoleCookie } from "./console.js";
 
 export const MICRO = 1_000_000;
@@ -99,4 +99,20 @@ export async function usageByModel(server: TestServer, token: string): Promise<R
 /** One model's usage, zero when it has none yet. */
 export async function usageOf(server: TestServer, token: string, model: string): Promise<UsageRow> {
   return (await usageByModel(server, token))[model] ?? { model, requests: 0, inputTokens: 0, outputTokens: 0, credits: 0 };
+}
+
+export type RegisteredUser = Awaited<ReturnType<typeof registerUser>>;
+
+/**
+ * The two callers of the dialect tests: `alice`, who calls the Gateway API with her session
+ * token, and `bob`, who calls the Account API with a personal key (`bobKey`, named `keyName`).
+ */
+export async function twoCallers(
+  server: TestServer,
+  keyName: string,
+): Promise<{ alice: RegisteredUser; bob: RegisteredUser; bobKey: string }> {
+  const alice = await registerUser(server);
+  const bob = await registerUser(server);
+  const key = await server.request("/account/v1/keys", { method: "POST", headers: bearer(bob.token), json: { name: keyName } });
+  return { alice, bob, bobKey: key.body.key as string };
 }

@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createOpenAI } from "@ai-sdk/openai";
 import { generateText, jsonSchema, stepCountIs, streamText, tool, type ModelMessage } from "ai";
 import { createAnthropicUpstream } from "../../../mocks/anthropic-upstream.js";
-import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
-import { loopbackFetch, usageOf } from "../../helpers/chat.js";
+import { startTestServer, type TestServer } from "../../helpers/server.js";
+import { loopbackFetch, usageOf, twoCallers, type RegisteredUser } from "../../helpers/chat.js";
 import { mockUpstreams } from "../../helpers/mock-upstreams.js";
 
 /**
@@ -18,8 +18,8 @@ const anthropic = createAnthropicUpstream(ANTHROPIC);
 const msw = mockUpstreams(...anthropic.handlers);
 
 let server: TestServer;
-let alice: Awaited<ReturnType<typeof registerUser>>;
-let bob: Awaited<ReturnType<typeof registerUser>>;
+let alice: RegisteredUser;
+let bob: RegisteredUser;
 let bobKey: string;
 
 const provider = (base: string, apiKey: string) => createOpenAI({ baseURL: server.url(base), apiKey, fetch: loopbackFetch });
@@ -40,10 +40,7 @@ beforeAll(async () => {
       },
     }),
   });
-  alice = await registerUser(server);
-  bob = await registerUser(server);
-  const key = await server.request("/account/v1/keys", { method: "POST", headers: bearer(bob.token), json: { name: "ai sdk" } });
-  bobKey = key.body.key;
+  ({ alice, bob, bobKey } = await twoCallers(server, "ai sdk"));
 });
 
 afterAll(async () => {

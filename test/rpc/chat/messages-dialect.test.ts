@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import Anthropic from "@anthropic-ai/sdk";
 import { createOpenAiChatUpstream } from "../../../mocks/openai-chat-upstream.js";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
-import { loopbackFetch, usageByModel, usageOf } from "../../helpers/chat.js";
+import { loopbackFetch, usageByModel, usageOf, twoCallers, type RegisteredUser } from "../../helpers/chat.js";
 import { mockUpstreams } from "../../helpers/mock-upstreams.js";
 
 /**
@@ -18,8 +18,8 @@ const openai = createOpenAiChatUpstream(OPENAI);
 const msw = mockUpstreams(...openai.handlers);
 
 let server: TestServer;
-let alice: Awaited<ReturnType<typeof registerUser>>;
-let bob: Awaited<ReturnType<typeof registerUser>>;
+let alice: RegisteredUser;
+let bob: RegisteredUser;
 let bobKey: string;
 
 /** The SDK's base URL is the surface's origin and prefix: it appends `/v1/messages` (docs/dialects.md). */
@@ -53,10 +53,7 @@ beforeAll(async () => {
       },
     }),
   });
-  alice = await registerUser(server);
-  bob = await registerUser(server);
-  const key = await server.request("/account/v1/keys", { method: "POST", headers: bearer(bob.token), json: { name: "messages" } });
-  bobKey = key.body.key;
+  ({ alice, bob, bobKey } = await twoCallers(server, "messages"));
 });
 
 afterAll(async () => {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type OpenAI from "openai";
 import { createAnthropicUpstream } from "../../../mocks/anthropic-upstream.js";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
-import { loopbackFetch, openaiClient, usageByModel, usageOf } from "../../helpers/chat.js";
+import { loopbackFetch, openaiClient, usageByModel, usageOf, twoCallers, type RegisteredUser } from "../../helpers/chat.js";
 import { mockUpstreams } from "../../helpers/mock-upstreams.js";
 
 /**
@@ -18,8 +18,8 @@ const anthropic = createAnthropicUpstream(ANTHROPIC);
 const msw = mockUpstreams(...anthropic.handlers);
 
 let server: TestServer;
-let alice: Awaited<ReturnType<typeof registerUser>>;
-let bob: Awaited<ReturnType<typeof registerUser>>;
+let alice: RegisteredUser;
+let bob: RegisteredUser;
 let gateway: OpenAI;
 let account: OpenAI;
 
@@ -43,11 +43,10 @@ beforeAll(async () => {
       },
     }),
   });
-  alice = await registerUser(server);
-  bob = await registerUser(server);
+  let bobKey: string;
+  ({ alice, bob, bobKey } = await twoCallers(server, "responses"));
   gateway = openaiClient(server, "/gateway/v1", alice.token);
-  const key = await server.request("/account/v1/keys", { method: "POST", headers: bearer(bob.token), json: { name: "responses" } });
-  account = openaiClient(server, "/account/v1", key.body.key);
+  account = openaiClient(server, "/account/v1", bobKey);
 });
 
 afterAll(async () => {
