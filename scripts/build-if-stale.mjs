@@ -3,10 +3,16 @@
 // clone needs only `npm install && npm start` while the process that serves runs compiled
 // JavaScript (no transpiler at start, one process that receives the signals). A deployment
 // runs `npm run build` once in its image; this check then finds nothing to do (a few ms).
-import { spawnSync } from "node:child_process";
-import { existsSync, readdirSync, statSync } from "node:fs";
+//
+// Several of these may start at once (`npm start` beside `npm run admin`, or the test suite's
+// processes on a fresh clone): they take a lock on the checkout (proper-lockfile, .build.lock)
+// and check dist/ again once they hold it, so one compiles while the others wait and then find
+// nothing to do, and no process loads a dist/ another is halfway through writing.
+import { spawn } from "node:child_process";
+import { existsSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import lockfile from "proper-lockfile";
 
 const root = join(fileURLToPath(import.meta.url), "..", "..");
 const STAMP = join(root, "dist", ".build-stamp");
@@ -22,31 +28,56 @@ function newest(path) {
   return max;
 }
 
-const built = existsSync(STAMP) ? statSync(STAMP).mtimeMs : 0;
-const sources = Math.max(...SOURCES.map((dir) => newest(join(root, dir))), ...CONFIGS.map((file) => newest(join(root, file))));
-const tsc = join(root, "node_modules", "typescript", "bin", "tsc");
-if ((built < sources || process.argv.includes("--force")) && !existsSync(tsc)) {
-  // An image installed without dev dependencies: run what was built, or say what is missing.
-  if (existsSync(join(root, "dist", "scripts", "start.js")) && !process.argv.includes("--force")) {
-    process.stderr.write("dist/ looks older than the sources, but TypeScript is not installed: running dist/ as built\n");
-    process.exit(0);
-  }
-  process.stderr.write("Cannot compile: TypeScript is not installed (npm install, with dev dependencies, then npm run build)\n");
-  process.exit(1);
-}
-if (built < sources || process.argv.includes("--force")) {
-  process.stderr.write("Compiling to dist/ (npm run build)…\n");
-  const result = spawnSync(process.execPath, [tsc, "-p", join(root, "tsconfig.build.json")], { stdio: "inherit" });
-  if (result.status !== 0) process.exit(result.status ?? 1);
-  const { writeFileSync } = await import("node:fs");
-  writeFileSync(STAMP, `${new Date().toISOString()}\n`);
-}
-
-// The console page's bundle (dist/console), by esbuild, when its sources changed.
-const { buildConsole } = await import("./build-console.mjs");
+const force = process.argv.includes("--force");
+const release = await lockfile.lock(root, {
+  lockfilePath: join(root, ".build.lock"),
+  // The holder refreshes the lock while it compiles (tsc runs as a child, so this loop is free);
+  // a lock left by a killed build goes stale after 20 s. Waiters poll for up to 5 minutes.
+  stale: 20_000,
+  retries: { retries: 1_500, factor: 1, minTimeout: 200, maxTimeout: 200 },
+  onCompromised: (error) => {
+    process.stderr.write(`build: the lock on ${root} was lost (${error.message})\n`);
+    process.exit(1);
+  },
+});
+let code = 1;
 try {
-  if (await buildConsole({ force: process.argv.includes("--force") })) process.stderr.write("Bundled the console page to dist/console/\n");
-} catch (error) {
-  process.stderr.write(`${error.message}\n`);
-  process.exit(1);
+  code = await buildIfStale();
+} finally {
+  await release();
+}
+process.exitCode = code;
+
+/** Compiles and bundles what is stale; returns the process's exit code. */
+async function buildIfStale() {
+  const built = existsSync(STAMP) ? statSync(STAMP).mtimeMs : 0;
+  const sources = Math.max(...SOURCES.map((dir) => newest(join(root, dir))), ...CONFIGS.map((file) => newest(join(root, file))));
+  const tsc = join(root, "node_modules", "typescript", "bin", "tsc");
+  const stale = built < sources || force;
+  if (stale && !existsSync(tsc)) {
+    // An image installed without dev dependencies: run what was built, or say what is missing.
+    if (existsSync(join(root, "dist", "scripts", "start.js")) && !force) {
+      process.stderr.write("dist/ looks older than the sources, but TypeScript is not installed: running dist/ as built\n");
+      return 0;
+    }
+    process.stderr.write("Cannot compile: TypeScript is not installed (npm install, with dev dependencies, then npm run build)\n");
+    return 1;
+  }
+  if (stale) {
+    process.stderr.write("Compiling to dist/ (npm run build)…\n");
+    const child = spawn(process.execPath, [tsc, "-p", join(root, "tsconfig.build.json")], { stdio: "inherit" });
+    const status = await new Promise((resolve) => child.on("close", (code) => resolve(code ?? 1)));
+    if (status !== 0) return status;
+    writeFileSync(STAMP, `${new Date().toISOString()}\n`);
+  }
+
+  // The console page's bundle (dist/console), by esbuild, when its sources changed.
+  const { buildConsole } = await import("./build-console.mjs");
+  try {
+    if (await buildConsole({ force })) process.stderr.write("Bundled the console page to dist/console/\n");
+  } catch (error) {
+    process.stderr.write(`${error.message}\n`);
+    return 1;
+  }
+  return 0;
 }

@@ -3,6 +3,7 @@ import { connect, createServer, type Server } from "node:net";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import lockfile from "proper-lockfile";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TEST_REDIS_URL } from "../helpers/redis.js";
 import { openStore, type Store } from "../../storage/store.js";
@@ -70,6 +71,24 @@ describe("npm start", () => {
       if (groupAlive(child.pid!)) process.kill(-child.pid!, "SIGKILL");
     }
   }, 90_000);
+});
+
+describe("the build before a start", () => {
+  it("waits while another build holds the checkout's build lock, then runs", async () => {
+    const release = await lockfile.lock(process.cwd(), { lockfilePath: join(process.cwd(), ".build.lock"), realpath: false });
+    let released = false;
+    try {
+      const child = spawn(process.execPath, ["scripts/build-if-stale.mjs"], { stdio: "ignore" });
+      const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+      const early = await Promise.race([exited, new Promise((resolve) => setTimeout(() => resolve("waiting"), 1_500))]);
+      expect(early).toBe("waiting");
+      await release();
+      released = true;
+      expect(await exited).toBe(0);
+    } finally {
+      if (!released) await release();
+    }
+  }, 180_000);
 });
 
 describe("a bad start is one line and exit code 1", () => {
