@@ -11,6 +11,22 @@ export interface SseReadOptions {
   endAtDone?: boolean;
 }
 
+/** What `readSseEvents` adds to `readSseData`: items made from the data as the bytes arrive. */
+export interface SseEventOptions<T> extends SseReadOptions {
+  /**
+   * The item an event's data stands for, or undefined to leave the event out. Runs as the bytes
+   * arrive, before the consumer asks; a throw ends the stream with that error (after the items
+   * made before it).
+   */
+  map(data: string): T | undefined;
+  /** Runs when the stream ends on its own (the body's end, or `[DONE]` with `endAtDone`); a throw ends it with that error. */
+  onEnd?(): void;
+  /** What the consumer sees of any error that ends the stream (the body's, the signal's, `map`'s or `onEnd`'s). */
+  mapError?(error: unknown): unknown;
+}
+
+type Body = AsyncIterable<Uint8Array> & { destroy?(error?: unknown): unknown };
+
 /**
  * Reads server-sent events from a byte stream (an undici response body, any Node stream) and yields each event's `data` as soon as the
  * event is complete (multi-line data joined by "\n"). Comments, keep-alives and events
@@ -18,76 +34,246 @@ export interface SseReadOptions {
  * stops early (the caller went away) cancels the body, so the upstream stops sending.
  * The one SSE splitter for model provider streams and the orchestrator relay.
  */
-export async function* readSseData(
-  body: AsyncIterable<Uint8Array> & { destroy?(error?: unknown): unknown },
-  options: SseReadOptions = {},
-): AsyncGenerator<string> {
-  const { onActivity, signal, endAtDone = false } = options;
-  const iterator = body[Symbol.asyncIterator]();
+export function readSseData(body: Body, options: SseReadOptions = {}): AsyncIterableIterator<string> {
+  return readSseEvents(body, { ...options, map: (data) => data });
+}
+
+/** Items queued ahead of the consumer before a Node body is paused (one read holds a few events). */
+const HIGH_WATER = 16;
+
+/**
+ * `readSseData` with each event's data turned into an item by `map` as the bytes arrive
+ * (docs/performance.md "Streams"). A Node stream is read by its `data` events and split, and
+ * its items made, in the same turn, with no generator or promise per event: the consumer's
+ * `next()` takes a queued item at once or waits for the next read. More than a few items
+ * ahead of the consumer pause the body, so a slow reader slows the upstream and nothing piles
+ * up. Any other async iterable of bytes is read one chunk per wait. Reading starts at the
+ * first `next()`.
+ */
+export function readSseEvents<T>(body: Body, options: SseEventOptions<T>): AsyncIterableIterator<T> {
+  const { onActivity, signal, endAtDone = false, map, onEnd, mapError } = options;
+  const node = isNodeReadable(body) ? body : undefined;
   const decoder = new TextDecoder();
   let buffer = "";
-  let ended = false;
-  // A pending read must end when the signal aborts. A body that can be destroyed is destroyed
-  // with the signal's reason, which rejects the read; any other body's reads are raced with
-  // one promise for the whole read (docs/performance.md "Streams": nothing per chunk).
-  let onAbort: (() => void) | undefined;
-  let aborted: Promise<never> | undefined;
-  if (signal && typeof body.destroy === "function") {
-    onAbort = () => body.destroy!(signal.reason);
-    signal.addEventListener("abort", onAbort, { once: true });
-  } else if (signal) {
-    aborted = new Promise<never>((_, reject) => {
-      onAbort = () => reject(signal.reason);
-      signal.addEventListener("abort", onAbort, { once: true });
-    });
-    aborted.catch(() => undefined);
-  }
-  try {
-    if (signal?.aborted) throw signal.reason;
+  const queue: T[] = [];
+  let head = 0;
+  // open: reading; ended: the source is done (its items may still be queued); failed: an error
+  // waits behind the queued items; closed: the consumer has everything, or stopped.
+  let state: "idle" | "open" | "ended" | "failed" | "closed" = "idle";
+  let failure: unknown;
+  let waiting: { resolve(step: IteratorResult<T>): void; reject(error: unknown): void } | undefined;
+  let paused = false;
+  let iterator: AsyncIterator<Uint8Array> | undefined;
+  let pulling = false;
+
+  const onAbort = () => {
+    // A destroyable body is destroyed with the reason, which ends its read with that error.
+    if (typeof body.destroy === "function") body.destroy(signal!.reason);
+    fail(signal!.reason);
+  };
+  const detach = () => {
+    signal?.removeEventListener("abort", onAbort);
+    if (node) {
+      node.off("data", onBytes);
+      node.off("end", onBodyEnd);
+      node.off("error", onError);
+    }
+  };
+
+  /** The body's bytes: every complete event made into its item, in this turn. */
+  function onBytes(chunk: Uint8Array): void {
+    if (state !== "open") return;
+    onActivity?.();
+    buffer += decoder.decode(chunk, { stream: true });
+    let start = 0;
     for (;;) {
-      let step: IteratorResult<Uint8Array>;
-      try {
-        step = aborted ? await Promise.race([iterator.next(), aborted]) : await iterator.next();
-      } catch (error) {
-        throw signal?.aborted ? signal.reason : error;
-      }
-      // A body that ended on its own just as the signal aborted: the abort wins.
-      if (step.done && signal?.aborted) throw signal.reason;
-      onActivity?.();
-      if (step.done) break;
-      buffer += decoder.decode(step.value, { stream: true });
-      // Every complete event of this read, then one slice for the rest.
-      let start = 0;
-      for (;;) {
-        const at = blankLine(buffer, start);
-        if (at < 0) break;
-        const event = buffer.slice(start, at);
-        start = at + blankLength;
-        const data = dataOf(event);
-        if (data === undefined) continue;
-        if (endAtDone && data === "[DONE]") {
-          // The rest of the body (normally just its end) is read in the background, so a
-          // kept-alive connection goes back to its pool.
-          ended = true;
-          void drainIterator(iterator);
-          return;
-        }
-        yield data;
-      }
-      if (start > 0) buffer = buffer.slice(start);
+      const at = blankLine(buffer, start);
+      if (at < 0) break;
+      const event = buffer.slice(start, at);
+      start = at + blankLength;
+      if (!take(dataOf(event))) return;
     }
-    ended = true;
-    const tail = dataOf(buffer + decoder.decode());
-    if (tail !== undefined && !(endAtDone && tail === "[DONE]")) yield tail;
-  } finally {
-    if (onAbort) signal!.removeEventListener("abort", onAbort);
-    // Stopping early destroys the stream and so its connection. Directly where it can: a
-    // stream's async iterator queues return() behind a read still pending.
-    if (!ended) {
-      if (typeof body.destroy === "function") body.destroy();
-      else await iterator.return?.().catch(() => undefined);
+    if (start > 0) buffer = buffer.slice(start);
+    if (node && !paused && queue.length - head >= HIGH_WATER) {
+      paused = true;
+      node.pause();
+    }
+    deliver();
+  }
+
+  /** One event's data into the queue; false once the stream is over (`[DONE]`, an error). */
+  function take(data: string | undefined): boolean {
+    if (data === undefined) return true;
+    if (endAtDone && data === "[DONE]") {
+      // The rest of the body (normally just its end) is read and dropped, so a kept-alive
+      // connection goes back to its pool.
+      finish();
+      if (state !== "ended") return false;
+      if (node) {
+        node.on("data", ignore);
+        node.on("error", ignore);
+        if (paused) node.resume();
+      } else if (iterator) void drainIterator(iterator);
+      return false;
+    }
+    let item: T | undefined;
+    try {
+      item = map(data);
+    } catch (error) {
+      fail(error);
+      return false;
+    }
+    if (item !== undefined) queue.push(item);
+    return true;
+  }
+
+  function onBodyEnd(): void {
+    if (state !== "open") return;
+    // A body that ended on its own just as the signal aborted: the abort wins.
+    if (signal?.aborted) fail(signal.reason);
+    else if (take(dataOf(buffer + decoder.decode()))) finish();
+  }
+
+  /** The source ended on its own: `onEnd` may still turn that into an error. */
+  function finish(): void {
+    try {
+      onEnd?.();
+    } catch (error) {
+      fail(error);
+      return;
+    }
+    state = "ended";
+    detach();
+    deliver();
+  }
+
+  function onError(error: unknown): void {
+    fail(signal?.aborted ? signal.reason : error);
+  }
+
+  function fail(error: unknown): void {
+    if (state !== "open" && state !== "idle") return;
+    state = "failed";
+    failure = mapError ? mapError(error) : error;
+    detach();
+    if (node) node.on("error", ignore);
+    if (typeof body.destroy === "function" && !(body as { destroyed?: boolean }).destroyed) body.destroy();
+    else if (iterator) void iterator.return?.().catch(() => undefined);
+    deliver();
+  }
+
+  /** Hands the consumer waiting the next item, or the end, or the error. */
+  function deliver(): void {
+    if (!waiting) return;
+    const { resolve, reject } = waiting;
+    if (head < queue.length) {
+      waiting = undefined;
+      resolve({ value: shift(), done: false });
+    } else if (state === "ended" || state === "closed") {
+      waiting = undefined;
+      state = "closed";
+      resolve({ value: undefined, done: true });
+    } else if (state === "failed") {
+      waiting = undefined;
+      state = "closed";
+      reject(failure);
+    } else if (!node && !pulling) void pull();
+  }
+
+  function shift(): T {
+    const item = queue[head]!;
+    queue[head++] = undefined as T;
+    if (head === queue.length) queue.length = head = 0;
+    if (paused && queue.length - head < HIGH_WATER / 2 && state === "open") {
+      paused = false;
+      node!.resume();
+    }
+    return item;
+  }
+
+  /** Any other async iterable: one chunk per wait, while the consumer waits. */
+  async function pull(): Promise<void> {
+    pulling = true;
+    try {
+      while (state === "open" && waiting && head === queue.length) {
+        let step: IteratorResult<Uint8Array>;
+        try {
+          step = await iterator!.next();
+        } catch (error) {
+          onError(error);
+          break;
+        }
+        if (step.done) onBodyEnd();
+        else onBytes(step.value);
+      }
+    } finally {
+      pulling = false;
     }
   }
+
+  function start(): void {
+    state = "open";
+    if (signal?.aborted) {
+      fail(signal.reason);
+      return;
+    }
+    signal?.addEventListener("abort", onAbort, { once: true });
+    if (node) {
+      node.on("data", onBytes);
+      node.on("end", onBodyEnd);
+      node.on("error", onError);
+    } else {
+      iterator = body[Symbol.asyncIterator]();
+    }
+  }
+
+  const items: AsyncIterableIterator<T> = {
+    next() {
+      if (state === "idle") start();
+      if (head < queue.length) return Promise.resolve({ value: shift(), done: false });
+      if (state === "closed") return Promise.resolve({ value: undefined, done: true });
+      if (waiting) return Promise.reject(new Error("readSseEvents: next() called while a read is pending"));
+      return new Promise<IteratorResult<T>>((resolve, reject) => {
+        waiting = { resolve, reject };
+        deliver();
+      });
+    },
+    return(value?: unknown) {
+      // Stopping early destroys the body and so its connection.
+      if (state === "idle" || state === "open") {
+        state = "closed";
+        detach();
+        if (node) node.on("error", ignore);
+        if (typeof body.destroy === "function") body.destroy();
+        else if (iterator) void iterator.return?.().catch(() => undefined);
+      }
+      state = "closed";
+      queue.length = head = 0;
+      if (waiting) {
+        waiting.resolve({ value: undefined, done: true });
+        waiting = undefined;
+      }
+      return Promise.resolve({ value: value as T, done: true });
+    },
+    [Symbol.asyncIterator]() {
+      return items;
+    },
+  };
+  return items;
+}
+
+function ignore(): void {}
+
+interface NodeReadable extends Body {
+  on(event: string, listener: (...args: never[]) => void): unknown;
+  off(event: string, listener: (...args: never[]) => void): unknown;
+  pause(): unknown;
+  resume(): unknown;
+}
+
+function isNodeReadable(body: Body): body is NodeReadable {
+  const candidate = body as Partial<NodeReadable>;
+  return typeof candidate.on === "function" && typeof candidate.pause === "function" && typeof candidate.resume === "function";
 }
 
 const BLANK_LINE = /\r?\n\r?\n/g;

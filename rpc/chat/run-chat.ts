@@ -222,53 +222,73 @@ export async function runChat(ctx: ChatContext, options: RunOptions): Promise<Ch
     await settleOnce(completion.usage ?? usageOf(promptEstimate, countTokens(content)), !completion.usage);
     return { ...completion, model: model.id };
   }
-  const chunks = result.chunks;
+  const upstream = result.chunks[Symbol.asyncIterator]();
   streamed = true;
-  const relay = (async function* relay(): AsyncGenerator<ChatChunk> {
-    let streamed = "";
-    try {
-      for await (const chunk of chunks) {
-        for (const choice of chunk.choices ?? []) {
-          const calls = choice.delta?.tool_calls;
-          // Streamed tool calls count like content when the usage must be estimated.
-          if (calls) for (const call of calls) streamed += (call.function?.name ?? "") + (call.function?.arguments ?? "");
-          if (typeof choice.delta?.content !== "string" || choice.delta.content === "") continue;
-          streamed += choice.delta.content;
-          observe.token();
-        }
-        if (chunk.usage) await settleOnce(chunk.usage, false);
-        if (!includeUsage && chunk.usage && (chunk.choices?.length ?? 0) === 0) continue;
-        yield relayed(chunk, model.id, !includeUsage);
-      }
-    } finally {
-      // Dropped, cancelled or usage-less streams: bill what was streamed (estimated).
-      await settleOnce(usageOf(promptEstimate, countTokens(streamed)), true);
-    }
-  })();
-  // A generator that never started skips its `finally` on return(): a client gone before the
-  // first frame would leave the hold to its lease. Settle it here instead.
+  // The relay is a plain iterator, not a generator: each `next` is the upstream's own promise
+  // and one step of metering (docs/performance.md "Streams").
+  let text = "";
   let started = false;
-  return {
+  let closed = false;
+  // Dropped, cancelled or usage-less streams: bill what was streamed (estimated).
+  const close = () => {
+    if (closed) return Promise.resolve();
+    closed = true;
+    return settleOnce(usageOf(promptEstimate, countTokens(text)), true);
+  };
+  const done = { done: true as const, value: undefined };
+  const step = (item: IteratorResult<ChatChunk>): IteratorResult<ChatChunk> | Promise<IteratorResult<ChatChunk>> => {
+    if (item.done) return close().then(() => done);
+    const chunk = item.value;
+    for (const choice of chunk.choices ?? []) {
+      const calls = choice.delta?.tool_calls;
+      // Streamed tool calls count like content when the usage must be estimated.
+      if (calls) for (const call of calls) text += (call.function?.name ?? "") + (call.function?.arguments ?? "");
+      if (typeof choice.delta?.content !== "string" || choice.delta.content === "") continue;
+      text += choice.delta.content;
+      observe.token();
+    }
+    // The usage frame of a client that did not ask for it is metered and not relayed.
+    const skip = !includeUsage && chunk.usage && (chunk.choices?.length ?? 0) === 0;
+    const out = () =>
+      skip ? upstream.next().then(step, failed) : { done: false as const, value: relayed(chunk, model.id, !includeUsage) };
+    return chunk.usage ? settleOnce(chunk.usage, false).then(out) : out();
+  };
+  const failed = (error: unknown) =>
+    close().then(() => {
+      throw error;
+    });
+  const relay: AsyncIterableIterator<ChatChunk> = {
+    next() {
+      started = true;
+      if (closed) return Promise.resolve(done);
+      return upstream.next().then(step, failed);
+    },
+    async return() {
+      if (!started) {
+        // Gone before the first frame: nothing was streamed, and the upstream is closed unread.
+        started = true;
+        closed = true;
+        await settleOnce(usageOf(promptEstimate, 0), true);
+        void drain(upstream);
+        return done;
+      }
+      try {
+        await upstream.return?.();
+      } catch {
+        // already closed
+      }
+      await close();
+      return done;
+    },
+    async throw(error?: unknown) {
+      await relay.return!();
+      throw error;
+    },
     [Symbol.asyncIterator]() {
-      return {
-        next() {
-          started = true;
-          return relay.next();
-        },
-        async return(value?: unknown) {
-          if (!started) {
-            started = true;
-            await settleOnce(usageOf(promptEstimate, 0), true);
-            void drain(chunks);
-          }
-          return relay.return(value as never);
-        },
-        throw(error?: unknown) {
-          return relay.throw(error);
-        },
-      };
+      return relay;
     },
   };
+  return relay;
 }
 
 /**
@@ -299,9 +319,9 @@ function relayed(chunk: ChatChunk, model: string, dropUsage: boolean): ChatChunk
 }
 
 /** Closes an upstream stream nobody will read (its request is aborted with the call's signal). */
-async function drain(chunks: AsyncIterable<unknown>): Promise<void> {
+async function drain(chunks: AsyncIterator<unknown>): Promise<void> {
   try {
-    await chunks[Symbol.asyncIterator]().return?.();
+    await chunks.return?.();
   } catch {
     // already closed
   }

@@ -1,6 +1,7 @@
+import { once } from "node:events";
 import { Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
-import { readSseData } from "../../rpc/sse-parse.js";
+import { readSseData, readSseEvents } from "../../rpc/sse-parse.js";
 
 /** A Node byte stream of `chunks` (as an undici response body is), noting whether it was destroyed. */
 function body(chunks: string[]): { stream: Readable; cancelled: () => boolean } {
@@ -34,7 +35,9 @@ describe("readSseData (the one SSE splitter)", () => {
     expect(await collect(readSseData(body(["data: 1\n\ndata: [DONE]\n\n"]).stream))).toEqual(["1", "[DONE]"]);
     const openai = body(["data: 1\n\ndata: [DONE]\n\ndata: after\n\n"]);
     expect(await collect(readSseData(openai.stream, { endAtDone: true }))).toEqual(["1"]);
-    expect(openai.cancelled()).toBe(false);
+    // Read to its end (so its connection is kept), not cut.
+    if (!openai.stream.closed) await once(openai.stream, "close");
+    expect(openai.stream.readableEnded).toBe(true);
   });
 
   it("cancels the body when the reader stops early, and throws the signal's reason when it aborts", async () => {
@@ -48,5 +51,76 @@ describe("readSseData (the one SSE splitter)", () => {
     controller.abort(new Error("timed out"));
     expect(((await reading) as Error).message).toBe("timed out");
     expect(pending.destroyed).toBe(true);
+  });
+
+  it("reads any async iterable of bytes too, and a signal ends a read that never returns", async () => {
+    async function* bytes() {
+      yield new TextEncoder().encode("data: a\n\ndata: b");
+      yield new TextEncoder().encode("\n\ndata: c\n\n");
+    }
+    expect(await collect(readSseData(bytes()))).toEqual(["a", "b", "c"]);
+
+    const controller = new AbortController();
+    const never: AsyncIterable<Uint8Array> = { [Symbol.asyncIterator]: () => ({ next: () => new Promise(() => undefined) }) };
+    const reading = collect(readSseData(never, { signal: controller.signal })).catch((error) => error);
+    controller.abort(new Error("gone"));
+    expect(((await reading) as Error).message).toBe("gone");
+  });
+});
+
+describe("readSseEvents (items made as the bytes arrive)", () => {
+  it("maps each event's data, then runs onEnd, whose throw ends the stream after the items made before it", async () => {
+    const ended: string[] = [];
+    const items = readSseEvents(body(["data: 1\n\ndata: skip\n\ndata: 2\n\n"]).stream, {
+      map: (data) => (data === "skip" ? undefined : Number(data)),
+      onEnd: () => {
+        ended.push("end");
+        throw new Error("cut");
+      },
+      mapError: (error) => new Error(`upstream: ${(error as Error).message}`),
+    });
+    const seen: number[] = [];
+    const error = await (async () => {
+      for await (const item of items) seen.push(item);
+    })().catch((caught: Error) => caught.message);
+    expect(seen).toEqual([1, 2]);
+    expect(ended).toEqual(["end"]);
+    expect(error).toBe("upstream: cut");
+  });
+
+  it("a throw in map ends the stream with it and cancels the body", async () => {
+    const source = body(["data: ok\n\ndata: bad\n\n", "data: later\n\n"]);
+    const items = readSseEvents(source.stream, {
+      map: (data) => {
+        if (data === "bad") throw new Error("invalid frame");
+        return data;
+      },
+    });
+    expect(await items.next()).toEqual({ value: "ok", done: false });
+    await expect(items.next()).rejects.toThrow("invalid frame");
+    expect(source.cancelled()).toBe(true);
+    expect(await items.next()).toEqual({ value: undefined, done: true });
+  });
+
+  it("pauses a Node body while the consumer is behind, and resumes it as items are taken", async () => {
+    let reads = 0;
+    const total = 200;
+    // A small buffer of its own, as a socket's is small against a long answer.
+    const stream = new Readable({
+      highWaterMark: 32,
+      read() {
+        reads += 1;
+        this.push(reads <= total ? Buffer.from(`data: ${reads}\n\n`) : null);
+      },
+    });
+    const items = readSseEvents(stream, { map: Number });
+    expect(await items.next()).toEqual({ value: 1, done: false });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    // Nobody reads: the body stops a little past the queue's limit instead of reading all 200.
+    expect(stream.isPaused()).toBe(true);
+    expect(reads).toBeLessThan(60);
+    const rest: number[] = [];
+    for await (const item of items) rest.push(item);
+    expect(rest).toEqual(Array.from({ length: total - 1 }, (_, index) => index + 2));
   });
 });

@@ -1,5 +1,5 @@
 import { ServiceError } from "../../errors.js";
-import { readSseData } from "../../sse-parse.js";
+import { readSseEvents } from "../../sse-parse.js";
 import { withWireText } from "../../wire-text.js";
 import type { UpstreamResponse } from "../../outbound/upstream.js";
 import type { ChatChunk, ChatCompletion, ChatRequest, Provider, ProviderResult } from "../types.js";
@@ -66,10 +66,16 @@ export class OpenAiCompatibleProvider implements Provider {
   }
 }
 
-async function* parseChunks(body: UpstreamResponse["body"], timeoutMs: number, id: string, signal: AbortSignal): AsyncGenerator<ChatChunk> {
+/**
+ * The upstream's frames as chunks, parsed as the bytes arrive (rpc/sse-parse.ts
+ * `readSseEvents`: no generator or promise per frame between the socket and the relay).
+ */
+function parseChunks(body: UpstreamResponse["body"], timeoutMs: number, id: string, signal: AbortSignal): AsyncIterableIterator<ChatChunk> {
   let finished = false;
-  try {
-    for await (const data of readSseData(body, { signal, endAtDone: true })) {
+  return readSseEvents<ChatChunk>(body, {
+    signal,
+    endAtDone: true,
+    map(data) {
       let chunk: ChatChunk;
       try {
         chunk = JSON.parse(data) as ChatChunk;
@@ -79,19 +85,18 @@ async function* parseChunks(body: UpstreamResponse["body"], timeoutMs: number, i
       // A provider may report an error inside the stream; relay it as the last frame.
       if (chunk.error) throw inStreamError(chunk);
       const answer = ofTheAnswer(chunk);
-      if (!answer) continue;
+      if (!answer) return undefined;
       if (answer.choices?.some((choice) => choice.finish_reason)) finished = true;
       // A frame relayed as it came keeps its text, so the relay need not serialise it again.
-      yield answer === chunk ? withWireText(chunk, data) : answer;
-    }
+      return answer === chunk ? withWireText(chunk, data) : answer;
+    },
     // A connection that ends before any choice finished was cut off: the client must see a
     // terminated stream, not a [DONE] that passes a truncated answer off as whole.
-    if (!finished) throw streamCut(id);
-  } catch (error) {
-    throw transportError(error, timeoutMs, id, true);
-  } finally {
-    if (!finished && !body.destroyed) body.destroy();
-  }
+    onEnd() {
+      if (!finished) throw streamCut(id);
+    },
+    mapError: (error) => transportError(error, timeoutMs, id, true),
+  });
 }
 
 /**
