@@ -30,7 +30,8 @@
  * BENCH_STORAGES (default "memory,fs,redis"), BENCH_SURFACES (default "platform,account,gateway"),
  * BENCH_HEAP=1 (the live-memory probe above), BENCH_WARMUP=0 (skip the unmeasured run before measuring), BENCH_FLOOR=0 (skip the
  * floor), REDIS_URL (default redis://127.0.0.1:6379), BENCH_SERVER_EXEC_ARGV (extra Node flags
- * for the gateway, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"), BENCH_FLOOR_EXEC_ARGV (the same for the floor).
+ * for the gateway, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"), BENCH_FLOOR_EXEC_ARGV (the same for the floor),
+ * BENCH_TSX=1 (run the processes from the sources through tsx instead of compiled: bench/internal/fork-ready.ts).
  */
 import type { ChildProcess } from "node:child_process";
 import { execSync } from "node:child_process";
