@@ -14,14 +14,17 @@ export interface SseReadOptions {
 /** What `readSseEvents` adds to `readSseData`: items made from the data as the bytes arrive. */
 export interface SseEventOptions<T> extends SseReadOptions {
   /**
-   * The item an event's data stands for, or undefined to leave the event out. Runs as the bytes
-   * arrive, before the consumer asks; a throw ends the stream with that error (after the items
-   * made before it).
+   * Makes the items an event's data stands for (none, one or several), handing each to `push`.
+   * Runs as the bytes arrive, before the consumer asks; a throw ends the stream with that error
+   * (after the items pushed before it).
    */
-  map(data: string): T | undefined;
-  /** Runs when the stream ends on its own (the body's end, or `[DONE]` with `endAtDone`); a throw ends it with that error. */
-  onEnd?(): void;
-  /** What the consumer sees of any error that ends the stream (the body's, the signal's, `map`'s or `onEnd`'s). */
+  event(data: string, push: (item: T) => void): void;
+  /**
+   * Runs when the stream ends on its own (the body's end, or `[DONE]` with `endAtDone`); it may
+   * push last items, and a throw ends the stream with that error.
+   */
+  end?(push: (item: T) => void): void;
+  /** What the consumer sees of any error that ends the stream (the body's, the signal's, `event`'s or `end`'s). */
   mapError?(error: unknown): unknown;
 }
 
@@ -35,14 +38,14 @@ type Body = AsyncIterable<Uint8Array> & { destroy?(error?: unknown): unknown };
  * The one SSE splitter for model provider streams and the orchestrator relay.
  */
 export function readSseData(body: Body, options: SseReadOptions = {}): AsyncIterableIterator<string> {
-  return readSseEvents(body, { ...options, map: (data) => data });
+  return readSseEvents(body, { ...options, event: (data, push) => push(data) });
 }
 
 /** Items queued ahead of the consumer before a Node body is paused (one read holds a few events). */
 const HIGH_WATER = 16;
 
 /**
- * `readSseData` with each event's data turned into an item by `map` as the bytes arrive
+ * `readSseData` with each event's data turned into items by `event` as the bytes arrive
  * (docs/performance.md "Streams"). A Node stream is read by its `data` events and split, and
  * its items made, in the same turn, with no generator or promise per event: the consumer's
  * `next()` takes a queued item at once or waits for the next read. More than a few items
@@ -51,12 +54,15 @@ const HIGH_WATER = 16;
  * first `next()`.
  */
 export function readSseEvents<T>(body: Body, options: SseEventOptions<T>): AsyncIterableIterator<T> {
-  const { onActivity, signal, endAtDone = false, map, onEnd, mapError } = options;
+  const { onActivity, signal, endAtDone = false, event, end, mapError } = options;
   const node = isNodeReadable(body) ? body : undefined;
   const decoder = new TextDecoder();
   let buffer = "";
   const queue: T[] = [];
   let head = 0;
+  const push = (item: T) => {
+    queue.push(item);
+  };
   // open: reading; ended: the source is done (its items may still be queued); failed: an error
   // waits behind the queued items; closed: the consumer has everything, or stopped.
   let state: "idle" | "open" | "ended" | "failed" | "closed" = "idle";
@@ -116,14 +122,12 @@ export function readSseEvents<T>(body: Body, options: SseEventOptions<T>): Async
       } else if (iterator) void drainIterator(iterator);
       return false;
     }
-    let item: T | undefined;
     try {
-      item = map(data);
+      event(data, push);
     } catch (error) {
       fail(error);
       return false;
     }
-    if (item !== undefined) queue.push(item);
     return true;
   }
 
@@ -134,10 +138,10 @@ export function readSseEvents<T>(body: Body, options: SseEventOptions<T>): Async
     else if (take(dataOf(buffer + decoder.decode()))) finish();
   }
 
-  /** The source ended on its own: `onEnd` may still turn that into an error. */
+  /** The source ended on its own: `end` may still push last items, or turn that into an error. */
   function finish(): void {
     try {
-      onEnd?.();
+      end?.(push);
     } catch (error) {
       fail(error);
       return;

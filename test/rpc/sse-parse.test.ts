@@ -69,11 +69,21 @@ describe("readSseData (the one SSE splitter)", () => {
 });
 
 describe("readSseEvents (items made as the bytes arrive)", () => {
-  it("maps each event's data, then runs onEnd, whose throw ends the stream after the items made before it", async () => {
+  it("makes none, one or several items of an event, then runs end, which may push last items or end with an error", async () => {
+    const whole = readSseEvents<string>(body(["data: a\n\ndata: skip\n\ndata: b c\n\n"]).stream, {
+      event: (data, push) => {
+        for (const word of data.split(" ")) if (word !== "skip") push(word);
+      },
+      end: (push) => push("last"),
+    });
+    expect(await collect(whole)).toEqual(["a", "b", "c", "last"]);
+
     const ended: string[] = [];
-    const items = readSseEvents(body(["data: 1\n\ndata: skip\n\ndata: 2\n\n"]).stream, {
-      map: (data) => (data === "skip" ? undefined : Number(data)),
-      onEnd: () => {
+    const items = readSseEvents<number>(body(["data: 1\n\ndata: skip\n\ndata: 2\n\n"]).stream, {
+      event: (data, push) => {
+        if (data !== "skip") push(Number(data));
+      },
+      end: () => {
         ended.push("end");
         throw new Error("cut");
       },
@@ -90,10 +100,10 @@ describe("readSseEvents (items made as the bytes arrive)", () => {
 
   it("a throw in map ends the stream with it and cancels the body", async () => {
     const source = body(["data: ok\n\ndata: bad\n\n", "data: later\n\n"]);
-    const items = readSseEvents(source.stream, {
-      map: (data) => {
+    const items = readSseEvents<string>(source.stream, {
+      event: (data, push) => {
         if (data === "bad") throw new Error("invalid frame");
-        return data;
+        push(data);
       },
     });
     expect(await items.next()).toEqual({ value: "ok", done: false });
@@ -113,7 +123,7 @@ describe("readSseEvents (items made as the bytes arrive)", () => {
         this.push(reads <= total ? Buffer.from(`data: ${reads}\n\n`) : null);
       },
     });
-    const items = readSseEvents(stream, { map: Number });
+    const items = readSseEvents<number>(stream, { event: (data, push) => push(Number(data)) });
     expect(await items.next()).toEqual({ value: 1, done: false });
     await new Promise((resolve) => setTimeout(resolve, 20));
     // Nobody reads: the body stops a little past the queue's limit instead of reading all 200.

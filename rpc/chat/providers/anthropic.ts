@@ -1,4 +1,4 @@
-import { readSseData } from "../../sse-parse.js";
+import { readSseEvents } from "../../sse-parse.js";
 import type { UpstreamResponse } from "../../outbound/upstream.js";
 import type { AnthropicModelConfig } from "../models-config.js";
 import { countPromptTokens } from "../tokens.js";
@@ -19,7 +19,6 @@ import {
   apiKeyOf,
   argumentsObject,
   declaredTools,
-  guarded,
   imageUrlOf,
   invalidAnswer,
   isSystem,
@@ -29,6 +28,7 @@ import {
   readJson,
   stopList,
   streamCut,
+  transportError,
   textOf,
   trimSlash,
   usageFrom,
@@ -77,7 +77,7 @@ export class AnthropicProvider implements Provider {
     const response = await post({ id, url, headers, body: JSON.stringify(body), signal, timeoutMs, traceparent: trace.traceparent });
     if (!request.stream)
       return { kind: "completion", completion: completionOf(await readJson<AnthropicMessage>(response, timeoutMs, id), id) };
-    return { kind: "stream", chunks: guarded(response.body, timeoutMs, id, streamChunks(response.body, id, signal)) };
+    return { kind: "stream", chunks: streamChunks(response.body, timeoutMs, id, signal) };
   }
 }
 
@@ -238,8 +238,16 @@ const ERROR_STATUS: Record<string, number> = {
   overloaded_error: 529,
 };
 
-/** Stream events → `chat.completion.chunk` frames. */
-async function* streamChunks(body: UpstreamResponse["body"], id: string, signal: AbortSignal): AsyncGenerator<ChatChunk> {
+/**
+ * Stream events → `chat.completion.chunk` frames, made as the bytes arrive (rpc/sse-parse.ts
+ * `readSseEvents`); any other failure of the body is a transport error (a timeout, a cut).
+ */
+function streamChunks(
+  body: UpstreamResponse["body"],
+  timeoutMs: number,
+  id: string,
+  signal: AbortSignal,
+): AsyncIterableIterator<ChatChunk> {
   let frames = new ChunkFrames(`chatcmpl-${Date.now()}`, id);
   let roleSent = false;
   let prompt = 0;
@@ -255,97 +263,105 @@ async function* streamChunks(body: UpstreamResponse["body"], id: string, signal:
     roleSent = true;
     return frames.delta({ role: "assistant", ...fields });
   };
-  for await (const data of readSseData(body, { signal })) {
-    // biome-ignore lint/suspicious/noExplicitAny: a provider's stream event, read field by field with checks
-    let event: Record<string, any>;
-    try {
-      // biome-ignore lint/suspicious/noExplicitAny: as above
-      event = JSON.parse(data) as Record<string, any>;
-    } catch {
-      throw invalidAnswer(id);
-    }
-    switch (event.type) {
-      case "message_start": {
-        const message = event.message as AnthropicMessage | undefined;
-        if (message?.id) frames = new ChunkFrames(message.id, message.model ?? id);
-        prompt = promptTokensOf(message?.usage);
-        output = message?.usage?.output_tokens ?? 0;
-        break;
+  return readSseEvents<ChatChunk>(body, {
+    signal,
+    event(data, push) {
+      // biome-ignore lint/suspicious/noExplicitAny: a provider's stream event, read field by field with checks
+      let event: Record<string, any>;
+      try {
+        // biome-ignore lint/suspicious/noExplicitAny: as above
+        event = JSON.parse(data) as Record<string, any>;
+      } catch {
+        throw invalidAnswer(id);
       }
-      case "content_block_start": {
-        const block = event.content_block as Block | undefined;
-        if (block?.type === "tool_use") {
-          const index = tools.size;
-          tools.set(Number(event.index), index);
-          yield delta({
-            tool_calls: [{ index, id: String(block.id), type: "function", function: { name: String(block.name), arguments: "" } }],
-          });
-        } else if (block?.type === "text" && typeof block.text === "string" && block.text) {
-          yield delta({ content: block.text });
+      switch (event.type) {
+        case "message_start": {
+          const message = event.message as AnthropicMessage | undefined;
+          if (message?.id) frames = new ChunkFrames(message.id, message.model ?? id);
+          prompt = promptTokensOf(message?.usage);
+          output = message?.usage?.output_tokens ?? 0;
+          break;
         }
-        break;
-      }
-      case "content_block_delta": {
-        const part = event.delta as Block | undefined;
-        if (part?.type === "text_delta" && typeof part.text === "string") yield delta({ content: part.text });
-        else if (part?.type === "input_json_delta" && typeof part.partial_json === "string" && part.partial_json) {
-          const index = tools.get(Number(event.index));
-          if (index !== undefined) {
-            argued.add(index);
-            yield delta({ tool_calls: [{ index, function: { arguments: part.partial_json } }] });
+        case "content_block_start": {
+          const block = event.content_block as Block | undefined;
+          if (block?.type === "tool_use") {
+            const index = tools.size;
+            tools.set(Number(event.index), index);
+            push(
+              delta({
+                tool_calls: [{ index, id: String(block.id), type: "function", function: { name: String(block.name), arguments: "" } }],
+              }),
+            );
+          } else if (block?.type === "text" && typeof block.text === "string" && block.text) {
+            push(delta({ content: block.text }));
           }
+          break;
         }
-        break;
-      }
-      case "content_block_stop": {
-        // A tool without parameters streams an empty partial_json: its arguments are "{}", as
-        // in a JSON answer, so a client can parse them.
-        const index = tools.get(Number(event.index));
-        if (index !== undefined && !argued.has(index)) {
-          argued.add(index);
-          yield delta({ tool_calls: [{ index, function: { arguments: "{}" } }] });
+        case "content_block_delta": {
+          const part = event.delta as Block | undefined;
+          if (part?.type === "text_delta" && typeof part.text === "string") push(delta({ content: part.text }));
+          else if (part?.type === "input_json_delta" && typeof part.partial_json === "string" && part.partial_json) {
+            const index = tools.get(Number(event.index));
+            if (index !== undefined) {
+              argued.add(index);
+              push(delta({ tool_calls: [{ index, function: { arguments: part.partial_json } }] }));
+            }
+          }
+          break;
         }
-        break;
-      }
-      case "message_delta": {
-        const usage = event.usage as AnthropicUsage | undefined;
-        if (usage?.output_tokens !== undefined) output = usage.output_tokens;
-        if (
-          usage &&
-          (usage.input_tokens !== undefined || usage.cache_read_input_tokens != null || usage.cache_creation_input_tokens != null)
-        ) {
-          prompt = Math.max(prompt, promptTokensOf(usage));
+        case "content_block_stop": {
+          // A tool without parameters streams an empty partial_json: its arguments are "{}", as
+          // in a JSON answer, so a client can parse them.
+          const index = tools.get(Number(event.index));
+          if (index !== undefined && !argued.has(index)) {
+            argued.add(index);
+            push(delta({ tool_calls: [{ index, function: { arguments: "{}" } }] }));
+          }
+          break;
         }
-        const reason = (event.delta as { stop_reason?: string | null } | undefined)?.stop_reason;
-        if (reason !== undefined && reason !== null && !finished) {
-          finished = true;
-          yield frames.delta(roleSent ? {} : { role: "assistant" }, anthropicFinish(reason));
-          roleSent = true;
+        case "message_delta": {
+          const usage = event.usage as AnthropicUsage | undefined;
+          if (usage?.output_tokens !== undefined) output = usage.output_tokens;
+          if (
+            usage &&
+            (usage.input_tokens !== undefined || usage.cache_read_input_tokens != null || usage.cache_creation_input_tokens != null)
+          ) {
+            prompt = Math.max(prompt, promptTokensOf(usage));
+          }
+          const reason = (event.delta as { stop_reason?: string | null } | undefined)?.stop_reason;
+          if (reason !== undefined && reason !== null && !finished) {
+            finished = true;
+            push(frames.delta(roleSent ? {} : { role: "assistant" }, anthropicFinish(reason)));
+            roleSent = true;
+          }
+          break;
         }
-        break;
+        case "message_stop":
+          if (!finished) throw streamCut(id);
+          // The body ends right after; reading it to its end returns the connection to the pool.
+          if (!usageSent) push(frames.usage(usageFrom(prompt, output)));
+          usageSent = true;
+          break;
+        case "error": {
+          const type = String((event.error as { type?: unknown } | undefined)?.type ?? "api_error");
+          const status = ERROR_STATUS[type] ?? 502;
+          throw new ProviderError("UPSTREAM", messageOf(event, status), {
+            status,
+            upstreamStatus: status,
+            upstreamBody: event,
+            retryable: isRetryableStatus(status),
+          });
+        }
+        default:
+          // ping, and events this translation does not use.
+          break;
       }
-      case "message_stop":
-        if (!finished) throw streamCut(id);
-        // The body ends right after; reading it to its end returns the connection to the pool.
-        if (!usageSent) yield frames.usage(usageFrom(prompt, output));
-        usageSent = true;
-        break;
-      case "error": {
-        const type = String((event.error as { type?: unknown } | undefined)?.type ?? "api_error");
-        const status = ERROR_STATUS[type] ?? 502;
-        throw new ProviderError("UPSTREAM", messageOf(event, status), {
-          status,
-          upstreamStatus: status,
-          upstreamBody: event,
-          retryable: isRetryableStatus(status),
-        });
-      }
-      default:
-        // ping, and events this translation does not use.
-        break;
-    }
-  }
-  // The connection ended before message_stop: after the stop reason only the usage is missing.
-  if (!finished) throw streamCut(id);
-  if (!usageSent) yield frames.usage(usageFrom(prompt, output));
+    },
+    // The connection ended before message_stop: after the stop reason only the usage is missing.
+    end(push) {
+      if (!finished) throw streamCut(id);
+      if (!usageSent) push(frames.usage(usageFrom(prompt, output)));
+    },
+    mapError: (error) => transportError(error, timeoutMs, id, true),
+  });
 }

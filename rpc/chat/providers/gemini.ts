@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { readSseData } from "../../sse-parse.js";
+import { readSseEvents } from "../../sse-parse.js";
 import type { UpstreamResponse } from "../../outbound/upstream.js";
 import type { GeminiModelConfig } from "../models-config.js";
 import type {
@@ -19,7 +19,6 @@ import {
   ChunkFrames,
   apiKeyOf,
   argumentsObject,
-  guarded,
   imageUrlOf,
   invalidAnswer,
   isSystem,
@@ -28,6 +27,7 @@ import {
   readJson,
   stopList,
   streamCut,
+  transportError,
   textOf,
   toolNamesById,
   trimSlash,
@@ -77,7 +77,7 @@ export class GeminiProvider implements Provider {
     });
     if (!request.stream)
       return { kind: "completion", completion: completionOf(await readJson<GeminiResponse>(response, timeoutMs, id), id) };
-    return { kind: "stream", chunks: guarded(response.body, timeoutMs, id, streamChunks(response.body, id, signal)) };
+    return { kind: "stream", chunks: streamChunks(response.body, timeoutMs, id, signal) };
   }
 }
 
@@ -291,53 +291,68 @@ function completionOf(response: GeminiResponse, id: string): ChatCompletion {
   return completion;
 }
 
-/** Each SSE event is a whole `GenerateContentResponse`; the stream has no [DONE], its end is the end. */
-async function* streamChunks(body: UpstreamResponse["body"], id: string, signal: AbortSignal): AsyncGenerator<ChatChunk> {
+/**
+ * Each SSE event is a whole `GenerateContentResponse`; the stream has no [DONE], its end is the
+ * end. Frames are made as the bytes arrive (rpc/sse-parse.ts `readSseEvents`); any other
+ * failure of the body is a transport error (a timeout, a cut).
+ */
+function streamChunks(
+  body: UpstreamResponse["body"],
+  timeoutMs: number,
+  id: string,
+  signal: AbortSignal,
+): AsyncIterableIterator<ChatChunk> {
   let frames: ChunkFrames | undefined;
   let roleSent = false;
   let finished = false;
   let tools = 0;
   let usage: Usage | undefined;
-  for await (const data of readSseData(body, { signal })) {
-    let response: GeminiResponse;
-    try {
-      response = JSON.parse(data) as GeminiResponse;
-    } catch {
-      throw invalidAnswer(id);
-    }
-    if (response.error) {
-      const code = Number((response.error as { code?: unknown }).code);
-      const status = Number.isInteger(code) && code >= 400 ? code : 502;
-      throw new ProviderError("UPSTREAM", messageOf(response, status), {
-        status,
-        upstreamStatus: status,
-        upstreamBody: response,
-        retryable: isRetryableStatus(status),
-      });
-    }
-    frames ??= new ChunkFrames(response.responseId ?? `chatcmpl-${randomUUID()}`, response.modelVersion ?? id);
-    const role = () => {
-      if (roleSent) return {};
-      roleSent = true;
-      return { role: "assistant" };
-    };
-    usage = usageOf(response.usageMetadata) ?? usage;
-    const candidate = response.candidates?.[0];
-    const parts = candidate?.content?.parts ?? [];
-    const text = textOfParts(parts);
-    if (text) yield frames.delta({ ...role(), content: text });
-    for (const part of parts) {
-      const call = toolCallOf(part);
-      if (!call) continue;
-      // Gemini sends each call whole: one delta carries its id, name and arguments.
-      yield frames.delta({ ...role(), tool_calls: [{ index: tools++, ...call }] });
-    }
-    const blocked = !candidate && response.promptFeedback?.blockReason;
-    if ((candidate?.finishReason || blocked) && !finished) {
-      finished = true;
-      yield frames.delta(role(), blocked ? "content_filter" : geminiFinish(candidate!.finishReason, tools > 0));
-    }
-  }
-  if (!finished || !frames) throw streamCut(id);
-  if (usage) yield frames.usage(usage);
+  return readSseEvents<ChatChunk>(body, {
+    signal,
+    event(data, push) {
+      let response: GeminiResponse;
+      try {
+        response = JSON.parse(data) as GeminiResponse;
+      } catch {
+        throw invalidAnswer(id);
+      }
+      if (response.error) {
+        const code = Number((response.error as { code?: unknown }).code);
+        const status = Number.isInteger(code) && code >= 400 ? code : 502;
+        throw new ProviderError("UPSTREAM", messageOf(response, status), {
+          status,
+          upstreamStatus: status,
+          upstreamBody: response,
+          retryable: isRetryableStatus(status),
+        });
+      }
+      frames ??= new ChunkFrames(response.responseId ?? `chatcmpl-${randomUUID()}`, response.modelVersion ?? id);
+      const role = () => {
+        if (roleSent) return {};
+        roleSent = true;
+        return { role: "assistant" };
+      };
+      usage = usageOf(response.usageMetadata) ?? usage;
+      const candidate = response.candidates?.[0];
+      const parts = candidate?.content?.parts ?? [];
+      const text = textOfParts(parts);
+      if (text) push(frames.delta({ ...role(), content: text }));
+      for (const part of parts) {
+        const call = toolCallOf(part);
+        if (!call) continue;
+        // Gemini sends each call whole: one delta carries its id, name and arguments.
+        push(frames.delta({ ...role(), tool_calls: [{ index: tools++, ...call }] }));
+      }
+      const blocked = !candidate && response.promptFeedback?.blockReason;
+      if ((candidate?.finishReason || blocked) && !finished) {
+        finished = true;
+        push(frames.delta(role(), blocked ? "content_filter" : geminiFinish(candidate!.finishReason, tools > 0)));
+      }
+    },
+    end(push) {
+      if (!finished || !frames) throw streamCut(id);
+      if (usage) push(frames.usage(usage));
+    },
+    mapError: (error) => transportError(error, timeoutMs, id, true),
+  });
 }

@@ -75,7 +75,7 @@ function parseChunks(body: UpstreamResponse["body"], timeoutMs: number, id: stri
   return readSseEvents<ChatChunk>(body, {
     signal,
     endAtDone: true,
-    map(data) {
+    event(data, push) {
       let chunk: ChatChunk;
       try {
         chunk = JSON.parse(data) as ChatChunk;
@@ -85,14 +85,14 @@ function parseChunks(body: UpstreamResponse["body"], timeoutMs: number, id: stri
       // A provider may report an error inside the stream; relay it as the last frame.
       if (chunk.error) throw inStreamError(chunk);
       const answer = ofTheAnswer(chunk);
-      if (!answer) return undefined;
+      if (!answer) return;
       if (answer.choices?.some((choice) => choice.finish_reason)) finished = true;
       // A frame relayed as it came keeps its text, so the relay need not serialise it again.
-      return answer === chunk ? withWireText(chunk, data) : answer;
+      push(answer === chunk ? withWireText(chunk, data) : answer);
     },
     // A connection that ends before any choice finished was cut off: the client must see a
     // terminated stream, not a [DONE] that passes a truncated answer off as whole.
-    onEnd() {
+    end() {
       if (!finished) throw streamCut(id);
     },
     mapError: (error) => transportError(error, timeoutMs, id, true),
