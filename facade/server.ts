@@ -14,6 +14,7 @@ import { healthTransport, type Lifecycle } from "./health.js";
 import { trackInFlight } from "./drain.js";
 import { metricsTransport } from "./metrics.js";
 import { nativeRoutes } from "./native-routes.js";
+import { pacedRequests } from "./transport/pacing.js";
 
 export interface RunningServer {
   /** Origin the server listens on, e.g. `http://127.0.0.1:8787`. */
@@ -101,9 +102,14 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const native = nativeRoutes(dispatcher);
     const viaH3 = server.node!.handler;
     node.removeListener("request", viaH3);
-    node.on("request", (req, res) => {
-      if (!native.take(req, res)) void viaH3(req, res);
-    });
+    // A burst of new requests is started over several turns of the loop, so the streams already
+    // open keep getting their frames (facade/transport/pacing.ts).
+    node.on(
+      "request",
+      pacedRequests((req, res) => {
+        if (!native.take(req, res)) void viaH3(req, res);
+      }),
+    );
     cutIdleBodies(node, config.HTTP_BODY_IDLE_TIMEOUT_SECONDS * 1000);
     const inFlight = trackInFlight(node, lifecycle);
     await server.ready();

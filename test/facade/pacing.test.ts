@@ -1,0 +1,64 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { describe, expect, it } from "vitest";
+import { pacedRequests } from "../../facade/transport/pacing.js";
+
+/**
+ * A burst of new requests is started over several turns of the event loop
+ * (facade/transport/pacing.ts). The clock is the test's: each request "costs" 2 ms of it, so
+ * what one turn starts does not depend on the machine's speed.
+ */
+
+const request = (id: number) => ({ id }) as unknown as IncomingMessage;
+const response = {} as ServerResponse;
+const idOf = (req: IncomingMessage) => (req as unknown as { id: number }).id;
+
+function paced(costMs: number) {
+  let clock = 0;
+  const started: number[] = [];
+  const admit = pacedRequests(
+    (req) => {
+      started.push(idOf(req));
+      clock += costMs;
+    },
+    10,
+    () => clock,
+  );
+  return { admit, started };
+}
+
+describe("pacedRequests", () => {
+  it("starts requests at once while a turn has time left", () => {
+    const { admit, started } = paced(1);
+    for (let id = 1; id <= 5; id += 1) admit(request(id), response);
+    expect(started).toEqual([1, 2, 3, 4, 5]);
+  });
+
+  it("starts the rest of a burst in later turns, in arrival order, with timers running in between", async () => {
+    const { admit, started } = paced(2);
+    // A timer due now, as the frames of an open stream or an upstream timeout would be.
+    const timerSaw = new Promise<number>((resolve) => setTimeout(() => resolve(started.length), 0));
+    for (let id = 1; id <= 20; id += 1) admit(request(id), response);
+    // The first 10 ms of the clock: five requests; the other fifteen wait.
+    expect(started).toEqual([1, 2, 3, 4, 5]);
+    // The timer ran before the burst was through.
+    expect(await timerSaw).toBeLessThan(20);
+    // A request arriving while others wait queues behind them.
+    admit(request(21), response);
+    await new Promise<void>((resolve) => {
+      const check = () => (started.length === 21 ? resolve() : setTimeout(check, 1));
+      check();
+    });
+    expect(started).toEqual(Array.from({ length: 21 }, (_, index) => index + 1));
+  });
+
+  it("once a burst is through, a new turn starts a request at once", async () => {
+    const { admit, started } = paced(2);
+    for (let id = 1; id <= 6; id += 1) admit(request(id), response);
+    expect(started).toEqual([1, 2, 3, 4, 5]);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(started).toEqual([1, 2, 3, 4, 5, 6]);
+    // Nothing waits: a new turn starts a new request at once.
+    admit(request(7), response);
+    expect(started).toContain(7);
+  });
+});
