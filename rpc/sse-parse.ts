@@ -83,6 +83,8 @@ export function readSseEvents<T>(body: Body, options: SseEventOptions<T>): Async
       node.off("data", onBytes);
       node.off("end", onBodyEnd);
       node.off("error", onError);
+      // An error the body emits after this (a destroy, a late reset) has nobody to tell.
+      node.on("error", ignore);
     }
   };
 
@@ -117,7 +119,6 @@ export function readSseEvents<T>(body: Body, options: SseEventOptions<T>): Async
       if (state !== "ended") return false;
       if (node) {
         node.on("data", ignore);
-        node.on("error", ignore);
         if (paused) node.resume();
       } else if (iterator) void drainIterator(iterator);
       return false;
@@ -160,7 +161,6 @@ export function readSseEvents<T>(body: Body, options: SseEventOptions<T>): Async
     state = "failed";
     failure = mapError ? mapError(error) : error;
     detach();
-    if (node) node.on("error", ignore);
     if (typeof body.destroy === "function" && !(body as { destroyed?: boolean }).destroyed) body.destroy();
     else if (iterator) void iterator.return?.().catch(() => undefined);
     deliver();
@@ -247,7 +247,6 @@ export function readSseEvents<T>(body: Body, options: SseEventOptions<T>): Async
       if (state === "idle" || state === "open") {
         state = "closed";
         detach();
-        if (node) node.on("error", ignore);
         if (typeof body.destroy === "function") body.destroy();
         else if (iterator) void iterator.return?.().catch(() => undefined);
       }
