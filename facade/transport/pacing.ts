@@ -1,4 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
+// The event loop's own turns, whatever a test does to the global timers (fake timers replace
+// the globals, not node:timers' exports): a faked setImmediate would hold a request forever.
+import { setImmediate, setTimeout } from "node:timers";
 
 /** How long one turn of the event loop may spend starting new requests before the rest wait for the next turn. */
 export const ADMISSION_SLICE_MS = 10;

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { describe, expect, it } from "vitest";
+import { setTimeout as realDelay } from "node:timers/promises";
+import { describe, expect, it, vi } from "vitest";
 import { pacedRequests } from "../../facade/transport/pacing.js";
 
 /**
@@ -60,5 +61,19 @@ describe("pacedRequests", () => {
     // Nothing waits: a new turn starts a new request at once.
     admit(request(7), response);
     expect(started).toContain(7);
+  });
+
+  it("runs a burst through while a test fakes the global timers", async () => {
+    const { admit, started } = paced(2);
+    vi.useFakeTimers();
+    try {
+      for (let id = 1; id <= 12; id += 1) admit(request(id), response);
+      expect(started.length).toBe(5);
+      // node:timers' own delay: the faked globals never fire on their own.
+      for (let wait = 0; wait < 100 && started.length < 12; wait += 1) await realDelay(2);
+      expect(started).toEqual(Array.from({ length: 12 }, (_, index) => index + 1));
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
