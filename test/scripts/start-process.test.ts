@@ -75,7 +75,13 @@ describe("npm start", () => {
 
 describe("the build before a start", () => {
   it("waits while another build holds the checkout's build lock, then runs", async () => {
-    const release = await lockfile.lock(process.cwd(), { lockfilePath: join(process.cwd(), ".build.lock"), realpath: false });
+    // Taken the way the builds take it: other tests' builds may hold it for a while on a fresh clone.
+    const release = await lockfile.lock(process.cwd(), {
+      lockfilePath: join(process.cwd(), ".build.lock"),
+      realpath: false,
+      stale: 20_000,
+      retries: { retries: 1_500, factor: 1, minTimeout: 200, maxTimeout: 200 },
+    });
     let released = false;
     try {
       const child = spawn(process.execPath, ["scripts/build-if-stale.mjs"], { stdio: "ignore" });
