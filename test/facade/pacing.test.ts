@@ -13,6 +13,14 @@ const request = (id: number) => ({ id }) as unknown as IncomingMessage;
 const response = {} as ServerResponse;
 const idOf = (req: IncomingMessage) => (req as unknown as { id: number }).id;
 
+/** Resolves once `done()` holds, checked every millisecond: the turns take real time, more on a busy machine. */
+function until(done: () => boolean): Promise<void> {
+  return new Promise((resolve) => {
+    const check = () => (done() ? resolve() : setTimeout(check, 1));
+    check();
+  });
+}
+
 function paced(costMs: number) {
   let clock = 0;
   const started: number[] = [];
@@ -45,10 +53,7 @@ describe("pacedRequests", () => {
     expect(await timerSaw).toBeLessThan(20);
     // A request arriving while others wait queues behind them.
     admit(request(21), response);
-    await new Promise<void>((resolve) => {
-      const check = () => (started.length === 21 ? resolve() : setTimeout(check, 1));
-      check();
-    });
+    await until(() => started.length === 21);
     expect(started).toEqual(Array.from({ length: 21 }, (_, index) => index + 1));
   });
 
@@ -56,7 +61,7 @@ describe("pacedRequests", () => {
     const { admit, started } = paced(2);
     for (let id = 1; id <= 6; id += 1) admit(request(id), response);
     expect(started).toEqual([1, 2, 3, 4, 5]);
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    await until(() => started.length === 6);
     expect(started).toEqual([1, 2, 3, 4, 5, 6]);
     // Nothing waits: a new turn starts a new request at once.
     admit(request(7), response);
@@ -70,7 +75,7 @@ describe("pacedRequests", () => {
       for (let id = 1; id <= 12; id += 1) admit(request(id), response);
       expect(started.length).toBe(5);
       // node:timers' own delay: the faked globals never fire on their own.
-      for (let wait = 0; wait < 100 && started.length < 12; wait += 1) await realDelay(2);
+      while (started.length < 12) await realDelay(1);
       expect(started).toEqual(Array.from({ length: 12 }, (_, index) => index + 1));
     } finally {
       vi.useRealTimers();
