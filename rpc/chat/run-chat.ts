@@ -272,11 +272,7 @@ export async function runChat(ctx: ChatContext, options: RunOptions): Promise<Ch
         void drain(upstream);
         return done;
       }
-      try {
-        await upstream.return?.();
-      } catch {
-        // already closed
-      }
+      await drain(upstream);
       await close();
       return done;
     },
@@ -318,7 +314,7 @@ function relayed(chunk: ChatChunk, model: string, dropUsage: boolean): ChatChunk
   return replaced === undefined ? out : withWireText(out, replaced);
 }
 
-/** Closes an upstream stream nobody will read (its request is aborted with the call's signal). */
+/** Closes an upstream stream nobody will read (further): its request is aborted with the call's signal. */
 async function drain(chunks: AsyncIterator<unknown>): Promise<void> {
   try {
     await chunks.return?.();

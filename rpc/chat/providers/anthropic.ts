@@ -1,4 +1,3 @@
-import { readSseEvents } from "../../sse-parse.js";
 import type { UpstreamResponse } from "../../outbound/upstream.js";
 import type { AnthropicModelConfig } from "../models-config.js";
 import { countPromptTokens } from "../tokens.js";
@@ -28,9 +27,9 @@ import {
   readJson,
   stopList,
   streamCut,
-  transportError,
   textOf,
   trimSlash,
+  upstreamEvents,
   usageFrom,
 } from "./shared.js";
 
@@ -238,10 +237,7 @@ const ERROR_STATUS: Record<string, number> = {
   overloaded_error: 529,
 };
 
-/**
- * Stream events → `chat.completion.chunk` frames, made as the bytes arrive (rpc/sse-parse.ts
- * `readSseEvents`); any other failure of the body is a transport error (a timeout, a cut).
- */
+/** Stream events → `chat.completion.chunk` frames, made as the bytes arrive (shared.ts `upstreamEvents`). */
 function streamChunks(
   body: UpstreamResponse["body"],
   timeoutMs: number,
@@ -263,8 +259,7 @@ function streamChunks(
     roleSent = true;
     return frames.delta({ role: "assistant", ...fields });
   };
-  return readSseEvents<ChatChunk>(body, {
-    signal,
+  return upstreamEvents(body, timeoutMs, id, signal, {
     event(data, push) {
       // biome-ignore lint/suspicious/noExplicitAny: a provider's stream event, read field by field with checks
       let event: Record<string, any>;
@@ -362,6 +357,5 @@ function streamChunks(
       if (!finished) throw streamCut(id);
       if (!usageSent) push(frames.usage(usageFrom(prompt, output)));
     },
-    mapError: (error) => transportError(error, timeoutMs, id, true),
   });
 }

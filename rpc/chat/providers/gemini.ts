@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import { readSseEvents } from "../../sse-parse.js";
 import type { UpstreamResponse } from "../../outbound/upstream.js";
 import type { GeminiModelConfig } from "../models-config.js";
 import type {
@@ -27,10 +26,10 @@ import {
   readJson,
   stopList,
   streamCut,
-  transportError,
   textOf,
   toolNamesById,
   trimSlash,
+  upstreamEvents,
   usageFrom,
 } from "./shared.js";
 
@@ -293,8 +292,7 @@ function completionOf(response: GeminiResponse, id: string): ChatCompletion {
 
 /**
  * Each SSE event is a whole `GenerateContentResponse`; the stream has no [DONE], its end is the
- * end. Frames are made as the bytes arrive (rpc/sse-parse.ts `readSseEvents`); any other
- * failure of the body is a transport error (a timeout, a cut).
+ * end. Frames are made as the bytes arrive (shared.ts `upstreamEvents`).
  */
 function streamChunks(
   body: UpstreamResponse["body"],
@@ -307,8 +305,7 @@ function streamChunks(
   let finished = false;
   let tools = 0;
   let usage: Usage | undefined;
-  return readSseEvents<ChatChunk>(body, {
-    signal,
+  return upstreamEvents(body, timeoutMs, id, signal, {
     event(data, push) {
       let response: GeminiResponse;
       try {
@@ -353,6 +350,5 @@ function streamChunks(
       if (!finished || !frames) throw streamCut(id);
       if (usage) push(frames.usage(usage));
     },
-    mapError: (error) => transportError(error, timeoutMs, id, true),
   });
 }

@@ -1,11 +1,10 @@
 import { ServiceError } from "../../errors.js";
-import { readSseEvents } from "../../sse-parse.js";
 import { withWireText } from "../../wire-text.js";
 import type { UpstreamResponse } from "../../outbound/upstream.js";
 import type { ChatChunk, ChatCompletion, ChatRequest, Provider, ProviderResult } from "../types.js";
 import type { AzureModelConfig, OpenAiModelConfig } from "../models-config.js";
 import { ProviderError, isRetryableStatus, messageOf } from "./provider-error.js";
-import { apiKeyOf, invalidAnswer, post, readJson, streamCut, transportError, trimSlash } from "./shared.js";
+import { apiKeyOf, invalidAnswer, post, readJson, streamCut, trimSlash, upstreamEvents } from "./shared.js";
 
 export interface OpenAiProviderOptions {
   id: string;
@@ -67,13 +66,12 @@ export class OpenAiCompatibleProvider implements Provider {
 }
 
 /**
- * The upstream's frames as chunks, parsed as the bytes arrive (rpc/sse-parse.ts
- * `readSseEvents`: no generator or promise per frame between the socket and the relay).
+ * The upstream's frames as chunks, parsed as the bytes arrive (shared.ts `upstreamEvents`: no
+ * generator or promise per frame between the socket and the relay).
  */
 function parseChunks(body: UpstreamResponse["body"], timeoutMs: number, id: string, signal: AbortSignal): AsyncIterableIterator<ChatChunk> {
   let finished = false;
-  return readSseEvents<ChatChunk>(body, {
-    signal,
+  return upstreamEvents(body, timeoutMs, id, signal, {
     endAtDone: true,
     event(data, push) {
       let chunk: ChatChunk;
@@ -95,7 +93,6 @@ function parseChunks(body: UpstreamResponse["body"], timeoutMs: number, id: stri
     end() {
       if (!finished) throw streamCut(id);
     },
-    mapError: (error) => transportError(error, timeoutMs, id, true),
   });
 }
 

@@ -1,4 +1,5 @@
 import { ServiceError } from "../../errors.js";
+import { readSseEvents, type SseEventOptions } from "../../sse-parse.js";
 import { isUpstreamTimeout, upstreamRequest, type UpstreamResponse } from "../../outbound/upstream.js";
 import type { ChatChunk, ChatMessage, ChatRequest, ContentPart, FinishReason, ToolCallDelta, ToolSpec, Usage } from "../types.js";
 import { isRetryableStatus, messageOf, ProviderError, retryAfterOf, retryDelayOf } from "./provider-error.js";
@@ -106,8 +107,27 @@ export function transportError(error: unknown, timeoutMs: number, id: string, mi
   return new ProviderError("BAD_GATEWAY", `The model provider for ${id} is unreachable`, { retryable: true, cause: error });
 }
 
+/** What an adapter's SSE stream makes of the upstream's events (rpc/sse-parse.ts `readSseEvents`). */
+export type UpstreamEventHandlers = Pick<SseEventOptions<ChatChunk>, "event" | "end" | "endAtDone">;
+
 /**
- * Runs a translated stream over an upstream body: anything other than a ServiceError is a
+ * An upstream's server-sent events as chunks, made as the bytes arrive (rpc/sse-parse.ts
+ * `readSseEvents`): the call's signal ends a pending read, and, as with `guarded`, anything
+ * other than a ServiceError is a transport failure (a timeout, a cut) and a stream stopped
+ * early closes the body and so its connection.
+ */
+export function upstreamEvents(
+  body: UpstreamResponse["body"],
+  timeoutMs: number,
+  id: string,
+  signal: AbortSignal,
+  handlers: UpstreamEventHandlers,
+): AsyncIterableIterator<ChatChunk> {
+  return readSseEvents<ChatChunk>(body, { ...handlers, signal, mapError: (error) => transportError(error, timeoutMs, id, true) });
+}
+
+/**
+ * Runs a translated stream over an upstream body (a binary event stream: Bedrock): anything other than a ServiceError is a
  * transport failure (timeout, connection lost), and a stream stopped early (the client left,
  * an error) closes the body and so its connection.
  */
