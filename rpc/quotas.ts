@@ -3,6 +3,7 @@ import type { Principal } from "./auth.js";
 import type { Config } from "./config.js";
 import { ServiceError } from "./errors.js";
 import type { Logger } from "./log.js";
+import { layered } from "./layers.js";
 import { principalRateKey } from "./policies/rate-limit.js";
 import type { QuotasRepo } from "../storage/repos/quotas.js";
 
@@ -151,42 +152,21 @@ export function endingWith<T>(items: AsyncIterable<T>, end: () => Promise<void>)
   const finish = () => (ended ??= end());
   return {
     [Symbol.asyncIterator]() {
-      const iterator = items[Symbol.asyncIterator]();
-      return {
-        // Chained on the item's own promise: no extra async function per item.
-        next() {
-          let pending: Promise<IteratorResult<T>>;
-          try {
-            pending = iterator.next();
-          } catch (error) {
-            return finish().then(() => {
-              throw error;
-            });
-          }
-          return pending.then(
-            (result) => (result.done ? finish().then(() => result) : result),
-            (error: unknown) =>
-              finish().then(() => {
-                throw error;
-              }),
-          );
-        },
-        async return(value?: unknown) {
-          try {
-            return (await iterator.return?.(value as never)) ?? { done: true as const, value: value as never };
-          } finally {
-            await finish();
-          }
-        },
-        async throw(error?: unknown) {
-          try {
-            if (iterator.throw) return await iterator.throw(error);
+      // A layer over the items (rpc/layers.ts): no promise of its own per item.
+      return layered<T, T>(items[Symbol.asyncIterator](), {
+        step: (step) => (step.done ? finish().then(() => step) : step),
+        error: (error) =>
+          finish().then(() => {
             throw error;
+          }),
+        async stop(below) {
+          try {
+            await below();
           } finally {
             await finish();
           }
         },
-      };
+      });
     },
   };
 }

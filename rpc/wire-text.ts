@@ -16,7 +16,14 @@ export function wireTextOf(item: unknown): string | undefined {
  * item (`{...item}`) carries it (a WeakMap measured several µs per frame, most of it in GC).
  */
 export function withWireText<T extends object>(item: T, text: string): T {
-  Object.defineProperty(item, WIRE_TEXT, { value: text });
+  if (WIRE_TEXT in item) (item as { [WIRE_TEXT]?: string })[WIRE_TEXT] = text;
+  else Object.defineProperty(item, WIRE_TEXT, { value: text, writable: true });
+  return item;
+}
+
+/** The item, changed in a way its text does not show: serialised as JSON from now on. */
+export function withoutWireText<T extends object>(item: T): T {
+  if (WIRE_TEXT in item) (item as { [WIRE_TEXT]?: string })[WIRE_TEXT] = undefined;
   return item;
 }
 
@@ -28,11 +35,27 @@ export function withWireText<T extends object>(item: T, text: string): T {
  * `:` and `from` as `JSON.stringify` writes it.
  */
 export function replaceStringField(text: string, name: string, from: string, to: string): string | undefined {
-  if (from === to) return text;
+  return fieldReplacer(name, to)(text, from);
+}
+
+/**
+ * `replaceStringField` for one field and new value, on many texts (a stream's frames): the
+ * quoted forms are made once, and again only when `from` changes.
+ */
+export function fieldReplacer(name: string, to: string): (text: string, from: string) => string | undefined {
   const key = `"${name}"`;
-  const at = text.indexOf(key);
-  if (at < 0 || text.indexOf(key, at + key.length) >= 0) return undefined;
-  const field = `${key}:${JSON.stringify(from)}`;
-  if (!text.startsWith(field, at)) return undefined;
-  return `${text.slice(0, at)}${key}:${JSON.stringify(to)}${text.slice(at + field.length)}`;
+  const next = `${key}:${JSON.stringify(to)}`;
+  let last: string | undefined;
+  let field = "";
+  return (text, from) => {
+    if (from === to) return text;
+    const at = text.indexOf(key);
+    if (at < 0 || text.indexOf(key, at + key.length) >= 0) return undefined;
+    if (from !== last) {
+      last = from;
+      field = `${key}:${JSON.stringify(from)}`;
+    }
+    if (!text.startsWith(field, at)) return undefined;
+    return text.slice(0, at) + next + text.slice(at + field.length);
+  };
 }

@@ -1,4 +1,5 @@
 import type { ChatChunk, ChatRequest, Provider, ProviderResult } from "./types.js";
+import { layered } from "../layers.js";
 
 /** One finished provider call, for the model registry's passive health (docs/model-registry.md). */
 export interface CallSample {
@@ -56,9 +57,7 @@ export function observedProvider(id: string, provider: Provider, observe: () => 
         report(true, elapsed);
         return result;
       }
-      // The stream's own iterator, wrapped without another generator: each `next` goes
-      // straight upstream (docs/performance.md "Streams").
-      const upstream = result.chunks[Symbol.asyncIterator]();
+      // A layer over the stream (rpc/layers.ts): no promise of its own per chunk.
       let ttftMs: number | undefined;
       let open = true;
       const finish = (failed?: unknown) => {
@@ -67,34 +66,23 @@ export function observedProvider(id: string, provider: Provider, observe: () => 
         if (failed === undefined) report(true, ttftMs);
         else if (countsAsFailure(failed, signal)) report(false, ttftMs, failed);
       };
-      const chunks: AsyncIterableIterator<ChatChunk> = {
-        next() {
-          return upstream.next().then(
-            (step) => {
-              if (step.done) finish();
-              else ttftMs ??= Math.round(performance.now() - started);
-              return step;
-            },
-            (error: unknown) => {
-              finish(error);
-              throw error;
-            },
-          );
+      const chunks = layered<ChatChunk, ChatChunk>(result.chunks[Symbol.asyncIterator](), {
+        step(step) {
+          if (step.done) finish();
+          else ttftMs ??= Math.round(performance.now() - started);
+          return step;
         },
-        return(value?: unknown) {
+        error(error) {
+          finish(error);
+          throw error;
+        },
+        stop(below) {
           // A consumer that stops after the first chunk: the call went well as far as it went.
           if (ttftMs !== undefined) finish();
           else open = false;
-          return upstream.return ? upstream.return(value) : Promise.resolve({ done: true, value: value as never });
+          return below();
         },
-        throw(error?: unknown) {
-          finish(error);
-          return upstream.throw ? upstream.throw(error) : Promise.reject(error);
-        },
-        [Symbol.asyncIterator]() {
-          return chunks;
-        },
-      };
+      });
       return { kind: "stream", chunks };
     },
   };

@@ -1,6 +1,7 @@
 import { Counter, Gauge } from "prom-client";
 import { ServiceError } from "../errors.js";
 import type { Metrics } from "../metrics.js";
+import { layered } from "../layers.js";
 import type { Bus } from "../../storage/bus.js";
 import type { DeploymentsRepo } from "../../storage/repos/deployments.js";
 import type { DeploymentConfig, ModelPrice } from "./models-config.js";
@@ -446,7 +447,7 @@ export class RoutingProvider implements Provider {
     return serve({ kind: "stream", chunks: this.#relay(deployment, target, upstream, first, signal) }, deployment);
   }
 
-  /** The stream from its first chunk on, without another generator: each `next` goes straight upstream. */
+  /** The stream from its first chunk on, a layer over it (rpc/layers.ts): no promise of its own per chunk. */
   #relay(
     deployment: Deployment,
     target: RouteTarget,
@@ -455,7 +456,6 @@ export class RoutingProvider implements Provider {
     signal: AbortSignal,
   ): AsyncIterable<ChatChunk> {
     const health = this.#health;
-    let pending: IteratorResult<ChatChunk> | undefined = first;
     let open = true;
     const end = () => {
       if (!open) return;
@@ -463,40 +463,29 @@ export class RoutingProvider implements Provider {
       deployment.inFlight--;
     };
     if (first.done) end();
-    const iterator: AsyncIterableIterator<ChatChunk> = {
-      next() {
-        if (pending) {
-          const chunk = pending;
-          pending = undefined;
-          return Promise.resolve(chunk);
-        }
-        return upstream.next().then(
-          (step) => {
-            if (step.done) end();
-            else if (step.value.usage) health.countTokens(deployment, step.value.usage.total_tokens);
-            return step;
-          },
-          (error: unknown) => {
-            end();
-            if (!signal.aborted && classifyFailure(error).countsAgainstDeployment)
-              void health.failed(deployment, target.cooldownMs).catch(() => undefined);
-            throw error;
-          },
-        );
+    // The first step was taken before answering; it goes up as it came.
+    let taken = true;
+    return layered<ChatChunk, ChatChunk>(
+      upstream,
+      {
+        step(step) {
+          if (step.done) end();
+          else if (!taken && step.value.usage) health.countTokens(deployment, step.value.usage.total_tokens);
+          taken = false;
+          return step;
+        },
+        error(error) {
+          end();
+          if (!signal.aborted && classifyFailure(error).countsAgainstDeployment)
+            void health.failed(deployment, target.cooldownMs).catch(() => undefined);
+          throw error;
+        },
+        stop(below) {
+          end();
+          return below();
+        },
       },
-      return(value?: unknown) {
-        end();
-        pending = undefined;
-        return upstream.return ? upstream.return(value) : Promise.resolve({ done: true, value: value as never });
-      },
-      throw(error?: unknown) {
-        end();
-        return upstream.throw ? upstream.throw(error) : Promise.reject(error);
-      },
-      [Symbol.asyncIterator]() {
-        return iterator;
-      },
-    };
-    return iterator;
+      first,
+    );
   }
 }

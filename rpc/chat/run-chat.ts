@@ -2,7 +2,8 @@ import * as v from "valibot";
 import type { RoutedModel } from "./model-router.js";
 import { countPromptTokens, countTokens, usageOf } from "./tokens.js";
 import { observeChat } from "./observe-chat.js";
-import { replaceStringField, wireTextOf, withWireText } from "../wire-text.js";
+import { layered, SKIP } from "../layers.js";
+import { fieldReplacer, wireTextOf, withoutWireText, withWireText } from "../wire-text.js";
 import type { ChatChunk, ChatCompletion, ChatMessage, ChatRequest, ProviderResult, ToolSpec, Usage } from "./types.js";
 import type { ChatContext } from "./deps.js";
 
@@ -222,10 +223,9 @@ export async function runChat(ctx: ChatContext, options: RunOptions): Promise<Ch
     await settleOnce(completion.usage ?? usageOf(promptEstimate, countTokens(content)), !completion.usage);
     return { ...completion, model: model.id };
   }
-  const upstream = result.chunks[Symbol.asyncIterator]();
   streamed = true;
-  // The relay is a plain iterator, not a generator: each `next` is the upstream's own promise
-  // and one step of metering (docs/performance.md "Streams").
+  // The relay is a layer over the upstream's chunks (rpc/layers.ts): one step of metering per
+  // chunk, in the same reaction as the layers beneath (docs/performance.md "Streams").
   let text = "";
   let started = false;
   let closed = false;
@@ -236,91 +236,77 @@ export async function runChat(ctx: ChatContext, options: RunOptions): Promise<Ch
     return settleOnce(usageOf(promptEstimate, countTokens(text)), true);
   };
   const done = { done: true as const, value: undefined };
-  const step = (item: IteratorResult<ChatChunk>): IteratorResult<ChatChunk> | Promise<IteratorResult<ChatChunk>> => {
-    if (item.done) return close().then(() => done);
-    const chunk = item.value;
-    for (const choice of chunk.choices ?? []) {
-      const calls = choice.delta?.tool_calls;
-      // Streamed tool calls count like content when the usage must be estimated.
-      if (calls) for (const call of calls) text += (call.function?.name ?? "") + (call.function?.arguments ?? "");
-      if (typeof choice.delta?.content !== "string" || choice.delta.content === "") continue;
-      text += choice.delta.content;
-      observe.token();
-    }
-    // The usage frame of a client that did not ask for it is metered and not relayed.
-    const skip = !includeUsage && chunk.usage && (chunk.choices?.length ?? 0) === 0;
-    const out = () =>
-      skip ? upstream.next().then(step, failed) : { done: false as const, value: relayed(chunk, model.id, !includeUsage) };
-    return chunk.usage ? settleOnce(chunk.usage, false).then(out) : out();
-  };
-  const failed = (error: unknown) =>
-    close().then(() => {
-      throw error;
-    });
-  const relay: AsyncIterableIterator<ChatChunk> = {
-    next() {
+  const relayed = relayFor(model.id, !includeUsage);
+  return layered<ChatChunk, ChatChunk>(result.chunks[Symbol.asyncIterator](), {
+    step(item) {
       started = true;
-      if (closed) return Promise.resolve(done);
-      return upstream.next().then(step, failed);
+      if (item.done) return close().then(() => done);
+      const chunk = item.value;
+      for (const choice of chunk.choices ?? []) {
+        const calls = choice.delta?.tool_calls;
+        // Streamed tool calls count like content when the usage must be estimated.
+        if (calls) for (const call of calls) text += (call.function?.name ?? "") + (call.function?.arguments ?? "");
+        if (typeof choice.delta?.content !== "string" || choice.delta.content === "") continue;
+        text += choice.delta.content;
+        observe.token();
+      }
+      // The usage frame of a client that did not ask for it is metered and not relayed.
+      const skip = !includeUsage && chunk.usage && (chunk.choices?.length ?? 0) === 0;
+      if (!chunk.usage) return { done: false, value: relayed(chunk) };
+      return settleOnce(chunk.usage, false).then(() => (skip ? SKIP : { done: false as const, value: relayed(chunk) }));
     },
-    async return() {
+    error(error) {
+      started = true;
+      return close().then(() => {
+        throw error;
+      });
+    },
+    async stop(below) {
       if (!started) {
         // Gone before the first frame: nothing was streamed, and the upstream is closed unread.
         started = true;
         closed = true;
         await settleOnce(usageOf(promptEstimate, 0), true);
-        void drain(upstream);
-        return done;
+        void below();
+        return;
       }
-      await drain(upstream);
+      await below();
       await close();
-      return done;
     },
-    async throw(error?: unknown) {
-      await relay.return!();
-      throw error;
-    },
-    [Symbol.asyncIterator]() {
-      return relay;
-    },
-  };
-  return relay;
+  });
 }
 
 /**
- * A chunk as the client gets it: the routed model's id, `usage` left out unless the client
- * asked for it. Where the upstream frame's text is known (rpc/wire-text.ts) and those two
- * changes can be made on the text, the new chunk keeps that text, so the SSE writer sends it
- * without serialising the chunk again (docs/performance.md "Streams").
+ * The chunks as the client gets them: the routed model's id, `usage` left out unless the
+ * client asked for it. A chunk parsed from the upstream's frame for this stream alone (it
+ * has the frame's text, rpc/wire-text.ts) is changed in place and, where those two changes
+ * can be made on the text, keeps the changed text, so the SSE writer sends it without
+ * serialising the chunk again (docs/performance.md "Streams"); any other chunk is copied.
  */
-function relayed(chunk: ChatChunk, model: string, dropUsage: boolean): ChatChunk {
-  const drop = dropUsage && "usage" in chunk;
-  let out: ChatChunk;
-  if (drop) {
-    const { usage: _dropped, ...rest } = chunk;
-    out = { ...rest, model };
-  } else {
-    out = { ...chunk, model };
-  }
-  let text = wireTextOf(chunk);
-  if (text === undefined || typeof chunk.model !== "string") return out;
-  if (drop) {
-    // Providers that stream usage put `"usage":null` on every other chunk, as its last field.
-    const tail = ',"usage":null}';
-    if (chunk.usage !== null || !text.endsWith(tail) || text.indexOf('"usage"') !== text.length - tail.length + 1) return out;
-    text = `${text.slice(0, -tail.length)}}`;
-  }
-  const replaced = replaceStringField(text, "model", chunk.model, model);
-  return replaced === undefined ? out : withWireText(out, replaced);
-}
-
-/** Closes an upstream stream nobody will read (further): its request is aborted with the call's signal. */
-async function drain(chunks: AsyncIterator<unknown>): Promise<void> {
-  try {
-    await chunks.return?.();
-  } catch {
-    // already closed
-  }
+function relayFor(model: string, dropUsage: boolean): (chunk: ChatChunk) => ChatChunk {
+  const rename = fieldReplacer("model", model);
+  return (chunk) => {
+    const drop = dropUsage && "usage" in chunk;
+    let text = wireTextOf(chunk);
+    if (text === undefined || typeof chunk.model !== "string") {
+      if (!drop) return { ...chunk, model };
+      const { usage: _dropped, ...rest } = chunk;
+      return { ...rest, model };
+    }
+    const from = chunk.model;
+    const usage = chunk.usage;
+    chunk.model = model;
+    if (drop) chunk.usage = undefined;
+    if (drop) {
+      // Providers that stream usage put `"usage":null` on every other chunk, as its last field.
+      const tail = ',"usage":null}';
+      if (usage !== null || !text.endsWith(tail) || text.indexOf('"usage"') !== text.length - tail.length + 1)
+        return withoutWireText(chunk);
+      text = `${text.slice(0, -tail.length)}}`;
+    }
+    const renamed = rename(text, from);
+    return renamed === undefined ? withoutWireText(chunk) : withWireText(chunk, renamed);
+  };
 }
 
 function once(

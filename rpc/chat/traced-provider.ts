@@ -1,5 +1,6 @@
 import type { Metrics } from "../metrics.js";
 import { failSpan, SpanKind, spanTraceparent, startSpan, tracingEnabled, type Span } from "../tracing.js";
+import { layered } from "../layers.js";
 import type { DeploymentConfig } from "./models-config.js";
 import type { ChatChunk, ChatCompletion, ChatRequest, Provider, ProviderResult } from "./types.js";
 
@@ -125,7 +126,6 @@ function answered(span: Span, completion: ChatCompletion): void {
  * reasons and usage for the span, which ends with the stream (finished, failed or abandoned).
  */
 function watched(chunks: AsyncIterable<ChatChunk>, span: Span): AsyncIterable<ChatChunk> {
-  const upstream = chunks[Symbol.asyncIterator]();
   const seen: ChatCompletion = { id: "", object: "chat.completion", model: "", choices: [] };
   let open = true;
   const end = (error?: unknown) => {
@@ -135,38 +135,28 @@ function watched(chunks: AsyncIterable<ChatChunk>, span: Span): AsyncIterable<Ch
     answered(span, seen);
     span.end();
   };
-  const iterator: AsyncIterableIterator<ChatChunk> = {
-    next() {
-      return upstream.next().then(
-        (step) => {
-          if (step.done) end();
-          else {
-            const chunk = step.value;
-            if (!seen.model && chunk.model) seen.model = chunk.model;
-            if (!seen.id && chunk.id) seen.id = chunk.id;
-            if (chunk.usage) seen.usage = chunk.usage;
-            const reason = chunk.choices?.[0]?.finish_reason;
-            if (reason) seen.choices.push({ message: { role: "assistant", content: null }, finish_reason: reason });
-          }
-          return step;
-        },
-        (error: unknown) => {
-          end(error);
-          throw error;
-        },
-      );
+  // A layer over the stream (rpc/layers.ts): no promise of its own per chunk.
+  return layered<ChatChunk, ChatChunk>(chunks[Symbol.asyncIterator](), {
+    step(step) {
+      if (step.done) {
+        end();
+        return step;
+      }
+      const chunk = step.value;
+      if (!seen.model && chunk.model) seen.model = chunk.model;
+      if (!seen.id && chunk.id) seen.id = chunk.id;
+      if (chunk.usage) seen.usage = chunk.usage;
+      const reason = chunk.choices?.[0]?.finish_reason;
+      if (reason) seen.choices.push({ message: { role: "assistant", content: null }, finish_reason: reason });
+      return step;
     },
-    return(value?: unknown) {
-      end();
-      return upstream.return ? upstream.return(value) : Promise.resolve({ done: true, value: value as never });
-    },
-    throw(error?: unknown) {
+    error(error) {
       end(error);
-      return upstream.throw ? upstream.throw(error) : Promise.reject(error);
+      throw error;
     },
-    [Symbol.asyncIterator]() {
-      return iterator;
+    stop(below) {
+      end();
+      return below();
     },
-  };
-  return iterator;
+  });
 }
