@@ -12,15 +12,31 @@ export interface SseReadOptions {
 }
 
 /** What `readSseEvents` adds to `readSseData`: items made from the data as the bytes arrive. */
-export interface SseEventOptions<T> extends SseReadOptions {
+export interface SseEventOptions<T> extends SseReadOptions, Omit<FrameEventOptions<string, T>, "last"> {}
+
+/**
+ * How a byte stream is cut into frames (SSE events, AWS event-stream messages). It keeps what
+ * it needs between reads; a throw ends the stream with that error.
+ */
+export interface Framing<F> {
+  /** One read's bytes: each frame they complete handed to `take`, in order, until `take` gives false. */
+  bytes(chunk: Uint8Array, take: (frame: F) => boolean): void;
+  /** The body ended: a last frame the bytes left unterminated, if the format has one. */
+  end(take: (frame: F) => boolean): void;
+}
+
+/** `readFrames`: items made from each frame as the bytes arrive (`onActivity` and `signal` as in `SseReadOptions`). */
+export interface FrameEventOptions<F, T> extends Omit<SseReadOptions, "endAtDone"> {
+  /** A frame that ends the stream where it stands (the rest of the body is read and dropped). */
+  last?(frame: F): boolean;
   /**
-   * Makes the items an event's data stands for (none, one or several), handing each to `push`.
+   * Makes the items a frame stands for (none, one or several), handing each to `push`.
    * Runs as the bytes arrive, before the consumer asks; a throw ends the stream with that error
    * (after the items pushed before it).
    */
-  event(data: string, push: (item: T) => void): void;
+  event(frame: F, push: (item: T) => void): void;
   /**
-   * Runs when the stream ends on its own (the body's end, or `[DONE]` with `endAtDone`); it may
+   * Runs when the stream ends on its own (the body's end, or its `last` frame: `[DONE]` with `endAtDone`); it may
    * push last items, and a throw ends the stream with that error.
    */
   end?(push: (item: T) => void): void;
@@ -44,20 +60,52 @@ export function readSseData(body: Body, options: SseReadOptions = {}): AsyncIter
 /** Items queued ahead of the consumer before a Node body is paused (one read holds a few events). */
 const HIGH_WATER = 16;
 
+/** `readSseData` with each event's data turned into items by `event` as the bytes arrive (`readFrames`). */
+export function readSseEvents<T>(body: Body, options: SseEventOptions<T>): AsyncIterableIterator<T> {
+  const { endAtDone = false, ...rest } = options;
+  return readFrames(body, sseFraming(), endAtDone ? { ...rest, last: (data) => data === "[DONE]" } : rest);
+}
+
+/** Server-sent events: the data of each event (multi-line data joined by "\n"), events without data dropped. */
+function sseFraming(): Framing<string> {
+  const decoder = new TextDecoder();
+  let buffer = "";
+  return {
+    bytes(chunk, take) {
+      buffer += decoder.decode(chunk, { stream: true });
+      let start = 0;
+      for (;;) {
+        const at = blankLine(buffer, start);
+        if (at < 0) break;
+        const data = dataOf(buffer.slice(start, at));
+        start = at + blankLength;
+        if (data !== undefined && !take(data)) {
+          buffer = "";
+          return;
+        }
+      }
+      if (start > 0) buffer = buffer.slice(start);
+    },
+    end(take) {
+      const data = dataOf(buffer + decoder.decode());
+      buffer = "";
+      if (data !== undefined) take(data);
+    },
+  };
+}
+
 /**
- * `readSseData` with each event's data turned into items by `event` as the bytes arrive
- * (docs/performance.md "Streams"). A Node stream is read by its `data` events and split, and
- * its items made, in the same turn, with no generator or promise per event: the consumer's
+ * A byte stream cut into frames by `framing`, each turned into items by `event` as the bytes
+ * arrive (docs/performance.md "Streams"). A Node stream is read by its `data` events and split,
+ * and its items made, in the same turn, with no generator or promise per frame: the consumer's
  * `next()` takes a queued item at once or waits for the next read. More than a few items
  * ahead of the consumer pause the body, so a slow reader slows the upstream and nothing piles
  * up. Any other async iterable of bytes is read one chunk per wait. Reading starts at the
  * first `next()`.
  */
-export function readSseEvents<T>(body: Body, options: SseEventOptions<T>): AsyncIterableIterator<T> {
-  const { onActivity, signal, endAtDone = false, event, end, mapError } = options;
+export function readFrames<F, T>(body: Body, framing: Framing<F>, options: FrameEventOptions<F, T>): AsyncIterableIterator<T> {
+  const { onActivity, signal, last, event, end, mapError } = options;
   const node = isNodeReadable(body) ? body : undefined;
-  const decoder = new TextDecoder();
-  let buffer = "";
   const queue: T[] = [];
   let head = 0;
   const push = (item: T) => {
@@ -88,20 +136,16 @@ export function readSseEvents<T>(body: Body, options: SseEventOptions<T>): Async
     }
   };
 
-  /** The body's bytes: every complete event made into its item, in this turn. */
+  /** The body's bytes: every complete frame made into its items, in this turn. */
   function onBytes(chunk: Uint8Array): void {
     if (state !== "open") return;
     onActivity?.();
-    buffer += decoder.decode(chunk, { stream: true });
-    let start = 0;
-    for (;;) {
-      const at = blankLine(buffer, start);
-      if (at < 0) break;
-      const event = buffer.slice(start, at);
-      start = at + blankLength;
-      if (!take(dataOf(event))) return;
+    try {
+      framing.bytes(chunk, take);
+    } catch (error) {
+      fail(error);
     }
-    if (start > 0) buffer = buffer.slice(start);
+    if (state !== "open") return;
     if (node && !paused && queue.length - head >= HIGH_WATER) {
       paused = true;
       node.pause();
@@ -109,10 +153,9 @@ export function readSseEvents<T>(body: Body, options: SseEventOptions<T>): Async
     deliver();
   }
 
-  /** One event's data into the queue; false once the stream is over (`[DONE]`, an error). */
-  function take(data: string | undefined): boolean {
-    if (data === undefined) return true;
-    if (endAtDone && data === "[DONE]") {
+  /** One frame's items into the queue; false once the stream is over (its last frame, an error). */
+  function take(frame: F): boolean {
+    if (last?.(frame)) {
       // The rest of the body (normally just its end) is read and dropped, so a kept-alive
       // connection goes back to its pool.
       finish();
@@ -124,7 +167,7 @@ export function readSseEvents<T>(body: Body, options: SseEventOptions<T>): Async
       return false;
     }
     try {
-      event(data, push);
+      event(frame, push);
     } catch (error) {
       fail(error);
       return false;
@@ -135,8 +178,16 @@ export function readSseEvents<T>(body: Body, options: SseEventOptions<T>): Async
   function onBodyEnd(): void {
     if (state !== "open") return;
     // A body that ended on its own just as the signal aborted: the abort wins.
-    if (signal?.aborted) fail(signal.reason);
-    else if (take(dataOf(buffer + decoder.decode()))) finish();
+    if (signal?.aborted) {
+      fail(signal.reason);
+      return;
+    }
+    try {
+      framing.end(take);
+    } catch (error) {
+      fail(error);
+    }
+    if (state === "open") finish();
   }
 
   /** The source ended on its own: `end` may still push last items, or turn that into an error. */

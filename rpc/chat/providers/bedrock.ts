@@ -3,7 +3,7 @@ import { EventStreamCodec, type Message } from "@smithy/eventstream-codec";
 import { Hash } from "@smithy/hash-node";
 import { SignatureV4 } from "@smithy/signature-v4";
 import { fromUtf8, toUtf8 } from "@smithy/util-utf8";
-import type { UpstreamResponse } from "../../outbound/upstream.js";
+import type { FrameEventOptions, Framing } from "../../sse-parse.js";
 import type { BedrockModelConfig } from "../models-config.js";
 import type {
   ChatChunk,
@@ -22,7 +22,7 @@ import {
   ChunkFrames,
   argumentsObject,
   declaredTools,
-  guarded,
+  upstreamFrames,
   imageUrlOf,
   invalidAnswer,
   isSystem,
@@ -116,7 +116,7 @@ export class BedrockProvider implements Provider {
     });
     if (!request.stream)
       return { kind: "completion", completion: completionOf(await readJson<ConverseResponse>(response, timeoutMs, id), id) };
-    return { kind: "stream", chunks: guarded(response.body, timeoutMs, id, streamChunks(response.body, id, signal)) };
+    return { kind: "stream", chunks: upstreamFrames(response.body, eventStreamFraming(), timeoutMs, id, signal, streamChunks(id)) };
   }
 }
 
@@ -293,27 +293,25 @@ const EXCEPTION_STATUS: Record<string, number> = {
   serviceUnavailableException: 503,
 };
 
-/** Splits AWS event-stream frames (a 4-byte big-endian total length leads each) off a byte stream. */
-async function* eventFrames(body: UpstreamResponse["body"], signal: AbortSignal): AsyncGenerator<Message> {
+/** AWS event-stream messages, each led by its 4-byte big-endian total length (rpc/sse-parse.ts `Framing`). */
+function eventStreamFraming(): Framing<Message> {
   let buffer: Buffer = Buffer.alloc(0);
-  const onAbort = () => body.destroy(signal.reason instanceof Error ? signal.reason : undefined);
-  signal.addEventListener("abort", onAbort, { once: true });
-  try {
-    for await (const chunk of body as AsyncIterable<Buffer>) {
-      if (signal.aborted) throw signal.reason;
-      buffer = buffer.length ? Buffer.concat([buffer, chunk]) : chunk;
+  return {
+    bytes(chunk, take) {
+      const bytes = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+      buffer = buffer.length ? Buffer.concat([buffer, bytes]) : bytes;
       while (buffer.length >= 4) {
         const total = buffer.readUInt32BE(0);
         if (total < 16 || total > 16 * 1024 * 1024) throw new Error(`invalid event stream frame length ${total}`);
         if (buffer.length < total) break;
-        yield codec.decode(new Uint8Array(buffer.buffer, buffer.byteOffset, total));
+        const message = codec.decode(new Uint8Array(buffer.buffer, buffer.byteOffset, total));
         buffer = buffer.subarray(total);
+        if (!take(message)) return;
       }
-    }
-    if (signal.aborted) throw signal.reason;
-  } finally {
-    signal.removeEventListener("abort", onAbort);
-  }
+    },
+    // A message cut off by the body's end is not one: whether the answer was whole is `end`'s call.
+    end() {},
+  };
 }
 
 function headerOf(message: Message, name: string): string | undefined {
@@ -321,8 +319,8 @@ function headerOf(message: Message, name: string): string | undefined {
   return header && header.type === "string" ? header.value : undefined;
 }
 
-/** ConverseStream events → `chat.completion.chunk` frames. */
-async function* streamChunks(body: UpstreamResponse["body"], id: string, signal: AbortSignal): AsyncGenerator<ChatChunk> {
+/** ConverseStream events → `chat.completion.chunk` frames, made as the bytes arrive (shared.ts `upstreamFrames`). */
+function streamChunks(id: string): Pick<FrameEventOptions<Message, ChatChunk>, "event" | "end"> {
   const frames = new ChunkFrames(`chatcmpl-${randomUUID()}`, id);
   let roleSent = false;
   let finished = false;
@@ -336,80 +334,87 @@ async function* streamChunks(body: UpstreamResponse["body"], id: string, signal:
     roleSent = true;
     return { role: "assistant" };
   };
-  for await (const frame of eventFrames(body, signal)) {
-    const kind = headerOf(frame, ":message-type");
-    // biome-ignore lint/suspicious/noExplicitAny: a provider's stream event, read field by field with checks
-    let payload: Record<string, any> = {};
-    try {
-      const text = toUtf8(frame.body);
-      // biome-ignore lint/suspicious/noExplicitAny: as above
-      if (text) payload = JSON.parse(text) as Record<string, any>;
-    } catch {
-      if (kind === "event") throw invalidAnswer(id);
-    }
-    if (kind === "exception" || kind === "error") {
-      const type = headerOf(frame, ":exception-type") ?? headerOf(frame, ":error-code") ?? "internalServerException";
-      const status = EXCEPTION_STATUS[type] ?? 502;
-      const message = typeof payload.message === "string" ? payload.message : (headerOf(frame, ":error-message") ?? type);
-      throw new ProviderError("UPSTREAM", message, {
-        status,
-        upstreamStatus: status,
-        upstreamBody: { message, type },
-        retryable: isRetryableStatus(status),
-      });
-    }
-    switch (headerOf(frame, ":event-type")) {
-      case "contentBlockStart": {
-        const use = payload.start?.toolUse as { toolUseId?: unknown; name?: unknown } | undefined;
-        if (use) {
-          const index = tools.size;
-          tools.set(Number(payload.contentBlockIndex), index);
-          yield frames.delta({
-            ...role(),
-            tool_calls: [{ index, id: String(use.toolUseId), type: "function", function: { name: String(use.name), arguments: "" } }],
-          });
-        }
-        break;
+  return {
+    event(frame, push) {
+      const kind = headerOf(frame, ":message-type");
+      // biome-ignore lint/suspicious/noExplicitAny: a provider's stream event, read field by field with checks
+      let payload: Record<string, any> = {};
+      try {
+        const text = toUtf8(frame.body);
+        // biome-ignore lint/suspicious/noExplicitAny: as above
+        if (text) payload = JSON.parse(text) as Record<string, any>;
+      } catch {
+        if (kind === "event") throw invalidAnswer(id);
       }
-      case "contentBlockDelta": {
-        const delta = payload.delta as { text?: unknown; toolUse?: { input?: unknown } } | undefined;
-        if (typeof delta?.text === "string" && delta.text) yield frames.delta({ ...role(), content: delta.text });
-        else if (typeof delta?.toolUse?.input === "string" && delta.toolUse.input) {
-          const index = tools.get(Number(payload.contentBlockIndex));
-          if (index !== undefined) {
-            argued.add(index);
-            yield frames.delta({ tool_calls: [{ index, function: { arguments: delta.toolUse.input } }] });
+      if (kind === "exception" || kind === "error") {
+        const type = headerOf(frame, ":exception-type") ?? headerOf(frame, ":error-code") ?? "internalServerException";
+        const status = EXCEPTION_STATUS[type] ?? 502;
+        const message = typeof payload.message === "string" ? payload.message : (headerOf(frame, ":error-message") ?? type);
+        throw new ProviderError("UPSTREAM", message, {
+          status,
+          upstreamStatus: status,
+          upstreamBody: { message, type },
+          retryable: isRetryableStatus(status),
+        });
+      }
+      switch (headerOf(frame, ":event-type")) {
+        case "contentBlockStart": {
+          const use = payload.start?.toolUse as { toolUseId?: unknown; name?: unknown } | undefined;
+          if (use) {
+            const index = tools.size;
+            tools.set(Number(payload.contentBlockIndex), index);
+            push(
+              frames.delta({
+                ...role(),
+                tool_calls: [{ index, id: String(use.toolUseId), type: "function", function: { name: String(use.name), arguments: "" } }],
+              }),
+            );
           }
+          break;
         }
-        break;
+        case "contentBlockDelta": {
+          const delta = payload.delta as { text?: unknown; toolUse?: { input?: unknown } } | undefined;
+          if (typeof delta?.text === "string" && delta.text) push(frames.delta({ ...role(), content: delta.text }));
+          else if (typeof delta?.toolUse?.input === "string" && delta.toolUse.input) {
+            const index = tools.get(Number(payload.contentBlockIndex));
+            if (index !== undefined) {
+              argued.add(index);
+              push(frames.delta({ tool_calls: [{ index, function: { arguments: delta.toolUse.input } }] }));
+            }
+          }
+          break;
+        }
+        case "contentBlockStop": {
+          // A tool without parameters streams no input: its arguments are "{}", as in a JSON answer.
+          const index = tools.get(Number(payload.contentBlockIndex));
+          if (index !== undefined && !argued.has(index)) {
+            argued.add(index);
+            push(frames.delta({ tool_calls: [{ index, function: { arguments: "{}" } }] }));
+          }
+          break;
+        }
+        case "messageStop":
+          if (!finished) {
+            finished = true;
+            push(frames.delta(role(), bedrockFinish(payload.stopReason)));
+          }
+          break;
+        case "metadata": {
+          const usage = usageOf(payload.usage);
+          if (usage && finished && !usageSent) {
+            usageSent = true;
+            push(frames.usage(usage));
+          }
+          break;
+        }
+        default:
+          // messageStart, and events this translation does not use.
+          break;
       }
-      case "contentBlockStop": {
-        // A tool without parameters streams no input: its arguments are "{}", as in a JSON answer.
-        const index = tools.get(Number(payload.contentBlockIndex));
-        if (index !== undefined && !argued.has(index)) {
-          argued.add(index);
-          yield frames.delta({ tool_calls: [{ index, function: { arguments: "{}" } }] });
-        }
-        break;
-      }
-      case "messageStop":
-        if (!finished) {
-          finished = true;
-          yield frames.delta(role(), bedrockFinish(payload.stopReason));
-        }
-        break;
-      case "metadata": {
-        const usage = usageOf(payload.usage);
-        if (usage && finished && !usageSent) {
-          usageSent = true;
-          yield frames.usage(usage);
-        }
-        break;
-      }
-      default:
-        // messageStart, and events this translation does not use.
-        break;
-    }
-  }
-  if (!finished) throw streamCut(id);
+    },
+    // A stream that ends before the message stopped was cut off: the client sees an error frame, no [DONE].
+    end() {
+      if (!finished) throw streamCut(id);
+    },
+  };
 }

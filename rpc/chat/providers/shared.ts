@@ -1,5 +1,5 @@
 import { ServiceError } from "../../errors.js";
-import { readSseEvents, type SseEventOptions } from "../../sse-parse.js";
+import { readFrames, readSseEvents, type FrameEventOptions, type Framing, type SseEventOptions } from "../../sse-parse.js";
 import { isUpstreamTimeout, upstreamRequest, type UpstreamResponse } from "../../outbound/upstream.js";
 import type { ChatChunk, ChatMessage, ChatRequest, ContentPart, FinishReason, ToolCallDelta, ToolSpec, Usage } from "../types.js";
 import { isRetryableStatus, messageOf, ProviderError, retryAfterOf, retryDelayOf } from "./provider-error.js";
@@ -112,9 +112,9 @@ export type UpstreamEventHandlers = Pick<SseEventOptions<ChatChunk>, "event" | "
 
 /**
  * An upstream's server-sent events as chunks, made as the bytes arrive (rpc/sse-parse.ts
- * `readSseEvents`): the call's signal ends a pending read, and, as with `guarded`, anything
- * other than a ServiceError is a transport failure (a timeout, a cut) and a stream stopped
- * early closes the body and so its connection.
+ * `readSseEvents`): the call's signal ends a pending read, anything other than a ServiceError
+ * is a transport failure (a timeout, a cut), and a stream stopped early closes the body and so
+ * its connection.
  */
 export function upstreamEvents(
   body: UpstreamResponse["body"],
@@ -126,26 +126,16 @@ export function upstreamEvents(
   return readSseEvents<ChatChunk>(body, { ...handlers, signal, mapError: (error) => transportError(error, timeoutMs, id, true) });
 }
 
-/**
- * Runs a translated stream over an upstream body (a binary event stream: Bedrock): anything other than a ServiceError is a
- * transport failure (timeout, connection lost), and a stream stopped early (the client left,
- * an error) closes the body and so its connection.
- */
-export async function* guarded(
+/** `upstreamEvents` for a stream of another framing (rpc/sse-parse.ts `readFrames`: Bedrock's binary event stream). */
+export function upstreamFrames<F>(
   body: UpstreamResponse["body"],
+  framing: Framing<F>,
   timeoutMs: number,
   id: string,
-  chunks: AsyncGenerator<ChatChunk>,
-): AsyncGenerator<ChatChunk> {
-  let finished = false;
-  try {
-    yield* chunks;
-    finished = true;
-  } catch (error) {
-    throw transportError(error, timeoutMs, id, true);
-  } finally {
-    if (!finished && !body.destroyed) body.destroy();
-  }
+  signal: AbortSignal,
+  handlers: Pick<FrameEventOptions<F, ChatChunk>, "event" | "end">,
+): AsyncIterableIterator<ChatChunk> {
+  return readFrames<F, ChatChunk>(body, framing, { ...handlers, signal, mapError: (error) => transportError(error, timeoutMs, id, true) });
 }
 
 /** Builds the `chat.completion.chunk` frames of one streamed answer. */

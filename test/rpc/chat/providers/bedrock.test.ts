@@ -3,7 +3,8 @@ import { Hash } from "@smithy/hash-node";
 import { SignatureV4 } from "@smithy/signature-v4";
 import { ServiceError } from "../../../../rpc/errors.js";
 import { ProviderError } from "../../../../rpc/chat/providers/provider-error.js";
-import { createBedrockUpstream } from "../../../../mocks/bedrock-upstream.js";
+import { http, HttpResponse } from "msw";
+import { createBedrockUpstream, eventFrame } from "../../../../mocks/bedrock-upstream.js";
 import type { RecordedCall } from "../../../../mocks/scripted-provider.js";
 import { mockUpstreams } from "../../../helpers/mock-upstreams.js";
 import { TOOL_CONVERSATION, assemble, completionOf, drainStream, providerFor } from "../../../helpers/providers.js";
@@ -302,6 +303,54 @@ describe("bedrock adapter", () => {
         });
         expect((error as ProviderError).retryAfterMs).toBe(item.retryAfterMs);
       }
+    }
+  });
+
+  it("reads messages split across reads and several in one read, and ends a stream with an impossible message length with the cut error", async () => {
+    const messages = [
+      eventFrame("messageStart", { role: "assistant" }),
+      eventFrame("contentBlockDelta", { contentBlockIndex: 0, delta: { text: "one" } }),
+      eventFrame("contentBlockDelta", { contentBlockIndex: 0, delta: { text: " two" } }),
+      eventFrame("messageStop", { stopReason: "end_turn" }),
+      eventFrame("metadata", { usage: { inputTokens: 3, outputTokens: 2, totalTokens: 5 } }),
+    ];
+    const bytes = Buffer.concat(messages);
+    // Cut at odd places: inside a length prefix, inside a message, and several messages in one part.
+    const parts = [
+      bytes.subarray(0, 2),
+      bytes.subarray(2, 40),
+      bytes.subarray(40, messages[0]!.length + messages[1]!.length + 7),
+      bytes.subarray(messages[0]!.length + messages[1]!.length + 7),
+    ];
+    const streamOf = (chunks: Uint8Array[]) =>
+      new HttpResponse(
+        new ReadableStream({
+          start(controller) {
+            for (const chunk of chunks) controller.enqueue(chunk);
+            controller.close();
+          },
+        }),
+        { headers: { "content-type": "application/vnd.amazon.eventstream" } },
+      );
+    msw.use(http.post(`${BASE}/model/:modelId/converse-stream`, () => streamOf(parts)));
+    try {
+      const whole = await drainStream(
+        await provider.complete({ model: "sonnet", stream: true, messages: [{ role: "user", content: "x" }] }, signal()),
+      );
+      expect(whole.error).toBeUndefined();
+      expect(assemble(whole.chunks).content).toBe("one two");
+      expect(whole.chunks.at(-1)?.usage).toEqual({ prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 });
+
+      const impossible = Buffer.alloc(8);
+      impossible.writeUInt32BE(8, 0);
+      msw.use(http.post(`${BASE}/model/:modelId/converse-stream`, () => streamOf([messages[0]!, messages[1]!, impossible])));
+      const broken = await drainStream(
+        await provider.complete({ model: "sonnet", stream: true, messages: [{ role: "user", content: "x" }] }, signal()),
+      );
+      expect(assemble(broken.chunks).content).toBe("one");
+      expect(broken.error).toMatchObject({ code: "BAD_GATEWAY", message: expect.stringContaining("closed the stream early") });
+    } finally {
+      msw.resetHandlers();
     }
   });
 
