@@ -19,7 +19,10 @@ export type LayerOut<U> = Out<U> | Promise<Out<U>>;
 export interface Layer<T, U> {
   /** Each step from below, an item or the end: what this layer passes up. A throw passes an error up. */
   step(step: IteratorResult<T>): LayerOut<U>;
-  /** An error from below (or a throw of the step): what goes up. Default: the error, as it is. */
+  /**
+   * An error from below: what goes up. Default: the error, as it is. (A throw of this layer's
+   * own step goes to the error steps of the layers above, as with `then`.)
+   */
   error?(error: unknown): LayerOut<U>;
   /**
    * The consumer stops: this layer's own part, which runs `below()` (stopping the layers
@@ -43,15 +46,7 @@ const isPromise = <V>(value: unknown): value is Promise<V> => typeof (value as P
 function onTop<T, U>(below: LayerOut<T>, layer: Layer<T, U>, fail: Fail<U>): LayerOut<U> {
   if (below === SKIP) return SKIP;
   if (isPromise<Out<T>>(below)) return below.then((out) => (out === SKIP ? SKIP : layer.step(out)), fail);
-  return stepOf(layer, below);
-}
-
-function stepOf<T, U>(layer: Layer<T, U>, step: IteratorResult<T>): LayerOut<U> {
-  try {
-    return layer.step(step);
-  } catch (error) {
-    return Promise.reject(error);
-  }
+  return caught(() => layer.step(below));
 }
 
 class Layered<U> implements AsyncIterableIterator<U> {
@@ -137,7 +132,7 @@ export function layered<T, U>(source: AsyncIterator<T>, layer: Layer<T, U>, take
     }
   };
   const stop = layer.stop ? () => layer.stop!(stopBelow) : stopBelow;
-  const ownStep = (step: IteratorResult<unknown>) => stepOf(layer, step as IteratorResult<T>);
+  const ownStep = (step: IteratorResult<unknown>) => caught(() => layer.step(step as IteratorResult<T>));
   if (!(source instanceof Layered)) return new Layered<U>(source, ownStep, fail, stop, taken && (() => ownStep(taken)));
   const below = source as Layered<T>;
   const pending = below.takeTaken();
