@@ -31,7 +31,10 @@
  * BENCH_HEAP=1 (the live-memory probe above), BENCH_WARMUP=0 (skip the unmeasured run before measuring), BENCH_FLOOR=0 (skip the
  * floor), REDIS_URL (default redis://127.0.0.1:6379), BENCH_SERVER_EXEC_ARGV (extra Node flags
  * for the gateway, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"), BENCH_FLOOR_EXEC_ARGV (the same for the floor),
- * BENCH_TSX=1 (run the processes from the sources through tsx instead of compiled: bench/internal/fork-ready.ts).
+ * BENCH_TSX=1 (run the processes from the sources through tsx instead of compiled: bench/internal/fork-ready.ts),
+ * BENCH_ROUNDS (default 1: measure every row this many times on the same server, the surfaces
+ * taking turns, and report each figure's median with the CPU's range; a run on this machine
+ * moves by 10–30 %, so comparisons of a few per cent need several).
  */
 import type { ChildProcess } from "node:child_process";
 import { execSync } from "node:child_process";
@@ -59,6 +62,7 @@ const SURFACES = list(process.env.BENCH_SURFACES ?? "platform,account,gateway") 
 const FLOOR = process.env.BENCH_FLOOR !== "0";
 const REDIS_URL = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
 const HEAP = process.env.BENCH_HEAP === "1";
+const ROUNDS = Math.max(1, Math.floor(Number(process.env.BENCH_ROUNDS ?? 1)) || 1);
 const EXEC_ARGV = [
   ...(process.env.BENCH_SERVER_EXEC_ARGV ? process.env.BENCH_SERVER_EXEC_ARGV.split(" ") : []),
   ...(HEAP ? ["--expose-gc"] : []),
@@ -196,6 +200,10 @@ const load = () =>
     .join(" ");
 
 interface Row {
+  /** Rows of one server and surface (the rounds), reported as one. */
+  group: string;
+  /** CPU per stream, lowest and highest of the rounds. */
+  cpuRange: [number, number];
   storage: string;
   surface: Surface;
   cpuPerStreamUs: number;
@@ -244,6 +252,8 @@ async function measure(rows: Row[], storage: string, surface: Surface, child: Ch
   const firsts = results.map((result) => result.firstMs).sort((a, b) => a - b);
   const frames = results.reduce((sum, result) => sum + result.frames, 0);
   const row: Row = {
+    group: `${child.pid}/${surface}`,
+    cpuRange: [cpu / N, cpu / N],
     storage,
     surface,
     cpuPerStreamUs: cpu / N,
@@ -273,7 +283,7 @@ async function floorRun(rows: Row[], mockOrigin: string) {
   try {
     const origin = floor.words[0]!;
     if (WARMUP) await streams(origin, "floor", "Bearer floor-key", N, 0);
-    await measure(rows, "none", "floor", floor.child, origin, "Bearer floor-key");
+    for (let round = 0; round < ROUNDS; round++) await measure(rows, "none", "floor", floor.child, origin, "Bearer floor-key");
   } finally {
     await stop(floor.child);
   }
@@ -321,7 +331,8 @@ async function main() {
         // The runs follow at once, so the connections are not idle long enough for the
         // server's keep-alive timeout (5 s) to close them.
         if (WARMUP) for (const surface of SURFACES) await streams(origin, surface, auth[surface]!, N, 0);
-        for (const surface of SURFACES) await measure(rows, storage, surface, gateway.child, origin, auth[surface]!);
+        for (let round = 0; round < ROUNDS; round++)
+          for (const surface of SURFACES) await measure(rows, storage, surface, gateway.child, origin, auth[surface]!);
       } finally {
         await stop(gateway.child);
         if (storage === "redis") await dropRedisPrefix(prefix, REDIS_URL);
@@ -333,7 +344,35 @@ async function main() {
     await stop(mock.child);
     await client.close();
   }
-  report(rows, (Date.now() - started) / 1000);
+  report(medians(rows), (Date.now() - started) / 1000);
+}
+
+/** One row per server and surface: the median of each figure over its rounds, the CPU's range beside it. */
+function medians(rows: Row[]): Row[] {
+  const groups = new Map<string, Row[]>();
+  for (const row of rows) groups.set(row.group, [...(groups.get(row.group) ?? []), row]);
+  return [...groups.values()].map((group) => {
+    if (group.length === 1) return group[0]!;
+    const median = (pick: (row: Row) => number) => {
+      const sorted = group.map(pick).sort((a, b) => a - b);
+      const middle = Math.floor(sorted.length / 2);
+      return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+    };
+    const cpus = group.map((row) => row.cpuPerStreamUs);
+    return {
+      ...group[0]!,
+      cpuRange: [Math.min(...cpus), Math.max(...cpus)],
+      cpuPerStreamUs: median((row) => row.cpuPerStreamUs),
+      cpuPerFrameUs: median((row) => row.cpuPerFrameUs),
+      kibPerStream: median((row) => row.kibPerStream),
+      heapKiBPerStream: median((row) => row.heapKiBPerStream),
+      firstP50: median((row) => row.firstP50),
+      firstP99: median((row) => row.firstP99),
+      loop: { p50: median((row) => row.loop.p50), p99: median((row) => row.loop.p99), max: median((row) => row.loop.max) },
+      seconds: group.reduce((sum, row) => sum + row.seconds, 0),
+      loadAfter: group.at(-1)!.loadAfter,
+    };
+  });
 }
 
 function report(rows: Row[], seconds: number) {
@@ -347,7 +386,8 @@ function report(rows: Row[], seconds: number) {
     `Long streams — ${new Date().toISOString().slice(0, 16)}Z, ${cpus().length} cores (${cpus()[0]?.model ?? "?"}), Node ${process.versions.node}`,
   );
   lines.push(
-    `${N} concurrent streams × ${K} chunks ${GAP_MS} ms apart${RAMP_MS ? `, opened over ${RAMP_MS} ms` : ", opened at once"}; total ${seconds.toFixed(0)} s.`,
+    `${N} concurrent streams × ${K} chunks ${GAP_MS} ms apart${RAMP_MS ? `, opened over ${RAMP_MS} ms` : ", opened at once"}` +
+      `${ROUNDS > 1 ? `; ${ROUNDS} rounds per row, medians (the CPU range in parentheses)` : ""}; total ${seconds.toFixed(0)} s.`,
   );
   lines.push("");
   lines.push(
@@ -358,7 +398,8 @@ function report(rows: Row[], seconds: number) {
   for (const row of rows) {
     const floor = row.surface === "floor";
     lines.push(
-      `| ${row.storage} | ${row.surface} | ${Math.round(row.cpuPerStreamUs)} | ${floor ? "—" : (row.cpuPerStreamUs / floorCpu).toFixed(2)} | ` +
+      `| ${row.storage} | ${row.surface} | ${Math.round(row.cpuPerStreamUs)}${ROUNDS > 1 ? ` (${row.cpuRange.map(Math.round).join("–")})` : ""} | ` +
+        `${floor ? "—" : (row.cpuPerStreamUs / floorCpu).toFixed(2)} | ` +
         `${row.cpuPerFrameUs.toFixed(1)} | ${row.kibPerStream.toFixed(1)} | ` +
         `${Number.isNaN(row.heapKiBPerStream) ? "—" : row.heapKiBPerStream.toFixed(1)} | ${row.firstP50.toFixed(0)} / ${row.firstP99.toFixed(0)} | ` +
         `${floor ? "—" : `${(row.firstP50 - floorP50).toFixed(0)} / ${(row.firstP99 - floorP99).toFixed(0)}`} | ` +
