@@ -347,6 +347,8 @@ async function main() {
   report(medians(rows), (Date.now() - started) / 1000);
 }
 
+const round2 = (value: number) => Math.round(value * 100) / 100;
+
 /** One row per server and surface: the median of each figure over its rounds, the CPU's range beside it. */
 function medians(rows: Row[]): Row[] {
   const groups = new Map<string, Row[]>();
@@ -368,7 +370,11 @@ function medians(rows: Row[]): Row[] {
       heapKiBPerStream: median((row) => row.heapKiBPerStream),
       firstP50: median((row) => row.firstP50),
       firstP99: median((row) => row.firstP99),
-      loop: { p50: median((row) => row.loop.p50), p99: median((row) => row.loop.p99), max: median((row) => row.loop.max) },
+      loop: {
+        p50: round2(median((row) => row.loop.p50)),
+        p99: round2(median((row) => row.loop.p99)),
+        max: round2(median((row) => row.loop.max)),
+      },
       seconds: group.reduce((sum, row) => sum + row.seconds, 0),
       loadAfter: group.at(-1)!.loadAfter,
     };
