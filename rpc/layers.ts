@@ -50,7 +50,6 @@ function onTop<T, U>(below: LayerOut<T>, layer: Layer<T, U>, fail: Fail<U>): Lay
 }
 
 class Layered<U> implements AsyncIterableIterator<U> {
-  readonly #read: () => Promise<IteratorResult<unknown>>;
   readonly #stop: () => Promise<void>;
   #taken: (() => LayerOut<U>) | undefined;
   readonly #onStep = (step: IteratorResult<unknown>) => this.#unskip(this.apply(step));
@@ -63,7 +62,6 @@ class Layered<U> implements AsyncIterableIterator<U> {
     stop: () => Promise<void>,
     taken: (() => LayerOut<U>) | undefined,
   ) {
-    this.#read = () => bottom.next();
     this.#stop = stop;
     this.#taken = taken;
   }
@@ -86,7 +84,7 @@ class Layered<U> implements AsyncIterableIterator<U> {
     }
     let read: Promise<IteratorResult<unknown>>;
     try {
-      read = this.#read();
+      read = this.bottom.next();
     } catch (error) {
       read = Promise.reject(error);
     }

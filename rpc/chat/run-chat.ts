@@ -296,8 +296,8 @@ function relayFor(model: string, dropUsage: boolean): (chunk: ChatChunk) => Chat
     const from = chunk.model;
     const usage = chunk.usage;
     chunk.model = model;
-    if (drop) chunk.usage = undefined;
     if (drop) {
+      chunk.usage = undefined;
       // Providers that stream usage put `"usage":null` on every other chunk, as its last field.
       const tail = ',"usage":null}';
       if (usage !== null || !text.endsWith(tail) || text.indexOf('"usage"') !== text.length - tail.length + 1)

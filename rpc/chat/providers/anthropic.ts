@@ -1,4 +1,3 @@
-import type { UpstreamResponse } from "../../outbound/upstream.js";
 import type { AnthropicModelConfig } from "../models-config.js";
 import { countPromptTokens } from "../tokens.js";
 import type {
@@ -30,6 +29,7 @@ import {
   textOf,
   trimSlash,
   upstreamEvents,
+  type UpstreamEventHandlers,
   usageFrom,
 } from "./shared.js";
 
@@ -76,7 +76,7 @@ export class AnthropicProvider implements Provider {
     const response = await post({ id, url, headers, body: JSON.stringify(body), signal, timeoutMs, traceparent: trace.traceparent });
     if (!request.stream)
       return { kind: "completion", completion: completionOf(await readJson<AnthropicMessage>(response, timeoutMs, id), id) };
-    return { kind: "stream", chunks: streamChunks(response.body, timeoutMs, id, signal) };
+    return { kind: "stream", chunks: upstreamEvents(response.body, timeoutMs, id, signal, streamChunks(id)) };
   }
 }
 
@@ -238,12 +238,7 @@ const ERROR_STATUS: Record<string, number> = {
 };
 
 /** Stream events → `chat.completion.chunk` frames, made as the bytes arrive (shared.ts `upstreamEvents`). */
-function streamChunks(
-  body: UpstreamResponse["body"],
-  timeoutMs: number,
-  id: string,
-  signal: AbortSignal,
-): AsyncIterableIterator<ChatChunk> {
+function streamChunks(id: string): UpstreamEventHandlers {
   let frames = new ChunkFrames(`chatcmpl-${Date.now()}`, id);
   let roleSent = false;
   let prompt = 0;
@@ -259,7 +254,7 @@ function streamChunks(
     roleSent = true;
     return frames.delta({ role: "assistant", ...fields });
   };
-  return upstreamEvents(body, timeoutMs, id, signal, {
+  return {
     event(data, push) {
       // biome-ignore lint/suspicious/noExplicitAny: a provider's stream event, read field by field with checks
       let event: Record<string, any>;
@@ -357,5 +352,5 @@ function streamChunks(
       if (!finished) throw streamCut(id);
       if (!usageSent) push(frames.usage(usageFrom(prompt, output)));
     },
-  });
+  };
 }

@@ -1,8 +1,6 @@
 import { randomUUID } from "node:crypto";
-import type { UpstreamResponse } from "../../outbound/upstream.js";
 import type { GeminiModelConfig } from "../models-config.js";
 import type {
-  ChatChunk,
   ChatCompletion,
   ChatMessage,
   ChatRequest,
@@ -30,6 +28,7 @@ import {
   toolNamesById,
   trimSlash,
   upstreamEvents,
+  type UpstreamEventHandlers,
   usageFrom,
 } from "./shared.js";
 
@@ -76,7 +75,7 @@ export class GeminiProvider implements Provider {
     });
     if (!request.stream)
       return { kind: "completion", completion: completionOf(await readJson<GeminiResponse>(response, timeoutMs, id), id) };
-    return { kind: "stream", chunks: streamChunks(response.body, timeoutMs, id, signal) };
+    return { kind: "stream", chunks: upstreamEvents(response.body, timeoutMs, id, signal, streamChunks(id)) };
   }
 }
 
@@ -294,18 +293,13 @@ function completionOf(response: GeminiResponse, id: string): ChatCompletion {
  * Each SSE event is a whole `GenerateContentResponse`; the stream has no [DONE], its end is the
  * end. Frames are made as the bytes arrive (shared.ts `upstreamEvents`).
  */
-function streamChunks(
-  body: UpstreamResponse["body"],
-  timeoutMs: number,
-  id: string,
-  signal: AbortSignal,
-): AsyncIterableIterator<ChatChunk> {
+function streamChunks(id: string): UpstreamEventHandlers {
   let frames: ChunkFrames | undefined;
   let roleSent = false;
   let finished = false;
   let tools = 0;
   let usage: Usage | undefined;
-  return upstreamEvents(body, timeoutMs, id, signal, {
+  return {
     event(data, push) {
       let response: GeminiResponse;
       try {
@@ -350,5 +344,5 @@ function streamChunks(
       if (!finished || !frames) throw streamCut(id);
       if (usage) push(frames.usage(usage));
     },
-  });
+  };
 }

@@ -1,10 +1,9 @@
 import { ServiceError } from "../../errors.js";
 import { withWireText } from "../../wire-text.js";
-import type { UpstreamResponse } from "../../outbound/upstream.js";
 import type { ChatChunk, ChatCompletion, ChatRequest, Provider, ProviderResult } from "../types.js";
 import type { AzureModelConfig, OpenAiModelConfig } from "../models-config.js";
 import { ProviderError, isRetryableStatus, messageOf } from "./provider-error.js";
-import { apiKeyOf, invalidAnswer, post, readJson, streamCut, trimSlash, upstreamEvents } from "./shared.js";
+import { apiKeyOf, invalidAnswer, post, readJson, streamCut, trimSlash, upstreamEvents, type UpstreamEventHandlers } from "./shared.js";
 
 export interface OpenAiProviderOptions {
   id: string;
@@ -61,7 +60,7 @@ export class OpenAiCompatibleProvider implements Provider {
       if (!completion || typeof completion !== "object") throw invalidAnswer(id);
       return { kind: "completion", completion };
     }
-    return { kind: "stream", chunks: parseChunks(response.body, timeoutMs, id, signal) };
+    return { kind: "stream", chunks: upstreamEvents(response.body, timeoutMs, id, signal, parseChunks(id)) };
   }
 }
 
@@ -69,9 +68,9 @@ export class OpenAiCompatibleProvider implements Provider {
  * The upstream's frames as chunks, parsed as the bytes arrive (shared.ts `upstreamEvents`: no
  * generator or promise per frame between the socket and the relay).
  */
-function parseChunks(body: UpstreamResponse["body"], timeoutMs: number, id: string, signal: AbortSignal): AsyncIterableIterator<ChatChunk> {
+function parseChunks(id: string): UpstreamEventHandlers {
   let finished = false;
-  return upstreamEvents(body, timeoutMs, id, signal, {
+  return {
     endAtDone: true,
     event(data, push) {
       let chunk: ChatChunk;
@@ -93,7 +92,7 @@ function parseChunks(body: UpstreamResponse["body"], timeoutMs: number, id: stri
     end() {
       if (!finished) throw streamCut(id);
     },
-  });
+  };
 }
 
 /**

@@ -123,7 +123,7 @@ export function upstreamEvents(
   signal: AbortSignal,
   handlers: UpstreamEventHandlers,
 ): AsyncIterableIterator<ChatChunk> {
-  return readSseEvents<ChatChunk>(body, { ...handlers, signal, mapError: (error) => transportError(error, timeoutMs, id, true) });
+  return readSseEvents<ChatChunk>(body, { ...handlers, signal, mapError: midStream(timeoutMs, id) });
 }
 
 /** `upstreamEvents` for a stream of another framing (rpc/sse-parse.ts `readFrames`: Bedrock's binary event stream). */
@@ -135,7 +135,12 @@ export function upstreamFrames<F>(
   signal: AbortSignal,
   handlers: Pick<FrameEventOptions<F, ChatChunk>, "event" | "end">,
 ): AsyncIterableIterator<ChatChunk> {
-  return readFrames<F, ChatChunk>(body, framing, { ...handlers, signal, mapError: (error) => transportError(error, timeoutMs, id, true) });
+  return readFrames<F, ChatChunk>(body, framing, { ...handlers, signal, mapError: midStream(timeoutMs, id) });
+}
+
+/** The error a stream's consumer sees: a ServiceError as it is, anything else a transport failure mid-stream. */
+function midStream(timeoutMs: number, id: string): (error: unknown) => unknown {
+  return (error) => transportError(error, timeoutMs, id, true);
 }
 
 /** Builds the `chat.completion.chunk` frames of one streamed answer. */
