@@ -229,9 +229,11 @@ export async function runChat(ctx: ChatContext, options: RunOptions): Promise<Ch
   let text = "";
   let started = false;
   let closed = false;
+  /** The upstream's usage was settled: nothing is left to estimate. */
+  let metered = false;
   // Dropped, cancelled or usage-less streams: bill what was streamed (estimated).
   const close = () => {
-    if (closed) return Promise.resolve();
+    if (closed || metered) return Promise.resolve();
     closed = true;
     return settleOnce(usageOf(promptEstimate, countTokens(text)), true);
   };
@@ -253,6 +255,7 @@ export async function runChat(ctx: ChatContext, options: RunOptions): Promise<Ch
       // The usage frame of a client that did not ask for it is metered and not relayed.
       const skip = !includeUsage && chunk.usage && (chunk.choices?.length ?? 0) === 0;
       if (!chunk.usage) return { done: false, value: relayed(chunk) };
+      metered = true;
       return settleOnce(chunk.usage, false).then(() => (skip ? SKIP : { done: false as const, value: relayed(chunk) }));
     },
     error(error) {
