@@ -3,10 +3,9 @@ import { EventStreamCodec, type Message } from "@smithy/eventstream-codec";
 import { Hash } from "@smithy/hash-node";
 import { SignatureV4 } from "@smithy/signature-v4";
 import { fromUtf8, toUtf8 } from "@smithy/util-utf8";
-import type { FrameEventOptions, Framing } from "../../sse-parse.js";
+import type { Framing } from "../../sse-parse.js";
 import type { BedrockModelConfig } from "../models-config.js";
 import type {
-  ChatChunk,
   ChatCompletion,
   ChatMessage,
   ChatRequest,
@@ -23,6 +22,7 @@ import {
   argumentsObject,
   declaredTools,
   upstreamFrames,
+  type UpstreamFrameHandlers,
   imageUrlOf,
   invalidAnswer,
   isSystem,
@@ -320,7 +320,7 @@ function headerOf(message: Message, name: string): string | undefined {
 }
 
 /** ConverseStream events → `chat.completion.chunk` frames, made as the bytes arrive (shared.ts `upstreamFrames`). */
-function streamChunks(id: string): Pick<FrameEventOptions<Message, ChatChunk>, "event" | "end"> {
+function streamChunks(id: string): UpstreamFrameHandlers<Message> {
   const frames = new ChunkFrames(`chatcmpl-${randomUUID()}`, id);
   let roleSent = false;
   let finished = false;

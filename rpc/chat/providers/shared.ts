@@ -110,6 +110,9 @@ export function transportError(error: unknown, timeoutMs: number, id: string, mi
 /** What an adapter's SSE stream makes of the upstream's events (rpc/sse-parse.ts `readSseEvents`). */
 export type UpstreamEventHandlers = Pick<SseEventOptions<ChatChunk>, "event" | "end" | "endAtDone">;
 
+/** What an adapter's stream of another framing makes of its frames (rpc/sse-parse.ts `readFrames`). */
+export type UpstreamFrameHandlers<F> = Pick<FrameEventOptions<F, ChatChunk>, "event" | "end">;
+
 /**
  * An upstream's server-sent events as chunks, made as the bytes arrive (rpc/sse-parse.ts
  * `readSseEvents`): the call's signal ends a pending read, anything other than a ServiceError
@@ -133,7 +136,7 @@ export function upstreamFrames<F>(
   timeoutMs: number,
   id: string,
   signal: AbortSignal,
-  handlers: Pick<FrameEventOptions<F, ChatChunk>, "event" | "end">,
+  handlers: UpstreamFrameHandlers<F>,
 ): AsyncIterableIterator<ChatChunk> {
   return readFrames<F, ChatChunk>(body, framing, { ...handlers, signal, mapError: midStream(timeoutMs, id) });
 }
