@@ -5,11 +5,15 @@ import { surfaceOfPath } from "../rpc/surfaces.js";
 
 const ALLOW_METHODS = "GET, POST, PUT, PATCH, DELETE, OPTIONS";
 const DEFAULT_ALLOW_HEADERS =
-  "authorization, content-type, x-api-key, mcp-session-id, mcp-protocol-version, last-event-id, x-client-id, if-none-match";
-/** Headers a browser client needs to read: request ids, rate limits, the MCP session, model deprecation, update-check ETags. */
+  "authorization, content-type, x-api-key, mcp-session-id, mcp-protocol-version, last-event-id, x-client-id, if-none-match, " +
+  "anthropic-version, anthropic-beta, anthropic-dangerous-direct-browser-access";
+/**
+ * Headers a browser client needs to read: request ids, rate limits, the MCP session, model
+ * deprecation, what translation dropped, update-check ETags.
+ */
 const EXPOSE_HEADERS =
-  "x-request-id, x-service-request-id, retry-after, x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset, " +
-  "mcp-session-id, mcp-protocol-version, www-authenticate, deprecation, x-model-warning, etag";
+  "x-request-id, request-id, x-service-request-id, retry-after, x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset, " +
+  "mcp-session-id, mcp-protocol-version, www-authenticate, deprecation, x-model-warning, x-service-warning, etag";
 
 /**
  * The CORS headers for one request, or undefined when the origin gets none.

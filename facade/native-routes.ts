@@ -109,6 +109,7 @@ async function serve(dispatcher: Dispatcher, route: NativeRoute, req: IncomingMe
       return replyOf(result, method, binding, dispatcher, scope, header);
     },
     (error, scope) => errorResponse(binding.surface, error, scope.requestId, dispatcher.ports.log, scope.responseHeaders, binding.dialect),
+    binding.dialect ? { dialect: binding.dialect } : {},
   );
   await sendNodeResponse(res, response);
 }

@@ -125,6 +125,11 @@ export function restParams(
   if (body !== undefined && (typeof body !== "object" || body === null || Array.isArray(body))) {
     throw new ServiceError("BAD_REQUEST", "Request body must be a JSON object");
   }
+  if (binding.queryParams) {
+    const read: Record<string, string> = {};
+    for (const [name, param] of Object.entries(binding.queryParams)) if (query[name] !== undefined) read[param] = query[name];
+    query = read;
+  }
   for (const [name, param] of Object.entries(binding.headerParams ?? {})) {
     const value = header(name);
     if (value != null && query[param] === undefined) query[param] = value;

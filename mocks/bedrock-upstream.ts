@@ -1,7 +1,8 @@
 import { EventStreamCodec } from "@smithy/eventstream-codec";
 import { fromUtf8, toUtf8 } from "@smithy/util-utf8";
 import { http, HttpResponse, type HttpHandler } from "msw";
-import { frameStream, scripted, usageOf, wordsOf, type MockTurn, type ScriptedProvider } from "./scripted-provider.js";
+import { jsonAnswer, schemaExample } from "./schema-example.js";
+import { frameStream, reasoningOf, scripted, usageOf, wordsOf, type MockTurn, type ScriptedProvider } from "./scripted-provider.js";
 
 /**
  * msw handlers for Amazon Bedrock's Converse API in its documented wire format:
@@ -11,6 +12,17 @@ import { frameStream, scripted, usageOf, wordsOf, type MockTurn, type ScriptedPr
  * `contentBlockStop`, `messageStop`, `metadata` (usage), and exception frames
  * (`:message-type: exception`). Requests are recorded (signature headers included); answers
  * are scripted per model id.
+ *
+ * With `outputConfig.textFormat` (`json_schema`, the schema a JSON string in
+ * `structure.jsonSchema.schema`) an unscripted model answers JSON of the schema
+ * (mocks/schema-example.ts); a forced tool (`toolConfig.toolChoice` `{tool: {name}}`, or `{any:
+ * {}}`: the first tool) is answered with a `toolUse` of that tool whose input is an example of
+ * its `inputSchema.json`; `additionalModelRequestFields.thinking` (`enabled`, `adaptive`) puts a
+ * `reasoningContent` block (`reasoningText` with its signature) before the answer, streamed as
+ * `reasoningContent` text deltas then its signature. Converse counts reasoning in
+ * `outputTokens`. Refused with a `ValidationException`: a schema that is not a JSON string, and
+ * on Anthropic models what the Messages API refuses (a thinking budget under 1024 or not under
+ * `maxTokens`, thinking with a forced tool), in Converse's wrapping of the model's message.
  */
 const codec = new EventStreamCodec(toUtf8, fromUtf8);
 
@@ -42,13 +54,18 @@ export function createBedrockUpstream(baseURL: string): ScriptedProvider & { han
         { message: "The toolConfig field must be defined when using toolUse and toolResult content blocks." },
         { status: 400, headers: { "x-amzn-errortype": "ValidationException" } },
       );
+    const refused = badRequest(body, model);
+    if (refused) return refused;
     const lastUser = [...(body?.messages ?? [])].reverse().find((message: any) => message.role === "user");
     const echo = (lastUser?.content ?? []).map((block: any) => block.text ?? "").join("");
-    const behaviour = provider.behaviour(model, body, echo);
+    const behaviour = provider.behaviour(model, body, echo, () => unscriptedTurn(body, echo, provider.calls.length));
     if (behaviour.kind === "error")
       return HttpResponse.json(behaviour.body as any, { status: behaviour.status, headers: behaviour.headers });
     const turn = behaviour.turn;
-    const usage = usageOf(turn);
+    const type = body?.additionalModelRequestFields?.thinking?.type;
+    const reasoning = type === "enabled" || type === "adaptive" ? reasoningOf(turn, echo) : undefined;
+    const signature = Buffer.from(`mock-signature:${model}:${provider.calls.length}`).toString("base64");
+    const usage = usageOf(turn, reasoning);
     const stopReason = turn.toolCalls?.length ? "tool_use" : turn.finish === "length" ? "max_tokens" : "end_turn";
     const outputTokens = usage.output + usage.thoughts;
     const tokenUsage = {
@@ -60,7 +77,15 @@ export function createBedrockUpstream(baseURL: string): ScriptedProvider & { han
     };
     if (operation === "converse") {
       return HttpResponse.json({
-        output: { message: { role: "assistant", content: contentOf(turn) } },
+        output: {
+          message: {
+            role: "assistant",
+            content: [
+              ...(reasoning !== undefined ? [{ reasoningContent: { reasoningText: { text: reasoning, signature } } }] : []),
+              ...contentOf(turn),
+            ],
+          },
+        },
         stopReason,
         usage: tokenUsage,
         metrics: { latencyMs: 12 },
@@ -68,6 +93,13 @@ export function createBedrockUpstream(baseURL: string): ScriptedProvider & { han
     }
     const frames = [eventFrame("messageStart", { role: "assistant" })];
     let index = 0;
+    if (reasoning !== undefined) {
+      for (const word of wordsOf(reasoning))
+        frames.push(eventFrame("contentBlockDelta", { contentBlockIndex: index, delta: { reasoningContent: { text: word } } }));
+      frames.push(eventFrame("contentBlockDelta", { contentBlockIndex: index, delta: { reasoningContent: { signature } } }));
+      frames.push(eventFrame("contentBlockStop", { contentBlockIndex: index }));
+      index++;
+    }
     if (turn.text !== undefined) {
       for (const word of wordsOf(turn.text))
         frames.push(eventFrame("contentBlockDelta", { contentBlockIndex: index, delta: { text: word } }));
@@ -105,4 +137,60 @@ function contentOf(turn: MockTurn): unknown[] {
   if (turn.text !== undefined) content.push({ text: turn.text });
   for (const call of turn.toolCalls ?? []) content.push({ toolUse: { toolUseId: call.id, name: call.name, input: call.input } });
   return content;
+}
+
+/** The tool a `toolChoice` forces: the named one, or for `any` the first. */
+function forcedTool(body: any): { name: string; inputSchema?: { json?: unknown } } | undefined {
+  const specs = (body?.toolConfig?.tools ?? []).map((tool: any) => tool?.toolSpec).filter((spec: any) => typeof spec?.name === "string");
+  const choice = body?.toolConfig?.toolChoice;
+  if (choice?.tool) return specs.find((spec: any) => spec.name === choice.tool.name);
+  if (choice?.any) return specs[0];
+  return undefined;
+}
+
+/** An unscripted model's turn: the forced tool's call, JSON of the text format's schema, or the echoed text. */
+function unscriptedTurn(body: any, echo: string, call: number): MockTurn {
+  const tool = forcedTool(body);
+  if (tool) {
+    const input = schemaExample(tool.inputSchema?.json ?? { type: "object" }, echo);
+    const object = input && typeof input === "object" && !Array.isArray(input) ? (input as Record<string, unknown>) : {};
+    return { toolCalls: [{ id: `tooluse_mock${call}_0`, name: tool.name, input: object }] };
+  }
+  const format = body?.outputConfig?.textFormat;
+  if (format?.type === "json_schema") return { text: jsonAnswer(JSON.parse(format.structure.jsonSchema.schema), echo) };
+  return { text: echo };
+}
+
+function validation(message: string): HttpResponse<any> {
+  return HttpResponse.json({ message }, { status: 400, headers: { "x-amzn-errortype": "ValidationException" } });
+}
+
+const ANTHROPIC_MODEL = /(^|[.:/])anthropic\.claude/;
+
+/** Converse's 400 for a request it does not take. */
+function badRequest(body: any, model: string): HttpResponse<any> | undefined {
+  const format = body?.outputConfig?.textFormat;
+  if (format !== undefined) {
+    const schema = format?.structure?.jsonSchema?.schema;
+    if (format?.type !== "json_schema" || typeof schema !== "string")
+      return validation("outputConfig.textFormat: the structure's jsonSchema.schema must be a JSON schema given as a string.");
+    try {
+      JSON.parse(schema);
+    } catch {
+      return validation("outputConfig.textFormat.structure.jsonSchema.schema is not valid JSON.");
+    }
+  }
+  const thinking = body?.additionalModelRequestFields?.thinking;
+  // Anthropic's models take thinking as the Messages API does; Converse wraps the model's message.
+  if (ANTHROPIC_MODEL.test(model) && thinking?.type === "enabled") {
+    const wrapped = (message: string) => validation(`The model returned the following errors: ${message}`);
+    const budget = thinking.budget_tokens;
+    if (typeof budget !== "number" || budget < 1024)
+      return wrapped("thinking.enabled.budget_tokens: Input should be greater than or equal to 1024");
+    const maxTokens = body?.inferenceConfig?.maxTokens;
+    if (typeof maxTokens === "number" && budget >= maxTokens) return wrapped("`max_tokens` must be greater than `thinking.budget_tokens`.");
+    const choice = body?.toolConfig?.toolChoice;
+    if (choice?.tool || choice?.any) return wrapped("Thinking may not be enabled when tool_choice forces tool use.");
+  }
+  return undefined;
 }

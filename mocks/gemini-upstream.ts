@@ -1,6 +1,8 @@
 import { http, HttpResponse, type HttpHandler } from "msw";
+import { jsonAnswer } from "./schema-example.js";
 import {
   frameStream,
+  reasoningOf,
   scripted,
   sseEvent,
   usageOf,
@@ -19,6 +21,13 @@ import {
  * With `callIds` it answers as Gemini 3 does: every `functionCall` carries an `id` (the
  * scripted one), and a call's `signature` is its part's `thoughtSignature`; Gemini 2.x gives
  * calls no id.
+ *
+ * With `generationConfig.responseMimeType: "application/json"` an unscripted model answers JSON
+ * of `responseJsonSchema` (or of `responseSchema`, the OpenAPI subset with its upper-case types;
+ * any object without either; mocks/schema-example.ts). A `thinkingConfig` whose budget is not 0
+ * makes the model think: its tokens are `usageMetadata.thoughtsTokenCount` (apart from
+ * `candidatesTokenCount`), and with `includeThoughts` the thought summary comes first as parts
+ * with `thought: true` (streamed word by word like the text).
  */
 export function createGeminiUpstream(baseURL: string, options: { callIds?: boolean } = {}): ScriptedProvider & { handlers: HttpHandler[] } {
   const provider = scripted();
@@ -33,11 +42,21 @@ export function createGeminiUpstream(baseURL: string, options: { callIds?: boole
     }
     const lastUser = [...(body?.contents ?? [])].reverse().find((content: any) => content.role === "user");
     const echo = (lastUser?.parts ?? []).map((part: any) => part.text ?? "").join("");
-    const behaviour = provider.behaviour(model, body, echo);
+    const generation = body?.generationConfig ?? {};
+    const behaviour = provider.behaviour(model, body, echo, () => ({
+      text:
+        generation.responseMimeType === "application/json"
+          ? jsonAnswer(generation.responseJsonSchema ?? generation.responseSchema, echo)
+          : echo,
+    }));
     if (behaviour.kind === "error")
       return HttpResponse.json(behaviour.body as any, { status: behaviour.status, headers: behaviour.headers });
     const turn = behaviour.turn;
-    const usage = usageOf(turn);
+    const thinking = generation.thinkingConfig;
+    const thinks = thinking !== undefined && thinking !== null && thinking.thinkingBudget !== 0;
+    const reasoning = thinks ? reasoningOf(turn, echo) : undefined;
+    const thought = thinks && thinking.includeThoughts === true ? reasoning : undefined;
+    const usage = usageOf(turn, reasoning);
     // promptTokenCount includes the cached part; thoughts are counted apart from the candidates.
     const prompt = usage.input + usage.cacheRead + usage.cacheWrite;
     const usageMetadata = {
@@ -51,7 +70,13 @@ export function createGeminiUpstream(baseURL: string, options: { callIds?: boole
     const responseId = `resp-${provider.calls.length}`;
     if (method === "generateContent") {
       return HttpResponse.json({
-        candidates: [{ content: { role: "model", parts: partsOf(turn, options.callIds) }, finishReason, index: 0 }],
+        candidates: [
+          {
+            content: { role: "model", parts: [...(thought ? [{ text: thought, thought: true }] : []), ...partsOf(turn, options.callIds)] },
+            finishReason,
+            index: 0,
+          },
+        ],
         usageMetadata,
         modelVersion: model,
         responseId,
@@ -64,7 +89,10 @@ export function createGeminiUpstream(baseURL: string, options: { callIds?: boole
       );
     const response = (parts: unknown[], extra: Record<string, unknown> = {}) =>
       sseEvent({ candidates: [{ content: { role: "model", parts }, index: 0, ...extra }], modelVersion: model, responseId });
-    const frames = wordsOf(turn.text ?? "").map((word) => response([{ text: word }]));
+    const frames = [
+      ...wordsOf(thought ?? "").map((word) => response([{ text: word, thought: true }])),
+      ...wordsOf(turn.text ?? "").map((word) => response([{ text: word }])),
+    ];
     for (const call of turn.toolCalls ?? []) frames.push(response([callPart(call, options.callIds)]));
     frames.push(
       sseEvent({

@@ -1,4 +1,6 @@
 import { http, HttpResponse, type HttpHandler } from "msw";
+import { mentionsJson, openAiError, strictSchemaProblem, textsOf } from "./openai-checks.js";
+import { jsonAnswer } from "./schema-example.js";
 import { frameStream, scripted, usageOf, wordsOf, type MockTurn, type ScriptedProvider } from "./scripted-provider.js";
 
 /**
@@ -18,6 +20,12 @@ import { frameStream, scripted, usageOf, wordsOf, type MockTurn, type ScriptedPr
  * `object` and `model` empty, `created` 0); `content_filter_results` on each choice; and with
  * asynchronous filtering, annotation chunks whose choice has no `delta`
  * (`content_filter_offsets`), one after the text.
+ *
+ * Structured output as the API does it: with `response_format` `json_schema` an unscripted model
+ * answers JSON of the schema (strings are the echoed text; mocks/schema-example.ts), with
+ * `json_object` a JSON object; the API's 400s for a JSON mode request whose messages never say
+ * "json", a `json_schema` without a name, and a strict schema outside the Structured Outputs
+ * subset (mocks/openai-checks.ts).
  */
 const SAFE = {
   hate: { filtered: false, severity: "safe" },
@@ -35,10 +43,20 @@ export function createOpenAiChatUpstream(
   const provider = scripted();
   const handler = http.post(`${baseURL.replace(/\/+$/, "")}/chat/completions`, async ({ request }) => {
     const body = provider.record(request, await request.text());
+    const refused = badRequest(body);
+    if (refused) return refused;
     const lastUser = [...(body?.messages ?? [])].reverse().find((message: any) => message.role === "user");
     const echo =
       typeof lastUser?.content === "string" ? lastUser.content : (lastUser?.content ?? []).map((part: any) => part.text ?? "").join("");
-    const behaviour = provider.behaviour(String(body?.model), body, echo);
+    const format = body?.response_format;
+    const behaviour = provider.behaviour(String(body?.model), body, echo, () => ({
+      text:
+        format?.type === "json_schema"
+          ? jsonAnswer(format.json_schema?.schema, echo)
+          : format?.type === "json_object"
+            ? jsonAnswer(undefined, echo)
+            : echo,
+    }));
     if (behaviour.kind === "error")
       return HttpResponse.json(behaviour.body as any, { status: behaviour.status, headers: behaviour.headers });
     const turn = behaviour.turn;
@@ -132,6 +150,33 @@ export function createOpenAiChatUpstream(
     return frameStream(frames, "text/event-stream", behaviour.kind === "cut" ? behaviour.after : undefined);
   });
   return { ...provider, handlers: [handler] };
+}
+
+/** The API's 400 for a `response_format` it does not take. */
+function badRequest(body: any): HttpResponse<any> | undefined {
+  const format = body?.response_format;
+  if (format?.type === "json_object") {
+    const texts = (body.messages ?? []).flatMap((message: any) => textsOf(message?.content));
+    if (!mentionsJson(texts))
+      return openAiError(
+        "'messages' must contain the word 'json' in some form, to use 'response_format' of type 'json_object'.",
+        "messages",
+        null,
+      );
+  }
+  if (format?.type === "json_schema") {
+    const schema = format.json_schema;
+    if (typeof schema?.name !== "string")
+      return openAiError(
+        "Missing required parameter: 'response_format.json_schema.name'.",
+        "response_format.json_schema.name",
+        "missing_required_parameter",
+      );
+    const problem = schema.strict === true ? strictSchemaProblem(schema.schema) : undefined;
+    if (problem)
+      return openAiError(`Invalid schema for response_format '${schema.name}': ${problem}`, "response_format", "invalid_json_schema");
+  }
+  return undefined;
 }
 
 function usageJson(turn: MockTurn) {

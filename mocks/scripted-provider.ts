@@ -1,8 +1,8 @@
 import { HttpResponse } from "msw";
 
 /**
- * What the native provider mocks (mocks/anthropic-upstream.ts, gemini-upstream.ts,
- * bedrock-upstream.ts) share: every request recorded as the provider received it, and an
+ * What the provider mocks (mocks/anthropic-upstream.ts, gemini-upstream.ts, bedrock-upstream.ts,
+ * openai-chat-upstream.ts, openai-responses-upstream.ts) share: every request recorded as the provider received it, and an
  * answer scripted per upstream model in provider-neutral terms that each mock renders in its
  * own documented wire format. An unscripted model answers like an echo model.
  */
@@ -13,6 +13,11 @@ export interface MockToolCall {
   input: Record<string, unknown>;
   /** Gemini 3's `thoughtSignature` on the call's part (other mocks ignore it). */
   signature?: string;
+  /**
+   * The Responses API's `namespace` of the call (other mocks ignore it). Without it, the Responses
+   * mock finds the namespace of a name declared inside one `namespace` tool of the request.
+   */
+  namespace?: string;
 }
 
 /**
@@ -32,6 +37,11 @@ export interface MockUsage {
 
 export interface MockTurn {
   text?: string;
+  /**
+   * The model's reasoning, sent (as each provider sends thinking) when the request asks for it;
+   * without one, such a request gets `reasoningOf`'s text.
+   */
+  reasoning?: string;
   toolCalls?: MockToolCall[];
   /** `length`: the answer was cut at the token cap. */
   finish?: "stop" | "length";
@@ -67,14 +77,31 @@ export function wordsOf(text: string): string[] {
   return text.match(/\s*\S+/g) ?? [];
 }
 
-/** Default usage: 10 prompt tokens, one completion token per word and per tool call. */
-export function usageOf(turn: MockTurn): Required<MockUsage> {
-  const usage = turn.usage ?? { input: 10, output: wordsOf(turn.text ?? "").length + (turn.toolCalls?.length ?? 0) };
+/**
+ * Default usage: 10 prompt tokens, one completion token per word and per tool call, and one
+ * reasoning token per word of the `reasoning` sent (when the request asked for thinking).
+ */
+export function usageOf(turn: MockTurn, reasoning?: string): Required<MockUsage> {
+  const usage = turn.usage ?? {
+    input: 10,
+    output: wordsOf(turn.text ?? "").length + (turn.toolCalls?.length ?? 0),
+    thoughts: wordsOf(reasoning ?? "").length,
+  };
   return { cacheRead: 0, cacheWrite: 0, thoughts: 0, ...usage };
 }
 
+/** The reasoning a request that asks for thinking gets: the turn's own, or one about the echoed text. */
+export function reasoningOf(turn: MockTurn, echo: string): string {
+  return turn.reasoning ?? `Thinking about: ${echo || "the request"}`;
+}
+
 export function scripted(): ScriptedProvider & {
-  behaviour(model: string, body: any, echo: string): MockBehaviour;
+  /**
+   * The scripted behaviour of `model`; an unscripted model answers with `unscripted()` (each mock's
+   * echo turn, honouring what the request asks for: a structured output, a forced tool call), or
+   * else with the echoed text.
+   */
+  behaviour(model: string, body: any, echo: string, unscripted?: () => MockTurn): MockBehaviour;
   record(request: Request, raw: string): any;
 } {
   const calls: RecordedCall[] = [];
@@ -101,9 +128,9 @@ export function scripted(): ScriptedProvider & {
       calls.push({ url: new URL(request.url), headers: request.headers, body, raw });
       return body;
     },
-    behaviour(model, body, echo) {
+    behaviour(model, body, echo, unscripted) {
       const script = scripts.get(model);
-      if (!script) return { kind: "turn", turn: { text: echo } };
+      if (!script) return { kind: "turn", turn: unscripted?.() ?? { text: echo } };
       const turn = turns.get(model) ?? 0;
       turns.set(model, turn + 1);
       return typeof script === "function" ? script(body, turn) : script;

@@ -28,6 +28,12 @@ export interface HttpBinding {
    */
   headerParams?: Readonly<Record<string, string>>;
   /**
+   * When set, the only query parameters read, query name → param name; any other is ignored.
+   * For routes whose body is read tolerantly and forwarded (docs/dialects.md), so a query
+   * parameter never becomes a body field.
+   */
+  queryParams?: Readonly<Record<string, string>>;
+  /**
    * The request is handed to the method as it came, not merged into JSON params: the path
    * parameters plus `request: RawRequest` (the billing proxy, raw uploads). The body is still
    * capped at GATEWAY_MAX_PAYLOAD_BYTES (413).

@@ -230,6 +230,8 @@ export const DIALECTS: Readonly<Record<Dialect, Partial<SurfaceProfile>>> = {
       },
     }),
     mapError: anthropicError,
+    // Anthropic's own header, which its SDK reads as `_request_id` (the surface's `x-request-id` stays too).
+    requestIdHeader: "request-id",
     // An Anthropic upstream's own error passes as it is; any other provider's is rendered in this envelope.
     relays: isAnthropicError,
     openapi: { errorSchema: "AnthropicError" },

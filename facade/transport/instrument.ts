@@ -5,7 +5,7 @@ import { FastResponse } from "srvx";
 import type { Logger } from "../../rpc/log.js";
 import type { Metrics } from "../../rpc/metrics.js";
 import { toServiceError, type ServiceError } from "../../rpc/errors.js";
-import { renderError, SURFACES, type CallSurface } from "../../rpc/surfaces.js";
+import { profileOf, renderError, SURFACES, type CallSurface } from "../../rpc/surfaces.js";
 import type { Dialect } from "../../rpc/define.js";
 import type { CallFactsInit } from "../../rpc/call-facts.js";
 import { contextFrom, markFailed, SpanKind, spanLogIds, startSpan, tracingEnabled, withSpan } from "../../rpc/tracing.js";
@@ -165,6 +165,8 @@ function deliveryOf(view: RequestView): (() => Promise<boolean>) | undefined {
 }
 
 export interface InstrumentOptions {
+  /** The route's dialect, when it has one: its request-id header is set too (rpc/surfaces.ts DIALECTS). */
+  dialect?: Dialect;
   /**
    * The `surface` label of the HTTP metrics and the log line when it differs from the error
    * envelope's surface: MCP requests answer in JSON-RPC's envelope but count as `mcp`.
@@ -193,7 +195,7 @@ export function instrument(
       viewOf(event),
       (scope) => handler(event, scope),
       (error, scope) => errorResponse(surface, error, scope.requestId, log, scope.responseHeaders, dialect),
-      options,
+      dialect ? { ...options, dialect } : options,
     );
 }
 
@@ -256,9 +258,11 @@ export async function instrumentRequest<R extends { status: number }>(
       },
       parent,
     );
-  // The surface's request-id header (none on the Platform: docs/interface.md 4.2).
+  // The surface's request-id header (none on the Platform: docs/interface.md 4.2), and the route's dialect's own.
   const requestIdHeader = SURFACES[surface].requestIdHeader;
   if (requestIdHeader) scope.responseHeaders.set(requestIdHeader, scope.requestId);
+  const dialectHeader = options.dialect && profileOf(surface, options.dialect).requestIdHeader;
+  if (dialectHeader && dialectHeader !== requestIdHeader) scope.responseHeaders.set(dialectHeader, scope.requestId);
   let response: R;
   let refusal: string | undefined;
   try {

@@ -53,17 +53,19 @@ const CountTokensView = v.object({ input_tokens: v.number() });
 /** The Messages routes answer 503 as Anthropic's 529 `overloaded_error` (rpc/surfaces.ts DIALECTS). */
 const MESSAGES_ERRORS = { ...USER_CHAT_ERRORS, UNAVAILABLE: { status: 529, message: "overloaded: no model can answer now" } } as const;
 
-/** `anthropic-version` is read as a param (docs/dialects.md "Messages"). */
-const ANTHROPIC_HEADERS = { "anthropic-version": "anthropic_version" } as const;
+/** `anthropic-version` and `anthropic-beta` are read as params, for an Anthropic upstream (docs/dialects.md "Messages"). */
+const ANTHROPIC_HEADERS = { "anthropic-version": "anthropic_version", "anthropic-beta": "anthropic_beta" } as const;
+/** The Anthropic SDK's `?beta=true` on its beta calls (Claude Code's), forwarded to an Anthropic upstream; no other query is read. */
+const ANTHROPIC_QUERY = { beta: "anthropic_beta_query" } as const;
 
 type UserSurface = "account" | "gateway";
 
 async function createResponse(ctx: ChatContext, params: ResponsesBodyInput, surface: UserSurface) {
-  const request = responsesToChat(params);
+  const { request, names } = responsesToChat(params);
   if (ctx.logFields) ctx.logFields.dialect = "responses";
   const answer = await userChat(ctx, request, true, surface);
-  if (isAsyncIterable(answer)) return retold(answer, (chunks) => responseEvents(params, chunks));
-  return toResponse(params, answer);
+  if (isAsyncIterable(answer)) return retold(answer, (chunks) => responseEvents(params, chunks, names));
+  return toResponse(params, answer, names);
 }
 
 async function createMessage(ctx: ChatContext, params: MessagesBodyInput, surface: UserSurface) {
@@ -86,13 +88,14 @@ async function countTokens(ctx: ChatContext, params: CountTokensInput) {
 }
 
 const RESPONSES_SUMMARY =
-  "An OpenAI Responses API request (docs/dialects.md): `input` as a string or items (messages, function_call, " +
-  "function_call_output), instructions, function tools, tool_choice, max_output_tokens, temperature, top_p; typed SSE events " +
-  "when stream is true. Stateless: store is answered false; previous_response_id, conversation and item_reference are 400.";
+  "An OpenAI Responses API request (docs/dialects.md), read tolerantly: forwarded as it is to an upstream of the Responses " +
+  "API, translated for the others (function, namespace and custom tools, text.format, reasoning.effort); typed SSE events " +
+  "when stream is true. Translated, nothing is stored: store is answered false; previous_response_id, conversation and " +
+  "item_reference are 400.";
 const MESSAGES_SUMMARY =
-  "An Anthropic Messages API request (docs/dialects.md): system, messages with text, image, tool_use and tool_result " +
-  "blocks, max_tokens, stop_sequences, tools, tool_choice; its SSE events when stream is true. Credentials in x-api-key or " +
-  "Authorization: Bearer; errors in Anthropic's envelope (529 when no model can answer now).";
+  "An Anthropic Messages API request (docs/dialects.md), read tolerantly: forwarded as it is to an Anthropic model, " +
+  "translated for the others (system turns, tools, thinking, output_config); its SSE events when stream is true. " +
+  "Credentials in x-api-key or Authorization: Bearer; errors in Anthropic's envelope (529 when no model can answer now).";
 const COUNT_SUMMARY =
   "The input tokens of a Messages API request as the service counts them (docs/dialects.md): the count its holds use, plus " +
   "the tool definitions; no model runs and nothing is metered.";
@@ -105,7 +108,7 @@ export const dialectMethods = [
     auth: ACCOUNT_CHAT_AUTH,
     output: ResponseView,
     errors: USER_CHAT_ERRORS,
-    http: [{ surface: "account", method: "POST", path: "/responses" }],
+    http: [{ surface: "account", method: "POST", path: "/responses", queryParams: {} }],
     stream: { named: true },
     handler: (params, ctx) => createResponse(ctx, params, "account"),
   }),
@@ -117,7 +120,7 @@ export const dialectMethods = [
     auth: GATEWAY_CHAT_AUTH,
     output: ResponseView,
     errors: USER_CHAT_ERRORS,
-    http: [{ surface: "gateway", method: "POST", path: "/responses" }],
+    http: [{ surface: "gateway", method: "POST", path: "/responses", queryParams: {} }],
     stream: { named: true },
     handler: (params, ctx) => createResponse(ctx, params, "gateway"),
   }),
@@ -129,7 +132,16 @@ export const dialectMethods = [
     auth: ACCOUNT_CHAT_AUTH,
     output: MessageView,
     errors: MESSAGES_ERRORS,
-    http: [{ surface: "account", method: "POST", path: "/messages", dialect: "anthropic", headerParams: ANTHROPIC_HEADERS }],
+    http: [
+      {
+        surface: "account",
+        method: "POST",
+        path: "/messages",
+        dialect: "anthropic",
+        headerParams: ANTHROPIC_HEADERS,
+        queryParams: ANTHROPIC_QUERY,
+      },
+    ],
     stream: { named: true },
     handler: (params, ctx) => createMessage(ctx, params, "account"),
   }),
@@ -141,7 +153,16 @@ export const dialectMethods = [
     auth: GATEWAY_CHAT_AUTH,
     output: MessageView,
     errors: MESSAGES_ERRORS,
-    http: [{ surface: "gateway", method: "POST", path: "/messages", dialect: "anthropic", headerParams: ANTHROPIC_HEADERS }],
+    http: [
+      {
+        surface: "gateway",
+        method: "POST",
+        path: "/messages",
+        dialect: "anthropic",
+        headerParams: ANTHROPIC_HEADERS,
+        queryParams: ANTHROPIC_QUERY,
+      },
+    ],
     stream: { named: true },
     handler: (params, ctx) => createMessage(ctx, params, "gateway"),
   }),
@@ -153,7 +174,16 @@ export const dialectMethods = [
     auth: ACCOUNT_CHAT_AUTH,
     output: CountTokensView,
     errors: { FORBIDDEN: {}, MODEL_NOT_AVAILABLE: {} },
-    http: [{ surface: "account", method: "POST", path: "/messages/count_tokens", dialect: "anthropic", headerParams: ANTHROPIC_HEADERS }],
+    http: [
+      {
+        surface: "account",
+        method: "POST",
+        path: "/messages/count_tokens",
+        dialect: "anthropic",
+        headerParams: ANTHROPIC_HEADERS,
+        queryParams: ANTHROPIC_QUERY,
+      },
+    ],
     handler: (params, ctx) => countTokens(ctx, params),
   }),
 
@@ -164,7 +194,16 @@ export const dialectMethods = [
     auth: GATEWAY_CHAT_AUTH,
     output: CountTokensView,
     errors: { FORBIDDEN: {}, MODEL_NOT_AVAILABLE: {} },
-    http: [{ surface: "gateway", method: "POST", path: "/messages/count_tokens", dialect: "anthropic", headerParams: ANTHROPIC_HEADERS }],
+    http: [
+      {
+        surface: "gateway",
+        method: "POST",
+        path: "/messages/count_tokens",
+        dialect: "anthropic",
+        headerParams: ANTHROPIC_HEADERS,
+        queryParams: ANTHROPIC_QUERY,
+      },
+    ],
     handler: (params, ctx) => countTokens(ctx, params),
   }),
 ];

@@ -1,6 +1,7 @@
 import { principalOf } from "../auth.js";
 import { countPromptTokens } from "./tokens.js";
-import { PlatformChatBody, ToolChatBody, runChat, toChatRequest, toToolChatRequest, type ToolChatBodyInput } from "./run-chat.js";
+import { runChat } from "./run-chat.js";
+import { ChatBody, PlatformChatBody, chatToCanonical, toChatRequest, type ChatBodyInput } from "./dialects/chat.js";
 import type { RoutedModel } from "./model-router.js";
 import type { Hold, Meter } from "../money/money.js";
 import type { ChatRequest } from "./types.js";
@@ -124,9 +125,12 @@ export const USER_CHAT_ERRORS = {
 export const ACCOUNT_CHAT_AUTH = { kinds: ["account_key"], scopes: ["intelligence"], scopeError: "INSUFFICIENT_CAPABILITY" } as const;
 export const GATEWAY_CHAT_AUTH = { kinds: ["session", "gateway_key"] } as const;
 
-/** A chat completions body on the Account and Gateway surfaces, which carry function calling (docs/models-and-chat.md "Tool calls"). */
-const toolChat = (ctx: ChatContext, params: ToolChatBodyInput, surface: "account" | "gateway") =>
-  userChat(ctx, toToolChatRequest(params), params.stream_options?.include_usage === true, surface);
+/**
+ * A chat completions body on the Account and Gateway surfaces, read tolerantly: every field the
+ * client sent reaches a chat-format upstream, and the rest are translated (docs/dialects.md).
+ */
+const toolChat = (ctx: ChatContext, params: ChatBodyInput, surface: "account" | "gateway") =>
+  userChat(ctx, chatToCanonical(params), params.stream_options?.include_usage === true, surface);
 
 export const chatMethods = [
   chatDomain.method({
@@ -176,12 +180,13 @@ export const chatMethods = [
   chatDomain.method({
     name: "account.chat.completions",
     summary:
-      "Chat completion on the account's plan allowance (docs/interface.md 4.1); needs scope intelligence. Carries tools, tool_choice and tool calls.",
-    input: ToolChatBody,
+      "Chat completion on the account's plan allowance (docs/interface.md 4.1); needs scope intelligence. Every field of the chat " +
+      "completions format is carried: forwarded to chat-format upstreams, translated for the others (docs/dialects.md).",
+    input: ChatBody,
     auth: ACCOUNT_CHAT_AUTH,
     output: ChatCompletionView,
     errors: USER_CHAT_ERRORS,
-    http: [{ surface: "account", method: "POST", path: "/chat/completions" }],
+    http: [{ surface: "account", method: "POST", path: "/chat/completions", queryParams: {} }],
     stream: { done: "[DONE]" },
     handler: (params, ctx) => toolChat(ctx, params, "account"),
   }),
@@ -190,12 +195,13 @@ export const chatMethods = [
     name: "gateway.chat.completions",
     summary:
       "Chat completion through the model router for a signed-in user or gateway key (docs/interface.md 4.4), on the user's plan " +
-      "allowance. Carries tools, tool_choice and tool calls.",
-    input: ToolChatBody,
+      "allowance. Every field of the chat completions format is carried: forwarded to chat-format upstreams, translated for " +
+      "the others (docs/dialects.md).",
+    input: ChatBody,
     auth: GATEWAY_CHAT_AUTH,
     output: ChatCompletionView,
     errors: USER_CHAT_ERRORS,
-    http: [{ surface: "gateway", method: "POST", path: "/chat/completions" }],
+    http: [{ surface: "gateway", method: "POST", path: "/chat/completions", queryParams: {} }],
     stream: { done: "[DONE]" },
     handler: (params, ctx) => toolChat(ctx, params, "gateway"),
   }),

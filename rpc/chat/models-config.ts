@@ -29,6 +29,12 @@ const Common = {
   maxOutputTokens: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1))),
   /** Account plans that may use the model; all plans when absent. */
   plans: v.optional(v.array(v.pipe(v.string(), v.minLength(1)))),
+  /**
+   * Request fields this model's upstream refuses, dropped with an `X-Service-Warning` before it
+   * is called, forwarded or translated (docs/dialects.md "Per model"): e.g. `reasoning_effort`
+   * for an OpenAI model without reasoning, which Claude Code's `output_config.effort` becomes.
+   */
+  dropParams: v.optional(v.array(v.pipe(v.string(), v.regex(/^[A-Za-z_][\w.]{0,63}$/, "dropParams are field names")))),
 };
 
 /**
@@ -62,11 +68,36 @@ const Upstream = {
  */
 const EchoUpstream = { provider: v.literal("echo") };
 
+/** What an upstream of OpenAI's formats takes (docs/providers.md "OpenAI-compatible"). */
+const OpenAiApis = {
+  /**
+   * The APIs the upstream serves (docs/dialects.md "Same dialect: forwarded"): a request in one
+   * of them is forwarded as it came; any other is translated to the first. Default `["chat"]`;
+   * OpenAI itself serves `["chat", "responses"]`, a Responses-only model `["responses"]`.
+   */
+  apis: v.optional(
+    v.pipe(v.array(v.picklist(["chat", "responses"], 'apis are "chat" and "responses"')), v.minLength(1, "apis must not be empty")),
+    ["chat"],
+  ),
+  /**
+   * The chat field a translated request's output cap goes in: `max_tokens` (default, what most
+   * OpenAI-compatible servers read) or `max_completion_tokens` (OpenAI's reasoning models).
+   */
+  maxTokensField: v.optional(v.picklist(["max_tokens", "max_completion_tokens"]), "max_tokens"),
+};
+
+/** How a provider with a native structured-output field is asked for one (docs/dialects.md "Structured output"). */
+const StructuredOutput = {
+  /** `native` (default): the provider's own field; `tool`: a forced tool call, for models without it. */
+  structuredOutput: v.optional(v.picklist(["native", "tool"], 'structuredOutput is "native" or "tool"'), "native"),
+};
+
 const OpenAiUpstream = {
   provider: v.literal("openai-compatible"),
   /** Base URL up to and including the version, e.g. `https://api.openai.com/v1`. */
   baseURL: HttpUrl,
   ...Upstream,
+  ...OpenAiApis,
 };
 
 const AzureUpstream = {
@@ -79,6 +110,7 @@ const AzureUpstream = {
     "2024-10-21",
   ),
   ...Upstream,
+  ...OpenAiApis,
 };
 
 const AnthropicUpstream = {
@@ -86,6 +118,7 @@ const AnthropicUpstream = {
   /** As the Anthropic SDK takes it: the service POSTs to `<baseURL>/v1/messages`. */
   baseURL: v.optional(HttpUrl, "https://api.anthropic.com"),
   ...Upstream,
+  ...StructuredOutput,
 };
 
 const GeminiUpstream = {
@@ -103,6 +136,7 @@ const BedrockUpstream = {
   baseURL: v.optional(HttpUrl),
   upstreamModel: Upstream.upstreamModel,
   timeoutSeconds: Upstream.timeoutSeconds,
+  ...StructuredOutput,
 };
 
 /** The providers a model may name (docs/providers.md). */
@@ -189,6 +223,7 @@ export function deploymentsOf(config: ModelConfig): DeploymentConfig[] {
     price: _price,
     maxOutputTokens: _m,
     plans: _plans,
+    dropParams: _drop,
     retries: _r,
     fallbacks: _f,
     cooldownSeconds: _cs,
@@ -210,6 +245,7 @@ export function providerConfigOf(model: ModelConfig, deployment: DeploymentConfi
     price: deployment.price ?? model.price,
     maxOutputTokens: model.maxOutputTokens,
     plans: model.plans,
+    dropParams: model.dropParams,
   } as SingleModelConfig;
 }
 

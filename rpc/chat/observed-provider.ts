@@ -83,7 +83,7 @@ export function observedProvider(id: string, provider: Provider, observe: () => 
           return below();
         },
       });
-      return { kind: "stream", chunks };
+      return { ...result, kind: "stream", chunks };
     },
   };
 }

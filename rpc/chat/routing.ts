@@ -444,7 +444,7 @@ export class RoutingProvider implements Provider {
       throw error;
     }
     deployment.observeTtft(performance.now() - started);
-    return serve({ kind: "stream", chunks: this.#relay(deployment, target, upstream, first, signal) }, deployment);
+    return serve({ ...result, kind: "stream", chunks: this.#relay(deployment, target, upstream, first, signal) }, deployment);
   }
 
   /** The stream from its first chunk on, a layer over it (rpc/layers.ts): no promise of its own per chunk. */

@@ -1,158 +1,24 @@
-import * as v from "valibot";
 import type { RoutedModel } from "./model-router.js";
 import { countPromptTokens, countTokens, usageOf } from "./tokens.js";
 import { observeChat } from "./observe-chat.js";
 import { layered, SKIP } from "../layers.js";
 import { fieldReplacer, wireTextOf, withoutWireText, withWireText } from "../wire-text.js";
-import type { ChatChunk, ChatCompletion, ChatMessage, ChatRequest, ProviderResult, ToolSpec, Usage } from "./types.js";
+import type { ChatChunk, ChatCompletion, ChatRequest, ProviderResult, Usage } from "./types.js";
 import type { ChatContext } from "./deps.js";
-
-/** The roles a message may have (docs/models-and-chat.md); anything else is 400. */
-const ROLES = ["system", "user", "assistant", "tool"] as const;
-
-const Role = v.pipe(
-  v.string("messages[].role must be a string"),
-  v.minLength(1, "messages[].role is required"),
-  v.check((role) => (ROLES as readonly string[]).includes(role), "messages[].role must be system, user, assistant or tool"),
-);
-const Content = v.nullable(
-  v.union([v.string(), v.array(v.record(v.string(), v.unknown()))], "messages[].content must be a string or an array of content parts"),
-);
-
-/** Platform API (docs/interface.md 2.2): `{role, content}`; other message fields are dropped. */
-const Message = v.object({ role: Role, content: Content });
-
-const FunctionName = v.pipe(
-  v.string("function names must be strings"),
-  v.regex(/^[A-Za-z0-9_-]{1,64}$/, "function names are 1-64 letters, digits, _ or -"),
-);
-
-const ToolCallShape = v.object({
-  id: v.pipe(v.string("tool_calls[].id must be a string"), v.minLength(1, "tool_calls[].id must not be empty")),
-  type: v.literal("function", 'tool_calls[].type must be "function"'),
-  function: v.object(
-    { name: FunctionName, arguments: v.string("tool_calls[].function.arguments must be a string (JSON)") },
-    "tool_calls[].function must be {name, arguments}",
-  ),
-});
-
-/** Account and Gateway surfaces: tool calls of an assistant turn and the results that answer them. */
-const ToolMessage = v.pipe(
-  v.object({
-    role: Role,
-    content: v.optional(Content),
-    tool_calls: v.optional(v.pipe(v.array(ToolCallShape, "messages[].tool_calls must be an array"), v.maxLength(128))),
-    tool_call_id: v.optional(v.pipe(v.string("messages[].tool_call_id must be a string"), v.minLength(1))),
-    name: v.optional(v.string("messages[].name must be a string")),
-  }),
-  v.check(
-    (message) => message.content !== undefined || message.tool_calls !== undefined,
-    "messages[].content is required (it may be null on an assistant message with tool_calls)",
-  ),
-  v.check((message) => message.role !== "tool" || message.tool_call_id !== undefined, "messages[] with role tool need a tool_call_id"),
-  v.check((message) => message.tool_calls === undefined || message.role === "assistant", "only assistant messages carry tool_calls"),
-);
-
-const Tool = v.object({
-  type: v.literal("function", 'tools[].type must be "function"'),
-  function: v.object(
-    {
-      name: FunctionName,
-      description: v.optional(v.string("tools[].function.description must be a string")),
-      parameters: v.optional(v.record(v.string(), v.unknown(), "tools[].function.parameters must be a JSON Schema object")),
-      strict: v.optional(v.nullable(v.boolean("tools[].function.strict must be a boolean"))),
-    },
-    "tools[].function must be {name, description, parameters}",
-  ),
-});
-
-const ToolChoice = v.union(
-  [v.picklist(["none", "auto", "required"]), v.object({ type: v.literal("function"), function: v.object({ name: FunctionName }) })],
-  'tool_choice must be "none", "auto", "required" or {type: "function", function: {name}}',
-);
-
-const Fields = {
-  model: v.optional(v.pipe(v.string("model must be a string"), v.minLength(1, "model must not be empty"))),
-  stream: v.nullish(v.boolean("stream must be a boolean")),
-  temperature: v.nullish(v.pipe(v.number("temperature must be a number"), v.minValue(0), v.maxValue(2))),
-  top_p: v.nullish(v.pipe(v.number("top_p must be a number"), v.minValue(0), v.maxValue(1))),
-  max_tokens: v.nullish(v.pipe(v.number("max_tokens must be an integer"), v.integer("max_tokens must be an integer"), v.minValue(1))),
-};
-
-const StreamOptions = v.nullish(v.object({ include_usage: v.nullish(v.boolean("stream_options.include_usage must be a boolean")) }));
-
-// docs/interface.md 7.2: one message saying both are required, whichever is missing.
-const bothRequired = <T extends { model?: string; messages?: readonly unknown[] }>() =>
-  v.check<T, string>((body) => body.model !== undefined && body.messages !== undefined, "Both model and messages are required");
+import { SURFACES } from "../surfaces.js";
 
 /**
- * A Platform API chat body (docs/interface.md 2.2, 4.2): exactly the six fields; everything else, including
- * `stream_options` and `tools`, is dropped without error, so a Platform stream never carries a
- * usage chunk (the service still asks the upstream for usage to meter the stream: an internal detail).
+ * What translating a request to its upstream left out (docs/dialects.md "The matrix"): named to
+ * the client in one header and in the request's log line. The Platform adds no service header
+ * (docs/interface.md 4.2), and its six fields never need one.
  */
-export const PlatformChatBody = v.pipe(
-  v.object({
-    ...Fields,
-    messages: v.optional(
-      v.pipe(v.array(Message, "messages must be an array of {role, content}"), v.minLength(1, "messages must not be empty")),
-    ),
-  }),
-  bothRequired(),
-);
+export const WARNING_HEADER = "X-Service-Warning";
 
-/**
- * An Account or Gateway chat request body: the six fields, `stream_options` (docs/interface.md 2.2, Account:
- * `include_usage` puts usage on the final chunk) and function calling (`tools`, `tool_choice`,
- * `parallel_tool_calls`, assistant `tool_calls`, `tool` messages), validated and forwarded to the
- * model (docs/models-and-chat.md "Tool calls"). Other fields are dropped without error.
- */
-export const ToolChatBody = v.pipe(
-  v.object({
-    ...Fields,
-    stream_options: StreamOptions,
-    messages: v.optional(
-      v.pipe(v.array(ToolMessage, "messages must be an array of {role, content}"), v.minLength(1, "messages must not be empty")),
-    ),
-    tools: v.nullish(
-      v.pipe(v.array(Tool, 'tools must be an array of {type: "function", function}'), v.maxLength(128, "at most 128 tools")),
-    ),
-    tool_choice: v.nullish(ToolChoice),
-    parallel_tool_calls: v.nullish(v.boolean("parallel_tool_calls must be a boolean")),
-  }),
-  bothRequired(),
-);
-
-export type PlatformChatBodyInput = v.InferOutput<typeof PlatformChatBody>;
-export type ToolChatBodyInput = v.InferOutput<typeof ToolChatBody>;
-export type ChatBodyInput = PlatformChatBodyInput | ToolChatBodyInput;
-
-/** The six forwarded fields, without nulls (docs/interface.md 2.2: omitted means the model's default). */
-export function toChatRequest(body: ChatBodyInput): ChatRequest {
-  const request: ChatRequest = {
-    model: body.model!,
-    messages: body.messages!.map(({ role, content }) => ({ role, content: content ?? null })),
-  };
-  if (body.stream != null) request.stream = body.stream;
-  if (body.temperature != null) request.temperature = body.temperature;
-  if (body.top_p != null) request.top_p = body.top_p;
-  if (body.max_tokens != null) request.max_tokens = body.max_tokens;
-  return request;
-}
-
-/** The six fields plus function calling (Account and Gateway surfaces). */
-export function toToolChatRequest(body: ToolChatBodyInput): ChatRequest {
-  const request = toChatRequest(body);
-  request.messages = body.messages!.map((message) => {
-    const out: ChatMessage = { role: message.role, content: message.content ?? null };
-    if (message.tool_calls) out.tool_calls = message.tool_calls;
-    if (message.tool_call_id !== undefined) out.tool_call_id = message.tool_call_id;
-    if (message.name !== undefined) out.name = message.name;
-    return out;
-  });
-  if (body.tools?.length) request.tools = body.tools as ToolSpec[];
-  if (body.tool_choice != null) request.tool_choice = body.tool_choice;
-  if (body.parallel_tool_calls != null) request.parallel_tool_calls = body.parallel_tool_calls;
-  return request;
+function warn(ctx: ChatContext, warnings: readonly string[] | undefined): void {
+  if (!warnings?.length) return;
+  if (ctx.logFields) ctx.logFields.warnings = warnings;
+  if (ctx.surface !== "rpc" && !SURFACES[ctx.surface].serviceHeaders) return;
+  ctx.responseHeaders.set(WARNING_HEADER, warnings.join("; "));
 }
 
 /**
@@ -206,6 +72,7 @@ export async function runChat(ctx: ChatContext, options: RunOptions): Promise<Ch
   try {
     result = await model.provider.complete(request, ctx.signal, { traceparent: ctx.traceparent });
     observe.answered();
+    warn(ctx, result.warnings);
   } catch (error) {
     await settleOnce(usageOf(0, 0), true);
     throw error;
@@ -217,6 +84,7 @@ export async function runChat(ctx: ChatContext, options: RunOptions): Promise<Ch
         ?.map(
           (choice) =>
             (choice.message?.content ?? "") +
+            (choice.message?.reasoning_content ?? "") +
             (choice.message?.tool_calls ?? []).map((call) => call.function.name + call.function.arguments).join(""),
         )
         .join("") ?? "";
@@ -248,6 +116,8 @@ export async function runChat(ctx: ChatContext, options: RunOptions): Promise<Ch
         const calls = choice.delta?.tool_calls;
         // Streamed tool calls count like content when the usage must be estimated.
         if (calls) for (const call of calls) text += (call.function?.name ?? "") + (call.function?.arguments ?? "");
+        // Reasoning text is output too (billed as completion tokens by every provider).
+        if (typeof choice.delta?.reasoning_content === "string") text += choice.delta.reasoning_content;
         if (typeof choice.delta?.content !== "string" || choice.delta.content === "") continue;
         text += choice.delta.content;
         observe.token();

@@ -78,7 +78,7 @@ export function tracedProvider(
         span.end();
         return result;
       }
-      return { kind: "stream", chunks: watched(result.chunks, span) };
+      return { ...result, kind: "stream", chunks: watched(result.chunks, span) };
     },
   };
 }

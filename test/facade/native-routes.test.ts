@@ -51,7 +51,14 @@ const json = ["content-type", "application/json"];
 
 /** What two answers to the same call share (ids and dates differ from call to call). */
 function comparable(answer: Raw) {
-  const { date: _date, "x-request-id": _id, "x-service-request-id": _sid, "x-ratelimit-remaining": _left, ...headers } = answer.headers;
+  const {
+    date: _date,
+    "x-request-id": _id,
+    "request-id": _rid,
+    "x-service-request-id": _sid,
+    "x-ratelimit-remaining": _left,
+    ...headers
+  } = answer.headers;
   const body = typeof answer.body === "object" && answer.body ? { ...answer.body } : answer.body;
   if (body && typeof body === "object") {
     delete body.id;

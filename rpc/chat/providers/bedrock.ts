@@ -5,6 +5,9 @@ import { SignatureV4 } from "@smithy/signature-v4";
 import { fromUtf8, toUtf8 } from "@smithy/util-utf8";
 import type { Framing } from "../../sse-parse.js";
 import type { BedrockModelConfig } from "../models-config.js";
+import { Translation, applyMatrix } from "../translate/matrix.js";
+import { anthropicThinking } from "../translate/reasoning.js";
+import { FORMAT_TOOL, formatTool, unwrapFormatTool } from "../translate/structured.js";
 import type {
   ChatCompletion,
   ChatMessage,
@@ -21,6 +24,7 @@ import {
   ChunkFrames,
   argumentsObject,
   declaredTools,
+  fileDataOf,
   upstreamFrames,
   type UpstreamFrameHandlers,
   imageUrlOf,
@@ -88,7 +92,10 @@ export class BedrockProvider implements Provider {
       });
     const base = new URL(trimSlash(config.baseURL ?? `https://bedrock-runtime.${region}.amazonaws.com`));
     const path = `${base.pathname.replace(/\/+$/, "")}/model/${encodeURIComponent(config.upstreamModel ?? id)}/${request.stream ? "converse-stream" : "converse"}`;
-    const body = JSON.stringify(bedrockRequest(request));
+    const t = new Translation("bedrock", id, config);
+    const upstreamModel = config.upstreamModel ?? id;
+    const emulated = emulatesFormat(request, config.structuredOutput);
+    const body = JSON.stringify(bedrockRequest(request, t, { model: upstreamModel, structuredOutput: config.structuredOutput }));
     const headers: Record<string, string> = {
       host: base.host,
       "content-type": "application/json",
@@ -114,11 +121,22 @@ export class BedrockProvider implements Provider {
       timeoutMs,
       traceparent: trace.traceparent,
     });
-    if (!request.stream)
-      return { kind: "completion", completion: completionOf(await readJson<ConverseResponse>(response, timeoutMs, id), id) };
-    return { kind: "stream", chunks: upstreamFrames(response.body, eventStreamFraming(), timeoutMs, id, signal, streamChunks(id)) };
+    let result: ProviderResult = !request.stream
+      ? { kind: "completion", completion: completionOf(await readJson<ConverseResponse>(response, timeoutMs, id), id) }
+      : { kind: "stream", chunks: upstreamFrames(response.body, eventStreamFraming(), timeoutMs, id, signal, streamChunks(id)) };
+    if (emulated) result = unwrapFormatTool(result, request.response_format!);
+    return t.warnings.length ? { ...result, warnings: t.warnings } : result;
   }
 }
+
+/** Structured output asked for with a forced tool call: `json_object` always, `json_schema` when the model config says so. */
+function emulatesFormat(request: ChatRequest, mode: "native" | "tool"): boolean {
+  const type = request.response_format?.type;
+  return type === "json_object" || (type === "json_schema" && mode === "tool");
+}
+
+/** Anthropic's models on Bedrock take `thinking` in `additionalModelRequestFields`. */
+const ANTHROPIC_MODEL = /(^|[.:/])anthropic\.claude/;
 
 type Block = Record<string, unknown>;
 interface ConverseUsage {
@@ -133,33 +151,81 @@ interface ConverseResponse {
   usage?: ConverseUsage;
 }
 
-/** The canonical request as a Converse body. */
-export function bedrockRequest(request: ChatRequest): Record<string, unknown> {
-  const system = request.messages
+/** The canonical request as a Converse body (docs/dialects.md "The matrix", column bedrock). */
+export function bedrockRequest(
+  request: ChatRequest,
+  t: Translation = new Translation("bedrock", request.model),
+  options: { model?: string; structuredOutput?: "native" | "tool" } = {},
+): Record<string, unknown> {
+  const r = applyMatrix(request, t);
+  // System messages anywhere in the conversation are merged, in order, into `system`.
+  const system = r.messages
     .filter(isSystem)
     .map((message) => textOf(message.content))
     .filter(Boolean);
   const messages: { role: "user" | "assistant"; content: Block[] }[] = [];
-  for (const message of request.messages) {
-    if (isSystem(message)) continue;
+  r.messages.forEach((message, index) => {
+    if (isSystem(message)) return;
+    if (message.role !== "user" && message.role !== "assistant" && message.role !== "tool")
+      t.refuse(`messages.${index}.role`, `${message.role} has no equivalent in the Converse API`);
     const role = message.role === "assistant" ? "assistant" : "user";
-    const blocks = blocksOf(message);
-    if (!blocks.length) continue;
+    const blocks = blocksOf(message, `messages.${index}`, t);
+    if (!blocks.length) return;
     const last = messages.at(-1);
     if (last?.role === role) last.content.push(...blocks);
     else messages.push({ role, content: blocks });
-  }
+  });
   const body: Record<string, unknown> = { messages };
   if (system.length) body.system = system.map((text) => ({ text }));
   const inference: Record<string, unknown> = {};
-  if (request.max_tokens !== undefined) inference.maxTokens = request.max_tokens;
-  if (request.temperature !== undefined) inference.temperature = request.temperature;
-  if (request.top_p !== undefined) inference.topP = request.top_p;
-  const stop = stopList(request.stop);
+  if (r.max_tokens !== undefined) inference.maxTokens = r.max_tokens;
+  if (r.temperature !== undefined) inference.temperature = r.temperature;
+  if (r.top_p !== undefined) inference.topP = r.top_p;
+  const stop = stopList(r.stop);
   if (stop) inference.stopSequences = stop;
   if (Object.keys(inference).length) body.inferenceConfig = inference;
-  // Converse has no "none": tools declared only for the history's sake may be called again.
-  const { tools, fromHistory } = declaredTools(request);
+  const metadata = { ...r.metadata, ...(r.user !== undefined ? { user: r.user } : {}) };
+  if (Object.keys(metadata).length) body.requestMetadata = metadata;
+  if (r.reasoning_effort !== undefined) {
+    if (!ANTHROPIC_MODEL.test(options.model ?? r.model))
+      t.drop("reasoning_effort", "only Anthropic models on Bedrock take a thinking budget");
+    else {
+      const thinking = anthropicThinking(r.reasoning_effort, r.reasoning_budget, r.max_tokens ?? 4096);
+      if (thinking) body.additionalModelRequestFields = { thinking };
+      else t.drop("reasoning_effort", "maxTokens leaves no room for a thinking budget (at least 1024 tokens)");
+    }
+  }
+  let { tools, fromHistory } = declaredTools(r);
+  let forced: ToolChoice | undefined;
+  const format = r.response_format;
+  if (format && format.type !== "text") {
+    if (format.type === "json_schema" && options.structuredOutput !== "tool") {
+      body.outputConfig = {
+        textFormat: {
+          type: "json_schema",
+          structure: {
+            jsonSchema: {
+              name: format.json_schema.name,
+              schema: JSON.stringify(format.json_schema.schema ?? { type: "object" }),
+              ...(format.json_schema.description ? { description: format.json_schema.description } : {}),
+            },
+          },
+        },
+      };
+    } else {
+      if (tools.some((tool) => tool.function.name === FORMAT_TOOL))
+        t.refuse("tools", `${FORMAT_TOOL} is the name the service gives structured output here`);
+      const emulation = formatTool(format, fromHistory ? undefined : tools);
+      if (emulation) {
+        ({ tools } = emulation);
+        forced = emulation.tool_choice;
+        fromHistory = false;
+      }
+    }
+  }
+  // "none" with no tool turns in the history: the tools are left out, which is what "none" asks.
+  const none = !forced && r.tool_choice === "none";
+  if (none && !fromHistory && !r.messages.some((message) => message.role === "tool" || message.tool_calls?.length)) return body;
   if (tools.length) {
     const toolConfig: Record<string, unknown> = {
       tools: tools.map((tool) => ({
@@ -170,14 +236,15 @@ export function bedrockRequest(request: ChatRequest): Record<string, unknown> {
         },
       })),
     };
-    const choice = fromHistory ? undefined : toolChoiceOf(request.tool_choice);
+    if (none) t.drop("tool_choice", 'Converse has no "none" choice; the tools of the conversation\'s earlier calls are sent');
+    const choice = fromHistory ? undefined : toolChoiceOf(forced ?? r.tool_choice);
     if (choice) toolConfig.toolChoice = choice;
     body.toolConfig = toolConfig;
   }
   return body;
 }
 
-/** Converse has no "none": the model is then left to choose (docs/providers.md). */
+/** Converse has no "none" (handled by the caller). */
 function toolChoiceOf(choice: ToolChoice | undefined): Record<string, unknown> | undefined {
   if (choice === "auto") return { auto: {} };
   if (choice === "required") return { any: {} };
@@ -193,7 +260,7 @@ const IMAGE_FORMATS: Record<string, string> = {
   "image/webp": "webp",
 };
 
-function blocksOf(message: ChatMessage): Block[] {
+function blocksOf(message: ChatMessage, at: string, t: Translation): Block[] {
   if (message.role === "tool") {
     return [{ toolResult: { toolUseId: message.tool_call_id ?? "", content: [{ text: textOf(message.content) }] } }];
   }
@@ -201,17 +268,35 @@ function blocksOf(message: ChatMessage): Block[] {
   if (typeof message.content === "string") {
     if (message.content) blocks.push({ text: message.content });
   } else {
-    for (const part of message.content ?? []) {
+    (message.content ?? []).forEach((part, index) => {
+      const where = `${at}.content.${index}`;
       if (part.type === "text" && typeof part.text === "string") {
         if (part.text) blocks.push({ text: part.text });
-        continue;
+        return;
       }
       // Converse takes image bytes (a data: URL), not a link to fetch.
       const url = imageUrlOf(part);
-      const data = url ? parseDataUrl(url) : undefined;
-      const format = data ? IMAGE_FORMATS[data.mediaType.toLowerCase()] : undefined;
-      if (data && format) blocks.push({ image: { format, source: { bytes: data.data } } });
-    }
+      if (url) {
+        const data = parseDataUrl(url);
+        const format = data ? IMAGE_FORMATS[data.mediaType.toLowerCase()] : undefined;
+        if (!data || !format) t.refuse(where, "Converse takes images as data: URLs of PNG, JPEG, GIF or WebP, not links");
+        blocks.push({ image: { format, source: { bytes: data.data } } });
+        return;
+      }
+      const file = fileDataOf(part);
+      const format = file ? DOCUMENT_FORMATS[file.mediaType.toLowerCase()] : undefined;
+      if (file && format) {
+        // A document's name is required, and only some characters are allowed in it.
+        const name =
+          (file.filename ?? `document ${index + 1}`)
+            .replace(/\.[^.]*$/, "")
+            .replace(/[^A-Za-z0-9 ()[\]-]/g, " ")
+            .trim() || "document";
+        blocks.push({ document: { format, name, source: { bytes: file.data } } });
+        return;
+      }
+      t.refuse(`${where}.type`, `content part type ${JSON.stringify(part.type)} has no equivalent in the Converse API`);
+    });
   }
   if (message.role === "assistant") {
     for (const call of message.tool_calls ?? [])
@@ -219,6 +304,19 @@ function blocksOf(message: ChatMessage): Block[] {
   }
   return blocks;
 }
+
+/** Document formats Converse reads, by media type. */
+const DOCUMENT_FORMATS: Record<string, string> = {
+  "application/pdf": "pdf",
+  "text/csv": "csv",
+  "text/html": "html",
+  "text/plain": "txt",
+  "text/markdown": "md",
+  "application/msword": "doc",
+  "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
+  "application/vnd.ms-excel": "xls",
+  "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "xlsx",
+};
 
 /** `stopReason` → `finish_reason` (docs/providers.md). */
 export function bedrockFinish(reason: string | undefined): FinishReason {
@@ -238,19 +336,32 @@ export function bedrockFinish(reason: string | undefined): FinishReason {
 
 function usageOf(usage: ConverseUsage | undefined): Usage | undefined {
   if (!usage) return undefined;
-  return usageFrom(
+  const out = usageFrom(
     (usage.inputTokens ?? 0) + (usage.cacheReadInputTokens ?? 0) + (usage.cacheWriteInputTokens ?? 0),
     usage.outputTokens ?? 0,
   );
+  const cached = usage.cacheReadInputTokens ?? 0;
+  const created = usage.cacheWriteInputTokens ?? 0;
+  if (cached || created)
+    out.prompt_tokens_details = { ...(cached ? { cached_tokens: cached } : {}), ...(created ? { cache_creation_tokens: created } : {}) };
+  return out;
+}
+
+/** A reasoning block's text (`reasoningContent.reasoningText.text`). */
+function reasoningOf(block: Block): string {
+  const text = (block.reasoningContent as { reasoningText?: { text?: unknown } } | undefined)?.reasoningText?.text;
+  return typeof text === "string" ? text : "";
 }
 
 function completionOf(response: ConverseResponse, id: string): ChatCompletion {
   const content = response?.output?.message?.content;
   if (!Array.isArray(content)) throw invalidAnswer(id);
   let text = "";
+  let reasoning = "";
   const toolCalls: ToolCall[] = [];
   for (const block of content) {
     if (typeof block.text === "string") text += block.text;
+    reasoning += reasoningOf(block);
     const use = block.toolUse as { toolUseId?: unknown; name?: unknown; input?: unknown } | undefined;
     if (use)
       toolCalls.push({
@@ -270,6 +381,7 @@ function completionOf(response: ConverseResponse, id: string): ChatCompletion {
         message: {
           role: "assistant",
           content: text || (toolCalls.length ? null : ""),
+          ...(reasoning ? { reasoning_content: reasoning } : {}),
           ...(toolCalls.length ? { tool_calls: toolCalls } : {}),
         },
         finish_reason: bedrockFinish(response.stopReason),
@@ -373,8 +485,12 @@ function streamChunks(id: string): UpstreamFrameHandlers<Message> {
           break;
         }
         case "contentBlockDelta": {
-          const delta = payload.delta as { text?: unknown; toolUse?: { input?: unknown } } | undefined;
+          const delta = payload.delta as
+            | { text?: unknown; toolUse?: { input?: unknown }; reasoningContent?: { text?: unknown } }
+            | undefined;
           if (typeof delta?.text === "string" && delta.text) push(frames.delta({ ...role(), content: delta.text }));
+          else if (typeof delta?.reasoningContent?.text === "string" && delta.reasoningContent.text)
+            push(frames.delta({ ...role(), reasoning_content: delta.reasoningContent.text }));
           else if (typeof delta?.toolUse?.input === "string" && delta.toolUse.input) {
             const index = tools.get(Number(payload.contentBlockIndex));
             if (index !== undefined) {

@@ -1,6 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { contentText, countPromptTokens, countTokens, usageOf } from "../tokens.js";
+import { Translation, applyMatrix } from "../translate/matrix.js";
+import { exampleOf } from "../translate/structured.js";
 import type { ChatChunk, ChatRequest, Provider, ProviderResult, ToolCall } from "../types.js";
+import { stopList } from "./shared.js";
 
 /**
  * The built-in model: no network, answers with the last user message, word by word when
@@ -14,11 +17,22 @@ export class EchoProvider implements Provider {
     this.#model = model;
   }
 
-  async complete(request: ChatRequest, signal: AbortSignal): Promise<ProviderResult> {
+  async complete(input: ChatRequest, signal: AbortSignal): Promise<ProviderResult> {
+    // The matrix's echo column (docs/dialects.md): refusals and the tools it cannot run.
+    const t = new Translation("echo", this.#model);
+    const request = applyMatrix(input, t);
+    const result = this.#answer(request, signal);
+    return t.warnings.length ? { ...result, warnings: t.warnings } : result;
+  }
+
+  #answer(request: ChatRequest, signal: AbortSignal): ProviderResult {
     const call = request.tools?.length ? toolCallOf(request) : undefined;
     if (call) return toolCallResult(this.#model, request, call);
     const { words, finishReason } = request.tools?.length ? (toolAnswer(request) ?? answer(request)) : answer(request);
-    const usage = usageOf(countPromptTokens(request.messages), countTokens(words.join("")));
+    // Reasoning asked for: a short reasoning text first, counted as output like the answer.
+    const reasoning = request.reasoning_effort && request.reasoning_effort !== "none" ? REASONING : undefined;
+    const usage = usageOf(countPromptTokens(request.messages), countTokens(words.join("")) + (reasoning ? countTokens(reasoning) : 0));
+    if (reasoning) usage.completion_tokens_details = { reasoning_tokens: countTokens(reasoning) };
     const id = `chatcmpl-${randomUUID()}`;
     const created = Math.floor(Date.now() / 1000);
     if (!request.stream) {
@@ -29,7 +43,13 @@ export class EchoProvider implements Provider {
           object: "chat.completion",
           created,
           model: this.#model,
-          choices: [{ index: 0, message: { role: "assistant", content: words.join("") }, finish_reason: finishReason }],
+          choices: [
+            {
+              index: 0,
+              message: { role: "assistant", content: words.join(""), ...(reasoning ? { reasoning_content: reasoning } : {}) },
+              finish_reason: finishReason,
+            },
+          ],
           usage,
         },
       };
@@ -46,6 +66,7 @@ export class EchoProvider implements Provider {
     });
     async function* chunks(): AsyncGenerator<ChatChunk> {
       yield frame([{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }]);
+      if (reasoning) yield frame([{ index: 0, delta: { reasoning_content: reasoning }, finish_reason: null }]);
       for (const word of words) {
         if (signal.aborted) return;
         yield frame([{ index: 0, delta: { content: word }, finish_reason: null }]);
@@ -57,10 +78,24 @@ export class EchoProvider implements Provider {
   }
 }
 
-/** The last user message split into words (each keeps its leading space), cut at max_tokens. */
+/** The reasoning text the echo model gives when asked to reason. */
+const REASONING = "The answer repeats the last user message.";
+
+/**
+ * The last user message split into words (each keeps its leading space), cut before the first
+ * stop sequence and at max_tokens. With a `response_format`, the answer is a JSON value of it
+ * built from that message (rpc/chat/translate/structured.ts `exampleOf`).
+ */
 function answer(request: ChatRequest): { words: string[]; finishReason: "stop" | "length" } {
   const lastUser = [...request.messages].reverse().find((message) => message.role === "user");
-  const text = contentText(lastUser?.content ?? "").trim() || "(empty message)";
+  let text = contentText(lastUser?.content ?? "").trim() || "(empty message)";
+  const format = request.response_format;
+  if (format?.type === "json_schema") text = JSON.stringify(exampleOf(format.json_schema.schema ?? { type: "object" }, text));
+  else if (format?.type === "json_object") text = JSON.stringify({ text });
+  for (const stop of stopList(request.stop) ?? []) {
+    const at = stop ? text.indexOf(stop) : -1;
+    if (at >= 0) text = text.slice(0, at);
+  }
   const words = text.match(/\s*\S+/g) ?? [];
   if (request.max_tokens === undefined) return { words, finishReason: "stop" };
   const kept: string[] = [];

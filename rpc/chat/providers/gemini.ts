@@ -1,5 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { GeminiModelConfig } from "../models-config.js";
+import { Translation, applyMatrix } from "../translate/matrix.js";
+import { budgetOf } from "../translate/reasoning.js";
 import type {
   ChatCompletion,
   ChatMessage,
@@ -16,6 +18,7 @@ import {
   ChunkFrames,
   apiKeyOf,
   argumentsObject,
+  fileDataOf,
   imageUrlOf,
   invalidAnswer,
   isSystem,
@@ -64,18 +67,13 @@ export class GeminiProvider implements Provider {
     if (apiKey) headers["x-goog-api-key"] = apiKey;
     const model = encodeURIComponent(config.upstreamModel ?? id);
     const url = `${trimSlash(config.baseURL)}/models/${model}:${request.stream ? "streamGenerateContent?alt=sse" : "generateContent"}`;
-    const response = await post({
-      id,
-      url,
-      headers,
-      body: JSON.stringify(geminiRequest(request)),
-      signal,
-      timeoutMs,
-      traceparent: trace.traceparent,
-    });
-    if (!request.stream)
-      return { kind: "completion", completion: completionOf(await readJson<GeminiResponse>(response, timeoutMs, id), id) };
-    return { kind: "stream", chunks: upstreamEvents(response.body, timeoutMs, id, signal, streamChunks(id)) };
+    const t = new Translation("gemini", id, config);
+    const body = JSON.stringify(geminiRequest(request, t));
+    const response = await post({ id, url, headers, body, signal, timeoutMs, traceparent: trace.traceparent });
+    const result: ProviderResult = !request.stream
+      ? { kind: "completion", completion: completionOf(await readJson<GeminiResponse>(response, timeoutMs, id), id) }
+      : { kind: "stream", chunks: upstreamEvents(response.body, timeoutMs, id, signal, streamChunks(id)) };
+    return t.warnings.length ? { ...result, warnings: t.warnings } : result;
   }
 }
 
@@ -83,7 +81,13 @@ type Part = Record<string, unknown>;
 interface GeminiResponse {
   candidates?: { content?: { role?: string; parts?: Part[] }; finishReason?: string; index?: number }[];
   promptFeedback?: { blockReason?: string };
-  usageMetadata?: { promptTokenCount?: number; candidatesTokenCount?: number; thoughtsTokenCount?: number; totalTokenCount?: number };
+  usageMetadata?: {
+    promptTokenCount?: number;
+    candidatesTokenCount?: number;
+    thoughtsTokenCount?: number;
+    cachedContentTokenCount?: number;
+    totalTokenCount?: number;
+  };
   modelVersion?: string;
   responseId?: string;
   error?: unknown;
@@ -109,44 +113,61 @@ function callIdParts(id: string): { id?: string; signature?: string } {
   return { ...(own && !MADE_UP_ID.test(own) ? { id: own } : {}), ...(cut >= 0 ? { signature: id.slice(cut + SIGNATURE.length) } : {}) };
 }
 
-/** The canonical request as a `generateContent` body. */
-export function geminiRequest(request: ChatRequest): Record<string, unknown> {
-  const names = toolNamesById(request.messages);
-  const system = request.messages
+/** The canonical request as a `generateContent` body (docs/dialects.md "The matrix", column gemini). */
+export function geminiRequest(request: ChatRequest, t: Translation = new Translation("gemini", request.model)): Record<string, unknown> {
+  const r = applyMatrix(request, t);
+  const names = toolNamesById(r.messages);
+  // System messages anywhere in the conversation are merged, in order, into `systemInstruction`.
+  const system = r.messages
     .filter(isSystem)
     .map((message) => textOf(message.content))
     .filter(Boolean)
     .join("\n\n");
   const contents: { role: "user" | "model"; parts: Part[] }[] = [];
-  for (const message of request.messages) {
-    if (isSystem(message)) continue;
+  r.messages.forEach((message, index) => {
+    if (isSystem(message)) return;
+    if (message.role !== "user" && message.role !== "assistant" && message.role !== "tool")
+      t.refuse(`messages.${index}.role`, `${message.role} has no equivalent in the Gemini API`);
     const role = message.role === "assistant" ? "model" : "user";
-    const parts = partsOf(message, names);
-    if (!parts.length) continue;
+    const parts = partsOf(message, names, `messages.${index}`, t);
+    if (!parts.length) return;
     const last = contents.at(-1);
     if (last?.role === role) last.parts.push(...parts);
     else contents.push({ role, parts });
-  }
+  });
   const body: Record<string, unknown> = { contents };
   if (system) body.systemInstruction = { parts: [{ text: system }] };
   const generation: Record<string, unknown> = {};
-  if (request.temperature !== undefined) generation.temperature = request.temperature;
-  if (request.top_p !== undefined) generation.topP = request.top_p;
-  if (request.max_tokens !== undefined) generation.maxOutputTokens = request.max_tokens;
-  const stop = stopList(request.stop);
+  if (r.temperature !== undefined) generation.temperature = r.temperature;
+  if (r.top_p !== undefined) generation.topP = r.top_p;
+  if (r.top_k !== undefined) generation.topK = r.top_k;
+  if (r.max_tokens !== undefined) generation.maxOutputTokens = r.max_tokens;
+  if (r.seed !== undefined) generation.seed = r.seed;
+  if (r.presence_penalty !== undefined) generation.presencePenalty = r.presence_penalty;
+  if (r.frequency_penalty !== undefined) generation.frequencyPenalty = r.frequency_penalty;
+  const stop = stopList(r.stop);
   if (stop) generation.stopSequences = stop;
+  const format = r.response_format;
+  if (format && format.type !== "text") {
+    generation.responseMimeType = "application/json";
+    if (format.type === "json_schema" && format.json_schema.schema) generation.responseJsonSchema = format.json_schema.schema;
+  }
+  if (r.reasoning_effort !== undefined) {
+    const budget = r.reasoning_budget ?? budgetOf(r.reasoning_effort);
+    generation.thinkingConfig = { thinkingBudget: Math.min(budget, 32768), ...(budget > 0 ? { includeThoughts: true } : {}) };
+  }
   if (Object.keys(generation).length) body.generationConfig = generation;
-  if (request.tools?.length) {
+  if (r.tools?.length) {
     body.tools = [
       {
-        functionDeclarations: request.tools.map((tool) => ({
+        functionDeclarations: r.tools.map((tool) => ({
           name: tool.function.name,
           ...(tool.function.description ? { description: tool.function.description } : {}),
           ...(tool.function.parameters ? { parameters: schemaOf(tool.function.parameters) } : {}),
         })),
       },
     ];
-    const config = toolConfigOf(request.tool_choice);
+    const config = toolConfigOf(r.tool_choice);
     if (config) body.toolConfig = { functionCallingConfig: config };
   }
   return body;
@@ -175,7 +196,7 @@ function schemaOf(schema: unknown): unknown {
   return out;
 }
 
-function partsOf(message: ChatMessage, names: Map<string, string>): Part[] {
+function partsOf(message: ChatMessage, names: Map<string, string>, at: string, t: Translation): Part[] {
   if (message.role === "tool") {
     const text = textOf(message.content);
     const parsed = argumentsObject(text);
@@ -189,18 +210,31 @@ function partsOf(message: ChatMessage, names: Map<string, string>): Part[] {
   if (typeof message.content === "string") {
     if (message.content) parts.push({ text: message.content });
   } else {
-    for (const part of message.content ?? []) {
+    (message.content ?? []).forEach((part, index) => {
       if (part.type === "text" && typeof part.text === "string") {
         if (part.text) parts.push({ text: part.text });
-        continue;
+        return;
       }
       const url = imageUrlOf(part);
-      if (!url) continue;
-      const data = parseDataUrl(url);
-      parts.push(
-        data ? { inlineData: { mimeType: data.mediaType, data: data.data } } : { fileData: { mimeType: mimeOf(url), fileUri: url } },
-      );
-    }
+      if (url) {
+        const data = parseDataUrl(url);
+        parts.push(
+          data ? { inlineData: { mimeType: data.mediaType, data: data.data } } : { fileData: { mimeType: mimeOf(url), fileUri: url } },
+        );
+        return;
+      }
+      const file = fileDataOf(part);
+      if (file) {
+        parts.push({ inlineData: { mimeType: file.mediaType, data: file.data } });
+        return;
+      }
+      const audio = part.input_audio as { data?: unknown; format?: unknown } | undefined;
+      if (part.type === "input_audio" && typeof audio?.data === "string") {
+        parts.push({ inlineData: { mimeType: `audio/${typeof audio.format === "string" ? audio.format : "wav"}`, data: audio.data } });
+        return;
+      }
+      t.refuse(`${at}.content.${index}.type`, `content part type ${JSON.stringify(part.type)} has no equivalent in the Gemini API`);
+    });
   }
   if (message.role === "assistant") {
     for (const call of message.tool_calls ?? []) {
@@ -242,7 +276,10 @@ export function geminiFinish(reason: string | undefined, calledTools: boolean): 
 
 function usageOf(metadata: GeminiResponse["usageMetadata"]): Usage | undefined {
   if (!metadata) return undefined;
-  return usageFrom(metadata.promptTokenCount ?? 0, (metadata.candidatesTokenCount ?? 0) + (metadata.thoughtsTokenCount ?? 0));
+  const usage = usageFrom(metadata.promptTokenCount ?? 0, (metadata.candidatesTokenCount ?? 0) + (metadata.thoughtsTokenCount ?? 0));
+  if (metadata.cachedContentTokenCount) usage.prompt_tokens_details = { cached_tokens: metadata.cachedContentTokenCount };
+  if (metadata.thoughtsTokenCount) usage.completion_tokens_details = { reasoning_tokens: metadata.thoughtsTokenCount };
+  return usage;
 }
 
 function toolCallOf(part: Part): ToolCall | undefined {
@@ -259,6 +296,11 @@ function textOfParts(parts: Part[] | undefined): string {
   return (parts ?? []).map((part) => (typeof part.text === "string" && part.thought !== true ? part.text : "")).join("");
 }
 
+/** Thought summaries of parts (`includeThoughts`): the answer's reasoning text. */
+function thoughtsOf(parts: Part[] | undefined): string {
+  return (parts ?? []).map((part) => (typeof part.text === "string" && part.thought === true ? part.text : "")).join("");
+}
+
 function completionOf(response: GeminiResponse, id: string): ChatCompletion {
   if (!response || typeof response !== "object") throw invalidAnswer(id);
   const candidate = response.candidates?.[0];
@@ -266,6 +308,7 @@ function completionOf(response: GeminiResponse, id: string): ChatCompletion {
   const parts = candidate?.content?.parts ?? [];
   const toolCalls = parts.map(toolCallOf).filter((call): call is ToolCall => call !== undefined);
   const text = textOfParts(parts);
+  const reasoning = thoughtsOf(parts);
   const finish: FinishReason = candidate ? geminiFinish(candidate.finishReason, toolCalls.length > 0) : "content_filter";
   const completion: ChatCompletion = {
     id: response.responseId ?? `chatcmpl-${randomUUID()}`,
@@ -278,6 +321,7 @@ function completionOf(response: GeminiResponse, id: string): ChatCompletion {
         message: {
           role: "assistant",
           content: text || (toolCalls.length ? null : ""),
+          ...(reasoning ? { reasoning_content: reasoning } : {}),
           ...(toolCalls.length ? { tool_calls: toolCalls } : {}),
         },
         finish_reason: finish,
@@ -326,6 +370,8 @@ function streamChunks(id: string): UpstreamEventHandlers {
       usage = usageOf(response.usageMetadata) ?? usage;
       const candidate = response.candidates?.[0];
       const parts = candidate?.content?.parts ?? [];
+      const reasoning = thoughtsOf(parts);
+      if (reasoning) push(frames.delta({ ...role(), reasoning_content: reasoning }));
       const text = textOfParts(parts);
       if (text) push(frames.delta({ ...role(), content: text }));
       for (const part of parts) {

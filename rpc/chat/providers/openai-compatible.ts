@@ -1,7 +1,10 @@
 import { ServiceError } from "../../errors.js";
+import type { UpstreamResponse } from "../../outbound/upstream.js";
 import { withWireText } from "../../wire-text.js";
+import { Translation, applyMatrix, forwardedBody } from "../translate/matrix.js";
 import type { ChatChunk, ChatCompletion, ChatRequest, Provider, ProviderResult } from "../types.js";
 import type { AzureModelConfig, OpenAiModelConfig } from "../models-config.js";
+import { responsesChunks, responsesCompletion, responsesRequest } from "./openai-responses.js";
 import { ProviderError, isRetryableStatus, messageOf } from "./provider-error.js";
 import { apiKeyOf, invalidAnswer, post, readJson, streamCut, trimSlash, upstreamEvents, type UpstreamEventHandlers } from "./shared.js";
 
@@ -14,12 +17,13 @@ export interface OpenAiProviderOptions {
 }
 
 /**
- * Any upstream speaking the chat completions wire format (`openai-compatible`: OpenAI, vLLM,
- * Ollama, Groq, Together, Mistral, DeepSeek, OpenRouter…), and Azure OpenAI (`azure-openai`:
- * the same format on `<baseURL>/openai/deployments/<deployment>/chat/completions?api-version=…`
- * with the key in `api-key`). The canonical request is this format, so it is sent as it is,
- * plus `stream_options.include_usage` when streaming so usage can be metered (docs/interface.md 7.2,
- * issue 3). Upstream errors are relayed verbatim with their status (docs/providers.md).
+ * Any upstream speaking OpenAI's formats (`openai-compatible`: OpenAI, vLLM, Ollama, Groq,
+ * Together, Mistral, DeepSeek, OpenRouter…), and Azure OpenAI (`azure-openai`: chat completions on
+ * `<baseURL>/openai/deployments/<deployment>/chat/completions?api-version=…`, the Responses API on
+ * `<baseURL>/openai/v1/responses`, the key in `api-key`). A request in an API the upstream serves
+ * (`apis`) is forwarded as the client sent it, with only the model id changed and, streaming,
+ * `stream_options.include_usage` so usage can be metered; any other is translated to the first
+ * API (docs/dialects.md). Upstream errors are relayed verbatim with their status (docs/providers.md).
  */
 export class OpenAiCompatibleProvider implements Provider {
   readonly #options: OpenAiProviderOptions;
@@ -29,40 +33,116 @@ export class OpenAiCompatibleProvider implements Provider {
   }
 
   async complete(request: ChatRequest, signal: AbortSignal, trace: { traceparent?: string } = {}): Promise<ProviderResult> {
-    const { config, id, env } = this.#options;
-    const timeoutMs = (config.timeoutSeconds ?? this.#options.timeoutSeconds) * 1000;
-    const apiKey = apiKeyOf(config.apiKeyEnv, env, id);
+    const { config, id } = this.#options;
     const upstreamModel = config.upstreamModel ?? id;
-    const body: Record<string, unknown> = { ...request, model: upstreamModel };
-    if (request.stream) body.stream_options = { include_usage: true };
-    // An empty tool list is an error upstream, so it is left out, and the tool fields with it.
-    if (!request.tools?.length) {
-      delete body.tools;
-      delete body.tool_choice;
-      delete body.parallel_tool_calls;
+    const apis = config.apis;
+    const source = request.source;
+    const native = source && (apis as readonly string[]).includes(source.dialect) ? source.dialect : undefined;
+    if (native === "responses" || (!native && apis[0] === "responses")) {
+      const t = new Translation("responses", id, config);
+      const body = native ? forwardedBody(source!.body, upstreamModel, t) : responsesRequest(request, upstreamModel, t);
+      const response = await this.#post("responses", body, request.stream === true, signal, trace);
+      const result: ProviderResult = !request.stream
+        ? { kind: "completion", completion: responsesCompletion(await this.#json(response), id, native !== undefined) }
+        : { kind: "stream", chunks: this.#events(response, signal, responsesChunks(id, native !== undefined)) };
+      return t.warnings.length ? { ...result, warnings: t.warnings } : result;
     }
+    const t = new Translation("chat", id, config);
+    const body = native ? forwardedBody(source!.body, upstreamModel, t) : chatRequest(request, upstreamModel, config.maxTokensField, t);
+    if (request.stream) body.stream_options = { ...(body.stream_options as object | undefined), include_usage: true };
+    const response = await this.#post("chat", body, request.stream === true, signal, trace);
+    const result: ProviderResult = !request.stream
+      ? { kind: "completion", completion: await this.#json<ChatCompletion>(response) }
+      : { kind: "stream", chunks: this.#events(response, signal, parseChunks(id)) };
+    return t.warnings.length ? { ...result, warnings: t.warnings } : result;
+  }
 
+  async #post(
+    api: "chat" | "responses",
+    body: Record<string, unknown>,
+    stream: boolean,
+    signal: AbortSignal,
+    trace: { traceparent?: string },
+  ) {
+    const { config, id, env } = this.#options;
+    const apiKey = apiKeyOf(config.apiKeyEnv, env, id);
     const headers: Record<string, string> = {
       "content-type": "application/json",
-      accept: request.stream ? "text/event-stream" : "application/json",
+      accept: stream ? "text/event-stream" : "application/json",
     };
+    const base = trimSlash(config.baseURL);
     let url: string;
     if (config.provider === "azure-openai") {
-      url = `${trimSlash(config.baseURL)}/openai/deployments/${encodeURIComponent(upstreamModel)}/chat/completions?api-version=${encodeURIComponent(config.apiVersion)}`;
+      const deployment = encodeURIComponent(config.upstreamModel ?? id);
+      url =
+        api === "chat"
+          ? `${base}/openai/deployments/${deployment}/chat/completions?api-version=${encodeURIComponent(config.apiVersion)}`
+          : `${base}/openai/v1/responses`;
       if (apiKey) headers["api-key"] = apiKey;
     } else {
-      url = `${trimSlash(config.baseURL)}/chat/completions`;
+      url = `${base}/${api === "chat" ? "chat/completions" : "responses"}`;
       if (apiKey) headers.authorization = `Bearer ${apiKey}`;
     }
-    const response = await post({ id, url, headers, body: JSON.stringify(body), signal, timeoutMs, traceparent: trace.traceparent });
-    if (!request.stream) {
-      const completion = await readJson<ChatCompletion>(response, timeoutMs, id);
-      if (!completion || typeof completion !== "object") throw invalidAnswer(id);
-      return { kind: "completion", completion };
-    }
-    return { kind: "stream", chunks: upstreamEvents(response.body, timeoutMs, id, signal, parseChunks(id)) };
+    return post({ id, url, headers, body: JSON.stringify(body), signal, timeoutMs: this.#timeoutMs(), traceparent: trace.traceparent });
+  }
+
+  #timeoutMs(): number {
+    return (this.#options.config.timeoutSeconds ?? this.#options.timeoutSeconds) * 1000;
+  }
+
+  async #json<T extends object>(response: UpstreamResponse): Promise<T> {
+    const answer = await readJson<T>(response, this.#timeoutMs(), this.#options.id);
+    if (!answer || typeof answer !== "object") throw invalidAnswer(this.#options.id);
+    return answer;
+  }
+
+  #events(response: UpstreamResponse, signal: AbortSignal, handlers: UpstreamEventHandlers) {
+    return upstreamEvents(response.body, this.#timeoutMs(), this.#options.id, signal, handlers);
   }
 }
+
+/**
+ * The canonical request as a chat completions body (docs/dialects.md "The matrix", column
+ * chat): the fields it types, the chat fields it kept in `extra`, nothing the matrix drops. An
+ * empty tool list is an error upstream, so it is left out, and the tool fields with it.
+ */
+export function chatRequest(
+  request: ChatRequest,
+  model: string,
+  maxTokensField: "max_tokens" | "max_completion_tokens",
+  t: Translation,
+): Record<string, unknown> {
+  const r = applyMatrix(request, t);
+  const body: Record<string, unknown> = { ...r.extra, model };
+  // Reasoning text of earlier turns is the answering model's own: some upstreams refuse it as input.
+  body.messages = r.messages.map(({ reasoning_content: _reasoning, ...message }) => message);
+  if (r.stream !== undefined) body.stream = r.stream;
+  if (r.max_tokens !== undefined) body[maxTokensField] = r.max_tokens;
+  for (const field of FORWARDED) if (r[field] !== undefined) body[field] = r[field];
+  if (r.tools?.length) {
+    body.tools = r.tools;
+    if (r.tool_choice !== undefined) body.tool_choice = r.tool_choice;
+    if (r.parallel_tool_calls !== undefined) body.parallel_tool_calls = r.parallel_tool_calls;
+  }
+  return body;
+}
+
+/** Canonical fields that are chat fields of the same name. */
+const FORWARDED = [
+  "temperature",
+  "top_p",
+  "stop",
+  "response_format",
+  "seed",
+  "n",
+  "logprobs",
+  "top_logprobs",
+  "presence_penalty",
+  "frequency_penalty",
+  "user",
+  "metadata",
+  "reasoning_effort",
+] as const;
 
 /**
  * The upstream's frames as chunks, parsed as the bytes arrive (shared.ts `upstreamEvents`: no

@@ -155,7 +155,7 @@ export class ChunkFrames {
   }
 
   delta(
-    delta: { role?: string; content?: string | null; tool_calls?: ToolCallDelta[] },
+    delta: { role?: string; content?: string | null; reasoning_content?: string; tool_calls?: ToolCallDelta[] },
     finishReason: FinishReason | null = null,
   ): ChatChunk {
     return { ...this.#base, choices: [{ index: 0, delta, finish_reason: finishReason }], usage: null };
@@ -196,6 +196,15 @@ export function imageUrlOf(part: ContentPart): string | undefined {
   const image = part.image_url as { url?: unknown } | string | undefined;
   const url = typeof image === "string" ? image : image?.url;
   return typeof url === "string" ? url : undefined;
+}
+
+/** A `{type: "file", file: {file_data}}` part's data URL (a PDF, mostly) split, or undefined for any other part. */
+export function fileDataOf(part: ContentPart): { mediaType: string; data: string; filename?: string } | undefined {
+  if (part.type !== "file") return undefined;
+  const file = part.file as { file_data?: unknown; filename?: unknown } | undefined;
+  const data = typeof file?.file_data === "string" ? parseDataUrl(file.file_data) : undefined;
+  if (!data) return undefined;
+  return typeof file?.filename === "string" ? { ...data, filename: file.filename } : data;
 }
 
 /** A `data:<media type>;base64,<data>` URL split, or undefined for any other URL. */

@@ -362,10 +362,8 @@ describe("Messages on the Account and Gateway surfaces", () => {
       { model: "echo-1", max_tokens: 5, messages: [{ role: "assistant", content: [{ type: "tool_use", id: "t", name: "bad name" }] }] },
       { model: "echo-1", max_tokens: 5, messages: user, system: [{ type: "image" }] },
       { model: "echo-1", max_tokens: 5, messages: user, tools: [{ name: "f", input_schema: "x" }] },
-      { model: "echo-1", max_tokens: 5, messages: user, tools: [{ type: "web_search_20250305", name: "web_search" }] },
       { model: "echo-1", max_tokens: 5, messages: user, tools: [{ name: "f" }], tool_choice: { type: "tool" } },
       { model: "echo-1", max_tokens: 5, messages: user, tool_choice: { type: "sometimes" } },
-      { model: "echo-1", max_tokens: 5, messages: user, stop_sequences: ["a", "b", "c", "d", "e"] },
     ];
     for (const json of bodies) {
       for (const path of ["/gateway/v1/messages", "/gateway/v1/messages/count_tokens"]) {

@@ -62,7 +62,7 @@ interface Case {
   /** The `get_weather` tool offered with `tool_choice` `auto` or `required`, in the provider's format. */
   expectTools(body: any, choice: "auto" | "required"): void;
   /** The second turn's assistant tool calls and the two tool results, in the provider's native form. */
-  toolTurns(ids: string[]): unknown;
+  toolTurns(ids: string[], sent: readonly unknown[]): unknown;
   /** The tool results of a request body, as the mock reads them (none: the mock refuses the request). */
   toolResults(body: any): unknown[];
 }
@@ -91,19 +91,12 @@ const openaiBody = (stream: boolean) => ({
   temperature: 0.5,
   ...(stream ? { stream: true, stream_options: { include_usage: true } } : {}),
 });
-const openaiToolTurns = (ids: string[]) => [
-  {
-    role: "assistant",
-    content: "Let me check.",
-    tool_calls: ids.map((id, i) => ({
-      id,
-      type: "function",
-      function: { name: "get_weather", arguments: JSON.stringify({ city: ["Paris", "Rome"][i] }) },
-    })),
-  },
-  { role: "tool", tool_call_id: ids[0], content: RESULTS[0] },
-  { role: "tool", tool_call_id: ids[1], content: RESULTS[1] },
-];
+/**
+ * A chat-format upstream gets the client's messages as the client sent them (docs/dialects.md
+ * "Same dialect: forwarded"): the assistant turn the SDK handed back, every field of it, then the
+ * results. The other upstreams get their native translation (each case's `toolTurns`).
+ */
+const openaiToolTurns = (_ids: string[], sent: readonly unknown[]) => sent.slice(-3);
 
 const anthropic = createAnthropicUpstream(ANTHROPIC);
 const gemini = createGeminiUpstream(GEMINI, { callIds: true });
@@ -552,25 +545,19 @@ for (const [surface, base, credential] of SURFACES) {
           expectReceived(c.upstream.calls[0]!, c, false);
 
           const second = rid();
-          const answered = await client().chat.completions.create(
-            {
-              model: c.id,
-              tools,
-              messages: [
-                ...QUESTION,
-                asked.choices[0]!.message,
-                { role: "tool", tool_call_id: ids[0]!, content: RESULTS[0]! },
-                { role: "tool", tool_call_id: ids[1]!, content: RESULTS[1]! },
-              ],
-            },
-            second,
-          );
+          const messages = [
+            ...QUESTION,
+            asked.choices[0]!.message,
+            { role: "tool" as const, tool_call_id: ids[0]!, content: RESULTS[0]! },
+            { role: "tool" as const, tool_call_id: ids[1]!, content: RESULTS[1]! },
+          ];
+          const answered = await client().chat.completions.create({ model: c.id, tools, messages }, second);
           expect(answered).toMatchObject({
             choices: [{ finish_reason: "stop", message: { role: "assistant", content: "Paris is 21 degrees and Rome is sunny." } }],
             usage: mapped(c.usage),
           });
           const body = c.upstream.calls[1]!.body;
-          const expected = c.toolTurns(ids) as unknown[];
+          const expected = c.toolTurns(ids, JSON.parse(JSON.stringify(messages))) as unknown[];
           expect((body.messages ?? body.contents).slice(-expected.length)).toEqual(expected);
           await expectMetered(first.headers["x-request-id"], c);
           await expectMetered(second.headers["x-request-id"], c);
@@ -606,18 +593,14 @@ for (const [surface, base, credential] of SURFACES) {
           expectReceived(c.upstream.calls[0]!, c, true);
 
           const second = rid();
+          const messages = [
+            ...QUESTION,
+            asked.choices[0]!.message,
+            { role: "tool" as const, tool_call_id: ids[0]!, content: RESULTS[0]! },
+            { role: "tool" as const, tool_call_id: ids[1]!, content: RESULTS[1]! },
+          ];
           const answer = client().chat.completions.stream(
-            {
-              model: c.id,
-              tools,
-              messages: [
-                ...QUESTION,
-                asked.choices[0]!.message,
-                { role: "tool", tool_call_id: ids[0]!, content: RESULTS[0]! },
-                { role: "tool", tool_call_id: ids[1]!, content: RESULTS[1]! },
-              ],
-              stream_options: { include_usage: true },
-            },
+            { model: c.id, tools, messages, stream_options: { include_usage: true } },
             second,
           );
           const answered = await answer.finalChatCompletion();
@@ -626,7 +609,7 @@ for (const [surface, base, credential] of SURFACES) {
             usage: mapped(c.usage),
           });
           const body = c.upstream.calls[1]!.body;
-          const expected = c.toolTurns(ids) as unknown[];
+          const expected = c.toolTurns(ids, JSON.parse(JSON.stringify(messages))) as unknown[];
           expect((body.messages ?? body.contents).slice(-expected.length)).toEqual(expected);
           await expectMetered(first.headers["x-request-id"], c);
           await expectMetered(second.headers["x-request-id"], c);
