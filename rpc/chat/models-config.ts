@@ -302,7 +302,7 @@ export function loadModels(config: Pick<Config, "MODELS_FILE" | "MODELS_JSON">):
       else if (!models[fallback]) problems.push(`models.${id}.fallbacks: unknown model '${fallback}'`);
       // A fallback answers the same requests: an embedding model falls back to embedding models only.
       else if (modeOf(models[fallback]) !== modeOf(entry))
-        problems.push(`models.${id}.fallbacks: '${fallback}' is a ${modeOf(models[fallback])} model, '${id}' a ${modeOf(entry)} model`);
+        problems.push(`models.${id}.fallbacks: '${fallback}' has mode ${modeOf(models[fallback])}, '${id}' has mode ${modeOf(entry)}`);
     }
     if (modeOf(entry) === "embedding") problems.push(...embeddingProblems(id, entry));
   }

@@ -32,20 +32,24 @@ const Input = v.union(
   "input must be a non-empty string, or a non-empty array of strings, of token ids or of token id arrays",
 );
 
-export const EmbeddingsBody = v.looseObject({
-  model: v.pipe(v.string("model is required and must be a string"), v.minLength(1, "model must not be empty")),
-  input: Input,
-  encoding_format: v.nullish(v.picklist(["float", "base64"], 'encoding_format must be "float" or "base64"')),
-  dimensions: v.nullish(
-    v.pipe(
-      v.number("dimensions must be an integer"),
-      v.integer("dimensions must be an integer"),
-      v.minValue(1, "dimensions must be at least 1"),
-      v.maxValue(MAX_DIMENSIONS, `dimensions must be at most ${MAX_DIMENSIONS}`),
+export const EmbeddingsBody = v.looseObject(
+  {
+    model: v.pipe(v.string("model must be a string"), v.minLength(1, "model must not be empty")),
+    input: Input,
+    encoding_format: v.nullish(v.picklist(["float", "base64"], 'encoding_format must be "float" or "base64"')),
+    dimensions: v.nullish(
+      v.pipe(
+        v.number("dimensions must be an integer"),
+        v.integer("dimensions must be an integer"),
+        v.minValue(1, "dimensions must be at least 1"),
+        v.maxValue(MAX_DIMENSIONS, `dimensions must be at most ${MAX_DIMENSIONS}`),
+      ),
     ),
-  ),
-  user: v.nullish(v.string("user must be a string")),
-});
+    user: v.nullish(v.string("user must be a string")),
+  },
+  // A missing field is named: "model is required".
+  (issue) => (issue.expected?.startsWith('"') ? `${issue.expected.slice(1, -1)} is required` : "the body must be a JSON object"),
+);
 
 export type EmbeddingsBodyInput = v.InferOutput<typeof EmbeddingsBody>;
 
