@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { http, HttpResponse } from "msw";
+import { callSignal } from "../../../mocks/call-signal.js";
 import { createOpenAiEmbeddingsUpstream } from "../../../mocks/openai-embeddings-upstream.js";
 import { mockVector } from "../../../mocks/embedding-vectors.js";
 import { mockUpstreams } from "../../helpers/mock-upstreams.js";
@@ -18,7 +20,17 @@ import { dropRedisPrefix, uniqueRedisPrefix } from "../../helpers/redis.js";
 const UPSTREAM = "https://embeddings.upstream.test/v1";
 const SECRET = "sk-upstream-never-shown-0123456789";
 const upstream = createOpenAiEmbeddingsUpstream(UPSTREAM);
-const msw = mockUpstreams(...upstream.handlers);
+// A provider that answers only once its caller has gone: what a client that leaves early meets.
+const SLOW = "https://slow.upstream.test/v1";
+const slow = { calls: 0, aborted: 0 };
+const slowHandler = http.post(`${SLOW}/embeddings`, async ({ request }) => {
+  slow.calls++;
+  const signal = callSignal(request);
+  await new Promise((resolve) => (signal.aborted ? resolve(undefined) : signal.addEventListener("abort", resolve, { once: true })));
+  slow.aborted++;
+  return HttpResponse.error();
+});
+const msw = mockUpstreams(...upstream.handlers, slowHandler);
 
 const PLANS = {
   free: { name: "Free", tokensPerWindow: 1_000_000, windowSeconds: 3600 },
@@ -61,6 +73,7 @@ const models = () => ({
     upstreamModel: "primary",
     fallbacks: ["emb-backup"],
   },
+  "emb-slow": { provider: "openai-compatible", mode: "embedding", baseURL: msw.url(SLOW) },
   "emb-backup": {
     provider: "openai-compatible",
     mode: "embedding",
@@ -193,7 +206,7 @@ describe("models of the other mode, and models the caller may not use", () => {
       // The Account API's 403 is its flat `{error, code}` (docs/interface.md 7.1).
       const message = (res: { body: any }) => (typeof res.body.error === "string" ? res.body.error : res.body.error.message) as string;
       expect(message(hidden)).toBe(
-        "The model 'hidden-embed' is not available on this API. Usable models: echo-embed, pro-embed, gemini-embed, emb-routed, emb-primary, emb-backup",
+        "The model 'hidden-embed' is not available on this API. Usable models: echo-embed, pro-embed, gemini-embed, emb-routed, emb-primary, emb-slow, emb-backup",
       );
       expect(message(unknown)).toBe(message(hidden).replace("hidden-embed", "no-such-model"));
     }
@@ -203,7 +216,7 @@ describe("models of the other mode, and models the caller may not use", () => {
     const outside = await embedOn("/gateway/v1", alice.token, { model: "pro-embed", input: "hi" });
     expect(outside.status).toBe(403);
     expect(outside.body.error.message).toMatch(
-      /^The model 'pro-embed' is not included in the free plan\. Usable models: echo-embed, gemini-embed, emb-routed, emb-primary, emb-backup$/,
+      /^The model 'pro-embed' is not included in the free plan\. Usable models: echo-embed, gemini-embed, emb-routed, emb-primary, emb-slow, emb-backup$/,
     );
     const compute = await server.request("/account/v1/keys", {
       method: "POST",
@@ -308,6 +321,30 @@ describe("routing", () => {
     expect(upstream.calls.at(-1)!.headers.get("authorization")).toBe(`Bearer ${SECRET}`);
     expect(JSON.stringify([refused, answered])).not.toContain(SECRET);
     expect(server.rawLogs.join("\n")).not.toContain(SECRET);
+  });
+});
+
+describe("no charge without an answer", () => {
+  it("a client that leaves while the provider works holds its tokens until then, and is charged and counted nothing", async () => {
+    const { ledger } = server.composition.ports.repos;
+    const plan = () => ledger.state(ledger.planTokens(alice.user.id, PLANS.free.windowSeconds * 1000));
+    const before = await plan();
+    const requests = (await usageOf(server, alice.token, "emb-slow")).requests;
+    const controller = new AbortController();
+    const pending = fetch(server.url("/gateway/v1/embeddings"), {
+      method: "POST",
+      headers: { ...bearer(alice.token), "content-type": "application/json" },
+      body: JSON.stringify({ model: "emb-slow", input: "one two three four" }),
+      signal: controller.signal,
+    }).catch((error: unknown) => error);
+    await vi.waitFor(() => expect(slow.calls).toBe(1));
+    expect((await plan()).held - before.held).toBe(4);
+    controller.abort();
+    expect(await pending).toBeInstanceOf(Error);
+    // The gateway's call to the provider is cancelled with it.
+    await vi.waitFor(() => expect(slow.aborted).toBe(1));
+    await vi.waitFor(async () => expect(await plan()).toMatchObject({ value: before.value, held: before.held }));
+    expect((await usageOf(server, alice.token, "emb-slow")).requests).toBe(requests);
   });
 });
 
