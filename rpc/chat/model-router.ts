@@ -228,7 +228,7 @@ export class ModelRouter {
         "VALIDATION_FAILED",
         mode === "embedding"
           ? `The model '${id}' is a chat model, not an embedding model. Embedding models: ${usable.join(", ") || "none"}`
-          : `The model '${id}' is an embedding model: use it with POST /embeddings. Chat models: ${usable.join(", ") || "none"}`,
+          : `The model '${id}' is an embedding model, not a chat model (embeddings: POST /embeddings on the Account and Gateway APIs). Chat models: ${usable.join(", ") || "none"}`,
         { details: { issues: [{ path: "model", message: `'${id}' is a ${modeOf(model.config)} model` }], usable } },
       );
     }
@@ -274,7 +274,7 @@ export class ModelRouter {
   }
 }
 
-/** Micro-credits for these tokens at this price per 1,000 tokens, rounded up (docs/models-and-chat.md "Metering"). */
+/** Micro-credits for these tokens at this price per 1,000 tokens, rounded up (docs/models-and-chat.md "Metering and credits"). */
 export function priced(price: { input: number; output: number }, promptTokens: number, completionTokens: number): number {
   return Math.ceil((promptTokens * price.input + completionTokens * price.output) / 1000);
 }

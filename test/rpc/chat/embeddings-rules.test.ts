@@ -170,7 +170,7 @@ describe("models of the other mode, and models the caller may not use", () => {
       expect400(
         surface,
         await server.request(`${base}/chat/completions`, { method: "POST", headers: bearer(credential()), json: chat }),
-        /'echo-embed' is an embedding model: use it with POST \/embeddings\. Chat models: echo-1/,
+        /'echo-embed' is an embedding model, not a chat model \(embeddings: POST \/embeddings on the Account and Gateway APIs\)\. Chat models: echo-1/,
       );
     const responses = await server.request("/gateway/v1/responses", {
       method: "POST",

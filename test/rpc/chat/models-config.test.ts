@@ -209,7 +209,9 @@ describe("mode: chat and embedding models (docs/embeddings.md)", () => {
       {},
     );
     expect(router.resolve("emb", undefined, "embedding").id).toBe("emb");
-    expect(() => router.resolve("emb")).toThrow("The model 'emb' is an embedding model: use it with POST /embeddings. Chat models: chat");
+    expect(() => router.resolve("emb")).toThrow(
+      "The model 'emb' is an embedding model, not a chat model (embeddings: POST /embeddings on the Account and Gateway APIs). Chat models: chat",
+    );
     expect(() => router.resolve("chat", undefined, "embedding")).toThrow(
       "The model 'chat' is a chat model, not an embedding model. Embedding models: emb",
     );
