@@ -290,14 +290,17 @@ function unscriptedTurn(body: any, echo: string, n: number): MockTurn {
 function badRequest(body: any): HttpResponse<any> | undefined {
   if (!body || typeof body !== "object" || Array.isArray(body))
     return openAiError(
-      "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON. If you have trouble figuring out how to fix this, please contact us through our help center at help.openai.com.)",
+      "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. " +
+        "The OpenAI API expects a JSON payload, but what was sent was not valid JSON. If you have trouble figuring out how to fix this, " +
+        "please contact us through our help center at help.openai.com.)",
       null,
       null,
     );
   for (const [field, to] of Object.entries(MOVED))
     if (field in body)
       return openAiError(
-        `Unsupported parameter: '${field}'. In the Responses API, this parameter has moved to '${to}'. Try again with the new parameter. See the API documentation for more information: https://platform.openai.com/docs/api-reference/responses/create.`,
+        `Unsupported parameter: '${field}'. In the Responses API, this parameter has moved to '${to}'. Try again with the new parameter. ` +
+          "See the API documentation for more information: https://platform.openai.com/docs/api-reference/responses/create.",
         field,
         "unsupported_parameter",
       );

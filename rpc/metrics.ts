@@ -94,13 +94,13 @@ export class Metrics {
   });
   readonly tokens = new Counter({
     name: "gateway_chat_tokens_total",
-    help: "Metered chat tokens, by model, surface and kind (input, output)",
+    help: "Metered tokens of chat and embeddings requests, by model, surface and kind (input, output)",
     labelNames: ["model", "surface", "kind"] as const,
     registers: [this.registry],
   });
   readonly credits = new Counter({
     name: "gateway_chat_cost_microcredits_total",
-    help: "Cost of chat usage at the model's price, in micro-credits, by model and surface",
+    help: "Cost of chat and embeddings usage at the model's price, in micro-credits, by model and surface",
     labelNames: ["model", "surface"] as const,
     registers: [this.registry],
   });

@@ -71,7 +71,7 @@ async function checkToolsAndModel(deps: AgentsDeps, tenantId: string, tools: str
   if (!unknownTools.length && !modelProblem) return;
   const problems = [
     ...(unknownTools.length ? [`unknown tools: ${unknownTools.join(", ")} (see GET /mcp/tools; on the Account API GET /agent/tools)`] : []),
-    ...(modelProblem ? [`unknown model: ${model} (usable: ${deps.models.usableIds().join(", ") || "none"})`] : []),
+    ...(modelProblem ? [`unknown model: ${model} (usable: ${deps.models.usableIds(undefined, "chat").join(", ") || "none"})`] : []),
   ];
   throw new ServiceError("VALIDATION_FAILED", `Invalid agent: ${problems.join("; ")}`, {
     details: {
@@ -80,7 +80,7 @@ async function checkToolsAndModel(deps: AgentsDeps, tenantId: string, tools: str
         ...(modelProblem ? [{ path: "model", message: `unknown model: ${model}` }] : []),
       ],
       ...(unknownTools.length ? { unknownTools } : {}),
-      ...(modelProblem ? { unknownModel: model, usableModels: deps.models.usableIds() } : {}),
+      ...(modelProblem ? { unknownModel: model, usableModels: deps.models.usableIds(undefined, "chat") } : {}),
     },
   });
 }

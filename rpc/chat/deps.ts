@@ -3,12 +3,15 @@ import type { CallContext } from "../define.js";
 import { domain, type Ports } from "../module.js";
 import type { Repos } from "../repos.js";
 import type { ModelRouter } from "./model-router.js";
+import type { Embeddings } from "./embeddings/router.js";
 import type { Money } from "../money/money.js";
 
 /** What the chat domain's handlers reach as `ctx.deps` (built in `./index.ts`). */
 export type ChatDeps = Pick<Repos, "users" | "quotas"> &
   Pick<Ports, "config" | "log" | "metrics"> & {
     models: ModelRouter;
+    /** Embeddings through the model router (docs/embeddings.md). */
+    embeddings: Embeddings;
     money: Money;
     /** Stops following other instances' deployment cooldowns (at close). */
     stopSharing: () => Promise<void>;

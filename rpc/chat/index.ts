@@ -5,10 +5,15 @@ import { dialectMethods } from "./dialect-methods.js";
 import { modelMethods } from "./model-methods.js";
 import { loadModels } from "./models-config.js";
 import { ModelRouter } from "./model-router.js";
+import { embeddingsMethods } from "./embeddings/methods.js";
+import { Embeddings } from "./embeddings/router.js";
 
-/** Chat completions on every surface, the Responses and Messages dialects (docs/dialects.md) and the model catalog (docs/models-and-chat.md). */
+/**
+ * Chat completions on every surface, the Responses and Messages dialects (docs/dialects.md),
+ * embeddings (docs/embeddings.md) and the model catalog (docs/models-and-chat.md).
+ */
 export const chatModule = chatDomain.module({
-  methods: [...modelMethods, ...chatMethods, ...dialectMethods],
+  methods: [...modelMethods, ...chatMethods, ...dialectMethods, ...embeddingsMethods],
   check: (config) => void loadModels(config),
   init: async (ports) => {
     // The model router (docs/interface.md's "model gateway"): ids to deployments, prices.
@@ -20,6 +25,7 @@ export const chatModule = chatDomain.module({
       users: ports.repos.users,
       quotas: ports.repos.quotas,
       models,
+      embeddings: new Embeddings(models, ports.config, ports.metrics),
       money: ports.use("money"),
       stopSharing,
     };

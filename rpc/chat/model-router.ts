@@ -1,6 +1,6 @@
 import { ServiceError } from "../errors.js";
 import type { Config } from "../config.js";
-import { deploymentsOf, providerConfigOf, type DeploymentConfig, type ModelConfig } from "./models-config.js";
+import { deploymentsOf, modeOf, providerConfigOf, type DeploymentConfig, type ModelConfig, type ModelMode } from "./models-config.js";
 import { createProvider } from "./providers/index.js";
 import type { Provider, ProviderResult, Usage } from "./types.js";
 import { observedProvider, type CallObserver } from "./observed-provider.js";
@@ -126,6 +126,11 @@ export class ModelRouter {
     this.#observer = observer;
   }
 
+  /** Where calls that do not go through a deployment's provider (embeddings) report their outcome. */
+  get observer(): CallObserver | undefined {
+    return this.#observer;
+  }
+
   /** The model registry's status of a served model: `disabled` is refused like a non-public one. */
   setRegistryStatus(id: string, status: RegistryStatus): void {
     this.#registry.set(id, status);
@@ -175,22 +180,30 @@ export class ModelRouter {
     });
   }
 
-  /** Ids a chat request may use (optionally only those a plan allows). */
-  usableIds(plan?: string): string[] {
+  /** Ids a request may use (optionally only those a plan allows, and only those of one mode). */
+  usableIds(plan?: string, mode?: ModelMode): string[] {
     return [...this.#models.values()]
-      .filter(({ id, config }) => config.public && !this.#disabled(id) && (!plan || !config.plans || config.plans.includes(plan)))
+      .filter(
+        ({ id, config }) =>
+          config.public &&
+          !this.#disabled(id) &&
+          (!plan || !config.plans || config.plans.includes(plan)) &&
+          (!mode || modeOf(config) === mode),
+      )
       .map(({ id }) => id);
   }
 
   /**
-   * The model for a chat request. Unknown and non-public ids get the same 403 listing the
-   * usable ids (docs/interface.md 7.2); with no model configured at all, chat is unavailable (503).
+   * The model for a chat request (or, with `mode` `embedding`, an embeddings request). Unknown
+   * and non-public ids get the same 403 listing the usable ids of that mode (docs/interface.md
+   * 7.2); a model of the other mode is 400 (docs/embeddings.md "Which models embed"); with no
+   * model configured at all, chat is unavailable (503).
    */
-  resolve(id: string, plan?: string): RoutedModel {
+  resolve(id: string, plan?: string, mode: ModelMode = "chat"): RoutedModel {
     if (this.#models.size === 0) throw new ServiceError("UNAVAILABLE", "Chat service not configured: no models are set up");
     const model = this.#models.get(id);
     if (!model?.config.public || this.#disabled(id)) {
-      const usable = this.usableIds();
+      const usable = this.usableIds(undefined, mode);
       throw new ServiceError(
         "MODEL_NOT_AVAILABLE",
         `The model '${id}' is not available on this API. Usable models: ${usable.join(", ") || "none"}`,
@@ -200,13 +213,23 @@ export class ModelRouter {
       );
     }
     if (plan && model.config.plans && !model.config.plans.includes(plan)) {
-      const usable = this.usableIds(plan);
+      const usable = this.usableIds(plan, mode);
       throw new ServiceError(
         "INSUFFICIENT_CAPABILITY",
         `The model '${id}' is not included in the ${plan} plan. Usable models: ${usable.join(", ") || "none"}`,
         {
           details: { usable },
         },
+      );
+    }
+    if (modeOf(model.config) !== mode) {
+      const usable = this.usableIds(plan, mode);
+      throw new ServiceError(
+        "VALIDATION_FAILED",
+        mode === "embedding"
+          ? `The model '${id}' is a chat model, not an embedding model. Embedding models: ${usable.join(", ") || "none"}`
+          : `The model '${id}' is an embedding model, not a chat model (embeddings: POST /embeddings on the Account and Gateway APIs). Chat models: ${usable.join(", ") || "none"}`,
+        { details: { issues: [{ path: "model", message: `'${id}' is a ${modeOf(model.config)} model` }], usable } },
       );
     }
     return model;
@@ -251,7 +274,8 @@ export class ModelRouter {
   }
 }
 
-function priced(price: { input: number; output: number }, promptTokens: number, completionTokens: number): number {
+/** Micro-credits for these tokens at this price per 1,000 tokens, rounded up (docs/models-and-chat.md "Metering and credits"). */
+export function priced(price: { input: number; output: number }, promptTokens: number, completionTokens: number): number {
   return Math.ceil((promptTokens * price.input + completionTokens * price.output) / 1000);
 }
 

@@ -6,6 +6,13 @@ import { ConfigError, type Config } from "../config.js";
  * The models document (docs/models-and-chat.md): `{"models": {"<id>": <entry>}}`, read from
  * MODELS_FILE and MODELS_JSON at start. A bad document stops the start naming the problem.
  */
+/** What a model is used for (docs/embeddings.md "Which models embed"). */
+export const MODES = ["chat", "embedding"] as const;
+export type ModelMode = (typeof MODES)[number];
+
+/** The providers that embed (docs/embeddings.md): Anthropic has no embeddings API. */
+export const EMBEDDING_PROVIDERS = ["echo", "openai-compatible", "azure-openai", "gemini", "bedrock"] as const;
+
 const Price = v.strictObject({
   /** Micro-credits per 1,000 prompt tokens. */
   input: v.pipe(v.number(), v.minValue(0)),
@@ -35,6 +42,11 @@ const Common = {
    * for an OpenAI model without reasoning, which Claude Code's `output_config.effort` becomes.
    */
   dropParams: v.optional(v.array(v.pipe(v.string(), v.regex(/^[A-Za-z_][\w.]{0,63}$/, "dropParams are field names")))),
+  /**
+   * What the model does (LiteLLM's `mode`): `chat` (the default) answers chat completions and
+   * the dialects, `embedding` answers `POST /embeddings` only (docs/embeddings.md).
+   */
+  mode: v.optional(v.picklist(MODES, 'mode must be "chat" or "embedding"')),
 };
 
 /**
@@ -224,6 +236,7 @@ export function deploymentsOf(config: ModelConfig): DeploymentConfig[] {
     maxOutputTokens: _m,
     plans: _plans,
     dropParams: _drop,
+    mode: _mode,
     retries: _r,
     fallbacks: _f,
     cooldownSeconds: _cs,
@@ -247,6 +260,40 @@ export function providerConfigOf(model: ModelConfig, deployment: DeploymentConfi
     plans: model.plans,
     dropParams: model.dropParams,
   } as SingleModelConfig;
+}
+
+/** The model's mode: `chat` unless the document says `embedding`. */
+export function modeOf(config: Pick<ModelConfig, "mode">): ModelMode {
+  return config.mode ?? "chat";
+}
+
+/**
+ * An embedding model on Bedrock is one of the two request formats of InvokeModel the adapter
+ * speaks (docs/embeddings.md "Bedrock"), told apart by the upstream model id: Titan Text
+ * Embeddings (`amazon.titan-embed-text-…`) or Cohere Embed (`cohere.embed-…`), an inference
+ * profile's region prefix (`us.cohere.embed-v4:0`) included.
+ */
+export function bedrockEmbeddingFormat(upstreamModel: string): "titan" | "cohere" | undefined {
+  if (/(^|\.)amazon\.titan-embed-/.test(upstreamModel)) return "titan";
+  if (/(^|\.)cohere\.embed-/.test(upstreamModel)) return "cohere";
+  return undefined;
+}
+
+/** Why an embedding model's deployments cannot embed, if any (checked at start). */
+function embeddingProblems(id: string, entry: ModelConfig): string[] {
+  const problems: string[] = [];
+  for (const [index, deployment] of deploymentsOf(entry).entries()) {
+    const where = "deployments" in entry ? `models.${id}.deployments.${index}` : `models.${id}`;
+    if (!(EMBEDDING_PROVIDERS as readonly string[]).includes(deployment.provider))
+      problems.push(
+        `${where}.provider: ${deployment.provider} has no embeddings API (embedding models use ${EMBEDDING_PROVIDERS.join(", ")})`,
+      );
+    else if (deployment.provider === "bedrock" && !bedrockEmbeddingFormat(deployment.upstreamModel ?? id))
+      problems.push(
+        `${where}.upstreamModel: an embedding model on bedrock is Titan Text Embeddings (amazon.titan-embed-text-…) or Cohere Embed (cohere.embed-…), not '${deployment.upstreamModel ?? id}'`,
+      );
+  }
+  return problems;
 }
 
 /** What `npm start` serves with nothing configured: the network-free echo model. */
@@ -289,7 +336,11 @@ export function loadModels(config: Pick<Config, "MODELS_FILE" | "MODELS_JSON">):
     for (const fallback of entry.fallbacks ?? []) {
       if (fallback === id) problems.push(`models.${id}.fallbacks: a model cannot fall back to itself`);
       else if (!models[fallback]) problems.push(`models.${id}.fallbacks: unknown model '${fallback}'`);
+      // A fallback answers the same requests: an embedding model falls back to embedding models only.
+      else if (modeOf(models[fallback]) !== modeOf(entry))
+        problems.push(`models.${id}.fallbacks: '${fallback}' has mode ${modeOf(models[fallback])}, '${id}' has mode ${modeOf(entry)}`);
     }
+    if (modeOf(entry) === "embedding") problems.push(...embeddingProblems(id, entry));
   }
   if (problems.length) throw new ConfigError(problems);
   return models;

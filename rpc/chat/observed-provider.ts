@@ -16,13 +16,13 @@ export interface CallSample {
 export type CallObserver = (sample: CallSample) => void;
 
 /** Client mistakes (4xx other than 408 and 429) and calls the client abandoned say nothing about the upstream. */
-function countsAsFailure(error: unknown, signal: AbortSignal): boolean {
+export function countsAsFailure(error: unknown, signal: AbortSignal): boolean {
   if (signal.aborted) return false;
   const status = (error as { status?: unknown })?.status;
   return !(typeof status === "number" && status >= 400 && status < 500 && status !== 408 && status !== 429);
 }
 
-function describeError(error: unknown): string {
+export function describeError(error: unknown): string {
   const status = (error as { status?: unknown })?.status;
   const message = error instanceof Error ? error.message : String(error);
   return (typeof status === "number" ? `${status} ` : "") + message.slice(0, 300);

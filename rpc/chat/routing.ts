@@ -298,10 +298,126 @@ interface Attempts {
 /** Nothing was tried: every deployment is at its `rpm`/`tpm`. */
 class NoDeployment extends Error {}
 
+/** One attempt at one deployment of a candidate model (the model itself or one of its fallbacks). */
+export type Attempt<T> = (deployment: Deployment, candidate: RouteTarget, trace: AttemptTrace | undefined) => Promise<T>;
+
 /**
- * The provider of a model with deployments: picks, retries, falls back. Streams are answered
- * once their first chunk arrived, so a stream that fails before it is still retried; after
- * it, bytes may have reached the client and nothing is sent again.
+ * One request's attempts across a model's deployments and fallbacks (docs/providers.md "What
+ * is retried"): picks a deployment by the model's routing, makes the attempt, and after a
+ * retryable failure tries another deployment, then the same one after a backoff, then the
+ * fallbacks; counts failures towards cooldowns and skips deployments cooling down or at
+ * capacity. Chat (`RoutingProvider`) and embeddings (rpc/chat/embeddings/router.ts) share it;
+ * what one attempt is, and when it counts as answered, is the caller's `attempt`.
+ */
+export async function routeAttempts<T>(
+  target: RouteTarget,
+  health: DeploymentHealth,
+  signal: AbortSignal,
+  trace: AttemptTrace | undefined,
+  attempt: Attempt<T>,
+): Promise<T> {
+  const state: Attempts = { last: undefined, attempted: false };
+  const candidates = target.candidates;
+  /** The context window that was too small: only a larger one is tried after it. */
+  let tooSmall: number | undefined;
+  for (let i = 0; i < candidates.length; i++) {
+    const candidate = candidates[i]!;
+    if (i > 0 && candidate.disabled()) continue;
+    if (tooSmall !== undefined && candidate.contextWindow <= tooSmall) continue;
+    if (i > 0 && state.attempted) health.fellBack(target.id, candidate.id);
+    // When nothing was tried yet and no other candidate remains, a deployment in cooldown is
+    // tried rather than the request refused.
+    const lastChance = i === candidates.length - 1 && !state.attempted;
+    try {
+      const traced = i === 0 ? trace : { ...trace, fallbackFrom: target.id };
+      return await attemptModel(health, candidate, signal, traced, state, lastChance, attempt);
+    } catch (error) {
+      if (error instanceof NoDeployment) continue;
+      if (signal.aborted) throw error;
+      const failure = classifyFailure(error);
+      if (failure.contextWindow) {
+        tooSmall = candidate.contextWindow;
+        continue;
+      }
+      if (!failure.retryable) throw error;
+    }
+  }
+  if (state.last !== undefined) throw state.last;
+  throw new ServiceError("RATE_LIMITED", `Every deployment of the model '${target.id}' is at its configured capacity; try again shortly`);
+}
+
+async function attemptModel<T>(
+  health: DeploymentHealth,
+  target: RouteTarget,
+  signal: AbortSignal,
+  trace: AttemptTrace | undefined,
+  state: Attempts,
+  lastChance: boolean,
+  attempt: Attempt<T>,
+): Promise<T> {
+  const tried = new Set<Deployment>();
+  const full = new Set<Deployment>();
+  const retryAfter = new Map<Deployment, number>();
+  let backoffs = 0;
+  for (let n = 0; n <= target.retries; n++) {
+    const deployment = await choose(health, target, tried, full, lastChance && !state.attempted);
+    if (!deployment) break;
+    if (tried.has(deployment)) {
+      // The same deployment again: back off, at least as long as it asked (up to a bound).
+      const asked = retryAfter.get(deployment);
+      if (asked !== undefined && asked > RETRY_AFTER_MAX_MS) break;
+      await sleep(Math.max(backoffMs(backoffs++), asked ?? 0), signal);
+    }
+    if (n > 0) health.retried(target.id);
+    tried.add(deployment);
+    state.attempted = true;
+    try {
+      return await attempt(deployment, target, n === 0 ? trace : { ...trace, retry: n });
+    } catch (error) {
+      if (signal.aborted) throw error;
+      state.last = error;
+      const failure = classifyFailure(error);
+      if (failure.countsAgainstDeployment) void health.failed(deployment, target.cooldownMs).catch(() => undefined);
+      if (!failure.retryable || failure.contextWindow) throw error;
+      if (failure.retryAfterMs !== undefined) retryAfter.set(deployment, failure.retryAfterMs);
+    }
+  }
+  if (tried.size === 0) throw new NoDeployment();
+  throw state.last;
+}
+
+async function choose(
+  health: DeploymentHealth,
+  target: RouteTarget,
+  tried: Set<Deployment>,
+  full: Set<Deployment>,
+  ignoreCooldown: boolean,
+): Promise<Deployment | undefined> {
+  const now = Date.now();
+  for (;;) {
+    // Untried deployments first, then one already tried (after a backoff); one in cooldown
+    // only when there is nothing else at all.
+    const all = target.deployments;
+    // The usual case, nothing tried and nothing cooling down: the list itself, no copy.
+    let pool =
+      tried.size === 0 && full.size === 0 && all.every((deployment) => deployment.coolUntil <= now)
+        ? all
+        : all.filter((deployment) => !tried.has(deployment) && !full.has(deployment) && deployment.coolUntil <= now);
+    if (pool.length === 0)
+      pool = target.deployments.filter((deployment) => tried.has(deployment) && !full.has(deployment) && deployment.coolUntil <= now);
+    if (pool.length === 0 && ignoreCooldown)
+      pool = target.deployments.filter((deployment) => !tried.has(deployment) && !full.has(deployment));
+    if (pool.length === 0) return undefined;
+    const deployment = pick(target.routing, pool);
+    if (!deployment.limited || (await health.admits(deployment))) return deployment;
+    full.add(deployment);
+  }
+}
+
+/**
+ * The provider of a model with deployments: picks, retries, falls back (`routeAttempts`).
+ * Streams are answered once their first chunk arrived, so a stream that fails before it is
+ * still retried; after it, bytes may have reached the client and nothing is sent again.
  */
 export class RoutingProvider implements Provider {
   readonly #target: RouteTarget;
@@ -312,104 +428,10 @@ export class RoutingProvider implements Provider {
     this.#health = health;
   }
 
-  async complete(request: ChatRequest, signal: AbortSignal, trace?: AttemptTrace): Promise<ProviderResult> {
-    const state: Attempts = { last: undefined, attempted: false };
-    const candidates = this.#target.candidates;
-    /** The context window that was too small: only a larger one is tried after it. */
-    let tooSmall: number | undefined;
-    for (let i = 0; i < candidates.length; i++) {
-      const candidate = candidates[i]!;
-      if (i > 0 && candidate.disabled()) continue;
-      if (tooSmall !== undefined && candidate.contextWindow <= tooSmall) continue;
-      if (i > 0 && state.attempted) this.#health.fellBack(this.#target.id, candidate.id);
-      // When nothing was tried yet and no other candidate remains, a deployment in cooldown is
-      // tried rather than the request refused.
-      const lastChance = i === candidates.length - 1 && !state.attempted;
-      try {
-        const attempt = i === 0 ? trace : { ...trace, fallbackFrom: this.#target.id };
-        return await this.#attemptModel(candidate, request, signal, attempt, state, lastChance);
-      } catch (error) {
-        if (error instanceof NoDeployment) continue;
-        if (signal.aborted) throw error;
-        const failure = classifyFailure(error);
-        if (failure.contextWindow) {
-          tooSmall = candidate.contextWindow;
-          continue;
-        }
-        if (!failure.retryable) throw error;
-      }
-    }
-    if (state.last !== undefined) throw state.last;
-    throw new ServiceError(
-      "RATE_LIMITED",
-      `Every deployment of the model '${this.#target.id}' is at its configured capacity; try again shortly`,
+  complete(request: ChatRequest, signal: AbortSignal, trace?: AttemptTrace): Promise<ProviderResult> {
+    return routeAttempts(this.#target, this.#health, signal, trace, (deployment, target, attempt) =>
+      this.#call(deployment, target, request, signal, attempt),
     );
-  }
-
-  async #attemptModel(
-    target: RouteTarget,
-    request: ChatRequest,
-    signal: AbortSignal,
-    trace: AttemptTrace | undefined,
-    state: Attempts,
-    lastChance: boolean,
-  ): Promise<ProviderResult> {
-    const tried = new Set<Deployment>();
-    const full = new Set<Deployment>();
-    const retryAfter = new Map<Deployment, number>();
-    let backoffs = 0;
-    for (let attempt = 0; attempt <= target.retries; attempt++) {
-      const deployment = await this.#choose(target, tried, full, lastChance && !state.attempted);
-      if (!deployment) break;
-      if (tried.has(deployment)) {
-        // The same deployment again: back off, at least as long as it asked (up to a bound).
-        const asked = retryAfter.get(deployment);
-        if (asked !== undefined && asked > RETRY_AFTER_MAX_MS) break;
-        await sleep(Math.max(backoffMs(backoffs++), asked ?? 0), signal);
-      }
-      if (attempt > 0) this.#health.retried(target.id);
-      tried.add(deployment);
-      state.attempted = true;
-      try {
-        return await this.#call(deployment, target, request, signal, attempt === 0 ? trace : { ...trace, retry: attempt });
-      } catch (error) {
-        if (signal.aborted) throw error;
-        state.last = error;
-        const failure = classifyFailure(error);
-        if (failure.countsAgainstDeployment) void this.#health.failed(deployment, target.cooldownMs).catch(() => undefined);
-        if (!failure.retryable || failure.contextWindow) throw error;
-        if (failure.retryAfterMs !== undefined) retryAfter.set(deployment, failure.retryAfterMs);
-      }
-    }
-    if (tried.size === 0) throw new NoDeployment();
-    throw state.last;
-  }
-
-  async #choose(
-    target: RouteTarget,
-    tried: Set<Deployment>,
-    full: Set<Deployment>,
-    ignoreCooldown: boolean,
-  ): Promise<Deployment | undefined> {
-    const now = Date.now();
-    for (;;) {
-      // Untried deployments first, then one already tried (after a backoff); one in cooldown
-      // only when there is nothing else at all.
-      const all = target.deployments;
-      // The usual case, nothing tried and nothing cooling down: the list itself, no copy.
-      let pool =
-        tried.size === 0 && full.size === 0 && all.every((deployment) => deployment.coolUntil <= now)
-          ? all
-          : all.filter((deployment) => !tried.has(deployment) && !full.has(deployment) && deployment.coolUntil <= now);
-      if (pool.length === 0)
-        pool = target.deployments.filter((deployment) => tried.has(deployment) && !full.has(deployment) && deployment.coolUntil <= now);
-      if (pool.length === 0 && ignoreCooldown)
-        pool = target.deployments.filter((deployment) => !tried.has(deployment) && !full.has(deployment));
-      if (pool.length === 0) return undefined;
-      const deployment = pick(target.routing, pool);
-      if (!deployment.limited || (await this.#health.admits(deployment))) return deployment;
-      full.add(deployment);
-    }
   }
 
   async #call(

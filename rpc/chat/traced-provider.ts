@@ -14,7 +14,7 @@ export interface AttemptTrace {
 }
 
 /** The GenAI semantic conventions' provider names (`gen_ai.provider.name`). */
-const GEN_AI_PROVIDER: Record<DeploymentConfig["provider"], string> = {
+export const GEN_AI_PROVIDER: Record<DeploymentConfig["provider"], string> = {
   echo: "gateway.echo",
   "openai-compatible": "openai",
   "azure-openai": "azure.ai.openai",
@@ -24,7 +24,7 @@ const GEN_AI_PROVIDER: Record<DeploymentConfig["provider"], string> = {
 };
 
 /** An attempt's outcome as a bounded label: the upstream's status class, `timeout`, `cancelled` or `error`. */
-function statusClassOf(error: unknown, signal: AbortSignal): string {
+export function statusClassOf(error: unknown, signal: AbortSignal): string {
   if (signal.aborted) return "cancelled";
   const status = (error as { status?: unknown })?.status;
   if (typeof status === "number") return `${Math.floor(status / 100)}xx`;

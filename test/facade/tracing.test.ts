@@ -66,6 +66,8 @@ const models = () => {
     },
     secondary: deployment("secondary-up"),
     cut: deployment("cut-up"),
+    // An embedding model (docs/embeddings.md): its attempts are spans of their own.
+    "embed-local": { provider: "echo", mode: "embedding" },
   };
 };
 
@@ -504,6 +506,27 @@ describe("traces over http/json", () => {
     const exported = receiver.rawBodies.slice(-receiver.contentTypes.length).map(String).join("");
     expect(exported).not.toContain("zebra quartz");
     expect(exported).not.toContain(account.key);
+  });
+
+  it("an embeddings request: its attempt is an `embeddings` client span under the call's span, with the input tokens", async () => {
+    const user = await registerUser(server);
+    const answer = await openaiClient(server, "/gateway/v1", user.token).embeddings.create(
+      { model: "embed-local", input: PROMPT },
+      { headers: { traceparent: TRACEPARENT } },
+    );
+    expect(answer.usage.prompt_tokens).toBe(6);
+    await eventually(() => inTrace(CALLER_TRACE).some((span) => span.attributes["gen_ai.operation.name"] === "embeddings"), 10_000);
+    const attempt = inTrace(CALLER_TRACE).find((span) => span.attributes["gen_ai.operation.name"] === "embeddings")!;
+    expect(attempt).toMatchObject({ name: "embeddings embed-local", kind: 3 });
+    expect(attempt.attributes).toMatchObject({
+      "gen_ai.provider.name": "gateway.echo",
+      "gen_ai.request.model": "embed-local",
+      "gen_ai.usage.input_tokens": 6,
+      "gateway.model": "embed-local",
+      "gateway.deployment": "0",
+      "gateway.retry": 0,
+    });
+    expect(byId(attempt.parentSpanId)?.name).toBe("gateway.embeddings.create");
   });
 });
 

@@ -161,3 +161,61 @@ describe("ModelRouter", () => {
     }
   });
 });
+
+describe("mode: chat and embedding models (docs/embeddings.md)", () => {
+  const load = (models: Record<string, unknown>) => loadModels({ MODELS_JSON: JSON.stringify({ models }) });
+
+  it("reads mode, chat when absent, and refuses another value", () => {
+    const models = load({ c: { provider: "echo" }, e: { provider: "echo", mode: "embedding" } });
+    expect(models.c!.mode).toBeUndefined();
+    expect(models.e!.mode).toBe("embedding");
+    expect(problems(() => load({ e: { provider: "echo", mode: "rerank" } }))).toEqual([
+      'MODELS_JSON: models.e.mode: mode must be "chat" or "embedding"',
+    ]);
+  });
+
+  it("refuses an embedding model its provider cannot serve, and fallbacks of the other mode", () => {
+    expect(
+      problems(() =>
+        load({
+          a: { provider: "anthropic", mode: "embedding" },
+          b: { provider: "bedrock", region: "us-east-1", mode: "embedding", upstreamModel: "amazon.nova-pro-v1:0" },
+          d: {
+            mode: "embedding",
+            deployments: [
+              { provider: "echo" },
+              { provider: "bedrock", region: "us-east-1", upstreamModel: "us.cohere.embed-v4:0" },
+              { provider: "anthropic" },
+            ],
+          },
+          chat: { provider: "echo", fallbacks: ["d"] },
+        }),
+      ),
+    ).toEqual([
+      "models.a.provider: anthropic has no embeddings API (embedding models use echo, openai-compatible, azure-openai, gemini, bedrock)",
+      "models.b.upstreamModel: an embedding model on bedrock is Titan Text Embeddings (amazon.titan-embed-text-…) or Cohere Embed (cohere.embed-…), not 'amazon.nova-pro-v1:0'",
+      "models.d.deployments.2.provider: anthropic has no embeddings API (embedding models use echo, openai-compatible, azure-openai, gemini, bedrock)",
+      "models.chat.fallbacks: 'd' has mode embedding, 'chat' has mode chat",
+    ]);
+  });
+
+  it("resolves each model for its own mode only: 400 naming it and the usable ids of the right mode", () => {
+    const router = new ModelRouter(
+      {
+        chat: { provider: "echo", contextWindow: 8192, public: true, price: { input: 1, output: 1 } },
+        emb: { provider: "echo", mode: "embedding", contextWindow: 8192, public: true, price: { input: 1, output: 0 } },
+      },
+      { MODEL_TIMEOUT_SECONDS: 60 },
+      {},
+    );
+    expect(router.resolve("emb", undefined, "embedding").id).toBe("emb");
+    expect(() => router.resolve("emb")).toThrow(
+      "The model 'emb' is an embedding model, not a chat model (embeddings: POST /embeddings on the Account and Gateway APIs). Chat models: chat",
+    );
+    expect(() => router.resolve("chat", undefined, "embedding")).toThrow(
+      "The model 'chat' is a chat model, not an embedding model. Embedding models: emb",
+    );
+    expect(() => router.resolve("nope", undefined, "embedding")).toThrow(/Usable models: emb$/);
+    expect(router.usableIds()).toEqual(["chat", "emb"]);
+  });
+});
