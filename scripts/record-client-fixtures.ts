@@ -96,18 +96,28 @@ const CLI_SCENARIOS: CliScenario[] = [
 
 const CLI_PACKAGES = { "claude-code": "@anthropic-ai/claude-code", codex: "@openai/codex" } as const;
 
+/** Today's date as clients write it into prompts (UTC and local: a recording may straddle midnight in neither). */
+const TODAY = [...new Set([new Date().toISOString().slice(0, 10), new Date().toLocaleDateString("sv")])];
+
+/**
+ * What makes one recording differ from the next without the client having changed is written
+ * as a placeholder, so that the diff after `clients:record` is what the clients changed: the
+ * run's temporary HOME (`$HOME`, also in the key Claude Code makes of a project's path,
+ * `/tmp/x/work` → `-tmp-x-work`), ids minted per run (`<uuid>`, and Claude Code's 64-hex device
+ * id `<hex64>`) and today's date (`<today>`). What the tools printed (Codex's chunk ids and wall
+ * times, Claude Code's agent ids) and the order of Codex's `client_metadata` still vary.
+ */
 function fixtureOf(
   identity: Pick<ClientFixture, "client" | "version" | "packages" | "scenario" | "description">,
   requests: CapturedRequest[],
   home?: string,
 ): ClientFixture {
-  const fixture: ClientFixture = { ...identity, requests: requests.map(({ scenario: _, ...request }) => request) };
-  if (!home) return fixture;
-  // The run's temporary HOME is the same place on every machine once written `$HOME`, and so is
-  // the key Claude Code makes of a project's path (`/tmp/x/work` → `-tmp-x-work`).
-  const text = JSON.stringify(fixture)
-    .replaceAll(home, "$HOME")
-    .replaceAll(home.replace(/[^a-zA-Z0-9]/g, "-"), "-$HOME");
+  let text = JSON.stringify({ ...identity, requests: requests.map(({ scenario: _, ...request }) => request) });
+  if (home) text = text.replaceAll(home, "$HOME").replaceAll(home.replace(/[^a-zA-Z0-9]/g, "-"), "-$HOME");
+  text = text
+    .replace(/(?<![0-9a-f])[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}(?![0-9a-f])/gi, "<uuid>")
+    .replace(/(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])/g, "<hex64>");
+  for (const day of TODAY) text = text.replaceAll(day, "<today>");
   return JSON.parse(text);
 }
 

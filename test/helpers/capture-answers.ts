@@ -15,13 +15,18 @@ export interface Rendered {
 }
 
 const USAGE = { input: 12, output: 5 };
-let counter = 0;
-const nextId = () => (++counter).toString(36).padStart(6, "0");
+/** Ids of one capture server's answers, counted from 1 so that recording again gives the same ids. */
+export type IdSource = () => string;
+
+export function idSource(): IdSource {
+  let counter = 0;
+  return () => (++counter).toString(36).padStart(6, "0");
+}
 
 const frame = (data: unknown, event?: string) => `${event ? `event: ${event}\n` : ""}data: ${JSON.stringify(data)}\n\n`;
 const halves = (text: string) => (text.length > 1 ? [text.slice(0, text.length >> 1), text.slice(text.length >> 1)] : [text]);
 
-export function renderChat(turn: CaptureTurn, body: any): Rendered {
+export function renderChat(turn: CaptureTurn, body: any, nextId: IdSource): Rendered {
   const id = `chatcmpl-capture-${nextId()}`;
   const model = String(body?.model ?? "capture");
   const usage = { prompt_tokens: USAGE.input, completion_tokens: USAGE.output, total_tokens: USAGE.input + USAGE.output };
@@ -66,7 +71,7 @@ export function renderChat(turn: CaptureTurn, body: any): Rendered {
   return { events };
 }
 
-export function renderResponses(turn: CaptureTurn, body: any): Rendered {
+export function renderResponses(turn: CaptureTurn, body: any, nextId: IdSource): Rendered {
   const id = `resp_capture_${nextId()}`;
   const item =
     turn.kind === "text"
@@ -141,7 +146,7 @@ export function renderResponses(turn: CaptureTurn, body: any): Rendered {
   return { events };
 }
 
-export function renderMessages(turn: CaptureTurn, body: any): Rendered {
+export function renderMessages(turn: CaptureTurn, body: any, nextId: IdSource): Rendered {
   const id = `msg_capture_${nextId()}`;
   const model = String(body?.model ?? "capture");
   const block =

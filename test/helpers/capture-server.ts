@@ -1,6 +1,14 @@
 import { createServer, type IncomingHttpHeaders } from "node:http";
 import type { AddressInfo } from "node:net";
-import { renderChat, renderEmbeddings, renderMessages, renderResponses, type Rendered } from "./capture-answers.js";
+import {
+  type IdSource,
+  idSource,
+  renderChat,
+  renderEmbeddings,
+  renderMessages,
+  renderResponses,
+  type Rendered,
+} from "./capture-answers.js";
 import { decideTurn } from "./capture-turn.js";
 
 /**
@@ -80,14 +88,14 @@ const MODELS = ["capture-model"].map((id) => ({
   owned_by: "capture",
 }));
 
-function answer(dialect: CapturedDialect, body: any): { status: number; rendered: Rendered } {
+function answer(dialect: CapturedDialect, body: any, nextId: IdSource): { status: number; rendered: Rendered } {
   switch (dialect) {
     case "chat":
-      return { status: 200, rendered: renderChat(decideTurn("chat", body), body) };
+      return { status: 200, rendered: renderChat(decideTurn("chat", body), body, nextId) };
     case "responses":
-      return { status: 200, rendered: renderResponses(decideTurn("responses", body), body) };
+      return { status: 200, rendered: renderResponses(decideTurn("responses", body), body, nextId) };
     case "messages":
-      return { status: 200, rendered: renderMessages(decideTurn("messages", body), body) };
+      return { status: 200, rendered: renderMessages(decideTurn("messages", body), body, nextId) };
     case "count_tokens":
       return { status: 200, rendered: { json: { input_tokens: 12 } } };
     case "embeddings":
@@ -105,6 +113,7 @@ function answer(dialect: CapturedDialect, body: any): { status: number; rendered
 export async function startCaptureServer(): Promise<CaptureServer> {
   let requests: CapturedRequest[] = [];
   let scenario: string | undefined;
+  const nextId = idSource();
   const server = createServer(async (req, res) => {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
@@ -124,7 +133,7 @@ export async function startCaptureServer(): Promise<CaptureServer> {
     }
     const dialect = dialectOf(method, path);
     requests.push({ ...(scenario ? { scenario } : {}), method, path, dialect, headers: redactHeaders(req.headers), body });
-    const { status, rendered } = answer(dialect, body);
+    const { status, rendered } = answer(dialect, body, nextId);
     const ids = { "request-id": `req_capture_${requests.length}`, "x-request-id": `req_capture_${requests.length}` };
     if (rendered.events) {
       res.writeHead(status, { "content-type": "text/event-stream", "cache-control": "no-cache", ...ids });

@@ -1,6 +1,6 @@
 import { execFileSync, spawn } from "node:child_process";
-import { existsSync, readFileSync, statSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -47,15 +47,24 @@ export function codexCommand(): [string, ...string[]] {
   return process.env.CODEX_BIN ? [process.env.CODEX_BIN] : [NODE24, join(MODULES, "@openai/codex/bin/codex.js")];
 }
 
-/** What a CLI says its version is (`claude --version`: `2.1.332 (Claude Code)`; `codex --version`: `codex-cli 0.171.0`). */
+/**
+ * What a CLI says its version is (`claude --version`: `2.1.332 (Claude Code)`; `codex --version`:
+ * `codex-cli 0.171.0`), asked in a throwaway HOME: even `--version` leaves files in the CLI's home.
+ */
 export function cliVersion(command: [string, ...string[]]): string {
   const [file, ...args] = command;
-  const out = execFileSync(file, [...args, "--version"], {
-    encoding: "utf8",
-    env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
-    timeout: 10_000,
-  });
-  return /\d+\.\d+\.\d+\S*/.exec(out)?.[0] ?? out.trim();
+  const home = mkdtempSync(join(tmpdir(), "client-version-"));
+  try {
+    const out = execFileSync(file, [...args, "--version"], {
+      encoding: "utf8",
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: home, CODEX_HOME: home },
+      stdio: ["ignore", "pipe", "pipe"],
+      timeout: 10_000,
+    });
+    return /\d+\.\d+\.\d+\S*/.exec(out)?.[0] ?? out.trim();
+  } finally {
+    rmSync(home, { recursive: true, force: true });
+  }
 }
 
 /** A loopback port nothing listens on: where the proxy variables send any connection beyond loopback. */
@@ -77,8 +86,10 @@ export interface ClientHome {
   remove(): Promise<void>;
 }
 
+/** A fresh HOME with its own `tmp/` (the run's TMPDIR): what a client leaves behind goes with it. */
 export async function freshHome(prefix = "client-home-"): Promise<ClientHome> {
   const path = await mkdtemp(join(tmpdir(), prefix));
+  await mkdir(join(path, "tmp"));
   return { path, remove: () => rm(path, { recursive: true, force: true }) };
 }
 
@@ -95,7 +106,8 @@ export async function isolatedEnv(home: string, extra: Record<string, string> = 
     XDG_CONFIG_HOME: join(home, ".config"),
     XDG_CACHE_HOME: join(home, ".cache"),
     XDG_DATA_HOME: join(home, ".local/share"),
-    TMPDIR: tmpdir(),
+    // Claude Code keeps task output under $TMPDIR/claude-<uid>/, Codex its helpers: inside HOME, they go with it.
+    TMPDIR: join(home, "tmp"),
     LANG: "C.UTF-8",
     NO_COLOR: "1",
     HTTPS_PROXY: proxy,
