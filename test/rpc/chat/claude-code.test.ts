@@ -1,33 +1,37 @@
-import { spawn } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
-import { createRequire } from "node:module";
-import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createAnthropicUpstream } from "../../../mocks/anthropic-upstream.js";
 import { createOpenAiChatUpstream } from "../../../mocks/openai-chat-upstream.js";
-import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
+import { type RegisteredUser, twoCallers, usageOf } from "../../helpers/chat.js";
+import { runClaudeCode } from "../../helpers/cli-clients.js";
+import { cliToolRoundTrip, runMarker } from "../../helpers/cli-tool-round-trip.js";
+import { claudeBinary, cliVersion } from "../../helpers/clients.js";
 import { mockUpstreams } from "../../helpers/mock-upstreams.js";
+import { bearer, startTestServer, type TestServer } from "../../helpers/server.js";
 
 /**
- * Claude Code itself (`@anthropic-ai/claude-code` from npm) pointed at the Gateway as
- * docs/dialects.md "Claude Code" says: `ANTHROPIC_BASE_URL` is the Gateway's origin plus
- * `/gateway` (it appends `/v1/messages`), `ANTHROPIC_AUTH_TOKEN` a gateway key, `--model` an
- * id of the catalog. It runs in print mode with a fresh HOME, its telemetry, updater and
- * non-essential traffic off, and every connection beyond loopback sent to a closed port. The
- * echo model answers it, and so does an OpenAI-compatible model (msw speaking chat completions)
- * that drives one of Claude Code's own tools.
+ * Claude Code itself, the release test/clients/ pins (docs/clients.md), pointed at the service as
+ * docs/dialects.md "Claude Code" says, with its default settings: `ANTHROPIC_BASE_URL` the
+ * surface's root, the key as `ANTHROPIC_AUTH_TOKEN` (Gateway, a gateway key) or
+ * `ANTHROPIC_API_KEY` (Account API, a personal key), `--model` an id of the catalog. On each
+ * surface and each kind of model (the echo model, an OpenAI-compatible one, an Anthropic one) it
+ * runs its own Bash tool: the model asks for it, Claude Code runs it and sends the result back,
+ * and the model's answer quotes it. Each run has a fresh HOME, telemetry and updates off, nothing
+ * reachable beyond loopback and a bounded time (test/helpers/clients.ts); the runs of the file go
+ * two at a time.
  */
+const VERSION = cliVersion([claudeBinary()]);
 
 const OPENAI = "https://api.openai.test/v1";
+const ANTHROPIC = "https://api.anthropic.test";
 const openai = createOpenAiChatUpstream(OPENAI);
-const msw = mockUpstreams(...openai.handlers);
-
-const CLI = join(dirname(createRequire(import.meta.url).resolve("@anthropic-ai/claude-code/package.json")), "cli.js");
+const anthropic = createAnthropicUpstream(ANTHROPIC);
+const msw = mockUpstreams(...openai.handlers, ...anthropic.handlers);
 
 let server: TestServer;
-let home: string;
-let key: string;
-let token: string;
+let alice: RegisteredUser;
+let bob: RegisteredUser;
+let gatewayKey: string;
+let bobKey: string;
 
 beforeAll(async () => {
   await msw.listen();
@@ -36,137 +40,107 @@ beforeAll(async () => {
       models: {
         "echo-1": { provider: "echo" },
         gpt: { provider: "openai-compatible", baseURL: msw.url(OPENAI), upstreamModel: "gpt-test" },
+        claude: { provider: "anthropic", baseURL: msw.url(ANTHROPIC), upstreamModel: "claude-test" },
       },
     }),
   });
-  const user = await registerUser(server);
-  token = user.token;
+  ({ alice, bob, bobKey } = await twoCallers(server, "claude code"));
   const created = await server.request("/gateway/v1/auth/keys", {
     method: "POST",
-    headers: bearer(user.token),
+    headers: bearer(alice.token),
     json: { name: "claude code" },
   });
-  key = created.body.key;
-  home = await mkdtemp(join(tmpdir(), "claude-code-home-"));
+  gatewayKey = created.body.key;
+  openai.script("gpt-test", cliToolRoundTrip);
+  anthropic.script("claude-test", cliToolRoundTrip);
 });
 
 afterAll(async () => {
   await server?.close();
   await msw.close();
-  await rm(home, { recursive: true, force: true });
 });
 
-/** Runs `claude -p <prompt> --model <model>` and resolves with its exit code and output; killed after `timeoutMs`. */
-function claude(args: string[], env: Record<string, string>, timeoutMs = 60_000) {
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn(process.execPath, [CLI, ...args], {
-      cwd: home,
-      env: {
-        PATH: process.env.PATH ?? "/usr/bin:/bin",
-        HOME: home,
-        XDG_CONFIG_HOME: join(home, ".config"),
-        DISABLE_TELEMETRY: "1",
-        DISABLE_AUTOUPDATER: "1",
-        DISABLE_ERROR_REPORTING: "1",
-        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
-        // Nothing leaves loopback: any other destination meets a closed port.
-        HTTPS_PROXY: "http://127.0.0.1:9",
-        HTTP_PROXY: "http://127.0.0.1:9",
-        NO_PROXY: "127.0.0.1,localhost",
-        ...env,
-      },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (chunk) => (stdout += chunk));
-    child.stderr.on("data", (chunk) => (stderr += chunk));
-    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
+const SURFACES = [
+  {
+    name: "Gateway",
+    root: "/gateway",
+    operation: "gateway.messages.create",
+    auth: "bearer" as const,
+    key: () => gatewayKey,
+    user: () => alice,
+  },
+  {
+    name: "Account",
+    root: "/account",
+    operation: "account.messages.create",
+    auth: "x-api-key" as const,
+    key: () => bobKey,
+    user: () => bob,
+  },
+];
 
-describe("Claude Code through the service", () => {
-  it("claude -p answers through POST /gateway/v1/messages with a gateway key (ANTHROPIC_AUTH_TOKEN), metered on the key", async () => {
-    const result = await claude(["-p", "Reply with the words purple elephant", "--model", "echo-1"], {
-      ANTHROPIC_BASE_URL: server.url("/gateway"),
-      ANTHROPIC_AUTH_TOKEN: key,
-      ANTHROPIC_SMALL_FAST_MODEL: "echo-1",
-      ANTHROPIC_DEFAULT_HAIKU_MODEL: "echo-1",
-    });
-    expect(result.code, `${result.stdout}\n${result.stderr}`).toBe(0);
-    // The echo model answers with the last user turn, which carries the prompt.
-    expect(result.stdout).toContain("purple elephant");
-    const calls = server.logs().filter((line) => line.operation === "gateway.messages.create");
-    expect(calls.length).toBeGreaterThan(0);
-    expect(calls.every((line) => line.status === 200 && line.path === "/gateway/v1/messages" && line.model === "echo-1")).toBe(true);
-    const usage = await server.request("/gateway/v1/usage/keys", { headers: bearer(token) });
-    const row = (usage.body.rows as { keyId: string; requests: number; inputTokens: number }[]).find((entry) => entry.requests > 0);
-    expect(row).toMatchObject({ requests: calls.length });
-    expect(row!.inputTokens).toBeGreaterThan(0);
-  }, 90_000);
+const MODELS = [
+  // The echo model calls a tool when the last user text is its directive (docs/models-and-chat.md
+  // "Tool calls"); the leading space keeps Claude Code from reading the prompt as a slash command.
+  {
+    id: "echo-1",
+    prompt: (command: string) => ` /tool Bash ${JSON.stringify({ command, description: "Print a marker" })}`,
+    upstream: undefined,
+  },
+  { id: "gpt", prompt: (command: string) => `Run this command: ${runMarker(command)}`, upstream: openai },
+  { id: "claude", prompt: (command: string) => `Run this command: ${runMarker(command)}`, upstream: anthropic },
+];
 
-  it("claude -p answers through POST /account/v1/messages with a personal key (ANTHROPIC_API_KEY, sent as x-api-key)", async () => {
-    const personal = await server.request("/account/v1/keys", { method: "POST", headers: bearer(token), json: { name: "claude code" } });
-    const result = await claude(["-p", "Reply with the words green giraffe", "--model", "echo-1"], {
-      ANTHROPIC_BASE_URL: server.url("/account"),
-      ANTHROPIC_API_KEY: personal.body.key,
-      ANTHROPIC_SMALL_FAST_MODEL: "echo-1",
-      ANTHROPIC_DEFAULT_HAIKU_MODEL: "echo-1",
-    });
-    expect(result.code, `${result.stdout}\n${result.stderr}`).toBe(0);
-    expect(result.stdout).toContain("green giraffe");
-    const calls = server.logs().filter((line) => line.operation === "account.messages.create");
-    expect(calls.length).toBeGreaterThan(0);
-    expect(calls.every((line) => line.status === 200)).toBe(true);
-  }, 90_000);
+describe.concurrent(`Claude Code ${VERSION} through the service`, () => {
+  for (const surface of SURFACES)
+    for (const model of MODELS)
+      it(`on the ${surface.name} API with ${model.id}: claude -p has its Bash tool run and answers with the result, metered`, async () => {
+        const tag = `${surface.name}-${model.id}`.toLowerCase();
+        // Only a shell turns this into `<tag>-ran-42`: the answer shows that the tool really ran.
+        const command = `echo ${tag}-ran-$((40+2))`;
+        const before = await usageOf(server, surface.user().token, model.id);
+        const run = await runClaudeCode({
+          baseURL: server.url(surface.root),
+          key: surface.key(),
+          auth: surface.auth,
+          model: model.id,
+          prompt: model.prompt(command),
+          args: ["--allowedTools", "Bash"],
+          timeoutMs: 60_000,
+        });
+        expect(run.code, `exit ${run.code}${run.timedOut ? " (timed out)" : ""}\n${run.stdout}\n${run.stderr}`).toBe(0);
+        expect(run.stdout).toContain(`${tag}-ran-42`);
 
-  it("an OpenAI-compatible model behind the Gateway drives Claude Code's Bash tool: tool_use out, tool_result back", async () => {
-    openai.reset();
-    openai.script("gpt-test", (body) => {
-      const result = body.messages.find((message: { role: string }) => message.role === "tool");
-      if (!result)
-        return {
-          kind: "turn",
-          turn: {
-            toolCalls: [{ id: "call_bash_1", name: "Bash", input: { command: "echo tool-ran-$((40+2))", description: "Print a marker" } }],
-          },
-        };
-      return { kind: "turn", turn: { text: `The tool said: ${String(result.content).trim()}` } };
-    });
-    const result = await claude(["-p", "Run the marker command", "--model", "gpt", "--allowedTools", "Bash"], {
-      ANTHROPIC_BASE_URL: server.url("/gateway"),
-      ANTHROPIC_AUTH_TOKEN: key,
-      ANTHROPIC_SMALL_FAST_MODEL: "echo-1",
-      ANTHROPIC_DEFAULT_HAIKU_MODEL: "echo-1",
-    });
-    expect(result.code, `${result.stdout}\n${result.stderr}`).toBe(0);
-    expect(result.stdout).toContain("The tool said: tool-ran-42");
-    const calls = openai.calls.filter((call) => call.body.model === "gpt-test");
-    expect(calls.length).toBeGreaterThanOrEqual(2);
-    // Claude Code's tools reached the model as functions, and its tool_result came back as a tool message.
-    expect(calls[0]!.body.tools.map((tool: { function: { name: string } }) => tool.function.name)).toContain("Bash");
-    expect(calls.at(-1)!.body.messages).toEqual(
-      expect.arrayContaining([
-        expect.objectContaining({ role: "assistant", tool_calls: [expect.objectContaining({ id: "call_bash_1" })] }),
-        expect.objectContaining({ role: "tool", tool_call_id: "call_bash_1" }),
-      ]),
-    );
-  }, 90_000);
+        // Every request of the run came through the surface's Messages route and was answered.
+        const lines = server.logs().filter((line) => line.operation === surface.operation && line.model === model.id);
+        expect(lines.length).toBeGreaterThanOrEqual(2);
+        expect(lines.map((line) => line.status)).toEqual(lines.map(() => 200));
+        const after = await usageOf(server, surface.user().token, model.id);
+        expect(after.requests - before.requests).toBe(lines.length);
+        expect(after.inputTokens).toBeGreaterThan(before.inputTokens);
+
+        if (model.upstream) {
+          // Claude Code's tools reached the provider in its wire format, and its tool result came back.
+          const calls = model.upstream.calls.filter((call) => call.raw.includes(`${tag}-ran-`));
+          expect(calls.length).toBeGreaterThanOrEqual(2);
+          expect(JSON.stringify(calls[0]!.body.tools)).toContain('"Bash"');
+          expect(JSON.stringify(calls.at(-1)!.body.messages)).toContain(`${tag}-ran-42`);
+        }
+      }, 90_000);
 
   it("a wrong key ends claude -p with the gateway's refusal, in Anthropic's envelope", async () => {
-    const result = await claude(["-p", "hello", "--model", "echo-1"], {
-      ANTHROPIC_BASE_URL: server.url("/gateway"),
-      ANTHROPIC_AUTH_TOKEN: "sk_not_a_key",
-      ANTHROPIC_SMALL_FAST_MODEL: "echo-1",
+    const run = await runClaudeCode({
+      baseURL: server.url("/gateway"),
+      key: "sk_not_a_key",
+      auth: "bearer",
+      model: "echo-1",
+      prompt: "hello",
       // Claude Code retries a refused request with backoff (ten times by default): once is enough here.
-      CLAUDE_CODE_MAX_RETRIES: "0",
+      env: { CLAUDE_CODE_MAX_RETRIES: "0" },
+      timeoutMs: 60_000,
     });
-    expect(result.code).not.toBe(0);
-    expect(`${result.stdout}${result.stderr}`).toMatch(/401|auth|API key|Invalid/i);
+    expect(run.code).not.toBe(0);
+    expect(`${run.stdout}${run.stderr}`).toMatch(/401|auth|API key|Invalid/i);
     expect(server.logs().some((line) => line.path === "/gateway/v1/messages" && line.status === 401)).toBe(true);
   }, 90_000);
 });

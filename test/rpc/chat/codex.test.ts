@@ -1,0 +1,118 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createAnthropicUpstream } from "../../../mocks/anthropic-upstream.js";
+import { createOpenAiChatUpstream } from "../../../mocks/openai-chat-upstream.js";
+import { type RegisteredUser, twoCallers, usageOf } from "../../helpers/chat.js";
+import { runCodexExec } from "../../helpers/cli-clients.js";
+import { cliToolRoundTrip, runMarker } from "../../helpers/cli-tool-round-trip.js";
+import { cliVersion, codexCommand } from "../../helpers/clients.js";
+import { mockUpstreams } from "../../helpers/mock-upstreams.js";
+import { bearer, startTestServer, type TestServer } from "../../helpers/server.js";
+
+/**
+ * The Codex CLI, the release test/clients/ pins (docs/clients.md "Codex CLI"), run as `codex exec`
+ * with its default settings and a config whose model provider is the service: `base_url` the
+ * surface's root plus `/v1`, the Responses wire API (the only one Codex offers), the key in an
+ * environment variable (`env_key`; no login), plus the switches that keep it offline. On each
+ * surface and each kind of model (the echo model, an OpenAI-compatible one, an Anthropic one) it
+ * runs its own `exec_command` tool: the model asks for it, Codex runs it in its sandbox and sends
+ * the output back, and the model's answer quotes it. Fresh HOME and CODEX_HOME, nothing reachable
+ * beyond loopback, bounded in time; two runs at a time.
+ */
+const VERSION = cliVersion(codexCommand());
+
+const OPENAI = "https://api.openai.test/v1";
+const ANTHROPIC = "https://api.anthropic.test";
+const openai = createOpenAiChatUpstream(OPENAI);
+const anthropic = createAnthropicUpstream(ANTHROPIC);
+const msw = mockUpstreams(...openai.handlers, ...anthropic.handlers);
+
+let server: TestServer;
+let alice: RegisteredUser;
+let bob: RegisteredUser;
+let gatewayKey: string;
+let bobKey: string;
+
+beforeAll(async () => {
+  await msw.listen();
+  server = await startTestServer({
+    MODELS_JSON: JSON.stringify({
+      models: {
+        "echo-1": { provider: "echo" },
+        gpt: { provider: "openai-compatible", baseURL: msw.url(OPENAI), upstreamModel: "gpt-test" },
+        claude: { provider: "anthropic", baseURL: msw.url(ANTHROPIC), upstreamModel: "claude-test" },
+      },
+    }),
+  });
+  ({ alice, bob, bobKey } = await twoCallers(server, "codex"));
+  const created = await server.request("/gateway/v1/auth/keys", { method: "POST", headers: bearer(alice.token), json: { name: "codex" } });
+  gatewayKey = created.body.key;
+  openai.script("gpt-test", cliToolRoundTrip);
+  anthropic.script("claude-test", cliToolRoundTrip);
+});
+
+afterAll(async () => {
+  await server?.close();
+  await msw.close();
+});
+
+const SURFACES = [
+  { name: "Gateway", root: "/gateway", operation: "gateway.responses.create", key: () => gatewayKey, user: () => alice },
+  { name: "Account", root: "/account", operation: "account.responses.create", key: () => bobKey, user: () => bob },
+];
+
+const MODELS = [
+  // The echo model calls a tool when the last user text is its directive (docs/models-and-chat.md "Tool calls").
+  { id: "echo-1", prompt: (command: string) => `/tool exec_command ${JSON.stringify({ cmd: command })}`, upstream: undefined },
+  { id: "gpt", prompt: (command: string) => `Run this command: ${runMarker(command)}`, upstream: openai },
+  { id: "claude", prompt: (command: string) => `Run this command: ${runMarker(command)}`, upstream: anthropic },
+];
+
+describe.concurrent(`Codex CLI ${VERSION} through the service`, () => {
+  for (const surface of SURFACES)
+    for (const model of MODELS)
+      it(`on the ${surface.name} API with ${model.id}: codex exec has its exec_command tool run and answers with the output, metered`, async () => {
+        const tag = `${surface.name}-${model.id}`.toLowerCase();
+        // Only a shell turns this into `<tag>-ran-42`: the answer shows that the tool really ran.
+        const command = `echo ${tag}-ran-$((40+2))`;
+        const before = await usageOf(server, surface.user().token, model.id);
+        const run = await runCodexExec({
+          baseURL: server.url(surface.root),
+          key: surface.key(),
+          model: model.id,
+          prompt: model.prompt(command),
+          timeoutMs: 60_000,
+        });
+        expect(run.code, `exit ${run.code}${run.timedOut ? " (timed out)" : ""}\n${run.stdout}\n${run.stderr}`).toBe(0);
+        // `codex exec` prints the model's last answer on stdout.
+        expect(run.stdout).toContain(`${tag}-ran-42`);
+
+        // Both turns came through the surface's Responses route and were answered.
+        const lines = server.logs().filter((line) => line.operation === surface.operation && line.model === model.id);
+        expect(lines.length).toBeGreaterThanOrEqual(2);
+        expect(lines.map((line) => line.status)).toEqual(lines.map(() => 200));
+        const after = await usageOf(server, surface.user().token, model.id);
+        expect(after.requests - before.requests).toBe(lines.length);
+        expect(after.inputTokens).toBeGreaterThan(before.inputTokens);
+
+        if (model.upstream) {
+          // Codex's exec_command reached the provider as a function it can call, and its output came back.
+          const calls = model.upstream.calls.filter((call) => call.raw.includes(`${tag}-ran-`));
+          expect(calls.length).toBeGreaterThanOrEqual(2);
+          expect(JSON.stringify(calls[0]!.body.tools)).toContain('"exec_command"');
+          expect(JSON.stringify(calls.at(-1)!.body.messages)).toContain(`${tag}-ran-42`);
+        }
+      }, 90_000);
+
+  it("a wrong key ends codex exec with the gateway's 401", async () => {
+    const run = await runCodexExec({
+      baseURL: server.url("/gateway"),
+      key: "sk_not_a_key",
+      model: "echo-1",
+      prompt: "hello",
+      timeoutMs: 60_000,
+    });
+    expect(run.code).not.toBe(0);
+    expect(`${run.stdout}${run.stderr}`).toMatch(/401|unauthorized|invalid/i);
+    expect(server.logs().some((line) => line.path === "/gateway/v1/responses" && line.status === 401)).toBe(true);
+  }, 90_000);
+});
