@@ -1,5 +1,5 @@
 import { http, HttpResponse, type HttpHandler } from "msw";
-import { jsonAnswer, schemaExample } from "./schema-example.js";
+import { jsonAnswer, toolInput } from "./schema-example.js";
 import {
   frameStream,
   reasoningOf,
@@ -183,9 +183,7 @@ function forcedTool(body: any): { name: string; input_schema: unknown } | undefi
 function unscriptedTurn(body: any, echo: string, id: string): MockTurn {
   const tool = forcedTool(body);
   if (tool) {
-    const input = schemaExample(tool.input_schema, echo);
-    const object = input && typeof input === "object" && !Array.isArray(input) ? (input as Record<string, unknown>) : {};
-    return { toolCalls: [{ id: `toolu_${id}_0`, name: tool.name, input: object }] };
+    return { toolCalls: [{ id: `toolu_${id}_0`, name: tool.name, input: toolInput(tool.input_schema, echo) }] };
   }
   const format = body?.output_config?.format;
   if (format?.type === "json_schema") return { text: jsonAnswer(format.schema, echo) };

@@ -1,7 +1,7 @@
 import { EventStreamCodec } from "@smithy/eventstream-codec";
 import { fromUtf8, toUtf8 } from "@smithy/util-utf8";
 import { http, HttpResponse, type HttpHandler } from "msw";
-import { jsonAnswer, schemaExample } from "./schema-example.js";
+import { jsonAnswer, toolInput } from "./schema-example.js";
 import { frameStream, reasoningOf, scripted, usageOf, wordsOf, type MockTurn, type ScriptedProvider } from "./scripted-provider.js";
 
 /**
@@ -152,9 +152,7 @@ function forcedTool(body: any): { name: string; inputSchema?: { json?: unknown }
 function unscriptedTurn(body: any, echo: string, call: number): MockTurn {
   const tool = forcedTool(body);
   if (tool) {
-    const input = schemaExample(tool.inputSchema?.json ?? { type: "object" }, echo);
-    const object = input && typeof input === "object" && !Array.isArray(input) ? (input as Record<string, unknown>) : {};
-    return { toolCalls: [{ id: `tooluse_mock${call}_0`, name: tool.name, input: object }] };
+    return { toolCalls: [{ id: `tooluse_mock${call}_0`, name: tool.name, input: toolInput(tool.inputSchema?.json, echo) }] };
   }
   const format = body?.outputConfig?.textFormat;
   if (format?.type === "json_schema") return { text: jsonAnswer(JSON.parse(format.structure.jsonSchema.schema), echo) };

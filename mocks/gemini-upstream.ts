@@ -1,5 +1,5 @@
 import { http, HttpResponse, type HttpHandler } from "msw";
-import { jsonAnswer } from "./schema-example.js";
+import { jsonAnswer, toolInput } from "./schema-example.js";
 import {
   frameStream,
   reasoningOf,
@@ -43,12 +43,19 @@ export function createGeminiUpstream(baseURL: string, options: { callIds?: boole
     const lastUser = [...(body?.contents ?? [])].reverse().find((content: any) => content.role === "user");
     const echo = (lastUser?.parts ?? []).map((part: any) => part.text ?? "").join("");
     const generation = body?.generationConfig ?? {};
-    const behaviour = provider.behaviour(model, body, echo, () => ({
-      text:
-        generation.responseMimeType === "application/json"
-          ? jsonAnswer(generation.responseJsonSchema ?? generation.responseSchema, echo)
-          : echo,
-    }));
+    const forced = forcedFunction(body);
+    const behaviour = provider.behaviour(model, body, echo, () =>
+      forced
+        ? {
+            toolCalls: [{ id: `call_mock${provider.calls.length}_0`, name: forced.name, input: toolInput(forced.parameters, echo) }],
+          }
+        : {
+            text:
+              generation.responseMimeType === "application/json"
+                ? jsonAnswer(generation.responseJsonSchema ?? generation.responseSchema, echo)
+                : echo,
+          },
+    );
     if (behaviour.kind === "error")
       return HttpResponse.json(behaviour.body as any, { status: behaviour.status, headers: behaviour.headers });
     const turn = behaviour.turn;
@@ -126,4 +133,13 @@ function callPart(call: MockToolCall, callIds = false): Record<string, unknown> 
     functionCall: { ...(callIds ? { id: call.id } : {}), name: call.name, args: call.input },
     ...(call.signature ? { thoughtSignature: call.signature } : {}),
   };
+}
+
+/** The function `toolConfig` forces (`ANY`): the one of `allowedFunctionNames`, or the first, as the API calls it. */
+function forcedFunction(body: any): { name: string; parameters?: unknown } | undefined {
+  const config = body?.toolConfig?.functionCallingConfig;
+  if (config?.mode !== "ANY") return undefined;
+  const declarations = (body?.tools ?? []).flatMap((tool: any) => tool?.functionDeclarations ?? []);
+  const allowed: string[] | undefined = config.allowedFunctionNames;
+  return allowed?.length ? declarations.find((fn: any) => allowed.includes(fn?.name)) : declarations[0];
 }

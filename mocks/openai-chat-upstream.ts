@@ -1,6 +1,6 @@
 import { http, HttpResponse, type HttpHandler } from "msw";
 import { mentionsJson, openAiError, strictSchemaProblem, textsOf } from "./openai-checks.js";
-import { jsonAnswer } from "./schema-example.js";
+import { jsonAnswer, toolInput } from "./schema-example.js";
 import { frameStream, scripted, usageOf, wordsOf, type MockTurn, type ScriptedProvider } from "./scripted-provider.js";
 
 /**
@@ -49,14 +49,21 @@ export function createOpenAiChatUpstream(
     const echo =
       typeof lastUser?.content === "string" ? lastUser.content : (lastUser?.content ?? []).map((part: any) => part.text ?? "").join("");
     const format = body?.response_format;
-    const behaviour = provider.behaviour(String(body?.model), body, echo, () => ({
-      text:
-        format?.type === "json_schema"
-          ? jsonAnswer(format.json_schema?.schema, echo)
-          : format?.type === "json_object"
-            ? jsonAnswer(undefined, echo)
-            : echo,
-    }));
+    const forced = forcedFunction(body);
+    const behaviour = provider.behaviour(String(body?.model), body, echo, () =>
+      forced
+        ? {
+            toolCalls: [{ id: `call_mock${provider.calls.length}_0`, name: forced.name, input: toolInput(forced.parameters, echo) }],
+          }
+        : {
+            text:
+              format?.type === "json_schema"
+                ? jsonAnswer(format.json_schema?.schema, echo)
+                : format?.type === "json_object"
+                  ? jsonAnswer(undefined, echo)
+                  : echo,
+          },
+    );
     if (behaviour.kind === "error")
       return HttpResponse.json(behaviour.body as any, { status: behaviour.status, headers: behaviour.headers });
     const turn = behaviour.turn;
@@ -190,4 +197,13 @@ function usageJson(turn: MockTurn) {
     prompt_tokens_details: { cached_tokens: usage.cacheRead },
     completion_tokens_details: { reasoning_tokens: usage.thoughts },
   };
+}
+
+/** The function a `tool_choice` forces: the named one, or for `required` the first, as the API calls it. */
+function forcedFunction(body: any): { name: string; parameters?: unknown } | undefined {
+  const functions = (body?.tools ?? []).filter((tool: any) => tool?.type === "function").map((tool: any) => tool.function);
+  const choice = body?.tool_choice;
+  if (choice === "required") return functions[0];
+  if (choice?.type === "function") return functions.find((fn: any) => fn?.name === choice.function?.name);
+  return undefined;
 }

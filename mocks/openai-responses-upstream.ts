@@ -1,6 +1,6 @@
 import { http, HttpResponse, type HttpHandler } from "msw";
 import { mentionsJson, openAiError, strictSchemaProblem, textsOf } from "./openai-checks.js";
-import { jsonAnswer, schemaExample } from "./schema-example.js";
+import { jsonAnswer, toolInput } from "./schema-example.js";
 import {
   frameStream,
   reasoningOf,
@@ -272,12 +272,9 @@ function unscriptedTurn(body: any, echo: string, n: number): MockTurn {
         ? functions.find((fn) => fn.name === choice.name && fn.namespace === undefined)
         : undefined;
   if (forced) {
-    const input = schemaExample(forced.parameters ?? { type: "object", properties: {} }, echo);
-    const object = input && typeof input === "object" && !Array.isArray(input) ? (input as Record<string, unknown>) : {};
+    const input = toolInput(forced.parameters, echo);
     return {
-      toolCalls: [
-        { id: `call_mock${n}_0`, name: forced.name, input: object, ...(forced.namespace ? { namespace: forced.namespace } : {}) },
-      ],
+      toolCalls: [{ id: `call_mock${n}_0`, name: forced.name, input, ...(forced.namespace ? { namespace: forced.namespace } : {}) }],
     };
   }
   const format = body.text?.format;

@@ -195,7 +195,43 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
-/** The answer text of a structured-output request: the example of `schema` (any object without one), as JSON. */
+/**
+ * The answer text of a structured-output request: with a schema, the example of it; without one
+ * (JSON mode), the JSON object the message carries (as a model asked to answer in JSON would
+ * repeat it), else an example object, as JSON.
+ */
 export function jsonAnswer(schema: unknown, text: string): string {
+  if (schema === undefined) {
+    const carried = jsonObjectIn(text);
+    if (carried) return carried;
+  }
   return JSON.stringify(schemaExample(schema ?? { type: "object" }, text));
+}
+
+/** The JSON object a text is, or carries from its first `{` to its last `}`. */
+function jsonObjectIn(text: string): string | undefined {
+  const start = text.indexOf("{");
+  const end = text.lastIndexOf("}");
+  if (start < 0 || end <= start) return undefined;
+  try {
+    const value: unknown = JSON.parse(text.slice(start, end + 1));
+    return isObject(value) ? JSON.stringify(value) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The input a model forced to call a tool gives it: an example of the tool's schema; for a tool
+ * whose schema is an open object (no properties, as JSON mode's tool is), the JSON object the
+ * message carries, as a model following the prompt would.
+ */
+export function toolInput(schema: unknown, text: string): Record<string, unknown> {
+  const open = isObject(schema) && !isObject(schema.properties);
+  if (open) {
+    const carried = jsonObjectIn(text);
+    if (carried) return JSON.parse(carried) as Record<string, unknown>;
+  }
+  const input = schemaExample(schema ?? { type: "object" }, text);
+  return isObject(input) ? input : {};
 }

@@ -43,7 +43,7 @@ export function decideTurn(dialect: Dialect, body: any): CaptureTurn {
     reading.forced ?? (reading.tools.length === 1 && isRequired(dialect, body?.tool_choice) ? reading.tools[0]!.name : undefined);
   const forcedTool = reading.tools.find((tool) => tool.name === forced);
   if (forcedTool) return callOf(forcedTool, undefined);
-  if (reading.schema === JSON_OBJECT) return { kind: "text", text: isJson(reading.lastUserText) ? reading.lastUserText.trim() : "{}" };
+  if (reading.schema === JSON_OBJECT) return { kind: "text", text: jsonIn(reading.lastUserText) ?? "{}" };
   if (reading.schema !== undefined) return { kind: "text", text: JSON.stringify(exampleOf(reading.schema)) };
   const marker =
     /\[\[call:([\w.:-]+)\s*(\{[\s\S]*?\})?\]\]/.exec(reading.lastUserText) ??
@@ -56,11 +56,16 @@ export function decideTurn(dialect: Dialect, body: any): CaptureTurn {
 /** JSON mode without a schema. */
 const JSON_OBJECT = Symbol("json_object");
 
-function isJson(text: string): boolean {
+/** The JSON object a text is or carries (from its first `{` to its last `}`), as a model in JSON mode would repeat it. */
+function jsonIn(text: string): string | undefined {
+  const start = text.indexOf("{");
+  const end = text.lastIndexOf("}");
+  if (start < 0 || end <= start) return undefined;
   try {
-    return typeof JSON.parse(text) === "object";
+    const value: unknown = JSON.parse(text.slice(start, end + 1));
+    return value && typeof value === "object" ? text.slice(start, end + 1) : undefined;
   } catch {
-    return false;
+    return undefined;
   }
 }
 

@@ -26,7 +26,7 @@ export class EchoProvider implements Provider {
   }
 
   #answer(request: ChatRequest, signal: AbortSignal): ProviderResult {
-    const call = request.tools?.length ? toolCallOf(request) : undefined;
+    const call = request.tools?.length ? (toolCallOf(request) ?? forcedCallOf(request)) : undefined;
     if (call) return toolCallResult(this.#model, request, call);
     const { words, finishReason } = request.tools?.length ? (toolAnswer(request) ?? answer(request)) : answer(request);
     // Reasoning asked for: a short reasoning text first, counted as output like the answer.
@@ -78,20 +78,34 @@ export class EchoProvider implements Provider {
   }
 }
 
+/** The JSON object a message is, or carries from its first `{` to its last `}`: echoed as the JSON-mode answer. */
+function jsonObjectIn(text: string): string | undefined {
+  const start = text.indexOf("{");
+  const end = text.lastIndexOf("}");
+  if (start < 0 || end <= start) return undefined;
+  try {
+    const value: unknown = JSON.parse(text.slice(start, end + 1));
+    return value && typeof value === "object" && !Array.isArray(value) ? JSON.stringify(value) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** The reasoning text the echo model gives when asked to reason. */
 const REASONING = "The answer repeats the last user message.";
 
 /**
  * The last user message split into words (each keeps its leading space), cut before the first
- * stop sequence and at max_tokens. With a `response_format`, the answer is a JSON value of it
- * built from that message (rpc/chat/translate/structured.ts `exampleOf`).
+ * stop sequence and at max_tokens. With a `json_schema` format, the answer is a JSON value of
+ * the schema built from that message (rpc/chat/translate/structured.ts `exampleOf`); in JSON
+ * mode (`json_object`), the JSON object the message carries, else `{"text": <message>}`.
  */
 function answer(request: ChatRequest): { words: string[]; finishReason: "stop" | "length" } {
   const lastUser = [...request.messages].reverse().find((message) => message.role === "user");
   let text = contentText(lastUser?.content ?? "").trim() || "(empty message)";
   const format = request.response_format;
   if (format?.type === "json_schema") text = JSON.stringify(exampleOf(format.json_schema.schema ?? { type: "object" }, text));
-  else if (format?.type === "json_object") text = JSON.stringify({ text });
+  else if (format?.type === "json_object") text = jsonObjectIn(text) ?? JSON.stringify({ text });
   for (const stop of stopList(request.stop) ?? []) {
     const at = stop ? text.indexOf(stop) : -1;
     if (at >= 0) text = text.slice(0, at);
@@ -110,24 +124,60 @@ function answer(request: ChatRequest): { words: string[]; finishReason: "stop" |
 
 /**
  * Tool calling with no network, for agent runs and for clients of the Account and Gateway
- * surfaces (docs/models-and-chat.md "Tool calls"): a last user message
- * `/tool <name> {json args}` naming an offered tool becomes that tool call; after tool
- * results, the answer is their text.
+ * surfaces (docs/models-and-chat.md "Tool calls"): when the last turn (system turns after it
+ * aside) is a user turn with a line `/tool <name> {json args}` naming an offered tool, its last
+ * such line becomes that tool call (clients such as Claude Code and Codex put their own text
+ * before the prompt in the same turn); after tool results, the answer is their text.
  */
 const TOOL_DIRECTIVE = /^\/tool\s+(\S+)\s*([\s\S]*)$/;
 
+/** The conversation without the system turns at its end (Claude Code puts one after the user's turn). */
+function turns(request: ChatRequest): ChatRequest["messages"] {
+  let end = request.messages.length;
+  while (end > 0 && (request.messages[end - 1]!.role === "system" || request.messages[end - 1]!.role === "developer")) end--;
+  return request.messages.slice(0, end);
+}
+
 function toolCallOf(request: ChatRequest): ToolCall | undefined {
-  const last = request.messages.at(-1);
+  const last = turns(request).at(-1);
   if (last?.role !== "user") return undefined;
-  const match = TOOL_DIRECTIVE.exec(contentText(last.content).trim());
-  if (!match || !request.tools!.some((tool) => tool.function.name === match[1])) return undefined;
-  return { id: `call_${randomUUID().slice(0, 8)}`, type: "function", function: { name: match[1]!, arguments: match[2]!.trim() || "{}" } };
+  const lines = contentText(last.content)
+    .split("\n")
+    .map((line) => line.trim());
+  for (let i = lines.length - 1; i >= 0; i--) {
+    const match = TOOL_DIRECTIVE.exec(lines[i]!);
+    if (!match || !request.tools!.some((tool) => tool.function.name === match[1])) continue;
+    return { id: `call_${randomUUID().slice(0, 8)}`, type: "function", function: { name: match[1]!, arguments: match[2]!.trim() || "{}" } };
+  }
+  return undefined;
+}
+
+/**
+ * A tool the request forces (`tool_choice` naming one, or `required`), when no tool result ends
+ * the conversation: called with an example of its parameters built from the last user message
+ * (the JSON object the message carries, for parameters that are an open object), as a model
+ * told to call it would, so clients that ask for structured output through a forced tool call
+ * (LangChain's ChatAnthropic, the AI SDK's Anthropic provider) get an answer.
+ */
+function forcedCallOf(request: ChatRequest): ToolCall | undefined {
+  const choice = request.tool_choice;
+  const messages = turns(request);
+  if (!choice || choice === "auto" || choice === "none" || messages.at(-1)?.role === "tool") return undefined;
+  const tool = typeof choice === "object" ? request.tools!.find((spec) => spec.function.name === choice.function.name) : request.tools![0];
+  if (!tool) return undefined;
+  const last = [...messages].reverse().find((message) => message.role === "user");
+  const text = contentText(last?.content ?? "").trim();
+  const parameters = tool.function.parameters ?? { type: "object" };
+  const open = !parameters.properties || typeof parameters.properties !== "object";
+  const carried = open ? jsonObjectIn(text) : undefined;
+  const input = carried ?? JSON.stringify(exampleOf(parameters, text));
+  return { id: `call_${randomUUID().slice(0, 8)}`, type: "function", function: { name: tool.function.name, arguments: input } };
 }
 
 function toolAnswer(request: ChatRequest): { words: string[]; finishReason: "stop" } | undefined {
+  const messages = turns(request);
   const results: string[] = [];
-  for (let i = request.messages.length - 1; i >= 0 && request.messages[i]!.role === "tool"; i--)
-    results.unshift(contentText(request.messages[i]!.content));
+  for (let i = messages.length - 1; i >= 0 && messages[i]!.role === "tool"; i--) results.unshift(contentText(messages[i]!.content));
   if (!results.length) return undefined;
   return { words: results.join("\n").match(/\s*\S+/g) ?? [], finishReason: "stop" };
 }

@@ -9,8 +9,8 @@ export const DEFAULTS = {
   prompt: "Reply with the words purple elephant",
   // The echo model's tool directive (docs/models-and-chat.md "Tool calls"); the capture server reads it too.
   toolPrompt: '/tool get_weather {"city":"Oslo"}',
-  // The echo model answers with this very text, which satisfies the schema below.
-  objectPrompt: '{"city":"Oslo","temperature":21,"conditions":"sunny"}',
+  // It says "JSON" (OpenAI refuses JSON mode otherwise); in JSON mode the echo model answers with the object it carries.
+  objectPrompt: 'Answer in JSON: {"city":"Oslo","temperature":21,"conditions":"sunny"}',
 };
 
 /** The weather tool of every tool scenario, and what it answers. */
@@ -46,37 +46,43 @@ function errorOf(error) {
  * @param {string} client the name the report carries
  * @param {string[]} packages the npm packages the scenarios use; the first one's version is the client's
  * @param {(input: any) => Record<string, () => Promise<unknown>>} define the scenarios, given the input
+ *
+ * With `models` in the input, the scenarios run once per model, in one process (starting Node and
+ * importing an SDK cost more than most scenarios), and each result is named `<model>/<scenario>`.
  */
 export async function run(client, packages, define) {
   const input = await readInput();
-  const scenarios = define({ ...DEFAULTS, ...input });
-  const names = input.only ?? Object.keys(scenarios);
   const results = {};
-  for (const name of names) {
-    const scenario = scenarios[name];
-    if (!scenario) {
-      results[name] = { ok: false, error: { message: `No scenario ${name} in ${client}` } };
-      continue;
-    }
-    // A capture server (scripts/record-client-fixtures.ts) files what follows under this scenario.
-    if (input.announceURL) await fetch(input.announceURL, { method: "POST", body: name });
-    let timer;
-    try {
-      const timeout = new Promise((_, reject) => {
-        timer = setTimeout(
-          () => reject(new Error(`${name} took longer than ${input.scenarioTimeoutMs ?? 20_000} ms`)),
-          input.scenarioTimeoutMs ?? 20_000,
-        );
-      });
-      results[name] = { ok: true, value: await Promise.race([scenario(), timeout]) };
-    } catch (error) {
-      results[name] = { ok: false, error: errorOf(error) };
-    } finally {
-      clearTimeout(timer);
+  for (const model of input.models ?? [input.model]) {
+    const scenarios = define({ ...DEFAULTS, ...input, model });
+    for (const name of input.only ?? Object.keys(scenarios)) {
+      const key = input.models ? `${model}/${name}` : name;
+      results[key] = await outcome(name, scenarios[name], client, input);
     }
   }
   const versions = Object.fromEntries(packages.map((pkg) => [pkg, versionOf(pkg)]));
   process.stdout.write(`${JSON.stringify({ client, version: versions[packages[0]], packages: versions, results })}\n`);
   // An SDK's keep-alive sockets must not hold the process open.
   process.exit(0);
+}
+
+/** One scenario's outcome, bounded in time; a failure is reported, never thrown. */
+async function outcome(name, scenario, client, input) {
+  if (!scenario) return { ok: false, error: { message: `No scenario ${name} in ${client}` } };
+  // A capture server (scripts/record-client-fixtures.ts) files what follows under this scenario.
+  if (input.announceURL) await fetch(input.announceURL, { method: "POST", body: name });
+  let timer;
+  try {
+    const timeout = new Promise((_, reject) => {
+      timer = setTimeout(
+        () => reject(new Error(`${name} took longer than ${input.scenarioTimeoutMs ?? 20_000} ms`)),
+        input.scenarioTimeoutMs ?? 20_000,
+      );
+    });
+    return { ok: true, value: await Promise.race([scenario(), timeout]) };
+  } catch (error) {
+    return { ok: false, error: errorOf(error) };
+  } finally {
+    clearTimeout(timer);
+  }
 }
