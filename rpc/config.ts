@@ -1,4 +1,5 @@
 import * as v from "valibot";
+import { addSecret } from "./outbound/secrets.js";
 
 /**
  * Every environment variable the service reads, with its default and the reason for it.
@@ -254,7 +255,24 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   }
   const result = v.safeParse(ENV_SCHEMA, picked);
   if (!result.success) {
-    throw new ConfigError(result.issues.map((issue) => `${v.getDotPath(issue) ?? "?"}=${JSON.stringify(issue.input)}: ${issue.message}`));
+    throw new ConfigError(
+      result.issues.map((issue) => {
+        const key = v.getDotPath(issue) ?? "?";
+        return `${key}=${shown(key, issue.input)}: ${issue.message}`;
+      }),
+    );
   }
+  // The service's own secrets never leave it through an upstream's echo (rpc/outbound/secrets.ts).
+  for (const key of CONFIG_KEYS) if (SECRET_KEY.test(key)) addSecret(picked[key]);
   return { ...result.output, ...overrides };
+}
+
+/** Settings that hold secrets: a start-up error names them and their length, never their value. */
+const SECRET_KEY = /SECRET|PASSWORD|_KEY$|TOKEN/;
+
+/** A setting's value as a start-up error shows it: a secret's length only, a URL without its password. */
+function shown(key: string, input: unknown): string {
+  if (typeof input !== "string") return JSON.stringify(input);
+  if (SECRET_KEY.test(key)) return `<${input.length} characters, not shown>`;
+  return JSON.stringify(input.replace(/^([a-z][\w+.-]*:\/\/[^:/@\s]*:)[^@/\s]*@/i, "$1***@"));
 }

@@ -38,3 +38,30 @@ export const RawRequestInput = v.object({
 export function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
+
+/**
+ * How deep a request body may nest (docs/security.md "Input bounds"). A body is walked by the
+ * validators, the dialect readers and the schema translations, several of them recursively: a
+ * tool schema nested thousands of levels would overflow the stack. No request of any client
+ * comes near it (a JSON Schema of 20 nested objects is about 45 levels).
+ */
+export const MAX_JSON_DEPTH = 128;
+
+/** Whether a parsed JSON value nests deeper than `max` objects and arrays (walked without recursion). */
+export function nestsDeeper(value: unknown, max: number): boolean {
+  if (value === null || typeof value !== "object") return false;
+  const stack: unknown[] = [value];
+  const depths: number[] = [1];
+  while (stack.length) {
+    const node = stack.pop() as object;
+    const depth = depths.pop()!;
+    if (depth > max) return true;
+    for (const child of Array.isArray(node) ? node : Object.values(node)) {
+      if (child !== null && typeof child === "object") {
+        stack.push(child);
+        depths.push(depth + 1);
+      }
+    }
+  }
+  return false;
+}

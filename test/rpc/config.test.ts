@@ -53,6 +53,19 @@ describe("configuration", () => {
     }
   });
 
+  it("names a secret that is too short, never its value", () => {
+    const value = "short-but-still-a-secret";
+    for (const name of ["GATEWAY_JWT_SECRET", "SERVICE_JWT_SECRET", "DATA_ENCRYPTION_SECRET", "PLATFORM_SERVICE_KEY"]) {
+      try {
+        loadConfig({ [name]: value.slice(0, 12) });
+        expect.unreachable(name);
+      } catch (error) {
+        expect((error as Error).message).toContain(`${name}=<12 characters, not shown>`);
+        expect((error as Error).message).not.toContain(value.slice(0, 12));
+      }
+    }
+  });
+
   it("stops `npm start` with a message naming the bad variable", async () => {
     const child = spawn(process.execPath, ["--import", "tsx", "scripts/start.ts"], {
       env: { ...process.env, PORT: "not-a-port", STORAGE: "memory" },

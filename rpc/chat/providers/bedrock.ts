@@ -3,6 +3,7 @@ import { EventStreamCodec, type Message } from "@smithy/eventstream-codec";
 import { Hash } from "@smithy/hash-node";
 import { SignatureV4 } from "@smithy/signature-v4";
 import { fromUtf8, toUtf8 } from "@smithy/util-utf8";
+import { addSecret } from "../../outbound/secrets.js";
 import type { Framing } from "../../sse-parse.js";
 import type { BedrockModelConfig } from "../models-config.js";
 import { Translation, applyMatrix } from "../translate/matrix.js";
@@ -58,6 +59,9 @@ export function bedrockCredentials(env: Record<string, string | undefined>): Aws
   const accessKeyId = env.AWS_ACCESS_KEY_ID;
   const secretAccessKey = env.AWS_SECRET_ACCESS_KEY;
   if (!accessKeyId || !secretAccessKey) return undefined;
+  // Never echoed to a client or a log (rpc/outbound/secrets.ts).
+  addSecret(secretAccessKey);
+  addSecret(env.AWS_SESSION_TOKEN);
   return { accessKeyId, secretAccessKey, ...(env.AWS_SESSION_TOKEN ? { sessionToken: env.AWS_SESSION_TOKEN } : {}) };
 }
 

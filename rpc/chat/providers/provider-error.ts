@@ -1,4 +1,5 @@
 import { ServiceError, type ErrorCode } from "../../errors.js";
+import { redactSecrets, redactText } from "../../outbound/secrets.js";
 
 /**
  * What every upstream adapter throws (docs/providers.md "Errors and retries"): a ServiceError
@@ -27,7 +28,12 @@ export class ProviderError extends ServiceError {
   readonly retryable: boolean;
 
   constructor(code: ErrorCode, message: string, options: ProviderErrorOptions) {
-    super(code, message, { status: options.status, upstreamBody: options.upstreamBody, cause: options.cause });
+    // What the upstream said reaches the client and the log: a key it echoed is masked first.
+    super(code, redactText(message), {
+      status: options.status,
+      upstreamBody: redactSecrets(options.upstreamBody),
+      cause: options.cause,
+    });
     this.name = "ProviderError";
     this.upstreamStatus = options.upstreamStatus;
     this.retryAfterMs = options.retryAfterMs;

@@ -1,4 +1,5 @@
 import { ServiceError } from "../../errors.js";
+import { addSecret } from "../../outbound/secrets.js";
 import { readFrames, readSseEvents, type FrameEventOptions, type Framing, type SseEventOptions } from "../../sse-parse.js";
 import { isUpstreamTimeout, upstreamRequest, type UpstreamResponse } from "../../outbound/upstream.js";
 import type { ChatChunk, ChatMessage, ChatRequest, ContentPart, FinishReason, ToolCallDelta, ToolSpec, Usage } from "../types.js";
@@ -176,6 +177,8 @@ export function apiKeyOf(apiKeyEnv: string | undefined, env: Record<string, stri
   if (!apiKeyEnv) return undefined;
   const key = env[apiKeyEnv];
   if (!key) throw new ProviderError("UNAVAILABLE", `Chat service not configured: model ${id} needs ${apiKeyEnv}`, { retryable: false });
+  // An upstream that echoes the key in an error must not show it to the client (rpc/outbound/secrets.ts).
+  addSecret(key);
   return key;
 }
 
