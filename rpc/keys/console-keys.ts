@@ -43,6 +43,8 @@ export const ExpiresAt = v.pipe(
   v.isoTimestamp("expiresAt must be an ISO 8601 timestamp, e.g. 2030-01-01T00:00:00Z"),
   v.transform((value) => new Date(value).toISOString()),
   v.check((value) => Date.parse(value) > Date.now(), "expiresAt must be in the future"),
+  // Ten years is longer than any key should live; a later date is most likely a typo.
+  v.check((value) => Date.parse(value) <= Date.now() + 10 * 366 * 86_400_000, "expiresAt must be within ten years"),
 );
 
 const KeyId = v.pipe(v.string(), v.minLength(1));

@@ -1,6 +1,7 @@
 import * as v from "valibot";
 import { ServiceError } from "../errors.js";
 import { createKeyWithinQuota } from "./create-key.js";
+import { ExpiresAt } from "./console-keys.js";
 import { KEYS_NEED_A_SESSION_OR_CONSOLE } from "./session-only.js";
 import type { KeyRecord } from "../../storage/repos/keys.js";
 import { nowIso } from "../../storage/ids.js";
@@ -43,6 +44,8 @@ export const gatewayKeyMethods = [
     input: v.object({
       name: v.pipe(v.string("name must be a string"), v.trim(), v.minLength(1, "name is required"), v.maxLength(100)),
       description: v.optional(v.pipe(v.string("description must be a string"), v.maxLength(500)), ""),
+      /** When the key stops working (401 from then on); never when absent (docs/interface.md 5: gateway keys). */
+      expiresAt: v.optional(v.nullable(ExpiresAt)),
     }),
     // Keys are made by a signed-in user (session token or console cookie), never by another key (docs/interface.md 5).
     auth: KEYS_NEED_A_SESSION_OR_CONSOLE,
@@ -61,6 +64,7 @@ export const gatewayKeyMethods = [
         name: params.name,
         description: params.description,
         scopes: ["*"],
+        expiresAt: params.expiresAt ?? null,
       });
       emitUserEvent(ctx.deps, userId, "key.created", { keyId: record.id, kind: "gateway", name: record.name });
       return { ...view(record), key: secret };
