@@ -2,6 +2,8 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { OAuthClientProvider } from "@modelcontextprotocol/sdk/client/auth.js";
 import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
+import type { Page } from "playwright-core";
+import { expect } from "vitest";
 
 /**
  * An MCP SDK `OAuthClientProvider` as an application implements one, kept in memory: it
@@ -94,6 +96,47 @@ export async function callbackServer(path = "/callback"): Promise<CallbackServer
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+export interface ConsentChoice {
+  email: string;
+  password: string;
+  /** The tenant to choose, by the name shown (default: the first offered). */
+  tenantName?: string;
+  /** Scopes to untick (mcp:read cannot be). */
+  untick?: string[];
+  deny?: boolean;
+}
+
+const poll = <T>(read: () => T | Promise<T>) => expect.poll(read, { timeout: 20_000, interval: 50 });
+
+/**
+ * Drives the consent page as a user would: opens the authorization URL, signs in to the
+ * console if the browser has no session (or a session of someone else), chooses the tenant and
+ * scopes, and answers. The browser then follows the redirects to the client's redirect URI.
+ */
+export async function consentInBrowser(page: Page, authorizationUrl: string | URL, choice: ConsentChoice): Promise<void> {
+  await page.goto(String(authorizationUrl));
+  const signIn = page.getByRole("form", { name: "Sign in" });
+  const heading = page.getByRole("heading", { name: /^Authorize / });
+  await poll(async () => (await signIn.isVisible()) || (await heading.isVisible()) || (await page.getByRole("alert").isVisible()));
+  const who = page.locator(".who strong");
+  if ((await heading.isVisible()) && (await who.textContent()) !== choice.email) {
+    await page.getByRole("button", { name: "Not you? Sign out" }).click();
+    await poll(() => signIn.isVisible());
+  }
+  if (await signIn.isVisible()) {
+    await page.getByLabel("Email").fill(choice.email);
+    await page.getByLabel("Password").fill(choice.password);
+    await page.getByRole("button", { name: "Sign in" }).click();
+  }
+  await poll(() => heading.isVisible());
+  if (choice.tenantName) {
+    const value = await page.locator("#consent-tenant option", { hasText: `${choice.tenantName} (` }).getAttribute("value");
+    await page.getByLabel("Tenant").selectOption(value!);
+  }
+  for (const scope of choice.untick ?? []) await page.locator(`#scope-${scope.replace(":", "\\:")}`).uncheck();
+  await page.getByRole("button", { name: choice.deny ? "Deny" : "Authorize" }).click();
 }
 
 /** The cookies a browser would keep, by name, with their paths (enough for the authorization server's own). */
