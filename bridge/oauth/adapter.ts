@@ -52,6 +52,12 @@ export class RecordsAdapter implements Adapter {
       const { exp: _exp, ...client } = found;
       return client as AdapterPayload;
     }
+    if (this.#model in RACED && typeof found.consumed === "number" && Date.now() / 1000 - found.consumed < CONCURRENT_USE_SECONDS) {
+      // Used a moment ago by a concurrent request: this one fails at `consume` (invalid_grant)
+      // without oidc-provider taking it for a replay and revoking the whole grant.
+      const { consumed: _consumed, ...rest } = found;
+      return rest as AdapterPayload;
+    }
     return found as AdapterPayload;
   }
 
@@ -81,6 +87,14 @@ export class RecordsAdapter implements Adapter {
     await this.#options.revokeGrant(grantId);
   }
 }
+
+/**
+ * A code or refresh token presented again within this many seconds of its use is taken for a
+ * concurrent request of the same client (two tabs, a retry), refused alone; later, for a replay,
+ * which revokes its grant (docs/mcp.md "Tokens").
+ */
+const CONCURRENT_USE_SECONDS = 10;
+const RACED = { AuthorizationCode: true, RefreshToken: true };
 
 /** A client registered through the registration endpoint (operators' clients and metadata documents are not stored this way). */
 function isDynamic(payload: AdapterPayload): boolean {

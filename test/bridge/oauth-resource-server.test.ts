@@ -1,7 +1,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { bearer, registerUser, startTestServer, type TestServer } from "../helpers/server.js";
 import { consoleSignIn } from "../helpers/console.js";
 import { serveScripted, type UpstreamMcp } from "../helpers/upstream.js";
@@ -184,15 +184,25 @@ describe("OAuth access tokens on the MCP endpoints", () => {
     const second = provider.saved!;
     expect(second.access_token).not.toBe(first.access_token);
     expect(second.refresh_token).not.toBe(first.refresh_token);
-    // The first refresh token was used up: presenting it again is refused and ends the consent.
-    const replay = await fetch(server.url("/oauth/token"), {
-      method: "POST",
-      headers: { "content-type": "application/x-www-form-urlencoded" },
-      body: new URLSearchParams({ grant_type: "refresh_token", refresh_token: first.refresh_token!, client_id: provider.info!.client_id }),
-    });
-    expect(replay.status).toBe(400);
-    expect(((await replay.json()) as { error: string }).error).toBe("invalid_grant");
-    expect((await mcpStatus("/bridge/mcp/", second.access_token)).status).toBe(401);
+    // The first refresh token was used up: presented again later than a concurrent request
+    // could (bridge/oauth/adapter.ts: 10 s), it is a replay, refused, and it ends the consent.
+    vi.useFakeTimers({ toFake: ["Date"], now: Date.now() + 11_000 });
+    try {
+      const replay = await fetch(server.url("/oauth/token"), {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({
+          grant_type: "refresh_token",
+          refresh_token: first.refresh_token!,
+          client_id: provider.info!.client_id,
+        }),
+      });
+      expect(replay.status).toBe(400);
+      expect(((await replay.json()) as { error: string }).error).toBe("invalid_grant");
+      expect((await mcpStatus("/bridge/mcp/", second.access_token)).status).toBe(401);
+    } finally {
+      vi.useRealTimers();
+    }
     await client.close();
   });
 
