@@ -1,7 +1,7 @@
 import type { Configuration, KoaContextWithOIDC, Provider } from "oidc-provider";
 import type { Config } from "../../rpc/config.js";
 import type { Logger } from "../../rpc/log.js";
-import { MCP_SCOPES, parseMcpResource } from "../../rpc/credentials/oauth-resource.js";
+import { MCP_SCOPES, parseMcpResource, redirectUriRefusal } from "../../rpc/credentials/oauth-resource.js";
 import type { KeyRingView } from "../../rpc/credentials/oauth-keys.js";
 import { GRANT_CLAIM, TENANT_CLAIM } from "../../rpc/credentials/oauth-tokens.js";
 import type { GuardedFetch } from "../../rpc/outbound/guarded-fetch.js";
@@ -47,15 +47,6 @@ export interface ProviderDeps {
   revokeGrant(grantId: string): Promise<void>;
   /** The secret the authorization server's cookies are signed with, the same on every instance. */
   cookieKey: string;
-}
-
-/** Redirect URIs a client may register (MCP security considerations: "localhost or HTTPS"); native apps' own schemes too. */
-function redirectRefusal(uri: string): string | undefined {
-  const url = URL.parse(uri);
-  if (!url) return "must be an absolute URL";
-  if (url.protocol === "http:" && !["localhost", "127.0.0.1", "[::1]"].includes(url.hostname))
-    return "must use https, or http on a loopback address (localhost, 127.0.0.1, [::1])";
-  return undefined;
 }
 
 /**
@@ -151,7 +142,7 @@ export function buildProvider(oidc: OidcModule, issuer: string, keys: KeyRingVie
       properties: ["gateway_redirect_check"],
       validator(_ctx, _key, _value, metadata) {
         for (const uri of (metadata.redirect_uris as string[] | undefined) ?? []) {
-          const refusal = redirectRefusal(uri);
+          const refusal = redirectUriRefusal(uri);
           if (refusal) throw new errors.InvalidRedirectUri(`redirect_uris: ${uri} ${refusal}`);
         }
       },

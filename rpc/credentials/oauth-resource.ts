@@ -46,3 +46,23 @@ export function parseMcpResource(indicator: string, served: (origin: string) => 
   if (!SERVER_NAME.test(server)) return undefined;
   return { resource: mcpResource(url.origin, server), origin: url.origin, server };
 }
+
+const LOOPBACK_HOSTS = new Set(["localhost", "127.0.0.1", "[::1]"]);
+
+/**
+ * Why a client may not register this redirect URI, or undefined when it may (MCP 2025-11-25
+ * security considerations: "localhost or HTTPS"): https anywhere, http on a loopback address
+ * only (RFC 8252 §7.3), a native application's own scheme (`cursor://…`, RFC 8252 §7.1).
+ */
+export function redirectUriRefusal(uri: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(uri);
+  } catch {
+    return "must be an absolute URL";
+  }
+  if (url.hash || uri.includes("#")) return "must not have a fragment";
+  if (url.protocol === "http:" && !LOOPBACK_HOSTS.has(url.hostname))
+    return "must use https, or http on a loopback address (localhost, 127.0.0.1, [::1])";
+  return undefined;
+}

@@ -4,7 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bearer, registerUser, startTestServer, type TestServer } from "../helpers/server.js";
 import { consoleSignIn } from "../helpers/console.js";
 import { dropRedisPrefix, TEST_REDIS_URL, uniqueRedisPrefix } from "../helpers/redis.js";
-import { CookieJar } from "../helpers/oauth.js";
+import { CookieJar, consentOverHttp } from "../helpers/oauth.js";
+import { runAdmin } from "../../scripts/admin-commands.js";
 
 /**
  * The authorization server's protocol rules and the consent page's endpoints over raw HTTP
@@ -313,5 +314,56 @@ describe("the token endpoint", () => {
     const refused = await server.request(`/gateway/v1/oauth/consents/${id}`, { method: "DELETE", headers: bearer(bob.token) });
     expect(refused.status).toBe(404);
     expect((await server.request("/gateway/v1/oauth/consents", { headers: bearer(alice.token) })).body.count).toBe(mine.body.count);
+  });
+});
+
+describe("clients an operator registers", () => {
+  it("authorize, and a confidential one authenticates at the token endpoint with its secret; removed, it is unknown", async () => {
+    const added = (await runAdmin(
+      ["add-oauth-client", "--name", "Team portal", "--redirect-uri", "https://portal.example.com/oauth/callback", "--confidential"],
+      server.composition,
+    )) as { clientId: string; clientSecret: string; confidential: boolean };
+    expect(added).toMatchObject({ name: "Team portal", confidential: true, applicationType: "web" });
+    expect(added.clientSecret).toBeTruthy();
+    const listed = (await runAdmin(["list-oauth-clients"], server.composition)) as { clientId: string; clientSecret?: string }[];
+    expect(listed).toEqual([expect.objectContaining({ clientId: added.clientId, name: "Team portal" })]);
+    expect(JSON.stringify(listed)).not.toContain(added.clientSecret);
+    await expect(
+      runAdmin(["add-oauth-client", "--name", "x", "--redirect-uri", "http://portal.example.com/cb"], server.composition),
+    ).rejects.toThrow(/redirect URI/);
+
+    const redirect = "https://portal.example.com/oauth/callback";
+    const authorize = authorizeUrl({ client_id: added.clientId, redirect_uri: redirect });
+    let registration = "";
+    const answer = await consentOverHttp(server.origin, authorize, aliceCookie, (view) => {
+      registration = (view as unknown as { client: { registration: string } }).client.registration;
+      return { approve: true, tenantId: alice.user.tenantId };
+    });
+    expect(registration).toBe("operator");
+    const form = {
+      grant_type: "authorization_code",
+      code: answer.searchParams.get("code")!,
+      code_verifier: verifier,
+      redirect_uri: redirect,
+    };
+    const anonymous = await fetch(server.url("/oauth/token"), {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ ...form, client_id: added.clientId }),
+    });
+    expect(anonymous.status).toBe(401);
+    const basic = Buffer.from(`${encodeURIComponent(added.clientId)}:${encodeURIComponent(added.clientSecret)}`).toString("base64");
+    // The code was not used up by the refused attempt (client authentication comes first).
+    const authenticated = await fetch(server.url("/oauth/token"), {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded", authorization: `Basic ${basic}` },
+      body: new URLSearchParams(form),
+    });
+    expect(authenticated.status).toBe(200);
+
+    await runAdmin(["remove-oauth-client", "--client-id", added.clientId], server.composition);
+    const gone = await fetch(authorizeUrl({ client_id: added.clientId, redirect_uri: redirect }), { redirect: "manual" });
+    expect(gone.status).toBe(400);
+    expect(await gone.text()).toContain("invalid_client");
   });
 });
