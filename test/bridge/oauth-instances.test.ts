@@ -195,9 +195,16 @@ describe("two instances on one Redis", () => {
       expect(JSON.parse(await readFile(tokensFile, "utf8")).refresh_token).not.toBe(stored.refresh_token);
       await again.close();
 
-      // Revoked in the console: the stored tokens stop working, and mcp-remote asks for a new authorization.
-      const revoked = await instanceRequest(balancer.origin, `/gateway/v1/oauth/consents/${consent!.id}`, { method: "DELETE", token });
-      expect(revoked.status).toBe(200);
+      // Revoked in the console's Connected apps (Chromium, the session of the consent page): the
+      // stored tokens stop working, and mcp-remote asks for a new authorization.
+      await page.goto(`${balancer.origin}/console`);
+      await page.getByRole("button", { name: "Connected apps" }).click();
+      const apps = page.getByRole("table", { name: "Connected apps" });
+      await expect.poll(() => apps.textContent(), { timeout: 15_000 }).toContain(consent!.client.name);
+      await page.getByRole("button", { name: `Revoke ${consent!.client.name}` }).click();
+      await page.getByRole("button", { name: `Yes, revoke “${consent!.client.name}”` }).click();
+      await expect.poll(() => page.getByText("No connected apps.").isVisible(), { timeout: 15_000 }).toBe(true);
+      expect(await consents()).toEqual([]);
       const third = spawnRemote();
       const refused = new Client({ name: "via-mcp-remote", version: "1" });
       void refused.connect(third.transport).catch(() => undefined);
