@@ -29,7 +29,8 @@ const clientDocumentOf = (origin: string) => (origin.startsWith("https:") ? orig
 
 function page(status: number, title: string, message: string): RawReply {
   const escaped = (text: string) => text.replace(/[&<>"']/g, (char) => `&#${char.charCodeAt(0)};`);
-  const html = `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${escaped(title)}</title></head><body><main><h1>${escaped(title)}</h1><p>${escaped(message)}</p></main></body></html>`;
+  const head = `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${escaped(title)}</title></head>`;
+  const html = `${head}<body><main><h1>${escaped(title)}</h1><p>${escaped(message)}</p></main></body></html>`;
   return new RawReply(
     status,
     new Headers({
