@@ -214,8 +214,14 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
       }
 
       const session = sessions.get(sessionId);
-      // A session of another user (or of another endpoint) answers exactly like an ended one.
-      if (!session || session.userId !== principal.userId || session.upstream !== upstream)
+      // A session of another user (or of another endpoint, or opened for another tenant by an
+      // OAuth token) answers exactly like an ended one.
+      if (
+        !session ||
+        session.userId !== principal.userId ||
+        session.upstream !== upstream ||
+        session.principal.tenantId !== principal.tenantId
+      )
         throw new ServiceError("NOT_FOUND", "Session not found; it ended or never existed: initialize a new one");
       session.principal = principal;
       session.requestId = scope.requestId;

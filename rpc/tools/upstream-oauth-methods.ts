@@ -112,6 +112,7 @@ export const upstreamOAuthMethods = [
       error_description: v.optional(v.pipe(v.string(), v.maxLength(1000))),
     }),
     auth: { kinds: ["console"] },
+    output: v.pipe(v.unknown(), v.description("A small HTML page saying whether the server is connected")),
     http: [{ surface: "console", method: "GET", path: "/mcp/oauth/callback" }],
     async handler(params, ctx) {
       const flow = await ctx.deps.upstreamOAuth.peekFlow(params.state);
@@ -225,6 +226,15 @@ export const upstreamOAuthMethods = [
       "The gateway's Client ID Metadata Document, which upstream authorization servers fetch to know it as a client (published when PUBLIC_URL is https).",
     input: v.object({}),
     auth: "public",
+    output: v.object({
+      client_id: v.optional(v.string()),
+      client_name: v.string(),
+      redirect_uris: v.array(v.string()),
+      grant_types: v.array(v.string()),
+      response_types: v.array(v.string()),
+      token_endpoint_auth_method: v.string(),
+      application_type: v.string(),
+    }),
     errors: { NOT_FOUND: { message: "Published only when PUBLIC_URL is an https URL" } },
     http: [{ surface: "console", method: "GET", path: "/mcp/oauth/client.json" }],
     async handler(_params, ctx) {
