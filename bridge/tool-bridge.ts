@@ -3,12 +3,15 @@ import { Catalog } from "./catalog.js";
 import { BuiltinSource } from "./builtin/source.js";
 import { UpstreamServers } from "./upstream/registry.js";
 import { VmHub } from "./vm/hub.js";
+import { openOAuthParts, type OAuthParts } from "./oauth/parts.js";
 
 /** The concrete tool bridge: one catalog fed by the built-ins, upstream MCP servers and VM agents. */
 export interface ToolBridge {
   catalog: Catalog;
   vms: VmHub;
   upstream: UpstreamServers;
+  /** The authorization server's storage and outbound fetch (bridge/oauth/). */
+  oauth: OAuthParts;
   close(): Promise<void>;
 }
 
@@ -31,13 +34,16 @@ export function defineToolBridge(): { open: OpenToolBridge; get(): ToolBridge } 
         await vms.close();
         throw error;
       }
+      const oauth = openOAuthParts({ config, store, secrets, resolveHost });
       bridge = {
         catalog,
         vms,
         upstream,
+        oauth,
         async close() {
           await upstream.close();
           await vms.close();
+          oauth.close();
         },
       };
       return bridge;

@@ -4,15 +4,18 @@ import type { CorePorts } from "./ports.js";
 import { parseKey } from "./credentials/api-keys.js";
 import { looksLikeJwt, type SessionClaims } from "./credentials/sessions.js";
 import { addressedToBridge, verifyServiceToken } from "./credentials/service-tokens.js";
+import { isAccessToken, type OAuthAudience } from "./credentials/oauth-tokens.js";
 import type { KeyKind, KeyRecord } from "../storage/repos/keys.js";
 import { sha256Hex, nowIso } from "../storage/ids.js";
 
 /**
  * How a caller proved who it is. Each kind is read from one presentation only (docs/interface.md 5).
  * `service` is PLATFORM_SERVICE_KEY, or a service token signed with SERVICE_JWT_SECRET, presented
- * by an internal service (bridge methods that list it only; docs/service-tokens.md).
+ * by an internal service (bridge methods that list it only; docs/service-tokens.md). `oauth` is
+ * an access token of the gateway's authorization server, taken by the MCP endpoints only, for
+ * the endpoint it was issued for (docs/mcp.md "The bridge as a resource server").
  */
-export type CredentialKind = "session" | "console" | "gateway_key" | "platform_key" | "account_key" | "service";
+export type CredentialKind = "session" | "console" | "gateway_key" | "platform_key" | "account_key" | "service" | "oauth";
 
 export type AuthSpec =
   | "public"
@@ -47,6 +50,12 @@ export interface Presented {
   viaConsole?: boolean;
   /** `Authorization` was present but not a bearer token. */
   malformedAuthorization?: boolean;
+  /**
+   * The endpoint the request addresses, as an OAuth resource: set by the MCP endpoint only, so an
+   * access token of the authorization server is taken there, for the endpoint it was issued for,
+   * and refused everywhere else like a forged one (docs/mcp.md "The bridge as a resource server").
+   */
+  oauthAudience?: OAuthAudience;
 }
 
 /** Who is calling, once a credential checked out. */
@@ -58,6 +67,13 @@ export interface Principal {
   scopes: readonly string[];
   key?: KeyRecord;
   session?: SessionClaims;
+  /**
+   * The one tenant whose tools the caller reaches, when its credential is bound to one: an OAuth
+   * access token, for the tenant chosen on the consent page (docs/mcp.md "Sign-in and consent").
+   */
+  tenantId?: string;
+  /** An OAuth access token's client and the consent (grant) it was issued under. */
+  oauth?: { clientId: string; grantId: string };
 }
 
 const KIND_OF_KEY: Record<KeyKind, CredentialKind> = {
@@ -147,6 +163,23 @@ async function resolve(presented: Presented, allowed: Set<CredentialKind>, servi
     const secret = services.config.SERVICE_JWT_SECRET;
     if (!secret || !(await verifyServiceToken(presented.bearer, secret))) throw unauthorized("invalid");
     return SERVICE_PRINCIPAL;
+  }
+
+  // docs/mcp.md "The bridge as a resource server": an access token (typ at+jwt) is taken only
+  // where it is allowed and addressed; anywhere else it is refused as invalid, like a forged one.
+  if (presented.bearer && looksLikeJwt(presented.bearer) && isAccessToken(presented.bearer)) {
+    if (!allowed.has("oauth") || !presented.oauthAudience) throw unauthorized("invalid");
+    const claims = await services.accessTokens.verify(presented.bearer, presented.oauthAudience);
+    if (!claims) throw unauthorized("invalid");
+    const user = await services.users.get(claims.userId);
+    if (!user) throw unauthorized("invalid");
+    return {
+      kind: "oauth",
+      userId: user.id,
+      scopes: claims.scopes,
+      tenantId: claims.tenantId,
+      oauth: { clientId: claims.clientId, grantId: claims.grantId },
+    };
   }
 
   if (presented.bearer && looksLikeJwt(presented.bearer)) {

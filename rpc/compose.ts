@@ -20,6 +20,10 @@ import type { EventLog } from "../storage/events/event-log.js";
 import { LocalEventLog } from "../storage/events/local-event-log.js";
 import { RedisEventLog } from "../storage/events/redis-event-log.js";
 import { RevokedSessionsRepo } from "../storage/repos/revoked-sessions.js";
+import { OAuthKeysRepo } from "../storage/repos/oauth-keys.js";
+import { OAuthConsentsRepo } from "../storage/repos/oauth-consents.js";
+import { OAuthKeyRing } from "./credentials/oauth-keys.js";
+import { AccessTokenVerifier } from "./credentials/oauth-tokens.js";
 
 export interface ComposeOptions {
   /** Name resolution for guarded outbound connections (default: the system resolver). */
@@ -98,6 +102,11 @@ export async function compose(config: Config, log: Logger, openTools: OpenToolBr
     closers.push(() => sink.drain());
 
     const exported: Partial<DomainExports> = { bridge: tools };
+    // docs/mcp.md "Signing keys": one key set in storage, rotated by whichever instance sees it due.
+    const oauthKeys = new OAuthKeyRing(new OAuthKeysRepo(store.atomic, secrets), {
+      rotationMs: config.OAUTH_SIGNING_KEY_DAYS * 86_400_000,
+      tokenLifetimeMs: config.OAUTH_ACCESS_TOKEN_SECONDS * 1000,
+    });
     const ports: Ports = {
       config,
       log,
@@ -109,6 +118,8 @@ export async function compose(config: Config, log: Logger, openTools: OpenToolBr
       eventLog,
       sink,
       sessions: new SessionTokens(secret, config.SESSION_TTL_SECONDS, new RevokedSessionsRepo(store.atomic)),
+      oauthKeys,
+      accessTokens: new AccessTokenVerifier(oauthKeys, new OAuthConsentsRepo(store.atomic)),
       keyPrefixes: keyPrefixes(config.PLATFORM_KEY_SERVICE, config.ACCOUNT_KEY_PREFIX),
       use(name) {
         const port = exported[name];
@@ -161,8 +172,8 @@ async function initModule(
 }
 
 function pickCore(ports: Ports) {
-  const { config, log, metrics, store, sessions, keyPrefixes, onClose } = ports;
-  return { config, log, metrics, store, sessions, keyPrefixes, onClose };
+  const { config, log, metrics, store, sessions, oauthKeys, accessTokens, keyPrefixes, onClose } = ports;
+  return { config, log, metrics, store, sessions, oauthKeys, accessTokens, keyPrefixes, onClose };
 }
 
 /**

@@ -180,6 +180,53 @@ const ENV_SCHEMA = v.object({
   MCP_UPSTREAM_SESSIONS_PER_USER: v.optional(intFrom(0, 100_000), "20"),
   /** Such upstream sessions one upstream server may be given on an instance, across users. */
   MCP_UPSTREAM_SESSIONS_PER_SERVER: v.optional(intFrom(0, 100_000), "200"),
+  /**
+   * Advertise the authorization server to MCP clients (docs/mcp.md "Discovery"): the
+   * protected-resource metadata with `authorization_servers`, the authorization server's
+   * metadata, and `resource_metadata` and `scope` in a 401's `WWW-Authenticate`. `false` answers
+   * those documents 404 and a 401 without them, so clients that turn to OAuth on seeing them
+   * (Claude Code, Cursor) keep using a configured `Authorization` header; tokens already issued
+   * keep working.
+   */
+  OAUTH_DISCOVERY: v.optional(
+    v.pipe(
+      v.picklist(["true", "false"], "must be true or false"),
+      v.transform((value) => value === "true"),
+    ),
+    "true",
+  ),
+  /** Life of an access token of the authorization server, in seconds (short: a stolen one is soon useless; clients refresh). */
+  OAUTH_ACCESS_TOKEN_SECONDS: v.optional(intFrom(30, 86_400), "600"),
+  /**
+   * Days a refresh token may go unused; each use rotates it (a new token with this life). A
+   * consent itself lasts a year, then the user is asked again (docs/mcp.md "Tokens").
+   */
+  OAUTH_REFRESH_TOKEN_DAYS: v.optional(intFrom(1, 365), "30"),
+  /** Days one key signs access tokens before the next one takes over (docs/mcp.md "Signing keys"). */
+  OAUTH_SIGNING_KEY_DAYS: v.optional(intFrom(1, 365), "30"),
+  /** Accept Dynamic Client Registration (RFC 7591) at /oauth/register; `false` leaves Client ID Metadata Documents and clients an operator registered. */
+  OAUTH_DYNAMIC_REGISTRATION: v.optional(
+    v.pipe(
+      v.picklist(["true", "false"], "must be true or false"),
+      v.transform((value) => value === "true"),
+    ),
+    "true",
+  ),
+  /** Days a dynamically registered client that is not used is kept (each use extends it). */
+  OAUTH_DYNAMIC_CLIENT_DAYS: v.optional(intFrom(1, 3650), "90"),
+  /** Client registrations (RFC 7591) one address may make per hour (429 past it). */
+  OAUTH_REGISTRATIONS_PER_HOUR: v.optional(intFrom(1, 100_000), "60"),
+  /**
+   * Fetch Client ID Metadata Documents from private or loopback addresses. Off: a `client_id`
+   * URL must not make the service reach inside the deployment (SSRF); checked at connection time.
+   */
+  OAUTH_CLIENT_METADATA_ALLOW_PRIVATE: v.optional(
+    v.pipe(
+      v.picklist(["true", "false"], "must be true or false"),
+      v.transform((value) => value === "true"),
+    ),
+    "false",
+  ),
   /** `limits.agents` of a tenant made without limits: a personal tenant created on first use, or POST /tenants without `limits` (docs/agents.md). */
   TENANT_DEFAULT_AGENT_LIMIT: v.optional(intFrom(0, 1_000_000), "25"),
   /** `limits.tokensPerMonth` of such a tenant: model tokens its agent invocations may use per calendar month (UTC). */

@@ -10,6 +10,7 @@ import { webhooksModule } from "./webhooks/index.js";
 import { chatModule } from "./chat/index.js";
 import { modelRegistryModule } from "./model-registry/index.js";
 import { toolsModule } from "./tools/index.js";
+import { oauthModule } from "./oauth/index.js";
 import { localAgentsModule, orchestratorAgentsModule } from "./agents/index.js";
 import { billingModule } from "./billing/index.js";
 import { telemetryModule } from "./telemetry/index.js";
@@ -34,6 +35,7 @@ export function modulesFor(config: Pick<Config, "ORCH_BASE_URL">) {
     chatModule,
     modelRegistryModule,
     toolsModule,
+    oauthModule,
     config.ORCH_BASE_URL ? orchestratorAgentsModule : localAgentsModule,
     billingModule,
     telemetryModule,

@@ -5,6 +5,8 @@ import type { Metrics } from "./metrics.js";
 import type { Repos } from "./repos.js";
 import type { KeyPrefixes } from "./credentials/api-keys.js";
 import type { SessionTokens } from "./credentials/sessions.js";
+import type { AccessTokenVerifier } from "./credentials/oauth-tokens.js";
+import type { OAuthKeyRing } from "./credentials/oauth-keys.js";
 import type { ResolveHost } from "./outbound/outbound-guard.js";
 import type { Store } from "../storage/store.js";
 import type { EventLog } from "../storage/events/event-log.js";
@@ -38,6 +40,10 @@ export interface Ports {
   /** Publishes events on the bus and tells the listeners (webhooks) of each (rpc/event-sink.ts). */
   readonly sink: EventSink;
   readonly sessions: SessionTokens;
+  /** The authorization server's signing keys, rotated and shared by every instance (docs/mcp.md "Signing keys"). */
+  readonly oauthKeys: OAuthKeyRing;
+  /** Verifies the authorization server's access tokens on the MCP endpoints (docs/mcp.md). */
+  readonly accessTokens: AccessTokenVerifier;
   readonly keyPrefixes: KeyPrefixes;
   /** A port an earlier domain exported (throws when no earlier domain did: the module order is wrong). */
   use<K extends keyof DomainExports>(name: K): DomainExports[K];
@@ -50,5 +56,8 @@ export interface Ports {
  * repositories and credentials, the members a tenant's budget reads, storage for limiters, the
  * log, the metrics, shutdown hooks.
  */
-export type CorePorts = Pick<Ports, "config" | "log" | "metrics" | "store" | "sessions" | "keyPrefixes" | "onClose"> &
+export type CorePorts = Pick<
+  Ports,
+  "config" | "log" | "metrics" | "store" | "sessions" | "oauthKeys" | "accessTokens" | "keyPrefixes" | "onClose"
+> &
   Pick<Repos, "users" | "keys" | "tenants" | "members">;

@@ -9,6 +9,7 @@ import { operatorKeysCreate } from "../rpc/keys/operator-methods.js";
 import { operatorWorkspacesCreate } from "../rpc/workspaces/operator-methods.js";
 import { operatorBalances, operatorCreditsGrant } from "../rpc/billing/credit-methods.js";
 import { operatorMcpServersShare, operatorMcpServersShared, operatorMcpServersUnshare } from "../rpc/tools/shared-server-methods.js";
+import { operatorOAuthClientsAdd, operatorOAuthClientsList, operatorOAuthClientsRemove } from "../rpc/oauth/client-methods.js";
 import { ADMIN_PRINCIPAL } from "../rpc/auth.js";
 import { isServiceError } from "../rpc/errors.js";
 import { MICRO_PER_CREDIT } from "../rpc/money/money.js";
@@ -55,6 +56,12 @@ Commands:
                    once; fs: within 15 s).
   list-mcp-servers                            The shared servers (header names only).
   remove-mcp-server --name <n>                Removes a shared server from every tenant's catalog.
+  add-oauth-client --name <n> --redirect-uri <uri>… [--native] [--confidential]
+                   An OAuth client of the MCP authorization server, for an application that is
+                   configured with a client id (docs/mcp.md "Clients"). --confidential gives it a
+                   secret, printed once.
+  list-oauth-clients                          The OAuth clients operators registered.
+  remove-oauth-client --client-id <id>        Removes one: it can no longer authorize or refresh.
   help             This text.`;
 
 type Flags = Record<string, string | boolean | string[] | undefined>;
@@ -83,6 +90,10 @@ function parse(args: string[]): { command: string; flags: Flags } {
         category: { type: "string" },
         header: { type: "string", multiple: true },
         "header-env": { type: "string", multiple: true },
+        "redirect-uri": { type: "string", multiple: true },
+        "client-id": { type: "string" },
+        native: { type: "boolean" },
+        confidential: { type: "boolean" },
       },
     });
     return { command, flags: values };
@@ -285,6 +296,20 @@ export async function runAdmin(args: string[], composition: Composition): Promis
 
     case "remove-mcp-server":
       return call(composition, operatorMcpServersUnshare, { name: required(flags, "name") });
+
+    case "add-oauth-client":
+      return call(composition, operatorOAuthClientsAdd, {
+        name: required(flags, "name"),
+        redirectUris: Array.isArray(flags["redirect-uri"]) ? flags["redirect-uri"] : [],
+        applicationType: flags.native === true ? "native" : "web",
+        confidential: flags.confidential === true,
+      });
+
+    case "list-oauth-clients":
+      return (await call(composition, operatorOAuthClientsList, {})).clients;
+
+    case "remove-oauth-client":
+      return call(composition, operatorOAuthClientsRemove, { clientId: required(flags, "client-id") });
 
     default:
       throw new AdminError(`Unknown command ${JSON.stringify(command)}\n\n${USAGE}`, 2);

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { H3 } from "h3";
+import type { H3, H3Event } from "h3";
 import { ErrorCode, isInitializeRequest, SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/sdk/types.js";
 import { FastResponse } from "srvx";
 import type { Principal } from "../../rpc/auth.js";
@@ -12,7 +12,9 @@ import { allowedOrigins, assertOrigin } from "../../facade/transport/origin.js";
 import { SURFACE_BASES } from "../../rpc/surfaces.js";
 import { presentedFor } from "../../facade/transport/surfaces.js";
 import { JSON_ONLY_HEADER, JsonResponseTransport } from "./internal/json-transport.js";
-import { METADATA_PATH, protectedResourceMetadata, publicOrigin, wwwAuthenticate } from "./metadata.js";
+import { challenge, METADATA_ROUTES, protectedResourceMetadata, publicOrigin } from "./metadata.js";
+import { mcpResource } from "../../rpc/credentials/oauth-resource.js";
+import { issuerOf, nodeRequestOf } from "../oauth/origins.js";
 import { McpSessions, type McpSession } from "./sessions.js";
 import { createToolServer, runToolCall, type McpServerOptions } from "./tool-server.js";
 import { declaresClientFeatures, sessionLink } from "./client-relay.js";
@@ -57,14 +59,19 @@ export function mcpSessionsOf(services: CorePorts): McpSessions | undefined {
  * metadata (RFC 9728 §5.1).
  */
 async function principalOfRequest(
+  event: H3Event,
   request: Request,
   dispatcher: Dispatcher,
   scope: RequestScope,
   upstream: string | undefined,
 ): Promise<Principal> {
-  const services = dispatcher.ports;
+  const { config } = dispatcher.ports;
+  const origin = publicOrigin(config, request);
   try {
     let principal: Principal | undefined;
+    // An access token of the authorization server is taken for this endpoint only: its canonical
+    // URL is the audience (docs/mcp.md "The bridge as a resource server").
+    const audience = { resource: mcpResource(origin, upstream), issuer: issuerOf(config, nodeRequestOf(event)) };
     // A server's own endpoint also checks the caller sees that server (the same 404 otherwise).
     await dispatcher.call(
       bridgeMcpConnect,
@@ -73,20 +80,49 @@ async function principalOfRequest(
         ...scopeFacts(scope),
         surface: "bridge",
         transport: "mcp",
-        presented: presentedFor("bridge", request),
+        presented: { ...presentedFor("bridge", request), oauthAudience: audience },
         onAuthenticated: (who) => (principal = who),
       }),
     );
     return principal!;
   } catch (error) {
-    if (!isServiceError(error) || error.status !== 401) throw error;
-    // RFC 9728 §5.1: point the client at the protected-resource metadata.
-    const invalid = (error.details as { reason?: string } | undefined)?.reason === "invalid";
-    throw new ServiceError("UNAUTHORIZED", error.message, {
-      details: error.details,
-      headers: { "www-authenticate": wwwAuthenticate(publicOrigin(services.config, request), invalid ? "invalid_token" : undefined) },
-    });
+    if (!isServiceError(error)) throw error;
+    const discovery = config.OAUTH_DISCOVERY;
+    if (error.status === 401) {
+      // RFC 9728 §5.1: point the client at the protected-resource metadata.
+      const invalid = (error.details as { reason?: string } | undefined)?.reason === "invalid";
+      throw new ServiceError("UNAUTHORIZED", error.message, {
+        details: error.details,
+        headers: {
+          "www-authenticate": challenge(origin, {
+            discovery,
+            ...server(upstream),
+            ...(invalid ? { error: "invalid_token" as const } : {}),
+          }),
+        },
+      });
+    }
+    if (error.status === 403 && (error.details as { required?: unknown } | undefined)?.required !== undefined)
+      throw insufficientScope(origin, discovery, upstream);
+    throw error;
   }
+}
+
+const server = (upstream: string | undefined) => (upstream === undefined ? {} : { server: upstream });
+
+/** 403 `insufficient_scope` naming every scope the request needs, for a step-up authorization (MCP "Scope Challenge Handling"). */
+function insufficientScope(origin: string, discovery: boolean, upstream: string | undefined): ServiceError {
+  const description = "This access token does not allow calling tools: authorize again with mcp:call";
+  return new ServiceError("FORBIDDEN", description, {
+    details: { reason: "insufficient_scope", required: ["mcp:read", "mcp:call"] },
+    headers: { "www-authenticate": challenge(origin, { discovery, ...server(upstream), error: "insufficient_scope", description }) },
+  });
+}
+
+/** True when the POSTed message (or batch) holds a `tools/call`. */
+function callsTools(body: unknown): boolean {
+  const messages = Array.isArray(body) ? body : [body];
+  return messages.some((message) => isObject(message) && message.method === "tools/call");
 }
 
 /** What the MCP server for this caller declares besides tools (resources, prompts), asked through the dispatcher. */
@@ -136,7 +172,7 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
       // undefined on the catalog's paths; the upstream server's name on its own endpoint.
       const upstream = (event.context.params as Record<string, string> | undefined)?.name;
       assertOrigin(request, origins);
-      const principal = await principalOfRequest(request, dispatcher, scope, upstream);
+      const principal = await principalOfRequest(event, request, dispatcher, scope, upstream);
 
       const version = request.headers.get("mcp-protocol-version");
       if (version !== null && !SUPPORTED_PROTOCOL_VERSIONS.includes(version)) {
@@ -154,6 +190,9 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
       if (request.method === "POST") {
         parsedBody = await readJsonBody(request, config.GATEWAY_MAX_PAYLOAD_BYTES);
         if (parsedBody === undefined) throw new ServiceError("PARSE_ERROR", "Request body must be a JSON-RPC message");
+        // A token without mcp:call is challenged at the HTTP level, so its client can step up (MCP "Scope Challenge Handling").
+        if (principal.kind === "oauth" && !principal.scopes.includes("mcp:call") && callsTools(parsedBody))
+          throw insufficientScope(publicOrigin(config, request), config.OAUTH_DISCOVERY, upstream);
       }
       // One plain tools/call (no progress, no client features to relay): answered here without
       // the SDK's transport and Web streams (docs/benchmarks-bridge.md "MCP proxy").
@@ -175,8 +214,14 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
       }
 
       const session = sessions.get(sessionId);
-      // A session of another user (or of another endpoint) answers exactly like an ended one.
-      if (!session || session.userId !== principal.userId || session.upstream !== upstream)
+      // A session of another user (or of another endpoint, or opened for another tenant by an
+      // OAuth token) answers exactly like an ended one.
+      if (
+        !session ||
+        session.userId !== principal.userId ||
+        session.upstream !== upstream ||
+        session.principal.tenantId !== principal.tenantId
+      )
         throw new ServiceError("NOT_FOUND", "Session not found; it ended or never existed: initialize a new one");
       session.principal = principal;
       session.requestId = scope.requestId;
@@ -202,13 +247,23 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
 
   for (const path of [...MCP_PATHS, ...MCP_SERVER_PATHS]) app.all(path, handle);
 
-  app.on("GET", METADATA_PATH, (event) =>
-    jsonResponse(protectedResourceMetadata(publicOrigin(config, event.req)), 200, new Headers({ "cache-control": "max-age=3600" })),
-  );
-  // Clients that derive the well-known address from the full endpoint path find the same document.
-  app.on("GET", `${METADATA_PATH}/mcp`, (event) =>
-    jsonResponse(protectedResourceMetadata(publicOrigin(config, event.req)), 200, new Headers({ "cache-control": "max-age=3600" })),
-  );
+  // docs/mcp.md "Discovery": with OAUTH_DISCOVERY off there is no metadata to find (404).
+  if (!config.OAUTH_DISCOVERY) return;
+  const metadata = (event: H3Event, name: string | undefined) =>
+    jsonResponse(
+      protectedResourceMetadata(publicOrigin(config, event.req), issuerOf(config, nodeRequestOf(event)), name),
+      200,
+      new Headers({ "cache-control": "max-age=3600" }),
+    );
+  // Clients that derive the well-known address from the full endpoint path, or try the root, find the catalog's.
+  for (const path of METADATA_ROUTES.catalog) app.on("GET", path, (event) => metadata(event, undefined));
+  // A server's own endpoint: served for any well-formed name, so the document tells nobody which names exist.
+  for (const path of METADATA_ROUTES.server)
+    app.on("GET", path, (event) => {
+      const name = event.context.params?.name ?? "";
+      if (!/^[A-Za-z0-9-]{1,48}$/.test(name)) throw new ServiceError("NOT_FOUND", "No such resource");
+      return metadata(event, name);
+    });
 }
 
 async function openSession(

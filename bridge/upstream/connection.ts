@@ -3,7 +3,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import type { IncomingMessage } from "node:http";
 import { setMaxListeners } from "node:events";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import {
   CreateMessageRequestSchema,
   ElicitRequestSchema,
@@ -60,6 +60,8 @@ export interface ConnectionSettings {
   onChange(): void;
   /** The server became healthy or unhealthy (not called while it stays so). */
   onHealth?(health: "healthy" | "unhealthy", lastError: string | null): void;
+  /** Every failure that leaves the server unhealthy, with its reason (a refused token is refreshed on it). */
+  onFailure?(reason: string): void;
   /** A log message the server sent (`notifications/message`). */
   onLog?(params: { level: SourceLog["level"]; logger?: string; data?: unknown }): void;
   /** A resource the gateway subscribed to was updated, or the server's resources or prompts changed. */
@@ -210,6 +212,12 @@ function watchedFetch(base: GuardedFetch | typeof fetch): GuardedFetch {
 export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
   readonly id: string;
   readonly record: McpServerRecord;
+  /**
+   * What every request to the server carries: the record's static headers, and the gateway's
+   * own OAuth authorization at the server when it has one (bridge/upstream/authorizations.ts
+   * changes it in place, so a refreshed token is used from the next request on).
+   */
+  readonly outgoingHeaders: Record<string, string>;
   health: Health = "connecting";
   lastError: string | undefined;
   connectedAt: string | undefined;
@@ -234,6 +242,7 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
 
   constructor(record: McpServerRecord, settings: ConnectionSettings) {
     this.record = record;
+    this.outgoingHeaders = { ...record.headers };
     // One source per server and owner: two tenants may each have a server called `docs`.
     this.id = record.tenantId === null ? `mcp:${record.name}` : `mcp:${record.tenantId}/${record.name}`;
     this.#settings = settings;
@@ -434,7 +443,7 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
       { capabilities: { sampling: { tools: {} }, elicitation: { form: {}, url: {} }, roots: {} } },
     );
     const transport = new StreamableHTTPClientTransport(new URL(this.record.url), {
-      requestInit: { headers: this.record.headers },
+      requestInit: { headers: this.outgoingHeaders },
       fetch: watchedFetch(this.#settings.fetch ?? fetch),
     });
     for (const [schema, method] of RELAYED) {
@@ -672,7 +681,7 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
     else signal.addEventListener("abort", onAbort, { once: true });
     try {
       const headers: Record<string, string> = {
-        ...this.record.headers,
+        ...this.outgoingHeaders,
         "content-type": "application/json",
         accept: "application/json, text/event-stream",
         "mcp-session-id": transport.sessionId!,
@@ -821,7 +830,7 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
       capabilities: { ...(sampling ? { sampling } : {}), ...(elicitation ? { elicitation } : {}), ...(roots ? { roots } : {}) },
     });
     const transport = new StreamableHTTPClientTransport(new URL(this.record.url), {
-      requestInit: { headers: this.record.headers },
+      requestInit: { headers: this.outgoingHeaders },
       fetch: watchedFetch(this.#settings.fetch ?? fetch),
     });
     for (const [schema, method] of RELAYED) {
@@ -920,6 +929,7 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
     void this.#dropClient();
     if (wasListing || this.#failures === 0) this.#settings.onChange();
     if (was !== "unhealthy") this.#settings.onHealth?.("unhealthy", reason);
+    this.#settings.onFailure?.(reason);
     this.#scheduleReconnect();
   }
 
@@ -952,6 +962,9 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
 
 function describeError(error: unknown, timeoutMs: number): string {
   if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) return `no answer within ${Math.round(timeoutMs / 1000)} s`;
+  // The HTTP status of a refusal, which the SDK keeps out of its message (a 401 makes the gateway refresh its own token).
+  if (error instanceof StreamableHTTPError && typeof error.code === "number" && error.code >= 400)
+    return `HTTP ${error.code}: ${error.message}`;
   if (error instanceof Error) {
     const cause = (error as { cause?: { code?: string; message?: string } }).cause;
     return cause?.code ? `${error.message} (${cause.code})` : error.message;

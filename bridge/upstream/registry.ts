@@ -14,6 +14,8 @@ import { AddressRefused, OutboundGuard, type ResolveHost } from "../../rpc/outbo
 import { guardedRequest, toGuardedFetch, type GuardedFetch } from "../../rpc/outbound/guarded-fetch.js";
 import type { LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
 import { UpstreamConnection, type UpstreamSessionBounds } from "./connection.js";
+import { UpstreamAuthorizations } from "./authorizations.js";
+import { UpstreamOAuthRepo } from "../../storage/repos/upstream-oauth.js";
 import type { EmitEvent } from "../../rpc/tools/ports.js";
 
 /**
@@ -47,6 +49,10 @@ export class UpstreamServers {
   readonly #emit: EmitEvent | undefined;
   readonly #fetch: GuardedFetch;
   #unsubscribe: (() => Promise<void>) | undefined;
+  #unsubscribeAuthorizations: (() => Promise<void>) | undefined;
+  /** The gateway's OAuth authorizations at tenants' servers (docs/mcp.md "Upstream servers that need OAuth"). */
+  readonly #authorizations: UpstreamAuthorizations;
+  readonly #oauth: UpstreamOAuthRepo;
   #resync: NodeJS.Timeout | undefined;
   /** Upstream sessions of client sessions per user, across servers (MCP_UPSTREAM_SESSIONS_PER_USER). */
   readonly #ownSessions = new Map<string, number>();
@@ -73,6 +79,8 @@ export class UpstreamServers {
     this.#config = deps.config;
     this.#log = deps.log;
     this.repo = new McpServersRepo(deps.store, deps.secrets);
+    this.#oauth = new UpstreamOAuthRepo(deps.store, deps.secrets);
+    this.#authorizations = new UpstreamAuthorizations({ repo: this.#oauth, fetch: this.#fetch, log: deps.log });
     this.#quotas = new QuotasRepo(deps.store);
     const perUser = deps.config.MCP_UPSTREAM_SESSIONS_PER_USER;
     this.#sessionBounds = {
@@ -101,7 +109,12 @@ export class UpstreamServers {
   /** Subscribes to the bus, then connects every stored server in the background. */
   async start(): Promise<void> {
     this.#unsubscribe = await this.repo.subscribe((event) => void this.#onEvent(event));
-    for (const record of await this.repo.list()) void this.#attach(record).connect();
+    // An authorization connected, refreshed or forgotten on any instance: this one's connection follows.
+    this.#unsubscribeAuthorizations = await this.#oauth.subscribe((event) => {
+      const connection = this.#connections.get(refOf(event.tenantId, event.server));
+      if (connection) void this.#authorize(connection).catch(() => undefined);
+    });
+    for (const record of await this.repo.list()) void this.#connect(record);
     this.#resync = setInterval(
       () => void this.#sync().catch((error) => this.#log.error({ error: `mcp-servers resync: ${(error as Error).message}` })),
       RESYNC_MS,
@@ -118,7 +131,7 @@ export class UpstreamServers {
         return;
       }
       const record = await this.repo.get(tenantId, event.name);
-      if (record && !this.#connections.has(refOf(tenantId, record.name))) await this.#attach(record).connect();
+      if (record && !this.#connections.has(refOf(tenantId, record.name))) await this.#connect(record);
     } catch (error) {
       this.#log.error({ error: `mcp-servers event ${event.op} ${event.name}: ${(error as Error).message}` });
     }
@@ -128,11 +141,25 @@ export class UpstreamServers {
   async #sync(): Promise<void> {
     const records = await this.repo.list();
     const stored = new Set(records.map((record) => refOf(record.tenantId, record.name)));
-    for (const record of records) if (!this.#connections.has(refOf(record.tenantId, record.name))) void this.#attach(record).connect();
+    for (const record of records) if (!this.#connections.has(refOf(record.tenantId, record.name))) void this.#connect(record);
     for (const connection of [...this.#connections.values()]) {
       if (!stored.has(refOf(connection.record.tenantId, connection.record.name)))
         await this.#detach(connection.record.tenantId, connection.record.name);
     }
+  }
+
+  /** Attaches a stored server, with its OAuth authorization if it has one, and connects it. */
+  async #connect(record: McpServerRecord): Promise<void> {
+    const connection = this.#attach(record);
+    await this.#authorizations
+      .apply(connection)
+      .catch((error: Error) => this.#log.error({ error: `upstream authorization: ${error.message}` }));
+    await connection.connect();
+  }
+
+  /** Applies the server's current authorization, reconnecting when it changed what is sent. */
+  async #authorize(connection: UpstreamConnection): Promise<void> {
+    if (await this.#authorizations.apply(connection)) await connection.connect();
   }
 
   #attach(record: McpServerRecord): UpstreamConnection {
@@ -146,6 +173,8 @@ export class UpstreamServers {
       // Shared servers have no tenant to tell (docs/events.md).
       onHealth: (health, lastError) =>
         this.#emit?.(record.tenantId ?? undefined, "mcp.server.health_changed", { name: record.name, health, lastError }),
+      // A server refusing the gateway's token: refreshed (by one instance) and retried.
+      onFailure: (reason) => this.#authorizations.unhealthy(connection, reason),
       onLog: (params) =>
         this.#catalog.log({
           owner: record.tenantId ?? undefined,
@@ -171,6 +200,7 @@ export class UpstreamServers {
     const connection = this.#connections.get(ref);
     if (!connection) return false;
     this.#connections.delete(ref);
+    this.#authorizations.forget(connection);
     this.#catalog.removeSource(connection.id);
     await connection.close();
     return true;
@@ -296,7 +326,9 @@ export class UpstreamServers {
 
   async close(): Promise<void> {
     clearInterval(this.#resync);
+    this.#authorizations.close();
     await this.#unsubscribe?.().catch(() => undefined);
+    await this.#unsubscribeAuthorizations?.().catch(() => undefined);
     const connections = [...this.#connections.values()];
     this.#connections.clear();
     await Promise.all(connections.map((connection) => connection.close()));

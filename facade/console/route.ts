@@ -72,6 +72,8 @@ export function mountConsole(app: H3, assetDir = CONSOLE_ASSET_DIR): void {
   const page = () => new Response(PAGE, { headers: headers("text/html; charset=utf-8", { "cache-control": "no-store" }) });
   app.on("GET", "/console", page);
   app.on("GET", "/console/", page);
+  // The MCP authorization server's consent page is a screen of the console (docs/mcp.md "Sign-in and consent").
+  app.on("GET", "/oauth/interaction/:uid", page);
   app.on("GET", "/console/assets/:file", async (event) => {
     const file = event.context.params?.file ?? "";
     const match = ASSET_NAME.exec(file);

@@ -8,6 +8,10 @@ import { routingMethods } from "./routing-methods.js";
 import { vmListMethods } from "./vm-list-methods.js";
 import { sharedServerMethods } from "./shared-server-methods.js";
 import { McpServersRepo } from "../../storage/repos/mcp-servers.js";
+import { UpstreamOAuthRepo } from "../../storage/repos/upstream-oauth.js";
+import { upstreamOAuthMethods } from "./upstream-oauth-methods.js";
+import { toGuardedFetch } from "../outbound/guarded-fetch.js";
+import { OutboundGuard } from "../outbound/outbound-guard.js";
 
 /** The tool catalog, upstream MCP servers, VM agents and tool routing, over the bridge's ports (rpc/tools/ports.ts). */
 export const toolsModule = toolsDomain.module({
@@ -19,9 +23,17 @@ export const toolsModule = toolsDomain.module({
     ...routingMethods,
     ...vmListMethods,
     ...sharedServerMethods,
+    ...upstreamOAuthMethods,
   ],
   init: (ports) => {
     const { catalog, vms, upstream } = ports.use("bridge");
+    // The same address rule as the connections to upstream servers: their authorization servers are reached like them.
+    const guard = new OutboundGuard({
+      allowPrivate: ports.config.MCP_SERVERS_ALLOW_PRIVATE,
+      resolve: ports.resolveHost,
+      hint: "private addresses need MCP_SERVERS_ALLOW_PRIVATE=true",
+    });
+    ports.onClose(() => guard.close());
     return {
       ...pick(ports, ["config", "log", "store", "sink", "onClose", "metrics"]),
       ...pick(ports.repos, ["users", "tenants", "members", "agents", "toolPlans"]),
@@ -29,6 +41,8 @@ export const toolsModule = toolsDomain.module({
       vms,
       upstream,
       mcpServers: new McpServersRepo(ports.store, ports.secrets),
+      upstreamOAuth: new UpstreamOAuthRepo(ports.store, ports.secrets),
+      oauthFetch: toGuardedFetch(guard),
       models: ports.use("models"),
     };
   },

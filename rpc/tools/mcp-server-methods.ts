@@ -102,6 +102,8 @@ export const mcpServerMethods = [
     async handler(params, ctx) {
       const tenantId = await ownerOf(ctx, params.tenantId, "owner");
       await ctx.deps.upstream.remove(tenantId, params.name);
+      // Its OAuth authorization goes with it: a server registered again under the name starts without one.
+      await ctx.deps.upstreamOAuth.delete(tenantId, params.name);
       emitEvent(ctx.deps, tenantId, "mcp.server.removed", { name: params.name });
       return { success: true, name: params.name };
     },

@@ -18,6 +18,7 @@ import {
   type FederationCall,
 } from "./mcp-federation.js";
 import { toolsDomain } from "./deps.js";
+import { admitAccessToken } from "./access-token.js";
 
 const category = v.optional(v.pipe(v.string("category must be a string"), v.minLength(1), v.maxLength(64)));
 /** A server's own endpoint (`/bridge/mcp/servers/{name}/`): that server only, with its own names. */
@@ -29,7 +30,12 @@ const federation = (ctx: { principal: Principal; signal: AbortSignal }, server: 
   server,
   signal: ctx.signal,
 });
-const mcpInternal = { auth: { kinds: ["session", "gateway_key", "service"] as const }, internal: true, http: [] } as const;
+/**
+ * Who reaches the MCP endpoints: the Gateway's credentials, and access tokens of the
+ * authorization server holding `mcp:read` (docs/mcp.md "Scopes"; sessions and keys hold every scope).
+ */
+const MCP_AUTH = { kinds: ["session", "gateway_key", "service", "oauth"], scopes: ["mcp:read"] } as const;
+const mcpInternal = { auth: MCP_AUTH, internal: true, http: [] } as const;
 const toolName = v.pipe(v.string("tool must be a string"), v.minLength(1, "tool is required"), v.maxLength(256));
 
 export const mcpToolsList = toolsDomain.method({
@@ -88,13 +94,14 @@ export const bridgeMcpConnect = toolsDomain.method({
   summary:
     "Admits one request to the MCP endpoint (docs/interface.md 4.5): a session, Gateway key or the service credential, and the bridge rate limit.",
   input: v.object({ server: upstreamServer }),
-  auth: { kinds: ["session", "gateway_key", "service"] },
+  auth: MCP_AUTH,
   policies: { rateLimit: "bridge" },
   internal: true,
   errors: { NOT_FOUND: {} },
   http: [],
   // A server's own endpoint: another tenant's server is the same 404 as one nobody registered.
   handler: async (params, ctx) => {
+    if (ctx.principal.kind === "oauth") return admitAccessToken(ctx.deps, ctx.principal, params.server);
     if (params.server !== undefined) await requireVisibleServer(ctx.deps, ctx.principal, params.server);
   },
 });
@@ -103,7 +110,7 @@ export const bridgeMcpToolsList = toolsDomain.method({
   name: "bridge.mcp.tools.list",
   summary: "MCP `tools/list`: the catalog as the caller's tenant sees it, with JSON Schemas.",
   input: v.object({ server: upstreamServer }),
-  auth: { kinds: ["session", "gateway_key", "service"] },
+  auth: MCP_AUTH,
   internal: true,
   http: [],
   async handler(params, ctx) {
@@ -124,7 +131,8 @@ export const bridgeMcpToolsCall = toolsDomain.method({
     name: v.pipe(v.string("name must be a string"), v.minLength(1, "name is required"), v.maxLength(256)),
     arguments: v.optional(v.record(v.string(), v.unknown(), "arguments must be an object"), {}),
   }),
-  auth: { kinds: ["session", "gateway_key", "service"] },
+  // docs/mcp.md "Scopes": calling a tool takes mcp:call besides mcp:read.
+  auth: { kinds: MCP_AUTH.kinds, scopes: ["mcp:read", "mcp:call"] },
   internal: true,
   errors: { NOT_FOUND: {}, TIMEOUT: {}, UNAVAILABLE: {}, BAD_GATEWAY: {} },
   http: [],

@@ -11,6 +11,8 @@ import type { Repos } from "../repos.js";
  */
 export async function scopeOfPrincipal(deps: Pick<Repos, "users">, principal: Principal): Promise<ToolScope> {
   if (principal.kind === "service") return { service: true };
+  // An OAuth access token reaches the one tenant its consent named (docs/mcp.md "Sign-in and consent").
+  if (principal.tenantId !== undefined) return { tenantId: principal.tenantId };
   const tenantId = (await deps.users.get(principal.userId))?.tenantId;
   // A user without a record has no tenant: the shared tools only (no tenant id matches "").
   return { tenantId: tenantId ?? "" };

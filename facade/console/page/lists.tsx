@@ -197,6 +197,31 @@ interface Vm {
   tools: number;
 }
 
+/**
+ * Connects the gateway to an upstream server that asks for OAuth (docs/mcp.md "Upstream servers
+ * that need OAuth"): the browser goes to its authorization server and comes back to the console.
+ */
+function AuthorizeServer({ name }: { name: string }) {
+  const [error, setError] = useState("");
+  const start = async () => {
+    setError("");
+    try {
+      const { authorizationUrl } = await api<{ authorizationUrl: string }>("POST", `/mcp/servers/${encodeURIComponent(name)}/oauth`, { body: {} });
+      location.assign(authorizationUrl);
+    } catch (caught) {
+      setError((caught as Error).message);
+    }
+  };
+  return (
+    <>
+      <button type="button" class="secondary" aria-label={`Authorize the gateway at ${name}`} onClick={start}>
+        Authorize
+      </button>
+      {error && <span class="error"> {error}</span>}
+    </>
+  );
+}
+
 export function ToolsPanel() {
   const agents = useListing<Agent[]>("/agents", []);
   const servers = useListing<{ servers: McpServer[] }>("/mcp/servers", []);
@@ -214,7 +239,7 @@ export function ToolsPanel() {
       {servers.data && (
         <Table
           label="Upstream MCP servers"
-          headers={["Name", "URL", "Health", "Tools", "Shared", "Last error"]}
+          headers={["Name", "URL", "Health", "Tools", "Shared", "Last error", "OAuth"]}
           rows={servers.data.servers.map((server) => [
             server.name,
             <code>{server.url}</code>,
@@ -222,6 +247,7 @@ export function ToolsPanel() {
             server.toolCount,
             server.shared ? "yes" : "no",
             server.lastError ?? "—",
+            server.shared ? "—" : <AuthorizeServer name={server.name} />,
           ])}
           empty="No upstream MCP servers."
         />

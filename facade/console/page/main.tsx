@@ -7,6 +7,8 @@ import { KeysPanel } from "./keys.js";
 import { UsagePanel } from "./usage.js";
 import { OtherKeysPanel, ToolsPanel } from "./lists.js";
 import { OperatorPanel } from "./operator.js";
+import { AppsPanel } from "./apps.js";
+import { ConsentScreen, consentUid } from "./consent.js";
 
 function SignIn({ message, onSignedIn }: { message: string; onSignedIn(session: Session): void }) {
   const [email, setEmail] = useState("");
@@ -60,6 +62,7 @@ const TABS = [
   { id: "usage", label: "Usage" },
   { id: "other", label: "Gateway & personal keys" },
   { id: "tools", label: "Agents & tools" },
+  { id: "apps", label: "Connected apps" },
 ] as const;
 type Tab = (typeof TABS)[number]["id"] | "operator";
 
@@ -121,15 +124,19 @@ function Console({ session, onSignOut }: { session: Session; onSignOut(): void }
         {tab === "usage" && <UsagePanel tenantId={workspace?.tenantId ?? session.user.tenantId} refresh={refresh} />}
         {tab === "other" && <OtherKeysPanel />}
         {tab === "tools" && <ToolsPanel />}
+        {tab === "apps" && <AppsPanel />}
         {tab === "operator" && <OperatorPanel onGranted={() => setRefresh(refresh + 1)} />}
       </main>
     </>
   );
 }
 
+/** Set when the page is the MCP authorization server's consent screen (/oauth/interaction/{uid}), not the console. */
+const CONSENT_UID = consentUid(location.pathname);
+
 function App() {
   const [session, setSession] = useState<Session | null | undefined>();
-  const [message, setMessage] = useState("");
+  const [message, setMessage] = useState(CONSENT_UID ? "Sign in to answer an application's request for access." : "");
   useEffect(() => {
     whenSessionEnds(() => {
       setSession(null);
@@ -141,6 +148,17 @@ function App() {
   }, []);
   if (session === undefined) return <p class="muted">Loading…</p>;
   if (session === null) return <SignIn message={message} onSignedIn={(next) => (setMessage(""), setSession(next))} />;
+  if (CONSENT_UID)
+    return (
+      <ConsentScreen
+        uid={CONSENT_UID}
+        session={session}
+        onSignOut={() => {
+          setMessage("You are signed out. Sign in as the user who gives access.");
+          setSession(null);
+        }}
+      />
+    );
   return (
     <Console
       session={session}
@@ -152,5 +170,6 @@ function App() {
   );
 }
 
-preload(["/session", "/workspaces", "/api-keys"]);
+// The consent screen reads its own request (consent.tsx), not the console's first screen.
+preload(CONSENT_UID ? ["/session"] : ["/session", "/workspaces", "/api-keys"]);
 render(<App />, document.getElementById("app")!);

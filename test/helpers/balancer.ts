@@ -1,0 +1,48 @@
+import { createServer, request, type IncomingMessage, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+
+export interface Balancer {
+  origin: string;
+  /** The instances' origins, set once they run. */
+  targets: string[];
+  /** Requests each target got, by path prefix (`/oauth`, `/api`, `/bridge`, …). */
+  served: Map<string, Map<string, number>>;
+  close(): Promise<void>;
+}
+
+/**
+ * A load balancer in front of instances of the service, as docs/mcp.md asks for: round-robin
+ * for every request, except that a request carrying an `Mcp-Session-Id` goes to the instance
+ * that opened that session (sessions live on one instance). Streams pass through as they flow.
+ */
+export async function stickyBalancer(): Promise<Balancer> {
+  const sessions = new Map<string, string>();
+  const served = new Map<string, Map<string, number>>();
+  let turn = 0;
+  const balancer: Balancer = { origin: "", targets: [], served, close: async () => undefined };
+  const server: Server = createServer((req: IncomingMessage, res) => {
+    const session = req.headers["mcp-session-id"];
+    const pinned = typeof session === "string" ? sessions.get(session) : undefined;
+    const target = pinned ?? balancer.targets[turn++ % balancer.targets.length]!;
+    const section = `/${(req.url ?? "/").split("/")[1] ?? ""}`;
+    const counts = served.get(target) ?? new Map<string, number>();
+    counts.set(section, (counts.get(section) ?? 0) + 1);
+    served.set(target, counts);
+    const url = new URL(target);
+    const upstream = request({ host: url.hostname, port: url.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
+      const opened = answer.headers["mcp-session-id"];
+      if (typeof opened === "string") sessions.set(opened, target);
+      res.writeHead(answer.statusCode ?? 502, answer.headers);
+      answer.pipe(res);
+    });
+    upstream.on("error", () => res.headersSent || res.writeHead(502).end());
+    req.pipe(upstream);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  balancer.origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  balancer.close = async () => {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  };
+  return balancer;
+}
