@@ -96,6 +96,13 @@ const OpenAiApis = {
    * OpenAI-compatible servers read) or `max_completion_tokens` (OpenAI's reasoning models).
    */
   maxTokensField: v.optional(v.picklist(["max_tokens", "max_completion_tokens"]), "max_tokens"),
+  /**
+   * On the Platform API, whose requests carry exactly six fields to the model (spec 4.2), a
+   * stream is billed on the service's own count of what was streamed; `true` asks the upstream
+   * for its count too (`stream_options.include_usage`, a seventh field) and bills that. The
+   * Account and Gateway APIs always ask (docs/providers.md "Fields").
+   */
+  streamUsage: v.optional(v.boolean(), false),
 };
 
 /** How a provider with a native structured-output field is asked for one (docs/dialects.md "Structured output"). */

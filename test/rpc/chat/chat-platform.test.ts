@@ -200,13 +200,24 @@ describe("POST /api/v1/chat/completions", () => {
     for await (const _chunk of stream) {
       // drain
     }
-    // Usage is always requested upstream, whatever the client asked.
+    // Exactly the six fields, streamed too (spec 4.2): the stream is billed on the service's own
+    // count unless the model's config asks the upstream for usage (streamUsage).
     expect(upstream.calls[1]!.body).toEqual({
       model: "vendor-a",
       messages: [{ role: "user", content: "stream me" }],
       stream: true,
-      stream_options: { include_usage: true },
     });
+    await vi.waitFor(() =>
+      expect(
+        server
+          .logs()
+          .filter((line) => line.operation === "platform.chat.completions")
+          .at(-1),
+      ).toMatchObject({
+        usageEstimated: true,
+        outputTokens: 2,
+      }),
+    );
   });
 
   it("relays upstream chunks as they arrive: the first reaches the client before the upstream finishes", async () => {

@@ -108,7 +108,14 @@ const msw = mockUpstreams(...anthropic.handlers, ...gemini.handlers, ...bedrock.
 const CASES: Case[] = [
   {
     id: "via-openai",
-    entry: () => ({ provider: "openai-compatible", baseURL: msw.url(OPENAI), apiKeyEnv: "E2E_OPENAI_KEY", upstreamModel: "gpt-4o-mini" }),
+    // streamUsage: the Platform's streams are billed on the provider's count too (docs/providers.md "Fields").
+    entry: () => ({
+      provider: "openai-compatible",
+      baseURL: msw.url(OPENAI),
+      apiKeyEnv: "E2E_OPENAI_KEY",
+      upstreamModel: "gpt-4o-mini",
+      streamUsage: true,
+    }),
     upstream: openai,
     upstreamModel: "gpt-4o-mini",
     price: { input: 2500, output: 10000 },
@@ -135,6 +142,7 @@ const CASES: Case[] = [
       apiKeyEnv: "E2E_AZURE_KEY",
       upstreamModel: "gpt4o-prod",
       apiVersion: "2024-10-21",
+      streamUsage: true,
     }),
     upstream: azure,
     upstreamModel: "gpt4o-prod",
