@@ -1,4 +1,3 @@
-import { MAX_JSON_DEPTH, nestsDeeper } from "../../rpc/validate.js";
 import type { Presented, Principal } from "../../rpc/auth.js";
 import { agentsCancel, agentsInvoke, agentsSubscribe } from "../../rpc/agents/methods.js";
 import type { AgentEvent } from "../../rpc/agents/run.js";
@@ -65,8 +64,6 @@ export class AgentStreamSession {
     } catch {
       return this.#error(new ServiceError("BAD_REQUEST", "Message is not valid JSON"), {});
     }
-    if (nestsDeeper(message, MAX_JSON_DEPTH))
-      return this.#error(new ServiceError("BAD_REQUEST", `Message nests deeper than ${MAX_JSON_DEPTH} levels`), {});
     if (typeof message !== "object" || message === null || Array.isArray(message)) {
       return this.#error(
         new ServiceError("BAD_REQUEST", 'Message must be a JSON object: {agentId, input} or {type: "subscribe", agentId}'),

@@ -1,4 +1,3 @@
-import { MAX_JSON_DEPTH, nestsDeeper } from "../../rpc/validate.js";
 import { outgoingTraceparent } from "../../rpc/tracing.js";
 import { randomUUID } from "node:crypto";
 import {
@@ -96,10 +95,6 @@ export class VmConnection {
       payload = JSON.parse(text);
     } catch {
       this.#sendError(null, -32700, "Parse error: the message is not valid JSON");
-      return;
-    }
-    if (nestsDeeper(payload, MAX_JSON_DEPTH)) {
-      this.#sendError(null, -32600, `Invalid request: the message nests deeper than ${MAX_JSON_DEPTH} levels`);
       return;
     }
     if (isJSONRPCResponse(payload)) {

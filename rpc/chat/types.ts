@@ -135,6 +135,11 @@ export interface ChatRequest {
   extra?: Record<string, unknown>;
   /** The client's own request, when an upstream of its dialect can take it as it is. */
   source?: SourceRequest;
+  /**
+   * The Platform API's request: exactly its six fields reach the model (spec 4.2), nothing the
+   * gateway would add for its own sake (`stream_options`), unless the model's config asks.
+   */
+  sixFields?: true;
 }
 
 import type { Usage as MeteredUsage } from "../money/types.js";

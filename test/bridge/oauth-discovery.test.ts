@@ -1,23 +1,23 @@
 import { execFile } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bearer, registerUser, startTestServer, type TestServer } from "../helpers/server.js";
 import { consoleSignIn } from "../helpers/console.js";
 import { callbackServer, consentOverHttp, type CallbackServer } from "../helpers/oauth.js";
+import { claudeBinary, isolatedEnv } from "../helpers/clients.js";
 
 /**
  * OAUTH_DISCOVERY (docs/mcp.md "Discovery"): off, the metadata documents answer 404 and a 401
  * names neither metadata nor scopes, while tokens already issued keep working; either way a
  * client configured with a valid API key header is never challenged. Claude Code itself (the
- * repo's pinned @anthropic-ai/claude-code, `claude mcp add --header` then `claude mcp list`)
- * checks the bridge with a header, with discovery advertised and without.
+ * newest, from test/clients/: `claude mcp add --header` then `claude mcp list`) checks the bridge
+ * with a header, with discovery advertised and without.
  */
 
 const run = promisify(execFile);
-const CLAUDE = resolve("node_modules/@anthropic-ai/claude-code/cli.js");
 
 /**
  * `claude mcp add --transport http <name> <url> --header …` for each server, then `claude mcp
@@ -25,17 +25,12 @@ const CLAUDE = resolve("node_modules/@anthropic-ai/claude-code/cli.js");
  */
 async function claudeMcpList(servers: Record<string, { url: string; header: string }>): Promise<Record<string, string>> {
   const home = await mkdtemp(join(tmpdir(), "claude-code-"));
-  const env = {
-    PATH: process.env.PATH ?? "",
-    HOME: home,
-    CLAUDE_CONFIG_DIR: join(home, ".claude"),
-    MCP_TIMEOUT: "20000",
-    DISABLE_TELEMETRY: "1",
-  };
+  const env = await isolatedEnv(home, { CLAUDE_CONFIG_DIR: join(home, ".claude"), MCP_TIMEOUT: "20000" });
+  const claude = claudeBinary();
   try {
     for (const [name, { url, header }] of Object.entries(servers))
-      await run(process.execPath, [CLAUDE, "mcp", "add", "--transport", "http", name, url, "--header", header], { env, cwd: home });
-    const listed = await run(process.execPath, [CLAUDE, "mcp", "list"], { env, cwd: home, timeout: 60_000 });
+      await run(claude, ["mcp", "add", "--transport", "http", name, url, "--header", header], { env, cwd: home });
+    const listed = await run(claude, ["mcp", "list"], { env, cwd: home, timeout: 60_000 });
     const lines = listed.stdout.split("\n");
     return Object.fromEntries(
       Object.keys(servers).map((name) => [name, lines.find((line) => line.startsWith(`${name}:`)) ?? listed.stdout]),
@@ -151,6 +146,7 @@ it("Claude Code with a configured Authorization header connects, with discovery 
     advertised: header(deployments.advertised),
     "not-advertised": header(deployments["not-advertised"]),
   });
-  expect(listed.advertised).toMatch(/✓ Connected/);
-  expect(listed["not-advertised"]).toMatch(/✓ Connected/);
+  // Claude Code marks a connected server with a check mark (✓ in older releases, ✔ now).
+  expect(listed.advertised).toMatch(/[✓✔] Connected/);
+  expect(listed["not-advertised"]).toMatch(/[✓✔] Connected/);
 });

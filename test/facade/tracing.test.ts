@@ -55,6 +55,7 @@ const models = () => {
     baseURL: msw.url(UPSTREAM),
     upstreamModel,
     apiKeyEnv: "TRACING_TEST_UPSTREAM_KEY",
+    streamUsage: true,
     ...extra,
   });
   return {

@@ -190,6 +190,7 @@ export function toChatRequest(body: PlatformChatBodyInput): ChatRequest {
   const request: ChatRequest = {
     model: body.model!,
     messages: body.messages!.map(({ role, content }) => ({ role, content: content ?? null })),
+    sixFields: true,
   };
   setSix(request, body);
   return request;

@@ -50,8 +50,8 @@ export class OpenAiCompatibleProvider implements Provider {
     const t = new Translation("chat", id, config);
     const body = native ? forwardedBody(source!.body, upstreamModel, t) : chatRequest(request, upstreamModel, config.maxTokensField, t);
     // Usage is asked for so the answer is metered on the upstream's count; a Platform request
-    // (no `source`: its six fields only, spec 4.2) asks only when the model's config says so.
-    if (request.stream && (source || config.streamUsage))
+    // (its six fields only, spec 4.2) asks only when the model's config says so.
+    if (request.stream && (!request.sixFields || config.streamUsage))
       body.stream_options = { ...(body.stream_options as object | undefined), include_usage: true };
     const response = await this.#post("chat", body, request.stream === true, signal, trace);
     const result: ProviderResult = !request.stream

@@ -26,7 +26,14 @@ const msw = mockUpstreams(...upstream.handlers);
 const PRICE = { input: 3000, output: 7000 };
 const MODELS = () => ({
   models: {
-    metered: { provider: "openai-compatible", baseURL: msw.url(UPSTREAM), upstreamModel: "vendor-metered", price: PRICE },
+    // streamUsage: the Platform's streams are billed on the upstream's count (docs/providers.md "Fields").
+    metered: {
+      provider: "openai-compatible",
+      baseURL: msw.url(UPSTREAM),
+      upstreamModel: "vendor-metered",
+      price: PRICE,
+      streamUsage: true,
+    },
     "echo-cheap": { provider: "echo" },
     "echo-dear": { provider: "echo", price: { input: 100_000, output: 100_000 } },
   },

@@ -26,10 +26,12 @@ const DEAR = { input: 5000, output: 9000 };
 const FALLBACK = { input: 3000, output: 4000 };
 
 const callsTo = (name: string) => upstream.calls.filter((call) => call.body.model === name).length;
+// streamUsage: Platform streams are billed on the upstream's count here too (docs/providers.md "Fields").
 const deployment = (upstreamModel: string, extra: Record<string, unknown> = {}) => ({
   provider: "openai-compatible",
   baseURL: msw.url(UPSTREAM),
   upstreamModel,
+  streamUsage: true,
   ...extra,
 });
 const priced = (price: { input: number; output: number }, prompt: number, completion: number) =>
