@@ -4,15 +4,23 @@ import { randomBytes } from "node:crypto";
 import { Redis } from "ioredis";
 import { RateLimiterMemory, RateLimiterRedis, type RateLimiterAbstract } from "rate-limiter-flexible";
 import { createStorage, type Storage } from "unstorage";
-import memoryDriver from "unstorage/drivers/memory";
 import { rawRedisDriver } from "./redis-raw-driver.js";
 import { LocalAtomic, type Atomic } from "./atomic.js";
 import { MemoryBus, RedisBus, type Bus } from "./bus.js";
 import { atomicFsDriver, journalDriver, readLegacyLayout, removeOrphanTempFiles, setLegacyLayoutAside } from "./fs-driver.js";
 import { Journal } from "./journal.js";
 import { claimDataDir, DataDirBusyError, type DataDirOwner } from "./owner.js";
-import { connectToOwner, ownerAtomic, ownerDriver, serveStore } from "./remote.js";
+import { connectToOwner, ownerAtomic, ownerDriver, ownerIndexes, serveStore } from "./remote.js";
 import { RedisAtomic } from "./redis-atomic.js";
+import { type Indexes, LocalIndexes, RedisIndexes } from "./indexes.js";
+import { MemoryRecords } from "./record-map.js";
+import { reindexLocal, reindexRedis } from "./reindex.js";
+
+/** Says once that the indexes of existing records were built (storage/reindex.ts). */
+function reportReindex(count: number): void {
+  if (count > 0)
+    process.stderr.write(`storage: indexed ${count} existing records (once, for this version's listings; docs/storage.md "Indexes")\n`);
+}
 
 export interface LimiterOptions {
   /** Namespace of the counters. */
@@ -25,6 +33,8 @@ export interface LimiterOptions {
 export interface Store {
   readonly driver: StoreOptions["STORAGE"];
   readonly kv: Storage;
+  /** Records written with their index entries, and the indexes every listing reads (storage/indexes.ts). */
+  readonly indexes: Indexes;
   readonly atomic: Atomic;
   readonly bus: Bus;
   /** A rate limiter whose counters are shared by every instance on the same Redis. */
@@ -93,14 +103,16 @@ const FILE_MOUNTS = ["artifact-blobs"];
 export async function openStore(options: StoreOptions, open: OpenStoreOptions = {}): Promise<Store> {
   if (options.STORAGE === "redis") return openRedisStore(options);
   if (options.STORAGE === "fs") return openFsStore(options, open);
-  const kv = createStorage({ driver: memoryDriver() });
-  return localStore(options, kv, new LocalAtomic(), new MemoryBus(), async () => undefined);
+  const records = new MemoryRecords();
+  const kv = createStorage({ driver: journalDriver(records) });
+  return localStore(options, kv, new LocalIndexes(records), new LocalAtomic(), new MemoryBus(), async () => undefined);
 }
 
-function localStore(options: StoreOptions, kv: Storage, atomic: Atomic, bus: Bus, release: () => Promise<void>): Store {
+function localStore(options: StoreOptions, kv: Storage, indexes: Indexes, atomic: Atomic, bus: Bus, release: () => Promise<void>): Store {
   return {
     driver: options.STORAGE,
     kv,
+    indexes,
     atomic,
     bus,
     limiter: ({ name, points, durationSeconds }) => new RateLimiterMemory({ keyPrefix: name, points, duration: durationSeconds }),
@@ -155,7 +167,7 @@ async function openFsStore(options: StoreOptions, open: OpenStoreOptions): Promi
       subscribe: (channel, handler) => bus.subscribe(channel, handler),
       close: () => bus.close(),
     };
-    return localStore(options, kv, ownerAtomic(connection), remoteBus, async () => undefined);
+    return localStore(options, kv, ownerIndexes(connection), ownerAtomic(connection), remoteBus, async () => undefined);
   }
   let stopServing: () => Promise<void> = async () => undefined;
   let kv: Storage | undefined;
@@ -169,6 +181,7 @@ async function openFsStore(options: StoreOptions, open: OpenStoreOptions): Promi
       onError: (error) => process.stderr.write(`storage: ${error.message}\n`),
     });
     if (legacy) await setLegacyLayoutAside(base, legacy.entries);
+    reportReindex(await reindexLocal(journal));
     await rm(join(base, ".locks"), { recursive: true, force: true });
     kv = createStorage({ driver: journalDriver(journal) });
     for (const mount of FILE_MOUNTS) kv.mount(mount, atomicFsDriver({ base: join(base, mount) }));
@@ -180,7 +193,7 @@ async function openFsStore(options: StoreOptions, open: OpenStoreOptions): Promi
       remove: (key) => journal.remove(key),
     });
     const bus = new MemoryBus();
-    const store = localStore(options, kv, atomic, bus, async () => {
+    const store = localStore(options, kv, new LocalIndexes(journal), atomic, bus, async () => {
       await stopServing();
       await owner.release();
     });
@@ -224,7 +237,15 @@ async function openRedisStore(options: StoreOptions): Promise<Store> {
       code: "REDIS_UNREACHABLE",
     });
   }
-  const kv = createStorage({ driver: rawRedisDriver({ url: options.REDIS_URL, base: `${prefix}:kv`, maxRetriesPerRequest: 2, client }) });
+  const kv = createStorage({ driver: rawRedisDriver({ base: `${prefix}:kv`, client }) });
+  const indexes = new RedisIndexes(client, prefix);
+  try {
+    reportReindex(await reindexRedis(client, prefix, indexes));
+  } catch (error) {
+    client.disconnect();
+    subscriber.disconnect();
+    throw error;
+  }
   const atomic = new RedisAtomic(client, prefix);
   const bus = new RedisBus(client, subscriber, prefix);
   const extra: Redis[] = [];
@@ -232,6 +253,7 @@ async function openRedisStore(options: StoreOptions): Promise<Store> {
     driver: "redis",
     prefix,
     kv,
+    indexes,
     atomic,
     bus,
     limiter: ({ name, points, durationSeconds }) =>

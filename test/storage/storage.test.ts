@@ -64,7 +64,8 @@ describe.each(["memory", "fs", "redis"] as const)("storage driver %s", (driver) 
   });
 
   it("stores, lists by prefix and removes typed records", async () => {
-    const things = new Collection<{ id: string; n: number }>(store.kv, "things");
+    // Any collection listed by owner (storage/layout.ts) behaves the same.
+    const things = new Collection<{ id: string; n: number }>(store, "keys");
     await things.put(["owner1", "b"], { id: "b", n: 2 });
     await things.put(["owner1", "a"], { id: "a", n: 1 });
     await things.put(["owner2", "c"], { id: "c", n: 3 });
@@ -250,14 +251,14 @@ describe("fs store: one owner per DATA_DIR", () => {
   it("keeps records in the journal, not one file per record, and leaves no temporary files", async () => {
     const options = await optionsFor("fs");
     const store = await openStore(options);
-    const things = new Collection<{ id: string; body: string }>(store.kv, "things");
+    const things = new Collection<{ id: string; body: string }>(store, "things");
     await Promise.all(Array.from({ length: 30 }, (_, i) => things.put(["x"], { id: "x", body: "y".repeat(1000 + i) })));
     const files = await readdir(options.DATA_DIR, { recursive: true });
     expect(files.filter((file) => file.startsWith("things") || file.endsWith(".tmp"))).toEqual([]);
     expect(files).toContain(join(".store", "snapshot"));
     await store.close();
     const reopened = await openStore(options);
-    expect((await new Collection<{ id: string; body: string }>(reopened.kv, "things").get("x"))?.body.length).toBeGreaterThanOrEqual(1000);
+    expect((await new Collection<{ id: string; body: string }>(reopened, "things").get("x"))?.body.length).toBeGreaterThanOrEqual(1000);
     await reopened.close();
   });
 
