@@ -1,4 +1,6 @@
 import * as v from "valibot";
+import { maskUrlPasswords } from "../storage/mask.js";
+import { redisUrlProblem } from "../storage/redis-setup.js";
 
 /**
  * Every environment variable the service reads, with its default and the reason for it.
@@ -25,7 +27,31 @@ const ENV_SCHEMA = v.object({
   /** Persistence driver: `fs` keeps everything under DATA_DIR; `redis` shares state between instances. */
   STORAGE: v.optional(v.picklist(["memory", "fs", "redis"], "must be memory, fs or redis"), "fs"),
   DATA_DIR: v.optional(v.pipe(v.string(), v.minLength(1)), "./data"),
-  REDIS_URL: v.optional(v.pipe(v.string(), v.regex(/^rediss?:\/\//, "must start with redis:// or rediss://")), "redis://127.0.0.1:6379"),
+  /**
+   * `redis[s]://[[user]:password@]host[:port][/db]`, checked whole at start (docs/storage.md "Redis in
+   * production"); its password is masked wherever the URL is printed.
+   */
+  REDIS_URL: v.optional(
+    v.pipe(
+      v.string(),
+      v.check(
+        (value) => redisUrlProblem(value) === undefined,
+        (issue) => redisUrlProblem(String(issue.input)) ?? "invalid",
+      ),
+    ),
+    "redis://127.0.0.1:6379",
+  ),
+  /**
+   * Run on a Redis whose maxmemory-policy evicts keys. Off: the start refuses such a Redis,
+   * which would silently drop users, keys and balances under memory pressure.
+   */
+  REDIS_ALLOW_EVICTION: v.optional(
+    v.pipe(
+      v.picklist(["true", "false"], "must be true or false"),
+      v.transform((value) => value === "true"),
+    ),
+    "false",
+  ),
   /** Key prefix inside Redis, so several deployments can share one server. */
   REDIS_PREFIX: v.optional(v.pipe(v.string(), v.regex(/^[\w.-]+$/, "letters, digits, _ . - only")), "gw"),
   /** HS256 secret for session tokens; at least 32 characters. Generated into DATA_DIR when unset (fs only). */
@@ -254,7 +280,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   }
   const result = v.safeParse(ENV_SCHEMA, picked);
   if (!result.success) {
-    throw new ConfigError(result.issues.map((issue) => `${v.getDotPath(issue) ?? "?"}=${JSON.stringify(issue.input)}: ${issue.message}`));
+    throw new ConfigError(
+      result.issues.map((issue) => `${v.getDotPath(issue) ?? "?"}=${maskUrlPasswords(JSON.stringify(issue.input))}: ${issue.message}`),
+    );
   }
   return { ...result.output, ...overrides };
 }

@@ -155,6 +155,11 @@ export class Journal implements RecordEngine {
     return this.#data.size;
   }
 
+  /** The failed write after which every write is refused (the process must restart), if there was one. */
+  get failure(): Error | undefined {
+    return this.#failed;
+  }
+
   get(key: string): string | undefined {
     return this.#data.get(key);
   }

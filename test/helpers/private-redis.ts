@@ -1,5 +1,8 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { createServer } from "node:net";
 import { Redis } from "ioredis";
 
@@ -24,13 +27,29 @@ async function freePort(): Promise<number> {
  * A redis-server of this test's own on a free loopback port, for tests that change server
  * settings or fill the keyspace (CONFIG SET, DEBUG POPULATE, maxmemory, FLUSHALL): other suites
  * share 127.0.0.1:6379 at the same time. No persistence; DEBUG allowed from loopback. Stop it
- * in afterAll.
+ * in afterAll. `port`: the port of one stopped before (a Redis that comes back).
  */
-export async function startPrivateRedis(args: string[] = []): Promise<PrivateRedis> {
-  const port = await freePort();
+export async function startPrivateRedis(args: string[] = [], options: { port?: number } = {}): Promise<PrivateRedis> {
+  const port = options.port ?? (await freePort());
+  // Its files (an AOF, when a test turns it on) in a directory of its own, removed with it.
+  const dir = mkdtempSync(join(tmpdir(), "gw-redis-"));
   const child: ChildProcess = spawn(
     "redis-server",
-    ["--bind", "127.0.0.1", "--port", String(port), "--save", "", "--appendonly", "no", "--enable-debug-command", "local", ...args],
+    [
+      "--bind",
+      "127.0.0.1",
+      "--port",
+      String(port),
+      "--dir",
+      dir,
+      "--save",
+      "",
+      "--appendonly",
+      "no",
+      "--enable-debug-command",
+      "local",
+      ...args,
+    ],
     { stdio: "ignore" },
   );
   const url = `redis://127.0.0.1:${port}`;
@@ -58,10 +77,15 @@ export async function startPrivateRedis(args: string[] = []): Promise<PrivateRed
     admin,
     async stop() {
       admin.disconnect();
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = once(child, "exit");
-      child.kill("SIGTERM");
-      await exited;
+      if (child.exitCode === null && child.signalCode === null) {
+        const exited = once(child, "exit");
+        child.kill("SIGTERM");
+        // Redis finishing an AOF rewrite may take its time: it has no data worth waiting for.
+        const killer = setTimeout(() => child.kill("SIGKILL"), 3000);
+        await exited;
+        clearTimeout(killer);
+      }
+      rmSync(dir, { recursive: true, force: true });
     },
   };
 }

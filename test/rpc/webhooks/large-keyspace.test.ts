@@ -69,7 +69,7 @@ it("keeps webhook delivery p50 within 2× of an empty Redis with 200,000 unrelat
         json: { topic: "bench", type: "bench.tick", payload: { i } },
       });
       expect(res.status).toBe(201);
-      const got = await eventually(() => receiver.received.find((r) => r.path === `/${name}` && r.body.includes(res.body.id)), 10_000);
+      const got = (await eventually(() => receiver.received.find((r) => r.path === `/${name}` && r.body.includes(res.body.id)), 10_000))!;
       expect(got.error).toBeUndefined();
       latencies[name]!.push(got.at - started);
     }
