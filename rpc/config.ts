@@ -133,7 +133,13 @@ const ENV_SCHEMA = v.object({
   /** Streams in flight per credential (an API key, or a signed-in user): streamed chat answers and streamed agent invocations. */
   QUOTA_STREAMS_PER_KEY: v.optional(intFrom(0, 1_000_000), "20"),
   /** Lease of a stream's place: renewed every half lease while it runs, so the places of an instance that died are free again after this. */
-  QUOTA_STREAM_LEASE_SECONDS: v.optional(intFrom(2, 3600), "60"),
+  QUOTA_STREAM_LEASE_SECONDS: v.optional(intFrom(2, 3600), "15"),
+  /**
+   * Lease of an agent run's place among its agent's runs in flight: renewed every third of it
+   * while the run goes on, so an agent whose run was on an instance that died is no longer
+   * `running` (and can be deleted or deployed) this long after (docs/agents.md "Status").
+   */
+  AGENT_RUN_LEASE_SECONDS: v.optional(intFrom(2, 3600), "15"),
   /** Allowed browser origins, comma-separated, or `*` (docs/interface.md 8). Also the MCP endpoint's Origin allowlist. */
   GATEWAY_CORS_ORIGINS: v.optional(
     v.pipe(
@@ -167,7 +173,7 @@ const ENV_SCHEMA = v.object({
    * released this long after it was placed or last renewed. A request in flight renews its
    * holds every half lease, so only a dead process's holds ever expire.
    */
-  HOLD_LEASE_SECONDS: v.optional(intFrom(5, 86_400), "300"),
+  HOLD_LEASE_SECONDS: v.optional(intFrom(5, 86_400), "30"),
   /** How long a model's active health probe is reused, shared by every instance (docs/model-registry.md). */
   MODEL_HEALTH_TTL_SECONDS: v.optional(intFrom(1, 86400), "30"),
   /** Time an active probe (the upstream's models list) may take before the model counts as down; over half of it is degraded. */
