@@ -26,109 +26,162 @@ if cur - amount < tonumber(ARGV[2]) then return {0, cur} end
 return {1, redis.call('DECRBY', KEYS[1], amount)}`;
 
 /*
- * The ledger (storage/atomic.ts HoldLine). Per account three keys: the value (a plain integer
- * string, so INCRBY grants keep working), a hash of holds (id → amount, "_held" their total
- * and "_capped" the id of the capped hold in flight, storage/admission.ts) and a sorted set of
- * hold ids by lease expiry. Every call first releases the account's expired holds (a
- * ZRANGEBYSCORE that is empty on the hot path).
+ * The ledger (storage/atomic.ts HoldLine), docs/storage.md "The ledger on Redis". Per account
+ * two keys: the value (a plain integer string, so INCRBY grants keep working) and, for an
+ * account that holds, one hash `{<value key>}:h` — the braces make it share the value's Redis
+ * Cluster slot — with `held` (the live holds' total), `n` (how many), `capped` (the id of the
+ * capped hold in flight, storage/admission.ts), `nx` (the earliest lease end among them), `ex`
+ * (when the hash itself expires) and one field `h:<id>` = "<amount>:<lease end>" per hold.
+ * Expired holds are looked for only once `nx` has passed (an HGETALL of the account's few
+ * holds); the hash goes with its last hold, and its TTL is pushed only when a hold would
+ * outlive it. So a hold reads the hash and the value and writes the hash; a settlement reads
+ * and writes the hash and adds to the value. An account counted at once (`commit`: requests
+ * per minute) never holds: its line reads and adds to the value alone. (Versions before this
+ * one kept the holds in `<value key>:holds` and `<value key>:hold-expiry`; those end with
+ * their own TTL.)
  */
-const REAP = `
-local function drop(h, id)
-  if redis.call('HGET', h, '_capped') == id then redis.call('HDEL', h, '_capped') end
-end
-local function reap(h, z, now)
-  local expired = redis.call('ZRANGEBYSCORE', z, '-inf', now, 'LIMIT', 0, 200)
-  for _, id in ipairs(expired) do
-    local amount = redis.call('HGET', h, id)
-    if amount then
-      redis.call('HDEL', h, id)
-      redis.call('HINCRBY', h, '_held', 0 - tonumber(amount))
+const LEDGER = `
+local function releaseExpired(h, now)
+  local all = redis.call('HGETALL', h)
+  local held, n, nx, capped = 0, 0, nil, nil
+  local gone = {}
+  for i = 1, #all, 2 do
+    local f, v = all[i], all[i + 1]
+    if f == 'capped' then capped = v
+    elseif string.sub(f, 1, 2) == 'h:' then
+      local amount, exp = string.match(v, '^(-?%d+):(%d+)$')
+      amount, exp = tonumber(amount), tonumber(exp)
+      if exp <= now then table.insert(gone, f)
+      else
+        held, n = held + amount, n + 1
+        if not nx or exp < nx then nx = exp end
+      end
     end
-    drop(h, id)
-    redis.call('ZREM', z, id)
   end
+  if capped and not redis.call('HEXISTS', h, 'h:' .. capped) then capped = nil end
+  for _, f in ipairs(gone) do
+    if capped and 'h:' .. capped == f then capped = nil end
+    redis.call('HDEL', h, f)
+  end
+  if not capped then redis.call('HDEL', h, 'capped') end
+  redis.call('HSET', h, 'held', held, 'n', n)
+  if nx then redis.call('HSET', h, 'nx', nx) else redis.call('HDEL', h, 'nx') end
+  return held, n, capped, nx
 end
-local function tidy(h, z)
-  if tonumber(redis.call('HGET', h, '_held') or '0') <= 0 and redis.call('HLEN', h) <= 1 then redis.call('DEL', h, z) end
+-- The account's holds as of now (expired ones released first): their total, how many, the
+-- capped one, the earliest lease end, when the hash expires, and hold id's own entry.
+local function state(h, now, id)
+  local st = redis.call('HMGET', h, 'held', 'n', 'capped', 'nx', 'ex', 'h:' .. id)
+  local held, n, capped, nx, ex, own = tonumber(st[1]) or 0, tonumber(st[2]) or 0, st[3] or nil, tonumber(st[4]), tonumber(st[5]), st[6] or nil
+  if nx and nx <= now then
+    held, n, capped, nx = releaseExpired(h, now)
+    own = redis.call('HGET', h, 'h:' .. id) or nil
+  end
+  return held, n, capped, nx, ex, own
 end`;
 
-// KEYS: 3 per line. ARGV: id, now, lease, then per line: kind (b|u), amount, limit ('' none), windowMs, commit (0|1).
-const HOLD = `${REAP}${ADMIT_LUA}
+// KEYS: 2 per line (value, hash). ARGV: id, now, lease, then per line: kind (b|u), amount, limit ('' none), windowMs, commit (0|1).
+const HOLD = `${LEDGER}${ADMIT_LUA}
 local id, now, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local n = #KEYS / 3
-local amounts, caps = {}, {}
+local n = #KEYS / 2
+local amounts, caps, values, states = {}, {}, {}, {}
 for i = 1, n do
-  local v, h, z = KEYS[3*i-2], KEYS[3*i-1], KEYS[3*i]
+  local v, h = KEYS[2*i-1], KEYS[2*i]
   local a = 3 + (i-1)*5
-  reap(h, z, now)
   local kind, limit, commit = ARGV[a+1], ARGV[a+3], ARGV[a+5]
-  local value = tonumber(redis.call('GET', v) or '0')
-  local held = tonumber(redis.call('HGET', h, '_held') or '0')
-  local cappedBy = redis.call('HGET', h, '_capped')
-  local amount, capped = admit(kind, tonumber(ARGV[a+2]), limit, commit, value, held, cappedBy ~= false and cappedBy ~= id)
+  local st = {0, 0, nil, nil, nil, nil}
+  if commit ~= '1' then st = {state(h, now, id)} end
+  local raw = redis.call('GET', v)
+  local value = tonumber(raw or '0')
+  local amount, isCapped = admit(kind, tonumber(ARGV[a+2]), limit, commit, value, st[1], st[3] ~= nil and st[3] ~= id)
   if amount < 0 then
     local ttl = redis.call('PTTL', v)
     if ttl < 0 then ttl = 0 end
-    return {i - 1, value, held, ttl}
+    return {i - 1, value, st[1], ttl}
   end
-  amounts[i], caps[i] = amount, capped
+  amounts[i], caps[i], values[i], states[i] = amount, isCapped, raw, st
 end
 for i = 1, n do
-  local v, h, z = KEYS[3*i-2], KEYS[3*i-1], KEYS[3*i]
+  local v, h = KEYS[2*i-1], KEYS[2*i]
   local a = 3 + (i-1)*5
-  local amount, window, commit = amounts[i], tonumber(ARGV[a+4]), ARGV[a+5]
-  if window > 0 and redis.call('EXISTS', v) == 0 then redis.call('SET', v, '0', 'PX', window) end
+  local amount, window, commit = amounts[i], ARGV[a+4], ARGV[a+5]
+  -- A window starts with the first request that touches it.
+  local fresh = values[i] == false and window ~= '0'
   if commit == '1' then
-    redis.call('INCRBY', v, amount)
+    if fresh then redis.call('SET', v, amount, 'PX', window) else redis.call('INCRBY', v, amount) end
   else
+    if fresh then redis.call('SET', v, '0', 'PX', window) end
+    local held, count, capped, nx, ex, own = unpack(states[i], 1, 6)
     -- A hold placed again under its id replaces the earlier one (as storage/atomic.ts does).
-    local prior = tonumber(redis.call('HGET', h, id) or '0')
-    redis.call('HSET', h, id, amount)
-    redis.call('HINCRBY', h, '_held', amount - prior)
-    if caps[i] == 1 then redis.call('HSET', h, '_capped', id) end
-    redis.call('ZADD', z, now + lease, id)
-    local keep = math.max(redis.call('PTTL', h), lease + 60000)
-    redis.call('PEXPIRE', h, keep)
-    redis.call('PEXPIRE', z, keep)
+    local prior = 0
+    if own then prior = tonumber(string.match(own, '^(-?%d+):')) else count = count + 1 end
+    local exp = now + lease
+    local fields = {'h:' .. id, amount .. ':' .. exp, 'held', held - prior + amount, 'n', count}
+    if caps[i] == 1 then table.insert(fields, 'capped'); table.insert(fields, id) end
+    if not nx or nx > exp then table.insert(fields, 'nx'); table.insert(fields, exp) end
+    -- The hash outlives its holds: its TTL is pushed (two leases on) only when this one would pass it.
+    if not ex or ex < exp + 60000 then
+      ex = exp + lease + 60000
+      table.insert(fields, 'ex'); table.insert(fields, ex)
+    end
+    redis.call('HSET', h, unpack(fields))
+    if ex == exp + lease + 60000 then redis.call('PEXPIREAT', h, ex) end
   end
 end
 return false`;
 
-// KEYS: 3 per line. ARGV: id, now, then per line: delta, windowMs.
-const SETTLE = `${REAP}
-local id, now = ARGV[1], tonumber(ARGV[2])
-for i = 1, #KEYS / 3 do
-  local v, h, z = KEYS[3*i-2], KEYS[3*i-1], KEYS[3*i]
-  local delta, window = tonumber(ARGV[2*i+1]), tonumber(ARGV[2*i+2])
-  reap(h, z, now)
-  local amount = redis.call('HGET', h, id)
-  if amount then
-    redis.call('HDEL', h, id)
-    redis.call('HINCRBY', h, '_held', 0 - tonumber(amount))
-    redis.call('ZREM', z, id)
+// KEYS: 2 per line (value, hash), then the counters. ARGV: id, now, lines, then per line: delta, windowMs, held (0|1); then per counter: delta.
+const SETTLE = `${LEDGER}
+local id, now, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+for i = 1, n do
+  local v, h = KEYS[2*i-1], KEYS[2*i]
+  local delta, window, wasHeld = tonumber(ARGV[3*i+1]), ARGV[3*i+2], ARGV[3*i+3]
+  if wasHeld == '1' then
+    local held, count, capped, nx, ex, own = state(h, now, id)
+    if own then
+      if count <= 1 then
+        -- Its last hold: the hash goes.
+        redis.call('DEL', h)
+      else
+        if capped == id then redis.call('HDEL', h, 'h:' .. id, 'capped') else redis.call('HDEL', h, 'h:' .. id) end
+        redis.call('HSET', h, 'held', held - tonumber(string.match(own, '^(-?%d+):')), 'n', count - 1)
+      end
+    end
   end
-  drop(h, id)
-  tidy(h, z)
   if delta ~= 0 then
-    redis.call('INCRBY', v, delta)
-    if window > 0 and redis.call('PTTL', v) < 0 then redis.call('PEXPIRE', v, window) end
+    local after = redis.call('INCRBY', v, delta)
+    -- A window that ended between the hold and now starts again here.
+    if window ~= '0' and after == delta and redis.call('PTTL', v) < 0 then redis.call('PEXPIRE', v, window) end
+  end
+end
+for j = 2 * n + 1, #KEYS do
+  redis.call('INCRBY', KEYS[j], ARGV[3 + 3 * n + (j - 2 * n)])
+end
+return 1`;
+
+// KEYS: 2 per account (value, hash). ARGV: id, expiresAt, lease.
+const RENEW = `
+for i = 1, #KEYS / 2 do
+  local h = KEYS[2*i]
+  local st = redis.call('HMGET', h, 'h:' .. ARGV[1], 'ex')
+  if st[1] then
+    local exp = tonumber(ARGV[2])
+    redis.call('HSET', h, 'h:' .. ARGV[1], string.match(st[1], '^(-?%d+):') .. ':' .. exp)
+    if not st[2] or tonumber(st[2]) < exp + 60000 then
+      local ex = exp + tonumber(ARGV[3]) + 60000
+      redis.call('HSET', h, 'ex', ex)
+      redis.call('PEXPIREAT', h, ex)
+    end
   end
 end
 return 1`;
 
-// KEYS: 3 per account. ARGV: id, expiresAt.
-const RENEW = `
-for i = 1, #KEYS / 3 do
-  redis.call('ZADD', KEYS[3*i], 'XX', ARGV[2], ARGV[1])
-end
-return 1`;
-
-// KEYS: value, holds, expiries. ARGV: now. Read-only apart from releasing expired holds.
-const ACCOUNT = `${REAP}
-reap(KEYS[2], KEYS[3], tonumber(ARGV[1]))
+// KEYS: value, hash. ARGV: now. Read-only apart from releasing expired holds.
+const ACCOUNT = `${LEDGER}
+local held, n, capped = state(KEYS[2], tonumber(ARGV[1]), '')
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then ttl = 0 end
-return {tonumber(redis.call('GET', KEYS[1]) or '0'), tonumber(redis.call('HGET', KEYS[2], '_held') or '0'), ttl, redis.call('HGET', KEYS[2], '_capped')}`;
+return {tonumber(redis.call('GET', KEYS[1]) or '0'), held, ttl, capped}`;
 
 /*
  * Places with leases (storage/atomic.ts claimPlace). Per set two keys: a hash holder →
@@ -209,7 +262,7 @@ const SCRIPTS = {
   gwAddAll: { lua: "for i, key in ipairs(KEYS) do redis.call('INCRBY', key, ARGV[i]) end return 0" },
   gwSettle: { lua: SETTLE },
   gwRenew: { lua: RENEW },
-  gwAccount: { numberOfKeys: 3, lua: ACCOUNT },
+  gwAccount: { numberOfKeys: 2, lua: ACCOUNT },
   gwClaimPlace: { numberOfKeys: 2, lua: CLAIM_PLACE },
   gwReleasePlace: { numberOfKeys: 2, lua: RELEASE_PLACE },
   gwRenewPlaces: { numberOfKeys: 2, lua: RENEW_PLACES },
@@ -299,9 +352,10 @@ export class RedisAtomic implements Atomic {
     return Number((await this.#redis.get(this.#prefix + key)) ?? 0);
   }
 
-  #accountKeys(key: string): string[] {
+  /** An account's value key and its hash, in one Cluster slot (the hash's tag is the value key's name). */
+  #accountKeys(key: string): [string, string] {
     const base = this.#prefix + key;
-    return [base, `${base}:holds`, `${base}:hold-expiry`];
+    return [base, `{${base}}:h`];
   }
 
   async hold(id: string, lines: HoldLine[], leaseMs: number): Promise<HoldRefusal | null> {
@@ -320,17 +374,20 @@ export class RedisAtomic implements Atomic {
     return { index, value, held, ttlMs };
   }
 
-  async settle(id: string, lines: SettleLine[]): Promise<void> {
-    if (lines.length === 0) return;
-    const keys = lines.flatMap((line) => this.#accountKeys(line.key));
-    const args = lines.flatMap((line) => [Math.trunc(line.delta), line.windowMs ? Math.ceil(line.windowMs) : 0]);
-    await this.#scripts.gwSettle(keys.length, ...keys, id, Date.now(), ...args);
+  async settle(id: string, lines: SettleLine[], counters: [key: string, delta: number][] = []): Promise<void> {
+    if (lines.length === 0 && counters.length === 0) return;
+    const keys = [...lines.flatMap((line) => this.#accountKeys(line.key)), ...counters.map(([key]) => this.#prefix + key)];
+    const args = [
+      ...lines.flatMap((line) => [Math.trunc(line.delta), line.windowMs ? Math.ceil(line.windowMs) : 0, line.held === false ? "0" : "1"]),
+      ...counters.map(([, delta]) => Math.trunc(delta)),
+    ];
+    await this.#scripts.gwSettle(keys.length, ...keys, id, Date.now(), lines.length, ...args);
   }
 
   async renew(id: string, keys: string[], leaseMs: number): Promise<void> {
     if (keys.length === 0) return;
     const all = keys.flatMap((key) => this.#accountKeys(key));
-    await this.#scripts.gwRenew(all.length, ...all, id, Date.now() + Math.ceil(leaseMs));
+    await this.#scripts.gwRenew(all.length, ...all, id, Date.now() + Math.ceil(leaseMs), Math.ceil(leaseMs));
   }
 
   async account(key: string): Promise<AccountState> {

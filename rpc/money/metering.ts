@@ -31,13 +31,33 @@ export async function recordUsage(
   usage: Usage,
   cost: number,
 ): Promise<void> {
+  const counters = await usageCounters(services, principal, meter, usage, cost);
+  try {
+    await services.usage.add(counters);
+  } catch (error) {
+    services.log.error({ event: "usage.metering", error: String(error) });
+  }
+}
+
+/**
+ * The metering counters of one settled request (storage/repos/usage.ts), for the ledger's
+ * settlement to add in its own step (rpc/money/money.ts `settleMetered`: one round trip on
+ * Redis for both). A failure is logged and yields none, never the caller's error.
+ */
+export async function usageCounters(
+  services: MeteringDeps,
+  principal: Principal | undefined,
+  meter: Meter,
+  usage: Usage,
+  cost: number,
+): Promise<[key: string, delta: number][]> {
   try {
     const workspaceId = meter.surface === "platform" ? principal?.workspaceId : undefined;
     let tenantId = meter.tenantId;
     if (!tenantId && workspaceId) tenantId = (await services.tenants.recentWorkspace(workspaceId))?.tenantId;
     if (!tenantId && principal) tenantId = (await services.users.recent(principal.userId))?.tenantId;
-    if (!tenantId) return;
-    await services.usage.record(
+    if (!tenantId) return [];
+    return await services.usage.counters(
       tenantId,
       {
         day: day(),
@@ -56,6 +76,7 @@ export async function recordUsage(
     );
   } catch (error) {
     services.log.error({ event: "usage.metering", error: String(error) });
+    return [];
   }
 }
 

@@ -56,20 +56,30 @@ export class UsageRepo {
   }
 
   async record(tenantId: string, dims: UsageDims, counts: Partial<UsageCounts>): Promise<void> {
-    if (!Collection.validId(tenantId)) return;
+    await this.add(await this.counters(tenantId, dims, counts));
+  }
+
+  /** Counter increments from `counters`, in one step (one script on Redis, one journal flush on fs). */
+  add(counters: [key: string, delta: number][]): Promise<void> {
+    return this.#atomic.addAll(counters);
+  }
+
+  /**
+   * The counter increments of one request, for a caller that adds them in a step of its own
+   * (the ledger's settlement carries them: rpc/money/metering.ts). The rollup's record is
+   * written first when it is new: a counter is never without the record that names it; one
+   * written (or seen) once is remembered, so a busy rollup costs no read per request.
+   */
+  async counters(tenantId: string, dims: UsageDims, counts: Partial<UsageCounts>): Promise<[key: string, delta: number][]> {
+    if (!Collection.validId(tenantId)) return [];
     const id = rollupId(dims);
-    // The dimensions first: a counter is never without the record that names it. A rollup
-    // written (or seen) once is remembered, so a busy one costs no read per request.
     const rollup = `${tenantId}:${dims.day}:${id}`;
     if (!this.#known.has(rollup)) {
       if (!(await this.#rollups.get(tenantId, dims.day, id))) await this.#rollups.put([tenantId, dims.day, id], dims);
       if (this.#known.size >= 10_000) this.#known.clear();
       this.#known.add(rollup);
     }
-    // The counters in one step (one script on Redis, one journal flush on fs).
-    await this.#atomic.addAll(
-      USAGE_FIELDS.filter((field) => counts[field]).map((field) => [this.#counter(tenantId, dims.day, id, field), counts[field]!]),
-    );
+    return USAGE_FIELDS.filter((field) => counts[field]).map((field) => [this.#counter(tenantId, dims.day, id, field), counts[field]!]);
   }
 
   /** Every rollup of the tenant from `from` to `to` (days, inclusive), with its counts. */
