@@ -13,6 +13,27 @@ const intFrom = (min: number, max = Number.MAX_SAFE_INTEGER) =>
 const ENV_SCHEMA = v.object({
   /** Port of the one HTTP server carrying every surface. */
   PORT: v.optional(intFrom(0, 65535), "8787"),
+  /**
+   * Processes serving the one port (docs/operating.md "Every core"): `1` (one process), a
+   * number, or `auto` (one per core the host gives this process). Above 1 they are
+   * node:cluster workers sharing state through Redis, so it needs STORAGE=redis.
+   */
+  WORKERS: v.optional(
+    v.union(
+      [
+        v.literal("auto"),
+        v.pipe(
+          v.string(),
+          v.regex(/^\d+$/, "must be a whole number or auto"),
+          v.transform(Number),
+          v.minValue(1, "must be at least 1"),
+          v.maxValue(256, "must be at most 256"),
+        ),
+      ],
+      "must be a whole number from 1 to 256, or auto",
+    ),
+    "1",
+  ),
   /** Interface to bind. Loopback by default so a first `npm start` is not exposed. */
   HOST: v.optional(v.pipe(v.string(), v.minLength(1)), "127.0.0.1"),
   /** Public origin used in printed URLs and metadata documents (defaults to http://HOST:PORT). */

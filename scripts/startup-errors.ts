@@ -23,6 +23,8 @@ export function startupFailure(error: unknown, env: Env): string {
         `Invalid configuration: REDIS_URL=${String(env.REDIS_URL ?? "redis://127.0.0.1:6379")}: ` +
           `Redis did not answer (${message.replace(/^.*did not answer: /, "")}); start Redis there or point REDIS_URL at a running one`,
       );
+    case "WORKERS":
+      return line(message);
     case "DATA_DIR_BUSY":
       return line(`Invalid configuration: DATA_DIR=${String(env.DATA_DIR ?? "./data")}: ${message}`);
     case "EADDRINUSE":
