@@ -29,21 +29,21 @@ return {1, redis.call('DECRBY', KEYS[1], amount)}`;
  * The ledger (storage/atomic.ts HoldLine), docs/storage.md "The ledger on Redis". Per account
  * two keys: the value (a plain integer string, so INCRBY grants keep working) and, for an
  * account that holds, one hash `{<value key>}:h` — the braces make it share the value's Redis
- * Cluster slot — with `held` (the live holds' total), `n` (how many), `capped` (the id of the
- * capped hold in flight, storage/admission.ts), `nx` (the earliest lease end among them), `ex`
- * (when the hash itself expires) and one field `h:<id>` = "<amount>:<lease end>" per hold.
- * Expired holds are looked for only once `nx` has passed (an HGETALL of the account's few
- * holds); the hash goes with its last hold, and its TTL is pushed only when a hold would
- * outlive it. So a hold reads the hash and the value and writes the hash; a settlement reads
- * and writes the hash and adds to the value. An account counted at once (`commit`: requests
- * per minute) never holds: its line reads and adds to the value alone. (Versions before this
- * one kept the holds in `<value key>:holds` and `<value key>:hold-expiry`; those end with
- * their own TTL.)
+ * Cluster slot — with `held` (the live holds' total), `capped` (the id of the capped hold in
+ * flight, storage/admission.ts), `nx` (the earliest lease end among them), `ex` (when the hash
+ * itself expires) and one field `h:<id>` = "<amount>:<lease end>" per hold. Expired holds are
+ * looked for only once `nx` has passed (an HGETALL of the account's few holds), and the hash's
+ * TTL is pushed only when a hold would outlive it. So a hold reads the hash and the value and
+ * writes the hash; a settlement that knows what its hold placed (the process that placed it)
+ * deletes its entry and takes its amount off `held`, reading nothing. An account counted at
+ * once (`commit`: requests per minute) never holds: its line only adds to the value (and takes
+ * it back when the count does not fit). (Versions before this one kept the holds in
+ * `<value key>:holds` and `<value key>:hold-expiry`; those end with their own TTL.)
  */
 const LEDGER = `
 local function releaseExpired(h, now)
   local all = redis.call('HGETALL', h)
-  local held, n, nx, capped = 0, 0, nil, nil
+  local held, nx, capped = 0, nil, nil
   local gone = {}
   for i = 1, #all, 2 do
     local f, v = all[i], all[i + 1]
@@ -51,9 +51,9 @@ local function releaseExpired(h, now)
     elseif string.sub(f, 1, 2) == 'h:' then
       local amount, exp = string.match(v, '^(-?%d+):(%d+)$')
       amount, exp = tonumber(amount), tonumber(exp)
-      if exp <= now then table.insert(gone, f)
+      if exp <= now then gone[#gone + 1] = f
       else
-        held, n = held + amount, n + 1
+        held = held + amount
         if not nx or exp < nx then nx = exp end
       end
     end
@@ -64,88 +64,116 @@ local function releaseExpired(h, now)
     redis.call('HDEL', h, f)
   end
   if not capped then redis.call('HDEL', h, 'capped') end
-  redis.call('HSET', h, 'held', held, 'n', n)
+  redis.call('HSET', h, 'held', held)
   if nx then redis.call('HSET', h, 'nx', nx) else redis.call('HDEL', h, 'nx') end
-  return held, n, capped, nx
+  return held, capped, nx
 end
--- The account's holds as of now (expired ones released first): their total, how many, the
--- capped one, the earliest lease end, when the hash expires, and hold id's own entry.
+-- The account's holds as of now (expired ones released first): their total, the capped one,
+-- the earliest lease end, when the hash expires, and hold id's own entry.
 local function state(h, now, id)
-  local st = redis.call('HMGET', h, 'held', 'n', 'capped', 'nx', 'ex', 'h:' .. id)
-  local held, n, capped, nx, ex, own = tonumber(st[1]) or 0, tonumber(st[2]) or 0, st[3] or nil, tonumber(st[4]), tonumber(st[5]), st[6] or nil
+  local st = redis.call('HMGET', h, 'held', 'capped', 'nx', 'ex', 'h:' .. id)
+  local held, capped, nx, ex, own = tonumber(st[1]) or 0, st[2] or nil, tonumber(st[3]), tonumber(st[4]), st[5] or nil
   if nx and nx <= now then
-    held, n, capped, nx = releaseExpired(h, now)
+    held, capped, nx = releaseExpired(h, now)
     own = redis.call('HGET', h, 'h:' .. id) or nil
   end
-  return held, n, capped, nx, ex, own
-end`;
+  return held, capped, nx, ex, own
+end
+local function amountOf(entry) return tonumber(string.match(entry, '^(-?%d+):')) end`;
 
 // KEYS: 2 per line (value, hash). ARGV: id, now, lease, then per line: kind (b|u), amount, limit ('' none), windowMs, commit (0|1).
+// Answers {0, amount, capped (0|1), …} per line when admitted, {1, line, value, held, ttl} when refused.
 const HOLD = `${LEDGER}${ADMIT_LUA}
 local id, now, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local n = #KEYS / 2
-local amounts, caps, values, states = {}, {}, {}, {}
-for i = 1, n do
-  local v, h = KEYS[2*i-1], KEYS[2*i]
-  local a = 3 + (i-1)*5
-  local kind, limit, commit = ARGV[a+1], ARGV[a+3], ARGV[a+5]
-  local st = {0, 0, nil, nil, nil, nil}
-  if commit ~= '1' then st = {state(h, now, id)} end
-  local raw = redis.call('GET', v)
-  local value = tonumber(raw or '0')
-  local amount, isCapped = admit(kind, tonumber(ARGV[a+2]), limit, commit, value, st[1], st[3] ~= nil and st[3] ~= id)
-  if amount < 0 then
-    local ttl = redis.call('PTTL', v)
-    if ttl < 0 then ttl = 0 end
-    return {i - 1, value, st[1], ttl}
+local out, states, counted = {0}, {}, {}
+local function undo(upto)
+  for j = 1, upto do
+    if counted[j] then redis.call('DECRBY', KEYS[2*j-1], counted[j]) end
   end
-  amounts[i], caps[i], values[i], states[i] = amount, isCapped, raw, st
 end
 for i = 1, n do
   local v, h = KEYS[2*i-1], KEYS[2*i]
   local a = 3 + (i-1)*5
-  local amount, window, commit = amounts[i], ARGV[a+4], ARGV[a+5]
-  -- A window starts with the first request that touches it.
-  local fresh = values[i] == false and window ~= '0'
+  local kind, amount, limit, window, commit = ARGV[a+1], tonumber(ARGV[a+2]), ARGV[a+3], ARGV[a+4], ARGV[a+5]
   if commit == '1' then
-    if fresh then redis.call('SET', v, amount, 'PX', window) else redis.call('INCRBY', v, amount) end
+    -- Counted at once and exact: added, then taken back if it does not fit (no holds on such an account).
+    local after = redis.call('INCRBY', v, amount)
+    if after == amount and window ~= '0' and redis.call('PTTL', v) < 0 then redis.call('PEXPIRE', v, window) end
+    if admit(kind, amount, limit, commit, after - amount, 0, false) < 0 then
+      redis.call('DECRBY', v, amount)
+      undo(i - 1)
+      local ttl = redis.call('PTTL', v)
+      if ttl < 0 then ttl = 0 end
+      return {1, i - 1, after - amount, 0, ttl}
+    end
+    counted[i] = amount
+    out[#out + 1] = amount
+    out[#out + 1] = 0
   else
-    if fresh then redis.call('SET', v, '0', 'PX', window) end
-    local held, count, capped, nx, ex, own = unpack(states[i], 1, 6)
+    local held, capped, nx, ex, own = state(h, now, id)
+    local raw = redis.call('GET', v)
+    local value = tonumber(raw or '0')
+    local taken, isCapped = admit(kind, amount, limit, commit, value, held, capped ~= nil and capped ~= id)
+    if taken < 0 then
+      undo(i - 1)
+      local ttl = redis.call('PTTL', v)
+      if ttl < 0 then ttl = 0 end
+      return {1, i - 1, value, held, ttl}
+    end
+    states[i] = {taken, isCapped, raw == false, held, nx, ex, own}
+    out[#out + 1] = taken
+    out[#out + 1] = isCapped
+  end
+end
+for i = 1, n do
+  local st = states[i]
+  if st then
+    local v, h = KEYS[2*i-1], KEYS[2*i]
+    local a = 3 + (i-1)*5
+    local taken, isCapped, fresh, held, nx, ex, own = st[1], st[2], st[3], st[4], st[5], st[6], st[7]
+    -- A window starts with the first request that touches it.
+    if fresh and ARGV[a+4] ~= '0' then redis.call('SET', v, '0', 'PX', ARGV[a+4]) end
     -- A hold placed again under its id replaces the earlier one (as storage/atomic.ts does).
     local prior = 0
-    if own then prior = tonumber(string.match(own, '^(-?%d+):')) else count = count + 1 end
+    if own then prior = amountOf(own) end
     local exp = now + lease
-    local fields = {'h:' .. id, amount .. ':' .. exp, 'held', held - prior + amount, 'n', count}
-    if caps[i] == 1 then table.insert(fields, 'capped'); table.insert(fields, id) end
-    if not nx or nx > exp then table.insert(fields, 'nx'); table.insert(fields, exp) end
+    local fields = {'h:' .. id, taken .. ':' .. exp, 'held', held - prior + taken}
+    if isCapped == 1 then fields[#fields + 1] = 'capped'; fields[#fields + 1] = id end
+    if not nx or nx > exp then fields[#fields + 1] = 'nx'; fields[#fields + 1] = exp end
     -- The hash outlives its holds: its TTL is pushed (two leases on) only when this one would pass it.
-    if not ex or ex < exp + 60000 then
+    local push = not ex or ex < exp + 60000
+    if push then
       ex = exp + lease + 60000
-      table.insert(fields, 'ex'); table.insert(fields, ex)
+      fields[#fields + 1] = 'ex'; fields[#fields + 1] = ex
     end
     redis.call('HSET', h, unpack(fields))
-    if ex == exp + lease + 60000 then redis.call('PEXPIREAT', h, ex) end
+    if push then redis.call('PEXPIREAT', h, ex) end
   end
 end
-return false`;
+return out`;
 
-// KEYS: 2 per line (value, hash), then the counters. ARGV: id, now, lines, then per line: delta, windowMs, held (0|1); then per counter: delta.
+// KEYS: 2 per line (value, hash), then the counters. ARGV: id, now, lines, then per line: delta,
+// windowMs, and what the hold placed on it: '-' nothing, '<amount>:<capped 0|1>' as its
+// process knows it, 'r' read it from the account; then per counter: delta.
 const SETTLE = `${LEDGER}
 local id, now, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 for i = 1, n do
   local v, h = KEYS[2*i-1], KEYS[2*i]
-  local delta, window, wasHeld = tonumber(ARGV[3*i+1]), ARGV[3*i+2], ARGV[3*i+3]
-  if wasHeld == '1' then
-    local held, count, capped, nx, ex, own = state(h, now, id)
+  local delta, window, placed = tonumber(ARGV[3*i+1]), ARGV[3*i+2], ARGV[3*i+3]
+  if placed == 'r' then
+    local held, capped, nx, ex, own = state(h, now, id)
     if own then
-      if count <= 1 then
-        -- Its last hold: the hash goes.
-        redis.call('DEL', h)
-      else
-        if capped == id then redis.call('HDEL', h, 'h:' .. id, 'capped') else redis.call('HDEL', h, 'h:' .. id) end
-        redis.call('HSET', h, 'held', held - tonumber(string.match(own, '^(-?%d+):')), 'n', count - 1)
-      end
+      redis.call('HDEL', h, 'h:' .. id)
+      if capped == id then redis.call('HDEL', h, 'capped') end
+      redis.call('HSET', h, 'held', held - amountOf(own))
+    end
+  elseif placed ~= '-' then
+    -- Still there (not released as expired by another call): its amount leaves the total.
+    if redis.call('HDEL', h, 'h:' .. id) == 1 then
+      local amount, wasCapped = string.match(placed, '^(-?%d+):(%d)$')
+      redis.call('HINCRBY', h, 'held', 0 - tonumber(amount))
+      if wasCapped == '1' then redis.call('HDEL', h, 'capped') end
     end
   end
   if delta ~= 0 then
@@ -178,7 +206,7 @@ return 1`;
 
 // KEYS: value, hash. ARGV: now. Read-only apart from releasing expired holds.
 const ACCOUNT = `${LEDGER}
-local held, n, capped = state(KEYS[2], tonumber(ARGV[1]), '')
+local held, capped = state(KEYS[2], tonumber(ARGV[1]), '')
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then ttl = 0 end
 return {tonumber(redis.call('GET', KEYS[1]) or '0'), held, ttl, capped}`;
@@ -276,9 +304,14 @@ type ScriptCall = (...args: (string | number)[]) => Promise<unknown>;
  * each loaded once per connection (ioredis defineCommand: EVALSHA, falling back to EVAL
  * when the server lost its script cache).
  */
+/** Holds placed here and not settled yet, remembered at most (a settlement without its entry reads the account). */
+const MAX_REMEMBERED_HOLDS = 100_000;
+
 export class RedisAtomic implements Atomic {
   readonly #redis: Redis;
   readonly #prefix: string;
+  /** What each hold placed here put on each account (`<amount>:<capped 0|1>`), until its settlement. */
+  readonly #placed = new Map<string, Map<string, string>>();
   readonly #scripts: Record<keyof typeof SCRIPTS, ScriptCall>;
 
   constructor(redis: Redis, prefix: string) {
@@ -368,17 +401,35 @@ export class RedisAtomic implements Atomic {
       line.windowMs ? Math.ceil(line.windowMs) : 0,
       line.commit ? "1" : "0",
     ]);
-    const result = (await this.#scripts.gwHold(keys.length, ...keys, id, Date.now(), Math.ceil(leaseMs), ...args)) as number[] | null;
-    if (!result) return null;
-    const [index, value, held, ttlMs] = result.map(Number) as [number, number, number, number];
-    return { index, value, held, ttlMs };
+    const result = ((await this.#scripts.gwHold(keys.length, ...keys, id, Date.now(), Math.ceil(leaseMs), ...args)) as number[]).map(
+      Number,
+    );
+    if (result[0] === 1) {
+      const [, index, value, held, ttlMs] = result as [number, number, number, number, number];
+      return { index, value, held, ttlMs };
+    }
+    // What it placed on each account, for its settlement to take off without reading.
+    const placed = new Map<string, string>();
+    lines.forEach((line, i) => {
+      if (!line.commit) placed.set(line.key, `${result[1 + 2 * i]}:${result[2 + 2 * i]}`);
+    });
+    if (this.#placed.size >= MAX_REMEMBERED_HOLDS) this.#placed.clear();
+    this.#placed.set(id, placed);
+    return null;
   }
 
   async settle(id: string, lines: SettleLine[], counters: [key: string, delta: number][] = []): Promise<void> {
     if (lines.length === 0 && counters.length === 0) return;
     const keys = [...lines.flatMap((line) => this.#accountKeys(line.key)), ...counters.map(([key]) => this.#prefix + key)];
+    const placed = this.#placed.get(id);
+    this.#placed.delete(id);
     const args = [
-      ...lines.flatMap((line) => [Math.trunc(line.delta), line.windowMs ? Math.ceil(line.windowMs) : 0, line.held === false ? "0" : "1"]),
+      ...lines.flatMap((line) => [
+        Math.trunc(line.delta),
+        line.windowMs ? Math.ceil(line.windowMs) : 0,
+        // Nothing held; what this process placed; or unknown here (read it from the account).
+        line.held === false ? "-" : (placed?.get(line.key) ?? "r"),
+      ]),
       ...counters.map(([, delta]) => Math.trunc(delta)),
     ];
     await this.#scripts.gwSettle(keys.length, ...keys, id, Date.now(), lines.length, ...args);

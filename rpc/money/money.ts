@@ -7,7 +7,7 @@ import { admitPlatformChat, requireCredits, type Estimate } from "./admission.js
 import type { Allowance, PlanStatus } from "./allowance.js";
 import type { Charge } from "./charge.js";
 import { placeHold, type Hold } from "./holds.js";
-import { recordAgentRun, recordUsage, usageCounters, type Meter } from "./metering.js";
+import { meteringOf, recordAgentRun, recordUsage, type Meter } from "./metering.js";
 import { tenantTokensCharge, tokensUsed } from "./tenant-tokens.js";
 import type { Usage } from "./types.js";
 import { userPlan } from "./user-allowance.js";
@@ -90,7 +90,9 @@ export class Money {
    * and the ones the metering counts are the same (docs/billing.md "Usage").
    */
   async settleMetered(hold: Hold, principal: Principal | undefined, meter: Meter, usage: Usage, cost: number): Promise<void> {
-    await hold.settle(usage, cost, await usageCounters(this.#deps, principal, meter, usage, cost));
+    const { counters, later } = await meteringOf(this.#deps, principal, meter, usage, cost);
+    await hold.settle(usage, cost, counters);
+    await later?.();
   }
 
   /** Counts a settled request in the gateway's metering (never fails the caller). */

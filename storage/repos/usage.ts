@@ -55,23 +55,14 @@ export class UsageRepo {
     return `usage:${tenantId}:${day}:${id}:${field}`;
   }
 
-  async record(tenantId: string, dims: UsageDims, counts: Partial<UsageCounts>): Promise<void> {
-    await this.add(await this.counters(tenantId, dims, counts));
-  }
-
-  /** Counter increments from `counters`, in one step (one script on Redis, one journal flush on fs). */
-  add(counters: [key: string, delta: number][]): Promise<void> {
-    return this.#atomic.addAll(counters);
-  }
-
   /**
-   * The counter increments of one request, for a caller that adds them in a step of its own
-   * (the ledger's settlement carries them: rpc/money/metering.ts). The rollup's record is
-   * written first when it is new: a counter is never without the record that names it; one
-   * written (or seen) once is remembered, so a busy rollup costs no read per request.
+   * Counts one request. The rollup's record is written first when it is new: a counter is never
+   * without the record that names it; one written (or seen) once is remembered, so a busy
+   * rollup costs no read per request. The counters in one step (one script on Redis, one
+   * journal flush on fs).
    */
-  async counters(tenantId: string, dims: UsageDims, counts: Partial<UsageCounts>): Promise<[key: string, delta: number][]> {
-    if (!Collection.validId(tenantId)) return [];
+  async record(tenantId: string, dims: UsageDims, counts: Partial<UsageCounts>): Promise<void> {
+    if (!Collection.validId(tenantId)) return;
     const id = rollupId(dims);
     const rollup = `${tenantId}:${dims.day}:${id}`;
     if (!this.#known.has(rollup)) {
@@ -79,7 +70,22 @@ export class UsageRepo {
       if (this.#known.size >= 10_000) this.#known.clear();
       this.#known.add(rollup);
     }
-    return USAGE_FIELDS.filter((field) => counts[field]).map((field) => [this.#counter(tenantId, dims.day, id, field), counts[field]!]);
+    await this.#atomic.addAll(this.#deltas(tenantId, dims.day, id, counts));
+  }
+
+  /**
+   * The counter increments of one request for a caller that adds them in a step of its own (the
+   * ledger's settlement carries them: rpc/money/metering.ts), when its rollup is known to exist
+   * here; undefined otherwise (`record` then writes the rollup first).
+   */
+  knownCounters(tenantId: string, dims: UsageDims, counts: Partial<UsageCounts>): [key: string, delta: number][] | undefined {
+    if (!Collection.validId(tenantId)) return [];
+    const id = rollupId(dims);
+    return this.#known.has(`${tenantId}:${dims.day}:${id}`) ? this.#deltas(tenantId, dims.day, id, counts) : undefined;
+  }
+
+  #deltas(tenantId: string, day: string, id: string, counts: Partial<UsageCounts>): [key: string, delta: number][] {
+    return USAGE_FIELDS.filter((field) => counts[field]).map((field) => [this.#counter(tenantId, day, id, field), counts[field]!]);
   }
 
   /** Every rollup of the tenant from `from` to `to` (days, inclusive), with its counts. */

@@ -224,6 +224,29 @@ describe("redis store", () => {
       await store.close();
     }
   });
+
+  it("settles a hold placed by another instance as the one that placed it would, capped hold included", async () => {
+    const options = await optionsFor("redis");
+    const placer = await openStore(options);
+    const settler = await openStore(options);
+    try {
+      await placer.atomic.adjust("bal:x", 100);
+      // One whole hold and one capped at what remains.
+      expect(await placer.atomic.hold("h1", [{ key: "bal:x", kind: "balance", amount: 60 }], 60_000)).toBeNull();
+      expect(await placer.atomic.hold("h2", [{ key: "bal:x", kind: "balance", amount: 90 }], 60_000)).toBeNull();
+      expect(await placer.atomic.account("bal:x")).toMatchObject({ value: 100, held: 100, capped: "h2" });
+      // The settler never saw these holds: it reads what they placed from the account.
+      await settler.atomic.settle("h2", [{ key: "bal:x", delta: -50 }]);
+      expect(await placer.atomic.account("bal:x")).toEqual({ value: 50, held: 60, ttlMs: 0 });
+      await settler.atomic.settle("h1", [{ key: "bal:x", delta: -10 }]);
+      // Settled once: the placer's own settlement of the same hold releases nothing twice.
+      await placer.atomic.settle("h1", [{ key: "bal:x", delta: 0 }]);
+      expect(await settler.atomic.account("bal:x")).toEqual({ value: 40, held: 0, ttlMs: 0 });
+    } finally {
+      await settler.close();
+      await placer.close();
+    }
+  });
 });
 
 describe("local atomic windows", () => {
