@@ -28,7 +28,8 @@
  * Environment: BENCH_SECONDS, BENCH_WARMUP_SECONDS (default 1), BENCH_CONCURRENCY,
  * BENCH_SURFACES (default "platform,account,gateway"), BENCH_MODES (default "json,sse"),
  * BENCH_TRACES (requests traced with MONITOR per row, default 5), MOCK_LATENCY_MS (default 2),
- * BENCH_REPLAY_CONNECTIONS (default 4) and BENCH_REPLAY_CONCURRENCY (requests in flight on each, default 16).
+ * BENCH_REPLAY_CONNECTIONS (default 4), BENCH_REPLAY_CONCURRENCY (requests in flight on each, default 16) and
+ * BENCH_REPLAY_ROUNDS (default 3: the median is reported, with the lowest and highest).
  */
 import { execSync } from "node:child_process";
 import { once } from "node:events";
@@ -53,7 +54,8 @@ const SURFACES = list(process.env.BENCH_SURFACES ?? "platform,account,gateway") 
 const MODES = list(process.env.BENCH_MODES ?? "json,sse");
 const TRACES = Number(process.env.BENCH_TRACES ?? 5);
 const LATENCY_MS = Number(process.env.MOCK_LATENCY_MS ?? 2);
-/** The replay (`replay`): connections, and requests in flight on each. */
+/** The replay (`replay`): connections, requests in flight on each, and rounds (the median is reported, with the range). */
+const REPLAY_ROUNDS = Number(process.env.BENCH_REPLAY_ROUNDS ?? 3);
 const REPLAY_CONNECTIONS = Number(process.env.BENCH_REPLAY_CONNECTIONS ?? 4);
 const REPLAY_CONCURRENCY = Number(process.env.BENCH_REPLAY_CONCURRENCY ?? 16);
 const MODEL = "bench-model";
@@ -283,6 +285,8 @@ interface Row {
   pingFloorUs?: number;
   /** Redis CPU per request with Redis kept busy (`replay`), and how many requests per second one Redis then serves. */
   replayCpuUs?: number;
+  /** The lowest and highest of the replay's rounds. */
+  replayRange?: [number, number];
   replayRps?: number;
   commands?: number;
   before?: number;
@@ -362,7 +366,10 @@ async function main() {
           let calls = 0;
           for (const [command, count] of await commandCounts(redis.admin))
             if (command !== "info" && !command.startsWith("config")) calls += count;
-          const replayed = await replay(redis.url, redis.pid, median.sent, SECONDS);
+          const rounds: { cpuUs: number; rps: number }[] = [];
+          for (let round = 0; round < REPLAY_ROUNDS; round++) rounds.push(await replay(redis.url, redis.pid, median.sent, SECONDS));
+          rounds.sort((a, b) => a.cpuUs - b.cpuUs);
+          const replayed = rounds[Math.floor(rounds.length / 2)]!;
           const pingFloorUs = await pacedPings(redis.url, redis.pid, ok / SECONDS, median.total, SECONDS);
           const row: Row = {
             surface,
@@ -371,6 +378,7 @@ async function main() {
             gatewayCpuUs,
             redisCpuUs,
             replayCpuUs: replayed.cpuUs,
+            replayRange: [rounds[0]!.cpuUs, rounds.at(-1)!.cpuUs],
             pingFloorUs,
             replayRps: replayed.rps,
             commands: calls / ok,
@@ -409,10 +417,11 @@ function report(rows: Row[], seconds: number) {
   lines.push("|---|---|---|---|---|---|---|---|---|---|---|---|");
   for (const row of rows) {
     const dash = (value: number | undefined, digits = 1) => (value === undefined ? "—" : value.toFixed(digits));
+    const range = row.replayRange ? ` (${row.replayRange.map((value) => value.toFixed(1)).join("–")})` : "";
     lines.push(
-      `| ${row.surface} | ${row.stream ? "SSE" : "JSON"} | ${Math.round(row.rps)} | ${Math.round(row.gatewayCpuUs)} | ${dash(row.redisCpuUs)} | ${dash(row.pingFloorUs)} | ` +
-        `${dash(row.replayCpuUs)} | ${row.replayRps === undefined ? "—" : Math.round(row.replayRps)} | ${dash(row.commands)} | ` +
-        `${row.before ?? "—"} | ${row.total ?? "—"} | ${row.trace ?? "—"} |`,
+      `| ${row.surface} | ${row.stream ? "SSE" : "JSON"} | ${Math.round(row.rps)} | ${Math.round(row.gatewayCpuUs)} | ${dash(row.redisCpuUs)} | ` +
+        `${dash(row.pingFloorUs)} | ${dash(row.replayCpuUs)}${range} | ${row.replayRps === undefined ? "—" : Math.round(row.replayRps)} | ` +
+        `${dash(row.commands)} | ${row.before ?? "—"} | ${row.total ?? "—"} | ${row.trace ?? "—"} |`,
     );
   }
   lines.push("");
