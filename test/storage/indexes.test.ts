@@ -2,7 +2,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { RecordMap } from "../../storage/record-map.js";
 import { Collection } from "../../storage/collection.js";
 import { openStore, type Store, type StoreOptions } from "../../storage/store.js";
 import { SecretBox } from "../../storage/secret-box.js";
@@ -129,6 +130,26 @@ describe.each(["memory", "fs", "redis"] as const)("indexes on %s", (driver) => {
     expect(await things.count("usr_a")).toBe(0);
     await expect(new Collection(store, "users").keys()).rejects.toThrow(/not listed/);
   });
+
+  it.skipIf(driver === "redis")(
+    "lists without walking the records, with 200,000 unrelated ones in the store",
+    async () => {
+      const repos = openRepos(store, new SecretBox(TEST_DATA_SECRET), { telemetryRetentionDays: 30 });
+      await repos.keys.create(key("usr_walk", "key_w"));
+      await store.indexes.write(Array.from({ length: 200_000 }, (_, i) => ({ op: "set" as const, key: `unrelated:${i}`, value: "{}" })));
+      // The memory and fs engines walk their records only in `keys` (a prefix listing): never called by a listing.
+      const walk = vi.spyOn(RecordMap.prototype, "keys");
+      try {
+        expect((await repos.keys.list("usr_walk")).map((record) => record.id)).toEqual(["key_w"]);
+        expect(await repos.webhooks.due(Date.now(), 10)).toBeDefined();
+        expect(await repos.tenants.allWorkspaces({ limit: 5 })).toBeDefined();
+        expect(walk).not.toHaveBeenCalled();
+      } finally {
+        walk.mockRestore();
+      }
+    },
+    60_000,
+  );
 
   it("keeps webhook deliveries in their due queue by the time of their next attempt", async () => {
     const repos = openRepos(store, new SecretBox(TEST_DATA_SECRET), { telemetryRetentionDays: 30 });
