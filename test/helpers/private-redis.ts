@@ -52,6 +52,9 @@ export async function startPrivateRedis(args: string[] = [], options: { port?: n
     ],
     { stdio: "ignore" },
   );
+  // A test or benchmark that dies before stopping it does not leave it running.
+  const orphaned = () => child.kill("SIGKILL");
+  process.once("exit", orphaned);
   const url = `redis://127.0.0.1:${port}`;
   const admin = new Redis(url, { maxRetriesPerRequest: 1, lazyConnect: true, retryStrategy: () => 50 });
   admin.on("error", () => undefined);
@@ -63,6 +66,7 @@ export async function startPrivateRedis(args: string[] = [], options: { port?: n
       break;
     } catch (error) {
       if (Date.now() > deadline || child.exitCode !== null) {
+        process.off("exit", orphaned);
         child.kill("SIGKILL");
         admin.disconnect();
         throw new Error(`redis-server on port ${port} did not start: ${(error as Error).message}`);
@@ -76,6 +80,7 @@ export async function startPrivateRedis(args: string[] = [], options: { port?: n
     pid: child.pid!,
     admin,
     async stop() {
+      process.off("exit", orphaned);
       admin.disconnect();
       if (child.exitCode === null && child.signalCode === null) {
         const exited = once(child, "exit");
