@@ -19,6 +19,8 @@ declare module "autocannon" {
     timeouts: number;
     non2xx: number;
     requests: { total: number; average: number };
+    /** Milliseconds (whole: autocannon's resolution). */
+    latency: { p50: number; p99: number; average: number };
   }
 
   type Instance = EventEmitter & PromiseLike<Result> & { stop(): void };

@@ -23,7 +23,7 @@ export function healthTransport(lifecycle: Lifecycle) {
       if (lifecycle.draining)
         return jsonResponse({ status: "unavailable", reason: "draining: the process is shutting down" }, 503, NO_STORE());
       const { store } = dispatcher.ports;
-      const storage = await probeStorage(store.kv);
+      const storage = await probeStorage(store);
       if (!storage.ok)
         return jsonResponse({ status: "unavailable", reason: `storage (${store.driver}): ${storage.error}` }, 503, NO_STORE());
       return jsonResponse({ status: "ready", storage: store.driver }, 200, NO_STORE());

@@ -2,6 +2,7 @@ import { timingSafeEqual, createHash } from "node:crypto";
 import type { H3 } from "h3";
 import type { Dispatcher } from "../rpc/dispatcher.js";
 import { jsonResponse } from "./transport/instrument.js";
+import { clustered, clusterScrape } from "./cluster-metrics.js";
 
 const digest = (value: string) => createHash("sha256").update(value).digest();
 
@@ -13,6 +14,8 @@ const digest = (value: string) => createHash("sha256").update(value).digest();
 export function metricsTransport(app: H3, dispatcher: Dispatcher): void {
   const { metrics, config } = dispatcher.ports;
   const expected = config.METRICS_TOKEN ? digest(config.METRICS_TOKEN) : undefined;
+  // Under WORKERS the scrape is every worker's, summed (facade/cluster-metrics.ts).
+  const wholeHost = clustered(() => metrics.registries());
   app.on("GET", "/metrics", async (event) => {
     if (expected) {
       const match = /^Bearer\s+(\S+)\s*$/i.exec(event.req.headers.get("authorization") ?? "");
@@ -25,7 +28,7 @@ export function metricsTransport(app: H3, dispatcher: Dispatcher): void {
         );
       }
     }
-    const { contentType, body } = await metrics.scrape();
+    const { contentType, body } = wholeHost ? await clusterScrape() : await metrics.scrape();
     return new Response(body, { headers: { "content-type": contentType, "cache-control": "no-store" } });
   });
 }

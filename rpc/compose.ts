@@ -68,6 +68,8 @@ export async function compose(config: Config, log: Logger, openTools: OpenToolBr
     for (const fn of closers.splice(0).reverse()) await fn();
   };
   try {
+    // What the start found worth saying once (docs/storage.md "Redis in production").
+    for (const notice of store.notices) log.warn({ event: "storage.notice", msg: notice });
     const metrics = new Metrics();
     metrics.observeStorage(store.kv);
     const secret = await requiredSecret(config, store, "GATEWAY_JWT_SECRET", "jwt-secret", "so each verifies the others' tokens");
@@ -82,7 +84,7 @@ export async function compose(config: Config, log: Logger, openTools: OpenToolBr
     const eventOptions = { maxDeliveries: config.EVENTS_MAX_DELIVERIES, retentionMs: config.EVENTS_RETENTION * 1000 };
     const eventLog: EventLog =
       store.driver === "redis" && store.duplicateRedis
-        ? new RedisEventLog(store.duplicateRedis(), config.REDIS_PREFIX, eventOptions)
+        ? new RedisEventLog(store.duplicateRedis("events"), config.REDIS_PREFIX, eventOptions)
         : new LocalEventLog(store.kv, { ...eventOptions, persist: store.driver === "fs" });
     const sink = new EventSink(eventLog, log);
     // Events the bridge observes (a VM leaving, an upstream server's health) go on the bus.

@@ -1,5 +1,7 @@
 import * as v from "valibot";
 import { addSecret } from "./outbound/secrets.js";
+import { maskUrlPasswords } from "../storage/mask.js";
+import { redisUrlProblem } from "../storage/redis-setup.js";
 
 /**
  * Every environment variable the service reads, with its default and the reason for it.
@@ -12,6 +14,27 @@ const intFrom = (min: number, max = Number.MAX_SAFE_INTEGER) =>
 const ENV_SCHEMA = v.object({
   /** Port of the one HTTP server carrying every surface. */
   PORT: v.optional(intFrom(0, 65535), "8787"),
+  /**
+   * Processes serving the one port (docs/operating.md "Every core"): `1` (one process), a
+   * number, or `auto` (one per core the host gives this process). Above 1 they are
+   * node:cluster workers sharing state through Redis, so it needs STORAGE=redis.
+   */
+  WORKERS: v.optional(
+    v.union(
+      [
+        v.literal("auto"),
+        v.pipe(
+          v.string(),
+          v.regex(/^\d+$/, "must be a whole number or auto"),
+          v.transform(Number),
+          v.minValue(1, "must be at least 1"),
+          v.maxValue(256, "must be at most 256"),
+        ),
+      ],
+      "must be a whole number from 1 to 256, or auto",
+    ),
+    "1",
+  ),
   /** Interface to bind. Loopback by default so a first `npm start` is not exposed. */
   HOST: v.optional(v.pipe(v.string(), v.minLength(1)), "127.0.0.1"),
   /** Public origin used in printed URLs and metadata documents (defaults to http://HOST:PORT). */
@@ -26,7 +49,31 @@ const ENV_SCHEMA = v.object({
   /** Persistence driver: `fs` keeps everything under DATA_DIR; `redis` shares state between instances. */
   STORAGE: v.optional(v.picklist(["memory", "fs", "redis"], "must be memory, fs or redis"), "fs"),
   DATA_DIR: v.optional(v.pipe(v.string(), v.minLength(1)), "./data"),
-  REDIS_URL: v.optional(v.pipe(v.string(), v.regex(/^rediss?:\/\//, "must start with redis:// or rediss://")), "redis://127.0.0.1:6379"),
+  /**
+   * `redis[s]://[[user]:password@]host[:port][/db]`, checked whole at start (docs/storage.md "Redis in
+   * production"); its password is masked wherever the URL is printed.
+   */
+  REDIS_URL: v.optional(
+    v.pipe(
+      v.string(),
+      v.check(
+        (value) => redisUrlProblem(value) === undefined,
+        (issue) => redisUrlProblem(String(issue.input)) ?? "invalid",
+      ),
+    ),
+    "redis://127.0.0.1:6379",
+  ),
+  /**
+   * Run on a Redis whose maxmemory-policy evicts keys. Off: the start refuses such a Redis,
+   * which would silently drop users, keys and balances under memory pressure.
+   */
+  REDIS_ALLOW_EVICTION: v.optional(
+    v.pipe(
+      v.picklist(["true", "false"], "must be true or false"),
+      v.transform((value) => value === "true"),
+    ),
+    "false",
+  ),
   /** Key prefix inside Redis, so several deployments can share one server. */
   REDIS_PREFIX: v.optional(v.pipe(v.string(), v.regex(/^[\w.-]+$/, "letters, digits, _ . - only")), "gw"),
   /** HS256 secret for session tokens; at least 32 characters. Generated into DATA_DIR when unset (fs only). */
@@ -108,7 +155,13 @@ const ENV_SCHEMA = v.object({
   /** Streams in flight per credential (an API key, or a signed-in user): streamed chat answers and streamed agent invocations. */
   QUOTA_STREAMS_PER_KEY: v.optional(intFrom(0, 1_000_000), "20"),
   /** Lease of a stream's place: renewed every half lease while it runs, so the places of an instance that died are free again after this. */
-  QUOTA_STREAM_LEASE_SECONDS: v.optional(intFrom(2, 3600), "60"),
+  QUOTA_STREAM_LEASE_SECONDS: v.optional(intFrom(2, 3600), "15"),
+  /**
+   * Lease of an agent run's place among its agent's runs in flight: renewed every third of it
+   * while the run goes on, so an agent whose run was on an instance that died is no longer
+   * `running` (and can be deleted or deployed) this long after (docs/agents.md "Status").
+   */
+  AGENT_RUN_LEASE_SECONDS: v.optional(intFrom(2, 3600), "15"),
   /** Allowed browser origins, comma-separated, or `*` (docs/interface.md 8). Also the MCP endpoint's Origin allowlist. */
   GATEWAY_CORS_ORIGINS: v.optional(
     v.pipe(
@@ -142,7 +195,7 @@ const ENV_SCHEMA = v.object({
    * released this long after it was placed or last renewed. A request in flight renews its
    * holds every half lease, so only a dead process's holds ever expire.
    */
-  HOLD_LEASE_SECONDS: v.optional(intFrom(5, 86_400), "300"),
+  HOLD_LEASE_SECONDS: v.optional(intFrom(5, 86_400), "30"),
   /** How long a model's active health probe is reused, shared by every instance (docs/model-registry.md). */
   MODEL_HEALTH_TTL_SECONDS: v.optional(intFrom(1, 86400), "30"),
   /** Time an active probe (the upstream's models list) may take before the model counts as down; over half of it is degraded. */
@@ -321,5 +374,5 @@ const SECRET_KEY = /SECRET|PASSWORD|_KEY$|TOKEN/;
 function shown(key: string, input: unknown): string {
   if (typeof input !== "string") return JSON.stringify(input);
   if (SECRET_KEY.test(key)) return `<${input.length} characters, not shown>`;
-  return JSON.stringify(input.replace(/^([a-z][\w+.-]*:\/\/[^:/@\s]*:)[^@/\s]*@/i, "$1***@"));
+  return maskUrlPasswords(JSON.stringify(input));
 }

@@ -1,3 +1,5 @@
+import { storageOutage } from "../storage/outage.js";
+
 /**
  * The one service error. Handlers throw it; every surface renders it in its own envelope
  * (docs/interface.md 7), and JSON-RPC maps it to an error object with the code in this table.
@@ -72,10 +74,16 @@ export function isServiceError(error: unknown): error is ServiceError {
 
 /**
  * Masks what was not thrown on purpose: the caller sees "Internal error" and the request id,
- * never a stack trace or a driver message. The original goes to the log.
+ * never a stack trace or a driver message. The original goes to the log. Storage that cannot
+ * serve now (Redis unreachable or refusing writes, the fs journal refusing them) is 503
+ * `UNAVAILABLE` instead, with Retry-After: the request may succeed once it is back
+ * (docs/storage.md "When Redis is down or full").
  */
 export function toServiceError(error: unknown): ServiceError {
   if (isServiceError(error)) return error;
+  if (storageOutage(error) !== undefined) {
+    return new ServiceError("UNAVAILABLE", "Storage is unavailable; try again shortly", { cause: error, headers: { "Retry-After": "1" } });
+  }
   return new ServiceError("INTERNAL", "Internal error", { cause: error });
 }
 

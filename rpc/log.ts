@@ -1,3 +1,4 @@
+import { maskUrlPasswords } from "../storage/mask.js";
 import { activeLogIds } from "./tracing.js";
 
 export type LogLevel = "info" | "error" | "silent";
@@ -19,8 +20,10 @@ const SECRET_PATTERN = /\bsk[-_][\w-]{20,}|\b[a-z][a-z0-9]*_[0-9A-Za-z]{40,}|\be
 const LONG_AFTER_UNDERSCORE = /_[0-9A-Za-z]{40}/;
 
 export function redact(text: string): string {
-  if (!text.includes("sk-") && !text.includes("sk_") && !text.includes("eyJ") && !LONG_AFTER_UNDERSCORE.test(text)) return text;
-  return text.replace(SECRET_PATTERN, "[redacted]");
+  // A URL's password (`redis://:secret@host`) too; checked cheaply first, like the pattern below.
+  const masked = maskUrlPasswords(text);
+  if (!masked.includes("sk-") && !masked.includes("sk_") && !masked.includes("eyJ") && !LONG_AFTER_UNDERSCORE.test(masked)) return masked;
+  return masked.replace(SECRET_PATTERN, "[redacted]");
 }
 
 /**

@@ -255,6 +255,11 @@ export class Metrics {
   }
 
   /** The exposition text: this service's metrics and the process's. */
+  /** The registries a scrape merges (the process's and this service's), for the cluster's aggregate (facade/cluster-metrics.ts). */
+  registries(): Registry[] {
+    return [processMetrics(), this.registry];
+  }
+
   async scrape(): Promise<{ contentType: string; body: string }> {
     const merged = Registry.merge([processMetrics(), this.registry]);
     return { contentType: merged.contentType, body: await merged.metrics() };

@@ -1,5 +1,6 @@
 import type { Dialect, Surface } from "./define.js";
-import { describe, ServiceError, toServiceError } from "./errors.js";
+import { describe, isServiceError, ServiceError, toServiceError } from "./errors.js";
+import { storageOutage } from "../storage/outage.js";
 import type { Logger } from "./log.js";
 
 /** Where a call came in: one of the HTTP surfaces, or `POST /rpc` (JSON-RPC over the Gateway's credentials). */
@@ -309,6 +310,7 @@ export function renderError(
   const profile = profileOf(surface, dialect);
   let error = toServiceError(thrown);
   if (error.code === "INTERNAL") log.error({ requestId, error: describe(thrown) });
+  else if (!isServiceError(thrown)) log.error({ requestId, event: "storage.unavailable", error: storageOutage(thrown) });
   if (profile.mapError) error = profile.mapError(error);
   const out = new Headers(headers);
   for (const [name, value] of Object.entries(error.headers ?? {})) {

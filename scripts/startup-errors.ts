@@ -1,4 +1,5 @@
 import { ConfigError } from "../rpc/config.js";
+import { maskUrlPasswords } from "../storage/mask.js";
 
 type Env = Record<string, unknown>;
 
@@ -7,18 +8,23 @@ type Env = Record<string, unknown>;
  * fix it, never a stack trace. Errors nobody anticipated still get one line.
  */
 export function startupFailure(error: unknown, env: Env): string {
-  const line = (text: string) => text.replace(/\s*\n\s*/g, " ");
+  // One line, and no URL's password (REDIS_URL's included) in it.
+  const line = (text: string) => maskUrlPasswords(text.replace(/\s*\n\s*/g, " "));
   if (error instanceof ConfigError) return line(error.message);
   const code = (error as NodeJS.ErrnoException)?.code;
   const message = (error as Error)?.message ?? String(error);
   const host = String(env.HOST ?? "127.0.0.1");
   const port = String(env.PORT ?? "8787");
   switch (code) {
+    case "REDIS_SETUP":
+      return line(`Invalid configuration: REDIS_URL=${String(env.REDIS_URL ?? "redis://127.0.0.1:6379")}: ${message}`);
     case "REDIS_UNREACHABLE":
       return line(
         `Invalid configuration: REDIS_URL=${String(env.REDIS_URL ?? "redis://127.0.0.1:6379")}: ` +
           `Redis did not answer (${message.replace(/^.*did not answer: /, "")}); start Redis there or point REDIS_URL at a running one`,
       );
+    case "WORKERS":
+      return line(message);
     case "DATA_DIR_BUSY":
       return line(`Invalid configuration: DATA_DIR=${String(env.DATA_DIR ?? "./data")}: ${message}`);
     case "EADDRINUSE":

@@ -18,7 +18,11 @@ export interface HoldLine {
   limit?: number;
   /** A usage counted in a window of this length that starts when the account is first touched. */
   windowMs?: number;
-  /** Counted into the value at once rather than held (a requests-per-minute counter). */
+  /**
+   * Counted into the value at once rather than held (a requests-per-minute counter). An
+   * account is either counted at once or held, never both: a line counted at once does not
+   * read the account's holds (Redis: storage/redis-atomic.ts).
+   */
   commit?: boolean;
 }
 
@@ -37,6 +41,8 @@ export interface SettleLine {
   /** Added to the value: negative for a balance (the cost), positive for a usage. */
   delta: number;
   windowMs?: number;
+  /** False when the hold placed nothing on this account (a usage only counted when the request ends): its holds are not read. */
+  held?: boolean;
 }
 
 export interface AccountState {
@@ -96,9 +102,10 @@ export interface Atomic {
   /**
    * Ends hold `id` on every line at once: releases what is still held and adds each delta.
    * A hold that already expired is not released twice; the delta is still applied (usage
-   * that happened is counted). One atomic step.
+   * that happened is counted). `counters` are added in the same step (the request's metering,
+   * as `addAll`). One atomic step (one round trip on Redis).
    */
-  settle(id: string, lines: SettleLine[]): Promise<void>;
+  settle(id: string, lines: SettleLine[], counters?: [key: string, delta: number][]): Promise<void>;
   /** Pushes the lease of hold `id` on these accounts to `leaseMs` from now (long requests). */
   renew(id: string, keys: string[], leaseMs: number): Promise<void>;
   /** An account's value, what is held on it (live holds only) and its window's time left. */
@@ -379,24 +386,27 @@ export class LocalAtomic implements Atomic {
     );
   }
 
-  settle(id: string, lines: SettleLine[]) {
-    return this.#atomically(
-      lines.map((line) => line.key),
-      (writes) => {
-        const now = Date.now();
-        for (const line of lines) {
-          const item = this.#raw(line.key) ?? withValue(null, "0", undefined);
-          release(item, now);
-          const value = windowValue(item, now);
-          const exp = (windowLive(item, now) ? item.exp : undefined) ?? (line.windowMs && line.delta ? now + line.windowMs : undefined);
-          removeHold(item, id);
-          item.v = String(value + line.delta);
-          if (exp) item.exp = exp;
-          else delete item.exp;
-          this.#write(writes, line.key, item);
-        }
-      },
-    );
+  settle(id: string, lines: SettleLine[], counters: [key: string, delta: number][] = []) {
+    return this.#atomically([...lines.map((line) => line.key), ...counters.map(([key]) => key)], (writes) => {
+      for (const [key, delta] of counters) {
+        const item = this.#raw(key);
+        const value = String(numberOf(item) + delta);
+        if (item) item.v = value;
+        this.#write(writes, key, item ?? withValue(null, value, undefined));
+      }
+      const now = Date.now();
+      for (const line of lines) {
+        const item = this.#raw(line.key) ?? withValue(null, "0", undefined);
+        release(item, now);
+        const value = windowValue(item, now);
+        const exp = (windowLive(item, now) ? item.exp : undefined) ?? (line.windowMs && line.delta ? now + line.windowMs : undefined);
+        removeHold(item, id);
+        item.v = String(value + line.delta);
+        if (exp) item.exp = exp;
+        else delete item.exp;
+        this.#write(writes, line.key, item);
+      }
+    });
   }
 
   renew(id: string, keys: string[], leaseMs: number) {

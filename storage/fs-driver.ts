@@ -3,7 +3,7 @@ import { mkdir, readdir, readFile, rename, rm, writeFile } from "node:fs/promise
 import { dirname, join, relative, resolve } from "node:path";
 import { defineDriver } from "unstorage";
 import fsDriver from "unstorage/drivers/fs";
-import type { Journal } from "./journal.js";
+import type { RecordEngine } from "./record-map.js";
 import { processAlive } from "./owner.js";
 
 /** `<record>.<pid>-<random>.tmp`: the writer's pid tells a later start whether it is still alive. */
@@ -66,8 +66,11 @@ export async function removeOrphanTempFiles(base: string): Promise<number> {
   return removed;
 }
 
-/** The records of a Journal (storage/journal.ts) as an unstorage driver: reads from memory, writes resolve once journaled. */
-export const journalDriver = defineDriver((journal: Journal) => ({
+/**
+ * The records of a RecordEngine (the fs Journal, storage/journal.ts, or the memory store's
+ * records) as an unstorage driver: reads from memory, writes resolve once journaled.
+ */
+export const journalDriver = defineDriver((journal: RecordEngine) => ({
   name: "fs-journal",
   hasItem: (key: string) => journal.has(key),
   getItem: (key: string) => journal.get(key) ?? null,

@@ -1,6 +1,7 @@
 import { crc32 } from "node:zlib";
 import { mkdir, open, readdir, readFile, rename, rm, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
+import { type Change, type LexRange, type RecordEngine, RecordMap } from "./record-map.js";
 
 /**
  * The fs storage engine (docs/storage.md): every record lives in memory; each change is
@@ -15,8 +16,13 @@ import { join } from "node:path";
  * - `snapshot`: line 1 `["h", G]`, then one `["s", key, value]` line per record, last
  *   `["e", count]`. Covers everything up to the start of journal G.
  * - `journal-<G>`: `["s", key, value]`, `["d", key]` (delete), `["c", prefix]` (delete every
- *   key under prefix). Every operation overwrites, so replaying a journal over a snapshot
- *   that already holds some of its changes gives the same state.
+ *   key under prefix), `["m", [change, …]]` (several changes in one line, so in one checksum:
+ *   a record and its index entries land together or not at all). A change inside `m` is `s`,
+ *   `d`, `["za", index, member, score]` (add to an index) or `["zr", index, member]` (drop from
+ *   one). Every operation overwrites, so replaying a journal over a snapshot that already
+ *   holds some of its changes gives the same state.
+ * - A snapshot also holds one `["za", index, member, score]` line per index entry, after the
+ *   records (docs/storage.md "Indexes").
  *
  * One process at a time: the caller holds the directory's owner lock (storage/owner.ts).
  */
@@ -27,7 +33,30 @@ export interface JournalOptions {
   onError?: (error: Error) => void;
 }
 
-type Op = ["s", string, string] | ["d", string] | ["c", string];
+type Op = ["s", string, string] | ["d", string] | ["c", string] | ["m", unknown[][]];
+
+/** One change as a journal line's element (see above). */
+function changeOp(change: Change): unknown[] {
+  switch (change.op) {
+    case "set":
+      return ["s", change.key, change.value];
+    case "remove":
+      return ["d", change.key];
+    case "index":
+      return ["za", change.index, change.member, change.score];
+    case "unindex":
+      return ["zr", change.index, change.member];
+  }
+}
+
+function opChange(op: unknown[]): Change | undefined {
+  const [kind, a, b, c] = op as [string, string, string, number];
+  if (kind === "s") return { op: "set", key: a, value: String(b) };
+  if (kind === "d") return { op: "remove", key: a };
+  if (kind === "za") return { op: "index", index: a, member: b, score: Number(c) };
+  if (kind === "zr") return { op: "unindex", index: a, member: b };
+  return undefined;
+}
 
 interface Batch {
   lines: string[];
@@ -75,9 +104,10 @@ export function readLines(text: string): { ops: unknown[][]; torn: number } {
   return { ops, torn: Buffer.byteLength(text.slice(start)) };
 }
 
-export class Journal {
+export class Journal implements RecordEngine {
   readonly #dir: string;
-  readonly #data = new Map<string, string>();
+  readonly #records = new RecordMap();
+  readonly #data = this.#records.data;
   readonly #compactBytes: number;
   readonly #onError: (error: Error) => void;
   #generation = 0;
@@ -125,6 +155,11 @@ export class Journal {
     return this.#data.size;
   }
 
+  /** The failed write after which every write is refused (the process must restart), if there was one. */
+  get failure(): Error | undefined {
+    return this.#failed;
+  }
+
   get(key: string): string | undefined {
     return this.#data.get(key);
   }
@@ -134,9 +169,27 @@ export class Journal {
   }
 
   keys(prefix: string): string[] {
-    const keys: string[] = [];
-    for (const key of this.#data.keys()) if (!prefix || key.startsWith(prefix)) keys.push(key);
-    return keys;
+    return this.#records.keys(prefix);
+  }
+
+  members(index: string, range?: LexRange): string[] {
+    return this.#records.members(index, range);
+  }
+
+  upTo(index: string, max: number, limit: number): { member: string; score: number }[] {
+    return this.#records.upTo(index, max, limit);
+  }
+
+  count(index: string): number {
+    return this.#records.count(index);
+  }
+
+  /** Applies every change in memory now, as one journal line; resolves once it is on disk. */
+  write(changes: readonly Change[]): Promise<void> {
+    this.#check();
+    if (changes.length === 0) return Promise.resolve();
+    this.#records.apply(changes);
+    return this.#append(["m", changes.map(changeOp)]);
   }
 
   /** Sets `key` in memory now; resolves once the change is on disk. */
@@ -253,6 +306,9 @@ export class Journal {
     this.#journalBytes = 0;
     // Taken in the same turn as the switch: every change is either in it or goes to `next`.
     const entries = [...this.#data];
+    const indexEntries: unknown[][] = [];
+    for (const [index, sorted] of this.#records.indexes)
+      for (const [member, score] of sorted.entries()) indexEntries.push(["za", index, member, score]);
     // A batch in flight may still be writing to the old journal.
     await this.#writing;
     await previous?.close();
@@ -269,7 +325,15 @@ export class Journal {
           chunk = "";
         }
       }
-      chunk += encodeLine(["e", entries.length]);
+      for (const op of indexEntries) {
+        chunk += encodeLine(op);
+        if (chunk.length > 1 << 20) {
+          bytes += Buffer.byteLength(chunk);
+          await file.write(chunk);
+          chunk = "";
+        }
+      }
+      chunk += encodeLine(["e", entries.length + indexEntries.length]);
       bytes += Buffer.byteLength(chunk);
       await file.write(chunk);
       await file.sync();
@@ -299,7 +363,7 @@ export class Journal {
         throw new Error(`${join(this.#dir, "snapshot")} is damaged (it is only ever replaced whole): restore it from a backup`);
       }
       from = Number(head[1]);
-      for (const op of ops.slice(1, -1)) this.#data.set(String(op[1]), String(op[2]));
+      for (const op of ops.slice(1, -1)) this.#apply(op);
       found = true;
     }
     const journals = names
@@ -326,9 +390,14 @@ export class Journal {
 
   #apply(op: unknown[]) {
     const [kind, key, value] = op as [string, string, string];
-    if (kind === "s") this.#data.set(key, value);
+    if (kind === "s") this.#data.set(key, String(value));
     else if (kind === "d") this.#data.delete(key);
     else if (kind === "c") for (const existing of this.keys(key)) this.#data.delete(existing);
+    else if (kind === "m") this.#records.apply((op[1] as unknown[][]).map(opChange).filter((change) => change !== undefined));
+    else {
+      const change = opChange(op);
+      if (change) this.#records.apply([change]);
+    }
   }
 }
 

@@ -26,109 +26,190 @@ if cur - amount < tonumber(ARGV[2]) then return {0, cur} end
 return {1, redis.call('DECRBY', KEYS[1], amount)}`;
 
 /*
- * The ledger (storage/atomic.ts HoldLine). Per account three keys: the value (a plain integer
- * string, so INCRBY grants keep working), a hash of holds (id → amount, "_held" their total
- * and "_capped" the id of the capped hold in flight, storage/admission.ts) and a sorted set of
- * hold ids by lease expiry. Every call first releases the account's expired holds (a
- * ZRANGEBYSCORE that is empty on the hot path).
+ * The ledger (storage/atomic.ts HoldLine), docs/storage.md "The ledger on Redis". Per account
+ * two keys: the value (a plain integer string, so INCRBY grants keep working) and, for an
+ * account that holds, one hash `{<value key>}:h` — the braces make it share the value's Redis
+ * Cluster slot — with `held` (the live holds' total), `capped` (the id of the capped hold in
+ * flight, storage/admission.ts), `nx` (the earliest lease end among them), `ex` (when the hash
+ * itself expires) and one field `h:<id>` = "<amount>:<lease end>" per hold. Expired holds are
+ * looked for only once `nx` has passed (an HGETALL of the account's few holds), and the hash's
+ * TTL is pushed only when a hold would outlive it. So a hold reads the hash and the value and
+ * writes the hash; a settlement that knows what its hold placed (the process that placed it)
+ * deletes its entry and takes its amount off `held`, reading nothing. An account counted at
+ * once (`commit`: requests per minute) never holds: its line only adds to the value (and takes
+ * it back when the count does not fit). (Versions before this one kept the holds in
+ * `<value key>:holds` and `<value key>:hold-expiry`; those end with their own TTL.)
  */
-const REAP = `
-local function drop(h, id)
-  if redis.call('HGET', h, '_capped') == id then redis.call('HDEL', h, '_capped') end
-end
-local function reap(h, z, now)
-  local expired = redis.call('ZRANGEBYSCORE', z, '-inf', now, 'LIMIT', 0, 200)
-  for _, id in ipairs(expired) do
-    local amount = redis.call('HGET', h, id)
-    if amount then
-      redis.call('HDEL', h, id)
-      redis.call('HINCRBY', h, '_held', 0 - tonumber(amount))
+const LEDGER = `
+local function releaseExpired(h, now)
+  local all = redis.call('HGETALL', h)
+  local held, nx, capped = 0, nil, nil
+  local gone = {}
+  for i = 1, #all, 2 do
+    local f, v = all[i], all[i + 1]
+    if f == 'capped' then capped = v
+    elseif string.sub(f, 1, 2) == 'h:' then
+      local amount, exp = string.match(v, '^(-?%d+):(%d+)$')
+      amount, exp = tonumber(amount), tonumber(exp)
+      if exp <= now then gone[#gone + 1] = f
+      else
+        held = held + amount
+        if not nx or exp < nx then nx = exp end
+      end
     end
-    drop(h, id)
-    redis.call('ZREM', z, id)
   end
+  if capped and not redis.call('HEXISTS', h, 'h:' .. capped) then capped = nil end
+  for _, f in ipairs(gone) do
+    if capped and 'h:' .. capped == f then capped = nil end
+    redis.call('HDEL', h, f)
+  end
+  if not capped then redis.call('HDEL', h, 'capped') end
+  redis.call('HSET', h, 'held', held)
+  if nx then redis.call('HSET', h, 'nx', nx) else redis.call('HDEL', h, 'nx') end
+  return held, capped, nx
 end
-local function tidy(h, z)
-  if tonumber(redis.call('HGET', h, '_held') or '0') <= 0 and redis.call('HLEN', h) <= 1 then redis.call('DEL', h, z) end
-end`;
+-- The account's holds as of now (expired ones released first): their total, the capped one,
+-- the earliest lease end, when the hash expires, and hold id's own entry.
+local function state(h, now, id)
+  local st = redis.call('HMGET', h, 'held', 'capped', 'nx', 'ex', 'h:' .. id)
+  local held, capped, nx, ex, own = tonumber(st[1]) or 0, st[2] or nil, tonumber(st[3]), tonumber(st[4]), st[5] or nil
+  if nx and nx <= now then
+    held, capped, nx = releaseExpired(h, now)
+    own = redis.call('HGET', h, 'h:' .. id) or nil
+  end
+  return held, capped, nx, ex, own
+end
+local function amountOf(entry) return tonumber(string.match(entry, '^(-?%d+):')) end`;
 
-// KEYS: 3 per line. ARGV: id, now, lease, then per line: kind (b|u), amount, limit ('' none), windowMs, commit (0|1).
-const HOLD = `${REAP}${ADMIT_LUA}
+// KEYS: 2 per line (value, hash). ARGV: id, now, lease, then per line: kind (b|u), amount, limit ('' none), windowMs, commit (0|1).
+// Answers {0, amount, capped (0|1), …} per line when admitted, {1, line, value, held, ttl} when refused.
+const HOLD = `${LEDGER}${ADMIT_LUA}
 local id, now, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local n = #KEYS / 3
-local amounts, caps = {}, {}
-for i = 1, n do
-  local v, h, z = KEYS[3*i-2], KEYS[3*i-1], KEYS[3*i]
-  local a = 3 + (i-1)*5
-  reap(h, z, now)
-  local kind, limit, commit = ARGV[a+1], ARGV[a+3], ARGV[a+5]
-  local value = tonumber(redis.call('GET', v) or '0')
-  local held = tonumber(redis.call('HGET', h, '_held') or '0')
-  local cappedBy = redis.call('HGET', h, '_capped')
-  local amount, capped = admit(kind, tonumber(ARGV[a+2]), limit, commit, value, held, cappedBy ~= false and cappedBy ~= id)
-  if amount < 0 then
-    local ttl = redis.call('PTTL', v)
-    if ttl < 0 then ttl = 0 end
-    return {i - 1, value, held, ttl}
+local n = #KEYS / 2
+local out, states, counted = {0}, {}, {}
+local function undo(upto)
+  for j = 1, upto do
+    if counted[j] then redis.call('DECRBY', KEYS[2*j-1], counted[j]) end
   end
-  amounts[i], caps[i] = amount, capped
 end
 for i = 1, n do
-  local v, h, z = KEYS[3*i-2], KEYS[3*i-1], KEYS[3*i]
+  local v, h = KEYS[2*i-1], KEYS[2*i]
   local a = 3 + (i-1)*5
-  local amount, window, commit = amounts[i], tonumber(ARGV[a+4]), ARGV[a+5]
-  if window > 0 and redis.call('EXISTS', v) == 0 then redis.call('SET', v, '0', 'PX', window) end
+  local kind, amount, limit, window, commit = ARGV[a+1], tonumber(ARGV[a+2]), ARGV[a+3], ARGV[a+4], ARGV[a+5]
   if commit == '1' then
-    redis.call('INCRBY', v, amount)
+    -- Counted at once and exact: added, then taken back if it does not fit (no holds on such an account).
+    local after = redis.call('INCRBY', v, amount)
+    if after == amount and window ~= '0' and redis.call('PTTL', v) < 0 then redis.call('PEXPIRE', v, window) end
+    if admit(kind, amount, limit, commit, after - amount, 0, false) < 0 then
+      redis.call('DECRBY', v, amount)
+      undo(i - 1)
+      local ttl = redis.call('PTTL', v)
+      if ttl < 0 then ttl = 0 end
+      return {1, i - 1, after - amount, 0, ttl}
+    end
+    counted[i] = amount
+    out[#out + 1] = amount
+    out[#out + 1] = 0
   else
+    local held, capped, nx, ex, own = state(h, now, id)
+    local raw = redis.call('GET', v)
+    local value = tonumber(raw or '0')
+    local taken, isCapped = admit(kind, amount, limit, commit, value, held, capped ~= nil and capped ~= id)
+    if taken < 0 then
+      undo(i - 1)
+      local ttl = redis.call('PTTL', v)
+      if ttl < 0 then ttl = 0 end
+      return {1, i - 1, value, held, ttl}
+    end
+    states[i] = {taken, isCapped, raw == false, held, nx, ex, own}
+    out[#out + 1] = taken
+    out[#out + 1] = isCapped
+  end
+end
+for i = 1, n do
+  local st = states[i]
+  if st then
+    local v, h = KEYS[2*i-1], KEYS[2*i]
+    local a = 3 + (i-1)*5
+    local taken, isCapped, fresh, held, nx, ex, own = st[1], st[2], st[3], st[4], st[5], st[6], st[7]
+    -- A window starts with the first request that touches it.
+    if fresh and ARGV[a+4] ~= '0' then redis.call('SET', v, '0', 'PX', ARGV[a+4]) end
     -- A hold placed again under its id replaces the earlier one (as storage/atomic.ts does).
-    local prior = tonumber(redis.call('HGET', h, id) or '0')
-    redis.call('HSET', h, id, amount)
-    redis.call('HINCRBY', h, '_held', amount - prior)
-    if caps[i] == 1 then redis.call('HSET', h, '_capped', id) end
-    redis.call('ZADD', z, now + lease, id)
-    local keep = math.max(redis.call('PTTL', h), lease + 60000)
-    redis.call('PEXPIRE', h, keep)
-    redis.call('PEXPIRE', z, keep)
+    local prior = 0
+    if own then prior = amountOf(own) end
+    local exp = now + lease
+    local fields = {'h:' .. id, taken .. ':' .. exp, 'held', held - prior + taken}
+    if isCapped == 1 then fields[#fields + 1] = 'capped'; fields[#fields + 1] = id end
+    if not nx or nx > exp then fields[#fields + 1] = 'nx'; fields[#fields + 1] = exp end
+    -- The hash outlives its holds: its TTL is pushed (two leases on) only when this one would pass it.
+    local push = not ex or ex < exp + 60000
+    if push then
+      ex = exp + lease + 60000
+      fields[#fields + 1] = 'ex'; fields[#fields + 1] = ex
+    end
+    redis.call('HSET', h, unpack(fields))
+    if push then redis.call('PEXPIREAT', h, ex) end
   end
 end
-return false`;
+return out`;
 
-// KEYS: 3 per line. ARGV: id, now, then per line: delta, windowMs.
-const SETTLE = `${REAP}
-local id, now = ARGV[1], tonumber(ARGV[2])
-for i = 1, #KEYS / 3 do
-  local v, h, z = KEYS[3*i-2], KEYS[3*i-1], KEYS[3*i]
-  local delta, window = tonumber(ARGV[2*i+1]), tonumber(ARGV[2*i+2])
-  reap(h, z, now)
-  local amount = redis.call('HGET', h, id)
-  if amount then
-    redis.call('HDEL', h, id)
-    redis.call('HINCRBY', h, '_held', 0 - tonumber(amount))
-    redis.call('ZREM', z, id)
+// KEYS: 2 per line (value, hash), then the counters. ARGV: id, now, lines, then per line: delta,
+// windowMs, and what the hold placed on it: '-' nothing, '<amount>:<capped 0|1>' as its
+// process knows it, 'r' read it from the account; then per counter: delta.
+const SETTLE = `${LEDGER}
+local id, now, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+for i = 1, n do
+  local v, h = KEYS[2*i-1], KEYS[2*i]
+  local delta, window, placed = tonumber(ARGV[3*i+1]), ARGV[3*i+2], ARGV[3*i+3]
+  if placed == 'r' then
+    local held, capped, nx, ex, own = state(h, now, id)
+    if own then
+      redis.call('HDEL', h, 'h:' .. id)
+      if capped == id then redis.call('HDEL', h, 'capped') end
+      redis.call('HSET', h, 'held', held - amountOf(own))
+    end
+  elseif placed ~= '-' then
+    -- Still there (not released as expired by another call): its amount leaves the total.
+    if redis.call('HDEL', h, 'h:' .. id) == 1 then
+      local amount, wasCapped = string.match(placed, '^(-?%d+):(%d)$')
+      redis.call('HINCRBY', h, 'held', 0 - tonumber(amount))
+      if wasCapped == '1' then redis.call('HDEL', h, 'capped') end
+    end
   end
-  drop(h, id)
-  tidy(h, z)
   if delta ~= 0 then
-    redis.call('INCRBY', v, delta)
-    if window > 0 and redis.call('PTTL', v) < 0 then redis.call('PEXPIRE', v, window) end
+    local after = redis.call('INCRBY', v, delta)
+    -- A window that ended between the hold and now starts again here.
+    if window ~= '0' and after == delta and redis.call('PTTL', v) < 0 then redis.call('PEXPIRE', v, window) end
+  end
+end
+for j = 2 * n + 1, #KEYS do
+  redis.call('INCRBY', KEYS[j], ARGV[3 + 3 * n + (j - 2 * n)])
+end
+return 1`;
+
+// KEYS: 2 per account (value, hash). ARGV: id, expiresAt, lease.
+const RENEW = `
+for i = 1, #KEYS / 2 do
+  local h = KEYS[2*i]
+  local st = redis.call('HMGET', h, 'h:' .. ARGV[1], 'ex')
+  if st[1] then
+    local exp = tonumber(ARGV[2])
+    redis.call('HSET', h, 'h:' .. ARGV[1], string.match(st[1], '^(-?%d+):') .. ':' .. exp)
+    if not st[2] or tonumber(st[2]) < exp + 60000 then
+      local ex = exp + tonumber(ARGV[3]) + 60000
+      redis.call('HSET', h, 'ex', ex)
+      redis.call('PEXPIREAT', h, ex)
+    end
   end
 end
 return 1`;
 
-// KEYS: 3 per account. ARGV: id, expiresAt.
-const RENEW = `
-for i = 1, #KEYS / 3 do
-  redis.call('ZADD', KEYS[3*i], 'XX', ARGV[2], ARGV[1])
-end
-return 1`;
-
-// KEYS: value, holds, expiries. ARGV: now. Read-only apart from releasing expired holds.
-const ACCOUNT = `${REAP}
-reap(KEYS[2], KEYS[3], tonumber(ARGV[1]))
+// KEYS: value, hash. ARGV: now. Read-only apart from releasing expired holds.
+const ACCOUNT = `${LEDGER}
+local held, capped = state(KEYS[2], tonumber(ARGV[1]), '')
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then ttl = 0 end
-return {tonumber(redis.call('GET', KEYS[1]) or '0'), tonumber(redis.call('HGET', KEYS[2], '_held') or '0'), ttl, redis.call('HGET', KEYS[2], '_capped')}`;
+return {tonumber(redis.call('GET', KEYS[1]) or '0'), held, ttl, capped}`;
 
 /*
  * Places with leases (storage/atomic.ts claimPlace). Per set two keys: a hash holder →
@@ -209,7 +290,7 @@ const SCRIPTS = {
   gwAddAll: { lua: "for i, key in ipairs(KEYS) do redis.call('INCRBY', key, ARGV[i]) end return 0" },
   gwSettle: { lua: SETTLE },
   gwRenew: { lua: RENEW },
-  gwAccount: { numberOfKeys: 3, lua: ACCOUNT },
+  gwAccount: { numberOfKeys: 2, lua: ACCOUNT },
   gwClaimPlace: { numberOfKeys: 2, lua: CLAIM_PLACE },
   gwReleasePlace: { numberOfKeys: 2, lua: RELEASE_PLACE },
   gwRenewPlaces: { numberOfKeys: 2, lua: RENEW_PLACES },
@@ -223,9 +304,14 @@ type ScriptCall = (...args: (string | number)[]) => Promise<unknown>;
  * each loaded once per connection (ioredis defineCommand: EVALSHA, falling back to EVAL
  * when the server lost its script cache).
  */
+/** Holds placed here and not settled yet, remembered at most (a settlement without its entry reads the account). */
+const MAX_REMEMBERED_HOLDS = 100_000;
+
 export class RedisAtomic implements Atomic {
   readonly #redis: Redis;
   readonly #prefix: string;
+  /** What each hold placed here put on each account (`<amount>:<capped 0|1>`), until its settlement. */
+  readonly #placed = new Map<string, Map<string, string>>();
   readonly #scripts: Record<keyof typeof SCRIPTS, ScriptCall>;
 
   constructor(redis: Redis, prefix: string) {
@@ -299,9 +385,10 @@ export class RedisAtomic implements Atomic {
     return Number((await this.#redis.get(this.#prefix + key)) ?? 0);
   }
 
-  #accountKeys(key: string): string[] {
+  /** An account's value key and its hash, in one Cluster slot (the hash's tag is the value key's name). */
+  #accountKeys(key: string): [string, string] {
     const base = this.#prefix + key;
-    return [base, `${base}:holds`, `${base}:hold-expiry`];
+    return [base, `{${base}}:h`];
   }
 
   async hold(id: string, lines: HoldLine[], leaseMs: number): Promise<HoldRefusal | null> {
@@ -314,23 +401,44 @@ export class RedisAtomic implements Atomic {
       line.windowMs ? Math.ceil(line.windowMs) : 0,
       line.commit ? "1" : "0",
     ]);
-    const result = (await this.#scripts.gwHold(keys.length, ...keys, id, Date.now(), Math.ceil(leaseMs), ...args)) as number[] | null;
-    if (!result) return null;
-    const [index, value, held, ttlMs] = result.map(Number) as [number, number, number, number];
-    return { index, value, held, ttlMs };
+    const result = ((await this.#scripts.gwHold(keys.length, ...keys, id, Date.now(), Math.ceil(leaseMs), ...args)) as number[]).map(
+      Number,
+    );
+    if (result[0] === 1) {
+      const [, index, value, held, ttlMs] = result as [number, number, number, number, number];
+      return { index, value, held, ttlMs };
+    }
+    // What it placed on each account, for its settlement to take off without reading.
+    const placed = new Map<string, string>();
+    lines.forEach((line, i) => {
+      if (!line.commit) placed.set(line.key, `${result[1 + 2 * i]}:${result[2 + 2 * i]}`);
+    });
+    if (this.#placed.size >= MAX_REMEMBERED_HOLDS) this.#placed.clear();
+    this.#placed.set(id, placed);
+    return null;
   }
 
-  async settle(id: string, lines: SettleLine[]): Promise<void> {
-    if (lines.length === 0) return;
-    const keys = lines.flatMap((line) => this.#accountKeys(line.key));
-    const args = lines.flatMap((line) => [Math.trunc(line.delta), line.windowMs ? Math.ceil(line.windowMs) : 0]);
-    await this.#scripts.gwSettle(keys.length, ...keys, id, Date.now(), ...args);
+  async settle(id: string, lines: SettleLine[], counters: [key: string, delta: number][] = []): Promise<void> {
+    if (lines.length === 0 && counters.length === 0) return;
+    const keys = [...lines.flatMap((line) => this.#accountKeys(line.key)), ...counters.map(([key]) => this.#prefix + key)];
+    const placed = this.#placed.get(id);
+    this.#placed.delete(id);
+    const args = [
+      ...lines.flatMap((line) => [
+        Math.trunc(line.delta),
+        line.windowMs ? Math.ceil(line.windowMs) : 0,
+        // Nothing held; what this process placed; or unknown here (read it from the account).
+        line.held === false ? "-" : (placed?.get(line.key) ?? "r"),
+      ]),
+      ...counters.map(([, delta]) => Math.trunc(delta)),
+    ];
+    await this.#scripts.gwSettle(keys.length, ...keys, id, Date.now(), lines.length, ...args);
   }
 
   async renew(id: string, keys: string[], leaseMs: number): Promise<void> {
     if (keys.length === 0) return;
     const all = keys.flatMap((key) => this.#accountKeys(key));
-    await this.#scripts.gwRenew(all.length, ...all, id, Date.now() + Math.ceil(leaseMs));
+    await this.#scripts.gwRenew(all.length, ...all, id, Date.now() + Math.ceil(leaseMs), Math.ceil(leaseMs));
   }
 
   async account(key: string): Promise<AccountState> {

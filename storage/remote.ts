@@ -3,6 +3,7 @@ import { createConnection, createServer, type Server, type Socket } from "node:n
 import { defineDriver, type Storage } from "unstorage";
 import type { Atomic } from "./atomic.js";
 import type { Bus } from "./bus.js";
+import type { Indexes } from "./indexes.js";
 
 /**
  * The owner's door for other processes on the same DATA_DIR (docs/storage.md): the process
@@ -34,15 +35,18 @@ export const ATOMIC_METHODS = [
   "places",
 ] as const;
 
+const INDEX_METHODS = ["write", "members", "upTo", "count"] as const;
+
 interface Target {
   kv: Storage;
+  indexes: Indexes;
   atomic: Atomic;
   bus: Bus;
 }
 
 interface Request {
   i: number;
-  t: "kv" | "atomic" | "bus";
+  t: "kv" | "indexes" | "atomic" | "bus";
   m: string;
   a: unknown[];
 }
@@ -51,6 +55,7 @@ function allowed(request: Request): boolean {
   if (!Array.isArray(request.a)) return false;
   if (request.t === "kv") return (KV_METHODS as readonly string[]).includes(request.m);
   if (request.t === "atomic") return (ATOMIC_METHODS as readonly string[]).includes(request.m);
+  if (request.t === "indexes") return (INDEX_METHODS as readonly string[]).includes(request.m);
   return request.t === "bus" && request.m === "publish";
 }
 
@@ -191,6 +196,13 @@ export const ownerDriver = defineDriver((connection: OwnerConnection) => {
     dispose: () => connection.close(),
   };
 });
+
+/** The owner's indexes (records written with their index entries), operation by operation. */
+export function ownerIndexes(connection: OwnerConnection): Indexes {
+  const indexes: Record<string, unknown> = {};
+  for (const method of INDEX_METHODS) indexes[method] = (...args: unknown[]) => connection.call("indexes", method, args);
+  return indexes as unknown as Indexes;
+}
 
 /** The Atomic of the owner, operation by operation. */
 export function ownerAtomic(connection: OwnerConnection): Atomic {

@@ -1,18 +1,27 @@
 import { link, mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { randomBytes } from "node:crypto";
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
 import { RateLimiterMemory, RateLimiterRedis, type RateLimiterAbstract } from "rate-limiter-flexible";
 import { createStorage, type Storage } from "unstorage";
-import memoryDriver from "unstorage/drivers/memory";
 import { rawRedisDriver } from "./redis-raw-driver.js";
 import { LocalAtomic, type Atomic } from "./atomic.js";
 import { MemoryBus, RedisBus, type Bus } from "./bus.js";
 import { atomicFsDriver, journalDriver, readLegacyLayout, removeOrphanTempFiles, setLegacyLayoutAside } from "./fs-driver.js";
 import { Journal } from "./journal.js";
 import { claimDataDir, DataDirBusyError, type DataDirOwner } from "./owner.js";
-import { connectToOwner, ownerAtomic, ownerDriver, serveStore } from "./remote.js";
+import { connectToOwner, ownerAtomic, ownerDriver, ownerIndexes, serveStore } from "./remote.js";
 import { RedisAtomic } from "./redis-atomic.js";
+import { type Indexes, LocalIndexes, RedisIndexes } from "./indexes.js";
+import { MemoryRecords } from "./record-map.js";
+import { reindexLocal, reindexRedis } from "./reindex.js";
+import { checkServer, connectRedis, RedisSetupError, selectDb, serverFacts } from "./redis-setup.js";
+import { maskUrlPasswords } from "./mask.js";
+
+/** The notice that the indexes of existing records were built (storage/reindex.ts), when they were. */
+function reindexNotice(count: number): string[] {
+  return count > 0 ? [`indexed ${count} existing records, once, for this version's listings (docs/storage.md "Indexes")`] : [];
+}
 
 export interface LimiterOptions {
   /** Namespace of the counters. */
@@ -25,16 +34,26 @@ export interface LimiterOptions {
 export interface Store {
   readonly driver: StoreOptions["STORAGE"];
   readonly kv: Storage;
+  /** Records written with their index entries, and the indexes every listing reads (storage/indexes.ts). */
+  readonly indexes: Indexes;
   readonly atomic: Atomic;
   readonly bus: Bus;
   /** A rate limiter whose counters are shared by every instance on the same Redis. */
   limiter(options: LimiterOptions): RateLimiterAbstract;
   /** REDIS_PREFIX (redis driver only), for repositories that keep keys of their own. */
   readonly prefix?: string;
-  /** A new Redis connection (redis driver only), for callers that need their own subscriber. */
-  duplicateRedis?(): Redis;
+  /** A new Redis connection (redis driver only), named after its `role`, for callers that need their own. */
+  duplicateRedis?(role?: string): Redis;
   /** Reads a secret persisted beside the data (fs), creating it on first use. */
   persistentSecret(name: string): Promise<string | undefined>;
+  /**
+   * Whether storage takes writes now (/readyz, bridge health): Redis answers a write (not when
+   * it is unreachable or refuses writes past maxmemory); the fs journal has not failed. Rejects
+   * or answers `{ok: false, error}` otherwise.
+   */
+  probe(): Promise<{ ok: boolean; error?: string }>;
+  /** What the start found worth saying once (Redis kept only in memory, indexes built): logged by the composition. */
+  readonly notices: readonly string[];
   close(): Promise<void>;
 }
 
@@ -44,19 +63,8 @@ export interface StoreOptions {
   DATA_DIR: string;
   REDIS_URL: string;
   REDIS_PREFIX: string;
-}
-
-/**
- * One connection. Without ioredis auto-pipelining: a chat request sends two or three commands
- * (the hold script; the settle script and the usage counts), and auto-pipelining built a
- * Pipeline object per event-loop turn for them, which cost more than the writes it saved
- * (docs/performance.md: 252–258 against 283–305 µs of CPU per Platform request at c=16).
- */
-function connectRedis(url: string): Redis {
-  const redis = new Redis(url, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: false });
-  // Without a listener ioredis reports connection errors as unhandled; commands still fail fast.
-  redis.on("error", () => undefined);
-  return redis;
+  /** Run on a Redis whose maxmemory-policy may evict keys (docs/storage.md "Redis in production"). */
+  REDIS_ALLOW_EVICTION?: boolean;
 }
 
 /**
@@ -93,15 +101,39 @@ const FILE_MOUNTS = ["artifact-blobs"];
 export async function openStore(options: StoreOptions, open: OpenStoreOptions = {}): Promise<Store> {
   if (options.STORAGE === "redis") return openRedisStore(options);
   if (options.STORAGE === "fs") return openFsStore(options, open);
-  const kv = createStorage({ driver: memoryDriver() });
-  return localStore(options, kv, new LocalAtomic(), new MemoryBus(), async () => undefined);
+  const records = new MemoryRecords();
+  const kv = createStorage({ driver: journalDriver(records) });
+  return localStore(options, kv, new LocalIndexes(records), new LocalAtomic(), new MemoryBus(), async () => undefined);
 }
 
-function localStore(options: StoreOptions, kv: Storage, atomic: Atomic, bus: Bus, release: () => Promise<void>): Store {
+interface LocalParts {
+  /** What the start found worth saying (an fs store's indexes built). */
+  notices?: string[];
+  /** Why writes are refused now, if they are (the fs journal after a failed write). */
+  refusal?: () => Error | undefined;
+}
+
+function localStore(
+  options: StoreOptions,
+  kv: Storage,
+  indexes: Indexes,
+  atomic: Atomic,
+  bus: Bus,
+  release: () => Promise<void>,
+  parts: LocalParts = {},
+): Store {
   return {
     driver: options.STORAGE,
     kv,
+    indexes,
     atomic,
+    notices: parts.notices ?? [],
+    async probe() {
+      const refused = parts.refusal?.();
+      if (refused) return { ok: false, error: refused.message };
+      await kv.getItem("health:probe");
+      return { ok: true };
+    },
     bus,
     limiter: ({ name, points, durationSeconds }) => new RateLimiterMemory({ keyPrefix: name, points, duration: durationSeconds }),
     async persistentSecret(name) {
@@ -155,7 +187,7 @@ async function openFsStore(options: StoreOptions, open: OpenStoreOptions): Promi
       subscribe: (channel, handler) => bus.subscribe(channel, handler),
       close: () => bus.close(),
     };
-    return localStore(options, kv, ownerAtomic(connection), remoteBus, async () => undefined);
+    return localStore(options, kv, ownerIndexes(connection), ownerAtomic(connection), remoteBus, async () => undefined);
   }
   let stopServing: () => Promise<void> = async () => undefined;
   let kv: Storage | undefined;
@@ -169,6 +201,7 @@ async function openFsStore(options: StoreOptions, open: OpenStoreOptions): Promi
       onError: (error) => process.stderr.write(`storage: ${error.message}\n`),
     });
     if (legacy) await setLegacyLayoutAside(base, legacy.entries);
+    const notices = reindexNotice(await reindexLocal(journal));
     await rm(join(base, ".locks"), { recursive: true, force: true });
     kv = createStorage({ driver: journalDriver(journal) });
     for (const mount of FILE_MOUNTS) kv.mount(mount, atomicFsDriver({ base: join(base, mount) }));
@@ -180,10 +213,18 @@ async function openFsStore(options: StoreOptions, open: OpenStoreOptions): Promi
       remove: (key) => journal.remove(key),
     });
     const bus = new MemoryBus();
-    const store = localStore(options, kv, atomic, bus, async () => {
-      await stopServing();
-      await owner.release();
-    });
+    const store = localStore(
+      options,
+      kv,
+      new LocalIndexes(journal),
+      atomic,
+      bus,
+      async () => {
+        await stopServing();
+        await owner.release();
+      },
+      { notices, refusal: () => journal.failure },
+    );
     try {
       stopServing = await serveStore(socketPath, store);
     } catch (error) {
@@ -209,40 +250,75 @@ async function openFsStore(options: StoreOptions, open: OpenStoreOptions): Promi
   }
 }
 
+/**
+ * Redis (docs/storage.md "Redis in production"): two named connections (commands, and the
+ * bus's subscriber), REDIS_URL's database checked, the server's settings checked (an evicting
+ * maxmemory-policy stops the start), the indexes of existing records built once.
+ */
 async function openRedisStore(options: StoreOptions): Promise<Store> {
   const prefix = options.REDIS_PREFIX;
-  const client = connectRedis(options.REDIS_URL);
-  const subscriber = connectRedis(options.REDIS_URL);
+  const client = connectRedis(options.REDIS_URL, prefix, "main");
+  const subscriber = connectRedis(options.REDIS_URL, prefix, "subscriber");
+  const fail = (error: unknown): never => {
+    client.disconnect();
+    subscriber.disconnect();
+    throw error;
+  };
   try {
     await client.ping();
     await whenReady(subscriber);
   } catch (error) {
-    client.disconnect();
-    subscriber.disconnect();
     // The code lets the start script name REDIS_URL in its one-line message.
-    throw Object.assign(new Error(`Redis at ${options.REDIS_URL} did not answer: ${(error as Error).message}`), {
-      code: "REDIS_UNREACHABLE",
-    });
+    fail(
+      Object.assign(new Error(`Redis at ${maskUrlPasswords(options.REDIS_URL)} did not answer: ${(error as Error).message}`), {
+        code: "REDIS_UNREACHABLE",
+      }),
+    );
   }
-  const kv = createStorage({ driver: rawRedisDriver({ url: options.REDIS_URL, base: `${prefix}:kv`, maxRetriesPerRequest: 2, client }) });
+  const notices: string[] = [];
+  try {
+    await selectDb(client, options.REDIS_URL);
+    notices.push(...checkServer(await serverFacts(client), options.REDIS_URL, options.REDIS_ALLOW_EVICTION === true));
+  } catch (error) {
+    fail(
+      error instanceof RedisSetupError
+        ? error
+        : new RedisSetupError(`Redis did not answer the start's checks: ${(error as Error).message}`),
+    );
+  }
+  const kv = createStorage({ driver: rawRedisDriver({ base: `${prefix}:kv`, client }) });
+  const indexes = new RedisIndexes(client, prefix);
+  try {
+    notices.push(...reindexNotice(await reindexRedis(client, prefix, indexes)));
+  } catch (error) {
+    fail(error);
+  }
   const atomic = new RedisAtomic(client, prefix);
   const bus = new RedisBus(client, subscriber, prefix);
   const extra: Redis[] = [];
+  const probeKey = `${prefix}:probe:${process.pid}`;
   return {
     driver: "redis",
     prefix,
     kv,
+    indexes,
     atomic,
     bus,
+    notices,
     limiter: ({ name, points, durationSeconds }) =>
       new RateLimiterRedis({ storeClient: client, keyPrefix: `${prefix}:rl:${name}`, points, duration: durationSeconds }),
-    duplicateRedis() {
-      const redis = connectRedis(options.REDIS_URL);
+    duplicateRedis(role = "extra") {
+      const redis = connectRedis(options.REDIS_URL, prefix, role);
       extra.push(redis);
       return redis;
     },
     async persistentSecret() {
       return undefined;
+    },
+    async probe() {
+      // A write: Redis past maxmemory (noeviction) still answers reads but refuses this.
+      await client.set(probeKey, Date.now(), "PX", 10_000);
+      return { ok: true };
     },
     async close() {
       await bus.close();

@@ -10,6 +10,10 @@ import { listenReady } from "./fork-ready.js";
  * Long streams (bench/streams.ts): with MOCK_STREAM_CHUNKS set, a stream is a role chunk,
  * that many content chunks MOCK_STREAM_GAP_MS apart (default 100), a finish chunk, the usage
  * chunk and `[DONE]`, each written as its own frame the moment it is due.
+ *
+ * `GET /arrivals` (bench/redis-chat.ts) answers the times (epoch µs) at which the chat
+ * requests since the last call arrived, so a benchmark can tell which of the gateway's storage
+ * commands came before the upstream call.
  */
 const LATENCY_MS = Number(process.env.MOCK_LATENCY_MS ?? 2);
 const LONG_CHUNKS = Number(process.env.MOCK_STREAM_CHUNKS ?? 0);
@@ -47,11 +51,19 @@ const longTail = [
   "data: [DONE]\n\n",
 ].join("");
 
+const arrivals: number[] = [];
+const nowMicros = () => Math.round((performance.timeOrigin + performance.now()) * 1000);
+
 const server = createServer((req, res) => {
+  if (req.method === "GET" && req.url === "/arrivals") {
+    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(arrivals.splice(0)));
+    return;
+  }
   if (req.method !== "POST" || !req.url?.endsWith("/chat/completions")) {
     res.writeHead(404, { "content-type": "application/json" }).end('{"error":{"message":"not found"}}');
     return;
   }
+  if (arrivals.length < 1000) arrivals.push(nowMicros());
   const parts: Buffer[] = [];
   req.on("data", (part: Buffer) => parts.push(part));
   req.on("end", () => {

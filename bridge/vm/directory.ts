@@ -1,4 +1,5 @@
 import type { Store } from "../../storage/store.js";
+import { VmPresenceRepo } from "../../storage/repos/vm-presence.js";
 import type { VmIdentity } from "../../rpc/tools/ports.js";
 import type { VmPrompt, VmResource, VmTool } from "./protocol.js";
 
@@ -13,8 +14,8 @@ export interface VmRecord extends VmIdentity {
 }
 
 /**
- * The VM presence registry shared by instances (STORAGE=redis). One record per connection at
- * `vms:<vmId>:<connectionId>`, so an instance only ever writes and deletes its own records
+ * The VM presence registry shared by instances (STORAGE=redis). One record per connection
+ * (storage/repos/vm-presence.ts, listed from its index), so an instance only ever writes and deletes its own records
  * (no read-modify-write race on a reconnect); the newest connection of a vmId wins. An
  * instance proves it is alive with a TTL key refreshed every heartbeat; records of a dead
  * instance are ignored and swept. Other drivers serve one process: the registry is that
@@ -22,7 +23,7 @@ export interface VmRecord extends VmIdentity {
  */
 export class VmDirectory {
   readonly shared: boolean;
-  readonly #store: Store;
+  readonly #presence: VmPresenceRepo<VmRecord>;
   readonly #instanceId: string;
   readonly #aliveTtlMs: number;
   readonly #localRecords: () => VmRecord[];
@@ -30,32 +31,26 @@ export class VmDirectory {
 
   constructor(store: Store, instanceId: string, aliveTtlMs: number, localRecords: () => VmRecord[]) {
     this.shared = store.driver === "redis";
-    this.#store = store;
+    this.#presence = new VmPresenceRepo<VmRecord>(store);
     this.#instanceId = instanceId;
     this.#aliveTtlMs = aliveTtlMs;
     this.#localRecords = localRecords;
   }
 
-  #aliveKey(instanceId: string): string {
-    return `vm-instance:${instanceId}`;
+  markAlive(): Promise<void> {
+    return this.#presence.markAlive(this.#instanceId, this.#aliveTtlMs);
   }
 
-  async markAlive(): Promise<void> {
-    const key = this.#aliveKey(this.#instanceId);
-    const current = await this.#store.atomic.get(key);
-    await this.#store.atomic.compareAndSet(key, current, new Date().toISOString(), this.#aliveTtlMs);
-  }
-
-  async markDead(): Promise<void> {
-    await this.#store.atomic.delete(this.#aliveKey(this.#instanceId));
+  markDead(): Promise<void> {
+    return this.#presence.markDead(this.#instanceId);
   }
 
   async put(record: VmRecord): Promise<void> {
-    await this.#store.kv.setItem(`vms:${record.vmId}:${record.connectionId}`, record as never);
+    await this.#presence.put(record);
   }
 
-  async remove(vmId: string, connectionId: string): Promise<void> {
-    await this.#store.kv.removeItem(`vms:${vmId}:${connectionId}`);
+  remove(vmId: string, connectionId: string): Promise<void> {
+    return this.#presence.remove(vmId, connectionId);
   }
 
   /** Forgets the cached list (a VM event arrived, or a heartbeat tick passed). */
@@ -73,30 +68,28 @@ export class VmDirectory {
     const cached = (await this.#load()).get(vmId);
     if (cached) return cached;
     // A VM that connected elsewhere a moment ago may precede its bus event: read its records directly.
-    return (await this.#read(`vms:${vmId}`)).get(vmId);
+    return (await this.#read(vmId)).get(vmId);
   }
 
   #load(): Promise<Map<string, VmRecord>> {
-    this.#cache ??= this.#read("vms").catch((error) => {
+    this.#cache ??= this.#read().catch((error) => {
       this.#cache = undefined;
       throw error;
     });
     return this.#cache;
   }
 
-  async #read(prefix: string): Promise<Map<string, VmRecord>> {
-    const { kv, atomic } = this.#store;
-    const keys = await kv.getKeys(prefix);
-    const items = keys.length ? await kv.getItems(keys) : [];
-    const records = items.map((item) => ({ key: item.key, record: item.value as unknown as VmRecord })).filter((item) => item.record?.vmId);
+  /** Every VM's newest live connection (or one VM's); records of dead instances are swept. */
+  async #read(vmId?: string): Promise<Map<string, VmRecord>> {
+    const records = (await this.#presence.list(vmId)).filter((record) => record?.vmId);
     const alive = new Map<string, boolean>();
-    for (const instanceId of new Set(records.map((item) => item.record.instanceId))) {
-      alive.set(instanceId, instanceId === this.#instanceId || (await atomic.get(this.#aliveKey(instanceId))) !== null);
+    for (const instanceId of new Set(records.map((record) => record.instanceId))) {
+      alive.set(instanceId, instanceId === this.#instanceId || (await this.#presence.alive(instanceId)));
     }
     const byVm = new Map<string, VmRecord>();
-    for (const { key, record } of records) {
+    for (const record of records) {
       if (!alive.get(record.instanceId)) {
-        await kv.removeItem(key).catch(() => undefined);
+        await this.#presence.remove(record.vmId, record.connectionId).catch(() => undefined);
         continue;
       }
       const current = byVm.get(record.vmId);

@@ -99,7 +99,7 @@ export async function invokeAgent(
   signal = tracked.signal;
   await deps.money.recordAgentRun(agent.tenantId, agent.id, agent.model);
   try {
-    await runStarted(deps, agent.id);
+    await runStarted(deps, agent.id, runId, deps.config.AGENT_RUN_LEASE_SECONDS * 1000);
   } catch (error) {
     await firstHold.release().catch(() => undefined);
     await tracked.untrack();
@@ -120,7 +120,7 @@ export async function invokeAgent(
       },
     });
   } catch (error) {
-    await runFinished(deps, agent.id, true).catch(() => undefined);
+    await runFinished(deps, agent.id, runId, true).catch(() => undefined);
     await firstHold.release().catch(() => undefined);
     await tracked.untrack();
     throw error;
@@ -229,7 +229,7 @@ async function drive(
         );
         // The status is back before anyone sees `done`: a caller that reads the agent next sees it idle.
         finished = true;
-        await runFinished(deps, agent.id, result.status === "error");
+        await runFinished(deps, agent.id, runId, result.status === "error");
       }
       emit(event);
     }
@@ -239,7 +239,7 @@ async function drive(
     deps.log.error({ event: "agent.run", agentId: agent.id, runId, error: String(error) });
     if (!finished) {
       finished = true;
-      await runFinished(deps, agent.id, true).catch(() => undefined);
+      await runFinished(deps, agent.id, runId, true).catch(() => undefined);
       emit({
         type: "done",
         result: {
@@ -252,7 +252,7 @@ async function drive(
       });
     }
   } finally {
-    if (!finished) await runFinished(deps, agent.id, false).catch(() => undefined);
+    if (!finished) await runFinished(deps, agent.id, runId, false).catch(() => undefined);
     queue.close();
   }
 }

@@ -9,7 +9,8 @@ import type { Repos } from "../repos.js";
  * (`idle` → `deployed` ⇄ `paused`) and whether the last invocation ended in error.
  * Derived: `running` while at least one invocation is in flight. Every value lives in
  * storage (storage/repos/agent-state.ts), so transitions are compare-and-set (two concurrent
- * deploys: one 409) and concurrent invocations each add and remove their own count.
+ * deploys: one 409) and concurrent invocations each take and give back their own place, a
+ * lease the running process renews.
  */
 export type Lifecycle = AgentLifecycle;
 export type AgentStatus = Lifecycle | "running" | "error";
@@ -51,17 +52,29 @@ export async function statusOf(deps: Pick<Repos, "agentState">, agentId: string)
   return lifecycle;
 }
 
-export async function runStarted(deps: Pick<Repos, "agentState">, agentId: string): Promise<number> {
-  const running = await deps.agentState.addRunning(agentId, 1);
+/** The renewals of the runs this process has in flight, by run id. */
+const renewals = new Map<string, NodeJS.Timeout>();
+
+/**
+ * Starts one invocation: its place among the agent's runs in flight, leased for `leaseMs` and
+ * renewed every third of it while the run goes on (storage/repos/agent-state.ts), so a run
+ * whose instance died stops counting within the lease.
+ */
+export async function runStarted(deps: Pick<Repos, "agentState">, agentId: string, runId: string, leaseMs: number): Promise<void> {
+  await deps.agentState.runStarted(agentId, runId, leaseMs);
+  const timer = setInterval(() => void deps.agentState.renewRun(agentId, runId, leaseMs).catch(() => undefined), leaseMs / 3);
+  timer.unref();
+  renewals.set(runId, timer);
   await statusChanged(deps, agentId);
-  return running;
 }
 
-/** Ends one invocation: the count goes down; the error mark follows the outcome. */
-export async function runFinished(deps: Pick<Repos, "agentState">, agentId: string, failed: boolean): Promise<void> {
+/** Ends one invocation: its place goes; the error mark follows the outcome. */
+export async function runFinished(deps: Pick<Repos, "agentState">, agentId: string, runId: string, failed: boolean): Promise<void> {
+  clearInterval(renewals.get(runId));
+  renewals.delete(runId);
   const state = deps.agentState;
   await state.markFailed(agentId, failed);
-  if ((await state.addRunning(agentId, -1)) <= 0) await state.dropRunningIfZero(agentId);
+  await state.runEnded(agentId, runId);
   await statusChanged(deps, agentId);
 }
 

@@ -64,14 +64,9 @@ async function holdAndRun(
       promptTokens,
       includeUsage,
       // Settled on the ledger and counted in the metering with the same amounts (docs/billing.md
-      // "Usage"), sent together: one journal flush on fs, one round trip on Redis.
+      // "Usage"), in one step: one journal flush on fs, one script on Redis.
       // The cost is at the price of the deployment that answered (docs/providers.md "Money").
-      settle: async (usage, _estimated, cost) => {
-        await Promise.all([
-          held.settle(usage, cost),
-          ctx.deps.money.recordUsage(ctx.principal, { ...meter, model: model.id }, usage, cost),
-        ]);
-      },
+      settle: (usage, _estimated, cost) => ctx.deps.money.settleMetered(held, ctx.principal, { ...meter, model: model.id }, usage, cost),
     });
   };
   if (!place) return run();

@@ -5,8 +5,11 @@ import type { Usage } from "./types.js";
 import type { Charge } from "./charge.js";
 
 export interface Hold {
-  /** Settles every account to the metered usage and releases the rest. Exactly once: later calls do nothing. */
-  settle(usage: Usage, cost: number): Promise<void>;
+  /**
+   * Settles every account to the metered usage and releases the rest, adding `counters` (the
+   * request's metering) in the same step. Exactly once: later calls do nothing.
+   */
+  settle(usage: Usage, cost: number, counters?: [key: string, delta: number][]): Promise<void>;
   /** Releases the hold without charging (nothing ran). */
   release(): Promise<void>;
 }
@@ -40,14 +43,22 @@ export async function placeHold(
   const timer = renewed.length ? setInterval(() => void ledger.renew(id, renewed, leaseMs).catch(() => undefined), leaseMs / 2) : undefined;
   timer?.unref();
   let done = false;
-  const end = async (lines: LedgerSettleLine[]) => {
+  const end = async (lines: LedgerSettleLine[], counters?: [key: string, delta: number][]) => {
     if (done) return;
     done = true;
     if (timer) clearInterval(timer);
-    await ledger.settle(id, lines);
+    await ledger.settle(id, lines, counters);
   };
   return {
-    settle: (usage, cost) => end(open.map((charge) => ({ account: charge.account, used: charge.used?.(usage, cost) ?? 0 }))),
+    settle: (usage, cost, counters) =>
+      end(
+        open.map((charge) => ({
+          account: charge.account,
+          used: charge.used?.(usage, cost) ?? 0,
+          ...(charge.track ? { held: false } : {}),
+        })),
+        counters,
+      ),
     release: () => end(open.filter((charge) => !charge.track).map((charge) => ({ account: charge.account, used: 0 }))),
   };
 }

@@ -7,7 +7,7 @@ import { admitPlatformChat, requireCredits, type Estimate } from "./admission.js
 import type { Allowance, PlanStatus } from "./allowance.js";
 import type { Charge } from "./charge.js";
 import { placeHold, type Hold } from "./holds.js";
-import { recordAgentRun, recordUsage, type Meter } from "./metering.js";
+import { meteringOf, recordAgentRun, recordUsage, type Meter } from "./metering.js";
 import { tenantTokensCharge, tokensUsed } from "./tenant-tokens.js";
 import type { Usage } from "./types.js";
 import { userPlan } from "./user-allowance.js";
@@ -82,6 +82,17 @@ export class Money {
   /** One hold over several charges, atomically (rpc/money/holds.ts). */
   hold(charges: Charge[]): Promise<Hold> {
     return placeHold(this.#deps, charges);
+  }
+
+  /**
+   * Settles a hold to the metered usage and counts the request in the gateway's metering, in
+   * one step (one round trip on Redis, one journal flush on fs): the amounts the ledger takes
+   * and the ones the metering counts are the same (docs/billing.md "Usage").
+   */
+  async settleMetered(hold: Hold, principal: Principal | undefined, meter: Meter, usage: Usage, cost: number): Promise<void> {
+    const { counters, later } = await meteringOf(this.#deps, principal, meter, usage, cost);
+    await hold.settle(usage, cost, counters);
+    await later?.();
   }
 
   /** Counts a settled request in the gateway's metering (never fails the caller). */

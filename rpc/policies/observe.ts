@@ -1,10 +1,10 @@
-import { isServiceError } from "../errors.js";
+import { toServiceError } from "../errors.js";
 import { markFailed, SpanKind, spanLogIds, startSpan, tracingEnabled, withSpan } from "../tracing.js";
 import type { Policy } from "./policy.js";
 
-/** A call's outcome as a label: `ok`, or the error code it ended with (INTERNAL for anything unexpected). */
+/** A call's outcome as a label: `ok`, or the error code it ended with (INTERNAL for anything unexpected, UNAVAILABLE for storage down). */
 export function outcomeOf(error: unknown): string {
-  return isServiceError(error) ? error.code : "INTERNAL";
+  return toServiceError(error).code;
 }
 
 /**

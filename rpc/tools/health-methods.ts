@@ -4,16 +4,19 @@ import { toolsDomain } from "./deps.js";
 /** Bound on the storage probe (bridge health, /readyz), so a hung Redis makes health fail instead of hang. */
 const PROBE_TIMEOUT_MS = 2000;
 
-export async function probeStorage(kv: { getItem(key: string): Promise<unknown> }): Promise<{ ok: boolean; error?: string }> {
+/**
+ * Whether storage takes writes now (Store.probe: a write on Redis, so one past maxmemory fails
+ * it as one that is unreachable does), within PROBE_TIMEOUT_MS.
+ */
+export async function probeStorage(store: { probe(): Promise<{ ok: boolean; error?: string }> }): Promise<{ ok: boolean; error?: string }> {
   let timer: NodeJS.Timeout | undefined;
   try {
-    await Promise.race([
-      kv.getItem("health:probe"),
-      new Promise((_, reject) => {
+    return await Promise.race([
+      store.probe(),
+      new Promise<never>((_, reject) => {
         timer = setTimeout(() => reject(new Error(`no answer within ${PROBE_TIMEOUT_MS} ms`)), PROBE_TIMEOUT_MS);
       }),
     ]);
-    return { ok: true };
   } catch (error) {
     return { ok: false, error: (error as Error).message };
   } finally {
@@ -39,7 +42,7 @@ export const bridgeHealthMethods = [
     http: [{ surface: "bridge", method: "GET", path: "/health" }],
     async handler(_params, ctx) {
       const { store, upstream, vms, catalog } = ctx.deps;
-      const storage = { driver: store.driver, ...(await probeStorage(store.kv)) };
+      const storage = { driver: store.driver, ...(await probeStorage(store)) };
       const servers = upstream.summary();
       const stats = vms.stats();
       const tools = await catalog.list();

@@ -23,6 +23,12 @@ export const JITTER = 0.1;
 export const ROTATION_GRACE_MS = 24 * 3600_000;
 /** Deliveries stored per step of a fan-out; the event loop is yielded between steps. */
 export const FAN_OUT_BATCH = 20;
+/**
+ * Due deliveries (and fan-outs) one tick takes from the queues at most, earliest first; the
+ * rest wait for the next tick. Above what the fair queue runs at once (WEBHOOKS_CONCURRENCY),
+ * so a tick keeps it full.
+ */
+const TICK_BATCH = 1000;
 /** Subscription secrets kept opened (plaintext) for the next attempts. */
 const OPENED_SECRETS = 10_000;
 const PRIVATE_HINT = "set WEBHOOKS_ALLOW_PRIVATE=true to allow webhooks inside the deployment";
@@ -223,7 +229,8 @@ export class WebhookWorker {
     const job: FanOutJob = { eventId: event.id, tenantId: event.tenantId, event, createdAt: new Date().toISOString() };
     const traceparent = outgoingTraceparent();
     if (traceparent) job.traceparent = traceparent;
-    await this.#deps.repo.putFanOut(job);
+    // Due for another instance once this one had a lease's time to run it (it died otherwise).
+    await this.#deps.repo.putFanOut(job, Date.now() + this.#deps.config.WEBHOOKS_LEASE_SECONDS * 1000);
     this.#queueFanOut(job);
   }
 
@@ -236,7 +243,11 @@ export class WebhookWorker {
       .finally(() => this.#queued.delete(key));
   }
 
-  /** Stores the event's deliveries in batches, queueing each for its first attempt; then drops the job. */
+  /**
+   * Stores the event's deliveries a page of subscriptions at a time, each page with the job's
+   * progress in one atomic step (the last one removes the job), queueing each delivery for its
+   * first attempt. A job taken over after a crash starts from the page after its cursor.
+   */
   async #runFanOut(job: FanOutJob): Promise<void> {
     const lease = this.#deps.config.WEBHOOKS_LEASE_SECONDS * 1000;
     if (this.#closed || !(await this.#deps.repo.claimFanOut(job.eventId, this.#holder, lease))) return;
@@ -244,24 +255,24 @@ export class WebhookWorker {
     renewal.unref();
     try {
       const { event } = job;
-      for await (const page of this.#deps.repo.subscriptionPages(job.tenantId, FAN_OUT_BATCH)) {
+      for (;;) {
         if (this.#closed) return;
-        const subs = page.filter((sub) => sub.enabled && matchesFilter(sub.filter, event));
-        const stored = await Promise.all(subs.map((sub) => this.#storeDelivery(event, sub, job.traceparent)));
-        for (const delivery of stored) if (delivery.status === "pending") void this.#queueAttempt(delivery.tenantId, delivery.id);
+        const page = await this.#deps.repo.subscriptionPage(job.tenantId, job.after, FAN_OUT_BATCH);
+        const subs = page.subs.filter((sub) => sub.enabled && matchesFilter(sub.filter, event));
+        // A delivery already stored (a step another instance made before its claim expired) is left as it is.
+        const ids = subs.map((sub) => deliveryIdOf(event.id, sub.id));
+        const stored = ids.length ? await this.#deps.repo.storedDeliveryIds(job.tenantId, ids) : new Set<string>();
+        const fresh = subs
+          .filter((_, i) => !stored.has(ids[i]!))
+          .map((sub) => newDelivery(deliveryIdOf(event.id, sub.id), event, sub, job.traceparent));
+        await this.#deps.repo.storeFanOutStep(job, fresh, page.more ? page.last! : null);
+        for (const delivery of fresh) void this.#queueAttempt(delivery.tenantId, delivery.id);
+        if (!page.more) return;
         await yieldToLoop();
       }
-      await this.#deps.repo.removeFanOut(job.eventId);
     } finally {
       clearInterval(renewal);
     }
-  }
-
-  /** The delivery of `event` to `sub`, stored unless it already is (a fan-out taken over). */
-  async #storeDelivery(event: EventRecord, sub: WebhookSubscription, traceparent: string | undefined): Promise<WebhookDelivery> {
-    const id = deliveryIdOf(event.id, sub.id);
-    const existing = await this.#deps.repo.getDelivery(id);
-    return existing ?? this.#deps.repo.putDelivery(newDelivery(id, event, sub, traceparent));
   }
 
   /** Queues one attempt of a delivery (fairly, by tenant); resolves with its outcome. */
@@ -296,9 +307,10 @@ export class WebhookWorker {
    * Resolves with the number of attempts made.
    */
   async tick(now = Date.now()): Promise<number> {
-    for (const job of await this.#deps.repo.listFanOuts()) this.#queueFanOut(job);
-    // The due index names each delivery's tenant: the attempt reads the delivery itself.
-    const due = await this.#deps.repo.due(now);
+    // Both queues are read by score (docs/webhooks.md "Storage"): what is due, nothing else.
+    for (const job of await this.#deps.repo.fanOutsDue(now, TICK_BATCH)) this.#queueFanOut(job);
+    // The due queue names each delivery's tenant: the attempt reads the delivery itself.
+    const due = await this.#deps.repo.due(now, TICK_BATCH);
     const results = await Promise.all(due.map(({ id, tenantId }) => this.#queueAttempt(tenantId, id, now)));
     return results.filter(Boolean).length;
   }

@@ -1,24 +1,30 @@
-import { randomBytes } from "node:crypto";
 import type { Store } from "../store.js";
 
 export type AgentLifecycle = "idle" | "deployed" | "paused";
 
+/** A run's place has no limit: the places only count the runs in flight. */
+const UNLIMITED = Number.MAX_SAFE_INTEGER;
+
 /**
  * The key schemes of an agent's live state (docs/agents.md "Status"), all in `store.atomic`
  * so transitions are compare-and-set and counts are atomic across instances: the lifecycle,
- * the running count, the last-run-failed mark, when the status last changed, the log
+ * the runs in flight, the last-run-failed mark, when the status last changed, the log
  * sequence and the delete claim. The rules that use them live in rpc/agents/state.ts.
+ *
+ * The runs in flight are places with leases (`agent-runs:<agentId>`, storage/atomic.ts
+ * claimPlace), one per run, renewed by the process running it: a run on an instance that dies
+ * ends with its lease (AGENT_RUN_LEASE_SECONDS), so its agent is not left `running`. On memory
+ * and fs the places live in the one process, and end with it.
  */
 export class AgentStateRepo {
   readonly #atomic: Store["atomic"];
-  readonly #runningPrefix: string;
 
   constructor(store: Store) {
     this.#atomic = store.atomic;
-    // With Redis the running count is shared by every instance. The memory and fs drivers
-    // serve one process, so the count is scoped to this start: a count left behind by a
-    // process that stopped mid-run (its runs died with it) is never read again.
-    this.#runningPrefix = store.driver === "redis" ? "agent-running" : `agent-running:${randomBytes(6).toString("hex")}`;
+  }
+
+  #runs(agentId: string): string {
+    return `agent-runs:${agentId}`;
   }
 
   async lifecycle(agentId: string): Promise<AgentLifecycle> {
@@ -30,17 +36,23 @@ export class AgentStateRepo {
     return this.#atomic.compareAndSet(`agent-state:${agentId}`, from === "idle" ? null : from, to === "idle" ? null : to);
   }
 
+  /** How many runs of the agent are in flight (their leases live). */
   async running(agentId: string): Promise<number> {
-    return Math.max(0, await this.#atomic.balance(`${this.#runningPrefix}:${agentId}`));
+    return (await this.#atomic.places(this.#runs(agentId))).holders;
   }
 
-  addRunning(agentId: string, delta: 1 | -1): Promise<number> {
-    return this.#atomic.adjust(`${this.#runningPrefix}:${agentId}`, delta);
+  /** A run starts: its place, leased for `leaseMs`. */
+  async runStarted(agentId: string, runId: string, leaseMs: number): Promise<void> {
+    await this.#atomic.claimPlace(this.#runs(agentId), runId, runId, 1, UNLIMITED, leaseMs);
   }
 
-  /** Back to zero: the key goes, so finished agents leave nothing behind. */
-  async dropRunningIfZero(agentId: string): Promise<void> {
-    await this.#atomic.compareAndSet(`${this.#runningPrefix}:${agentId}`, "0", null);
+  /** A run goes on: its lease pushed to `leaseMs` from now. */
+  renewRun(agentId: string, runId: string, leaseMs: number): Promise<void> {
+    return this.#atomic.renewPlaces(this.#runs(agentId), [{ holder: runId, token: runId, weight: 1 }], leaseMs);
+  }
+
+  runEnded(agentId: string, runId: string): Promise<void> {
+    return this.#atomic.releasePlace(this.#runs(agentId), runId, runId);
   }
 
   async failed(agentId: string): Promise<boolean> {
@@ -74,12 +86,13 @@ export class AgentStateRepo {
     return this.#atomic.setIfAbsent(`agent-deleting:${agentId}`, "1", ttlMs);
   }
 
-  /** Removes every state value of a deleted agent. */
+  /** Removes every state value of a deleted agent (it has no run in flight: their places end with them). */
   async clear(agentId: string): Promise<void> {
     await Promise.all([
       this.#atomic.delete(`agent-state:${agentId}`),
       this.#atomic.delete(`agent-error:${agentId}`),
-      this.#atomic.delete(`${this.#runningPrefix}:${agentId}`),
+      // The running count of earlier versions, which had no lease.
+      this.#atomic.delete(`agent-running:${agentId}`),
       this.#atomic.delete(`agent-status-at:${agentId}`),
     ]);
   }

@@ -81,10 +81,10 @@ export class AgentsRepo {
 
   constructor(store: Store) {
     this.#store = store;
-    this.#agents = new Collection<AgentRecord>(store.kv, "agents");
-    this.#logs = new Collection<AgentLogEntry>(store.kv, "agent-logs");
-    this.#ownedTenants = new Collection<OwnedTenant>(store.kv, "tenant-owners");
-    this.#runs = new Collection<AgentRunRecord>(store.kv, "agent-runs");
+    this.#agents = new Collection<AgentRecord>(store, "agents");
+    this.#logs = new Collection<AgentLogEntry>(store, "agent-logs");
+    this.#ownedTenants = new Collection<OwnedTenant>(store, "tenant-owners");
+    this.#runs = new Collection<AgentRunRecord>(store, "agent-runs");
   }
 
   /**
@@ -156,8 +156,10 @@ export class AgentsRepo {
     return this.#logs.list(agentId);
   }
 
+  /** Removes every log line of the agent, in one step. */
   async clearLogs(agentId: string): Promise<void> {
-    for (const entry of await this.#logs.list(agentId)) await this.removeLog(agentId, entry.seq);
+    const ids = await this.#logs.ids([agentId]);
+    await this.#store.indexes.write(ids.flatMap((id) => this.#logs.removeChanges([agentId, id])));
   }
 
   addOwnedTenant(ownerId: string, tenantId: string): Promise<OwnedTenant> {

@@ -28,7 +28,7 @@ export class ArtifactsRepo {
 
   constructor(store: Store) {
     this.#kv = store.kv;
-    this.#meta = new Collection<Artifact>(store.kv, "artifacts");
+    this.#meta = new Collection<Artifact>(store, "artifacts");
   }
 
   static newId(): string {
@@ -57,14 +57,11 @@ export class ArtifactsRepo {
 
   /** Up to `limit` artifacts after the cursor (an id), oldest first; `next` when more follow. */
   async page(workspaceId: string, limit: number, after?: string): Promise<{ items: Artifact[]; next?: string }> {
-    const base = this.#meta.key(workspaceId);
-    const keys = (await this.#kv.getKeys(base))
-      .filter((key) => key.startsWith(`${base}:`))
-      .sort()
-      .filter((key) => !after || key.slice(base.length + 1) > after);
-    const chosen = keys.slice(0, limit);
-    const items = chosen.length ? (await this.#kv.getItems(chosen)).map((item) => item.value as unknown as Artifact).filter(Boolean) : [];
-    return { items, ...(keys.length > limit && items.length ? { next: items[items.length - 1]!.id } : {}) };
+    // One more than asked for tells whether more follow (the workspace's index, storage/layout.ts).
+    const ids = await this.#meta.ids([workspaceId], { ...(after !== undefined ? { after } : {}), limit: limit + 1 });
+    const chosen = ids.slice(0, limit).map((id) => this.#meta.key(workspaceId, id));
+    const items = await this.#meta.getMany(chosen);
+    return { items, ...(ids.length > limit && items.length ? { next: items[items.length - 1]!.id } : {}) };
   }
 
   async remove(artifact: Artifact): Promise<void> {

@@ -40,23 +40,31 @@ interface HashEntry {
   id: string;
 }
 
+/**
+ * Keys under their owner (`keys:<owner>:<id>`, listed by owner: storage/layout.ts) with a
+ * lookup by hash (`keyhash:<sha256>`). A key and its hash entry are written in one atomic
+ * step; a revoked key stays readable by id but leaves its owner's listing.
+ */
 export class KeysRepo {
+  readonly #indexes: Store["indexes"];
   readonly #keys: Collection<KeyRecord>;
   readonly #byHash: Collection<HashEntry>;
   /** Verified records by hash. */
   readonly #verified: BusCache<KeyRecord>;
 
   constructor(store: Store, options: { cacheMs?: number } = {}) {
-    this.#keys = new Collection<KeyRecord>(store.kv, "keys");
-    this.#byHash = new Collection<HashEntry>(store.kv, "keyhash");
+    this.#indexes = store.indexes;
+    this.#keys = new Collection<KeyRecord>(store, "keys");
+    this.#byHash = new Collection<HashEntry>(store, "keyhash");
     this.#verified = new BusCache<KeyRecord>(store.bus, "keys.changed", { ttlMs: options.cacheMs ?? KEY_CACHE_MS });
   }
 
   async create(record: KeyRecord): Promise<KeyRecord> {
-    // The record first: a crash between the two writes leaves an unusable key, never a
-    // hash that points at nothing.
-    await this.#keys.put([record.owner, record.id], record);
-    await this.#byHash.put([record.hash], { owner: record.owner, id: record.id });
+    // The record, its owner's index entry and its hash entry in one step.
+    await this.#indexes.write([
+      ...this.#keys.putChanges([record.owner, record.id], record),
+      ...this.#byHash.putChanges([record.hash], { owner: record.owner, id: record.id }),
+    ]);
     return record;
   }
 
@@ -85,16 +93,22 @@ export class KeysRepo {
       .sort((a, b) => a.createdAt.localeCompare(b.createdAt));
   }
 
+  /** A change to a live key (name, limits, lastUsedAt): its record only, it stays listed. */
   async update(record: KeyRecord): Promise<KeyRecord> {
-    const stored = await this.#keys.put([record.owner, record.id], record);
+    await this.#keys.replace([record.owner, record.id], record);
     await this.#verified.invalidate(record.hash);
-    return stored;
+    return record;
   }
 
-  /** Permanent: the hash entry goes, so the secret is refused from the next request on. */
+  /**
+   * Permanent: the hash entry goes, so the secret is refused from the next request on, and the
+   * key leaves its owner's listing (its record stays, marked revoked), in one step.
+   */
   async revoke(record: KeyRecord, at: string): Promise<void> {
-    await this.#byHash.remove(record.hash);
-    await this.#keys.put([record.owner, record.id], { ...record, revokedAt: at });
+    await this.#indexes.write([
+      ...this.#byHash.removeChanges([record.hash]),
+      ...this.#keys.putChanges([record.owner, record.id], { ...record, revokedAt: at }, { listed: false }),
+    ]);
     await this.#verified.invalidate(record.hash);
   }
 

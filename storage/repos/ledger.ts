@@ -28,6 +28,8 @@ export interface LedgerSettleLine {
   account: LedgerAccount;
   /** What the request really used on this account (≥ 0): taken from a balance, added to a usage. */
   used: number;
+  /** False when the hold placed nothing on it (an account only counted when the request ends). */
+  held?: boolean;
 }
 
 /**
@@ -91,18 +93,23 @@ export class LedgerRepo {
     );
   }
 
-  /** Ends hold `id`: releases it and counts what was used, on every line at once. */
-  settle(id: string, lines: LedgerSettleLine[]): Promise<void> {
+  /**
+   * Ends hold `id`: releases it and counts what was used, on every line at once, with the
+   * request's metering `counters` (storage/repos/usage.ts `counters`) in the same step.
+   */
+  settle(id: string, lines: LedgerSettleLine[], counters?: [key: string, delta: number][]): Promise<void> {
     return this.#store.atomic.settle(
       id,
-      lines.map(({ account, used }) => {
+      lines.map(({ account, used, held }) => {
         const amount = Math.max(0, Math.ceil(used));
         return {
           key: account.key,
           delta: account.kind === "balance" ? -amount : amount,
           ...(account.windowMs ? { windowMs: account.windowMs } : {}),
+          ...(held === false ? { held } : {}),
         };
       }),
+      counters,
     );
   }
 

@@ -54,7 +54,7 @@ export class McpServersRepo {
   constructor(store: Store, box: SecretBox) {
     this.#store = store;
     this.#box = box;
-    this.#records = new Collection<McpServerRecord | LegacyRecord>(store.kv, "mcp-servers");
+    this.#records = new Collection<McpServerRecord | LegacyRecord>(store, "mcp-servers");
     this.#users = new UsersRepo(store);
   }
 
@@ -79,10 +79,10 @@ export class McpServersRepo {
     return records;
   }
 
-  /** How many servers the tenant has registered (their keys, no record read; shared servers are no tenant's). */
+  /** How many servers the tenant has registered (its index's size, no record read; shared servers are no tenant's). */
   async countOf(tenantId: string): Promise<number> {
     if (!Collection.validId(tenantId)) return 0;
-    return (await this.#records.keys(tenantId)).length;
+    return this.#records.count(tenantId);
   }
 
   /** Stores a new server; false when its owner (or, for a tenant, the shared scope) already has the name. */

@@ -21,9 +21,8 @@ const LOCK_MS = 10_000;
 
 /**
  * Who belongs to which tenant, with what role: `members:<tenantId>:<userId>` (the tenant's
- * list) and `member-of:<userId>:<tenantId>` (the user's tenants, so neither list scans).
- * The membership record is the truth; the index is written first and removed last, so a
- * crash leaves at most an index entry without a membership, which readers skip.
+ * list) and `member-of:<userId>:<tenantId>` (the user's tenants), both listed by their
+ * first part (storage/layout.ts) and written together in one step.
  *
  * Tenants made before roles existed have no records: their creator (`Tenant.ownerId`) is
  * their owner until the first change to the tenant's members writes that record (`seed`).
@@ -32,11 +31,13 @@ export class MembersRepo {
   readonly #members: Collection<Membership>;
   readonly #index: Collection<{ tenantId: string }>;
   readonly #atomic: Store["atomic"];
+  readonly #indexes: Store["indexes"];
 
   constructor(store: Store) {
     this.#atomic = store.atomic;
-    this.#members = new Collection<Membership>(store.kv, "members");
-    this.#index = new Collection<{ tenantId: string }>(store.kv, "member-of");
+    this.#indexes = store.indexes;
+    this.#members = new Collection<Membership>(store, "members");
+    this.#index = new Collection<{ tenantId: string }>(store, "member-of");
   }
 
   get(tenantId: string, userId: string): Promise<Membership | null> {
@@ -49,14 +50,17 @@ export class MembersRepo {
     return (await this.#members.list(tenantId)).sort((a, b) => a.addedAt.localeCompare(b.addedAt) || a.userId.localeCompare(b.userId));
   }
 
+  /** The membership and the user's entry, in one step. */
   async put(membership: Membership): Promise<Membership> {
-    await this.#index.put([membership.userId, membership.tenantId], { tenantId: membership.tenantId });
-    return this.#members.put([membership.tenantId, membership.userId], membership);
+    await this.#indexes.write([
+      ...this.#index.putChanges([membership.userId, membership.tenantId], { tenantId: membership.tenantId }),
+      ...this.#members.putChanges([membership.tenantId, membership.userId], membership),
+    ]);
+    return membership;
   }
 
   async remove(tenantId: string, userId: string): Promise<void> {
-    await this.#members.remove(tenantId, userId);
-    await this.#index.remove(userId, tenantId);
+    await this.#indexes.write([...this.#members.removeChanges([tenantId, userId]), ...this.#index.removeChanges([userId, tenantId])]);
   }
 
   /** Tenants the user has a membership record in (any role). */

@@ -37,7 +37,7 @@ export class ModelRegistryRepo {
 
   constructor(store: Store) {
     this.#store = store;
-    this.#entries = new Collection<ModelEntry>(store.kv, "model-registry");
+    this.#entries = new Collection<ModelEntry>(store, "model-registry");
   }
 
   /** Claims the first write of an entry (seeding from the models document, or a create): false when it exists. */

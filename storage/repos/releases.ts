@@ -49,8 +49,8 @@ export class ReleasesRepo {
 
   constructor(store: Store) {
     this.#store = store;
-    this.#releases = new Collection<Release>(store.kv, "releases");
-    this.#rollouts = new Collection<Rollout>(store.kv, "rollouts");
+    this.#releases = new Collection<Release>(store, "releases");
+    this.#rollouts = new Collection<Rollout>(store, "rollouts");
   }
 
   /**

@@ -1,4 +1,4 @@
-import type { Storage } from "unstorage";
+import { Collection, type RecordStore } from "../collection.js";
 import {
   type DIMENSIONS,
   dayOf,
@@ -15,22 +15,23 @@ import {
 } from "./telemetry-model.js";
 
 /**
- * Telemetry on memory and fs (one process): events in one item per tenant and UTC hour, so a
- * query reads only the hours it covers. Appends to an hour are serialized per item.
+ * Telemetry on memory and fs (one process): events in one item per tenant and UTC hour
+ * (`telemetry:<tenant>:<hour>`, listed by tenant: storage/layout.ts), so a query reads only the
+ * hours it covers, found in the tenant's index. Appends to an hour are serialized per item.
  */
 export class LocalTelemetry implements TelemetryStore {
-  readonly #kv: Storage;
+  readonly #hoursOf: Collection<TelemetryEvent[]>;
   readonly #locks = new Map<string, Promise<unknown>>();
   readonly #retentionMs: number;
   readonly #pruned = new Map<string, number>();
 
-  constructor(kv: Storage, retentionDays: number) {
-    this.#kv = kv;
+  constructor(store: RecordStore, retentionDays: number) {
+    this.#hoursOf = new Collection<TelemetryEvent[]>(store, "telemetry");
     this.#retentionMs = retentionDays * 86_400_000;
   }
 
-  #key(tenantId: string, hour: number) {
-    return `telemetry:${tenantId}:${String(hour).padStart(7, "0")}`;
+  #hour(hour: number) {
+    return String(hour).padStart(7, "0");
   }
 
   async ingest(tenantId: string, events: readonly TelemetryEvent[]) {
@@ -41,9 +42,9 @@ export class LocalTelemetry implements TelemetryStore {
     }
     await Promise.all(
       [...byHour].map(([hour, added]) =>
-        this.#locked(this.#key(tenantId, hour), async (key) => {
-          const existing = ((await this.#kv.getItem(key)) as TelemetryEvent[] | null) ?? [];
-          await this.#kv.setItem(key, [...existing, ...added] as never);
+        this.#locked(`${tenantId}:${this.#hour(hour)}`, async () => {
+          const existing = (await this.#hoursOf.get(tenantId, this.#hour(hour))) ?? [];
+          await this.#hoursOf.put([tenantId, this.#hour(hour)], [...existing, ...added]);
         }),
       ),
     );
@@ -54,15 +55,15 @@ export class LocalTelemetry implements TelemetryStore {
     }
   }
 
-  async #hours(tenantId: string, since: number, until: number): Promise<string[]> {
-    const base = `telemetry:${tenantId}`;
-    const first = this.#key(tenantId, hourOf(since));
-    const last = this.#key(tenantId, hourOf(until - 1));
-    return (await this.#kv.getKeys(base)).filter((key) => key.startsWith(`${base}:`) && key >= first && key <= last).sort();
+  /** The tenant's hours from `since` to `until` (exclusive), as [tenant, hour] key parts. */
+  async #hours(tenantId: string, since: number, until: number): Promise<[string, string][]> {
+    if (!Collection.validId(tenantId)) return [];
+    const hours = await this.#hoursOf.ids([tenantId], { from: this.#hour(hourOf(since)), below: this.#hour(hourOf(until - 1) + 1) });
+    return hours.map((hour) => [tenantId, hour]);
   }
 
-  async #events(key: string): Promise<TelemetryEvent[]> {
-    const events = ((await this.#kv.getItem(key)) as TelemetryEvent[] | null) ?? [];
+  async #events([tenantId, hour]: [string, string]): Promise<TelemetryEvent[]> {
+    const events = (await this.#hoursOf.get(tenantId, hour)) ?? [];
     return events.map((event) => ({ ...event, ts: Date.parse(event.timestamp) })).sort((a, b) => a.ts - b.ts || a.id.localeCompare(b.id));
   }
 
@@ -106,19 +107,15 @@ export class LocalTelemetry implements TelemetryStore {
   }
 
   async prune(tenantId: string, before: number) {
-    const base = `telemetry:${tenantId}`;
-    const cutoff = this.#key(tenantId, hourOf(before));
-    for (const key of await this.#kv.getKeys(base)) {
-      if (key.startsWith(`${base}:`) && key < cutoff) await this.#locked(key, (k) => this.#kv.removeItem(k));
+    if (!Collection.validId(tenantId)) return;
+    for (const hour of await this.#hoursOf.ids([tenantId], { below: this.#hour(hourOf(before)) })) {
+      await this.#locked(`${tenantId}:${hour}`, () => this.#hoursOf.remove(tenantId, hour));
     }
   }
 
-  #locked<T>(key: string, fn: (key: string) => Promise<T>): Promise<T> {
+  #locked<T>(key: string, fn: () => Promise<T>): Promise<T> {
     const previous = this.#locks.get(key) ?? Promise.resolve();
-    const run = previous.then(
-      () => fn(key),
-      () => fn(key),
-    );
+    const run = previous.then(fn, fn);
     const settled = run.catch(() => undefined);
     this.#locks.set(key, settled);
     void settled.then(() => {

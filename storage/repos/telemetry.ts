@@ -5,6 +5,6 @@ import type { TelemetryStore } from "./telemetry-model.js";
 
 export function openTelemetry(store: Store, retentionDays: number): TelemetryStore {
   if (store.driver === "redis" && store.duplicateRedis)
-    return new RedisTelemetry(store.duplicateRedis(), store.prefix ?? "gw", retentionDays);
-  return new LocalTelemetry(store.kv, retentionDays);
+    return new RedisTelemetry(store.duplicateRedis("telemetry"), store.prefix ?? "gw", retentionDays);
+  return new LocalTelemetry(store, retentionDays);
 }

@@ -40,15 +40,17 @@ export class TenantsRepo {
   readonly #byTenant: Collection<{ id: string }>;
 
   readonly #atomic: Store["atomic"];
+  readonly #indexes: Store["indexes"];
   /** Workspaces as the request path reads them (a key's workspace status), dropped everywhere on change. */
   readonly #cached: BusCache<Workspace>;
 
   constructor(store: Store, options: { cacheMs?: number } = {}) {
     this.#atomic = store.atomic;
+    this.#indexes = store.indexes;
     this.#cached = new BusCache<Workspace>(store.bus, "workspaces.changed", { ttlMs: options.cacheMs ?? KEY_CACHE_MS });
-    this.tenants = new Collection<Tenant>(store.kv, "tenants");
-    this.workspaces = new Collection<Workspace>(store.kv, "workspaces");
-    this.#byTenant = new Collection<{ id: string }>(store.kv, "tenant-workspaces");
+    this.tenants = new Collection<Tenant>(store, "tenants");
+    this.workspaces = new Collection<Workspace>(store, "workspaces");
+    this.#byTenant = new Collection<{ id: string }>(store, "tenant-workspaces");
   }
 
   getTenant(id: string) {
@@ -73,8 +75,13 @@ export class TenantsRepo {
     return this.tenants.remove(id);
   }
 
+  /** The workspace and its tenant's index entry, in one step. */
   async removeWorkspace(id: string) {
-    await this.workspaces.remove(id);
+    const workspace = await this.getWorkspace(id);
+    await this.#indexes.write([
+      ...this.workspaces.removeChanges([id]),
+      ...(workspace ? this.#byTenant.removeChanges([workspace.tenantId, id]) : []),
+    ]);
     await this.#cached.invalidate(id);
   }
 
@@ -90,23 +97,24 @@ export class TenantsRepo {
     return Collection.validId(id) ? this.#cached.get(id, () => this.workspaces.get(id)) : Promise.resolve(null);
   }
 
-  /** Writes the index entry first: a crash leaves at most an entry without a workspace, which the list skips. */
+  /** The workspace and its tenant's index entry, in one step. */
   async putWorkspace(workspace: Workspace) {
-    await this.#byTenant.put([workspace.tenantId, workspace.id], { id: workspace.id });
-    const stored = await this.workspaces.put([workspace.id], workspace);
+    await this.#indexes.write([
+      ...this.#byTenant.putChanges([workspace.tenantId, workspace.id], { id: workspace.id }),
+      ...this.workspaces.putChanges([workspace.id], workspace),
+    ]);
     await this.#cached.invalidate(workspace.id);
-    return stored;
+    return workspace;
   }
 
-  /**
-   * Every workspace, in id order, `limit` at a time after the id `after` (operators' overview).
-   * A scan of the workspace records: operators page through it rarely, so it has no index.
-   */
+  /** Every workspace, in id order, `limit` at a time after the id `after` (operators' overview; the index of every workspace). */
   async allWorkspaces(options: { after?: string; limit: number }): Promise<{ workspaces: Workspace[]; more: boolean }> {
-    const all = (await this.workspaces.list()).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-    const start = options.after === undefined ? 0 : all.findIndex((workspace) => workspace.id > options.after!);
-    const from = start === -1 ? all.length : start;
-    return { workspaces: all.slice(from, from + options.limit), more: from + options.limit < all.length };
+    const ids = await this.workspaces.ids([], {
+      ...(options.after !== undefined ? { after: options.after } : {}),
+      limit: options.limit + 1,
+    });
+    const workspaces = await this.workspaces.getMany(ids.slice(0, options.limit).map((id) => this.workspaces.key(id)));
+    return { workspaces, more: ids.length > options.limit };
   }
 
   /** The tenant's workspaces, oldest first (`extra`: ids known otherwise, e.g. a default workspace made before the index). */

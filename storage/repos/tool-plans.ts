@@ -102,7 +102,7 @@ export class ToolPlansRepo {
   constructor(store: Store, box: SecretBox) {
     this.#store = store;
     this.#box = box;
-    this.#plans = new Collection<ToolPlan>(store.kv, "tool-plans");
+    this.#plans = new Collection<ToolPlan>(store, "tool-plans");
   }
 
   /** The plan as every endpoint shows it (credentials redacted), or null when it is missing or another user's (the same answer). */

@@ -1,5 +1,4 @@
 import { createHash } from "node:crypto";
-import type { Storage } from "unstorage";
 import { Collection } from "../collection.js";
 import type { Store } from "../store.js";
 
@@ -38,57 +37,67 @@ function rollupId(dims: UsageDims): string {
  * combination of dimensions. The dimensions are a JSON record under
  * `usage-rollups:<tenant>:<day>:<id>`; each count is an atomic counter
  * `usage:<tenant>:<day>:<id>:<field>` (a request's counts added in one step: one script on
- * Redis), so concurrent requests on any number of instances never lose a count. A day's
- * rollups are listed by key prefix.
+ * Redis), so concurrent requests on any number of instances never lose a count. A tenant's
+ * rollups are listed from its index (storage/layout.ts), a range of days at a time.
  */
 export class UsageRepo {
   readonly #rollups: Collection<UsageDims>;
-  readonly #kv: Storage;
   readonly #atomic: Store["atomic"];
   /** Rollups known to exist (`tenant:day:id`). */
   readonly #known = new Set<string>();
 
   constructor(store: Store) {
-    this.#kv = store.kv;
     this.#atomic = store.atomic;
-    this.#rollups = new Collection<UsageDims>(store.kv, "usage-rollups");
+    this.#rollups = new Collection<UsageDims>(store, "usage-rollups");
   }
 
   #counter(tenantId: string, day: string, id: string, field: UsageField) {
     return `usage:${tenantId}:${day}:${id}:${field}`;
   }
 
+  /**
+   * Counts one request. The rollup's record is written first when it is new: a counter is never
+   * without the record that names it; one written (or seen) once is remembered, so a busy
+   * rollup costs no read per request. The counters in one step (one script on Redis, one
+   * journal flush on fs).
+   */
   async record(tenantId: string, dims: UsageDims, counts: Partial<UsageCounts>): Promise<void> {
     if (!Collection.validId(tenantId)) return;
     const id = rollupId(dims);
-    // The dimensions first: a counter is never without the record that names it. A rollup
-    // written (or seen) once is remembered, so a busy one costs no read per request.
     const rollup = `${tenantId}:${dims.day}:${id}`;
     if (!this.#known.has(rollup)) {
       if (!(await this.#rollups.get(tenantId, dims.day, id))) await this.#rollups.put([tenantId, dims.day, id], dims);
       if (this.#known.size >= 10_000) this.#known.clear();
       this.#known.add(rollup);
     }
-    // The counters in one step (one script on Redis, one journal flush on fs).
-    await this.#atomic.addAll(
-      USAGE_FIELDS.filter((field) => counts[field]).map((field) => [this.#counter(tenantId, dims.day, id, field), counts[field]!]),
-    );
+    await this.#atomic.addAll(this.#deltas(tenantId, dims.day, id, counts));
+  }
+
+  /**
+   * The counter increments of one request for a caller that adds them in a step of its own (the
+   * ledger's settlement carries them: rpc/money/metering.ts), when its rollup is known to exist
+   * here; undefined otherwise (`record` then writes the rollup first).
+   */
+  knownCounters(tenantId: string, dims: UsageDims, counts: Partial<UsageCounts>): [key: string, delta: number][] | undefined {
+    if (!Collection.validId(tenantId)) return [];
+    const id = rollupId(dims);
+    return this.#known.has(`${tenantId}:${dims.day}:${id}`) ? this.#deltas(tenantId, dims.day, id, counts) : undefined;
+  }
+
+  #deltas(tenantId: string, day: string, id: string, counts: Partial<UsageCounts>): [key: string, delta: number][] {
+    return USAGE_FIELDS.filter((field) => counts[field]).map((field) => [this.#counter(tenantId, day, id, field), counts[field]!]);
   }
 
   /** Every rollup of the tenant from `from` to `to` (days, inclusive), with its counts. */
   async rows(tenantId: string, from: string, to: string): Promise<(UsageDims & UsageCounts)[]> {
     if (!Collection.validId(tenantId)) return [];
-    const base = this.#rollups.key(tenantId);
-    const keys = (await this.#kv.getKeys(base)).filter((key) => {
-      const day = key.slice(base.length + 1).split(":")[0] ?? "";
-      return key.startsWith(`${base}:`) && day >= from && day <= to;
-    });
-    if (!keys.length) return [];
-    const items = await this.#kv.getItems(keys);
+    // The tenant's index holds `<day>:<id>`: the days asked for are one range of it (";" sorts right after ":").
+    const ids = await this.#rollups.ids([tenantId], { from, below: `${to};` });
+    if (!ids.length) return [];
+    const rollups = await this.#rollups.getMany(ids.map((id) => this.#rollups.key(tenantId, ...id.split(":"))));
     return Promise.all(
-      items.map(async (item) => {
-        const dims = item.value as unknown as UsageDims;
-        const id = item.key.split(":").pop()!;
+      rollups.map(async (dims) => {
+        const id = rollupId(dims);
         const counts = {} as UsageCounts;
         for (const field of USAGE_FIELDS) counts[field] = await this.#atomic.balance(this.#counter(tenantId, dims.day, id, field));
         return { ...dims, ...counts };

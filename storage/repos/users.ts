@@ -25,7 +25,7 @@ export class UsersRepo {
 
   constructor(store: Store, options: { cacheMs?: number } = {}) {
     this.#store = store;
-    this.#users = new Collection<User>(store.kv, "users");
+    this.#users = new Collection<User>(store, "users");
     this.#cached = new BusCache<User>(store.bus, "users.changed", { ttlMs: options.cacheMs ?? KEY_CACHE_MS });
   }
 

@@ -12,6 +12,8 @@ export interface Received {
   /** The parsed payload, when the signature verified against one of `secrets`. */
   verified: unknown;
   error?: string;
+  /** When its body had arrived (performance.now()). */
+  at: number;
 }
 
 /**
@@ -40,7 +42,7 @@ export async function startReceiver() {
           error = String(e);
         }
       }
-      received.push({ path: req.url ?? "", headers: req.headers, body, verified, error });
+      received.push({ path: req.url ?? "", headers: req.headers, body, verified, error, at: performance.now() });
       const answer = answers.shift() ?? 200;
       if (answer === "hang") {
         hanging.add(() => res.destroy());

@@ -24,8 +24,10 @@ describe("configuration", () => {
       QUOTA_MCP_SERVERS_PER_TENANT: 20,
       QUOTA_WEBHOOK_SUBSCRIPTIONS_PER_TENANT: 100,
       QUOTA_STREAMS_PER_KEY: 20,
-      QUOTA_STREAM_LEASE_SECONDS: 60,
+      QUOTA_STREAM_LEASE_SECONDS: 15,
     });
+    // docs/storage.md "Leases": what a dead instance held ends within seconds.
+    expect(loadConfig({})).toMatchObject({ AGENT_RUN_LEASE_SECONDS: 15, HOLD_LEASE_SECONDS: 30, WEBHOOKS_LEASE_SECONDS: 5 });
     expect(loadConfig({ QUOTA_WEBHOOK_SUBSCRIPTIONS_PER_TENANT: "0" }).QUOTA_WEBHOOK_SUBSCRIPTIONS_PER_TENANT).toBe(0);
   });
 
@@ -35,6 +37,10 @@ describe("configuration", () => {
     ["STORAGE", "postgres"],
     ["GATEWAY_JWT_SECRET", "short"],
     ["REDIS_URL", "http://localhost"],
+    ["REDIS_URL", "redis://localhost:6379/zero"],
+    ["REDIS_URL", "redis://"],
+    ["REDIS_ALLOW_EVICTION", "yes"],
+    ["AGENT_RUN_LEASE_SECONDS", "1"],
     ["GATEWAY_MAX_PAYLOAD_BYTES", "-1"],
     ["GATEWAY_API_RATE_LIMIT_RPM", "0"],
     ["GATEWAY_API_RATE_LIMIT_RPM", "many"],

@@ -7,6 +7,7 @@ import lockfile from "proper-lockfile";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TEST_REDIS_URL } from "../helpers/redis.js";
 import { openStore, type Store } from "../../storage/store.js";
+import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.js";
 
 /**
  * The start path as an operator runs it: `npm start` is one process that honours SIGTERM, and
@@ -103,7 +104,10 @@ describe("a bad start is one line and exit code 1", () => {
   // A DATA_DIR another process (this one) owns.
   let ownedDir: string;
   let owner: Store;
+  // A Redis that evicts keys under memory pressure, as many managed ones do by default.
+  let evicting: PrivateRedis;
   beforeAll(async () => {
+    evicting = await startPrivateRedis(["--maxmemory-policy", "allkeys-lru"]);
     busy = createServer();
     await new Promise<void>((resolve) => busy.listen(0, "127.0.0.1", resolve));
     busyPort = (busy.address() as { port: number }).port;
@@ -111,6 +115,7 @@ describe("a bad start is one line and exit code 1", () => {
     owner = await openStore({ STORAGE: "fs", DATA_DIR: ownedDir, REDIS_URL: TEST_REDIS_URL, REDIS_PREFIX: "unused" });
   });
   afterAll(async () => {
+    await evicting.stop();
     await owner.close();
     await rm(ownedDir, { recursive: true, force: true });
     await new Promise<void>((resolve) => busy.close(() => resolve()));
@@ -122,6 +127,11 @@ describe("a bad start is one line and exit code 1", () => {
     ["MODELS_JSON", () => ({ MODELS_JSON: JSON.stringify({ models: { m: { provider: "nope" } } }) })],
     ["MODELS_FILE", () => ({ MODELS_FILE: "/nonexistent/models.json" })],
     ["REDIS_URL", () => ({ STORAGE: "redis", REDIS_URL: "redis://127.0.0.1:1", ...SECRETS })],
+    // docs/storage.md "Redis in production": the password never printed, the database a number the server has.
+    ["REDIS_URL", () => ({ STORAGE: "redis", REDIS_URL: "redis://:hunter2-secret@127.0.0.1:1/0", ...SECRETS })],
+    ["REDIS_URL", () => ({ STORAGE: "redis", REDIS_URL: "redis://:hunter2-secret@127.0.0.1:6379/abc", ...SECRETS })],
+    ["no database 99", () => ({ STORAGE: "redis", REDIS_URL: `${TEST_REDIS_URL}/99`, ...SECRETS })],
+    ["maxmemory-policy allkeys-lru", () => ({ STORAGE: "redis", REDIS_URL: evicting.url, ...SECRETS })],
     ["PORT", () => ({ PORT: String(busyPort) })],
     ["GATEWAY_JWT_SECRET", () => ({ STORAGE: "redis", REDIS_URL: TEST_REDIS_URL })],
     ["HOST", () => ({ HOST: "no-such-host.invalid" })],
@@ -142,5 +152,6 @@ describe("a bad start is one line and exit code 1", () => {
     expect(lines, stderr).toHaveLength(1);
     expect(lines[0]).toContain(name);
     expect(stderr).not.toMatch(/\n\s+at /);
+    expect(stderr).not.toContain("hunter2");
   });
 });

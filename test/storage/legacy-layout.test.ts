@@ -35,6 +35,11 @@ describe("a DATA_DIR in the one-file-per-record layout", () => {
       });
       expect(login.status).toBe(200);
       expect(await server.composition.ports.repos.credits.balance(WORKSPACE)).toBe(3_000_000);
+      // Listings read indexes, built once from the imported records (docs/storage.md "Indexes").
+      expect((await server.composition.ports.repos.keys.list(WORKSPACE, "platform")).map((key) => key.id)).toEqual([
+        "key_QxeNlG6xxImwwAhV",
+      ]);
+      expect((await server.composition.ports.repos.tenants.workspacesOf("ten_A8yUubc5J571xUTP")).map((ws) => ws.id)).toEqual([WORKSPACE]);
       const client = openaiClient(server, "/api/v1", KEY);
       const model = (await client.models.list()).data[0]!.id;
       await client.chat.completions.create({ model, messages: userMessage("after the import") });

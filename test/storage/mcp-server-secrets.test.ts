@@ -110,6 +110,9 @@ describe.each(["fs", "redis"] as const)("upstream headers at rest (%s)", (storag
       createdAt: new Date().toISOString(),
     } as never);
     await store.atomic.setIfAbsent("mcp-server-name:legacy", "x");
+    // The previous version kept no indexes: the next start builds them from the records (docs/storage.md "Indexes").
+    await store.kv.removeItem("layout:indexes");
+    if (storage === "redis") await store.duplicateRedis!().del(`${prefix}:layout`);
     await store.close();
     expect(await raw()).toContain("legacy-plaintext-77");
 

@@ -64,7 +64,8 @@ describe.each(["memory", "fs", "redis"] as const)("storage driver %s", (driver) 
   });
 
   it("stores, lists by prefix and removes typed records", async () => {
-    const things = new Collection<{ id: string; n: number }>(store.kv, "things");
+    // Any collection listed by owner (storage/layout.ts) behaves the same.
+    const things = new Collection<{ id: string; n: number }>(store, "keys");
     await things.put(["owner1", "b"], { id: "b", n: 2 });
     await things.put(["owner1", "a"], { id: "a", n: 1 });
     await things.put(["owner2", "c"], { id: "c", n: 3 });
@@ -223,6 +224,29 @@ describe("redis store", () => {
       await store.close();
     }
   });
+
+  it("settles a hold placed by another instance as the one that placed it would, capped hold included", async () => {
+    const options = await optionsFor("redis");
+    const placer = await openStore(options);
+    const settler = await openStore(options);
+    try {
+      await placer.atomic.adjust("bal:x", 100);
+      // One whole hold and one capped at what remains.
+      expect(await placer.atomic.hold("h1", [{ key: "bal:x", kind: "balance", amount: 60 }], 60_000)).toBeNull();
+      expect(await placer.atomic.hold("h2", [{ key: "bal:x", kind: "balance", amount: 90 }], 60_000)).toBeNull();
+      expect(await placer.atomic.account("bal:x")).toMatchObject({ value: 100, held: 100, capped: "h2" });
+      // The settler never saw these holds: it reads what they placed from the account.
+      await settler.atomic.settle("h2", [{ key: "bal:x", delta: -50 }]);
+      expect(await placer.atomic.account("bal:x")).toEqual({ value: 50, held: 60, ttlMs: 0 });
+      await settler.atomic.settle("h1", [{ key: "bal:x", delta: -10 }]);
+      // Settled once: the placer's own settlement of the same hold releases nothing twice.
+      await placer.atomic.settle("h1", [{ key: "bal:x", delta: 0 }]);
+      expect(await settler.atomic.account("bal:x")).toEqual({ value: 40, held: 0, ttlMs: 0 });
+    } finally {
+      await settler.close();
+      await placer.close();
+    }
+  });
 });
 
 describe("local atomic windows", () => {
@@ -250,14 +274,14 @@ describe("fs store: one owner per DATA_DIR", () => {
   it("keeps records in the journal, not one file per record, and leaves no temporary files", async () => {
     const options = await optionsFor("fs");
     const store = await openStore(options);
-    const things = new Collection<{ id: string; body: string }>(store.kv, "things");
+    const things = new Collection<{ id: string; body: string }>(store, "things");
     await Promise.all(Array.from({ length: 30 }, (_, i) => things.put(["x"], { id: "x", body: "y".repeat(1000 + i) })));
     const files = await readdir(options.DATA_DIR, { recursive: true });
     expect(files.filter((file) => file.startsWith("things") || file.endsWith(".tmp"))).toEqual([]);
     expect(files).toContain(join(".store", "snapshot"));
     await store.close();
     const reopened = await openStore(options);
-    expect((await new Collection<{ id: string; body: string }>(reopened.kv, "things").get("x"))?.body.length).toBeGreaterThanOrEqual(1000);
+    expect((await new Collection<{ id: string; body: string }>(reopened, "things").get("x"))?.body.length).toBeGreaterThanOrEqual(1000);
     await reopened.close();
   });
 

@@ -78,7 +78,7 @@ describe("agents survive a restart", () => {
     const first = await startTestServer(env);
     const seeded = await seed(first);
     // A run in flight when the process stops dies with it: the next start does not show it running.
-    await runStarted(first.composition.ports.repos, seeded.agent.id);
+    await runStarted(first.composition.ports.repos, seeded.agent.id, "run_inflight", 60_000);
     const running = (await first.request(`${G}/agents/${seeded.agent.id}`, { headers: bearer(seeded.token) })).body;
     expect(running.status).toBe("running");
     // The run's start was a status change; the restart keeps that time while the status reads deployed again.
