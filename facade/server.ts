@@ -40,16 +40,27 @@ export interface RunningServer {
 
 /**
  * A request body that stops arriving for `idleMs` closes the connection. The deadline runs while
- * the body is read only: once it has arrived the socket has no idle limit again, so an answer
- * streamed for minutes (SSE) is never cut by it. A WebSocket upgrade has no body here.
+ * the service reads the body only: not before it starts reading (a call checks its credential
+ * first, and that may wait on storage, which STORAGE_TIMEOUT_MS bounds), not while it stops
+ * reading (backpressure), and not once the body has arrived, so an answer streamed for minutes
+ * (SSE) is never cut by it. A WebSocket upgrade has no body here.
  */
 function cutIdleBodies(node: NodeServer, idleMs: number): void {
   node.on("request", (request: IncomingMessage) => {
     const hasBody = request.headers["transfer-encoding"] !== undefined || Number(request.headers["content-length"] ?? 0) > 0;
     if (!hasBody || request.complete) return;
     const socket = request.socket;
-    socket.setTimeout(idleMs);
-    const done = () => socket.setTimeout(0);
+    const reading = () => socket.setTimeout(idleMs);
+    const waiting = () => socket.setTimeout(0);
+    const done = () => {
+      request.off("resume", reading);
+      request.off("pause", waiting);
+      socket.setTimeout(0);
+    };
+    // Already flowing (a reader attached in the same turn): the deadline runs from now.
+    if (request.readableFlowing) reading();
+    request.on("resume", reading);
+    request.on("pause", waiting);
     request.once("end", done);
     request.once("close", done);
   });

@@ -76,6 +76,12 @@ const ENV_SCHEMA = v.object({
   ),
   /** Key prefix inside Redis, so several deployments can share one server. */
   REDIS_PREFIX: v.optional(v.pipe(v.string(), v.regex(/^[\w.-]+$/, "letters, digits, _ . - only")), "gw"),
+  /**
+   * Deadline of one storage command in milliseconds (docs/storage.md "When Redis stops
+   * answering"): a Redis that does not answer within it fails the request with 503 instead of
+   * holding it. The bus's subscriber and blocking reads are not bounded by it.
+   */
+  STORAGE_TIMEOUT_MS: v.optional(intFrom(10, 600_000), "5000"),
   /** HS256 secret for session tokens; at least 32 characters. Generated into DATA_DIR when unset (fs only). */
   GATEWAY_JWT_SECRET: v.optional(v.pipe(v.string(), v.minLength(32, "must be at least 32 characters"))),
   /**

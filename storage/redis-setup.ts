@@ -39,11 +39,15 @@ export class RedisSetupError extends Error {
  * tell the service's connections and their roles apart. Without ioredis auto-pipelining: a chat
  * request sends two or three commands, and auto-pipelining built a Pipeline object per event-loop
  * turn for them, which cost more than the writes it saved (docs/performance.md: 252–258 against
- * 283–305 µs of CPU per Platform request at c=16).
+ * 283–305 µs of CPU per Platform request at c=16). `commandTimeoutMs` (STORAGE_TIMEOUT_MS) bounds
+ * every command's wait for its reply.
  */
-export function connectRedis(url: string, prefix: string, role: string): Redis {
+export function connectRedis(url: string, prefix: string, role: string, commandTimeoutMs?: number): Redis {
   const redis = new Redis(url, {
     maxRetriesPerRequest: 2,
+    // A Redis that stops answering (paused, swapping, a network that drops packets) fails each
+    // command after this with "Command timed out": 503 (storage/outage.ts), never a request held.
+    ...(commandTimeoutMs ? { commandTimeout: commandTimeoutMs } : {}),
     enableOfflineQueue: true,
     lazyConnect: false,
     connectionName: `${prefix}:${role}:${hostname().replace(/[^\w.-]/g, "_")}:${process.pid}`,

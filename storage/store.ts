@@ -65,6 +65,8 @@ export interface StoreOptions {
   REDIS_PREFIX: string;
   /** Run on a Redis whose maxmemory-policy may evict keys (docs/storage.md "Redis in production"). */
   REDIS_ALLOW_EVICTION?: boolean;
+  /** Deadline of one Redis command (docs/storage.md "When Redis stops answering"); none when absent. */
+  STORAGE_TIMEOUT_MS?: number;
 }
 
 /**
@@ -257,7 +259,9 @@ async function openFsStore(options: StoreOptions, open: OpenStoreOptions): Promi
  */
 async function openRedisStore(options: StoreOptions): Promise<Store> {
   const prefix = options.REDIS_PREFIX;
-  const client = connectRedis(options.REDIS_URL, prefix, "main");
+  const timeoutMs = options.STORAGE_TIMEOUT_MS;
+  const client = connectRedis(options.REDIS_URL, prefix, "main", timeoutMs);
+  // The subscriber only holds its subscriptions: no command of a request waits on it.
   const subscriber = connectRedis(options.REDIS_URL, prefix, "subscriber");
   const fail = (error: unknown): never => {
     client.disconnect();
@@ -308,7 +312,7 @@ async function openRedisStore(options: StoreOptions): Promise<Store> {
     limiter: ({ name, points, durationSeconds }) =>
       new RateLimiterRedis({ storeClient: client, keyPrefix: `${prefix}:rl:${name}`, points, duration: durationSeconds }),
     duplicateRedis(role = "extra") {
-      const redis = connectRedis(options.REDIS_URL, prefix, role);
+      const redis = connectRedis(options.REDIS_URL, prefix, role, timeoutMs);
       extra.push(redis);
       return redis;
     },
