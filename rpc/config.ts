@@ -158,8 +158,20 @@ const ENV_SCHEMA = v.object({
   QUOTA_MCP_SERVERS_PER_TENANT: v.optional(intFrom(0, 100_000), "20"),
   /** Webhook subscriptions one tenant may have. */
   QUOTA_WEBHOOK_SUBSCRIPTIONS_PER_TENANT: v.optional(intFrom(0, 1_000_000), "100"),
-  /** Streams in flight per credential (an API key, or a signed-in user): streamed chat answers and streamed agent invocations. */
-  QUOTA_STREAMS_PER_KEY: v.optional(intFrom(0, 1_000_000), "20"),
+  /**
+   * Streams in flight per credential (an API key, or a signed-in user's session): streamed chat
+   * answers and streamed agent invocations. Generous: a customer's backend may serve many of its
+   * own users through one key; the per-user and per-tenant bounds below protect the service.
+   */
+  QUOTA_STREAMS_PER_KEY: v.optional(intFrom(0, 1_000_000), "100"),
+  /** Streams in flight per user, all of their keys and sessions together (a user may have QUOTA_KEYS_PER_USER keys). */
+  QUOTA_STREAMS_PER_USER: v.optional(intFrom(0, 1_000_000), "200"),
+  /** Streams in flight per tenant, all of its users together. */
+  QUOTA_STREAMS_PER_TENANT: v.optional(intFrom(0, 1_000_000), "500"),
+  /** Agent stream sockets (`/gateway/v1/agents/stream`) one user may have open across instances. */
+  QUOTA_AGENT_SOCKETS_PER_USER: v.optional(intFrom(0, 1_000_000), "50"),
+  /** Agent stream sockets one tenant may have open across instances, all of its users together. */
+  QUOTA_AGENT_SOCKETS_PER_TENANT: v.optional(intFrom(0, 1_000_000), "200"),
   /** Lease of a stream's place: renewed every half lease while it runs, so the places of an instance that died are free again after this. */
   QUOTA_STREAM_LEASE_SECONDS: v.optional(intFrom(2, 3600), "15"),
   /**

@@ -10,43 +10,89 @@ import type { QuotasRepo } from "../storage/repos/quotas.js";
 /**
  * The quotas (docs/quotas.md): how much one user, tenant or key may hold at once, each set by
  * one variable, each enforced across instances through storage (storage/repos/quotas.ts), each
- * refused in the surface's envelope with `details: {quota, limit, count, variable}`.
+ * refused in the surface's envelope with `details: {quota, limit, count}`. The message names the
+ * limit in words (`limit`); the variable that sets it is for operators, in the call's log line
+ * (rpc/policies/observe.ts), never in an answer.
  */
 export const QUOTAS = {
-  keys_per_user: { variable: "QUOTA_KEYS_PER_USER", holds: (n: number) => `this user has ${n} live API key(s)`, next: "revoke one first" },
+  keys_per_user: {
+    variable: "QUOTA_KEYS_PER_USER",
+    holds: (n: number) => `this user has ${n} live API key(s)`,
+    limit: (n: number) => `${n} live API keys per user`,
+    next: "revoke one first",
+  },
   vm_sockets_per_tenant: {
     variable: "QUOTA_VM_SOCKETS_PER_TENANT",
     holds: (n: number) => `this tenant has ${n} VM socket(s) open`,
+    limit: (n: number) => `${n} open VM sockets per tenant`,
     next: "close one first",
   },
   vm_tools_per_tenant: {
     variable: "QUOTA_VM_TOOLS_PER_TENANT",
     holds: (n: number) => `this tenant's VMs announce ${n} tool(s)`,
+    limit: (n: number) => `${n} announced tools per tenant`,
     next: "announce fewer",
   },
   mcp_servers_per_tenant: {
     variable: "QUOTA_MCP_SERVERS_PER_TENANT",
     holds: (n: number) => `this tenant has ${n} MCP server(s)`,
+    limit: (n: number) => `${n} MCP servers per tenant`,
     next: "delete one first",
   },
   webhook_subscriptions_per_tenant: {
     variable: "QUOTA_WEBHOOK_SUBSCRIPTIONS_PER_TENANT",
     holds: (n: number) => `this tenant has ${n} webhook subscription(s)`,
+    limit: (n: number) => `${n} webhook subscriptions per tenant`,
     next: "delete one first",
   },
   streams_per_key: {
     variable: "QUOTA_STREAMS_PER_KEY",
     holds: (n: number) => `this credential has ${n} stream(s) in flight`,
+    limit: (n: number) => `${n} streams in flight per credential`,
     next: "retry once one ends",
+  },
+  streams_per_user: {
+    variable: "QUOTA_STREAMS_PER_USER",
+    holds: (n: number) => `this user has ${n} stream(s) in flight`,
+    limit: (n: number) => `${n} streams in flight per user, all of their keys together`,
+    next: "retry once one ends",
+  },
+  streams_per_tenant: {
+    variable: "QUOTA_STREAMS_PER_TENANT",
+    holds: (n: number) => `this tenant has ${n} stream(s) in flight`,
+    limit: (n: number) => `${n} streams in flight per tenant, all of its users together`,
+    next: "retry once one ends",
+  },
+  agent_sockets_per_user: {
+    variable: "QUOTA_AGENT_SOCKETS_PER_USER",
+    holds: (n: number) => `this user has ${n} agent stream socket(s) open`,
+    limit: (n: number) => `${n} open agent stream sockets per user`,
+    next: "close one first",
+  },
+  agent_sockets_per_tenant: {
+    variable: "QUOTA_AGENT_SOCKETS_PER_TENANT",
+    holds: (n: number) => `this tenant has ${n} agent stream socket(s) open`,
+    limit: (n: number) => `${n} open agent stream sockets per tenant`,
+    next: "close one first",
   },
   gateway_tenant_rpm: {
     variable: "GATEWAY_TENANT_RATE_LIMIT_RPM",
     holds: (n: number) => `this tenant made ${n} Gateway API request(s) this minute`,
+    limit: (n: number) => `${n} Gateway API requests per minute per tenant`,
     next: "retry later",
   },
-} as const satisfies Record<string, { variable: keyof Config; holds: (count: number) => string; next: string }>;
+} as const satisfies Record<
+  string,
+  { variable: keyof Config; holds: (count: number) => string; limit: (limit: number) => string; next: string }
+>;
 
 export type QuotaName = keyof typeof QUOTAS;
+
+/** The variable that sets the quota a refusal names (`details.quota`), for the log line; undefined for other errors. */
+export function quotaVariableOf(error: unknown): string | undefined {
+  const quota = (error as { details?: { quota?: unknown } } | undefined)?.details?.quota;
+  return typeof quota === "string" && Object.hasOwn(QUOTAS, quota) ? QUOTAS[quota as QuotaName].variable : undefined;
+}
 
 /** The quota's limit, as configured. */
 export function quotaLimit(config: Config, quota: QuotaName): number {
@@ -64,9 +110,9 @@ export function quotaReached(
   count: number,
   options: { extra?: Record<string, unknown>; code?: "CONFLICT" | "RATE_LIMITED"; headers?: Record<string, string> } = {},
 ): ServiceError {
-  const { variable, holds, next } = QUOTAS[quota];
-  return new ServiceError(options.code ?? "CONFLICT", `Quota reached: ${holds(count)}, the most ${variable} allows (${limit}); ${next}`, {
-    details: { quota, limit, count, variable, ...options.extra },
+  const { holds, limit: words, next } = QUOTAS[quota];
+  return new ServiceError(options.code ?? "CONFLICT", `Quota reached: ${holds(count)}; the limit is ${words(limit)}; ${next}`, {
+    details: { quota, limit, count, ...options.extra },
     ...(options.headers ? { headers: options.headers } : {}),
   });
 }
@@ -93,35 +139,60 @@ export async function createWithinQuota<T>(
   });
 }
 
-/** A stream's place in its credential's quota, released once when the stream ends. */
+/** A stream's places (its credential's, its user's, its tenant's), given back once when it ends. */
 export interface StreamPlace {
   release(): Promise<void>;
 }
 
+/** One quota a place is taken in, and whose: a credential, a user, a tenant. */
+export interface PlaceScope {
+  quota: QuotaName;
+  /** The set of places (`quota-places:<set>:<scope>`). */
+  set: string;
+  scope: string;
+}
+
 /**
- * Takes a place among the credential's streams in flight (QUOTA_STREAMS_PER_KEY), or refuses
- * with 429 before the stream starts. The place has a lease of QUOTA_STREAM_LEASE_SECONDS,
- * renewed every half lease while the stream runs, so the places of an instance that died are
- * free again once their lease ends. `signal` (the call's) releases it too.
+ * Takes one place in each of `scopes` at once (in parallel: one round trip's wait), or none:
+ * past any limit, the places taken are given back and the first refusal in `scopes`' order is
+ * thrown (429 with Retry-After, or 409). Each place has a lease of `leaseMs`, renewed every half
+ * lease while it is held, so the places of an instance that died are free again once their
+ * lease ends. `signal` releases them too.
  */
-export async function takeStreamPlace(
+export async function takePlaces(
   deps: { config: Config; quotas: QuotasRepo; log: Logger },
-  principal: Principal,
+  scopes: readonly PlaceScope[],
+  leaseMs: number,
+  refusal: { code: "CONFLICT" | "RATE_LIMITED"; headers?: Record<string, string> },
   signal?: AbortSignal,
 ): Promise<StreamPlace> {
-  const limit = quotaLimit(deps.config, "streams_per_key");
-  const leaseMs = deps.config.QUOTA_STREAM_LEASE_SECONDS * 1000;
-  const scope = principalRateKey(principal);
   const id = randomUUID();
   const place = { holder: id, token: id, weight: 1 };
-  const claim = await deps.quotas.claim("streams", scope, place, limit, leaseMs);
-  if (!claim.taken) {
-    throw quotaReached("streams_per_key", limit, claim.others, { code: "RATE_LIMITED", headers: { "retry-after": "1" } });
+  const claims = await Promise.allSettled(
+    scopes.map(({ quota, set, scope }) => deps.quotas.claim(set, scope, place, quotaLimit(deps.config, quota), leaseMs)),
+  );
+  const giveBack = (which: readonly PlaceScope[]) =>
+    Promise.all(
+      which.map(({ quota, set, scope }) =>
+        deps.quotas
+          .release(set, scope, id, id)
+          // A place that could not be given back (storage down, or closed at shutdown) ends with its lease.
+          .catch((error: unknown) => deps.log.info({ event: "quota.release_failed", quota, error: String(error) })),
+      ),
+    );
+  const refusedAt = claims.findIndex((claim) => claim.status === "rejected" || !claim.value.taken);
+  if (refusedAt >= 0) {
+    await giveBack(scopes.filter((_, i) => claims[i]!.status === "fulfilled" && (claims[i] as PromiseFulfilledResult<{ taken: boolean }>).value.taken));
+    const claim = claims[refusedAt]!;
+    if (claim.status === "rejected") throw claim.reason;
+    const { quota } = scopes[refusedAt]!;
+    throw quotaReached(quota, quotaLimit(deps.config, quota), claim.value.others, refusal);
   }
   const timer = setInterval(() => {
-    deps.quotas
-      .renew("streams", scope, [place], leaseMs)
-      .catch((error: unknown) => deps.log.error({ event: "quota.renew_failed", quota: "streams_per_key", error: String(error) }));
+    for (const { quota, set, scope } of scopes)
+      deps.quotas
+        .renew(set, scope, [place], leaseMs)
+        .catch((error: unknown) => deps.log.error({ event: "quota.renew_failed", quota, error: String(error) }));
   }, leaseMs / 2);
   timer.unref?.();
   let released: Promise<void> | undefined;
@@ -129,10 +200,7 @@ export async function takeStreamPlace(
     released ??= (async () => {
       clearInterval(timer);
       signal?.removeEventListener("abort", onAbort);
-      // A place that could not be given back (storage down, or closed at shutdown) ends with its lease.
-      await deps.quotas
-        .release("streams", scope, id, id)
-        .catch((error: unknown) => deps.log.info({ event: "quota.release_failed", quota: "streams_per_key", error: String(error) }));
+      await giveBack(scopes);
     })();
     return released;
   };
@@ -140,6 +208,43 @@ export async function takeStreamPlace(
   signal?.addEventListener("abort", onAbort, { once: true });
   if (signal?.aborted) await release();
   return { release };
+}
+
+/** What finds a caller's tenant: the user records (their own tenant). */
+interface UsersOfTenants {
+  recent(id: string): Promise<{ tenantId: string } | null>;
+}
+
+/**
+ * The user and tenant a caller's streams and sockets count against: the user behind any
+ * credential, and the tenant its credential is bound to (an OAuth token's) else the user's
+ * own. The service credential counts against neither.
+ */
+export async function holderScopes(
+  users: UsersOfTenants,
+  principal: Principal,
+): Promise<{ userId?: string; tenantId?: string }> {
+  if (principal.kind === "service") return {};
+  const tenantId = principal.tenantId ?? (await users.recent(principal.userId))?.tenantId;
+  return { userId: principal.userId, ...(tenantId ? { tenantId } : {}) };
+}
+
+/**
+ * Takes a place among the streams in flight of the credential (QUOTA_STREAMS_PER_KEY), its
+ * user (QUOTA_STREAMS_PER_USER, all of their keys and sessions together) and its tenant
+ * (QUOTA_STREAMS_PER_TENANT), or refuses with 429 before the stream starts. The places have a
+ * lease of QUOTA_STREAM_LEASE_SECONDS (takePlaces). `signal` (the call's) releases them too.
+ */
+export async function takeStreamPlace(
+  deps: { config: Config; quotas: QuotasRepo; log: Logger; users: UsersOfTenants },
+  principal: Principal,
+  signal?: AbortSignal,
+): Promise<StreamPlace> {
+  const { userId, tenantId } = await holderScopes(deps.users, principal);
+  const scopes: PlaceScope[] = [{ quota: "streams_per_key", set: "streams", scope: principalRateKey(principal) }];
+  if (userId) scopes.push({ quota: "streams_per_user", set: "streams_per_user", scope: userId });
+  if (tenantId) scopes.push({ quota: "streams_per_tenant", set: "streams_per_tenant", scope: tenantId });
+  return takePlaces(deps, scopes, deps.config.QUOTA_STREAM_LEASE_SECONDS * 1000, { code: "RATE_LIMITED", headers: { "retry-after": "1" } }, signal);
 }
 
 /**

@@ -23,7 +23,7 @@ describe("configuration", () => {
       QUOTA_VM_TOOLS_PER_TENANT: 5000,
       QUOTA_MCP_SERVERS_PER_TENANT: 20,
       QUOTA_WEBHOOK_SUBSCRIPTIONS_PER_TENANT: 100,
-      QUOTA_STREAMS_PER_KEY: 20,
+      QUOTA_STREAMS_PER_KEY: 100,
       QUOTA_STREAM_LEASE_SECONDS: 15,
     });
     // docs/storage.md "Leases": what a dead instance held ends within seconds.

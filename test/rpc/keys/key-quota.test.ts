@@ -35,17 +35,17 @@ describe("keys per user", () => {
     expect(refused.body).toEqual({
       error: {
         code: "CONFLICT",
-        message: "Quota reached: this user has 3 live API key(s), the most QUOTA_KEYS_PER_USER allows (3); revoke one first",
+        message: "Quota reached: this user has 3 live API key(s); the limit is 3 live API keys per user; revoke one first",
         requestId: refused.headers.get("x-request-id"),
-        details: { quota: "keys_per_user", limit: 3, count: 3, variable: "QUOTA_KEYS_PER_USER" },
+        details: { quota: "keys_per_user", limit: 3, count: 3 },
       },
     });
     const account = await personal();
     expect(account.status).toBe(409);
-    expect(account.body).toEqual({ error: { message: expect.stringContaining("QUOTA_KEYS_PER_USER"), type: "invalid_request_error" } });
+    expect(account.body).toEqual({ error: { message: expect.stringContaining("live API keys per user"), type: "invalid_request_error" } });
     const console = await platform();
     expect(console.status).toBe(409);
-    expect(console.body).toEqual({ error: { message: expect.stringContaining("QUOTA_KEYS_PER_USER") } });
+    expect(console.body).toEqual({ error: { message: expect.stringContaining("live API keys per user") } });
     // Over /rpc, the same refusal as a JSON-RPC error with the details.
     const rpc = await server.request("/rpc", {
       method: "POST",
