@@ -153,9 +153,9 @@ export interface PlaceScope {
 }
 
 /**
- * Takes one place in each of `scopes` at once (in parallel: one round trip's wait), or none:
- * past any limit, the places taken are given back and the first refusal in `scopes`' order is
- * thrown (429 with Retry-After, or 409). Each place has a lease of `leaseMs`, renewed every half
+ * Takes one place in each of `scopes` in one atomic step (one round trip on Redis), or none:
+ * past any limit, the first set in `scopes`' order that refused is thrown (429 with
+ * Retry-After, or 409), and nothing was taken. Each place has a lease of `leaseMs`, renewed every half
  * lease while it is held, so the places of an instance that died are free again once their
  * lease ends. `signal` releases them too.
  */
@@ -168,9 +168,13 @@ export async function takePlaces(
 ): Promise<StreamPlace> {
   const id = randomUUID();
   const place = { holder: id, token: id, weight: 1 };
-  const claims = await Promise.allSettled(
-    scopes.map(({ quota, set, scope }) => deps.quotas.claim(set, scope, place, quotaLimit(deps.config, quota), leaseMs)),
+  const limits = scopes.map(({ quota }) => quotaLimit(deps.config, quota));
+  const claim = await deps.quotas.claimAll(
+    scopes.map(({ set, scope }, i) => ({ quota: set, scope, limit: limits[i]! })),
+    place,
+    leaseMs,
   );
+  if (!claim.taken) throw quotaReached(scopes[claim.refusedAt]!.quota, limits[claim.refusedAt]!, claim.others, refusal);
   const giveBack = (which: readonly PlaceScope[]) =>
     Promise.all(
       which.map(({ quota, set, scope }) =>
@@ -180,14 +184,6 @@ export async function takePlaces(
           .catch((error: unknown) => deps.log.info({ event: "quota.release_failed", quota, error: String(error) })),
       ),
     );
-  const refusedAt = claims.findIndex((claim) => claim.status === "rejected" || !claim.value.taken);
-  if (refusedAt >= 0) {
-    await giveBack(scopes.filter((_, i) => claims[i]!.status === "fulfilled" && (claims[i] as PromiseFulfilledResult<{ taken: boolean }>).value.taken));
-    const claim = claims[refusedAt]!;
-    if (claim.status === "rejected") throw claim.reason;
-    const { quota } = scopes[refusedAt]!;
-    throw quotaReached(quota, quotaLimit(deps.config, quota), claim.value.others, refusal);
-  }
   const timer = setInterval(() => {
     for (const { quota, set, scope } of scopes)
       deps.quotas

@@ -60,6 +60,9 @@ export interface PlaceRenewal {
   weight: number;
 }
 
+/** The answer of `Atomic.claimPlaces`: taken in every set, or refused by the set at `refusedAt`, whose other holders weigh `others`. */
+export type PlacesClaim = { taken: true } | { taken: false; refusedAt: number; others: number };
+
 /** The answer of `Atomic.claimPlace`: whether the place was taken, what the other holders weigh, what this holder weighed before. */
 export interface PlaceClaim {
   taken: boolean;
@@ -120,6 +123,13 @@ export interface Atomic {
    * atomic step (one round trip on Redis).
    */
   claimPlace(key: string, holder: string, token: string, weight: number, limit: number, leaseMs: number): Promise<PlaceClaim>;
+  /**
+   * claimPlace() in several sets at once, all or none: taken in every set when each stays within
+   * its limit, else in none, with the first set (its index in `sets`) that refused and what its
+   * other holders weigh. One atomic step, so concurrent claims at the edge never leave a place
+   * taken in one set for a claim another set refused.
+   */
+  claimPlaces(sets: readonly { key: string; limit: number }[], holder: string, token: string, weight: number, leaseMs: number): Promise<PlacesClaim>;
   /** Gives up the holder's place, only while `token` still owns it (a newer claim of the holder is left alone). */
   releasePlace(key: string, holder: string, token: string): Promise<void>;
   /**
@@ -439,6 +449,21 @@ export class LocalAtomic implements Atomic {
     set.put(holder, { weight, token, expiresAt: Date.now() + leaseMs });
     this.#places.set(key, set);
     return { taken: true, others, own };
+  }
+
+  async claimPlaces(sets: readonly { key: string; limit: number }[], holder: string, token: string, weight: number, leaseMs: number): Promise<PlacesClaim> {
+    const now = Date.now();
+    const live = sets.map(({ key }) => this.#livePlaces(key, now));
+    for (const [i, set] of live.entries()) {
+      const own = set.places.get(holder)?.weight ?? 0;
+      const others = set.weight - own;
+      if (weight > own && others + weight > sets[i]!.limit) return { taken: false, refusedAt: i, others };
+    }
+    for (const [i, set] of live.entries()) {
+      set.put(holder, { weight, token, expiresAt: now + leaseMs });
+      this.#places.set(sets[i]!.key, set);
+    }
+    return { taken: true };
   }
 
   async releasePlace(key: string, holder: string, token: string): Promise<void> {

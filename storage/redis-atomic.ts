@@ -1,5 +1,5 @@
 import type { Redis } from "ioredis";
-import type { AccountState, Atomic, HoldLine, HoldRefusal, PlaceClaim, PlaceRenewal, SettleLine } from "./atomic.js";
+import type { AccountState, Atomic, HoldLine, HoldRefusal, PlaceClaim, PlacesClaim, PlaceRenewal, SettleLine } from "./atomic.js";
 import { ADMIT_LUA } from "./admission.js";
 
 const INCREMENT = `
@@ -248,6 +248,28 @@ redis.call('ZADD', z, now + lease, holder)
 keepPlaces(h, z, lease)
 return {1, others, own}`;
 
+// KEYS: holders and expiries of each set in turn. ARGV: holder, token, weight, now, lease, then each set's limit.
+const CLAIM_PLACES = `${PLACES}
+local holder, token, weight, now, lease = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local n = #KEYS / 2
+for i = 1, n do
+  local h, z = KEYS[2 * i - 1], KEYS[2 * i]
+  reapPlaces(h, z, now)
+  local others, own = 0, 0
+  local all = redis.call('HGETALL', h)
+  for j = 1, #all, 2 do
+    if all[j] == holder then own = weightOf(all[j + 1]) else others = others + weightOf(all[j + 1]) end
+  end
+  if weight > own and others + weight > tonumber(ARGV[5 + i]) then return {0, i - 1, others} end
+end
+for i = 1, n do
+  local h, z = KEYS[2 * i - 1], KEYS[2 * i]
+  redis.call('HSET', h, holder, weight .. '|' .. token)
+  redis.call('ZADD', z, now + lease, holder)
+  keepPlaces(h, z, lease)
+end
+return {1, 0, 0}`;
+
 // KEYS: holders, expiries. ARGV: holder, token.
 const RELEASE_PLACE = `${PLACES}
 local v = redis.call('HGET', KEYS[1], ARGV[1])
@@ -292,6 +314,8 @@ const SCRIPTS = {
   gwRenew: { lua: RENEW },
   gwAccount: { numberOfKeys: 2, lua: ACCOUNT },
   gwClaimPlace: { numberOfKeys: 2, lua: CLAIM_PLACE },
+  // The number of keys comes first in each call (two per set).
+  gwClaimPlaces: { lua: CLAIM_PLACES },
   gwReleasePlace: { numberOfKeys: 2, lua: RELEASE_PLACE },
   gwRenewPlaces: { numberOfKeys: 2, lua: RENEW_PLACES },
   gwCountPlaces: { numberOfKeys: 2, lua: COUNT_PLACES },
@@ -469,6 +493,20 @@ export class RedisAtomic implements Atomic {
       Math.ceil(leaseMs),
     )) as [number, number, number];
     return { taken: Number(taken) === 1, others: Number(others), own: Number(own) };
+  }
+
+  async claimPlaces(sets: readonly { key: string; limit: number }[], holder: string, token: string, weight: number, leaseMs: number): Promise<PlacesClaim> {
+    const [taken, refusedAt, others] = (await this.#scripts.gwClaimPlaces(
+      sets.length * 2,
+      ...sets.flatMap(({ key }) => this.#placeKeys(key)),
+      holder,
+      token,
+      Math.trunc(weight),
+      Date.now(),
+      Math.ceil(leaseMs),
+      ...sets.map(({ limit }) => Math.trunc(limit)),
+    )) as [number, number, number];
+    return Number(taken) === 1 ? { taken: true } : { taken: false, refusedAt: Number(refusedAt), others: Number(others) };
   }
 
   async releasePlace(key: string, holder: string, token: string): Promise<void> {

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import type { PlaceClaim, PlaceRenewal } from "../atomic.js";
+import type { PlaceClaim, PlacesClaim, PlaceRenewal } from "../atomic.js";
 import type { Store } from "../store.js";
 
 /** A quota's lock is a lease: a process killed while holding it frees it after this. */
@@ -48,6 +48,17 @@ export class QuotasRepo {
   /** Takes (or keeps) `holder`'s place of `weight` within `limit` (storage/atomic.ts claimPlace). */
   claim(quota: string, scope: string, place: PlaceRenewal, limit: number, leaseMs: number): Promise<PlaceClaim> {
     return this.#atomic.claimPlace(this.#places(quota, scope), place.holder, place.token, place.weight, limit, leaseMs);
+  }
+
+  /** Takes `place` in every one of these quotas' sets within its limit, or in none (storage/atomic.ts claimPlaces). */
+  claimAll(sets: readonly { quota: string; scope: string; limit: number }[], place: PlaceRenewal, leaseMs: number): Promise<PlacesClaim> {
+    return this.#atomic.claimPlaces(
+      sets.map(({ quota, scope, limit }) => ({ key: this.#places(quota, scope), limit })),
+      place.holder,
+      place.token,
+      place.weight,
+      leaseMs,
+    );
   }
 
   /** Gives the place back while `token` still owns it. */
