@@ -166,6 +166,7 @@ export async function takePlaces(
   refusal: { code: "CONFLICT" | "RATE_LIMITED"; headers?: Record<string, string> },
   signal?: AbortSignal,
 ): Promise<StreamPlace> {
+  if (scopes.length === 0) return { release: async () => undefined };
   const id = randomUUID();
   const place = { holder: id, token: id, weight: 1 };
   const limits = scopes.map(({ quota }) => quotaLimit(deps.config, quota));

@@ -39,7 +39,10 @@ export function agentStreamTransport(app: H3, dispatcher: Dispatcher): void {
       }),
       open(peer) {
         const state = peer.context as PeerState;
-        if (!state.principal || !state.requestId || !state.presented) return peer.close(1011, "no identity");
+        if (!state.principal || !state.requestId || !state.presented) {
+          void state.admitted?.place.release();
+          return peer.close(1011, "no identity");
+        }
         open.add(peer);
         state.session = new AgentStreamSession({
           dispatcher,
@@ -62,6 +65,8 @@ export function agentStreamTransport(app: H3, dispatcher: Dispatcher): void {
       close(peer, details) {
         const state = peer.context as PeerState;
         open.delete(peer);
+        // Its place among the user's and the tenant's sockets (docs/quotas.md) is free again.
+        void state.admitted?.place.release();
         log.info({ requestId: state.requestId, event: "agent_stream.close", code: details.code });
         void state.session?.close(details.code);
       },

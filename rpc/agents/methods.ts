@@ -16,7 +16,7 @@ import type { AgentEvent, RunResult } from "./run.js";
 import { AgentView } from "../views.js";
 import { AgentRunView, Success, Timestamp } from "../views.js";
 import { emitEvent } from "../event-sink.js";
-import { endingWith, takeStreamPlace } from "../quotas.js";
+import { endingWith, holderScopes, takePlaces, takeStreamPlace, type PlaceScope } from "../quotas.js";
 import { agentsDomain, type AgentsDeps, type AgentsContext } from "./deps.js";
 
 const AgentId = v.pipe(v.string("agent_id must be a string"), v.minLength(1, "agent_id is required"), v.maxLength(128));
@@ -419,7 +419,20 @@ export const agentsStreamConnect = agentsDomain.method({
   auth: AUTH,
   internal: true,
   http: [],
-  handler: (_params, ctx) => ({ userId: ctx.principal.userId }),
+  // The socket holds a place among its user's and its tenant's open agent stream sockets
+  // (QUOTA_AGENT_SOCKETS_PER_USER, _PER_TENANT; docs/quotas.md) until it closes: past either,
+  // the upgrade is refused with 429.
+  async handler(_params, ctx) {
+    const { userId, tenantId } = await holderScopes(ctx.deps.users, ctx.principal);
+    const scopes: PlaceScope[] = [];
+    if (userId) scopes.push({ quota: "agent_sockets_per_user", set: "agent_sockets_per_user", scope: userId });
+    if (tenantId) scopes.push({ quota: "agent_sockets_per_tenant", set: "agent_sockets_per_tenant", scope: tenantId });
+    const place = await takePlaces(ctx.deps, scopes, ctx.deps.config.QUOTA_STREAM_LEASE_SECONDS * 1000, {
+      code: "RATE_LIMITED",
+      headers: { "retry-after": "1" },
+    });
+    return { userId: ctx.principal.userId, place };
+  },
 });
 
 /**
