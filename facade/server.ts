@@ -15,6 +15,7 @@ import { trackInFlight } from "./drain.js";
 import { metricsTransport } from "./metrics.js";
 import { nativeRoutes } from "./native-routes.js";
 import { pacedRequests } from "./transport/pacing.js";
+import { bodySlots } from "./transport/body-slots.js";
 
 export interface RunningServer {
   /** Origin the server listens on, e.g. `http://127.0.0.1:8787`. */
@@ -115,9 +116,12 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     node.removeListener("request", viaH3);
     // A burst of new requests is started over several turns of the loop, so the streams already
     // open keep getting their frames (facade/transport/pacing.ts).
+    // Bodies one client may have arriving at once (HTTP_BODIES_PER_CLIENT, facade/transport/body-slots.ts).
+    const bodies = bodySlots(config.HTTP_BODIES_PER_CLIENT, log);
     node.on(
       "request",
       pacedRequests((req, res) => {
+        if (!bodies.admit(req, res)) return;
         if (!native.take(req, res)) void viaH3(req, res);
       }),
     );

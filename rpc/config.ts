@@ -126,6 +126,12 @@ const ENV_SCHEMA = v.object({
   HTTP_HEADERS_TIMEOUT_SECONDS: v.optional(intFrom(1, 600), "10"),
   HTTP_REQUEST_TIMEOUT_SECONDS: v.optional(intFrom(1, 3600), "60"),
   HTTP_BODY_IDLE_TIMEOUT_SECONDS: v.optional(intFrom(1, 600), "10"),
+  /**
+   * Request bodies one client (remote address) may have arriving at once on an instance; past
+   * it, 429 before the body is read (docs/quotas.md "Bodies being read"). Behind a proxy every
+   * client has the proxy's address: raise it, or 0 for unbounded, and bound clients at the proxy.
+   */
+  HTTP_BODIES_PER_CLIENT: v.optional(intFrom(0, 1_000_000), "64"),
   /** Upper bound in seconds for a tool call or upstream request made by the bridge (docs/interface.md 8). */
   GATEWAY_TIMEOUT_SECONDS: v.optional(intFrom(1, 3600), "30"),
   /** Retries of idempotent upstream calls (docs/interface.md 8). */
