@@ -217,10 +217,7 @@ interface UsersOfTenants {
  * credential, and the tenant its credential is bound to (an OAuth token's) else the user's
  * own. The service credential counts against neither.
  */
-export async function holderScopes(
-  users: UsersOfTenants,
-  principal: Principal,
-): Promise<{ userId?: string; tenantId?: string }> {
+export async function holderScopes(users: UsersOfTenants, principal: Principal): Promise<{ userId?: string; tenantId?: string }> {
   if (principal.kind === "service") return {};
   const tenantId = principal.tenantId ?? (await users.recent(principal.userId))?.tenantId;
   return { userId: principal.userId, ...(tenantId ? { tenantId } : {}) };
@@ -241,7 +238,13 @@ export async function takeStreamPlace(
   const scopes: PlaceScope[] = [{ quota: "streams_per_key", set: "streams", scope: principalRateKey(principal) }];
   if (userId) scopes.push({ quota: "streams_per_user", set: "streams_per_user", scope: userId });
   if (tenantId) scopes.push({ quota: "streams_per_tenant", set: "streams_per_tenant", scope: tenantId });
-  return takePlaces(deps, scopes, deps.config.QUOTA_STREAM_LEASE_SECONDS * 1000, { code: "RATE_LIMITED", headers: { "retry-after": "1" } }, signal);
+  return takePlaces(
+    deps,
+    scopes,
+    deps.config.QUOTA_STREAM_LEASE_SECONDS * 1000,
+    { code: "RATE_LIMITED", headers: { "retry-after": "1" } },
+    signal,
+  );
 }
 
 /**

@@ -129,7 +129,13 @@ export interface Atomic {
    * other holders weigh. One atomic step, so concurrent claims at the edge never leave a place
    * taken in one set for a claim another set refused.
    */
-  claimPlaces(sets: readonly { key: string; limit: number }[], holder: string, token: string, weight: number, leaseMs: number): Promise<PlacesClaim>;
+  claimPlaces(
+    sets: readonly { key: string; limit: number }[],
+    holder: string,
+    token: string,
+    weight: number,
+    leaseMs: number,
+  ): Promise<PlacesClaim>;
   /** Gives up the holder's place, only while `token` still owns it (a newer claim of the holder is left alone). */
   releasePlace(key: string, holder: string, token: string): Promise<void>;
   /**
@@ -451,7 +457,13 @@ export class LocalAtomic implements Atomic {
     return { taken: true, others, own };
   }
 
-  async claimPlaces(sets: readonly { key: string; limit: number }[], holder: string, token: string, weight: number, leaseMs: number): Promise<PlacesClaim> {
+  async claimPlaces(
+    sets: readonly { key: string; limit: number }[],
+    holder: string,
+    token: string,
+    weight: number,
+    leaseMs: number,
+  ): Promise<PlacesClaim> {
     const now = Date.now();
     const live = sets.map(({ key }) => this.#livePlaces(key, now));
     for (const [i, set] of live.entries()) {

@@ -495,7 +495,13 @@ export class RedisAtomic implements Atomic {
     return { taken: Number(taken) === 1, others: Number(others), own: Number(own) };
   }
 
-  async claimPlaces(sets: readonly { key: string; limit: number }[], holder: string, token: string, weight: number, leaseMs: number): Promise<PlacesClaim> {
+  async claimPlaces(
+    sets: readonly { key: string; limit: number }[],
+    holder: string,
+    token: string,
+    weight: number,
+    leaseMs: number,
+  ): Promise<PlacesClaim> {
     const [taken, refusedAt, others] = (await this.#scripts.gwClaimPlaces(
       sets.length * 2,
       ...sets.flatMap(({ key }) => this.#placeKeys(key)),

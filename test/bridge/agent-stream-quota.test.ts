@@ -22,7 +22,11 @@ describe("agent stream sockets per user", () => {
   it("refuses a user's third socket with 429, lets another tenant's user connect, and frees the place on close", async () => {
     const alice = await registerUser(server);
     const bob = await registerUser(server);
-    const key = await server.request("/gateway/v1/auth/keys", { method: "POST", headers: { authorization: `Bearer ${alice.token}` }, json: { name: "k" } });
+    const key = await server.request("/gateway/v1/auth/keys", {
+      method: "POST",
+      headers: { authorization: `Bearer ${alice.token}` },
+      json: { name: "k" },
+    });
     const sockets: StreamClient[] = [
       await connectStream(server.origin, { token: alice.token }),
       await connectStream(server.origin, { headers: { "x-api-key": key.body.key } }),
@@ -35,7 +39,8 @@ describe("agent stream sockets per user", () => {
     const body = JSON.parse(refused.body);
     expect(body.error).toMatchObject({
       code: "RATE_LIMITED",
-      message: "Quota reached: this user has 2 agent stream socket(s) open; the limit is 2 open agent stream sockets per user; close one first",
+      message:
+        "Quota reached: this user has 2 agent stream socket(s) open; the limit is 2 open agent stream sockets per user; close one first",
       details: { quota: "agent_sockets_per_user", limit: 2, count: 2 },
     });
     expect(body.error.message).not.toContain("QUOTA_");

@@ -43,7 +43,12 @@ function login(from: string): Promise<{ status: number; body: any; headers: Inco
   return new Promise((resolve, reject) => {
     const req = request(
       server.url("/gateway/v1/auth/login"),
-      { method: "POST", localAddress: from, agent: false, headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) } },
+      {
+        method: "POST",
+        localAddress: from,
+        agent: false,
+        headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) },
+      },
       (res) => {
         let text = "";
         res.setEncoding("utf8");
@@ -77,6 +82,8 @@ describe("request bodies arriving at once per client", () => {
     // The slow bodies go away: the client is served again.
     for (const socket of slow) socket.destroy();
     await eventually(async () => (await login("127.0.0.2")).status === 200);
-    expect(server.logs().some((line) => line.event === "http.bodies_per_client" && line.limitVariable === "HTTP_BODIES_PER_CLIENT")).toBe(true);
+    expect(server.logs().some((line) => line.event === "http.bodies_per_client" && line.limitVariable === "HTTP_BODIES_PER_CLIENT")).toBe(
+      true,
+    );
   });
 });

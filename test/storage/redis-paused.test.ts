@@ -80,7 +80,10 @@ describe("a Redis that stops answering", () => {
     expect(keys!.result.body.error).toMatchObject({ code: "UNAVAILABLE", message: expect.stringContaining("Storage is unavailable") });
     expect(login!.result.body.error).toMatchObject({ code: "UNAVAILABLE" });
     expect(gatewayChat!.result.body.error).toMatchObject({ code: "UNAVAILABLE" });
-    expect(platformChat!.result.body.error).toMatchObject({ type: "server_error", message: expect.stringContaining("Storage is unavailable") });
+    expect(platformChat!.result.body.error).toMatchObject({
+      type: "server_error",
+      message: expect.stringContaining("Storage is unavailable"),
+    });
     expect(server.logs().some((line) => line.event === "storage.unavailable" && String(line.error).includes("Command timed out"))).toBe(
       true,
     );

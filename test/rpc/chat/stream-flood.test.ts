@@ -47,7 +47,11 @@ describe("one user flooding streams", () => {
     const flooder = await registerUser(server);
     const keys: string[] = [];
     for (let i = 0; i < KEYS; i++) {
-      const made = await server.request("/gateway/v1/auth/keys", { method: "POST", headers: bearer(flooder.token), json: { name: `k${i}` } });
+      const made = await server.request("/gateway/v1/auth/keys", {
+        method: "POST",
+        headers: bearer(flooder.token),
+        json: { name: `k${i}` },
+      });
       expect(made.status).toBe(201);
       keys.push(made.body.key);
     }
@@ -75,7 +79,9 @@ describe("one user flooding streams", () => {
     const byUser = refused.find((s) => s.body.error.details.quota === "streams_per_user")!;
     expect(byUser.body.error).toEqual({
       code: "RATE_LIMITED",
-      message: expect.stringMatching(/^Quota reached: this user has \d+ stream\(s\) in flight; the limit is 200 streams in flight per user/),
+      message: expect.stringMatching(
+        /^Quota reached: this user has \d+ stream\(s\) in flight; the limit is 200 streams in flight per user/,
+      ),
       requestId: expect.any(String),
       details: { quota: "streams_per_user", limit: PER_USER, count: expect.any(Number) },
     });
@@ -107,7 +113,11 @@ describe("one user flooding streams", () => {
     });
     try {
       const user = await registerUser(tenantServer);
-      const made = await tenantServer.request("/gateway/v1/auth/keys", { method: "POST", headers: bearer(user.token), json: { name: "k" } });
+      const made = await tenantServer.request("/gateway/v1/auth/keys", {
+        method: "POST",
+        headers: bearer(user.token),
+        json: { name: "k" },
+      });
       const open = (token: string) => openStream(tenantServer.url("/gateway/v1/chat/completions"), bearer(token), chat);
       const first = [await open(made.body.key), await open(made.body.key), await open(user.token)];
       expect(first.map((s) => s.status)).toEqual([200, 200, 200]);

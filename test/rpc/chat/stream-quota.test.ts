@@ -38,7 +38,8 @@ describe("streams in flight per key", () => {
     // The Platform's envelope and headers (docs/interface.md 7.2: no Retry-After there).
     expect(refused.body).toEqual({
       error: {
-        message: "Quota reached: this credential has 2 stream(s) in flight; the limit is 2 streams in flight per credential; retry once one ends",
+        message:
+          "Quota reached: this credential has 2 stream(s) in flight; the limit is 2 streams in flight per credential; retry once one ends",
         type: "rate_limit_error",
         code: "rate_limited",
       },
@@ -115,7 +116,9 @@ describe("streams in flight per key", () => {
     expect(account.map((res) => res.status)).toEqual([200, 200]);
     const accountRefused = await openStream(server.url("/account/v1/chat/completions"), bearer(personal), chat);
     expect(accountRefused.status).toBe(429);
-    expect(accountRefused.body).toEqual({ error: { message: expect.stringContaining("streams in flight per credential"), type: "rate_limit_error" } });
+    expect(accountRefused.body).toEqual({
+      error: { message: expect.stringContaining("streams in flight per credential"), type: "rate_limit_error" },
+    });
 
     upstream.finish();
     for (const stream of [run, answer, session, ...account]) await stream.rest();
