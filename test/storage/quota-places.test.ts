@@ -40,6 +40,34 @@ describe.each(["memory", "fs", "redis"] as const)("quota places on %s", (driver)
     await store.close();
   });
 
+  it("claims places in several sets all or none, so concurrent claims fill the tightest set exactly", async () => {
+    // Three sets as a stream's key, user and tenant: the user's (4) is the tightest.
+    const sets = (i: number) => [
+      { quota: "streams", scope: `key${i % 2}`, limit: 3 },
+      { quota: "streams_per_user", scope: "u1", limit: 4 },
+      { quota: "streams_per_tenant", scope: "t1", limit: 10 },
+    ];
+    const claims = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => quotas.claimAll(sets(i), { holder: `s${i}`, token: `s${i}`, weight: 1 }, 60_000)),
+    );
+    expect(claims.filter((claim) => claim.taken)).toHaveLength(4);
+    // Nothing taken for a refused claim: the sets hold exactly the admitted ones.
+    expect(await quotas.count("streams_per_user", "u1")).toEqual({ weight: 4, holders: 4 });
+    expect(await quotas.count("streams_per_tenant", "t1")).toEqual({ weight: 4, holders: 4 });
+    const keys = (await quotas.count("streams", "key0")).holders + (await quotas.count("streams", "key1")).holders;
+    expect(keys).toBe(4);
+    // The first full set in order is the one named.
+    const refused = await quotas.claimAll(sets(0), { holder: "late", token: "late", weight: 1 }, 60_000);
+    expect(refused.taken).toBe(false);
+    if (!refused.taken)
+      expect([refused.refusedAt, refused.others]).toEqual((await quotas.count("streams", "key0")).holders === 3 ? [0, 3] : [1, 4]);
+    // A place given back in every set makes room again.
+    const admitted = claims.flatMap((claim, i) => (claim.taken ? [i] : []));
+    const first = admitted[0]!;
+    for (const { quota, scope } of sets(first)) await quotas.release(quota, scope, `s${first}`, `s${first}`);
+    expect((await quotas.claimAll(sets(first), { holder: "next", token: "next", weight: 1 }, 60_000)).taken).toBe(true);
+  });
+
   it("never lets concurrent claims pass the limit, and a released place is free again", async () => {
     const claims = await Promise.all(
       Array.from({ length: 12 }, (_, i) => quotas.claim("sockets", "ten_a", { holder: `vm${i}`, token: `t${i}`, weight: 1 }, 5, 60_000)),
