@@ -258,6 +258,8 @@ async function main() {
           ...(dataDir ? { DATA_DIR: dataDir } : {}),
           // Every stream still takes and gives back its place (docs/quotas.md); none is refused at BENCH_SSE_CONCURRENCY.
           QUOTA_STREAMS_PER_KEY: "100000",
+          QUOTA_STREAMS_PER_USER: "100000",
+          QUOTA_STREAMS_PER_TENANT: "100000",
           MODELS_JSON: JSON.stringify({ models: { [MODEL]: benchModel(`${mockOrigin}/v1`) } }),
           ...tracingEnv(tracing, sink.endpoint),
         });

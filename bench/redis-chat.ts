@@ -321,6 +321,8 @@ async function main() {
       // Nothing in the background: every command MONITOR sees is a request's.
       WEBHOOKS_POLL_MS: "0",
       QUOTA_STREAMS_PER_KEY: "100000",
+      QUOTA_STREAMS_PER_USER: "100000",
+      QUOTA_STREAMS_PER_TENANT: "100000",
       MODELS_JSON: JSON.stringify({
         models: { [MODEL]: { provider: "openai-compatible", baseURL: `${mockOrigin}/v1`, ownedBy: "bench" } },
       }),

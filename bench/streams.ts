@@ -312,6 +312,8 @@ async function main() {
           ...(dataDir ? { DATA_DIR: dataDir } : {}),
           // Every stream still takes and gives back its place (docs/quotas.md); none is refused at N.
           QUOTA_STREAMS_PER_KEY: String(Math.max(100_000, N * 2)),
+          QUOTA_STREAMS_PER_USER: String(Math.max(100_000, N * 2)),
+          QUOTA_STREAMS_PER_TENANT: String(Math.max(100_000, N * 2)),
           MODELS_JSON: JSON.stringify({
             models: { [MODEL]: { provider: "openai-compatible", baseURL: `${mockOrigin}/v1`, ownedBy: "bench" } },
           }),
