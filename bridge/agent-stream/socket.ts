@@ -44,6 +44,7 @@ export function agentStreamTransport(app: H3, dispatcher: Dispatcher): void {
           return peer.close(1011, "no identity");
         }
         open.add(peer);
+        state.admitted?.place.opened();
         state.session = new AgentStreamSession({
           dispatcher,
           principal: state.principal,

@@ -431,7 +431,11 @@ export const agentsStreamConnect = agentsDomain.method({
       code: "RATE_LIMITED",
       headers: { "retry-after": "1" },
     });
-    return { userId: ctx.principal.userId, place };
+    // An upgrade the client abandons never opens nor closes: its places are given back unless the
+    // socket opens (`opened()`) within 10 s.
+    const abandoned = setTimeout(() => void place.release(), 10_000);
+    abandoned.unref?.();
+    return { userId: ctx.principal.userId, place: { release: place.release, opened: () => clearTimeout(abandoned) } };
   },
 });
 
