@@ -525,7 +525,7 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
       description: tool.description ?? tool.title ?? "",
       inputSchema: tool.inputSchema as Record<string, unknown>,
       category: this.record.category,
-      source: { kind: "mcp", id: this.id, server: this.record.name },
+      source: { kind: "mcp", id: this.id, server: this.record.name, tool: tool.name },
       ...(this.record.tenantId === null ? {} : { owner: this.record.tenantId }),
     }));
   }
@@ -550,9 +550,11 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
   }
 
   /** Forwards `tools/call` once: a call may have side effects, so it is never retried. */
-  async call(name: string, args: Record<string, unknown>, options: CallOptions): Promise<ToolResult> {
-    const prefix = this.record.name + NAMESPACE_SEPARATOR;
-    if (!name.startsWith(prefix)) throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
+  async call(tool: ToolDef, args: Record<string, unknown>, options: CallOptions): Promise<ToolResult> {
+    const { name } = tool;
+    // The server's own name for the tool, as listed (the catalog name is `<server>__<tool>`).
+    const remote = tool.source.tool;
+    if (tool.source.id !== this.id || remote === undefined) throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
     if (!this.#client || this.health !== "healthy")
       throw new ServiceError("UNAVAILABLE", `MCP server ${this.record.name} is not connected`);
     // A client session with client features calls on its own upstream session (docs/mcp.md "Upstream sessions").
@@ -588,14 +590,14 @@ export class UpstreamConnection implements ToolSource, UpstreamServerHandle {
         !onProgress &&
         request &&
         transport?.sessionId !== undefined &&
-        (own !== undefined || !this.#withOutputSchema.has(name.slice(prefix.length)))
+        (own !== undefined || !this.#withOutputSchema.has(remote))
       ) {
-        return await this.#post(client, transport, request, name.slice(prefix.length), args, options.timeoutMs, signal, call);
+        return await this.#post(client, transport, request, remote, args, options.timeoutMs, signal, call);
       }
       const traceparent = outgoingTraceparent();
       const result = await inFlight.run(call, () =>
         client.callTool(
-          { name: name.slice(prefix.length), arguments: args, ...(traceparent ? { _meta: { traceparent } } : {}) },
+          { name: remote, arguments: args, ...(traceparent ? { _meta: { traceparent } } : {}) },
           undefined,
           {
             timeout: options.timeoutMs,
