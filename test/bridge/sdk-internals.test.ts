@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -41,6 +41,28 @@ describe("MCP SDK internals", () => {
       version: string;
     };
     expect(installed.version).toBe(SDK_VERSION);
+  });
+
+  it("no file but the adapter reaches into the SDK's private fields", () => {
+    const offenders: string[] = [];
+    const walk = (dir: string) => {
+      for (const entry of readdirSync(new URL(dir, root), { withFileTypes: true })) {
+        const path = `${dir}${entry.name}`;
+        if (entry.isDirectory()) walk(`${path}/`);
+        else if (path.endsWith(".ts") && path !== "bridge/mcp/sdk-internals.ts") {
+          const text = readFileSync(new URL(path, root), "utf8");
+          // The fields the adapter covers, and any cast-then-private access (`(x as unknown as T)._field`).
+          if (
+            /_(requestHandlerAbortControllers|loggingLevels|streamMapping|requestToStreamMapping|enableJsonResponse|standaloneSseStreamId)\b|\)\._[a-zA-Z]/.test(
+              text,
+            )
+          )
+            offenders.push(path);
+        }
+      }
+    };
+    for (const dir of ["bridge/", "rpc/", "facade/", "storage/"]) walk(dir);
+    expect(offenders).toEqual([]);
   });
 
   async function connected() {

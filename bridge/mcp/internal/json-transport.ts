@@ -34,7 +34,7 @@ export class JsonResponseTransport extends WebStandardStreamableHTTPServerTransp
   /**
    * JSON mode, except for a POST asking for progress: that one is answered with an SSE stream
    * carrying its `notifications/progress` and then its reply, in order. The SDK reads its
-   * `_enableJsonResponse` flag synchronously where it picks a POST's answer form and where
+   * JSON-response flag (bound here by sdk-internals.ts) synchronously where it picks a POST's answer form and where
    * `send` writes to a stream (no event store here), so the flag is switched around those
    * synchronous sections only: never across an `await`, never seen by another request.
    */
