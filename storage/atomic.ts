@@ -15,6 +15,8 @@ export interface HoldLine {
   kind: "balance" | "usage";
   /** What the request may cost at most on this account (integer ≥ 0); the hold may be capped (storage/admission.ts). */
   amount: number;
+  /** What is known of the cost before the model runs (its prompt, ≤ amount): refused when it alone passes what remains (storage/admission.ts). */
+  known?: number;
   limit?: number;
   /** A usage counted in a window of this length that starts when the account is first touched. */
   windowMs?: number;

@@ -96,7 +96,7 @@ export async function userChat(ctx: ChatContext, request: ChatRequest, includeUs
     includeUsage,
     planId,
     (model, request, promptTokens) =>
-      ctx.deps.money.admitUser(userId, planId, promptTokens + ctx.deps.models.outputCap(model, promptTokens, request.max_tokens)),
+      ctx.deps.money.admitUser(userId, planId, promptTokens + ctx.deps.models.outputCap(model, promptTokens, request.max_tokens), promptTokens),
     undefined,
     { surface, credits: false },
   );
@@ -164,6 +164,8 @@ export const chatMethods = [
           return ctx.deps.money.admitPlatform(principal, {
             maxCost: ctx.deps.models.maxCost(model, promptTokens, request.max_tokens),
             tokens: promptTokens + output,
+            inputCost: ctx.deps.models.inputCost(model, promptTokens),
+            promptTokens,
           });
         },
         () => ctx.deps.money.requireCredits(principal),
