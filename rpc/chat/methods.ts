@@ -96,7 +96,12 @@ export async function userChat(ctx: ChatContext, request: ChatRequest, includeUs
     includeUsage,
     planId,
     (model, request, promptTokens) =>
-      ctx.deps.money.admitUser(userId, planId, promptTokens + ctx.deps.models.outputCap(model, promptTokens, request.max_tokens), promptTokens),
+      ctx.deps.money.admitUser(
+        userId,
+        planId,
+        promptTokens + ctx.deps.models.outputCap(model, promptTokens, request.max_tokens),
+        promptTokens,
+      ),
     undefined,
     { surface, credits: false },
   );

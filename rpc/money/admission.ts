@@ -41,9 +41,13 @@ const creditsRefused = ({ value, reason, remaining, known }: Refusal) =>
           `Insufficient credits: this request's prompt alone costs ${known} micro-credits, more than the ${remaining} left in the workspace's balance`,
           { type: "insufficient_quota" },
         )
-      : new ServiceError("INSUFFICIENT_CREDITS", "Insufficient credits: the rest of the workspace's balance is held by requests in flight", {
-        type: "insufficient_quota",
-      });
+      : new ServiceError(
+          "INSUFFICIENT_CREDITS",
+          "Insufficient credits: the rest of the workspace's balance is held by requests in flight",
+          {
+            type: "insufficient_quota",
+          },
+        );
 
 /** " (N held by requests in flight)" when part of a limit is only held, not used. */
 export function heldNote(held: number, unit: string): string {

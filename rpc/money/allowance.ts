@@ -103,8 +103,8 @@ export class Allowance {
           reason === "prompt"
             ? `This request's prompt of ${known} tokens is more than the ${remaining} tokens left of the ${name} plan's allowance of ${plan.tokensPerWindow} tokens for this period`
             : value >= plan.tokensPerWindow
-            ? `You have used the ${name} plan's allowance of ${plan.tokensPerWindow} tokens for this period`
-            : `The rest of the ${name} plan's allowance of ${plan.tokensPerWindow} tokens for this period is held by requests in flight (${value} used, ${held} held); try again when they end`,
+              ? `You have used the ${name} plan's allowance of ${plan.tokensPerWindow} tokens for this period`
+              : `The rest of the ${name} plan's allowance of ${plan.tokensPerWindow} tokens for this period is held by requests in flight (${value} used, ${held} held); try again when they end`,
           { type: "insufficient_quota" },
         ),
       used: (usage) => usage.total_tokens,

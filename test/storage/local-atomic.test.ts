@@ -103,7 +103,9 @@ describe("LocalAtomic holds", () => {
     // A plan with 192 tokens left refuses a 150,000-token prompt.
     await atomic.hold("used", [{ key: "plan", kind: "usage", amount: 99_808, limit: 100_000 }], 60_000);
     await atomic.settle("used", [{ key: "plan", delta: 99_808 }]);
-    expect(await atomic.hold("huge", [{ key: "plan", kind: "usage", amount: 154_096, known: 150_000, limit: 100_000 }], 60_000)).toMatchObject({
+    expect(
+      await atomic.hold("huge", [{ key: "plan", kind: "usage", amount: 154_096, known: 150_000, limit: 100_000 }], 60_000),
+    ).toMatchObject({
       index: 0,
       value: 99_808,
     });

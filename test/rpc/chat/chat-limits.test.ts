@@ -115,7 +115,10 @@ describe("rpmLimit and tpmLimit (per key, per minute)", () => {
       json: { model: "echo-cheap", messages, max_tokens: 1 },
     });
     expect(res.status).toBe(429);
-    expect(res.body.error).toMatchObject({ type: "rate_limit_error", message: `Rate limit reached for this API key: ${prompt} tokens per minute` });
+    expect(res.body.error).toMatchObject({
+      type: "rate_limit_error",
+      message: `Rate limit reached for this API key: ${prompt} tokens per minute`,
+    });
     expect(res.headers.get("retry-after")).toBeNull();
 
     // A prompt larger than what the minute allows is refused before any model runs.

@@ -47,7 +47,11 @@ afterAll(async () => {
   for (const prefix of prefixes) await dropRedisPrefix(prefix);
 });
 
-async function burst(servers: TestServer[], account: PlatformAccount, body: { messages: typeof messages; max_tokens: number } = { messages, max_tokens: 1 }) {
+async function burst(
+  servers: TestServer[],
+  account: PlatformAccount,
+  body: { messages: typeof messages; max_tokens: number } = { messages, max_tokens: 1 },
+) {
   const results = await Promise.all(
     Array.from({ length: 5 * N }, async (_, i) => {
       const client = openaiClient(servers[i % servers.length]!, "/api/v1", account.key);
@@ -198,7 +202,9 @@ describe.each(["memory", "fs", "redis"] as const)("credit holds on %s", (driver)
     expect(error.status).toBe(402);
     expect(error.error).toMatchObject({
       type: "insufficient_quota",
-      message: `This request's prompt alone costs ${promptCost} micro-credits, more than the ${promptCost - 1} left of this API key's spend limit of ${(3 * perRequest + promptCost - 1) / 1_000_000} credits`,
+      message:
+        `This request's prompt alone costs ${promptCost} micro-credits, more than the ${promptCost - 1} left of ` +
+        `this API key's spend limit of ${(3 * perRequest + promptCost - 1) / 1_000_000} credits`,
     });
     // A prompt's worth more: one more request is served, held capped; the limit is passed by less than its output.
     const limit = 3 * perRequest + perRequest - 1;

@@ -67,7 +67,9 @@ describe.each(["memory", "redis"])("on %s storage", (storage) => {
       });
       expect(tooLong.status).toBe(429);
       expect(tooLong.body.error).toMatchObject({ code: "QUOTA_EXCEEDED" });
-      expect(tooLong.body.error.message).toMatch(/^This request's prompt of \d+ tokens is more than the \d+ tokens left of the Small plan's allowance of 60 tokens/);
+      expect(tooLong.body.error.message).toMatch(
+        /^This request's prompt of \d+ tokens is more than the \d+ tokens left of the Small plan's allowance of 60 tokens/,
+      );
       const spend = await server.request("/gateway/v1/responses", {
         method: "POST",
         headers: bearer(user.token),

@@ -113,29 +113,34 @@ describe.each(["memory", "fs", "redis"] as const)("admission knows the prompt on
     return { credential, plan };
   }
 
-  it.each(SURFACES)("%s: a prompt larger than what remains of the plan is refused (429 naming the plan); a prompt that fits is served", async (surface) => {
-    const { credential, plan } = await caller(surface);
-    const first = await call(servers[0]!, surface, credential, words(20));
-    expect(first.status, JSON.stringify(first.body)).toBe(200);
-    const used = (await plan()).value;
-    expect(used).toBeGreaterThan(0);
-    expect(used).toBeLessThan(ALLOWANCE);
-    for (const server of servers) {
-      const refused = await call(server, surface, credential, HUGE);
-      expect(refused.status, JSON.stringify(refused.body)).toBe(429);
-      // Each surface's envelope carries the message at error.message (Anthropic's adds type: "error").
-      if (surface === "gateway messages") expect(refused.body).toMatchObject({ type: "error", error: { type: "rate_limit_error" } });
-      expect(refused.body.error.message).toMatch(
-        new RegExp(`^This request's prompt of \\d+ tokens is more than the ${ALLOWANCE - used} tokens left of the Free plan's allowance of ${ALLOWANCE} tokens`),
-      );
-      expect(refused.headers.get("x-service-request-id")).toBeNull();
-      // Nothing was taken, nothing is left held.
-      expect(await plan()).toMatchObject({ value: used, held: 0 });
-    }
-    const fits = await call(servers[servers.length - 1]!, surface, credential, words(10));
-    expect(fits.status).toBe(200);
-    expect((await plan()).value).toBeGreaterThan(used);
-  });
+  it.each(SURFACES)(
+    "%s: a prompt larger than what remains of the plan is refused (429 naming the plan); a prompt that fits is served",
+    async (surface) => {
+      const { credential, plan } = await caller(surface);
+      const first = await call(servers[0]!, surface, credential, words(20));
+      expect(first.status, JSON.stringify(first.body)).toBe(200);
+      const used = (await plan()).value;
+      expect(used).toBeGreaterThan(0);
+      expect(used).toBeLessThan(ALLOWANCE);
+      for (const server of servers) {
+        const refused = await call(server, surface, credential, HUGE);
+        expect(refused.status, JSON.stringify(refused.body)).toBe(429);
+        // Each surface's envelope carries the message at error.message (Anthropic's adds type: "error").
+        if (surface === "gateway messages") expect(refused.body).toMatchObject({ type: "error", error: { type: "rate_limit_error" } });
+        expect(refused.body.error.message).toMatch(
+          new RegExp(
+            `^This request's prompt of \\d+ tokens is more than the ${ALLOWANCE - used} tokens left of the Free plan's allowance of ${ALLOWANCE} tokens`,
+          ),
+        );
+        expect(refused.headers.get("x-service-request-id")).toBeNull();
+        // Nothing was taken, nothing is left held.
+        expect(await plan()).toMatchObject({ value: used, held: 0 });
+      }
+      const fits = await call(servers[servers.length - 1]!, surface, credential, words(10));
+      expect(fits.status).toBe(200);
+      expect((await plan()).value).toBeGreaterThan(used);
+    },
+  );
 
   it.each(SURFACES)("%s: concurrent requests on every instance end no further past the plan than one request's output", async (surface) => {
     const { credential, plan } = await caller(surface);
@@ -178,7 +183,9 @@ describe.each(["memory", "fs", "redis"] as const)("admission knows the prompt on
     for (const server of servers) {
       const refused = await invoke(server, HUGE);
       expect(refused.status).toBe(429);
-      expect(refused.body.error.message).toMatch(/^Token allowance too small for this model turn: its prompt of \d+ tokens is more than the 200 tokens left/);
+      expect(refused.body.error.message).toMatch(
+        /^Token allowance too small for this model turn: its prompt of \d+ tokens is more than the 200 tokens left/,
+      );
       expect(refused.body.error.details).toMatchObject({ limit: ALLOWANCE, used: 0 });
     }
     expect(await month()).toBe(0);
