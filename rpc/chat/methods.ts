@@ -1,5 +1,5 @@
 import { principalOf } from "../auth.js";
-import { countPromptTokens } from "./tokens.js";
+import { countInputTokens, countPromptTokens } from "./tokens.js";
 import { runChat } from "./run-chat.js";
 import { ChatBody, PlatformChatBody, chatToCanonical, toChatRequest, type ChatBodyInput } from "./dialects/chat.js";
 import type { RoutedModel } from "./model-router.js";
@@ -56,7 +56,8 @@ async function holdAndRun(
   // docs/quotas.md): 429 before anything is held or sent; the place is given back when it ends.
   const place = request.stream ? await takeStreamPlace(ctx.deps, principalOf(ctx), ctx.signal) : undefined;
   const run = async () => {
-    const held = await hold(model, request, promptTokens);
+    // Admission knows the whole input, tool definitions included (docs/billing.md "Admission").
+    const held = await hold(model, request, countInputTokens(request.messages, request.tools));
     enterRouter(ctx);
     return runChat(ctx, {
       model,

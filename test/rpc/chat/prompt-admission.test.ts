@@ -161,6 +161,29 @@ describe.each(["memory", "fs", "redis"] as const)("admission knows the prompt on
     expect(value).toBeLessThanOrEqual(ALLOWANCE + (surface === "gateway embeddings" ? 0 : OUTPUT));
   });
 
+  it("tool definitions are part of the prompt: a small message with a large tools array is refused on a small plan", async () => {
+    const { credential, plan } = await caller("gateway chat");
+    const tools = Array.from({ length: 20 }, (_, i) => ({
+      type: "function",
+      function: { name: `tool_${i}`, description: words(20), parameters: { type: "object", properties: {} } },
+    }));
+    const refused = await servers[0]!.request("/gateway/v1/chat/completions", {
+      method: "POST",
+      headers: bearer(credential),
+      json: { model: "echo-1", messages: [{ role: "user", content: "hi" }], max_tokens: OUTPUT, tools },
+    });
+    expect(refused.status).toBe(429);
+    expect(refused.body.error.message).toMatch(/^This request's prompt of \d+ tokens is more than the 200 tokens left/);
+    expect(await plan()).toMatchObject({ value: 0, held: 0 });
+    // Without the tools the same message is served.
+    const served = await servers[0]!.request("/gateway/v1/chat/completions", {
+      method: "POST",
+      headers: bearer(credential),
+      json: { model: "echo-1", messages: [{ role: "user", content: "hi" }], max_tokens: OUTPUT },
+    });
+    expect(served.status).toBe(200);
+  });
+
   it("agent invocations: a model turn whose prompt passes what remains of the tenant's month is refused; one that fits is served", async () => {
     const owner = await registerUser(servers[0]!);
     const G = "/gateway/v1";
