@@ -548,13 +548,14 @@ export class LocalAtomic implements Atomic {
   async #atomically<T>(keys: string[], compute: (writes: Promise<unknown>[]) => T): Promise<T> {
     const writes: Promise<unknown>[] = [];
     const batch = { keys: [] as string[], changes: [] as RecordChange[] };
+    const outer = this.#batch;
     this.#batch = batch;
     let result: T;
     try {
       result = compute(writes);
     } finally {
       // Whatever the step changed in memory is written, as before, even when it then threw.
-      this.#batch = undefined;
+      this.#batch = outer;
       this.#flush(writes, batch);
     }
     if (writes.length) {
