@@ -211,6 +211,7 @@ async function openFsStore(options: StoreOptions, open: OpenStoreOptions): Promi
       get: (key) => journal.get(key),
       set: (key, value) => journal.set(key, value),
       remove: (key) => journal.remove(key),
+      write: (changes) => journal.write(changes),
     });
     const bus = new MemoryBus();
     const store = localStore(
