@@ -43,6 +43,11 @@ export interface ServiceErrorOptions {
   status?: number;
   /** For UPSTREAM: the upstream's body, relayed as is. */
   upstreamBody?: unknown;
+  /**
+   * What only the operator is told, in the request's log line, never in the answer: the
+   * environment variable behind a limit or a missing setting (docs/observability.md).
+   */
+  operatorNote?: Record<string, unknown>;
   cause?: unknown;
 }
 
@@ -54,6 +59,7 @@ export class ServiceError extends Error {
   readonly headers?: Record<string, string>;
   readonly type?: string;
   readonly upstreamBody?: unknown;
+  readonly operatorNote?: Record<string, unknown>;
 
   constructor(code: ErrorCode, message: string, options: ServiceErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
@@ -65,6 +71,7 @@ export class ServiceError extends Error {
     this.headers = options.headers;
     this.type = options.type;
     this.upstreamBody = options.upstreamBody;
+    this.operatorNote = options.operatorNote;
   }
 }
 

@@ -10,7 +10,8 @@ import type { QuotasRepo } from "../storage/repos/quotas.js";
 /**
  * The quotas (docs/quotas.md): how much one user, tenant or key may hold at once, each set by
  * one variable, each enforced across instances through storage (storage/repos/quotas.ts), each
- * refused in the surface's envelope with `details: {quota, limit, count, variable}`.
+ * refused in the surface's envelope with `details: {quota, limit, count}`: the caller is told the
+ * limit, the operator's log line names the variable that sets it (`operatorNote.variable`).
  */
 export const QUOTAS = {
   keys_per_user: { variable: "QUOTA_KEYS_PER_USER", holds: (n: number) => `this user has ${n} live API key(s)`, next: "revoke one first" },
@@ -65,8 +66,9 @@ export function quotaReached(
   options: { extra?: Record<string, unknown>; code?: "CONFLICT" | "RATE_LIMITED"; headers?: Record<string, string> } = {},
 ): ServiceError {
   const { variable, holds, next } = QUOTAS[quota];
-  return new ServiceError(options.code ?? "CONFLICT", `Quota reached: ${holds(count)}, the most ${variable} allows (${limit}); ${next}`, {
-    details: { quota, limit, count, variable, ...options.extra },
+  return new ServiceError(options.code ?? "CONFLICT", `Quota reached: ${holds(count)}, the most allowed (limit ${limit}); ${next}`, {
+    details: { quota, limit, count, ...options.extra },
+    operatorNote: { quota, variable },
     ...(options.headers ? { headers: options.headers } : {}),
   });
 }

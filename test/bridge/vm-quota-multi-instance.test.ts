@@ -63,7 +63,7 @@ it("counts a tenant's sockets and tools on both instances, and frees the places 
       body: {
         error: {
           code: "CONFLICT",
-          details: { quota: "vm_sockets_per_tenant", limit: 2, count: 2, variable: "QUOTA_VM_SOCKETS_PER_TENANT" },
+          details: { quota: "vm_sockets_per_tenant", limit: 2, count: 2 },
         },
       },
     });

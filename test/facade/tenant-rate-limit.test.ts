@@ -57,13 +57,12 @@ describe("the tenant's Gateway budget", () => {
     expect(retryAfter).toBeLessThanOrEqual(60);
     expect(refused.body.error).toEqual({
       code: "RATE_LIMITED",
-      message: `Quota reached: this tenant made 6 Gateway API request(s) this minute, the most GATEWAY_TENANT_RATE_LIMIT_RPM allows (5); retry later`,
+      message: `Quota reached: this tenant made 6 Gateway API request(s) this minute, the most allowed (limit 5); retry later`,
       requestId: refused.headers.get("x-request-id"),
       details: {
         quota: "gateway_tenant_rpm",
         limit: 5,
         count: 6,
-        variable: "GATEWAY_TENANT_RATE_LIMIT_RPM",
         tenantId,
         windowSeconds: 60,
         retryAfterSeconds: retryAfter,

@@ -33,13 +33,12 @@ describe("upstream MCP servers per tenant", () => {
     expect(refused.status).toBe(409);
     expect(refused.body.error).toEqual({
       code: "CONFLICT",
-      message: "Quota reached: this tenant has 2 MCP server(s), the most QUOTA_MCP_SERVERS_PER_TENANT allows (2); delete one first",
+      message: "Quota reached: this tenant has 2 MCP server(s), the most allowed (limit 2); delete one first",
       requestId: refused.headers.get("x-request-id"),
       details: {
         quota: "mcp_servers_per_tenant",
         limit: 2,
         count: 2,
-        variable: "QUOTA_MCP_SERVERS_PER_TENANT",
         tenantId: alice.user.tenantId,
       },
     });

@@ -46,13 +46,12 @@ describe("VM sockets and tools per tenant", () => {
     expect(JSON.parse(refused!.body)).toEqual({
       error: {
         code: "CONFLICT",
-        message: "Quota reached: this tenant has 2 VM socket(s) open, the most QUOTA_VM_SOCKETS_PER_TENANT allows (2); close one first",
+        message: "Quota reached: this tenant has 2 VM socket(s) open, the most allowed (limit 2); close one first",
         requestId: refused!.headers["x-request-id"],
         details: {
           quota: "vm_sockets_per_tenant",
           limit: 2,
           count: 2,
-          variable: "QUOTA_VM_SOCKETS_PER_TENANT",
           tenantId: alice.user.tenantId,
         },
       },
@@ -88,12 +87,11 @@ describe("VM sockets and tools per tenant", () => {
     expect(error.error).toEqual({
       code: -32009,
       message:
-        "Quota reached: this tenant's VMs announce 4 tool(s), the most QUOTA_VM_TOOLS_PER_TENANT allows (5); announce fewer: this VM announces 3",
+        "Quota reached: this tenant's VMs announce 4 tool(s), the most allowed (limit 5); announce fewer: this VM announces 3",
       data: {
         quota: "vm_tools_per_tenant",
         limit: 5,
         count: 4,
-        variable: "QUOTA_VM_TOOLS_PER_TENANT",
         tenantId: alice.user.tenantId,
         requested: 3,
       },

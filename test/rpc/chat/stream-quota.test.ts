@@ -38,7 +38,7 @@ describe("streams in flight per key", () => {
     // The Platform's envelope and headers (docs/interface.md 7.2: no Retry-After there).
     expect(refused.body).toEqual({
       error: {
-        message: "Quota reached: this credential has 2 stream(s) in flight, the most QUOTA_STREAMS_PER_KEY allows (2); retry once one ends",
+        message: "Quota reached: this credential has 2 stream(s) in flight, the most allowed (limit 2); retry once one ends",
         type: "rate_limit_error",
         code: "rate_limited",
       },
@@ -91,9 +91,9 @@ describe("streams in flight per key", () => {
     expect(refused.status).toBe(429);
     expect(refused.body.error).toEqual({
       code: "RATE_LIMITED",
-      message: expect.stringContaining("QUOTA_STREAMS_PER_KEY"),
+      message: expect.stringContaining("stream(s) in flight, the most allowed (limit 2)"),
       requestId: refused.headers.get("x-request-id"),
-      details: { quota: "streams_per_key", limit: 2, count: 2, variable: "QUOTA_STREAMS_PER_KEY" },
+      details: { quota: "streams_per_key", limit: 2, count: 2 },
     });
     expect(refused.headers.get("retry-after")).toBe("1");
     const agentRefused = await openStream(server.url(`/gateway/v1/agents/${agent.body.id}/invoke`), bearer(key), {
@@ -115,7 +115,7 @@ describe("streams in flight per key", () => {
     expect(account.map((res) => res.status)).toEqual([200, 200]);
     const accountRefused = await openStream(server.url("/account/v1/chat/completions"), bearer(personal), chat);
     expect(accountRefused.status).toBe(429);
-    expect(accountRefused.body).toEqual({ error: { message: expect.stringContaining("QUOTA_STREAMS_PER_KEY"), type: "rate_limit_error" } });
+    expect(accountRefused.body).toEqual({ error: { message: expect.stringContaining("stream(s) in flight, the most allowed (limit 2)"), type: "rate_limit_error" } });
 
     upstream.finish();
     for (const stream of [run, answer, session, ...account]) await stream.rest();

@@ -51,13 +51,12 @@ describe("webhook subscriptions per tenant", () => {
     expect(refused.body.error).toEqual({
       code: "CONFLICT",
       message:
-        "Quota reached: this tenant has 3 webhook subscription(s), the most QUOTA_WEBHOOK_SUBSCRIPTIONS_PER_TENANT allows (3); delete one first",
+        "Quota reached: this tenant has 3 webhook subscription(s), the most allowed (limit 3); delete one first",
       requestId: refused.headers.get("x-request-id"),
       details: {
         quota: "webhook_subscriptions_per_tenant",
         limit: 3,
         count: 3,
-        variable: "QUOTA_WEBHOOK_SUBSCRIPTIONS_PER_TENANT",
         tenantId,
       },
     });
