@@ -11,6 +11,17 @@ import { redisUrlProblem } from "../storage/redis-setup.js";
 const intFrom = (min: number, max = Number.MAX_SAFE_INTEGER) =>
   v.pipe(v.string(), v.regex(/^\d+$/, "must be a whole number"), v.transform(Number), v.minValue(min), v.maxValue(max));
 
+/**
+ * An outbound or published address: an absolute http:// or https:// URL. Anything else
+ * (ftp://, file://, javascript:, a ws:// where HTTP is spoken) stops the start with a message.
+ */
+const httpUrl = () =>
+  v.pipe(
+    v.string(),
+    v.url("must be an absolute URL"),
+    v.check((value) => !URL.canParse(value) || /^https?:$/.test(new URL(value).protocol), "must be an http:// or https:// URL"),
+  );
+
 const ENV_SCHEMA = v.object({
   /** Port of the one HTTP server carrying every surface. */
   PORT: v.optional(intFrom(0, 65535), "8787"),
@@ -38,7 +49,7 @@ const ENV_SCHEMA = v.object({
   /** Interface to bind. Loopback by default so a first `npm start` is not exposed. */
   HOST: v.optional(v.pipe(v.string(), v.minLength(1)), "127.0.0.1"),
   /** Public origin used in printed URLs and metadata documents (defaults to http://HOST:PORT). */
-  PUBLIC_URL: v.optional(v.pipe(v.string(), v.url("must be an absolute URL"))),
+  PUBLIC_URL: v.optional(httpUrl()),
   /**
    * Host names (with or without port) requests may carry in `Host`, comma-separated, for
    * deployments behind a proxy. Unset: when bound to a loopback address only loopback names
@@ -175,9 +186,9 @@ const ENV_SCHEMA = v.object({
     "*",
   ),
   /** Orchestrator base URL; when set, Gateway agents are proxied to it by name (docs/interface.md 4.4). */
-  ORCH_BASE_URL: v.optional(v.pipe(v.string(), v.url("must be an absolute URL"))),
+  ORCH_BASE_URL: v.optional(httpUrl()),
   /** Manager (billing and usage) base URL for the Gateway's billing proxy. */
-  MANAGER_BASE_URL: v.optional(v.pipe(v.string(), v.url("must be an absolute URL"))),
+  MANAGER_BASE_URL: v.optional(httpUrl()),
   /** Secret for service-to-service tokens the bridge accepts from internal services. */
   SERVICE_JWT_SECRET: v.optional(v.pipe(v.string(), v.minLength(32, "must be at least 32 characters"))),
   /** A key internal services present to the bridge (`Authorization: Bearer`), e.g. for /bridge/tools/execute. */
@@ -339,9 +350,13 @@ export type Config = v.InferOutput<typeof ENV_SCHEMA>;
 export const CONFIG_KEYS = Object.keys(ENV_SCHEMA.entries) as (keyof Config)[];
 
 export class ConfigError extends Error {
-  constructor(readonly problems: string[]) {
-    // One line, so a failed start reads as one log line (issue: config errors are one line).
-    super(`Invalid configuration: ${problems.join("; ")}`);
+  readonly problems: string[];
+  constructor(problems: string[]) {
+    // One line, so a failed start reads as one log line; never a URL's password nor a piece of
+    // a JSON setting (which may hold a key) that the JSON parser quoted in its message.
+    const masked = problems.map((problem) => maskUrlPasswords(withoutJsonExcerpt(problem)));
+    super(`Invalid configuration: ${masked.join("; ")}`);
+    this.problems = masked;
     this.name = "ConfigError";
   }
 }
@@ -365,6 +380,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   // The service's own secrets never leave it through an upstream's echo (rpc/outbound/secrets.ts).
   for (const key of CONFIG_KEYS) if (SECRET_KEY.test(key)) addSecret(picked[key]);
   return { ...result.output, ...overrides };
+}
+
+/**
+ * V8's JSON.parse messages quote the text around the fault (`Unexpected token 's', "…"… is not
+ * valid JSON`): the quote goes, the fault and its position stay.
+ */
+function withoutJsonExcerpt(problem: string): string {
+  return problem.replace(/,?\s*(?:\.\.\.)?"(?:[^"\\]|\\.|"(?!(?:\.\.\.)? is not valid JSON))*"(?:\.\.\.)? is not valid JSON/g, " (the text is not shown)");
 }
 
 /** Settings that hold secrets: a start-up error names them and their length, never their value. */
