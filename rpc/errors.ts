@@ -19,7 +19,6 @@ export const ERROR_TABLE = {
   METHOD_NOT_ALLOWED: { status: 405, rpc: -32005 },
   CONFLICT: { status: 409, rpc: -32009 },
   PAYLOAD_TOO_LARGE: { status: 413, rpc: -32013 },
-  UNSUPPORTED_MEDIA_TYPE: { status: 415, rpc: -32015 },
   RATE_LIMITED: { status: 429, rpc: -32029 },
   QUOTA_EXCEEDED: { status: 429, rpc: -32029 },
   INTERNAL: { status: 500, rpc: -32603 },

@@ -140,7 +140,7 @@ describe("the same answers as through h3", () => {
     const cases: [string[], string, number][] = [
       [[...auth(), ...json], "{not json", 400],
       [[...auth(), ...json], "[1,2]", 400],
-      [[...auth(), "content-type", "text/plain"], chatBody, 415],
+      [[...auth(), "content-type", "text/plain"], chatBody, 400],
       [[...auth(), ...json], JSON.stringify({ model: "echo-1" }), 400],
       [[...json], chatBody, 401],
     ];
