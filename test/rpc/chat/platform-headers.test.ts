@@ -75,7 +75,7 @@ describe("Content-Type", () => {
       body: JSON.stringify({ tool_name: "x", input: {} }),
     });
     expect(bridge.status).toBe(400);
-    expect((await bridge.json()).error).toMatchObject({ code: "BAD_REQUEST", message: "Content-Type must be application/json" });
+    expect(((await bridge.json()) as { error: unknown }).error).toMatchObject({ code: "BAD_REQUEST", message: "Content-Type must be application/json" });
   });
 });
 
