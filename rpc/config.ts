@@ -6,7 +6,7 @@ import { redisUrlProblem } from "../storage/redis-setup.js";
 /**
  * Every environment variable the service reads, with its default and the reason for it.
  * `loadConfig` validates them all at start: a bad value stops the start with a message
- * naming the variable. The README table is the user-facing copy of this list.
+ * naming the variable. docs/configuration.md is the user-facing copy of this list.
  */
 const intFrom = (min: number, max = Number.MAX_SAFE_INTEGER) =>
   v.pipe(v.string(), v.regex(/^\d+$/, "must be a whole number"), v.transform(Number), v.minValue(min), v.maxValue(max));
@@ -387,7 +387,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
  * valid JSON`): the quote goes, the fault and its position stay.
  */
 function withoutJsonExcerpt(problem: string): string {
-  return problem.replace(/,?\s*(?:\.\.\.)?"(?:[^"\\]|\\.|"(?!(?:\.\.\.)? is not valid JSON))*"(?:\.\.\.)? is not valid JSON/g, " (the text is not shown)");
+  return problem.replace(
+    /,?\s*(?:\.\.\.)?"(?:[^"\\]|\\.|"(?!(?:\.\.\.)? is not valid JSON))*"(?:\.\.\.)? is not valid JSON/g,
+    " (the text is not shown)",
+  );
 }
 
 /** Settings that hold secrets: a start-up error names them and their length, never their value. */

@@ -67,7 +67,11 @@ describe("Content-Type", () => {
     const gateway = await post("/gateway/v1", user.token, body, { "content-type": "text/plain" });
     expect(gateway.status).toBe(400);
     expect(await gateway.json()).toEqual({
-      error: { code: "BAD_REQUEST", message: "Content-Type must be application/json", requestId: gateway.headers.get("x-service-request-id") },
+      error: {
+        code: "BAD_REQUEST",
+        message: "Content-Type must be application/json",
+        requestId: gateway.headers.get("x-service-request-id"),
+      },
     });
     const bridge = await loopbackFetch(server.url("/bridge/tools/execute"), {
       method: "POST",
@@ -75,7 +79,10 @@ describe("Content-Type", () => {
       body: JSON.stringify({ tool_name: "x", input: {} }),
     });
     expect(bridge.status).toBe(400);
-    expect(((await bridge.json()) as { error: unknown }).error).toMatchObject({ code: "BAD_REQUEST", message: "Content-Type must be application/json" });
+    expect(((await bridge.json()) as { error: unknown }).error).toMatchObject({
+      code: "BAD_REQUEST",
+      message: "Content-Type must be application/json",
+    });
   });
 });
 

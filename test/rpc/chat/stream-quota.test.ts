@@ -115,7 +115,9 @@ describe("streams in flight per key", () => {
     expect(account.map((res) => res.status)).toEqual([200, 200]);
     const accountRefused = await openStream(server.url("/account/v1/chat/completions"), bearer(personal), chat);
     expect(accountRefused.status).toBe(429);
-    expect(accountRefused.body).toEqual({ error: { message: expect.stringContaining("stream(s) in flight, the most allowed (limit 2)"), type: "rate_limit_error" } });
+    expect(accountRefused.body).toEqual({
+      error: { message: expect.stringContaining("stream(s) in flight, the most allowed (limit 2)"), type: "rate_limit_error" },
+    });
 
     upstream.finish();
     for (const stream of [run, answer, session, ...account]) await stream.rest();

@@ -48,7 +48,9 @@ describe("keys per user", () => {
     });
     const account = await personal();
     expect(account.status).toBe(409);
-    expect(account.body).toEqual({ error: { message: expect.stringContaining("live API key(s), the most allowed (limit 3)"), type: "invalid_request_error" } });
+    expect(account.body).toEqual({
+      error: { message: expect.stringContaining("live API key(s), the most allowed (limit 3)"), type: "invalid_request_error" },
+    });
     const console = await platform();
     expect(console.status).toBe(409);
     expect(console.body).toEqual({ error: { message: expect.stringContaining("live API key(s), the most allowed (limit 3)") } });
