@@ -89,7 +89,7 @@ export interface RestInput {
 export type RestBody = { request: Request; limit: number } | { node: IncomingMessage; declared: number };
 
 /**
- * The one reader of REST JSON bodies: undefined when empty, 413 past the limit, 415 for a body
+ * The one reader of REST JSON bodies: undefined when empty, 413 past the limit, 400 for a body
  * that is not JSON, PARSE_ERROR for malformed JSON, 400 past the depth bound or for a body that
  * stopped arriving. A web Request is read by readJsonBody, which reads a Node request's
  * declared body from the Node request's own events — as a Node request served without h3 is read.
