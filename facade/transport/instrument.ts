@@ -265,13 +265,11 @@ export async function instrumentRequest<R extends { status: number }>(
       parent,
     );
   // The surface's request-id header (none on the Platform: docs/interface.md 4.2): the client's
-  // X-Request-Id echoed when it sent a sane one, else the service's id; the service's own id is
-  // on X-Service-Request-Id on those surfaces, and on the route's dialect's own header.
+  // X-Request-Id echoed when it sent a sane one, else the service's id. The service's own id is
+  // also in error bodies, on the route's dialect's own header, and on X-Service-Request-Id, which
+  // chat methods set on answers that reached the model router (rpc/chat/methods.ts).
   const requestIdHeader = SURFACES[surface].requestIdHeader;
-  if (requestIdHeader) {
-    scope.responseHeaders.set(requestIdHeader, clientRequestId ?? scope.requestId);
-    scope.responseHeaders.set("x-service-request-id", scope.requestId);
-  }
+  if (requestIdHeader) scope.responseHeaders.set(requestIdHeader, clientRequestId ?? scope.requestId);
   const dialectHeader = options.dialect && profileOf(surface, options.dialect).requestIdHeader;
   if (dialectHeader && dialectHeader !== requestIdHeader) scope.responseHeaders.set(dialectHeader, scope.requestId);
   let response: R;

@@ -120,9 +120,9 @@ describe("billing proxy", () => {
     // The mock manager's own HTTP server notes the scheme it was reached by; the caller's value is gone.
     expect(got.get("x-forwarded-proto")).not.toBe("https");
     expect(got.get("x-gateway-tenant-id")).toBe(alice.user.tenantId);
-    // A sane client X-Request-Id is the request's id on every surface (docs/interface.md 4.2): the
-    // manager gets the id the gateway answered with, set by the gateway, not a second copy.
-    expect(got.get("x-request-id")).toBe(res.headers.get("x-service-request-id"));
+    // The manager is told the service's own id, never the client's ("req_forged", echoed back to it).
+    expect(res.headers.get("x-request-id")).toBe("req_forged");
+    expect(got.get("x-request-id")).toBe(server.logs().find((line) => line.clientRequestId === "req_forged")!.requestId);
   });
 
   it("a tenantId in the query must be one of the caller's tenants: the manager is told that tenant; another's or a missing one is 404, never forwarded", async () => {
@@ -264,7 +264,7 @@ describe("billing proxy", () => {
     expect(res.status).toBe(503);
     expect(res.body.error.message).toBe("The billing service is not configured");
     expect(JSON.stringify(res.body)).not.toContain("MANAGER_BASE_URL");
-    expect(unset.logs().find((line) => line.requestId === res.headers.get("x-service-request-id"))).toMatchObject({
+    expect(unset.logs().find((line) => line.requestId === res.body.error.requestId)).toMatchObject({
       operatorNote: { unsetVariable: "MANAGER_BASE_URL" },
     });
     expect((await server.request(`${G}/billing/plans`)).status).toBe(401);

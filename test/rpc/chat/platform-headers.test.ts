@@ -70,7 +70,7 @@ describe("Content-Type", () => {
       error: {
         code: "BAD_REQUEST",
         message: "Content-Type must be application/json",
-        requestId: gateway.headers.get("x-service-request-id"),
+        requestId: gateway.headers.get("x-request-id"),
       },
     });
     const bridge = await loopbackFetch(server.url("/bridge/tools/execute"), {

@@ -42,7 +42,7 @@ describe("keys per user", () => {
     });
     // The caller is told the limit, never the operator's variable; the request's log line names it.
     expect(JSON.stringify(refused.body)).not.toMatch(/QUOTA_/);
-    expect(server.logs().find((line) => line.requestId === refused.headers.get("x-service-request-id"))).toMatchObject({
+    expect(server.logs().find((line) => line.requestId === refused.body.error.requestId)).toMatchObject({
       status: 409,
       operatorNote: { quota: "keys_per_user", variable: "QUOTA_KEYS_PER_USER" },
     });
