@@ -217,6 +217,7 @@ const UNTRUSTED = new Set([
  * anything else "did not answer" (code REDIS_UNREACHABLE).
  */
 export function connectionFailure(target: RedisTarget, connections: Redis[], error: unknown): Error {
+  if (error instanceof RedisSetupError || (error as { code?: string }).code === "REDIS_UNREACHABLE") return error as Error;
   const cause = connections.map((redis) => lastErrors.get(redis)).find(Boolean) ?? (error as Error);
   const code = (cause as NodeJS.ErrnoException).code ?? "";
   // OpenSSL's messages run over lines with its source paths: its reason says it in a few words.
@@ -314,8 +315,46 @@ export function connectRedis(target: RedisTarget, prefix: string, role: string):
     // of the server's certificate, then the server's alert): the second would crash the process.
     redis.stream?.on("error", ignore);
   });
+  // What each sentinel said when it gave no master (unreachable, or no master of that name).
+  redis.on("sentinelError", (error: Error) => sentinelErrors.set(redis, error));
   redis.on("ready", () => lastErrors.delete(redis));
   return redis;
+}
+
+const sentinelErrors = new WeakMap<Redis, Error>();
+
+/**
+ * Resolves when `redis` answers PING. With sentinels ioredis keeps asking them for a master
+ * forever without failing a command; the start stops at the first round in which none gave one.
+ */
+export async function firstAnswer(redis: Redis, target: RedisTarget): Promise<void> {
+  if (!target.sentinels) {
+    await redis.ping();
+    return;
+  }
+  let onError: (error: Error) => void = () => undefined;
+  const noMaster = new Promise<never>((_, reject) => {
+    onError = (error) => {
+      if (!error.message.startsWith("All sentinels are unreachable")) return;
+      const said = sentinelErrors.get(redis)?.message ?? "";
+      const sentinel = /sentinel (\S+)/.exec(said)?.[1];
+      if (/No such master|invalid reply: null/.test(said)) {
+        reject(
+          new RedisSetupError(
+            `the sentinel ${sentinel} watches no master of that name (SENTINEL MASTERS lists those it does)`,
+            "REDIS_SENTINEL_NAME",
+          ),
+        );
+      }
+      reject(Object.assign(new Error(`${target.where} did not answer: ${said || error.message}`), { code: "REDIS_UNREACHABLE" }));
+    };
+    redis.on("error", onError);
+  });
+  try {
+    await Promise.race([redis.ping(), noMaster]);
+  } finally {
+    redis.off("error", onError);
+  }
 }
 
 /** Moves a fresh connection to REDIS_URL's database, or says that the server has no such database. */

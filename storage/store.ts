@@ -19,6 +19,7 @@ import {
   checkServer,
   connectionFailure,
   connectRedis,
+  firstAnswer,
   type RedisSettings,
   RedisSetupError,
   redisTarget,
@@ -276,7 +277,7 @@ async function openRedisStore(options: StoreOptions): Promise<Store> {
     throw error;
   };
   try {
-    await client.ping();
+    await firstAnswer(client, target);
     await whenReady(subscriber);
   } catch (error) {
     // Its code lets the start script name the setting to change in its one-line message.
