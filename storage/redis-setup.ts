@@ -382,6 +382,8 @@ export interface RedisServerFacts {
   appendonly: boolean;
   /** RDB save points (`CONFIG GET save`), "" for none; undefined when CONFIG is refused (managed Redis). */
   savePoints: string | undefined;
+  /** A node of a Redis Cluster (`cluster_enabled:1`). */
+  cluster: boolean;
 }
 
 export async function serverFacts(redis: Redis): Promise<RedisServerFacts> {
@@ -396,11 +398,13 @@ export async function serverFacts(redis: Redis): Promise<RedisServerFacts> {
     maxmemoryPolicy: field("maxmemory_policy") || "noeviction",
     appendonly: field("aof_enabled") === "1",
     savePoints,
+    cluster: field("cluster_enabled") === "1",
   };
 }
 
 /**
- * The settings the service needs of Redis (docs/storage.md "Redis in production"): it holds
+ * The settings the service needs of Redis (docs/storage.md "Redis in production"): not a node of
+ * a Redis Cluster (RedisSetupError, not MOVED at the first request); it holds
  * the only copy of accounts, keys and balances, so Redis must never evict them. A
  * `maxmemory-policy` other than `noeviction` stops the start (RedisSetupError) unless
  * `allowEviction` (REDIS_ALLOW_EVICTION=true); data kept only in memory (no AOF, no RDB save
@@ -408,6 +412,14 @@ export async function serverFacts(redis: Redis): Promise<RedisServerFacts> {
  */
 export function checkServer(facts: RedisServerFacts, where: string, allowEviction: boolean): string[] {
   const notices: string[] = [];
+  if (facts.cluster) {
+    // Its scripts and transactions would answer CROSSSLOT, its other keys MOVED, at the first request.
+    throw new RedisSetupError(
+      `${where} is a node of a Redis Cluster (cluster_enabled:1), which the service cannot use yet: its ledger scripts, ` +
+        'record writes and event publishes touch keys of several slots in one step (docs/storage.md "Redis Cluster"); ' +
+        "use one Redis, with Sentinel (REDIS_SENTINELS) for failover",
+    );
+  }
   if (facts.maxmemoryPolicy !== "noeviction") {
     const text =
       `Redis evicts keys when its memory is full (maxmemory-policy ${facts.maxmemoryPolicy}), which would silently lose users, ` +
