@@ -299,8 +299,10 @@ export function connectRedis(target: RedisTarget, prefix: string, role: string):
       sentinelPassword: target.sentinelPassword,
       db: redisDb(target.url),
       ...(target.tls ? { enableTLSForSentinelMode: true, sentinelTLS: target.tls } : {}),
-      // Told of a failover by the sentinels (+switch-master) rather than by the old master's silence.
-      failoverDetector: true,
+      // Not ioredis's failoverDetector: its +switch-master disconnects a connection that is already
+      // asking the sentinels anew after the master died, and that connection then ends for good
+      // (status "end", every command refused). A connection to a dead master closes and reconnects
+      // through the sentinels by itself.
       // A master demoted while this connection stayed open refuses writes: reconnect, asking the sentinels anew.
       reconnectOnError: (error) => (error.message.startsWith("READONLY") ? 2 : false),
     });

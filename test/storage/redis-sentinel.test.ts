@@ -64,7 +64,14 @@ describe("Sentinel", () => {
       throw new Error(`${error.message}: no failover; the sentinel's log:\n${setup.sentinelLog().split("\n").slice(-25).join("\n")}`);
     });
     // The service finds the new master by itself: requests and /readyz succeed again.
-    await eventually(async () => (await chat(account.key)).status === 200, 15_000);
+    let last: unknown;
+    await eventually(async () => {
+      const answer = await chat(account.key);
+      last = answer.body;
+      return answer.status === 200;
+    }, 15_000).catch((error: Error) => {
+      throw new Error(`${error.message}: the service did not recover; its last answer: ${JSON.stringify(last)}`);
+    });
     await eventually(async () => (await server.request("/readyz")).status === 200, 5_000);
     // Nothing acknowledged was lost: every key of the old master is on the new one, the balance
     // is the one after the five charges less what the requests since cost.
