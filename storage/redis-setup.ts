@@ -223,6 +223,11 @@ export function connectionFailure(target: RedisTarget, connections: Redis[], err
   // OpenSSL's messages run over lines with its source paths: its reason says it in a few words.
   const text = ((cause as { reason?: string }).reason ?? cause.message).replace(/\s+/g, " ").trim();
   const detail = `${text}${code && !text.includes(code) ? ` (${code})` : ""}`;
+  if (/^(WRONGPASS|NOAUTH)/.test(text)) {
+    return new RedisSetupError(
+      `${target.where}: refused the user and password in REDIS_URL (${detail}); use Redis's requirepass or an ACL user's`,
+    );
+  }
   if (target.tls) {
     const ca = target.tls.ca
       ? "REDIS_TLS_CA(_FILE) does not hold the CA that signed it"
@@ -345,6 +350,15 @@ export async function firstAnswer(redis: Redis, target: RedisTarget): Promise<vo
           new RedisSetupError(
             `the sentinel ${sentinel} watches no master of that name (SENTINEL MASTERS lists those it does)`,
             "REDIS_SENTINEL_NAME",
+          ),
+        );
+      }
+      if (/because (NOAUTH|WRONGPASS)/.test(said)) {
+        const reason = /because (.*)$/.exec(said)?.[1];
+        reject(
+          new RedisSetupError(
+            `the sentinel ${sentinel} refused the connection (${reason}); give the sentinels' requirepass`,
+            "REDIS_SENTINEL_PASSWORD",
           ),
         );
       }

@@ -29,18 +29,21 @@ export interface SentinelSetup {
  * (down-after-milliseconds 500, failover-timeout 2000). Every process is killed with the test
  * process even if it dies; `stop` ends them all.
  */
-export async function startSentinelSetup(name = "gwmaster"): Promise<SentinelSetup> {
+export async function startSentinelSetup(name = "gwmaster", passwords: { redis?: string; sentinel?: string } = {}): Promise<SentinelSetup> {
   const started: { stop(): Promise<void> }[] = [];
   const stopAll = async () => {
     for (const one of started.reverse()) await one.stop().catch(() => undefined);
   };
   try {
-    const master = await startPrivateRedis();
+    // With a password, each server asks it of clients and of each other (the replica of a promoted
+    // master, or the old master once demoted), and the sentinel gives it (auth-pass).
+    const auth = passwords.redis ? ["--requirepass", passwords.redis, "--masterauth", passwords.redis] : [];
+    const master = await startPrivateRedis(auth);
     started.push(master);
-    const replica = await startPrivateRedis(["--replicaof", "127.0.0.1", String(master.port)]);
+    const replica = await startPrivateRedis([...auth, "--replicaof", "127.0.0.1", String(master.port)]);
     started.push(replica);
     await eventually(async () => /master_link_status:up/.test(await replica.admin.info("replication")), 10_000);
-    const sentinel = await startSentinel(name, master.port);
+    const sentinel = await startSentinel(name, master.port, passwords);
     started.push(sentinel);
     // The sentinel has found the replica (through the master's INFO) before anything fails.
     await eventually(async () => ((await sentinel.client.call("SENTINEL", "REPLICAS", name)) as unknown[]).length === 1, 10_000);
@@ -73,6 +76,7 @@ export async function startSentinelSetup(name = "gwmaster"): Promise<SentinelSet
 async function startSentinel(
   name: string,
   masterPort: number,
+  passwords: { redis?: string; sentinel?: string },
 ): Promise<{ port: number; client: Redis; log(): string; stop(): Promise<void> }> {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), "gw-sentinel-"));
@@ -88,13 +92,22 @@ async function startSentinel(
       `sentinel down-after-milliseconds ${name} 500`,
       `sentinel failover-timeout ${name} 2000`,
       `sentinel parallel-syncs ${name} 1`,
+      ...(passwords.redis ? [`sentinel auth-pass ${name} ${passwords.redis}`] : []),
+      ...(passwords.sentinel ? [`requirepass ${passwords.sentinel}`] : []),
       "",
     ].join("\n"),
   );
   const child: ChildProcess = spawn("redis-server", [config, "--sentinel"], { stdio: "ignore" });
   const orphaned = () => child.kill("SIGKILL");
   process.once("exit", orphaned);
-  const client = new Redis({ host: "127.0.0.1", port, lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => 50 });
+  const client = new Redis({
+    host: "127.0.0.1",
+    port,
+    password: passwords.sentinel,
+    lazyConnect: true,
+    maxRetriesPerRequest: 1,
+    retryStrategy: () => 50,
+  });
   client.on("error", () => undefined);
   const stop = async () => {
     process.off("exit", orphaned);

@@ -13,18 +13,22 @@ import { bearer, startTestServer, type TestServer } from "../helpers/server.js";
  * on by itself with every acknowledged write that had reached the replica (Redis replicates
  * asynchronously: the guarantee the docs state).
  */
+const REDIS_PASSWORD = "redis-secret-123";
+const SENTINEL_PASSWORD = "sentinel-secret-456";
 let setup: SentinelSetup;
 let server: TestServer;
 let account: PlatformAccount;
 
 beforeAll(async () => {
-  setup = await startSentinelSetup();
+  // Passwords on the servers and on the sentinel, as a production set-up has.
+  setup = await startSentinelSetup("gwmaster", { redis: REDIS_PASSWORD, sentinel: SENTINEL_PASSWORD });
   server = await startTestServer({
     STORAGE: "redis",
     // With sentinels REDIS_URL gives only the scheme, credentials and database: its host is not used.
-    REDIS_URL: "redis://unused.invalid:1",
+    REDIS_URL: `redis://:${REDIS_PASSWORD}@unused.invalid:1`,
     REDIS_SENTINELS: setup.sentinels,
     REDIS_SENTINEL_NAME: setup.name,
+    REDIS_SENTINEL_PASSWORD: SENTINEL_PASSWORD,
     REDIS_PREFIX: "gw",
     WEBHOOKS_POLL_MS: "0",
   });
@@ -85,7 +89,13 @@ describe("Sentinel", () => {
 
 describe("Sentinel settings", () => {
   it("needs both the sentinels and the master's name, and says which is missing", async () => {
-    const base = { STORAGE: "redis" as const, DATA_DIR: "/nonexistent", REDIS_URL: "redis://127.0.0.1:1", REDIS_PREFIX: "gw" };
+    const base = {
+      STORAGE: "redis" as const,
+      DATA_DIR: "/nonexistent",
+      REDIS_URL: `redis://:${REDIS_PASSWORD}@127.0.0.1:1`,
+      REDIS_PREFIX: "gw",
+      REDIS_SENTINEL_PASSWORD: SENTINEL_PASSWORD,
+    };
     const failure = async (extra: Record<string, string>) => {
       const error = await openStore({ ...base, ...extra }).then(
         () => new Error("opened"),
@@ -106,6 +116,23 @@ describe("Sentinel settings", () => {
     expect(await failure({ REDIS_SENTINELS: "127.0.0.1:1", REDIS_SENTINEL_NAME: "gwmaster" })).toMatch(
       /^Invalid configuration: REDIS_SENTINELS=127\.0\.0\.1:1: Redis did not answer \(failed to connect to sentinel 127\.0\.0\.1:1 because /,
     );
+    // The sentinel's password missing or wrong, and the master's: said, and never printed.
+    for (const wrong of [{ REDIS_SENTINEL_PASSWORD: "" }, { REDIS_SENTINEL_PASSWORD: "wrong-sentinel-pw" }]) {
+      const line = await failure({ REDIS_SENTINELS: setup.sentinels, REDIS_SENTINEL_NAME: "gwmaster", ...wrong });
+      expect(line).toMatch(
+        /^Invalid configuration: REDIS_SENTINEL_PASSWORD: the sentinel 127\.0\.0\.1:\d+ refused the connection \((NOAUTH|WRONGPASS) .*\); give the sentinels' requirepass$/,
+      );
+      expect(line).not.toContain("wrong-sentinel-pw");
+    }
+    const badMaster = await failure({
+      REDIS_SENTINELS: setup.sentinels,
+      REDIS_SENTINEL_NAME: "gwmaster",
+      REDIS_URL: "redis://:wrong-redis-pw@x:1",
+    });
+    expect(badMaster).toMatch(
+      /^Invalid configuration: REDIS_URL=redis:\/\/:\*\*\*@x:1: the master "gwmaster" of the sentinels .*: refused the user and password in REDIS_URL \(WRONGPASS /,
+    );
+    expect(badMaster).not.toContain("wrong-redis-pw");
     // A name the sentinel does not watch.
     expect(await failure({ REDIS_SENTINELS: setup.sentinels, REDIS_SENTINEL_NAME: "nosuch" })).toMatch(
       /^Invalid configuration: REDIS_SENTINEL_NAME=nosuch: the sentinel 127\.0\.0\.1:\d+ watches no master of that name/,
