@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { eventually } from "./eventually.js";
+import type { CertificateSet } from "./tls.js";
 import { freePort, startPrivateRedis, type PrivateRedis } from "./private-redis.js";
 
 export interface SentinelSetup {
@@ -14,6 +15,9 @@ export interface SentinelSetup {
   name: string;
   master: PrivateRedis;
   replica: PrivateRedis;
+  /** The ports the sentinel names them by (their TLS ports with certificates). */
+  masterPort: number;
+  replicaPort: number;
   /** The address the sentinel gives for the master now. */
   masterAddress(): Promise<string>;
   /** The sentinel's log (+sdown, +odown, +promoted-slave …), for a failure's message. */
@@ -29,7 +33,11 @@ export interface SentinelSetup {
  * (down-after-milliseconds 500, failover-timeout 2000). Every process is killed with the test
  * process even if it dies; `stop` ends them all.
  */
-export async function startSentinelSetup(name = "gwmaster", passwords: { redis?: string; sentinel?: string } = {}): Promise<SentinelSetup> {
+export async function startSentinelSetup(
+  name = "gwmaster",
+  passwords: { redis?: string; sentinel?: string } = {},
+  certificates?: CertificateSet,
+): Promise<SentinelSetup> {
   const started: { stop(): Promise<void> }[] = [];
   const stopAll = async () => {
     for (const one of started.reverse()) await one.stop().catch(() => undefined);
@@ -38,12 +46,22 @@ export async function startSentinelSetup(name = "gwmaster", passwords: { redis?:
     // With a password, each server asks it of clients and of each other (the replica of a promoted
     // master, or the old master once demoted), and the sentinel gives it (auth-pass).
     const auth = passwords.redis ? ["--requirepass", passwords.redis, "--masterauth", passwords.redis] : [];
-    const master = await startPrivateRedis(auth);
+    // With certificates every server also has a TLS port, asks clients for a certificate, and
+    // replicates over TLS: the addresses the sentinel gives are the TLS ports.
+    const [masterTls, replicaTls] = certificates ? [await freePort(), await freePort()] : [0, 0];
+    const tls = (port: number) => (certificates ? ["--tls-port", String(port), ...tlsArgs(certificates)] : []);
+    const master = await startPrivateRedis([...auth, ...tls(masterTls)]);
     started.push(master);
-    const replica = await startPrivateRedis([...auth, "--replicaof", "127.0.0.1", String(master.port)]);
+    const replica = await startPrivateRedis([
+      ...auth,
+      ...tls(replicaTls),
+      "--replicaof",
+      "127.0.0.1",
+      String(certificates ? masterTls : master.port),
+    ]);
     started.push(replica);
     await eventually(async () => /master_link_status:up/.test(await replica.admin.info("replication")), 10_000);
-    const sentinel = await startSentinel(name, master.port, passwords);
+    const sentinel = await startSentinel(name, certificates ? masterTls : master.port, passwords, certificates);
     started.push(sentinel);
     // The sentinel has found the replica (through the master's INFO) before anything fails.
     await eventually(async () => ((await sentinel.client.call("SENTINEL", "REPLICAS", name)) as unknown[]).length === 1, 10_000);
@@ -52,6 +70,8 @@ export async function startSentinelSetup(name = "gwmaster", passwords: { redis?:
       name,
       master,
       replica,
+      masterPort: certificates ? masterTls : master.port,
+      replicaPort: certificates ? replicaTls : replica.port,
       async masterAddress() {
         const [host, port] = (await sentinel.client.call("SENTINEL", "GET-MASTER-ADDR-BY-NAME", name)) as string[];
         return `${host}:${port}`;
@@ -73,18 +93,46 @@ export async function startSentinelSetup(name = "gwmaster", passwords: { redis?:
 }
 
 /** One redis-server in sentinel mode watching the master at `masterPort`, its config file in a directory of its own. */
+/** redis-server's TLS settings: its certificate, the CA it trusts, clients' certificates asked for, replication over TLS. */
+function tlsArgs(certificates: CertificateSet): string[] {
+  return [
+    "--tls-cert-file",
+    certificates.serverCertFile,
+    "--tls-key-file",
+    certificates.serverKeyFile,
+    "--tls-ca-cert-file",
+    certificates.caFile,
+    "--tls-auth-clients",
+    "yes",
+    "--tls-replication",
+    "yes",
+  ];
+}
+
 async function startSentinel(
   name: string,
   masterPort: number,
   passwords: { redis?: string; sentinel?: string },
+  certificates?: CertificateSet,
 ): Promise<{ port: number; client: Redis; log(): string; stop(): Promise<void> }> {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), "gw-sentinel-"));
   const config = join(dir, "sentinel.conf");
+  const tls = certificates
+    ? [
+        "port 0",
+        `tls-port ${port}`,
+        `tls-cert-file ${certificates.serverCertFile}`,
+        `tls-key-file ${certificates.serverKeyFile}`,
+        `tls-ca-cert-file ${certificates.caFile}`,
+        "tls-auth-clients yes",
+        "tls-replication yes",
+      ]
+    : [`port ${port}`];
   writeFileSync(
     config,
     [
-      `port ${port}`,
+      ...tls,
       "bind 127.0.0.1",
       `dir ${dir}`,
       `logfile ${join(dir, "sentinel.log")}`,
@@ -104,6 +152,15 @@ async function startSentinel(
     host: "127.0.0.1",
     port,
     password: passwords.sentinel,
+    ...(certificates
+      ? {
+          tls: {
+            ca: readFileSync(certificates.caFile),
+            cert: readFileSync(certificates.clientCertFile),
+            key: readFileSync(certificates.clientKeyFile),
+          },
+        }
+      : {}),
     lazyConnect: true,
     maxRetriesPerRequest: 1,
     retryStrategy: () => 50,
