@@ -3,13 +3,16 @@ import { maskUrlPasswords } from "../storage/mask.js";
 
 type Env = Record<string, unknown>;
 
-/** `NAME=value` of a Redis setting for a start error: a PEM's text or a password is never shown, a file's path is. */
+/**
+ * `NAME=value` of a Redis setting for a start error. PEM text and passwords are never shown (the
+ * name alone); a TLS setting given as a file is shown as `NAME_FILE=path`.
+ */
 function redisSetting(env: Env, name: string): string {
   if (name === "REDIS_URL") return `REDIS_URL=${String(env.REDIS_URL ?? "redis://127.0.0.1:6379")}`;
   const value = env[name];
-  if (value === undefined || value === "")
-    return name.replace(/_FILE$/, "") === name && env[`${name}_FILE`] ? `${name}_FILE=${String(env[`${name}_FILE`])}` : name;
-  if (/_(CA|CERT|KEY)$|PASSWORD/.test(name)) return name;
+  const file = env[`${name}_FILE`];
+  if ((value === undefined || value === "") && file) return `${name}_FILE=${String(file)}`;
+  if (value === undefined || value === "" || /_(CA|CERT|KEY)$|PASSWORD/.test(name)) return name;
   return `${name}=${String(value)}`;
 }
 

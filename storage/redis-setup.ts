@@ -77,8 +77,8 @@ export interface RedisTarget {
   sentinelPassword?: string;
 }
 
-/** `host:port` pairs, comma-separated; undefined when one is not (`what` names the setting in the error). */
-export function parseHostPorts(value: string, what: string): { host: string; port: number }[] {
+/** `host:port` pairs, comma-separated (`[v6]:port` too); a RedisSetupError naming `what` when one is not. */
+function parseHostPorts(value: string, what: string): { host: string; port: number }[] {
   const entries = value
     .split(",")
     .map((entry) => entry.trim())
