@@ -85,6 +85,26 @@ const ENV_SCHEMA = v.object({
     ),
     "false",
   ),
+  /**
+   * TLS to Redis (REDIS_URL rediss://, docs/storage.md "TLS, Sentinel and Cluster"): the CA that
+   * signed the server's certificate, and the client certificate and key a Redis with
+   * `tls-auth-clients yes` asks for, each as PEM text (`\n` escapes allowed) or a file (`_FILE`).
+   * Read and checked at start (storage/redis-setup.ts).
+   */
+  REDIS_TLS_CA: v.optional(v.string()),
+  REDIS_TLS_CA_FILE: v.optional(v.string()),
+  REDIS_TLS_CERT: v.optional(v.string()),
+  REDIS_TLS_CERT_FILE: v.optional(v.string()),
+  REDIS_TLS_KEY: v.optional(v.string()),
+  REDIS_TLS_KEY_FILE: v.optional(v.string()),
+  /**
+   * Redis behind Sentinel: the sentinels (`host:port,host:port`) and the name of the master they
+   * watch. REDIS_URL then gives only the scheme, user, password and database; its host is not used.
+   */
+  REDIS_SENTINELS: v.optional(v.string()),
+  REDIS_SENTINEL_NAME: v.optional(v.string()),
+  /** The sentinels' own password (`requirepass` in sentinel.conf), when they have one. */
+  REDIS_SENTINEL_PASSWORD: v.optional(v.string()),
   /** Key prefix inside Redis, so several deployments can share one server. */
   REDIS_PREFIX: v.optional(v.pipe(v.string(), v.regex(/^[\w.-]+$/, "letters, digits, _ . - only")), "gw"),
   /** HS256 secret for session tokens; at least 32 characters. Generated into DATA_DIR when unset (fs only). */
