@@ -5,6 +5,7 @@ import {
   toolScope,
   visibleIn,
   type CallOptions,
+  type ResolvedTool,
   type ToolDef,
   type ToolResult,
   type ToolScope,
@@ -114,10 +115,20 @@ export class Catalog {
 
   /** A tool by name within a scope; another tenant's tool is undefined like a missing one. */
   async get(name: string, scope: ToolScope): Promise<ToolDef | undefined> {
+    return (await this.resolve(name, scope))?.tool;
+  }
+
+  /**
+   * A tool's name resolved within a scope to its entry and the source that runs it: one
+   * listing of the sources. A call resolves once and passes the resolution along (run()).
+   */
+  async resolve(name: string, scope: ToolScope): Promise<ResolvedTool | undefined> {
     // The first match in source order is the first of list()'s stable sort: no list, no sort.
-    const lists = await Promise.all([...this.#sources.values()].map((source) => source.list().catch(() => [] as ToolDef[])));
-    for (const tools of lists) {
-      for (const tool of tools) if (tool.name === name && visibleIn(tool, scope) && withinBounds(tool.inputSchema)) return tool;
+    const sources = [...this.#sources.values()];
+    const lists = await Promise.all(sources.map((source) => source.list().catch(() => [] as ToolDef[])));
+    for (const [index, tools] of lists.entries()) {
+      for (const tool of tools)
+        if (tool.name === name && visibleIn(tool, scope) && withinBounds(tool.inputSchema)) return { tool, source: sources[index]! };
     }
     return undefined;
   }
@@ -129,18 +140,35 @@ export class Catalog {
    * upstream MCP server or a VM receives as the `traceparent` of the request's `_meta`.
    */
   call(name: string, args: Record<string, unknown>, options: CallOptions): Promise<ToolResult> {
-    return toolSpan(name, options.tenantId, () => this.#call(name, args, options));
+    return toolSpan(name, options.tenantId, async () => {
+      const resolved = await this.#counting(name, () => this.resolve(name, toolScope(options.tenantId)));
+      if (!resolved) {
+        this.#counted?.toolCall(name, "failed");
+        throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
+      }
+      return this.#run(resolved, args, options);
+    });
   }
 
-  async #call(name: string, args: Record<string, unknown>, options: CallOptions): Promise<ToolResult> {
-    try {
-      const tool = await this.get(name, toolScope(options.tenantId));
-      if (!tool) throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
-      const source = this.#sources.get(tool.source.id);
-      if (!source) throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
-      const result = await source.call(name, args, options);
-      this.#counted?.toolCall(name, result.isError ? "tool_error" : "ok");
+  /** Runs a tool resolved by resolve() (in the scope of `options.tenantId`), as call() does after resolving. */
+  run(resolved: ResolvedTool, args: Record<string, unknown>, options: CallOptions): Promise<ToolResult> {
+    return toolSpan(resolved.tool.name, options.tenantId, () => this.#run(resolved, args, options));
+  }
+
+  async #run({ tool, source }: ResolvedTool, args: Record<string, unknown>, options: CallOptions): Promise<ToolResult> {
+    return this.#counting(tool.name, async () => {
+      // A resolution made in another scope is refused like an unknown tool (docs/architecture.md "Ownership").
+      if (!visibleIn(tool, toolScope(options.tenantId))) throw new ServiceError("NOT_FOUND", `Unknown tool: ${tool.name}`);
+      const result = await source.call(tool, args, options);
+      this.#counted?.toolCall(tool.name, result.isError ? "tool_error" : "ok");
       return result;
+    });
+  }
+
+  /** Counts a failure of `work` as the call's outcome. */
+  async #counting<T>(name: string, work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
     } catch (error) {
       this.#counted?.toolCall(name, "failed");
       throw error;

@@ -25,7 +25,7 @@ function isLoopback(host: string): boolean {
  * (plus PUBLIC_URL's host); otherwise, when bound to a loopback address, loopback names and
  * addresses and PUBLIC_URL's host; otherwise any. Undefined means "any".
  */
-export function hostRule(config: Pick<Config, "HOST" | "PUBLIC_URL" | "ALLOWED_HOSTS">): ((host: string) => boolean) | undefined {
+function hostRule(config: Pick<Config, "HOST" | "PUBLIC_URL" | "ALLOWED_HOSTS">): ((host: string) => boolean) | undefined {
   const listed = new Set(
     (config.ALLOWED_HOSTS ?? "")
       .split(",")
@@ -49,13 +49,33 @@ export function hostRule(config: Pick<Config, "HOST" | "PUBLIC_URL" | "ALLOWED_H
   };
 }
 
+type HostConfig = Pick<Config, "HOST" | "PUBLIC_URL" | "ALLOWED_HOSTS">;
+
+/** One check per configuration: both front doors ask the same one (and share its verdicts). */
+const checks = new WeakMap<HostConfig, (host: string | null | undefined) => boolean>();
+
+/**
+ * The one host check of every request (DNS-rebinding protection, hostRule): true when the
+ * service answers this `Host` header. A request without one is answered only where any host is.
+ * The h3 app's middleware (hostCheckMiddleware) and the REST routes served without h3
+ * (facade/native-routes.ts, which leave a refused host to the middleware's 403) both use it.
+ */
+export function hostCheck(config: HostConfig): (host: string | null | undefined) => boolean {
+  let check = checks.get(config);
+  if (!check) {
+    const allowed = hostRule(config);
+    check = allowed ? (host) => Boolean(host && allowed(host)) : () => true;
+    checks.set(config, check);
+  }
+  return check;
+}
+
 /** 403 in the surface's envelope, before anything else runs, for a `Host` the service does not answer. */
 export function hostCheckMiddleware(config: Config, observers: Observers): Middleware {
-  const allowed = hostRule(config);
+  const servesHost = hostCheck(config);
   return (event, next) => {
-    if (!allowed) return next();
-    const host = event.req.headers.get("host") ?? "";
-    if (host && allowed(host)) return next();
+    const host = event.req.headers.get("host");
+    if (servesHost(host)) return next();
     const surface = surfaceOfPath(event.url.pathname) ?? "gateway";
     return refuse(
       event,

@@ -1,10 +1,9 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { sendNodeResponse } from "srvx/node";
 import type { AnyMethod, HttpBinding } from "../rpc/define.js";
-import { fromWire, type Dispatcher } from "../rpc/dispatcher.js";
-import { hostRule } from "./host-check.js";
-import { fullPath, replyOf, restFacts, restParams } from "./rest.js";
-import { readDeclaredJsonBody } from "./transport/body.js";
+import type { Dispatcher } from "../rpc/dispatcher.js";
+import { hostCheck } from "./host-check.js";
+import { fullPath, restJsonBody, serveRest } from "./rest.js";
 import { errorResponse, instrumentRequest, type RequestView } from "./transport/instrument.js";
 import { presentedIn } from "./transport/surfaces.js";
 
@@ -55,7 +54,7 @@ export function nativeRoutes(dispatcher: Dispatcher): {
 } {
   const { config } = dispatcher.ports;
   const limit = config.GATEWAY_MAX_PAYLOAD_BYTES;
-  const allowedHost = hostRule(config);
+  const servesHost = hostCheck(config);
   const routes = new Map<string, NativeRoute>();
   for (const method of Object.values(dispatcher.registry)) {
     if (method.internal) continue;
@@ -72,7 +71,7 @@ export function nativeRoutes(dispatcher: Dispatcher): {
     if (headers.origin !== undefined || headers.upgrade !== undefined || headers["transfer-encoding"] !== undefined) return undefined;
     const declared = declaredLength(headers["content-length"]);
     if (declared === undefined || declared > limit) return undefined;
-    if (allowedHost && !(headers.host && allowedHost(headers.host))) return undefined;
+    if (!servesHost(headers.host)) return undefined;
     return route;
   };
   return {
@@ -100,14 +99,20 @@ async function serve(dispatcher: Dispatcher, route: NativeRoute, req: IncomingMe
     binding.surface,
     dispatcher.ports,
     view,
-    async (scope) => {
-      scope.log.operation = method.name;
-      const facts = restFacts(scope, binding, presentedIn(binding.surface, header, binding.dialect));
-      // The body is read only once the caller is authenticated (facade/rest.ts); no query, no path parameters.
-      const readParams = async () => restParams(binding, await readDeclaredJsonBody(req, declared), {}, header);
-      const result = await dispatcher.call(method, fromWire(readParams), facts);
-      return replyOf(result, method, binding, dispatcher, scope, header);
-    },
+    // The same call as through h3 (facade/rest.ts serveRest): no query, no path parameters here.
+    (scope) =>
+      serveRest(
+        {
+          header,
+          presented: presentedIn(binding.surface, header, binding.dialect),
+          json: () => restJsonBody({ node: req, declared }),
+          query: () => ({}),
+        },
+        method,
+        binding,
+        dispatcher,
+        scope,
+      ),
     (error, scope) => errorResponse(binding.surface, error, scope.requestId, dispatcher.ports.log, scope.responseHeaders, binding.dialect),
     binding.dialect ? { dialect: binding.dialect } : {},
   );

@@ -1,10 +1,11 @@
+import type { IncomingMessage } from "node:http";
 import type { H3 } from "h3";
 import { RawReply, isAsyncIterable, type AnyMethod, type HttpBinding, type RawRequest } from "../rpc/define.js";
 import { callFacts, fromWire, type CallFacts, type Dispatcher } from "../rpc/dispatcher.js";
 import type { Presented } from "../rpc/auth.js";
 import { ServiceError } from "../rpc/errors.js";
 import { wireTextOf } from "../rpc/wire-text.js";
-import { readJsonBody, readRawBody } from "./transport/body.js";
+import { readDeclaredJsonBody, readJsonBody, readRawBody } from "./transport/body.js";
 import { instrument, jsonResponse, scopeFacts, type RequestScope } from "./transport/instrument.js";
 import { cookieWriter } from "./transport/cookies.js";
 import { toSseResponse } from "./transport/sse.js";
@@ -67,6 +68,56 @@ export function mountRest(app: H3, dispatcher: Dispatcher): MountedRoute[] {
   return routes;
 }
 
+/**
+ * Where one REST call comes from: through h3 (a web Request) or served without it
+ * (facade/native-routes.ts: the Node request, whose declared Content-Length was checked).
+ * Both doors run the same serveRest() and read bodies with the same restJsonBody().
+ */
+export interface RestInput {
+  header(name: string): string | null | undefined;
+  presented: Presented;
+  /** The JSON body (undefined when empty), read only once the caller is authenticated. */
+  json(): Promise<unknown>;
+  /** The query's parameters. */
+  query(): Record<string, string>;
+  pathParams?: Record<string, string>;
+  /** The request as a raw method receives it (bindings with `raw`; h3 only). */
+  raw?(): Promise<Record<string, unknown>>;
+}
+
+/** The body a REST call is read from, by front door. */
+export type RestBody = { request: Request; limit: number } | { node: IncomingMessage; declared: number };
+
+/**
+ * The one reader of REST JSON bodies: undefined when empty, 413 past the limit, 400 for a body
+ * that is not JSON, PARSE_ERROR for malformed JSON, 400 past the depth bound or for a body that
+ * stopped arriving. A web Request is read by readJsonBody, which reads a Node request's
+ * declared body from the Node request's own events — as a Node request served without h3 is read.
+ */
+export function restJsonBody(body: RestBody): Promise<unknown> {
+  return "node" in body ? readDeclaredJsonBody(body.node, body.declared) : readJsonBody(body.request, body.limit);
+}
+
+/**
+ * One REST call, whichever door it came through: its facts, its params (the query, the JSON
+ * body and the path parameters merged, path wins, read only once the caller is authenticated),
+ * the dispatcher, and its answer (replyOf).
+ */
+export async function serveRest(
+  input: RestInput,
+  method: AnyMethod,
+  binding: HttpBinding,
+  dispatcher: Dispatcher,
+  scope: RequestScope,
+): Promise<Response> {
+  scope.log.operation = method.name;
+  const facts = restFacts(scope, binding, input.presented);
+  const readParams = async () =>
+    restParams(binding, WITH_BODY.has(binding.method) ? await input.json() : undefined, input.query(), input.header, input.pathParams);
+  const result = await dispatcher.call(method, fromWire(binding.raw && input.raw ? input.raw : readParams), facts);
+  return replyOf(result, method, binding, dispatcher, scope, input.header);
+}
+
 async function handleRest(
   request: Request,
   pathParams: Record<string, string> | undefined,
@@ -76,27 +127,28 @@ async function handleRest(
   scope: RequestScope,
   limit: number,
 ): Promise<Response> {
-  scope.log.operation = method.name;
-  const facts = restFacts(scope, binding, presentedFor(binding.surface, request, binding.dialect));
-  // Params are the query, the JSON body and the path parameters merged (path wins), read
-  // only once the caller is authenticated.
-  const readRaw = async () => {
-    const headers: Record<string, string> = {};
-    request.headers.forEach((value, name) => {
-      headers[name] = value;
-    });
-    const body = WITH_BODY.has(binding.method) || binding.method === "DELETE" ? await readRawBody(request, limit) : undefined;
-    const raw: RawRequest = { method: binding.method, search: new URL(request.url).search, headers, ...(body ? { body } : {}) };
-    return { ...decodeParams(pathParams), request: raw };
+  const header = (name: string) => request.headers.get(name);
+  const input: RestInput = {
+    header,
+    presented: presentedFor(binding.surface, request, binding.dialect),
+    json: () => restJsonBody({ request, limit }),
+    query: () => {
+      const query: Record<string, string> = {};
+      for (const [name, value] of new URL(request.url).searchParams) query[name] = value;
+      return query;
+    },
+    ...(pathParams ? { pathParams } : {}),
+    raw: async () => {
+      const headers: Record<string, string> = {};
+      request.headers.forEach((value, name) => {
+        headers[name] = value;
+      });
+      const body = WITH_BODY.has(binding.method) || binding.method === "DELETE" ? await readRawBody(request, limit) : undefined;
+      const raw: RawRequest = { method: binding.method, search: new URL(request.url).search, headers, ...(body ? { body } : {}) };
+      return { ...decodeParams(pathParams), request: raw };
+    },
   };
-  const readParams = async () => {
-    const body = WITH_BODY.has(binding.method) ? await readJsonBody(request, limit) : undefined;
-    const query: Record<string, string> = {};
-    for (const [name, value] of new URL(request.url).searchParams) query[name] = value;
-    return restParams(binding, body, query, (name) => request.headers.get(name), pathParams);
-  };
-  const result = await dispatcher.call(method, fromWire(binding.raw ? readRaw : readParams), facts);
-  return replyOf(result, method, binding, dispatcher, scope, (name) => request.headers.get(name));
+  return serveRest(input, method, binding, dispatcher, scope);
 }
 
 /** The facts of a REST call (through h3 or served without it: facade/native-routes.ts). */

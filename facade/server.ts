@@ -100,6 +100,9 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       // Slow clients (docs/security.md "Slow clients"): node:http cuts a connection whose headers
       // or whole request do not arrive in time, checked every second.
       node: {
+        // srvx listens with exclusive: true; node:cluster workers (WORKERS, docs/operating.md)
+        // must share the primary's handle, or the port closes on Node 24 when one worker dies.
+        exclusive: false,
         headersTimeout: config.HTTP_HEADERS_TIMEOUT_SECONDS * 1000,
         requestTimeout: Math.max(config.HTTP_REQUEST_TIMEOUT_SECONDS, config.HTTP_HEADERS_TIMEOUT_SECONDS + 1) * 1000,
         connectionsCheckingInterval: 1000,

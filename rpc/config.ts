@@ -6,10 +6,21 @@ import { redisUrlProblem } from "../storage/redis-setup.js";
 /**
  * Every environment variable the service reads, with its default and the reason for it.
  * `loadConfig` validates them all at start: a bad value stops the start with a message
- * naming the variable. The README table is the user-facing copy of this list.
+ * naming the variable. docs/configuration.md is the user-facing copy of this list.
  */
 const intFrom = (min: number, max = Number.MAX_SAFE_INTEGER) =>
   v.pipe(v.string(), v.regex(/^\d+$/, "must be a whole number"), v.transform(Number), v.minValue(min), v.maxValue(max));
+
+/**
+ * An outbound or published address: an absolute http:// or https:// URL. Anything else
+ * (ftp://, file://, javascript:, a ws:// where HTTP is spoken) stops the start with a message.
+ */
+const httpUrl = () =>
+  v.pipe(
+    v.string(),
+    v.url("must be an absolute URL"),
+    v.check((value) => !URL.canParse(value) || /^https?:$/.test(new URL(value).protocol), "must be an http:// or https:// URL"),
+  );
 
 const ENV_SCHEMA = v.object({
   /** Port of the one HTTP server carrying every surface. */
@@ -38,7 +49,7 @@ const ENV_SCHEMA = v.object({
   /** Interface to bind. Loopback by default so a first `npm start` is not exposed. */
   HOST: v.optional(v.pipe(v.string(), v.minLength(1)), "127.0.0.1"),
   /** Public origin used in printed URLs and metadata documents (defaults to http://HOST:PORT). */
-  PUBLIC_URL: v.optional(v.pipe(v.string(), v.url("must be an absolute URL"))),
+  PUBLIC_URL: v.optional(httpUrl()),
   /**
    * Host names (with or without port) requests may carry in `Host`, comma-separated, for
    * deployments behind a proxy. Unset: when bound to a loopback address only loopback names
@@ -74,6 +85,26 @@ const ENV_SCHEMA = v.object({
     ),
     "false",
   ),
+  /**
+   * TLS to Redis (REDIS_URL rediss://, docs/storage.md "TLS, Sentinel and Cluster"): the CA that
+   * signed the server's certificate, and the client certificate and key a Redis with
+   * `tls-auth-clients yes` asks for, each as PEM text (`\n` escapes allowed) or a file (`_FILE`).
+   * Read and checked at start (storage/redis-setup.ts).
+   */
+  REDIS_TLS_CA: v.optional(v.string()),
+  REDIS_TLS_CA_FILE: v.optional(v.string()),
+  REDIS_TLS_CERT: v.optional(v.string()),
+  REDIS_TLS_CERT_FILE: v.optional(v.string()),
+  REDIS_TLS_KEY: v.optional(v.string()),
+  REDIS_TLS_KEY_FILE: v.optional(v.string()),
+  /**
+   * Redis behind Sentinel: the sentinels (`host:port,host:port`) and the name of the master they
+   * watch. REDIS_URL then gives only the scheme, user, password and database; its host is not used.
+   */
+  REDIS_SENTINELS: v.optional(v.string()),
+  REDIS_SENTINEL_NAME: v.optional(v.string()),
+  /** The sentinels' own password (`requirepass` in sentinel.conf), when they have one. */
+  REDIS_SENTINEL_PASSWORD: v.optional(v.string()),
   /** Key prefix inside Redis, so several deployments can share one server. */
   REDIS_PREFIX: v.optional(v.pipe(v.string(), v.regex(/^[\w.-]+$/, "letters, digits, _ . - only")), "gw"),
   /**
@@ -199,9 +230,9 @@ const ENV_SCHEMA = v.object({
     "*",
   ),
   /** Orchestrator base URL; when set, Gateway agents are proxied to it by name (docs/interface.md 4.4). */
-  ORCH_BASE_URL: v.optional(v.pipe(v.string(), v.url("must be an absolute URL"))),
+  ORCH_BASE_URL: v.optional(httpUrl()),
   /** Manager (billing and usage) base URL for the Gateway's billing proxy. */
-  MANAGER_BASE_URL: v.optional(v.pipe(v.string(), v.url("must be an absolute URL"))),
+  MANAGER_BASE_URL: v.optional(httpUrl()),
   /** Secret for service-to-service tokens the bridge accepts from internal services. */
   SERVICE_JWT_SECRET: v.optional(v.pipe(v.string(), v.minLength(32, "must be at least 32 characters"))),
   /** A key internal services present to the bridge (`Authorization: Bearer`), e.g. for /bridge/tools/execute. */
@@ -363,9 +394,13 @@ export type Config = v.InferOutput<typeof ENV_SCHEMA>;
 export const CONFIG_KEYS = Object.keys(ENV_SCHEMA.entries) as (keyof Config)[];
 
 export class ConfigError extends Error {
-  constructor(readonly problems: string[]) {
-    // One line, so a failed start reads as one log line (issue: config errors are one line).
-    super(`Invalid configuration: ${problems.join("; ")}`);
+  readonly problems: string[];
+  constructor(problems: string[]) {
+    // One line, so a failed start reads as one log line; never a URL's password nor a piece of
+    // a JSON setting (which may hold a key) that the JSON parser quoted in its message.
+    const masked = problems.map((problem) => maskUrlPasswords(withoutJsonExcerpt(problem)));
+    super(`Invalid configuration: ${masked.join("; ")}`);
+    this.problems = masked;
     this.name = "ConfigError";
   }
 }
@@ -389,6 +424,17 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   // The service's own secrets never leave it through an upstream's echo (rpc/outbound/secrets.ts).
   for (const key of CONFIG_KEYS) if (SECRET_KEY.test(key)) addSecret(picked[key]);
   return { ...result.output, ...overrides };
+}
+
+/**
+ * V8's JSON.parse messages quote the text around the fault (`Unexpected token 's', "…"… is not
+ * valid JSON`): the quote goes, the fault and its position stay.
+ */
+function withoutJsonExcerpt(problem: string): string {
+  return problem.replace(
+    /,?\s*(?:\.\.\.)?"(?:[^"\\]|\\.|"(?!(?:\.\.\.)? is not valid JSON))*"(?:\.\.\.)? is not valid JSON/g,
+    " (the text is not shown)",
+  );
 }
 
 /** Settings that hold secrets: a start-up error names them and their length, never their value. */

@@ -19,7 +19,6 @@ export const ERROR_TABLE = {
   METHOD_NOT_ALLOWED: { status: 405, rpc: -32005 },
   CONFLICT: { status: 409, rpc: -32009 },
   PAYLOAD_TOO_LARGE: { status: 413, rpc: -32013 },
-  UNSUPPORTED_MEDIA_TYPE: { status: 415, rpc: -32015 },
   RATE_LIMITED: { status: 429, rpc: -32029 },
   QUOTA_EXCEEDED: { status: 429, rpc: -32029 },
   INTERNAL: { status: 500, rpc: -32603 },
@@ -43,6 +42,11 @@ export interface ServiceErrorOptions {
   status?: number;
   /** For UPSTREAM: the upstream's body, relayed as is. */
   upstreamBody?: unknown;
+  /**
+   * What only the operator is told, in the request's log line, never in the answer: the
+   * environment variable behind a limit or a missing setting (docs/observability.md).
+   */
+  operatorNote?: Record<string, unknown>;
   cause?: unknown;
 }
 
@@ -54,6 +58,7 @@ export class ServiceError extends Error {
   readonly headers?: Record<string, string>;
   readonly type?: string;
   readonly upstreamBody?: unknown;
+  readonly operatorNote?: Record<string, unknown>;
 
   constructor(code: ErrorCode, message: string, options: ServiceErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
@@ -65,6 +70,7 @@ export class ServiceError extends Error {
     this.headers = options.headers;
     this.type = options.type;
     this.upstreamBody = options.upstreamBody;
+    this.operatorNote = options.operatorNote;
   }
 }
 

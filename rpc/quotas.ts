@@ -10,89 +10,64 @@ import type { QuotasRepo } from "../storage/repos/quotas.js";
 /**
  * The quotas (docs/quotas.md): how much one user, tenant or key may hold at once, each set by
  * one variable, each enforced across instances through storage (storage/repos/quotas.ts), each
- * refused in the surface's envelope with `details: {quota, limit, count}`. The message names the
- * limit in words (`limit`); the variable that sets it is for operators, in the call's log line
- * (rpc/policies/observe.ts), never in an answer.
+ * refused in the surface's envelope with `details: {quota, limit, count}`: the caller is told the
+ * limit, the operator's log line names the variable that sets it (`operatorNote.variable`).
  */
 export const QUOTAS = {
-  keys_per_user: {
-    variable: "QUOTA_KEYS_PER_USER",
-    holds: (n: number) => `this user has ${n} live API key(s)`,
-    limit: (n: number) => `${n} live API keys per user`,
-    next: "revoke one first",
-  },
+  keys_per_user: { variable: "QUOTA_KEYS_PER_USER", holds: (n: number) => `this user has ${n} live API key(s)`, next: "revoke one first" },
   vm_sockets_per_tenant: {
     variable: "QUOTA_VM_SOCKETS_PER_TENANT",
     holds: (n: number) => `this tenant has ${n} VM socket(s) open`,
-    limit: (n: number) => `${n} open VM sockets per tenant`,
     next: "close one first",
   },
   vm_tools_per_tenant: {
     variable: "QUOTA_VM_TOOLS_PER_TENANT",
     holds: (n: number) => `this tenant's VMs announce ${n} tool(s)`,
-    limit: (n: number) => `${n} announced tools per tenant`,
     next: "announce fewer",
   },
   mcp_servers_per_tenant: {
     variable: "QUOTA_MCP_SERVERS_PER_TENANT",
     holds: (n: number) => `this tenant has ${n} MCP server(s)`,
-    limit: (n: number) => `${n} MCP servers per tenant`,
     next: "delete one first",
   },
   webhook_subscriptions_per_tenant: {
     variable: "QUOTA_WEBHOOK_SUBSCRIPTIONS_PER_TENANT",
     holds: (n: number) => `this tenant has ${n} webhook subscription(s)`,
-    limit: (n: number) => `${n} webhook subscriptions per tenant`,
     next: "delete one first",
   },
   streams_per_key: {
     variable: "QUOTA_STREAMS_PER_KEY",
     holds: (n: number) => `this credential has ${n} stream(s) in flight`,
-    limit: (n: number) => `${n} streams in flight per credential`,
     next: "retry once one ends",
   },
   streams_per_user: {
     variable: "QUOTA_STREAMS_PER_USER",
-    holds: (n: number) => `this user has ${n} stream(s) in flight`,
-    limit: (n: number) => `${n} streams in flight per user, all of their keys together`,
+    holds: (n: number) => `this user has ${n} stream(s) in flight, all of their keys together`,
     next: "retry once one ends",
   },
   streams_per_tenant: {
     variable: "QUOTA_STREAMS_PER_TENANT",
-    holds: (n: number) => `this tenant has ${n} stream(s) in flight`,
-    limit: (n: number) => `${n} streams in flight per tenant, all of its users together`,
+    holds: (n: number) => `this tenant has ${n} stream(s) in flight, all of its users together`,
     next: "retry once one ends",
   },
   agent_sockets_per_user: {
     variable: "QUOTA_AGENT_SOCKETS_PER_USER",
     holds: (n: number) => `this user has ${n} agent stream socket(s) open`,
-    limit: (n: number) => `${n} open agent stream sockets per user`,
     next: "close one first",
   },
   agent_sockets_per_tenant: {
     variable: "QUOTA_AGENT_SOCKETS_PER_TENANT",
     holds: (n: number) => `this tenant has ${n} agent stream socket(s) open`,
-    limit: (n: number) => `${n} open agent stream sockets per tenant`,
     next: "close one first",
   },
   gateway_tenant_rpm: {
     variable: "GATEWAY_TENANT_RATE_LIMIT_RPM",
     holds: (n: number) => `this tenant made ${n} Gateway API request(s) this minute`,
-    limit: (n: number) => `${n} Gateway API requests per minute per tenant`,
     next: "retry later",
   },
-} as const satisfies Record<
-  string,
-  { variable: keyof Config; holds: (count: number) => string; limit: (limit: number) => string; next: string }
->;
+} as const satisfies Record<string, { variable: keyof Config; holds: (count: number) => string; next: string }>;
 
 export type QuotaName = keyof typeof QUOTAS;
-
-/** The variable that sets the quota a refusal names (`details.quota`), for the log line; undefined for other errors. */
-export function quotaVariableOf(error: unknown): string | undefined {
-  const quota = (error as { details?: { quota?: unknown } } | undefined)?.details?.quota;
-  return typeof quota === "string" && Object.hasOwn(QUOTAS, quota) ? QUOTAS[quota as QuotaName].variable : undefined;
-}
 
 /** The quota's limit, as configured. */
 export function quotaLimit(config: Config, quota: QuotaName): number {
@@ -110,9 +85,10 @@ export function quotaReached(
   count: number,
   options: { extra?: Record<string, unknown>; code?: "CONFLICT" | "RATE_LIMITED"; headers?: Record<string, string> } = {},
 ): ServiceError {
-  const { holds, limit: words, next } = QUOTAS[quota];
-  return new ServiceError(options.code ?? "CONFLICT", `Quota reached: ${holds(count)}; the limit is ${words(limit)}; ${next}`, {
+  const { variable, holds, next } = QUOTAS[quota];
+  return new ServiceError(options.code ?? "CONFLICT", `Quota reached: ${holds(count)}, the most allowed (limit ${limit}); ${next}`, {
     details: { quota, limit, count, ...options.extra },
+    operatorNote: { quota, variable },
     ...(options.headers ? { headers: options.headers } : {}),
   });
 }

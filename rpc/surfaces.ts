@@ -82,15 +82,12 @@ function gatewayEnvelope(error: ServiceError, requestId: string): unknown {
 }
 
 /**
- * docs/interface.md 7.2 lists the Platform's statuses: a body that is not JSON (missing or
- * other Content-Type) is a malformed request, 400 `invalid_request_error` rather than 415; a
- * model that did not answer in time is 502 `server_error` rather than 504. Errors relayed from
- * the model gateway keep their own status.
+ * docs/interface.md 7.2 lists the Platform's statuses: a model that did not answer in time is
+ * 502 `server_error` rather than 504. Errors relayed from the model gateway keep their own status.
+ * (A body that is not JSON is 400 on every surface: facade/transport/body.ts.)
  */
 function platformError(error: ServiceError): ServiceError {
   const keep = { ...(error.headers ? { headers: error.headers } : {}), cause: error };
-  if (error.code === "UNSUPPORTED_MEDIA_TYPE")
-    return new ServiceError("BAD_REQUEST", error.message, { ...keep, type: "invalid_request_error" });
   if (error.code === "TIMEOUT") return new ServiceError("BAD_GATEWAY", error.message, { ...keep, type: "server_error" });
   return error;
 }
@@ -199,12 +196,10 @@ const ANTHROPIC_TYPES: Readonly<Record<number, string>> = {
 
 /**
  * The Messages dialect's reading of an error (docs/dialects.md "Errors"): no model able to
- * answer now (503) is Anthropic's 529 `overloaded_error`, which its clients retry; a body that
- * is not JSON is a 400 `invalid_request_error`, as on the Messages API.
+ * answer now (503) is Anthropic's 529 `overloaded_error`, which its clients retry.
  */
 function anthropicError(error: ServiceError): ServiceError {
   const keep = { ...(error.headers ? { headers: error.headers } : {}), cause: error };
-  if (error.code === "UNSUPPORTED_MEDIA_TYPE") return new ServiceError("BAD_REQUEST", error.message, keep);
   if (error.status === 503) return new ServiceError("UNAVAILABLE", error.message, { ...keep, status: 529 });
   return error;
 }

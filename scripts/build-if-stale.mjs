@@ -64,20 +64,38 @@ async function buildIfStale() {
     return 1;
   }
   if (stale) {
-    process.stderr.write("Compiling to dist/ (npm run build)…\n");
+    // tsc prints nothing until it is done (a minute or two on a busy machine), so say what is
+    // happening, keep a ticking line while it runs, and say how long it took.
+    const started = Date.now();
+    const reason = force ? "npm run build" : built === 0 ? "first start: dist/ is missing" : "sources changed since the last build";
+    process.stderr.write(`build: compiling the TypeScript sources to dist/ (${reason})…\n`);
+    const ticker = setInterval(() => {
+      process.stderr.write(`build: still compiling, ${seconds(started)} s so far\n`);
+    }, 10_000);
     const child = spawn(process.execPath, [tsc, "-p", join(root, "tsconfig.build.json")], { stdio: "inherit" });
     const status = await new Promise((resolve) => child.on("close", (code) => resolve(code ?? 1)));
-    if (status !== 0) return status;
+    clearInterval(ticker);
+    if (status !== 0) {
+      process.stderr.write(`build: compiling failed after ${seconds(started)} s (exit code ${status})\n`);
+      return status;
+    }
     writeFileSync(STAMP, `${new Date().toISOString()}\n`);
+    process.stderr.write(`build: compiled to dist/ in ${seconds(started)} s\n`);
   }
 
   // The console page's bundle (dist/console), by esbuild, when its sources changed.
   const { buildConsole } = await import("./build-console.mjs");
   try {
-    if (await buildConsole({ force })) process.stderr.write("Bundled the console page to dist/console/\n");
+    const started = Date.now();
+    if (await buildConsole({ force })) process.stderr.write(`build: bundled the console page to dist/console/ in ${seconds(started)} s\n`);
   } catch (error) {
     process.stderr.write(`${error.message}\n`);
     return 1;
   }
   return 0;
+}
+
+/** Seconds since `started`, one decimal. */
+function seconds(started) {
+  return ((Date.now() - started) / 1000).toFixed(1);
 }

@@ -3,7 +3,9 @@
 # machine, then the npm packages:
 #   - Node.js 20.19 or newer: Debian's own package when it is new enough (Debian 13); on an
 #     older system it says so and stops (Debian 12 ships Node.js 18: install a current Node first);
-#   - Redis (`redis-server`): the test suite's storage, event-bus and multi-instance tests;
+#   - Redis (`redis-server`, with `redis-cli`): the test suite's storage, event-bus and
+#     multi-instance tests, its Sentinel and Cluster tests (private servers it starts);
+#   - `openssl`: the TLS tests make their certificates with it;
 #   - Debian's Chromium (`/usr/bin/chromium`): the console's browser tests;
 #   - the project's npm packages (`npm ci`).
 # Whatever is already installed is left as it is, so running it again does nothing new.
@@ -57,6 +59,12 @@ elif redis_answers; then
 else
   apt_install redis-server
 fi
+
+# The Sentinel and Cluster tests start redis-servers of their own and join a cluster with redis-cli.
+command -v redis-cli >/dev/null || apt_install redis-tools
+command -v redis-server >/dev/null || apt_install redis-server
+# The TLS tests make certificates with openssl.
+command -v openssl >/dev/null || apt_install openssl
 
 # Debian's Chromium for the console's browser tests (test/facade/console).
 [ -x /usr/bin/chromium ] || apt_install chromium

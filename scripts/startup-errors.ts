@@ -4,6 +4,19 @@ import { maskUrlPasswords } from "../storage/mask.js";
 type Env = Record<string, unknown>;
 
 /**
+ * `NAME=value` of a Redis setting for a start error. PEM text and passwords are never shown (the
+ * name alone); a TLS setting given as a file is shown as `NAME_FILE=path`.
+ */
+function redisSetting(env: Env, name: string): string {
+  if (name === "REDIS_URL") return `REDIS_URL=${String(env.REDIS_URL ?? "redis://127.0.0.1:6379")}`;
+  const value = env[name];
+  const file = env[`${name}_FILE`];
+  if ((value === undefined || value === "") && file) return `${name}_FILE=${String(file)}`;
+  if (value === undefined || value === "" || /_(CA|CERT|KEY)$|PASSWORD/.test(name)) return name;
+  return `${name}=${String(value)}`;
+}
+
+/**
  * The one line a failed start prints (then exit code 1): which variable is wrong and how to
  * fix it, never a stack trace. Errors nobody anticipated still get one line.
  */
@@ -17,12 +30,14 @@ export function startupFailure(error: unknown, env: Env): string {
   const port = String(env.PORT ?? "8787");
   switch (code) {
     case "REDIS_SETUP":
-      return line(`Invalid configuration: REDIS_URL=${String(env.REDIS_URL ?? "redis://127.0.0.1:6379")}: ${message}`);
-    case "REDIS_UNREACHABLE":
+      return line(`Invalid configuration: ${redisSetting(env, (error as { variable?: string }).variable ?? "REDIS_URL")}: ${message}`);
+    case "REDIS_UNREACHABLE": {
+      const setting = env.REDIS_SENTINELS ? "REDIS_SENTINELS" : "REDIS_URL";
       return line(
-        `Invalid configuration: REDIS_URL=${String(env.REDIS_URL ?? "redis://127.0.0.1:6379")}: ` +
-          `Redis did not answer (${message.replace(/^.*did not answer: /, "")}); start Redis there or point REDIS_URL at a running one`,
+        `Invalid configuration: ${redisSetting(env, setting)}: ` +
+          `Redis did not answer (${message.replace(/^.*did not answer: /, "")}); start Redis there or point ${setting} at a running one`,
       );
+    }
     case "WORKERS":
       return line(message);
     case "DATA_DIR_BUSY":

@@ -25,7 +25,13 @@ if (values.help || !values.url || !key) {
   process.stderr.write(`${USAGE}\n`);
   process.exit(values.help ? 0 : 2);
 }
-const url = new URL(values.url);
+// The bridge's VM socket: a ws:// or wss:// URL, refused with one line otherwise (never echoed:
+// a URL may carry a password).
+const url = URL.canParse(values.url) ? new URL(values.url) : undefined;
+if (!url || (url.protocol !== "ws:" && url.protocol !== "wss:")) {
+  process.stderr.write(`--url must be a ws:// or wss:// URL (the bridge's VM socket)\n${USAGE}\n`);
+  process.exit(2);
+}
 if (values["vm-id"]) url.searchParams.set("vmId", values["vm-id"]);
 if (values["tenant-id"]) url.searchParams.set("tenantId", values["tenant-id"]);
 if (!url.searchParams.get("vmId")) {

@@ -1,5 +1,9 @@
 import { normalizeKey } from "unstorage";
 import { admit } from "./admission.js";
+import type { Change } from "./record-map.js";
+
+/** A change of one record (not of an index). */
+type RecordChange = Extract<Change, { op: "set" | "remove" }>;
 
 /**
  * One account of a hold (the ledger, docs/architecture.md "Money"). An account is an integer value at a
@@ -15,6 +19,8 @@ export interface HoldLine {
   kind: "balance" | "usage";
   /** What the request may cost at most on this account (integer ≥ 0); the hold may be capped (storage/admission.ts). */
   amount: number;
+  /** What is known of the cost before the model runs (its prompt, ≤ amount): refused when it alone passes what remains (storage/admission.ts). */
+  known?: number;
   limit?: number;
   /** A usage counted in a window of this length that starts when the account is first touched. */
   windowMs?: number;
@@ -156,6 +162,8 @@ export interface AtomicRecords {
   get(key: string): string | undefined;
   set(key: string, value: string): Promise<void>;
   remove(key: string): Promise<void>;
+  /** Every change at once or none (fs: one journal line): the writes of one operation, so a settlement lands whole. */
+  write?(changes: readonly Change[]): Promise<void>;
 }
 
 /** What LocalAtomic persists per key: the value and its expiry (a window's end). */
@@ -267,6 +275,8 @@ export class LocalAtomic implements Atomic {
   readonly #places = new Map<string, PlaceSet>();
   /** The latest write of a key until it is durable. */
   readonly #unsynced = new Map<string, Promise<unknown>>();
+  /** The changes of the operation being computed (fs), written together once it is done. */
+  #batch: { keys: string[]; changes: RecordChange[] } | undefined;
 
   /** `records`: where values are persisted (fs); without it they live in this process only (memory). */
   constructor(records?: AtomicRecords) {
@@ -519,15 +529,43 @@ export class LocalAtomic implements Atomic {
     return item;
   }
 
-  /** Within an operation, into its `writes`: applied now, durable when the operation answers. */
+  /**
+   * Within an operation, into its `writes`: applied now, durable when the operation answers.
+   * The changes of one operation are written as one journal record (fs): a settlement's
+   * credits, key spend, plan usage, tenant tokens and metering counters are on disk together
+   * or not at all (docs/crash-consistency.md).
+   */
   #write(writes: Promise<unknown>[], key: string, item: Live) {
     this.#values.set(key, item);
-    if (this.#records) this.#pending(writes, key, this.#records.set(recordKey(key), JSON.stringify(toDurable(item))));
+    if (this.#records) this.#change(writes, key, { op: "set", key: recordKey(key), value: JSON.stringify(toDurable(item)) });
   }
 
   #remove(writes: Promise<unknown>[], key: string) {
     this.#values.delete(key);
-    if (this.#records) this.#pending(writes, key, this.#records.remove(recordKey(key)));
+    if (this.#records) this.#change(writes, key, { op: "remove", key: recordKey(key) });
+  }
+
+  #change(writes: Promise<unknown>[], key: string, change: RecordChange) {
+    const batch = this.#batch;
+    if (batch && this.#records!.write) {
+      batch.keys.push(key);
+      batch.changes.push(change);
+      return;
+    }
+    this.#pending(writes, key, change.op === "set" ? this.#records!.set(change.key, change.value) : this.#records!.remove(change.key));
+  }
+
+  /** Writes the operation's batched changes: one record for several, as before for one. */
+  #flush(writes: Promise<unknown>[], batch: { keys: string[]; changes: RecordChange[] }) {
+    if (!batch.changes.length) return;
+    const [only] = batch.changes;
+    const write =
+      batch.changes.length === 1
+        ? only!.op === "set"
+          ? this.#records!.set(only!.key, only!.value)
+          : this.#records!.remove(only!.key)
+        : this.#records!.write!(batch.changes);
+    for (const key of batch.keys) this.#pending(writes, key, write);
   }
 
   /**
@@ -546,7 +584,17 @@ export class LocalAtomic implements Atomic {
    */
   async #atomically<T>(keys: string[], compute: (writes: Promise<unknown>[]) => T): Promise<T> {
     const writes: Promise<unknown>[] = [];
-    const result = compute(writes);
+    const batch = { keys: [] as string[], changes: [] as RecordChange[] };
+    const outer = this.#batch;
+    this.#batch = batch;
+    let result: T;
+    try {
+      result = compute(writes);
+    } finally {
+      // Whatever the step changed in memory is written, as before, even when it then threw.
+      this.#batch = outer;
+      this.#flush(writes, batch);
+    }
     if (writes.length) {
       try {
         await (writes.length === 1 ? writes[0] : Promise.all(writes));

@@ -4,7 +4,9 @@
  * provider's base URL) goes through this, or through the logger, which applies it to every line
  * (rpc/log.ts).
  */
-const URL_PASSWORD = /\b([a-z][a-z0-9+.-]*:\/\/[^\s/@:"']*:)[^\s/@"']+@/gi;
+// The password runs to the last `@` of the URL, so one holding `/` or `@` (not a valid URL, so
+// exactly the one a start-up error prints) is masked whole.
+const URL_PASSWORD = /\b([a-z][a-z0-9+.-]*:\/\/[^\s/@:"']*:)[^\s"']*@/gi;
 
 export function maskUrlPasswords(text: string): string {
   if (!text.includes("://") || !text.includes("@")) return text;

@@ -81,7 +81,7 @@ local function state(h, now, id)
 end
 local function amountOf(entry) return tonumber(string.match(entry, '^(-?%d+):')) end`;
 
-// KEYS: 2 per line (value, hash). ARGV: id, now, lease, then per line: kind (b|u), amount, limit ('' none), windowMs, commit (0|1).
+// KEYS: 2 per line (value, hash). ARGV: id, now, lease, then per line: kind (b|u), amount, known, limit ('' none), windowMs, commit (0|1).
 // Answers {0, amount, capped (0|1), …} per line when admitted, {1, line, value, held, ttl} when refused.
 const HOLD = `${LEDGER}${ADMIT_LUA}
 local id, now, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -94,13 +94,13 @@ local function undo(upto)
 end
 for i = 1, n do
   local v, h = KEYS[2*i-1], KEYS[2*i]
-  local a = 3 + (i-1)*5
-  local kind, amount, limit, window, commit = ARGV[a+1], tonumber(ARGV[a+2]), ARGV[a+3], ARGV[a+4], ARGV[a+5]
+  local a = 3 + (i-1)*6
+  local kind, amount, known, limit, window, commit = ARGV[a+1], tonumber(ARGV[a+2]), tonumber(ARGV[a+3]), ARGV[a+4], ARGV[a+5], ARGV[a+6]
   if commit == '1' then
     -- Counted at once and exact: added, then taken back if it does not fit (no holds on such an account).
     local after = redis.call('INCRBY', v, amount)
     if after == amount and window ~= '0' and redis.call('PTTL', v) < 0 then redis.call('PEXPIRE', v, window) end
-    if admit(kind, amount, limit, commit, after - amount, 0, false) < 0 then
+    if admit(kind, amount, known, limit, commit, after - amount, 0, false) < 0 then
       redis.call('DECRBY', v, amount)
       undo(i - 1)
       local ttl = redis.call('PTTL', v)
@@ -114,7 +114,7 @@ for i = 1, n do
     local held, capped, nx, ex, own = state(h, now, id)
     local raw = redis.call('GET', v)
     local value = tonumber(raw or '0')
-    local taken, isCapped = admit(kind, amount, limit, commit, value, held, capped ~= nil and capped ~= id)
+    local taken, isCapped = admit(kind, amount, known, limit, commit, value, held, capped ~= nil and capped ~= id)
     if taken < 0 then
       undo(i - 1)
       local ttl = redis.call('PTTL', v)
@@ -130,10 +130,10 @@ for i = 1, n do
   local st = states[i]
   if st then
     local v, h = KEYS[2*i-1], KEYS[2*i]
-    local a = 3 + (i-1)*5
+    local a = 3 + (i-1)*6
     local taken, isCapped, fresh, held, nx, ex, own = st[1], st[2], st[3], st[4], st[5], st[6], st[7]
     -- A window starts with the first request that touches it.
-    if fresh and ARGV[a+4] ~= '0' then redis.call('SET', v, '0', 'PX', ARGV[a+4]) end
+    if fresh and ARGV[a+5] ~= '0' then redis.call('SET', v, '0', 'PX', ARGV[a+5]) end
     -- A hold placed again under its id replaces the earlier one (as storage/atomic.ts does).
     local prior = 0
     if own then prior = amountOf(own) end
@@ -421,6 +421,7 @@ export class RedisAtomic implements Atomic {
     const args = lines.flatMap((line) => [
       line.kind === "balance" ? "b" : "u",
       Math.trunc(line.amount),
+      Math.trunc(line.known ?? 0),
       line.limit === undefined ? (line.kind === "balance" ? 0 : "") : Math.trunc(line.limit),
       line.windowMs ? Math.ceil(line.windowMs) : 0,
       line.commit ? "1" : "0",

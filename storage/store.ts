@@ -15,8 +15,17 @@ import { RedisAtomic } from "./redis-atomic.js";
 import { type Indexes, LocalIndexes, RedisIndexes } from "./indexes.js";
 import { MemoryRecords } from "./record-map.js";
 import { reindexLocal, reindexRedis } from "./reindex.js";
-import { checkServer, connectRedis, RedisSetupError, selectDb, serverFacts } from "./redis-setup.js";
-import { maskUrlPasswords } from "./mask.js";
+import {
+  checkServer,
+  connectionFailure,
+  connectRedis,
+  firstAnswer,
+  type RedisSettings,
+  RedisSetupError,
+  redisTarget,
+  selectDb,
+  serverFacts,
+} from "./redis-setup.js";
 
 /** The notice that the indexes of existing records were built (storage/reindex.ts), when they were. */
 function reindexNotice(count: number): string[] {
@@ -57,11 +66,13 @@ export interface Store {
   close(): Promise<void>;
 }
 
-/** Where the data lives (docs/interface.md 8: STORAGE, DATA_DIR, REDIS_URL, REDIS_PREFIX). */
-export interface StoreOptions {
+/**
+ * Where the data lives (docs/interface.md 8: STORAGE, DATA_DIR, REDIS_URL, REDIS_PREFIX; TLS and
+ * Sentinel settings: storage/redis-setup.ts).
+ */
+export interface StoreOptions extends RedisSettings {
   STORAGE: "memory" | "fs" | "redis";
   DATA_DIR: string;
-  REDIS_URL: string;
   REDIS_PREFIX: string;
   /** Run on a Redis whose maxmemory-policy may evict keys (docs/storage.md "Redis in production"). */
   REDIS_ALLOW_EVICTION?: boolean;
@@ -213,6 +224,7 @@ async function openFsStore(options: StoreOptions, open: OpenStoreOptions): Promi
       get: (key) => journal.get(key),
       set: (key, value) => journal.set(key, value),
       remove: (key) => journal.remove(key),
+      write: (changes) => journal.write(changes),
     });
     const bus = new MemoryBus();
     const store = localStore(
@@ -260,29 +272,26 @@ async function openFsStore(options: StoreOptions, open: OpenStoreOptions): Promi
 async function openRedisStore(options: StoreOptions): Promise<Store> {
   const prefix = options.REDIS_PREFIX;
   const timeoutMs = options.STORAGE_TIMEOUT_MS;
-  const client = connectRedis(options.REDIS_URL, prefix, "main", timeoutMs);
+  const target = redisTarget(options);
+  const client = connectRedis(target, prefix, "main", timeoutMs);
   // The subscriber only holds its subscriptions: no command of a request waits on it.
-  const subscriber = connectRedis(options.REDIS_URL, prefix, "subscriber");
+  const subscriber = connectRedis(target, prefix, "subscriber");
   const fail = (error: unknown): never => {
     client.disconnect();
     subscriber.disconnect();
     throw error;
   };
   try {
-    await client.ping();
+    await firstAnswer(client, target);
     await whenReady(subscriber);
   } catch (error) {
-    // The code lets the start script name REDIS_URL in its one-line message.
-    fail(
-      Object.assign(new Error(`Redis at ${maskUrlPasswords(options.REDIS_URL)} did not answer: ${(error as Error).message}`), {
-        code: "REDIS_UNREACHABLE",
-      }),
-    );
+    // Its code lets the start script name the setting to change in its one-line message.
+    fail(connectionFailure(target, [client, subscriber], error));
   }
   const notices: string[] = [];
   try {
     await selectDb(client, options.REDIS_URL);
-    notices.push(...checkServer(await serverFacts(client), options.REDIS_URL, options.REDIS_ALLOW_EVICTION === true));
+    notices.push(...checkServer(await serverFacts(client), target.where, options.REDIS_ALLOW_EVICTION === true));
   } catch (error) {
     fail(
       error instanceof RedisSetupError
@@ -312,7 +321,7 @@ async function openRedisStore(options: StoreOptions): Promise<Store> {
     limiter: ({ name, points, durationSeconds }) =>
       new RateLimiterRedis({ storeClient: client, keyPrefix: `${prefix}:rl:${name}`, points, duration: durationSeconds }),
     duplicateRedis(role = "extra") {
-      const redis = connectRedis(options.REDIS_URL, prefix, role, timeoutMs);
+      const redis = connectRedis(target, prefix, role, timeoutMs);
       extra.push(redis);
       return redis;
     },

@@ -1,6 +1,4 @@
-import { request as httpRequest, type IncomingMessage } from "node:http";
-import { request as httpsRequest } from "node:https";
-import { isIP } from "node:net";
+import type { ClientRequest, IncomingMessage } from "node:http";
 import { errorResult, okResult, type BuiltinTool } from "./internal/tool.js";
 import { AddressRefused, OutboundGuard, type ResolveHost } from "../../rpc/outbound/outbound-guard.js";
 
@@ -32,24 +30,21 @@ function once(
   init: { method: string; headers: Record<string, string>; body?: string; maxBytes: number; signal: AbortSignal; guard: OutboundGuard },
 ): Promise<Fetched> {
   return new Promise((resolve, reject) => {
-    // Sockets skip `lookup` for a literal address: checked here; names are checked by the
-    // guard's lookup on the address actually connected to (no DNS-rebinding window).
-    const literal = url.hostname.replace(/^\[|\]$/g, "");
+    // The guard checks a literal address here and a name on the address actually connected
+    // to (no DNS-rebinding window), as for every outbound path (OutboundGuard.open).
+    let req: ClientRequest;
     try {
-      if (isIP(literal)) init.guard.checkAddress(literal);
+      req = init.guard.open(url, {
+        method: init.method,
+        headers: { "user-agent": "chat-agent-tool-gateway/http_fetch", ...init.headers },
+        // A fresh socket per fetch (agent: false): nothing kept alive between users' calls.
+        agent: false,
+        signal: init.signal,
+      });
     } catch (error) {
       reject(error);
       return;
     }
-    const send = url.protocol === "https:" ? httpsRequest : httpRequest;
-    const req = send(url, {
-      method: init.method,
-      headers: { "user-agent": "chat-agent-tool-gateway/http_fetch", ...init.headers },
-      // A fresh socket per fetch (agent: false): nothing kept alive between users' calls.
-      agent: false,
-      lookup: init.guard.lookup,
-      signal: init.signal,
-    });
     req.on("error", reject);
     req.on("response", (res: IncomingMessage) => {
       const chunks: Buffer[] = [];

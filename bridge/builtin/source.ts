@@ -33,9 +33,9 @@ export class BuiltinSource implements ToolSource {
     return this.#defs;
   }
 
-  async call(name: string, args: Record<string, unknown>, options: CallOptions): Promise<ToolResult> {
-    const tool = this.#tools.get(name);
-    if (!tool) throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
-    return tool.run(args, options);
+  async call(tool: ToolDef, args: Record<string, unknown>, options: CallOptions): Promise<ToolResult> {
+    const builtin = this.#tools.get(tool.name);
+    if (!builtin) throw new ServiceError("NOT_FOUND", `Unknown tool: ${tool.name}`);
+    return builtin.run(args, options);
   }
 }

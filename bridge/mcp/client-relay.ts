@@ -6,11 +6,11 @@ import {
   ErrorCode,
   ListRootsResultSchema,
   type ClientCapabilities,
-  type LoggingLevel,
   type ServerRequest,
 } from "@modelcontextprotocol/sdk/types.js";
 import type { ClientRelay, ClientRequest } from "../../rpc/tools/types.js";
 import type { ClientSessionLink } from "../upstream/client-session.js";
+import { loggingLevelOf } from "./sdk-internals.js";
 
 /**
  * A JSON-RPC error for the upstream server: the SDK sends `code` and `message` of what a
@@ -19,9 +19,6 @@ import type { ClientSessionLink } from "../upstream/client-session.js";
 export function rpcError(code: number, message: string): Error & { code: number } {
   return Object.assign(new Error(message.replace(/^(MCP error -?\d+: )+/, "")), { code });
 }
-
-/** The SDK `Server`'s levels set by `logging/setLevel`, per session (SDK 1.32 field). */
-export type LoggingLevels = { _loggingLevels?: Map<string | undefined, LoggingLevel> };
 
 /** The part of the SDK's RequestHandlerExtra a relay needs: the tools/call it belongs to. */
 export interface CallExtra {
@@ -136,7 +133,7 @@ export function sessionLink(server: Server, session: LinkedSession): ClientSessi
     userId: session.userId,
     capabilities,
     clientInfo: server.getClientVersion() ?? { name: "mcp-client", version: "0" },
-    loggingLevel: () => (server as unknown as LoggingLevels)._loggingLevels?.get(session.id),
+    loggingLevel: () => loggingLevelOf(server, session.id),
     async request(request, { signal, timeoutMs }) {
       const capability = capabilityOf(request);
       if (!capability.declared(capabilities)) {

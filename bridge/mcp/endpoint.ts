@@ -18,6 +18,7 @@ import { issuerOf, nodeRequestOf } from "../oauth/origins.js";
 import { McpSessions, type McpSession } from "./sessions.js";
 import { createToolServer, runToolCall, type McpServerOptions } from "./tool-server.js";
 import { declaresClientFeatures, sessionLink } from "./client-relay.js";
+import { requestHandlerAborts } from "./sdk-internals.js";
 import type { ClientSessionLink } from "../upstream/client-session.js";
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { scopeOfPrincipal } from "../../rpc/tools/visible-tools.js";
@@ -409,9 +410,6 @@ function plainToolCall(request: Request, body: unknown): PlainToolCall | undefin
   return { id, params: params as PlainToolCall["params"] };
 }
 
-/** The SDK's `Protocol` map of running handlers' abort controllers, which `notifications/cancelled` aborts. */
-type Cancellable = { _requestHandlerAbortControllers: Map<string | number, AbortController> };
-
 /**
  * Answers a plain `tools/call` with one JSON body, written in one piece: the same codec as the
  * session's `Server` (runToolCall), the client's disconnect aborting the call, and in a session
@@ -432,7 +430,7 @@ async function answerToolCall(
   if (session) {
     controller = new AbortController();
     signal = controller.signal;
-    handlers = (session.server as unknown as Cancellable)._requestHandlerAbortControllers;
+    handlers = requestHandlerAborts(session.server);
     handlers.set(call.id, controller);
     if (scope.abort.signal.aborted) controller.abort();
     else scope.abort.signal.addEventListener("abort", () => controller!.abort(), { once: true });

@@ -45,7 +45,8 @@ import type { McpObject, McpOffers } from "../../rpc/tools/ports.js";
 import type { ToolDef, ToolResult } from "../../rpc/tools/types.js";
 import { renderError } from "../../rpc/surfaces.js";
 import type { ClientRelay } from "../../rpc/tools/types.js";
-import { clientRelay, type LoggingLevels } from "./client-relay.js";
+import { clientRelay } from "./client-relay.js";
+import { loggingLevelOf, setLoggingLevelOf } from "./sdk-internals.js";
 import { clientSession, type ClientSessionLink } from "../upstream/client-session.js";
 
 /**
@@ -195,7 +196,7 @@ export function createToolServer(
   // The SDK's own handler keeps the level per session (it filters sendLoggingMessage by it);
   // the level also goes to the session's upstream sessions, which then log at it.
   server.setRequestHandler(SetLevelRequestSchema, async (request, extra) => {
-    (server as unknown as LoggingLevels)._loggingLevels?.set(extra.sessionId, request.params.level);
+    setLoggingLevelOf(server, extra.sessionId, request.params.level);
     if (extra.sessionId) await options.onSetLevel?.(extra.sessionId, request.params.level);
     return {};
   });
@@ -313,7 +314,7 @@ export async function runToolCall(
   // The per-call `debug` note only for a session that asked for debug (logging/setLevel): by
   // default it would cost a stream write per call nobody reads (docs/mcp.md "Logging").
   const note = (level: "debug" | "warning" | "error", data: Record<string, unknown>) => {
-    if (level === "debug" && (server as unknown as LoggingLevels | undefined)?._loggingLevels?.get(extra.sessionId) !== "debug") return;
+    if (level === "debug" && loggingLevelOf(server, extra.sessionId) !== "debug") return;
     if (extra.sessionId && server)
       void server
         .sendLoggingMessage(

@@ -11,18 +11,6 @@ export const VM_SOURCE_ID = "vms";
  * `vm__<vmId>__<tool>` with the VM's category or `vm` (docs/vm-agents.md "Tool names").
  */
 export function vmToolSource(hub: VmDirectory): ToolSource {
-  // `vm__<vmId>__<tool>`: both parts may contain `__`, so each split point is tried; a lookup
-  // by vmId is one map read (or one directory read), not a walk over every connected VM.
-  const resolve = async (name: string) => {
-    const prefix = "vm__";
-    if (!name.startsWith(prefix)) return undefined;
-    for (let at = name.indexOf("__", prefix.length + 1); at !== -1; at = name.indexOf("__", at + 1)) {
-      const record = await hub.find(name.slice(prefix.length, at));
-      const tool = record?.tools.find((candidate) => catalogName(record.vmId, candidate.name) === name);
-      if (record && tool) return { record, tool };
-    }
-    return undefined;
-  };
   return {
     id: VM_SOURCE_ID,
     async list(): Promise<ToolDef[]> {
@@ -32,19 +20,22 @@ export function vmToolSource(hub: VmDirectory): ToolSource {
           description: tool.description || `${tool.name} on VM ${record.vmId}`,
           inputSchema: tool.inputSchema,
           category: tool.category ?? "vm",
-          source: { kind: "vm" as const, id: VM_SOURCE_ID },
+          // The VM and its own name for the tool: a call goes there with no lookup of the name
+          // (`vm__<vmId>__<tool>`, where both parts may contain `__`, is never parsed).
+          source: { kind: "vm" as const, id: VM_SOURCE_ID, vmId: record.vmId, tool: tool.name },
           // A VM's tools belong to the tenant that owns its vmId (bridge/vm/ownership.ts).
           owner: record.tenantId,
         })),
       );
     },
-    async call(name, args, options) {
-      const found = await resolve(name);
+    async call(tool, args, options) {
+      const { vmId, tool: name } = tool.source;
       // A caller scoped to a tenant never reaches another tenant's VM (same answer as an unknown tool).
-      if (!found || (options.tenantId !== undefined && found.record.tenantId !== options.tenantId))
-        throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
-      if (options.vmId && options.vmId !== found.record.vmId) throw new ServiceError("NOT_FOUND", `Unknown tool: ${name}`);
-      return hub.call(found.record.vmId, found.tool.name, args, { timeoutMs: options.timeoutMs, signal: options.signal });
+      if (vmId === undefined || name === undefined || (options.tenantId !== undefined && tool.owner !== options.tenantId))
+        throw new ServiceError("NOT_FOUND", `Unknown tool: ${tool.name}`);
+      if (options.vmId && options.vmId !== vmId) throw new ServiceError("NOT_FOUND", `Unknown tool: ${tool.name}`);
+      // A VM that left since the listing is answered 503 by the hub (vm_not_connected).
+      return hub.call(vmId, name, args, { timeoutMs: options.timeoutMs, signal: options.signal });
     },
   };
 }

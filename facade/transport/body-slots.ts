@@ -54,7 +54,7 @@ export function bodySlots(limit: number, log: Logger) {
       { headers: { "retry-after": "1" }, details: { limit, count } },
     );
     const rendered = renderError(surfaceOfPath(req.url ?? "/") ?? "gateway", error, requestId, log);
-    log.info({ requestId, event: "http.bodies_per_client", status: 429, limit, limitVariable: "HTTP_BODIES_PER_CLIENT" });
+    log.info({ requestId, event: "http.bodies_per_client", status: 429, limit, operatorNote: { variable: "HTTP_BODIES_PER_CLIENT" } });
     // The unread body is not waited for: the connection closes with the answer.
     rendered.headers.set("content-type", "application/json");
     rendered.headers.set("connection", "close");

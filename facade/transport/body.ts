@@ -49,7 +49,7 @@ function nodeRequestOf(request: Request): IncomingMessage | undefined {
  *
  * Not h3's `assertBodySize`: it wraps every body in a counting web stream behind a Proxy,
  * which gives up the one-piece read below that the MCP tools/call benchmark measured
- * (docs/benchmarks-bridge.md); its errors would also need mapping to this service's 413/415.
+ * (docs/benchmarks-bridge.md); its errors would also need mapping to this service's 413/400.
  */
 export async function readJsonBody(request: Request, limit: number): Promise<unknown> {
   const header = request.headers.get("content-length");
@@ -75,23 +75,32 @@ export async function readJsonBody(request: Request, limit: number): Promise<unk
 
   const type = request.headers.get("content-type") ?? "";
   if (!JSON_TYPE.test(type.trim())) {
-    throw new ServiceError("UNSUPPORTED_MEDIA_TYPE", "Content-Type must be application/json");
+    throw notJson();
   }
   return parseJsonBytes(bytes);
+}
+
+/**
+ * A body sent without `Content-Type: application/json` on a JSON route: 400 `BAD_REQUEST` on
+ * every surface, in its envelope (docs/interface.md 7: the Platform's rule, which is the
+ * interface's, "malformed body", made the rule of the Account API, the Gateway and the bridge too).
+ */
+function notJson(): ServiceError {
+  return new ServiceError("BAD_REQUEST", "Content-Type must be application/json");
 }
 
 /**
  * readJsonBody() for a Node request that declared its length in `Content-Length` (the caller
  * has checked it against the limit; the HTTP parser delivers exactly that many bytes, so
  * nothing more is counted), read from the request's own events (facade/native-routes.ts). The
- * same answers: undefined when empty, 415 for a body that is not JSON, PARSE_ERROR for
+ * same answers: undefined when empty, 400 for a body that is not JSON, PARSE_ERROR for
  * malformed JSON, 400 for a body that stopped arriving.
  */
 export async function readDeclaredJsonBody(req: IncomingMessage, declared: number): Promise<unknown> {
   if (declared === 0) return undefined;
   if (!JSON_TYPE.test((req.headers["content-type"] ?? "").trim())) {
     req.resume();
-    throw new ServiceError("UNSUPPORTED_MEDIA_TYPE", "Content-Type must be application/json");
+    throw notJson();
   }
   const bytes = await received(
     new Promise<Buffer>((resolve, reject) => {

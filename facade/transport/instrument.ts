@@ -16,7 +16,7 @@ export interface Observers {
   metrics?: Metrics;
 }
 
-// A client's X-Request-Id is kept when it is sane: 1 to 128 visible ASCII characters.
+// A client's X-Request-Id is echoed and logged when it is sane: 1 to 128 visible ASCII characters.
 const SANE_REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
 // W3C Trace Context: version-traceid-parentid-flags, lowercase hex, ids not all zeros.
 const TRACEPARENT = /^[0-9a-f]{2}-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$/;
@@ -60,7 +60,10 @@ function viewOf(event: H3Event): RequestView {
 }
 
 export interface RequestScope {
+  /** The service's own id of the request (a fresh UUID, whatever the client sent). */
   requestId: string;
+  /** The client's `X-Request-Id`, when sane: echoed in `X-Request-Id` and logged beside `requestId`. */
+  clientRequestId?: string;
   /** Headers for the response, error or not. */
   responseHeaders: Headers;
   /** Aborted when the client disconnects. */
@@ -175,7 +178,8 @@ export interface InstrumentOptions {
 }
 
 /**
- * Wraps a route: a request id (the client's X-Request-Id when sane), an abort signal tied to
+ * Wraps a route: the service's own request id (a client's sane X-Request-Id is echoed and logged
+ * beside it, never taken for it: docs/observability.md), an abort signal tied to
  * the client, the surface's error envelope (or the route's dialect's), one JSON log line and the
  * HTTP metrics per request, and while tracing, the request's server span (continuing the
  * caller's `traceparent`), which every span of the request descends from.
@@ -220,8 +224,10 @@ export async function instrumentRequest<R extends { status: number }>(
   let streamError: unknown;
   const incoming = request.header("x-request-id");
   const traceparent = saneTraceparent(request.header("traceparent"));
+  const clientRequestId = incoming && SANE_REQUEST_ID.test(incoming) ? incoming : undefined;
   const scope: RequestScope = {
-    requestId: incoming && SANE_REQUEST_ID.test(incoming) ? incoming : randomUUID(),
+    requestId: randomUUID(),
+    ...(clientRequestId ? { clientRequestId } : {}),
     responseHeaders: new Headers(),
     abort,
     ip: request.ip ?? "unknown",
@@ -258,9 +264,12 @@ export async function instrumentRequest<R extends { status: number }>(
       },
       parent,
     );
-  // The surface's request-id header (none on the Platform: docs/interface.md 4.2), and the route's dialect's own.
+  // The surface's request-id header (none on the Platform: docs/interface.md 4.2): the client's
+  // X-Request-Id echoed when it sent a sane one, else the service's id. The service's own id is
+  // also in error bodies, on the route's dialect's own header, and on X-Service-Request-Id, which
+  // chat methods set on answers that reached the model router (rpc/chat/methods.ts).
   const requestIdHeader = SURFACES[surface].requestIdHeader;
-  if (requestIdHeader) scope.responseHeaders.set(requestIdHeader, scope.requestId);
+  if (requestIdHeader) scope.responseHeaders.set(requestIdHeader, clientRequestId ?? scope.requestId);
   const dialectHeader = options.dialect && profileOf(surface, options.dialect).requestIdHeader;
   if (dialectHeader && dialectHeader !== requestIdHeader) scope.responseHeaders.set(dialectHeader, scope.requestId);
   let response: R;
@@ -270,7 +279,10 @@ export async function instrumentRequest<R extends { status: number }>(
   } catch (error) {
     // Inside the span, so an unexpected error's log line carries its trace.
     response = span ? withSpan(span, () => render(error, scope), parent) : render(error, scope);
-    if (response.status === 402 || response.status === 429) refusal = toServiceError(error).code;
+    const known = toServiceError(error);
+    if (response.status === 402 || response.status === 429) refusal = known.code;
+    // What only the operator is told (the variable behind a limit), never the caller.
+    if (known.operatorNote) scope.log.operatorNote = known.operatorNote;
   }
   const finish = () => {
     const seconds = (performance.now() - started) / 1000;
@@ -297,6 +309,7 @@ export async function instrumentRequest<R extends { status: number }>(
     }
     const line = {
       requestId: scope.requestId,
+      ...(clientRequestId ? { clientRequestId } : {}),
       surface: label,
       method: request.method,
       path: request.path,

@@ -54,7 +54,7 @@ export async function invokeAgent(
   const turnHold = async (current: Tenant, messages: readonly AgentMessage[]): Promise<Hold> => {
     const prompt = countPromptTokens(messages);
     const output = agent.config.maxTokens ?? deps.models.outputCap(model, prompt);
-    const hold = await deps.money.admitTenantTurn(current, prompt + output);
+    const hold = await deps.money.admitTenantTurn(current, prompt + output, prompt);
     // Each settled model turn is counted in the tenant's metering (docs/billing.md "Usage").
     let settled = false;
     return {

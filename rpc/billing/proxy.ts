@@ -100,12 +100,12 @@ function queriedTenant(search: string): string | undefined {
 export async function proxyToManager(ctx: BillingContext<Principal>, path: string, request: RawRequest): Promise<RawReply> {
   const { config } = ctx.deps;
   if (!config.MANAGER_BASE_URL)
-    throw new ServiceError("UNAVAILABLE", "The billing service is not configured: set MANAGER_BASE_URL", {
-      details: { variable: "MANAGER_BASE_URL" },
+    throw new ServiceError("UNAVAILABLE", "The billing service is not configured", {
+      operatorNote: { unsetVariable: "MANAGER_BASE_URL" },
     });
   if (!config.SERVICE_JWT_SECRET)
-    throw new ServiceError("UNAVAILABLE", "The billing service is not configured: set SERVICE_JWT_SECRET to sign calls to the manager", {
-      details: { variable: "SERVICE_JWT_SECRET" },
+    throw new ServiceError("UNAVAILABLE", "The billing service is not configured", {
+      operatorNote: { unsetVariable: "SERVICE_JWT_SECRET" },
     });
   // A `tenantId` in the query names the tenant the call is about: it must be one of the
   // caller's (404 like a missing one otherwise), and it is the tenant the manager is told.

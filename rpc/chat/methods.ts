@@ -1,5 +1,5 @@
 import { principalOf } from "../auth.js";
-import { countPromptTokens } from "./tokens.js";
+import { countInputTokens, countPromptTokens } from "./tokens.js";
 import { runChat } from "./run-chat.js";
 import { ChatBody, PlatformChatBody, chatToCanonical, toChatRequest, type ChatBodyInput } from "./dialects/chat.js";
 import type { RoutedModel } from "./model-router.js";
@@ -56,7 +56,8 @@ async function holdAndRun(
   // docs/quotas.md): 429 before anything is held or sent; the place is given back when it ends.
   const place = request.stream ? await takeStreamPlace(ctx.deps, principalOf(ctx), ctx.signal) : undefined;
   const run = async () => {
-    const held = await hold(model, request, promptTokens);
+    // Admission knows the whole input, tool definitions included (docs/billing.md "Admission").
+    const held = await hold(model, request, countInputTokens(request.messages, request.tools));
     enterRouter(ctx);
     return runChat(ctx, {
       model,
@@ -96,7 +97,12 @@ export async function userChat(ctx: ChatContext, request: ChatRequest, includeUs
     includeUsage,
     planId,
     (model, request, promptTokens) =>
-      ctx.deps.money.admitUser(userId, planId, promptTokens + ctx.deps.models.outputCap(model, promptTokens, request.max_tokens)),
+      ctx.deps.money.admitUser(
+        userId,
+        planId,
+        promptTokens + ctx.deps.models.outputCap(model, promptTokens, request.max_tokens),
+        promptTokens,
+      ),
     undefined,
     { surface, credits: false },
   );
@@ -164,6 +170,8 @@ export const chatMethods = [
           return ctx.deps.money.admitPlatform(principal, {
             maxCost: ctx.deps.models.maxCost(model, promptTokens, request.max_tokens),
             tokens: promptTokens + output,
+            inputCost: ctx.deps.models.inputCost(model, promptTokens),
+            promptTokens,
           });
         },
         () => ctx.deps.money.requireCredits(principal),

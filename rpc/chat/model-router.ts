@@ -265,6 +265,19 @@ export class ModelRouter {
   }
 
   /**
+   * What the prompt alone costs, known before any model runs: at the cheapest input price among
+   * every deployment of the model and of its fallbacks (the least any answer can cost; a request
+   * whose balance is below it is refused, docs/billing.md "Admission").
+   */
+  inputCost(model: RoutedModel, promptTokens: number): number {
+    let least = Number.POSITIVE_INFINITY;
+    for (const candidate of model.candidates) {
+      for (const deployment of candidate.deployments) least = Math.min(least, priced(deployment.price, promptTokens, 0));
+    }
+    return Number.isFinite(least) ? least : 0;
+  }
+
+  /**
    * Micro-credits for `usage` per 1,000 tokens, rounded up: at the price of the deployment that
    * answered `result` when known, else at the model's.
    */

@@ -22,6 +22,14 @@ export function countPromptTokens(messages: readonly ChatMessage[]): number {
   return total;
 }
 
+/**
+ * The tokens of a request's input as admission counts them before any model runs (docs/billing.md
+ * "Admission"): its messages plus its tool definitions, as `count_tokens` counts them.
+ */
+export function countInputTokens(messages: readonly ChatMessage[], tools?: readonly unknown[]): number {
+  return countPromptTokens(messages) + (tools?.length ? countTokens(JSON.stringify(tools)) : 0);
+}
+
 export function usageOf(promptTokens: number, completionTokens: number): Usage {
   return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
 }

@@ -3,7 +3,13 @@ import { crc32 } from "node:zlib";
 import type { KeyKind } from "../../storage/repos/keys.js";
 
 const ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-const BODY_LENGTH = 40; // ~238 bits
+const BODY_LENGTH = 40;
+/**
+ * The body's first characters are the key's public id (docs/security.md "Keys"): random, not
+ * secret, kept in the key's record to recognise it in a listing. The other 32 characters
+ * (~190 bits) are the secret, of which nothing is stored but the hash of the whole key.
+ */
+const PUBLIC_ID_LENGTH = 8;
 const CHECK_LENGTH = 6;
 
 export interface KeyPrefixes {
@@ -32,12 +38,22 @@ function checksum(prefix: string, body: string): string {
   return base62(crc32(prefix + body) >>> 0, CHECK_LENGTH);
 }
 
-/** A new secret: prefix, 40 random base62 characters, and a 6-character CRC32 checksum. */
-export function generateKey(prefixes: KeyPrefixes, kind: KeyKind): string {
+function randomBase62(length: number): string {
+  let out = "";
+  for (let i = 0; i < length; i++) out += ALPHABET[randomInt(62)];
+  return out;
+}
+
+/**
+ * A new key: prefix, 40 base62 characters (an 8-character public id, then 32 random secret
+ * ones), and a 6-character CRC32 checksum. The same format as before the public id, so keys
+ * made earlier parse the same way. `publicId` is what a record may keep; `secret` is shown once.
+ */
+export function generateKey(prefixes: KeyPrefixes, kind: KeyKind): { secret: string; publicId: string } {
   const prefix = prefixes[kind];
-  let body = "";
-  for (let i = 0; i < BODY_LENGTH; i++) body += ALPHABET[randomInt(62)];
-  return prefix + body + checksum(prefix, body);
+  const publicId = randomBase62(PUBLIC_ID_LENGTH);
+  const body = publicId + randomBase62(BODY_LENGTH - PUBLIC_ID_LENGTH);
+  return { secret: prefix + body + checksum(prefix, body), publicId };
 }
 
 /**
@@ -58,7 +74,12 @@ export function parseKey(prefixes: KeyPrefixes, secret: string): KeyKind | undef
   return undefined;
 }
 
-/** What a list shows of a key: its prefix and the first four characters of the body. */
-export function keyHint(prefixes: KeyPrefixes, kind: KeyKind, secret: string): string {
-  return `${secret.slice(0, prefixes[kind].length + 4)}…`;
+/**
+ * What a list shows of a key: its kind's prefix and its public id (`sk_AbCd1234…`). A record
+ * made before public ids has neither: it shows the `hint` it was stored with, the first four
+ * characters of its secret, which stays readable so old keys list as they did.
+ */
+export function keyLabel(prefixes: KeyPrefixes, record: { kind: KeyKind; publicId?: string; hint?: string }): string {
+  if (record.publicId) return `${prefixes[record.kind]}${record.publicId}…`;
+  return record.hint ?? `${prefixes[record.kind]}…`;
 }

@@ -1,6 +1,7 @@
 import * as v from "valibot";
 import { ServiceError } from "../errors.js";
 import { createKeyWithinQuota } from "./create-key.js";
+import { keyLabel, type KeyPrefixes } from "../credentials/api-keys.js";
 import type { KeyRecord } from "../../storage/repos/keys.js";
 import { nowIso } from "../../storage/ids.js";
 import { AccountKeyView, WithSecret } from "../views.js";
@@ -11,13 +12,13 @@ import { keysDomain } from "./deps.js";
 /** docs/interface.md 5: personal keys carry `intelligence` and/or `compute`; keys made today carry both. */
 export const ACCOUNT_SCOPES = ["intelligence", "compute"] as const;
 
-function view(record: KeyRecord) {
+function view(record: KeyRecord, prefixes: KeyPrefixes) {
   return {
     id: record.id,
     name: record.name,
     scopes: record.scopes,
-    /** The fixed prefix and first characters, to recognise the key; never the secret. */
-    prefix: record.hint,
+    /** The fixed prefix and the key's public id, to recognise it; never a part of the secret. */
+    prefix: keyLabel(prefixes, record),
     createdAt: record.createdAt,
     lastUsedAt: record.lastUsedAt,
   };
@@ -41,7 +42,7 @@ export const accountKeyMethods = [
     ],
     async handler(_params, ctx) {
       const records = await ctx.deps.keys.list(ctx.principal.userId, "account");
-      return { data: records.map(view) };
+      return { data: records.map((record) => view(record, ctx.deps.keyPrefixes)) };
     },
   }),
 
@@ -77,7 +78,7 @@ export const accountKeyMethods = [
       });
       ctx.responseHeaders.set("cache-control", "no-store");
       emitUserEvent(ctx.deps, userId, "key.created", { keyId: record.id, kind: "account", name: record.name });
-      return { ...view(record), key: secret };
+      return { ...view(record, ctx.deps.keyPrefixes), key: secret };
     },
   }),
 

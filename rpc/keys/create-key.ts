@@ -1,4 +1,4 @@
-import { generateKey, keyHint } from "../credentials/api-keys.js";
+import { generateKey } from "../credentials/api-keys.js";
 import type { KeyKind, KeyRecord } from "../../storage/repos/keys.js";
 import { newId, nowIso, sha256Hex } from "../../storage/ids.js";
 import type { KeysDeps } from "./deps.js";
@@ -53,12 +53,15 @@ export async function liveKeysOf(deps: KeysDeps, userId: string): Promise<number
   return own + platform.flat().filter((record) => record.userId === userId && live(record)).length;
 }
 
-/** Creates a key of any kind; the plaintext is returned here and stored nowhere. */
+/**
+ * Creates a key of any kind; the plaintext is returned here and stored nowhere: the record
+ * keeps its hash and its public id (rpc/credentials/api-keys.ts), no part of the secret.
+ */
 export async function createKey(
   deps: Pick<KeysDeps, "keys" | "keyPrefixes">,
   input: NewKey,
 ): Promise<{ record: KeyRecord; secret: string }> {
-  const secret = generateKey(deps.keyPrefixes, input.kind);
+  const { secret, publicId } = generateKey(deps.keyPrefixes, input.kind);
   const record = await deps.keys.create({
     id: newId("key"),
     kind: input.kind,
@@ -67,7 +70,7 @@ export async function createKey(
     name: input.name,
     description: input.description,
     hash: sha256Hex(secret),
-    hint: keyHint(deps.keyPrefixes, input.kind, secret),
+    publicId,
     scopes: input.scopes,
     createdAt: nowIso(),
     expiresAt: input.expiresAt ?? null,

@@ -1,6 +1,7 @@
 import * as v from "valibot";
 import { ServiceError } from "../errors.js";
 import { createKeyWithinQuota } from "./create-key.js";
+import { keyLabel, type KeyPrefixes } from "../credentials/api-keys.js";
 import { ExpiresAt } from "./console-keys.js";
 import { KEYS_NEED_A_SESSION_OR_CONSOLE } from "./session-only.js";
 import type { KeyRecord } from "../../storage/repos/keys.js";
@@ -9,12 +10,12 @@ import { GatewayKeyView, WithSecret } from "../views.js";
 import { emitUserEvent } from "../event-sink.js";
 import { keysDomain } from "./deps.js";
 
-function view(record: KeyRecord) {
+function view(record: KeyRecord, prefixes: KeyPrefixes) {
   return {
     id: record.id,
     name: record.name,
     description: record.description ?? "",
-    prefix: record.hint,
+    prefix: keyLabel(prefixes, record),
     createdAt: record.createdAt,
     lastUsedAt: record.lastUsedAt,
     expiresAt: record.expiresAt,
@@ -34,7 +35,7 @@ export const gatewayKeyMethods = [
     ],
     async handler(_params, ctx) {
       const records = await ctx.deps.keys.list(ctx.principal.userId, "gateway");
-      return records.map(view);
+      return records.map((record) => view(record, ctx.deps.keyPrefixes));
     },
   }),
 
@@ -67,7 +68,7 @@ export const gatewayKeyMethods = [
         expiresAt: params.expiresAt ?? null,
       });
       emitUserEvent(ctx.deps, userId, "key.created", { keyId: record.id, kind: "gateway", name: record.name });
-      return { ...view(record), key: secret };
+      return { ...view(record, ctx.deps.keyPrefixes), key: secret };
     },
   }),
 

@@ -198,7 +198,8 @@ export const modelRegistryMethods = [
     formerNames: ["modelRegistry.update"],
     summary:
       "Updates a registry entry (operators only). `status: disabled` makes the router refuse the model (403 listing " +
-      "usable ids); `deprecated` adds the Deprecation and X-Model-Warning headers to chat answers.",
+      "usable ids); `deprecated` adds the Deprecation and X-Model-Warning headers to Account and Gateway chat answers " +
+      "(the Platform adds no header: the notice is in the catalog entry).",
     input: v.object({ model_id: ModelId, ...Fields }),
     auth: OPERATORS,
     output: EntryView,

@@ -42,7 +42,9 @@ async function probeDeployment(
   });
   const target = probeTarget(model.id, providerConfigOf(model.config, config), env);
   if (!target) return done(true);
-  if ("missing" in target) return done(false, `not configured: ${target.missing} is not set`);
+  // Any signed-in user reads a model's health: it says what is missing, never the operator's
+  // variable (the chat attempts' log lines name it, docs/observability.md "Logs").
+  if ("missing" in target) return done(false, "not configured: the model's upstream credentials are not set");
   if ("skip" in target) return done(true);
   try {
     // The pooled upstream client (rpc/outbound/upstream.ts), as the chat calls it.

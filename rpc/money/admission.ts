@@ -4,8 +4,7 @@ import type { Config } from "../config.js";
 import type { CreditsRepo } from "../../storage/repos/credits.js";
 import type { LedgerRepo } from "../../storage/repos/ledger.js";
 import { placeHold, type Hold } from "./holds.js";
-import type { Charge } from "./charge.js";
-import type { HoldRefusal } from "../../storage/atomic.js";
+import type { Charge, Refusal } from "./charge.js";
 import { MICRO_PER_CREDIT } from "./types.js";
 
 /** What admission reads: the ledger, the balances, the hold lease. */
@@ -21,6 +20,10 @@ export interface Estimate {
   maxCost: number;
   /** Tokens: the prompt plus the output cap. */
   tokens: number;
+  /** What the prompt alone costs, in micro-credits, at the cheapest deployment that may answer: known before the model runs. */
+  inputCost: number;
+  /** The prompt's tokens (the service's count, rpc/chat/tokens.ts). */
+  promptTokens: number;
 }
 
 /** rpmLimit and tpmLimit count per minute (docs/models-and-chat.md). */
@@ -29,12 +32,22 @@ const WINDOW_MS = 60_000;
 const insufficientCredits = () => new ServiceError("INSUFFICIENT_CREDITS", "Insufficient credits", { type: "insufficient_quota" });
 
 /** 402 on the credits line: docs/interface.md 7.2's message when the balance is spent, and why when it is not. */
-const creditsRefused = ({ value }: HoldRefusal) =>
+const creditsRefused = ({ value, reason, remaining, known }: Refusal) =>
   value <= 0
     ? insufficientCredits()
-    : new ServiceError("INSUFFICIENT_CREDITS", "Insufficient credits: the rest of the workspace's balance is held by requests in flight", {
-        type: "insufficient_quota",
-      });
+    : reason === "prompt"
+      ? new ServiceError(
+          "INSUFFICIENT_CREDITS",
+          `Insufficient credits: this request's prompt alone costs ${known} micro-credits, more than the ${remaining} left in the workspace's balance`,
+          { type: "insufficient_quota" },
+        )
+      : new ServiceError(
+          "INSUFFICIENT_CREDITS",
+          "Insufficient credits: the rest of the workspace's balance is held by requests in flight",
+          {
+            type: "insufficient_quota",
+          },
+        );
 
 /** " (N held by requests in flight)" when part of a limit is only held, not used. */
 export function heldNote(held: number, unit: string): string {
@@ -53,15 +66,18 @@ function retryAfter(ttlMs: number): Record<string, string> {
 
 /**
  * The Platform API's accounts, admitted by the ledger's admission rule (storage/admission.ts:
- * admitted while what remains is above zero, the hold its worst case capped at what remains):
+ * admitted while what remains is above zero and the prompt's own cost fits in it, the hold its
+ * worst case capped at what remains):
  * places one hold (rpc/money/holds.ts) for the most the request can cost (`estimate`: the
  * prompt at the input price plus `max_tokens` or the model's output cap at the output price)
  * on every account that limits it, in this order of refusal:
  * - the workspace's credits: 402 `Insufficient credits` once the balance, less what requests
- *   in flight hold, is zero or below (docs/interface.md 7.2, before any model runs);
+ *   in flight hold, is zero or below (docs/interface.md 7.2, before any model runs), or is
+ *   less than the prompt's cost (`Insufficient credits: this request's prompt alone costs …`);
  * - the key's spendLimit (credits, lifetime): 402 naming the spend limit;
  * - rpmLimit: requests per minute, counted at once and exact, 429;
- * - tpmLimit: tokens per minute, prompt + output cap held (capped), 429.
+ * - tpmLimit: tokens per minute, prompt + output cap held (capped), 429; a prompt larger than
+ *   what is left of the minute is refused.
  * (The 429s carry Retry-After, which the Platform renderer drops: docs/interface.md 7.2.)
  * One atomic step, so N instances on one Redis together overshoot none of them by more than
  * one request's excess over its capped hold. The hold settles to the metered cost when the
@@ -74,7 +90,14 @@ export function admitPlatformChat(services: AdmissionDeps, principal: Principal,
   const cost = (_usage: unknown, cost: number) => cost;
   const charges: Charge[] = [
     // A free request still needs a positive balance (docs/interface.md 7.2: zero or below is 402): the rule admits only while something remains.
-    { account: ledger.credits(principal.workspaceId!), amount: maxCost, limit: 0, refuse: creditsRefused, used: cost },
+    {
+      account: ledger.credits(principal.workspaceId!),
+      amount: maxCost,
+      known: estimate.inputCost,
+      limit: 0,
+      refuse: creditsRefused,
+      used: cost,
+    },
   ];
   if (key) {
     charges.push(
@@ -83,10 +106,13 @@ export function admitPlatformChat(services: AdmissionDeps, principal: Principal,
             account: ledger.keySpend(key.id),
             amount: maxCost,
             limit: key.spendLimit * MICRO_PER_CREDIT,
-            refuse: ({ held }) =>
+            known: estimate.inputCost,
+            refuse: ({ held, reason, remaining, known }) =>
               new ServiceError(
                 "INSUFFICIENT_CREDITS",
-                `This API key has reached its spend limit of ${key.spendLimit} credits${heldNote(held, "micro-credits")}`,
+                reason === "prompt"
+                  ? `This request's prompt alone costs ${known} micro-credits, more than the ${remaining} left of this API key's spend limit of ${key.spendLimit} credits`
+                  : `This API key has reached its spend limit of ${key.spendLimit} credits${heldNote(held, "micro-credits")}`,
                 { type: "insufficient_quota" },
               ),
             used: cost,
@@ -111,11 +137,18 @@ export function admitPlatformChat(services: AdmissionDeps, principal: Principal,
       charges.push({
         account: ledger.keyTokens(key.id, WINDOW_MS),
         amount: estimate.tokens,
+        known: estimate.promptTokens,
         limit,
-        refuse: ({ ttlMs, held }) =>
-          new ServiceError("RATE_LIMITED", `Rate limit reached for this API key: ${limit} tokens per minute${heldNote(held, "tokens")}`, {
-            headers: retryAfter(ttlMs),
-          }),
+        refuse: ({ ttlMs, held, reason, remaining, known }) =>
+          new ServiceError(
+            "RATE_LIMITED",
+            reason === "prompt"
+              ? known > limit
+                ? `This request's prompt of ${known} tokens is larger than this API key's limit of ${limit} tokens per minute`
+                : `Rate limit reached for this API key: this request's prompt of ${known} tokens is more than the ${remaining} left of ${limit} tokens per minute`
+              : `Rate limit reached for this API key: ${limit} tokens per minute${heldNote(held, "tokens")}`,
+            { headers: retryAfter(ttlMs) },
+          ),
         used: (usage) => usage.total_tokens,
       });
     }

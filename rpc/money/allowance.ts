@@ -84,23 +84,27 @@ export class Allowance {
   }
 
   /**
-   * The plan allowance as a charge of a request that may use up to `tokens`: admitted while
-   * something of the window's allowance remains (storage/admission.ts), else 429
-   * insufficient_quota (docs/interface.md 7.1) naming the plan.
+   * The plan allowance as a charge of a request that may use up to `tokens`, `prompt` of them
+   * known before the model runs: admitted while something of the window's allowance remains and
+   * the prompt fits in it (storage/admission.ts), else 429 insufficient_quota (docs/interface.md
+   * 7.1) naming the plan.
    */
-  charge(userId: string, planId: string, tokens: number): Charge {
+  charge(userId: string, planId: string, tokens: number, prompt: number): Charge {
     const { id, plan } = this.resolve(planId);
     const name = plan.name ?? id;
     return {
       account: this.#account(userId, plan),
       amount: tokens,
+      known: prompt,
       limit: plan.tokensPerWindow,
-      refuse: ({ value, held }) =>
+      refuse: ({ value, held, reason, remaining, known }) =>
         new ServiceError(
           "QUOTA_EXCEEDED",
-          value >= plan.tokensPerWindow
-            ? `You have used the ${name} plan's allowance of ${plan.tokensPerWindow} tokens for this period`
-            : `The rest of the ${name} plan's allowance of ${plan.tokensPerWindow} tokens for this period is held by requests in flight (${value} used, ${held} held); try again when they end`,
+          reason === "prompt"
+            ? `This request's prompt of ${known} tokens is more than the ${remaining} tokens left of the ${name} plan's allowance of ${plan.tokensPerWindow} tokens for this period`
+            : value >= plan.tokensPerWindow
+              ? `You have used the ${name} plan's allowance of ${plan.tokensPerWindow} tokens for this period`
+              : `The rest of the ${name} plan's allowance of ${plan.tokensPerWindow} tokens for this period is held by requests in flight (${value} used, ${held} held); try again when they end`,
           { type: "insufficient_quota" },
         ),
       used: (usage) => usage.total_tokens,

@@ -1,5 +1,6 @@
 import type { ServiceError } from "../errors.js";
 import type { HoldRefusal } from "../../storage/atomic.js";
+import type { RefusalReason } from "../../storage/admission.js";
 import type { LedgerAccount } from "../../storage/repos/ledger.js";
 import type { Usage } from "./types.js";
 
@@ -11,12 +12,24 @@ import type { Usage } from "./types.js";
  */
 export interface Charge {
   account: LedgerAccount;
+  /** The request's worst case: its prompt plus its output cap. */
   amount: number;
+  /** What is known before the model runs (the prompt's cost or tokens): refused when it alone passes what remains. */
+  known?: number;
   limit?: number;
   commit?: boolean;
   track?: boolean;
   /** The error a refusal on this account raises. */
-  refuse?(refusal: HoldRefusal, amount: number): ServiceError;
+  refuse?(refusal: Refusal, amount: number): ServiceError;
   /** What the request really took from this account, from its metered usage and cost. */
   used?(usage: Usage, cost: number): number;
+}
+
+/** A refused charge: the account's state, what remained of it, and why (storage/admission.ts `refusalReason`). */
+export interface Refusal extends HoldRefusal {
+  reason: RefusalReason;
+  /** What remained of the limit (≤ 0 when spent). */
+  remaining: number;
+  /** The request's known cost on this account (its prompt), rounded as the ledger holds it. */
+  known: number;
 }

@@ -3,6 +3,7 @@ import type { Config } from "../config.js";
 import type { LedgerHoldLine, LedgerSettleLine } from "../../storage/repos/ledger.js";
 import type { Usage } from "./types.js";
 import type { Charge } from "./charge.js";
+import { refusalReason, remainingOf } from "../../storage/admission.js";
 
 export interface Hold {
   /**
@@ -27,16 +28,33 @@ export async function placeHold(
   const id = ledger.newHoldId();
   const leaseMs = deps.config.HOLD_LEASE_SECONDS * 1000;
   const held = charges.filter((charge) => !charge.track);
-  const lines: LedgerHoldLine[] = held.map(({ account, amount, limit, commit }) => ({
+  const lines: LedgerHoldLine[] = held.map(({ account, amount, known, limit, commit }) => ({
     account,
     amount,
+    ...(known ? { known } : {}),
     ...(limit !== undefined ? { limit } : {}),
     ...(commit ? { commit } : {}),
   }));
   const refusal = await ledger.hold(id, lines, leaseMs);
   if (refusal) {
     const charge = held[refusal.index]!;
-    throw charge.refuse!(refusal, Math.ceil(charge.amount));
+    // Rounded as the ledger rounds them (storage/repos/ledger.ts).
+    const line = {
+      kind: charge.account.kind,
+      amount: Math.ceil(charge.amount),
+      known: Math.min(Math.ceil(charge.amount), Math.ceil(charge.known ?? 0)),
+      ...(charge.limit !== undefined ? { limit: Math.floor(charge.limit) } : {}),
+      ...(charge.commit ? { commit: true } : {}),
+    };
+    throw charge.refuse!(
+      {
+        ...refusal,
+        reason: refusalReason(line, refusal.value, refusal.held),
+        remaining: remainingOf(line, refusal.value, refusal.held),
+        known: line.known,
+      },
+      line.amount,
+    );
   }
   const open = charges.filter((charge) => !charge.commit);
   const renewed = open.filter((charge) => !charge.track).map((charge) => charge.account);

@@ -64,14 +64,17 @@ export class Money {
     return this.#deps.allowance.status(userId, planId);
   }
 
-  /** Admits an Account or Gateway request that may use up to `tokens` of the user's plan (429 past it). */
-  admitUser(userId: string, planId: string, tokens: number): Promise<Hold> {
-    return this.hold([this.#deps.allowance.charge(userId, planId, tokens)]);
+  /**
+   * Admits an Account or Gateway request that may use up to `tokens` of the user's plan, `prompt`
+   * of them known before the model runs (429 when nothing is left or the prompt alone does not fit).
+   */
+  admitUser(userId: string, planId: string, tokens: number, prompt: number): Promise<Hold> {
+    return this.hold([this.#deps.allowance.charge(userId, planId, tokens, prompt)]);
   }
 
-  /** Admits one agent model turn that may use up to `tokens` of the tenant's month (429 past it). */
-  admitTenantTurn(tenant: Tenant, tokens: number): Promise<Hold> {
-    return this.hold([tenantTokensCharge(this.#deps, tenant, tokens)]);
+  /** Admits one agent model turn that may use up to `tokens` of the tenant's month, `prompt` of them known (429 past it). */
+  admitTenantTurn(tenant: Tenant, tokens: number, prompt: number): Promise<Hold> {
+    return this.hold([tenantTokensCharge(this.#deps, tenant, tokens, prompt)]);
   }
 
   /** Tokens the tenant's turns used this calendar month (UTC). */

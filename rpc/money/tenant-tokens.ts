@@ -11,23 +11,33 @@ export async function tokensUsed(services: { ledger: LedgerRepo }, tenantId: str
 
 /**
  * The tenant's month as a charge of one model turn that may use up to `tokens` (prompt plus
- * output cap): admitted while something of `limits.tokensPerMonth` remains, less what turns in
- * flight hold (storage/admission.ts), else 429 (docs/agents.md "Limits").
+ * output cap), `prompt` of them known before the model runs: admitted while something of
+ * `limits.tokensPerMonth` remains, less what turns in flight hold, and the prompt fits in it
+ * (storage/admission.ts), else 429 (docs/agents.md "Limits").
  */
-export function tenantTokensCharge(services: { ledger: LedgerRepo }, tenant: Tenant, tokens: number, now = new Date()): Charge {
+export function tenantTokensCharge(
+  services: { ledger: LedgerRepo },
+  tenant: Tenant,
+  tokens: number,
+  prompt: number,
+  now = new Date(),
+): Charge {
   const limit = tenant.limits.tokensPerMonth;
   return {
     account: services.ledger.tenantTokens(tenant.id, monthKey(now)),
     amount: tokens,
+    known: prompt,
     limit,
-    refuse: ({ value: used, held }, requested) => {
+    refuse: ({ value: used, held, reason, remaining, known }, requested) => {
       const nextMonth = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1));
       return new ServiceError(
         "QUOTA_EXCEEDED",
-        `Token allowance spent: tenant ${tenant.slug} used ${used} of ${limit} tokens this month` +
-          (used < limit ? ` and the rest is held by model turns in flight (${held} tokens)` : ""),
+        reason === "prompt"
+          ? `Token allowance too small for this model turn: its prompt of ${known} tokens is more than the ${remaining} tokens left of tenant ${tenant.slug}'s ${limit} tokens this month`
+          : `Token allowance spent: tenant ${tenant.slug} used ${used} of ${limit} tokens this month` +
+              (used < limit ? ` and the rest is held by model turns in flight (${held} tokens)` : ""),
         {
-          details: { tenantId: tenant.id, used, held, requested, limit, resetsAt: nextMonth.toISOString() },
+          details: { tenantId: tenant.id, used, held, requested, prompt: known, limit, resetsAt: nextMonth.toISOString() },
           headers: { "Retry-After": String(Math.max(1, Math.ceil((nextMonth.getTime() - now.getTime()) / 1000))) },
           type: "insufficient_quota",
         },

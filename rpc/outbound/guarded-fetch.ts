@@ -1,6 +1,4 @@
-import { request as httpRequest, type IncomingMessage } from "node:http";
-import { request as httpsRequest } from "node:https";
-import { isIP } from "node:net";
+import type { IncomingMessage } from "node:http";
 import { Readable } from "node:stream";
 import type { OutboundGuard } from "./outbound-guard.js";
 
@@ -19,8 +17,8 @@ function bodyOf(body: RequestInit["body"]): string | Uint8Array | undefined {
 }
 
 /**
- * A `fetch` whose every connection goes through `guard` (node:http with the guard's `lookup`
- * and agents, so the address checked is the address connected to). Redirects are not
+ * A `fetch` whose every connection goes through `guard` (OutboundGuard.open: the guard's
+ * `lookup` and agents, so the address checked is the address connected to). Redirects are not
  * followed: the caller sees the 3xx and decides (a followed redirect would still be checked,
  * but a client that does not expect one is better told).
  */
@@ -28,32 +26,19 @@ export function toGuardedFetch(guard: OutboundGuard): GuardedFetch {
   return (input, init = {}) =>
     new Promise<Response>((resolve, reject) => {
       const url = new URL(String(input));
-      if (url.protocol !== "http:" && url.protocol !== "https:") {
-        reject(new TypeError(`guarded fetch: unsupported protocol ${url.protocol}`));
-        return;
-      }
-      let body: string | Uint8Array | undefined;
-      try {
-        // Literal addresses never reach `lookup`: checked here.
-        const literal = url.hostname.replace(/^\[|\]$/g, "");
-        if (isIP(literal)) guard.checkAddress(literal);
-        body = bodyOf(init.body);
-      } catch (error) {
-        reject(error);
-        return;
-      }
       const headers: Record<string, string> = {};
       new Headers(init.headers).forEach((value, name) => {
         headers[name] = value;
       });
-      const send = url.protocol === "https:" ? httpsRequest : httpRequest;
-      const req = send(url, {
-        method: init.method ?? "GET",
-        headers,
-        agent: guard.agent(url.protocol),
-        lookup: guard.lookup,
-        signal: init.signal ?? undefined,
-      });
+      let body: string | Uint8Array | undefined;
+      let req: ReturnType<OutboundGuard["open"]>;
+      try {
+        body = bodyOf(init.body);
+        req = guard.open(url, { method: init.method ?? "GET", headers, ...(init.signal ? { signal: init.signal } : {}) });
+      } catch (error) {
+        reject(error);
+        return;
+      }
       req.once("error", reject);
       req.once("response", (res: IncomingMessage) => {
         const responseHeaders = new Headers();
@@ -90,26 +75,13 @@ export interface GuardedRequestInit {
  */
 export function guardedRequest(guard: OutboundGuard, input: string | URL, init: GuardedRequestInit): Promise<IncomingMessage> {
   return new Promise<IncomingMessage>((resolve, reject) => {
-    const url = typeof input === "string" ? new URL(input) : input;
-    if (url.protocol !== "http:" && url.protocol !== "https:") {
-      reject(new TypeError(`guarded fetch: unsupported protocol ${url.protocol}`));
-      return;
-    }
+    let req: ReturnType<OutboundGuard["open"]>;
     try {
-      const literal = url.hostname.replace(/^\[|\]$/g, "");
-      if (isIP(literal)) guard.checkAddress(literal);
+      req = guard.open(typeof input === "string" ? new URL(input) : input, init);
     } catch (error) {
       reject(error);
       return;
     }
-    const send = url.protocol === "https:" ? httpsRequest : httpRequest;
-    const req = send(url, {
-      method: init.method,
-      headers: init.headers,
-      agent: guard.agent(url.protocol),
-      lookup: guard.lookup,
-      ...(init.signal ? { signal: init.signal } : {}),
-    });
     req.once("error", reject);
     req.once("response", resolve);
     req.end(init.body);

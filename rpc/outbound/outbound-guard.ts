@@ -1,6 +1,6 @@
 import { lookup as dnsLookup } from "node:dns/promises";
-import { Agent as HttpAgent } from "node:http";
-import { Agent as HttpsAgent } from "node:https";
+import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type OutgoingHttpHeaders } from "node:http";
+import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import { isIP, type LookupFunction } from "node:net";
 import { addressRefusal } from "./private-address.js";
 
@@ -32,6 +32,18 @@ export class AddressRefused extends Error {
   ) {
     super(host === address ? `Refused: ${address} is a ${reason}` : `Refused: ${host} resolves to ${address}, a ${reason}`);
   }
+}
+
+/** What OutboundGuard.open sends. */
+export interface GuardedOpenInit {
+  method: string;
+  headers: OutgoingHttpHeaders;
+  signal?: AbortSignal;
+  /**
+   * false: a fresh socket for this request, closed after it (nothing kept alive between
+   * users' calls, as `http_fetch` wants). Default: this guard's keep-alive agents.
+   */
+  agent?: false;
 }
 
 export interface OutboundGuardOptions {
@@ -110,6 +122,28 @@ export class OutboundGuard {
       (error: Error) => callback(error as NodeJS.ErrnoException, "", 0),
     );
   };
+
+  /**
+   * Opens one request under the rule: the one way every outbound path of the service
+   * (guarded fetch, guarded request, `http_fetch`, webhooks) reaches a server. http and https
+   * only; a literal address is checked here (sockets skip `lookup` for literals), a name by
+   * `lookup` on the address the socket connects to — so the rule applies after DNS and to
+   * every hop of a redirect the caller follows (each hop is a new open()). Throws
+   * (synchronously) a TypeError for another scheme and AddressRefused for a refused literal.
+   */
+  open(url: URL, init: GuardedOpenInit): ClientRequest {
+    if (url.protocol !== "http:" && url.protocol !== "https:") throw new TypeError(`guarded fetch: unsupported protocol ${url.protocol}`);
+    const literal = url.hostname.replace(/^\[|\]$/g, "");
+    if (isIP(literal)) this.checkAddress(literal);
+    const send = url.protocol === "https:" ? httpsRequest : httpRequest;
+    return send(url, {
+      method: init.method,
+      headers: init.headers,
+      agent: init.agent === false ? false : this.agent(url.protocol),
+      lookup: this.lookup,
+      ...(init.signal ? { signal: init.signal } : {}),
+    });
+  }
 
   /** Keep-alive agents whose sockets all went through `lookup`. */
   agent(protocol: string): HttpAgent {

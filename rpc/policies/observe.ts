@@ -1,5 +1,4 @@
 import { toServiceError } from "../errors.js";
-import { quotaVariableOf } from "../quotas.js";
 import { markFailed, SpanKind, spanLogIds, startSpan, tracingEnabled, withSpan } from "../tracing.js";
 import type { Policy } from "./policy.js";
 
@@ -33,13 +32,10 @@ export const observe: Policy = {
         })
       : undefined;
     let outcome = "ok";
-    let limitVariable: string | undefined;
     try {
       return await (span ? withSpan(span, next) : next());
     } catch (error) {
       outcome = outcomeOf(error);
-      // A quota's refusal names its limit in words; the operator's log line names the variable that sets it.
-      limitVariable = quotaVariableOf(error);
       throw error;
     } finally {
       const seconds = (performance.now() - started) / 1000;
@@ -48,12 +44,7 @@ export const observe: Policy = {
       const metric = ports.metrics.call(method.name, facts.surface, transport, outcome);
       metric.calls.inc();
       metric.duration.observe(seconds);
-      const entry = {
-        method: method.name,
-        outcome,
-        durationMs: Math.round(seconds * 100_000) / 100,
-        ...(limitVariable ? { limitVariable } : {}),
-      };
+      const entry = { method: method.name, outcome, durationMs: Math.round(seconds * 100_000) / 100 };
       const who = principal ? { kind: principal.kind, userId: principal.userId } : undefined;
       if (span) {
         span.setAttribute("gateway.outcome", outcome);

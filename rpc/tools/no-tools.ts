@@ -5,6 +5,10 @@ export const noTools: OpenToolBridge = async () => ({
   catalog: {
     list: async () => [],
     get: async () => undefined,
+    resolve: async () => undefined,
+    run: async ({ tool }) => {
+      throw new Error(`No tool bridge in this process: ${tool.name}`);
+    },
     call: async (name) => {
       throw new Error(`No tool bridge in this process: ${name}`);
     },

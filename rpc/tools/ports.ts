@@ -1,4 +1,4 @@
-import type { CallOptions, JsonSchema, ToolDef, ToolResult, ToolScope } from "./types.js";
+import type { CallOptions, JsonSchema, ResolvedTool, ToolDef, ToolResult, ToolScope } from "./types.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
@@ -18,7 +18,11 @@ export interface ToolCatalog {
   list(filter?: { category?: string; scope?: ToolScope }): Promise<ToolDef[]>;
   /** A tool by its name within a scope. */
   get(name: string, scope: ToolScope): Promise<ToolDef | undefined>;
-  /** Runs a tool by name within the scope of `options.tenantId`; unknown names (and other tenants' tools) are NOT_FOUND. */
+  /** A tool's name resolved within a scope to its entry and source (one listing); undefined for unknown names and other tenants' tools. */
+  resolve(name: string, scope: ToolScope): Promise<ResolvedTool | undefined>;
+  /** Runs a resolved tool: no lookup of its name again. */
+  run(resolved: ResolvedTool, args: Record<string, unknown>, options: CallOptions): Promise<ToolResult>;
+  /** Resolves and runs a tool by name within the scope of `options.tenantId`; unknown names (and other tenants' tools) are NOT_FOUND. */
   call(name: string, args: Record<string, unknown>, options: CallOptions): Promise<ToolResult>;
   /** Subscribes to "the tool list changed"; returns the unsubscribe function. */
   onChange(listener: () => void): () => void;

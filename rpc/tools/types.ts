@@ -11,8 +11,12 @@ export interface ToolDef {
   description: string;
   inputSchema: JsonSchema;
   category: string;
-  /** Where the tool runs; `server` is an upstream MCP server's own name. */
-  source: { kind: "builtin" | "mcp" | "vm"; id: string; server?: string };
+  /**
+   * Where the tool runs: the catalog source's id and, for the source's own use when the call
+   * comes, what it needs to reach the tool without looking it up again — `server` an upstream
+   * MCP server's own name, `vmId` the VM's, `tool` the tool's name at that server or VM.
+   */
+  source: { kind: "builtin" | "mcp" | "vm"; id: string; server?: string; vmId?: string; tool?: string };
   /**
    * The tenant the tool belongs to (its upstream MCP server's or VM's); absent for tools every
    * tenant sees (built-ins, servers an operator shared). Names are unique within one scope,
@@ -60,10 +64,24 @@ export interface CallOptions {
 
 /**
  * One origin of tools (built-ins, one upstream MCP server, the connected VMs). A source owns
- * the names it lists; the catalog never calls a source for a name it did not list.
+ * the names it lists; the catalog never calls a source for a tool it did not list.
  */
 export interface ToolSource {
   readonly id: string;
   list(): Promise<ToolDef[]>;
-  call(name: string, args: Record<string, unknown>, options: CallOptions): Promise<ToolResult>;
+  /**
+   * Runs `tool`, one of the entries this source listed, as the catalog resolved it: the source
+   * reaches the tool from the entry (`tool.source`) and looks nothing up again.
+   */
+  call(tool: ToolDef, args: Record<string, unknown>, options: CallOptions): Promise<ToolResult>;
+}
+
+/**
+ * A tool name resolved once in a caller's scope (as agentgateway resolves a call to its
+ * target before running it): the catalog entry and the source that runs it. A call is
+ * resolved once and the resolution passed along; nothing on the way looks the name up again.
+ */
+export interface ResolvedTool {
+  readonly tool: ToolDef;
+  readonly source: ToolSource;
 }

@@ -23,8 +23,16 @@ export interface KeyRecord {
   description?: string;
   /** SHA-256 of the plaintext; the plaintext itself is never stored. */
   hash: string;
-  /** First characters of the secret, enough to recognise it in a list. */
-  hint: string;
+  /**
+   * The key's public id: the first 8 characters of its body, random and not secret (the secret
+   * is the rest). Absent on records made before public ids.
+   */
+  publicId?: string;
+  /**
+   * Only on records made before public ids: the first characters of the secret, as they were
+   * stored then (the key still works; new records never store any part of the secret).
+   */
+  hint?: string;
   scopes: string[];
   createdAt: string;
   expiresAt: string | null;

@@ -18,6 +18,8 @@ export interface LedgerHoldLine {
   account: LedgerAccount;
   /** The most the request can take from this account; held capped at what remains (storage/admission.ts). */
   amount: number;
+  /** What is known of its cost before the model runs (the prompt): refused when this alone passes what remains. */
+  known?: number;
   /** balance: the floor (0 when absent); usage: the cap (none: not limited, only recorded). */
   limit?: number;
   /** Counted at once and never given back (requests per minute). */
@@ -76,15 +78,17 @@ export class LedgerRepo {
 
   /**
    * Places hold `id` on every line or on none (null: admitted), by the admission rule of
-   * storage/admission.ts: a line is admitted while what remains of it is above zero.
+   * storage/admission.ts: a line is admitted while what remains of it is above zero and its
+   * known cost (the prompt) fits in what remains.
    */
   hold(id: string, lines: LedgerHoldLine[], leaseMs: number): Promise<HoldRefusal | null> {
     return this.#store.atomic.hold(
       id,
-      lines.map(({ account, amount, limit, commit }) => ({
+      lines.map(({ account, amount, known, limit, commit }) => ({
         key: account.key,
         kind: account.kind,
         amount: Math.max(0, Math.ceil(amount)),
+        ...(known ? { known: Math.min(Math.max(0, Math.ceil(amount)), Math.max(0, Math.ceil(known))) } : {}),
         ...(limit !== undefined ? { limit: Math.floor(limit) } : {}),
         ...(account.windowMs ? { windowMs: account.windowMs } : {}),
         ...(commit ? { commit } : {}),

@@ -39,8 +39,7 @@ describe("agent stream sockets per user", () => {
     const body = JSON.parse(refused.body);
     expect(body.error).toMatchObject({
       code: "RATE_LIMITED",
-      message:
-        "Quota reached: this user has 2 agent stream socket(s) open; the limit is 2 open agent stream sockets per user; close one first",
+      message: "Quota reached: this user has 2 agent stream socket(s) open, the most allowed (limit 2); close one first",
       details: { quota: "agent_sockets_per_user", limit: 2, count: 2 },
     });
     expect(body.error.message).not.toContain("QUOTA_");

@@ -4,7 +4,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { bearer, registerUser, startTestServer, TEST_JWT_SECRET, TEST_DATA_SECRET, type TestServer } from "../helpers/server.js";
 import { serveScripted, type ScriptedTool } from "../helpers/upstream.js";
-import { dropRedisPrefix, uniqueRedisPrefix } from "../helpers/redis.js";
+import { dropRedisPrefix, TEST_REDIS_URL, uniqueRedisPrefix } from "../helpers/redis.js";
 import { loadConfig } from "../../rpc/config.js";
 import { createLogger } from "../../rpc/log.js";
 import { compose } from "../../rpc/compose.js";
@@ -208,7 +208,13 @@ describe.each(["memory", "redis"] as const)("upstream MCP servers belong to a te
 
 describe("servers an operator shares with every tenant (npm run admin, Redis)", () => {
   const prefix = uniqueRedisPrefix();
-  const env = { STORAGE: "redis", REDIS_PREFIX: prefix, MCP_SERVERS_ALLOW_PRIVATE: "true", GATEWAY_RATE_LIMIT_RPM: "100000" };
+  const env = {
+    STORAGE: "redis",
+    REDIS_URL: TEST_REDIS_URL,
+    REDIS_PREFIX: prefix,
+    MCP_SERVERS_ALLOW_PRIVATE: "true",
+    GATEWAY_RATE_LIMIT_RPM: "100000",
+  };
   let server: TestServer;
   let upstream: Awaited<ReturnType<typeof serveScripted>>;
 

@@ -82,8 +82,14 @@ describe("request bodies arriving at once per client", () => {
     // The slow bodies go away: the client is served again.
     for (const socket of slow) socket.destroy();
     await eventually(async () => (await login("127.0.0.2")).status === 200);
-    expect(server.logs().some((line) => line.event === "http.bodies_per_client" && line.limitVariable === "HTTP_BODIES_PER_CLIENT")).toBe(
-      true,
-    );
+    expect(
+      server
+        .logs()
+        .some(
+          (line) =>
+            line.event === "http.bodies_per_client" &&
+            (line.operatorNote as { variable?: string } | undefined)?.variable === "HTTP_BODIES_PER_CLIENT",
+        ),
+    ).toBe(true);
   });
 });

@@ -35,10 +35,10 @@ describe("bad input on REST", () => {
     expect(res.body.error.requestId).toBe(res.headers.get("x-request-id"));
   });
 
-  it("answers a wrong content type with 415", async () => {
+  it("answers a wrong content type with 400, as every surface does", async () => {
     const res = await server.request(`${G}/auth/login`, { method: "POST", headers: { "content-type": "text/plain" }, body: "email=a" });
-    expect(res.status).toBe(415);
-    expect(res.body.error.code).toBe("UNSUPPORTED_MEDIA_TYPE");
+    expect(res.status).toBe(400);
+    expect(res.body.error).toMatchObject({ code: "BAD_REQUEST", message: "Content-Type must be application/json" });
   });
 
   it("answers a JSON body that is not an object with 400", async () => {

@@ -122,7 +122,7 @@ describe("the same answers as through h3", () => {
     expect(native.headers["x-request-id"]).toBe("native-1");
     expect(native.body.choices[0].message.content).toContain("hello");
     expect(comparable(native)).toEqual(comparable(viaH3));
-    const lines = server.logs().filter((line) => line.requestId === "native-1");
+    const lines = server.logs().filter((line) => line.clientRequestId === "native-1");
     expect(lines).toHaveLength(2);
     expect(lines[0]).toMatchObject({ operation: "gateway.chat.completions", status: 200, path: "/gateway/v1/chat/completions" });
     expect(Object.keys(lines[0]!).sort()).toEqual(Object.keys(lines[1]!).sort());
@@ -140,7 +140,7 @@ describe("the same answers as through h3", () => {
     const cases: [string[], string, number][] = [
       [[...auth(), ...json], "{not json", 400],
       [[...auth(), ...json], "[1,2]", 400],
-      [[...auth(), "content-type", "text/plain"], chatBody, 415],
+      [[...auth(), "content-type", "text/plain"], chatBody, 400],
       [[...auth(), ...json], JSON.stringify({ model: "echo-1" }), 400],
       [[...json], chatBody, 401],
     ];
@@ -194,7 +194,7 @@ describe("the same answers as through h3", () => {
     });
     const line = await (async () => {
       for (let i = 0; i < 100; i++) {
-        const found = server.logs().find((entry) => entry.requestId === "cut-body");
+        const found = server.logs().find((entry) => entry.clientRequestId === "cut-body");
         if (found) return found;
         await new Promise((resolve) => setTimeout(resolve, 10));
       }

@@ -55,23 +55,33 @@ const chat = (body: Record<string, unknown>, headers: Record<string, string> = {
   });
 
 describe("request ids and trace context", () => {
-  it("keeps a sane X-Request-Id, replaces an insane one, and passes traceparent to the provider", async () => {
+  it("gives every request the service's own id, and echoes and logs a sane client X-Request-Id beside it", async () => {
     const user = await registerUser(server);
     const kept = await server.request("/gateway/v1/auth/me", { headers: { ...bearer(user.token), "x-request-id": "client-id-42" } });
     expect(kept.headers.get("x-request-id")).toBe("client-id-42");
+    expect(server.logs().find((entry) => entry.clientRequestId === "client-id-42")?.requestId).toMatch(/^[0-9a-f-]{36}$/);
     const replaced = await server.request("/gateway/v1/auth/me", { headers: { ...bearer(user.token), "x-request-id": "x".repeat(129) } });
     expect(replaced.headers.get("x-request-id")).toMatch(/^[0-9a-f-]{36}$/);
-    expect(server.logs().some((line) => line.requestId === "client-id-42")).toBe(true);
+    // A client's id never becomes the service's, even in an error envelope.
+    const refused = await server.request("/gateway/v1/auth/me", { headers: { ...bearer("not-a-token"), "x-request-id": "client-id-43" } });
+    expect(refused.status).toBe(401);
+    expect(refused.headers.get("x-request-id")).toBe("client-id-43");
+    expect(refused.body.error.requestId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(server.logs().find((entry) => entry.clientRequestId === "client-id-43")).toMatchObject({
+      requestId: refused.body.error.requestId,
+    });
 
     const response = await chat({}, { "x-request-id": "chat-id-7", traceparent: TRACEPARENT });
     expect(response.status).toBe(200);
     await response.text();
-    // docs/interface.md 4.2: the Platform adds X-Service-Request-Id only.
+    // docs/interface.md 4.2: the Platform adds X-Service-Request-Id only, the service's own id.
     expect(response.headers.get("x-request-id")).toBeNull();
-    expect(response.headers.get("x-service-request-id")).toBe("chat-id-7");
+    const serviceId = response.headers.get("x-service-request-id")!;
+    expect(serviceId).toMatch(/^[0-9a-f-]{36}$/);
     expect(upstream.calls.at(-1)!.headers.get("traceparent")).toBe(TRACEPARENT);
-    const line = server.logs().find((entry) => entry.requestId === "chat-id-7")!;
+    const line = server.logs().find((entry) => entry.clientRequestId === "chat-id-7")!;
     expect(line).toMatchObject({
+      requestId: serviceId,
       operation: "platform.chat.completions",
       model: "remote",
       inputTokens: expect.any(Number),
@@ -104,7 +114,7 @@ describe("request ids and trace context", () => {
   it("logs a stream's tokens and time to first token once it ends", async () => {
     const response = await chat({ stream: true }, { "x-request-id": "stream-id-9" });
     expect(sseData(await response.text()).at(-1)).toBe("[DONE]");
-    const line = server.logs().find((entry) => entry.requestId === "stream-id-9")!;
+    const line = server.logs().find((entry) => entry.clientRequestId === "stream-id-9")!;
     expect(line).toMatchObject({ model: "remote", outputTokens: 2, timeToFirstTokenMs: expect.any(Number) });
   });
 });

@@ -57,7 +57,7 @@ describe("the tenant's Gateway budget", () => {
     expect(retryAfter).toBeLessThanOrEqual(60);
     expect(refused.body.error).toEqual({
       code: "RATE_LIMITED",
-      message: `Quota reached: this tenant made 6 Gateway API request(s) this minute; the limit is 5 Gateway API requests per minute per tenant; retry later`,
+      message: `Quota reached: this tenant made 6 Gateway API request(s) this minute, the most allowed (limit 5); retry later`,
       requestId: refused.headers.get("x-request-id"),
       details: {
         quota: "gateway_tenant_rpm",

@@ -17,6 +17,24 @@ async function answers(url: string): Promise<boolean> {
   }
 }
 
+/** The keys under the service's default REDIS_PREFIX ("gw"), which no test may write. */
+async function defaultPrefixKeys(url: string): Promise<Set<string>> {
+  const redis = new Redis(url, { maxRetriesPerRequest: 1 });
+  redis.on("error", () => undefined);
+  const keys = new Set<string>();
+  try {
+    let cursor = "0";
+    do {
+      const [next, found] = await redis.scan(cursor, "MATCH", "gw:*", "COUNT", 1000);
+      cursor = next;
+      for (const key of found) keys.add(key);
+    } while (cursor !== "0");
+  } finally {
+    redis.disconnect();
+  }
+  return keys;
+}
+
 async function freePort(): Promise<number> {
   const probe = createServer();
   await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
@@ -36,7 +54,20 @@ export default async function setup() {
   // The console page's bundle, which /console serves and the browser tests load (test/facade/console).
   await buildConsole();
   const wanted = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
-  if (await answers(wanted)) return;
+  if (await answers(wanted)) {
+    // Every test that uses Redis has a prefix of its own (uniqueRedisPrefix); one that forgot it
+    // writes under the service's default prefix, which this run must leave as it found it.
+    const before = await defaultPrefixKeys(wanted);
+    return async () => {
+      const after = await defaultPrefixKeys(wanted);
+      const written = [...after].filter((key) => !before.has(key));
+      if (written.length > 0) {
+        // vitest reports a teardown's throw but keeps the run's exit code: set it here too.
+        process.exitCode = 1;
+        throw new Error(`A test wrote ${written.length} keys outside its own prefix, e.g. ${written.slice(0, 3).join(", ")}`);
+      }
+    };
+  }
   if (spawnSync("redis-server", ["--version"], { stdio: "ignore" }).error) {
     throw new Error(
       `Nothing answers at ${wanted} and redis-server is not on the PATH: install Redis (e.g. apt-get install redis-server), or set TEST_REDIS_URL to a running one`,

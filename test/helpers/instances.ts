@@ -16,7 +16,7 @@ export interface Instance {
  */
 export function startInstance(env: Record<string, string>, timeoutMs = 30_000): Promise<Instance> {
   const child = spawn(process.execPath, ["--import", "tsx", "test/fixtures/start-instance.ts"], {
-    // Every instance of a test shares the secrets a deployment shares (README "Deploying").
+    // Every instance of a test shares the secrets a deployment shares (docs/operating.md "Deploying").
     env: { ...process.env, REDIS_URL: TEST_REDIS_URL, DATA_ENCRYPTION_SECRET: TEST_DATA_SECRET, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });

@@ -15,7 +15,7 @@ export interface PrivateRedis {
   stop(): Promise<void>;
 }
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   const probe = createServer();
   await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
   const { port } = probe.address() as { port: number };
@@ -56,7 +56,9 @@ export async function startPrivateRedis(args: string[] = [], options: { port?: n
   const orphaned = () => child.kill("SIGKILL");
   process.once("exit", orphaned);
   const url = `redis://127.0.0.1:${port}`;
-  const admin = new Redis(url, { maxRetriesPerRequest: 1, lazyConnect: true, retryStrategy: () => 50 });
+  // A server started with --requirepass: its admin client gives the password (`url` has none).
+  const password = args.includes("--requirepass") ? args[args.indexOf("--requirepass") + 1] : undefined;
+  const admin = new Redis(url, { password, maxRetriesPerRequest: 1, lazyConnect: true, retryStrategy: () => 50 });
   admin.on("error", () => undefined);
   const deadline = Date.now() + 10_000;
   for (;;) {

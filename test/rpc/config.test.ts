@@ -1,6 +1,7 @@
 import { spawn } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../rpc/config.js";
+import { loadModels } from "../../rpc/chat/models-config.js";
 
 describe("configuration", () => {
   it("uses documented defaults", () => {
@@ -72,6 +73,58 @@ describe("configuration", () => {
     }
   });
 
+  it.each([
+    ["MANAGER_BASE_URL", "ftp://x"],
+    ["MANAGER_BASE_URL", "file:///etc/passwd"],
+    ["ORCH_BASE_URL", "ws://orchestrator.internal"],
+    ["PUBLIC_URL", "javascript:alert(1)"],
+  ])("refuses %s=%s: outbound and published addresses are http(s) only", (name, value) => {
+    expect(() => loadConfig({ [name]: value })).toThrow(`${name}="${value}": must be an http:// or https:// URL`);
+  });
+
+  it("accepts http and https addresses", () => {
+    expect(loadConfig({ MANAGER_BASE_URL: "https://manager.internal/v1", ORCH_BASE_URL: "http://127.0.0.1:9000" })).toMatchObject({
+      MANAGER_BASE_URL: "https://manager.internal/v1",
+      ORCH_BASE_URL: "http://127.0.0.1:9000",
+    });
+  });
+
+  it("never prints a URL's password, even one that makes the URL invalid", () => {
+    for (const [name, value] of [
+      ["REDIS_URL", "redis://:hunter2/with-slash@127.0.0.1:6379"],
+      ["REDIS_URL", "redis://user:hunter2@127.0.0.1:6379/db"],
+      ["MANAGER_BASE_URL", "ftp://user:hunter2@manager.internal"],
+      ["ORCH_BASE_URL", "http://user:hunter2@[not-a-host"],
+    ]) {
+      let message = "";
+      try {
+        loadConfig({ [name!]: value });
+      } catch (error) {
+        message = (error as Error).message;
+      }
+      expect(message, value).toContain(name);
+      expect(message, value).not.toContain("hunter2");
+    }
+  });
+
+  it("never prints the part of a JSON setting the parser quotes", () => {
+    const secret = "sk-live-0123456789abcdef";
+    // MODELS_JSON is read by loadModels; PLANS_JSON by the money module: both report through ConfigError.
+    const models = (() => {
+      try {
+        loadModels({ MODELS_JSON: `{"models": {"x": {"headers": ${secret}}}}` });
+      } catch (error) {
+        return error as Error;
+      }
+    })();
+    expect(models).toBeInstanceOf(ConfigError);
+    const plans = new ConfigError([`PLANS_JSON: not valid JSON (${jsonParseMessage(`{"free": ${secret}}`)})`]);
+    for (const error of [models!, plans]) {
+      expect(error.message).toMatch(/(MODELS|PLANS)_JSON: not valid JSON \(Unexpected token 's' \(the text is not shown\)\)/);
+      expect(error.message).not.toContain("sk-live");
+    }
+  });
+
   it("stops `npm start` with a message naming the bad variable", async () => {
     const child = spawn(process.execPath, ["--import", "tsx", "scripts/start.ts"], {
       env: { ...process.env, PORT: "not-a-port", STORAGE: "memory" },
@@ -84,3 +137,12 @@ describe("configuration", () => {
     expect(stderr).toContain("PORT");
   });
 });
+
+function jsonParseMessage(text: string): string {
+  try {
+    JSON.parse(text);
+    return "";
+  } catch (error) {
+    return (error as Error).message;
+  }
+}

@@ -63,3 +63,17 @@ it("npm run vm-agent connects, registers its tools, serves them and exits cleanl
   expect(stderr.join("")).toContain("registered 4 tools");
   await eventually(() => server.bridge.vms.stats().connected === 0);
 });
+
+it("npm run vm-agent refuses a --url that is not ws:// or wss://, without echoing it", async () => {
+  for (const url of ["ftp://user:hunter2@bridge.internal/vm", "http://127.0.0.1:1/bridge", "not a url"]) {
+    const child = spawn(join("node_modules", ".bin", "tsx"), ["scripts/vm-agent.ts", "--url", url, "--vm-id", "x", "--key", "k"], {
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    let stderr = "";
+    child.stderr!.on("data", (chunk) => (stderr += String(chunk)));
+    const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+    expect(code, url).toBe(2);
+    expect(stderr).toContain("--url must be a ws:// or wss:// URL");
+    expect(stderr).not.toContain("hunter2");
+  }
+});

@@ -13,11 +13,13 @@ import { dropRedisPrefix, TEST_REDIS_URL, uniqueRedisPrefix } from "../helpers/r
  * out here:
  * - `available + held = granted − settled` (the stored value is granted − settled);
  * - what the rule allows is served: a hold is admitted exactly when the model admits it (what
- *   remains is above zero; a worst case that does not fit whole is held capped at what remains,
- *   unless a capped hold is already in flight), with exactly the model's amount;
+ *   remains is above zero and the request's known cost, its prompt, fits in it; a worst case
+ *   that does not fit whole is held capped at what remains, unless a capped hold is already in
+ *   flight), with exactly the model's amount;
  * - nothing beyond the bound passes: settlements charge up to the worst case, yet no account
  *   ends further past its limit (below zero for credits) than the largest excess of a capped
- *   hold over its amount — one request's excess;
+ *   hold over its amount — one request's excess, which is never more than one request's output
+ *   (its worst case less its prompt);
  * - a hold spans its accounts all-or-nothing.
  */
 
@@ -26,7 +28,7 @@ const SPEND_CAP = 400;
 
 type Command =
   | { op: "grant"; amount: number }
-  | { op: "hold"; id: number; amount: number }
+  | { op: "hold"; id: number; amount: number; prompt: number }
   | { op: "settle"; id: number; fraction: number }
   | { op: "release"; id: number }
   | { op: "advance"; ms: number }
@@ -34,7 +36,12 @@ type Command =
 
 const command: fc.Arbitrary<Command> = fc.oneof(
   fc.record({ op: fc.constant("grant" as const), amount: fc.integer({ min: 0, max: 300 }) }),
-  fc.record({ op: fc.constant("hold" as const), id: fc.integer({ min: 0, max: 7 }), amount: fc.integer({ min: 0, max: 200 }) }),
+  fc.record({
+    op: fc.constant("hold" as const),
+    id: fc.integer({ min: 0, max: 7 }),
+    amount: fc.integer({ min: 0, max: 200 }),
+    prompt: fc.double({ min: 0, max: 1, noNaN: true }),
+  }),
   fc.record({
     op: fc.constant("settle" as const),
     id: fc.integer({ min: 0, max: 7 }),
@@ -51,6 +58,8 @@ class ModelAccount {
   holds = new Map<string, { amount: number; worst: number; expiresAt: number }>();
   /** The largest excess of a capped hold over its amount admitted so far (the bound). */
   largestExcess = 0;
+  /** The largest output (worst case less prompt) of a request admitted so far: the bound's bound. */
+  largestOutput = 0;
   /** Usage settled on holds whose lease had run out (a crashed request): outside the bound. */
   late = 0;
   constructor(
@@ -70,9 +79,10 @@ class ModelAccount {
     return this.kind === "balance" ? this.value - this.held(now) - this.limit : this.limit - this.value - this.held(now);
   }
   /** The rule, written independently of storage/admission.ts: the amount to hold, or null. */
-  admit(worst: number, now: number): number | null {
+  admit(worst: number, known: number, now: number): number | null {
     const remaining = this.remaining(now);
     if (remaining <= 0) return null;
+    if (known > remaining) return null;
     if (worst <= remaining) return worst;
     return this.capped(now) === undefined ? remaining : null;
   }
@@ -87,12 +97,12 @@ class Model {
   spend = new ModelAccount("usage", SPEND_CAP);
   constructor(public now: number) {}
   /** Both accounts admit, or the hold is refused on both. */
-  admit(worst: number): [number, number] | null {
-    const credits = this.credits.admit(worst, this.now);
-    const spend = credits === null ? null : this.spend.admit(worst, this.now);
+  admit(worst: number, known: number): [number, number] | null {
+    const credits = this.credits.admit(worst, known, this.now);
+    const spend = credits === null ? null : this.spend.admit(worst, known, this.now);
     return credits === null || spend === null ? null : [credits, spend];
   }
-  place(id: string, worst: number, [credits, spend]: [number, number]) {
+  place(id: string, worst: number, known: number, [credits, spend]: [number, number]) {
     const expiresAt = this.now + LEASE;
     this.credits.holds.set(id, { amount: credits, worst, expiresAt });
     this.spend.holds.set(id, { amount: spend, worst, expiresAt });
@@ -101,6 +111,7 @@ class Model {
       [this.spend, spend],
     ] as const) {
       account.largestExcess = Math.max(account.largestExcess, worst - amount);
+      account.largestOutput = Math.max(account.largestOutput, worst - known);
     }
   }
 }
@@ -171,12 +182,12 @@ describe.each([
           const spend: LedgerAccount = ledger.keySpend(`key_${driver}_${run}`);
           const model = new Model(start);
           const holdId = (id: number) => `h${run}_${id}`;
-          const place = (id: string, amount: number) =>
+          const place = (id: string, amount: number, known: number) =>
             ledger.hold(
               id,
               [
-                { account: credits, amount },
-                { account: spend, amount, limit: SPEND_CAP },
+                { account: credits, amount, known },
+                { account: spend, amount, known, limit: SPEND_CAP },
               ],
               LEASE,
             );
@@ -190,10 +201,11 @@ describe.each([
                 case "hold": {
                   const id = holdId(cmd.id);
                   if (model.credits.holds.has(id)) break; // one request, one hold
-                  const expected = model.admit(cmd.amount);
-                  const refused = await place(id, cmd.amount);
+                  const known = Math.floor(cmd.amount * cmd.prompt);
+                  const expected = model.admit(cmd.amount, known);
+                  const refused = await place(id, cmd.amount, known);
                   expect(refused === null).toBe(expected !== null);
-                  if (expected) model.place(id, cmd.amount, expected);
+                  if (expected) model.place(id, cmd.amount, known, expected);
                   break;
                 }
                 case "settle":
@@ -224,7 +236,9 @@ describe.each([
                   // remained or less, and each refused one would still be refused beside them all.
                   const before = [model.credits.remaining(model.now), model.spend.remaining(model.now)];
                   const ids = cmd.amounts.map((_, i) => `b${run}_${model.credits.holds.size}_${i}_${Math.random()}`);
-                  const results = await Promise.all(cmd.amounts.map((amount, i) => place(ids[i]!, amount)));
+                  // Each request's prompt is half its worst case.
+                  const knownOf = (amount: number) => Math.floor(amount / 2);
+                  const results = await Promise.all(cmd.amounts.map((amount, i) => place(ids[i]!, amount, knownOf(amount))));
                   const [c, s] = await Promise.all([ledger.state(credits), ledger.state(spend)]);
                   const admitted = cmd.amounts.map((amount, i) => ({ amount, id: ids[i]! })).filter((_, i) => results[i] === null);
                   const worstTotal = admitted.reduce((sum, hold) => sum + hold.amount, 0);
@@ -254,7 +268,7 @@ describe.each([
                       number,
                       number,
                     ];
-                    model.place(hold.id, hold.amount, amounts);
+                    model.place(hold.id, hold.amount, knownOf(hold.amount), amounts);
                   }
                   const remainingAfter = [model.credits.remaining(model.now), model.spend.remaining(model.now)];
                   cmd.amounts.forEach((amount, i) => {
@@ -262,7 +276,9 @@ describe.each([
                     const refusedOn = results[i]!.index;
                     const account = refusedOn === 0 ? model.credits : model.spend;
                     const remaining = remainingAfter[refusedOn]!;
-                    expect(remaining <= 0 || (amount > remaining && account.capped(model.now) !== undefined)).toBe(true);
+                    expect(
+                      remaining <= 0 || knownOf(amount) > remaining || (amount > remaining && account.capped(model.now) !== undefined),
+                    ).toBe(true);
                   });
                   break;
                 }
@@ -278,6 +294,8 @@ describe.each([
               // (usage of a hold whose lease ran out, a crashed request, aside).
               for (const account of [model.credits, model.spend]) {
                 expect(account.overshoot()).toBeLessThanOrEqual(account.largestExcess + account.late);
+                // …and that excess is at most one request's output: a capped hold covers its prompt.
+                expect(account.largestExcess).toBeLessThanOrEqual(account.largestOutput);
                 // …and in flight, what remains is never below zero by more than that either.
                 if (account.live(model.now).length)
                   expect(-account.remaining(model.now)).toBeLessThanOrEqual(account.largestExcess + account.late);

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { LocalAtomic } from "../../storage/atomic.js";
+import { LocalAtomic, type AtomicRecords } from "../../storage/atomic.js";
+import type { Change } from "../../storage/record-map.js";
 
 /**
  * LocalAtomic keeps each account's holds in a Map with their sum and earliest lease end
@@ -84,5 +85,85 @@ describe("LocalAtomic holds", () => {
     const rpm = [{ key: "rpm2", kind: "usage" as const, amount: 1, limit: 1, windowMs: 60_000, commit: true }];
     expect(await atomic.hold("r1", rpm, 60_000)).toBeNull();
     expect(await atomic.hold("r2", rpm, 60_000)).toMatchObject({ index: 0, value: 1 });
+  });
+
+  it("refuses a request whose known cost (its prompt) passes what remains, and holds one that fits capped", async () => {
+    const atomic = new LocalAtomic();
+    await atomic.adjust("credits", 20);
+    // A 150-credit prompt on a balance of 20: refused, nothing held.
+    expect(await atomic.hold("big", [{ key: "credits", kind: "balance", amount: 160, known: 150 }], 60_000)).toMatchObject({
+      index: 0,
+      value: 20,
+      held: 0,
+    });
+    expect(await atomic.account("credits")).toEqual({ value: 20, held: 0, ttlMs: 0 });
+    // A prompt of 15 fits: held capped at the 20 that remain (its output may pass them, by at most 5 + its output).
+    expect(await atomic.hold("fits", [{ key: "credits", kind: "balance", amount: 40, known: 15 }], 60_000)).toBeNull();
+    expect(await atomic.account("credits")).toMatchObject({ value: 20, held: 20, capped: "fits" });
+    // A plan with 192 tokens left refuses a 150,000-token prompt.
+    await atomic.hold("used", [{ key: "plan", kind: "usage", amount: 99_808, limit: 100_000 }], 60_000);
+    await atomic.settle("used", [{ key: "plan", delta: 99_808 }]);
+    expect(
+      await atomic.hold("huge", [{ key: "plan", kind: "usage", amount: 154_096, known: 150_000, limit: 100_000 }], 60_000),
+    ).toMatchObject({
+      index: 0,
+      value: 99_808,
+    });
+    expect(await atomic.hold("small", [{ key: "plan", kind: "usage", amount: 4_196, known: 100, limit: 100_000 }], 60_000)).toBeNull();
+  });
+});
+
+describe("LocalAtomic on durable records (fs)", () => {
+  /** Records that keep what was written and how: each call is one journal line on fs. */
+  function recording() {
+    const data = new Map<string, string>();
+    const lines: string[][] = [];
+    const records: AtomicRecords = {
+      get: (key) => data.get(key),
+      set: async (key, value) => {
+        data.set(key, value);
+        lines.push([key]);
+      },
+      remove: async (key) => {
+        data.delete(key);
+        lines.push([key]);
+      },
+      write: async (changes: readonly Change[]) => {
+        for (const change of changes) if (change.op === "set") data.set(change.key, change.value);
+        lines.push(changes.map((change) => (change.op === "set" || change.op === "remove" ? change.key : "")));
+      },
+    };
+    return { records, lines, data };
+  }
+
+  it("writes a settlement's accounts and metering counters as one record: on disk together or not at all", async () => {
+    const { records, lines } = recording();
+    const atomic = new LocalAtomic(records);
+    await atomic.adjust("credits:ws", 1_000);
+    lines.length = 0;
+    await atomic.hold(
+      "h",
+      [
+        { key: "credits:ws", kind: "balance", amount: 100, known: 10 },
+        { key: "plan-usage:u", kind: "usage", amount: 50, known: 5, limit: 1_000, windowMs: 60_000 },
+      ],
+      60_000,
+    );
+    // Placing a hold writes nothing (holds live in the process).
+    expect(lines).toEqual([]);
+    await atomic.settle(
+      "h",
+      [
+        { key: "credits:ws", delta: -30 },
+        { key: "plan-usage:u", delta: 20, windowMs: 60_000 },
+      ],
+      [["usage:requests", 1]],
+    );
+    expect(lines).toEqual([["atomic:usage:requests", "atomic:credits:ws", "atomic:plan-usage:u"]]);
+    // A fresh process over the same records reads what was settled.
+    const after = new LocalAtomic(records);
+    expect(await after.account("credits:ws")).toMatchObject({ value: 970, held: 0 });
+    expect(await after.account("plan-usage:u")).toMatchObject({ value: 20, held: 0 });
+    expect(await after.balance("usage:requests")).toBe(1);
   });
 });

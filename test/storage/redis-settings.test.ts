@@ -46,6 +46,26 @@ describe("the settings checked at start", () => {
     }
   });
 
+  it("says that Redis refused REDIS_URL's password, never printing it", async () => {
+    const redis = await startPrivateRedis(["--requirepass", "right-password-1"]);
+    try {
+      for (const url of [redis.url, redis.url.replace("//", "//:wrong-password-2@")]) {
+        const error = await openStore(storeOptions(url)).then(
+          () => new Error("opened"),
+          (caught: Error) => caught,
+        );
+        expect(error).toMatchObject({ code: "REDIS_SETUP" });
+        expect(error.message).toMatch(/: refused the user and password in REDIS_URL \((NOAUTH|WRONGPASS) /);
+        expect(error.message).not.toContain("wrong-password-2");
+      }
+      const store = await openStore(storeOptions(redis.url.replace("//", "//:right-password-1@")));
+      await expect(store.probe()).resolves.toEqual({ ok: true });
+      await store.close();
+    } finally {
+      await redis.stop();
+    }
+  });
+
   it("runs on an evicting Redis only when told to, and says so", async () => {
     const redis = await startPrivateRedis(["--maxmemory-policy", "volatile-lru"]);
     try {

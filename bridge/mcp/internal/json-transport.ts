@@ -1,18 +1,7 @@
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
-import {
-  isJSONRPCErrorResponse,
-  isJSONRPCRequest,
-  isJSONRPCResultResponse,
-  type JSONRPCMessage,
-  type RequestId,
-} from "@modelcontextprotocol/sdk/types.js";
+import { isJSONRPCErrorResponse, isJSONRPCRequest, isJSONRPCResultResponse, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import type { TransportSendOptions } from "@modelcontextprotocol/sdk/shared/transport.js";
-
-/** The SDK transport's bookkeeping this class repairs (fields of SDK 1.32's compiled class). */
-interface Internals {
-  _streamMapping: Map<string, { resolveJson?: unknown; controller?: unknown }>;
-  _requestToStreamMapping: Map<RequestId, string>;
-}
+import { bindJsonResponseFlag, STANDALONE_STREAM, transportStreams } from "../sdk-internals.js";
 
 /**
  * Set by the endpoint on a request whose client listed only `application/json` (it adds
@@ -35,9 +24,6 @@ function callsTool(body: unknown): boolean {
   return messages.some((message) => isJSONRPCRequest(message) && message.method === "tools/call");
 }
 
-/** The SDK's id of the session's GET stream (SDK 1.32 `_standaloneSseStreamId`). */
-const STANDALONE_STREAM = "_GET_stream";
-
 /**
  * The SDK's web-standard transport in JSON-response mode, minus a leak: SDK 1.32.2 resolves a
  * JSON reply but never drops the reply's entry from its stream map (only SSE replies clean
@@ -48,7 +34,7 @@ export class JsonResponseTransport extends WebStandardStreamableHTTPServerTransp
   /**
    * JSON mode, except for a POST asking for progress: that one is answered with an SSE stream
    * carrying its `notifications/progress` and then its reply, in order. The SDK reads its
-   * `_enableJsonResponse` flag synchronously where it picks a POST's answer form and where
+   * JSON-response flag (bound here by sdk-internals.ts) synchronously where it picks a POST's answer form and where
    * `send` writes to a stream (no event store here), so the flag is switched around those
    * synchronous sections only: never across an `await`, never seen by another request.
    */
@@ -63,7 +49,7 @@ export class JsonResponseTransport extends WebStandardStreamableHTTPServerTransp
 
   constructor(...args: ConstructorParameters<typeof WebStandardStreamableHTTPServerTransport>) {
     super(...args);
-    Object.defineProperty(this, "_enableJsonResponse", { get: () => !this.#sse, set: () => undefined, configurable: true });
+    bindJsonResponseFlag(this, () => !this.#sse);
   }
 
   override handleRequest(
@@ -83,17 +69,17 @@ export class JsonResponseTransport extends WebStandardStreamableHTTPServerTransp
   }
 
   override async send(message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
-    const internals = this as unknown as Internals;
+    const { streams, requestStreams } = transportStreams(this);
     const isReply = isJSONRPCResultResponse(message) || isJSONRPCErrorResponse(message);
-    const streamId = isReply && message.id !== undefined ? internals._requestToStreamMapping.get(message.id) : undefined;
+    const streamId = isReply && message.id !== undefined ? requestStreams.get(message.id) : undefined;
     const related = isReply ? message.id : options?.relatedRequestId;
-    const relatedStream = related === undefined ? undefined : internals._requestToStreamMapping.get(related);
-    this.#sse = relatedStream !== undefined && internals._streamMapping.get(relatedStream)?.controller !== undefined;
+    const relatedStream = related === undefined ? undefined : requestStreams.get(related);
+    this.#sse = relatedStream !== undefined && streams.get(relatedStream)?.controller !== undefined;
     if (isJSONRPCRequest(message) && relatedStream !== undefined && !this.#sse) {
       // A request to the client during a call answered as one JSON body (the client accepts JSON
       // only) goes on the session's GET stream; the SDK would drop it silently otherwise.
       this.#sse = false;
-      if (!internals._streamMapping.get(STANDALONE_STREAM)?.controller) {
+      if (!streams.get(STANDALONE_STREAM)?.controller) {
         throw new Error(
           "The client has no stream open to receive the request: accept text/event-stream on the call, or open the session's GET stream",
         );
@@ -107,15 +93,15 @@ export class JsonResponseTransport extends WebStandardStreamableHTTPServerTransp
       this.#sse = false;
     }
     await sent;
-    if (streamId === undefined || !internals._streamMapping.get(streamId)?.resolveJson) return;
-    for (const waiting of internals._requestToStreamMapping.values()) if (waiting === streamId) return;
-    internals._streamMapping.delete(streamId);
+    if (streamId === undefined || !streams.get(streamId)?.resolveJson) return;
+    for (const waiting of requestStreams.values()) if (waiting === streamId) return;
+    streams.delete(streamId);
   }
 
   /** Replies still held by the transport (for leak tests). */
   get heldReplies(): number {
     let held = 0;
-    for (const entry of (this as unknown as Internals)._streamMapping.values()) if (entry.resolveJson) held += 1;
+    for (const entry of transportStreams(this).streams.values()) if (entry.resolveJson) held += 1;
     return held;
   }
 }

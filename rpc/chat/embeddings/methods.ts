@@ -41,7 +41,7 @@ async function createEmbeddings(ctx: ChatContext, params: EmbeddingsBodyInput, s
     ctx.deps.models.annotate(model.id, ctx.responseHeaders);
   }
   const counted = countInputTokens(request);
-  const held = await ctx.deps.money.admitUser(principal.userId, planId, counted);
+  const held = await ctx.deps.money.admitUser(principal.userId, planId, counted, counted);
   enterRouter(ctx);
   const observe = observeChat(ctx, model);
   if (ctx.logFields) ctx.logFields.embeddings = request.inputs.length;

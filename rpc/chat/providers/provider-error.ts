@@ -19,6 +19,8 @@ export interface ProviderErrorOptions {
   upstreamStatus?: number;
   retryAfterMs?: number;
   retryable: boolean;
+  /** For the operator's log line only (the unset variable behind a missing key). */
+  operatorNote?: Record<string, unknown>;
   cause?: unknown;
 }
 
@@ -33,6 +35,7 @@ export class ProviderError extends ServiceError {
       status: options.status,
       upstreamBody: redactSecrets(options.upstreamBody),
       cause: options.cause,
+      ...(options.operatorNote ? { operatorNote: options.operatorNote } : {}),
     });
     this.name = "ProviderError";
     this.upstreamStatus = options.upstreamStatus;

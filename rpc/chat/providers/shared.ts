@@ -176,7 +176,11 @@ export function usageFrom(prompt: number, completion: number): Usage {
 export function apiKeyOf(apiKeyEnv: string | undefined, env: Record<string, string | undefined>, id: string): string | undefined {
   if (!apiKeyEnv) return undefined;
   const key = env[apiKeyEnv];
-  if (!key) throw new ProviderError("UNAVAILABLE", `Chat service not configured: model ${id} needs ${apiKeyEnv}`, { retryable: false });
+  if (!key)
+    throw new ProviderError("UNAVAILABLE", `Chat service not configured: model ${id} has no upstream key`, {
+      retryable: false,
+      operatorNote: { model: id, unsetVariable: apiKeyEnv },
+    });
   // An upstream that echoes the key in an error must not show it to the client (rpc/outbound/secrets.ts).
   addSecret(key);
   return key;

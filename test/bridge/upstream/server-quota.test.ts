@@ -33,7 +33,7 @@ describe("upstream MCP servers per tenant", () => {
     expect(refused.status).toBe(409);
     expect(refused.body.error).toEqual({
       code: "CONFLICT",
-      message: "Quota reached: this tenant has 2 MCP server(s); the limit is 2 MCP servers per tenant; delete one first",
+      message: "Quota reached: this tenant has 2 MCP server(s), the most allowed (limit 2); delete one first",
       requestId: refused.headers.get("x-request-id"),
       details: {
         quota: "mcp_servers_per_tenant",

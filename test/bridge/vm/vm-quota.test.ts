@@ -46,7 +46,7 @@ describe("VM sockets and tools per tenant", () => {
     expect(JSON.parse(refused!.body)).toEqual({
       error: {
         code: "CONFLICT",
-        message: "Quota reached: this tenant has 2 VM socket(s) open; the limit is 2 open VM sockets per tenant; close one first",
+        message: "Quota reached: this tenant has 2 VM socket(s) open, the most allowed (limit 2); close one first",
         requestId: refused!.headers["x-request-id"],
         details: {
           quota: "vm_sockets_per_tenant",
@@ -86,8 +86,7 @@ describe("VM sockets and tools per tenant", () => {
     const error = await second.rpc.requestAdvanced({ jsonrpc: "2.0", id: 77, method: "tools/register", params: { tools: tools("y", 3) } });
     expect(error.error).toEqual({
       code: -32009,
-      message:
-        "Quota reached: this tenant's VMs announce 4 tool(s); the limit is 5 announced tools per tenant; announce fewer: this VM announces 3",
+      message: "Quota reached: this tenant's VMs announce 4 tool(s), the most allowed (limit 5); announce fewer: this VM announces 3",
       data: {
         quota: "vm_tools_per_tenant",
         limit: 5,

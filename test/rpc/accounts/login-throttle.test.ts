@@ -44,7 +44,7 @@ async function login(from: string, email: string, password: string): Promise<{ s
     req.on("error", reject);
     req.end(body);
   });
-  const line = server.logs().find((entry) => entry.requestId === requestId);
+  const line = server.logs().find((entry) => entry.clientRequestId === requestId);
   return { ...answer, path: line?.signIn ?? "direct" };
 }
 

@@ -120,9 +120,9 @@ describe("billing proxy", () => {
     // The mock manager's own HTTP server notes the scheme it was reached by; the caller's value is gone.
     expect(got.get("x-forwarded-proto")).not.toBe("https");
     expect(got.get("x-gateway-tenant-id")).toBe(alice.user.tenantId);
-    // A sane client X-Request-Id is the request's id on every surface (docs/interface.md 4.2): the
-    // manager gets the id the gateway answered with, set by the gateway, not a second copy.
-    expect(got.get("x-request-id")).toBe(res.headers.get("x-request-id"));
+    // The manager is told the service's own id, never the client's ("req_forged", echoed back to it).
+    expect(res.headers.get("x-request-id")).toBe("req_forged");
+    expect(got.get("x-request-id")).toBe(server.logs().find((line) => line.clientRequestId === "req_forged")!.requestId);
   });
 
   it("a tenantId in the query must be one of the caller's tenants: the manager is told that tenant; another's or a missing one is 404, never forwarded", async () => {
@@ -258,11 +258,15 @@ describe("billing proxy", () => {
     expect(seen).toHaveLength(0);
   });
 
-  it("answers 503 naming MANAGER_BASE_URL when it is unset, and 401 without credentials", async () => {
+  it("answers 503 when MANAGER_BASE_URL is unset, naming it in the log line only, and 401 without credentials", async () => {
     const bob = await registerUser(unset);
     const res = await unset.request(`${G}/billing/plans`, { headers: bearer(bob.token) });
     expect(res.status).toBe(503);
-    expect(res.body.error.message).toContain("MANAGER_BASE_URL");
+    expect(res.body.error.message).toBe("The billing service is not configured");
+    expect(JSON.stringify(res.body)).not.toContain("MANAGER_BASE_URL");
+    expect(unset.logs().find((line) => line.requestId === res.body.error.requestId)).toMatchObject({
+      operatorNote: { unsetVariable: "MANAGER_BASE_URL" },
+    });
     expect((await server.request(`${G}/billing/plans`)).status).toBe(401);
     expect(seen).toHaveLength(0);
   });

@@ -100,9 +100,9 @@ describe("rpmLimit and tpmLimit (per key, per minute)", () => {
     expect(error.message).toMatch(/tokens per minute/);
     expect(error.headers?.get("retry-after")).toBeNull();
 
-    // A worst case larger than the whole limit is still served while something of the minute
-    // remains (held capped at what remains); then the minute is used up.
-    const { key: tiny } = await consoleKey(server, account, { tpmLimit: 3 });
+    // A worst case larger than the whole limit is still served while the prompt fits in what
+    // remains of the minute (held capped at what remains); then the minute is used up.
+    const { key: tiny } = await consoleKey(server, account, { tpmLimit: prompt });
     const served = await server.request("/api/v1/chat/completions", {
       method: "POST",
       headers: bearer(tiny),
@@ -115,8 +115,25 @@ describe("rpmLimit and tpmLimit (per key, per minute)", () => {
       json: { model: "echo-cheap", messages, max_tokens: 1 },
     });
     expect(res.status).toBe(429);
-    expect(res.body.error).toMatchObject({ type: "rate_limit_error", message: "Rate limit reached for this API key: 3 tokens per minute" });
+    expect(res.body.error).toMatchObject({
+      type: "rate_limit_error",
+      message: `Rate limit reached for this API key: ${prompt} tokens per minute`,
+    });
     expect(res.headers.get("retry-after")).toBeNull();
+
+    // A prompt larger than what the minute allows is refused before any model runs.
+    const { key: small } = await consoleKey(server, account, { tpmLimit: prompt - 1 });
+    const big = await server.request("/api/v1/chat/completions", {
+      method: "POST",
+      headers: bearer(small),
+      json: { model: "echo-cheap", messages, max_tokens: 1 },
+    });
+    expect(big.status).toBe(429);
+    expect(big.body.error).toMatchObject({
+      type: "rate_limit_error",
+      message: `This request's prompt of ${prompt} tokens is larger than this API key's limit of ${prompt - 1} tokens per minute`,
+    });
+    expect(big.headers.get("x-service-request-id")).toBeNull();
   });
 
   it("serves the first request of a key with tpmLimit 1000 though its worst case holds 4,096 output tokens", async () => {

@@ -346,6 +346,12 @@ describe("errors forwarded from the model router (docs/interface.md 7.2)", () =>
     expect(raw.status).toBe(503);
     expect(raw.body.error).toMatchObject({ type: "server_error" });
     expect(raw.body.error.message).toMatch(/not configured/);
+    // The unset variable is the operator's business: in the log line, not in the answer.
+    expect(JSON.stringify(raw.body)).not.toContain("CHAT_TEST_UNSET_KEY_VARIABLE");
+    expect(server.logs().find((line) => line.requestId === raw.headers.get("x-service-request-id"))).toMatchObject({
+      status: 503,
+      operatorNote: { unsetVariable: "CHAT_TEST_UNSET_KEY_VARIABLE" },
+    });
     expect(upstream.calls).toHaveLength(0);
   });
 

@@ -12,11 +12,13 @@ import { createOpenAiUpstream } from "../../../mocks/openai-upstream.js";
 
 /**
  * Credits are reserved before a model runs (docs/models-and-chat.md "Holds", docs/billing.md
- * "Admission"): admitted while the balance less what requests in flight hold is above zero,
- * each hold its worst case capped at what remains. Credits for N requests and 5×N concurrent
- * requests through the official client admit N (N + 1 when half a request's worth is left
- * over: that one is held capped), the balance ends no lower than −(one request's worst case),
- * and every later request gets 402 — on memory, fs, and two instances on one Redis.
+ * "Admission"): admitted while the balance less what requests in flight hold is above zero and
+ * the prompt's own cost fits in it, each hold its worst case capped at what remains. Credits
+ * for N requests and 5×N concurrent requests through the official client admit N (N + 1 when
+ * what is left over covers a prompt but not its output: that one is held capped), the balance
+ * ends no lower than −(one request's output), and every later request gets 402 — on memory,
+ * fs, and two instances on one Redis. A prompt dearer than what remains is refused whatever the
+ * concurrency, so a large prompt never takes a small balance far below zero.
  */
 
 const UPSTREAM = "http://holds.upstream.test/v1";
@@ -32,6 +34,8 @@ const MODELS = () => ({
 const messages = userMessage("x");
 // max_tokens 1 and a one-token message: the echo model costs exactly what it holds.
 const perRequest = Math.ceil((countPromptTokens(messages) * PRICE.input + 1 * PRICE.output) / 1000);
+/** What the prompt alone costs: known before the model runs. */
+const promptCost = Math.ceil((countPromptTokens(messages) * PRICE.input) / 1000);
 const N = 10;
 
 const dirs: string[] = [];
@@ -43,18 +47,22 @@ afterAll(async () => {
   for (const prefix of prefixes) await dropRedisPrefix(prefix);
 });
 
-async function burst(servers: TestServer[], account: PlatformAccount) {
+async function burst(
+  servers: TestServer[],
+  account: PlatformAccount,
+  body: { messages: typeof messages; max_tokens: number } = { messages, max_tokens: 1 },
+) {
   const results = await Promise.all(
     Array.from({ length: 5 * N }, async (_, i) => {
       const client = openaiClient(servers[i % servers.length]!, "/api/v1", account.key);
       try {
         if (i % 2) {
-          const stream = await client.chat.completions.create({ model: "echo", messages, max_tokens: 1, stream: true });
+          const stream = await client.chat.completions.create({ model: "echo", ...body, stream: true });
           for await (const _chunk of stream) {
             // drain
           }
         } else {
-          await client.chat.completions.create({ model: "echo", messages, max_tokens: 1 });
+          await client.chat.completions.create({ model: "echo", ...body });
         }
         return 200;
       } catch (error) {
@@ -108,10 +116,11 @@ describe.each(["memory", "fs", "redis"] as const)("credit holds on %s", (driver)
     await expectRefusedAfter(servers, account);
   });
 
-  it(`credits for ${N}½ requests admit ${N + 1} of ${5 * N} concurrent ones (the last held capped), and the balance ends above −(one request's worst case)`, async () => {
+  it(`credits for ${N} requests and a prompt admit ${N + 1} of ${5 * N} concurrent ones (the last held capped), and the balance ends above −(one request's output)`, async () => {
     const account = await platformAccount(servers[0]!, 0);
-    const half = Math.floor(perRequest / 2);
-    await servers[0]!.composition.ports.repos.credits.grant(account.workspaceId, N * perRequest + half);
+    const left = perRequest - 1; // covers a prompt (promptCost), not its whole worst case
+    expect(left).toBeGreaterThanOrEqual(promptCost);
+    await servers[0]!.composition.ports.repos.credits.grant(account.workspaceId, N * perRequest + left);
     const { ok, refused, other } = await burst(servers, account);
     expect(other).toEqual([]);
     expect(ok).toBe(N + 1);
@@ -119,9 +128,59 @@ describe.each(["memory", "fs", "redis"] as const)("credit holds on %s", (driver)
     const { ledger } = servers[0]!.composition.ports.repos;
     const { value, held } = await ledger.state(ledger.credits(account.workspaceId));
     expect(held).toBe(0);
-    expect(value).toBe(half - perRequest);
-    expect(value).toBeGreaterThanOrEqual(-perRequest);
+    expect(value).toBe(left - perRequest);
+    expect(value).toBeGreaterThanOrEqual(-(perRequest - promptCost));
     await expectRefusedAfter(servers, account);
+  });
+
+  it(`credits for ${N} requests and less than a prompt admit ${N}: the balance stays above zero and a prompt dearer than it gets 402`, async () => {
+    const account = await platformAccount(servers[0]!, 0);
+    const left = promptCost - 1;
+    await servers[0]!.composition.ports.repos.credits.grant(account.workspaceId, N * perRequest + left);
+    const { ok, refused, other } = await burst(servers, account);
+    expect(other).toEqual([]);
+    expect(ok).toBe(N);
+    expect(refused).toBe(4 * N);
+    const { ledger } = servers[0]!.composition.ports.repos;
+    expect(await ledger.state(ledger.credits(account.workspaceId))).toMatchObject({ value: left, held: 0 });
+    for (const server of servers) {
+      const error = (await openaiClient(server, "/api/v1", account.key)
+        .chat.completions.create({ model: "echo", messages, max_tokens: 1 })
+        .catch((e: unknown) => e)) as APIError;
+      expect(error.status).toBe(402);
+      expect(error.error).toMatchObject({
+        type: "insufficient_quota",
+        message: `Insufficient credits: this request's prompt alone costs ${promptCost} micro-credits, more than the ${left} left in the workspace's balance`,
+      });
+      expect(error.headers?.get("x-service-request-id")).toBeNull();
+      // The balance is above zero: what costs nothing to read is still served (spec 7.2: 402 at zero or below).
+      expect((await openaiClient(server, "/api/v1", account.key).models.list()).data.length).toBeGreaterThan(0);
+    }
+  });
+
+  it("a large prompt on a small balance: refused under any concurrency, nothing past the bound, and a prompt that fits is still served", async () => {
+    const account = await platformAccount(servers[0]!, 0);
+    const large = userMessage("word ".repeat(2_000));
+    const largeCost = Math.ceil((countPromptTokens(large) * PRICE.input) / 1000);
+    // Room for three large requests and part of a fourth's prompt.
+    const worst = largeCost + Math.ceil((5 * PRICE.output) / 1000);
+    const grant = 3 * worst + Math.floor(largeCost / 2);
+    await servers[0]!.composition.ports.repos.credits.grant(account.workspaceId, grant);
+    const { ok, refused, other } = await burst(servers, account, { messages: large, max_tokens: 5 });
+    expect(other).toEqual([]);
+    expect(ok).toBe(3);
+    expect(refused).toBe(5 * N - 3);
+    const { ledger } = servers[0]!.composition.ports.repos;
+    const after = await ledger.state(ledger.credits(account.workspaceId));
+    expect(after.held).toBe(0);
+    // Never below zero by more than one request's output (here: not below zero at all).
+    expect(after.value).toBeGreaterThanOrEqual(0);
+    expect(after.value).toBeGreaterThanOrEqual(grant - 3 * worst);
+    // What still fits (a small prompt) is served on every instance while the balance lasts.
+    for (const server of servers) {
+      const answer = await openaiClient(server, "/api/v1", account.key).chat.completions.create({ model: "echo", messages, max_tokens: 1 });
+      expect(answer.choices[0]!.message.content).toBe("x");
+    }
   });
 
   it("never admits past a key's spendLimit under concurrency by more than one request's excess", async () => {
@@ -133,14 +192,29 @@ describe.each(["memory", "fs", "redis"] as const)("credit holds on %s", (driver)
     const exact = await burst(servers, account);
     expect(exact.ok).toBe(3);
     expect(exact.refused).toBe(5 * N - 3);
-    // Half a request more of spend limit: one more request is served, held capped.
-    expect((await patch((3.5 * perRequest) / 1_000_000)).status).toBe(200);
+    // Less than a prompt more of spend limit: nothing more is served, and the refusal names the limit.
+    expect((await patch((3 * perRequest + promptCost - 1) / 1_000_000)).status).toBe(200);
+    const none = await burst(servers, account);
+    expect(none.ok).toBe(0);
+    const error = (await openaiClient(servers[0]!, "/api/v1", account.key)
+      .chat.completions.create({ model: "echo", messages, max_tokens: 1 })
+      .catch((e: unknown) => e)) as APIError;
+    expect(error.status).toBe(402);
+    expect(error.error).toMatchObject({
+      type: "insufficient_quota",
+      message:
+        `This request's prompt alone costs ${promptCost} micro-credits, more than the ${promptCost - 1} left of ` +
+        `this API key's spend limit of ${(3 * perRequest + promptCost - 1) / 1_000_000} credits`,
+    });
+    // A prompt's worth more: one more request is served, held capped; the limit is passed by less than its output.
+    const limit = 3 * perRequest + perRequest - 1;
+    expect((await patch(limit / 1_000_000)).status).toBe(200);
     const more = await burst(servers, account);
     expect(more.ok).toBe(1);
     const { ledger } = servers[0]!.composition.ports.repos;
     const spent = (await ledger.state(ledger.keySpend(account.keyId))).value;
     expect(spent).toBe(4 * perRequest);
-    expect(spent - 3.5 * perRequest).toBeLessThanOrEqual(perRequest);
+    expect(spent - limit).toBeLessThanOrEqual(perRequest - promptCost);
   });
 });
 

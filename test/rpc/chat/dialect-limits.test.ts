@@ -59,11 +59,22 @@ describe.each(["memory", "redis"])("on %s storage", (storage) => {
       expect(first.status).toBe(200);
       const models = await server.request("/gateway/v1/usage/models", { headers: bearer(user.token) });
       expect(models.body.rows[0]).toMatchObject({ requests: 1, inputTokens: first.body.usage.input_tokens, outputTokens: 6 });
+      // A prompt larger than what remains is refused before any model runs, naming the plan.
+      const tooLong = await server.request("/gateway/v1/responses", {
+        method: "POST",
+        headers: bearer(user.token),
+        json: { model: "echo-1", input: "and the rest of it ".repeat(12) },
+      });
+      expect(tooLong.status).toBe(429);
+      expect(tooLong.body.error).toMatchObject({ code: "QUOTA_EXCEEDED" });
+      expect(tooLong.body.error.message).toMatch(
+        /^This request's prompt of \d+ tokens is more than the \d+ tokens left of the Small plan's allowance of 60 tokens/,
+      );
       const spend = await server.request("/gateway/v1/responses", {
         method: "POST",
         headers: bearer(user.token),
-        // Its worst case is capped at what remains; it is settled to what it used, past the allowance.
-        json: { model: "echo-1", input: "and the rest of it ".repeat(8) },
+        // Its prompt fits; its worst case is capped at what remains; it is settled to what it used, past the allowance.
+        json: { model: "echo-1", input: "and the rest of it ".repeat(6) },
       });
       expect(spend.status).toBe(200);
       expect(first.body.usage.input_tokens + first.body.usage.output_tokens + spend.body.usage.total_tokens).toBeGreaterThan(

@@ -235,7 +235,7 @@ async function expectMetered(
     expect(row.requests - before.requests).toBe(1);
     expect(row.inputTokens - before.input).toBe(tokens);
   });
-  const line = server.logs().find((entry) => entry.requestId === requestId && entry.costMicrocredits !== undefined);
+  const line = server.logs().find((entry) => entry.clientRequestId === requestId && entry.costMicrocredits !== undefined);
   expect(line).toMatchObject({
     model,
     inputTokens: tokens,

@@ -292,7 +292,7 @@ describe("routing", () => {
     expect(upstream.calls.map((call) => call.body.model)).toEqual(["first", "second"]);
     expect(answer.data[0]!.embedding).toEqual(mockVector("routed text", 8));
     const tokens = "routed text".length;
-    expect(server.logs().find((line) => line.requestId === "emb-routed-1" && line.costMicrocredits !== undefined)).toMatchObject({
+    expect(server.logs().find((line) => line.clientRequestId === "emb-routed-1" && line.costMicrocredits !== undefined)).toMatchObject({
       model: "emb-routed",
       inputTokens: tokens,
       costMicrocredits: Math.ceil((tokens * 70) / 1000),

@@ -5,7 +5,7 @@ import { runAdmin } from "../../../scripts/admin-commands.js";
 
 /**
  * What the Platform API answers besides its body (docs/interface.md 4.2, 7.2): a missing or non-JSON
- * Content-Type is 400 `invalid_request_error`; no service header but `X-Service-Request-Id`
+ * Content-Type is 400 `invalid_request_error` (and 400 on every other surface, in its envelope); no service header but `X-Service-Request-Id`
  * (no Deprecation, X-Model-Warning, X-Accel-Buffering), a deprecated model's notice being in
  * its catalog entry and the request's log line instead. The Account and Gateway surfaces keep
  * the headers.
@@ -42,8 +42,8 @@ afterAll(async () => {
 const post = (base: string, key: string, body: string, headers: Record<string, string>) =>
   loopbackFetch(server.url(`${base}/chat/completions`), { method: "POST", headers: { ...bearer(key), ...headers }, body });
 
-describe("Platform Content-Type", () => {
-  it("answers a missing or non-JSON Content-Type with 400 invalid_request_error, not 415", async () => {
+describe("Content-Type", () => {
+  it("answers a missing or non-JSON Content-Type with 400 invalid_request_error on the Platform", async () => {
     const body = JSON.stringify({ model: "new-echo", messages: userMessage("hi") });
     for (const headers of [{}, { "content-type": "text/plain" }, { "content-type": "application/x-www-form-urlencoded" }] as Record<
       string,
@@ -57,8 +57,32 @@ describe("Platform Content-Type", () => {
       expect(res.headers.get("x-service-request-id")).toBeNull();
     }
     expect((await post("/api/v1", account.key, body, { "content-type": "application/json" })).status).toBe(200);
-    // Other surfaces keep 415.
-    expect((await post("/account/v1", personal, body, { "content-type": "text/plain" })).status).toBe(415);
+  });
+
+  it("answers it with the same 400, never 415, on the Account API, the Gateway and the bridge, each in its envelope", async () => {
+    const body = JSON.stringify({ model: "new-echo", messages: userMessage("hi") });
+    const account = await post("/account/v1", personal, body, { "content-type": "text/plain" });
+    expect(account.status).toBe(400);
+    expect(await account.json()).toEqual({ error: { message: "Content-Type must be application/json", type: "invalid_request_error" } });
+    const gateway = await post("/gateway/v1", user.token, body, { "content-type": "text/plain" });
+    expect(gateway.status).toBe(400);
+    expect(await gateway.json()).toEqual({
+      error: {
+        code: "BAD_REQUEST",
+        message: "Content-Type must be application/json",
+        requestId: gateway.headers.get("x-request-id"),
+      },
+    });
+    const bridge = await loopbackFetch(server.url("/bridge/tools/execute"), {
+      method: "POST",
+      headers: { ...bearer(user.token), "content-type": "text/plain" },
+      body: JSON.stringify({ tool_name: "x", input: {} }),
+    });
+    expect(bridge.status).toBe(400);
+    expect(((await bridge.json()) as { error: unknown }).error).toMatchObject({
+      code: "BAD_REQUEST",
+      message: "Content-Type must be application/json",
+    });
   });
 });
 

@@ -387,7 +387,7 @@ async function planUsed(): Promise<number> {
 async function expectMetered(requestId: string, c: Case) {
   const usage = mapped(c.usage);
   await vi.waitFor(() => {
-    const line = server.logs().find((entry) => entry.requestId === requestId && entry.costMicrocredits !== undefined);
+    const line = server.logs().find((entry) => entry.clientRequestId === requestId && entry.costMicrocredits !== undefined);
     expect(line).toMatchObject({
       model: c.id,
       inputTokens: usage.prompt_tokens,

@@ -80,7 +80,7 @@ describe("one user flooding streams", () => {
     expect(byUser.body.error).toEqual({
       code: "RATE_LIMITED",
       message: expect.stringMatching(
-        /^Quota reached: this user has \d+ stream\(s\) in flight; the limit is 200 streams in flight per user/,
+        /^Quota reached: this user has \d+ stream\(s\) in flight, all of their keys together, the most allowed \(limit 200\)/,
       ),
       requestId: expect.any(String),
       details: { quota: "streams_per_user", limit: PER_USER, count: expect.any(Number) },
@@ -88,7 +88,7 @@ describe("one user flooding streams", () => {
     expect(byUser.body.error.message).not.toMatch(/QUOTA_|[A-Z]{3,}_[A-Z]{3,}/);
     expect(byUser.headers.get("retry-after")).toBe("1");
     // The operator's log line names the variable.
-    expect(server.logs().some((line) => JSON.stringify(line).includes('"limitVariable":"QUOTA_STREAMS_PER_USER"'))).toBe(true);
+    expect(server.logs().some((line) => JSON.stringify(line).includes('"variable":"QUOTA_STREAMS_PER_USER"'))).toBe(true);
 
     // The other tenant: every request answered, promptly.
     expect(statuses).toEqual(Array(20).fill(200));
@@ -124,7 +124,9 @@ describe("one user flooding streams", () => {
       const refused = await open(user.token);
       expect(refused.status).toBe(429);
       expect(refused.body.error.details).toEqual({ quota: "streams_per_tenant", limit: 3, count: 3 });
-      expect(refused.body.error.message).toContain("the limit is 3 streams in flight per tenant");
+      expect(refused.body.error.message).toContain(
+        "this tenant has 3 stream(s) in flight, all of its users together, the most allowed (limit 3)",
+      );
       // The refused stream took no place: one that ends frees one for the next.
       first[0]!.cancel();
       let next = await open(user.token);

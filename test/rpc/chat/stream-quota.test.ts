@@ -38,8 +38,7 @@ describe("streams in flight per key", () => {
     // The Platform's envelope and headers (docs/interface.md 7.2: no Retry-After there).
     expect(refused.body).toEqual({
       error: {
-        message:
-          "Quota reached: this credential has 2 stream(s) in flight; the limit is 2 streams in flight per credential; retry once one ends",
+        message: "Quota reached: this credential has 2 stream(s) in flight, the most allowed (limit 2); retry once one ends",
         type: "rate_limit_error",
         code: "rate_limited",
       },
@@ -92,7 +91,7 @@ describe("streams in flight per key", () => {
     expect(refused.status).toBe(429);
     expect(refused.body.error).toEqual({
       code: "RATE_LIMITED",
-      message: expect.stringContaining("streams in flight per credential"),
+      message: expect.stringContaining("stream(s) in flight, the most allowed (limit 2)"),
       requestId: refused.headers.get("x-request-id"),
       details: { quota: "streams_per_key", limit: 2, count: 2 },
     });
@@ -117,7 +116,7 @@ describe("streams in flight per key", () => {
     const accountRefused = await openStream(server.url("/account/v1/chat/completions"), bearer(personal), chat);
     expect(accountRefused.status).toBe(429);
     expect(accountRefused.body).toEqual({
-      error: { message: expect.stringContaining("streams in flight per credential"), type: "rate_limit_error" },
+      error: { message: expect.stringContaining("stream(s) in flight, the most allowed (limit 2)"), type: "rate_limit_error" },
     });
 
     upstream.finish();

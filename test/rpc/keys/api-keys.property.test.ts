@@ -9,7 +9,7 @@ describe("key format", () => {
   it("parses every generated key back to its kind", () => {
     fc.assert(
       fc.property(fc.constantFrom(...KINDS), (kind) => {
-        expect(parseKey(prefixes, generateKey(prefixes, kind))).toBe(kind);
+        expect(parseKey(prefixes, generateKey(prefixes, kind).secret)).toBe(kind);
       }),
     );
   });
@@ -18,7 +18,7 @@ describe("key format", () => {
     const ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
     fc.assert(
       fc.property(fc.constantFrom(...KINDS), fc.nat(), fc.nat(60), (kind, position, shift) => {
-        const key = generateKey(prefixes, kind);
+        const key = generateKey(prefixes, kind).secret;
         const start = prefixes[kind].length;
         const index = start + (position % (key.length - start));
         const replaced = ALPHABET[(ALPHABET.indexOf(key[index]!) + 1 + shift) % 62]!;
@@ -29,8 +29,23 @@ describe("key format", () => {
     );
   });
 
+  it("opens the body with the public id, and no two keys share their secret part", () => {
+    const seen = new Set<string>();
+    for (const kind of KINDS) {
+      for (let i = 0; i < 50; i++) {
+        const { secret, publicId } = generateKey(prefixes, kind);
+        expect(publicId).toMatch(/^[0-9A-Za-z]{8}$/);
+        expect(secret.startsWith(prefixes[kind] + publicId)).toBe(true);
+        const rest = secret.slice(prefixes[kind].length + publicId.length, -6);
+        expect(rest).toMatch(/^[0-9A-Za-z]{32}$/);
+        expect(seen.has(rest)).toBe(false);
+        seen.add(rest);
+      }
+    }
+  });
+
   it("refuses foreign prefixes and wrong lengths", () => {
-    const key = generateKey(prefixes, "gateway");
+    const key = generateKey(prefixes, "gateway").secret;
     expect(parseKey(prefixes, key.slice(0, -1))).toBeUndefined();
     expect(parseKey(prefixes, `${key}a`)).toBeUndefined();
     expect(parseKey(prefixes, `pk_${key.slice(3)}`)).toBeUndefined();

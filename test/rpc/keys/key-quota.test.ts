@@ -35,17 +35,25 @@ describe("keys per user", () => {
     expect(refused.body).toEqual({
       error: {
         code: "CONFLICT",
-        message: "Quota reached: this user has 3 live API key(s); the limit is 3 live API keys per user; revoke one first",
+        message: "Quota reached: this user has 3 live API key(s), the most allowed (limit 3); revoke one first",
         requestId: refused.headers.get("x-request-id"),
         details: { quota: "keys_per_user", limit: 3, count: 3 },
       },
     });
+    // The caller is told the limit, never the operator's variable; the request's log line names it.
+    expect(JSON.stringify(refused.body)).not.toMatch(/QUOTA_/);
+    expect(server.logs().find((line) => line.requestId === refused.body.error.requestId)).toMatchObject({
+      status: 409,
+      operatorNote: { quota: "keys_per_user", variable: "QUOTA_KEYS_PER_USER" },
+    });
     const account = await personal();
     expect(account.status).toBe(409);
-    expect(account.body).toEqual({ error: { message: expect.stringContaining("live API keys per user"), type: "invalid_request_error" } });
+    expect(account.body).toEqual({
+      error: { message: expect.stringContaining("live API key(s), the most allowed (limit 3)"), type: "invalid_request_error" },
+    });
     const console = await platform();
     expect(console.status).toBe(409);
-    expect(console.body).toEqual({ error: { message: expect.stringContaining("live API keys per user") } });
+    expect(console.body).toEqual({ error: { message: expect.stringContaining("live API key(s), the most allowed (limit 3)") } });
     // Over /rpc, the same refusal as a JSON-RPC error with the details.
     const rpc = await server.request("/rpc", {
       method: "POST",

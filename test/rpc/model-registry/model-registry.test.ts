@@ -16,6 +16,7 @@ const MODELS = () => ({
     "echo-a": { provider: "echo" },
     "up-1": { provider: "openai-compatible", baseURL: msw.url(BASE), upstreamModel: "m1", contextWindow: 32000 },
     "org/echo:b": { provider: "echo" },
+    "nokey-1": { provider: "openai-compatible", baseURL: msw.url(BASE), apiKeyEnv: "REGISTRY_TEST_UNSET_KEY_VARIABLE" },
   },
 });
 const upstream = createOpenAiUpstream(BASE);
@@ -159,6 +160,15 @@ describe("health", () => {
     const health = await get("/echo-a/health", bob);
     expect(health.status).toBe(200);
     expect(health.body).toMatchObject({ id: "echo-a", status: "healthy" });
+  });
+
+  it("says a model's upstream credentials are missing without naming the operator's variable", async () => {
+    const before = probes;
+    const health = await get("/nokey-1/health", bob);
+    expect(health.status).toBe(200);
+    expect(health.body.active).toMatchObject({ ok: false, error: "not configured: the model's upstream credentials are not set" });
+    expect(JSON.stringify(health.body)).not.toContain("REGISTRY_TEST_UNSET_KEY_VARIABLE");
+    expect(probes).toBe(before);
   });
 
   it("probes the upstream, caches the probe for MODEL_HEALTH_TTL_SECONDS, and follows it failing, slowing down and recovering", async () => {

@@ -180,9 +180,10 @@ describe("tenant limits", () => {
 
   it("stops a run mid-way when the allowance runs out between model turns", async () => {
     upstream.script("metered", () => ({ toolCalls: [{ name: "calculator", arguments: { expression: "1+1" } }] }));
-    // Turn worst cases: 10, then 19 (the tool round adds to the prompt), then 28; each turn uses 15.
-    // The second is held capped at the 15 that remain; the third finds nothing left.
-    const tenant = await createTenant({ agents: 5, tokensPerMonth: 30 });
+    // Turn worst cases: 10, then 19 (the tool round adds to the prompt: 17), then 28 (prompt 26);
+    // each turn uses 15. The second's prompt fits in the 20 that remain: held capped at 20; the
+    // third's prompt of 26 does not fit in the 5 left, so it is refused before the model runs.
+    const tenant = await createTenant({ agents: 5, tokensPerMonth: 35 });
     const created = await server.request(`${G}/agents`, {
       method: "POST",
       headers: as(alice.token),
@@ -192,11 +193,26 @@ describe("tenant limits", () => {
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({
       status: "error",
-      error: expect.stringContaining("Token allowance spent"),
+      error: expect.stringContaining("its prompt of 26 tokens is more than the 5 tokens left"),
       usage: { total_tokens: 30 },
     });
     expect(res.body.steps).toHaveLength(2);
     expect(upstream.calls).toHaveLength(2);
+    // A month with less left than the second turn's prompt: the run stops after one turn, within the month.
+    const small = await createTenant({ agents: 5, tokensPerMonth: 30 });
+    const smaller = await server.request(`${G}/agents`, {
+      method: "POST",
+      headers: as(alice.token),
+      json: { name: "loop", model: "metered", tools: ["calculator"], tenantId: small.id, config: { maxTokens: 2 } },
+    });
+    const stopped = await invoke(smaller.body.id);
+    expect(stopped.body).toMatchObject({
+      status: "error",
+      error: expect.stringContaining("Token allowance too small for this model turn: its prompt of 17 tokens"),
+      usage: { total_tokens: 15 },
+    });
+    expect(upstream.calls).toHaveLength(3);
+    expect((await server.request(`${G}/tenants/${small.id}`, { headers: as(alice.token) })).body.usage.tokensThisMonth).toBe(15);
     // A run that ended in error shows it until the next good run or a deploy.
     expect((await server.request(`${G}/agents/${created.body.id}`, { headers: as(alice.token) })).body.status).toBe("error");
   });

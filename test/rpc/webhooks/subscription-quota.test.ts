@@ -50,8 +50,7 @@ describe("webhook subscriptions per tenant", () => {
     expect(refused.status).toBe(409);
     expect(refused.body.error).toEqual({
       code: "CONFLICT",
-      message:
-        "Quota reached: this tenant has 3 webhook subscription(s); the limit is 3 webhook subscriptions per tenant; delete one first",
+      message: "Quota reached: this tenant has 3 webhook subscription(s), the most allowed (limit 3); delete one first",
       requestId: refused.headers.get("x-request-id"),
       details: {
         quota: "webhook_subscriptions_per_tenant",
