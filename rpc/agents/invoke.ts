@@ -17,6 +17,7 @@ import type { RoutedModel } from "../chat/model-router.js";
 import type { Tenant } from "../../storage/repos/tenants.js";
 import { emitEvent } from "../event-sink.js";
 import type { AgentsDeps } from "./deps.js";
+import { UNRESTRICTED } from "../allow-list.js";
 
 /** The bus channel every event of every run of an agent is published on, as `{runId, event}`. */
 
@@ -50,7 +51,7 @@ export async function invokeAgent(
   }
   const tenant = await deps.tenants.getTenant(agent.tenantId);
   if (!tenant) throw new ServiceError("NOT_FOUND", `The agent's tenant no longer exists: ${agent.tenantId}`);
-  const model = deps.models.resolve(agent.model);
+  const model = deps.models.resolve(agent.model, UNRESTRICTED.models);
   const turnHold = async (current: Tenant, messages: readonly AgentMessage[]): Promise<Hold> => {
     const prompt = countPromptTokens(messages);
     const output = agent.config.maxTokens ?? deps.models.outputCap(model, prompt);
