@@ -64,10 +64,10 @@ export const ConsoleKeyView = v.object({
   spendLimit: v.nullable(v.number()),
   rpmLimit: v.nullable(v.number()),
   tpmLimit: v.nullable(v.number()),
-  /** Model patterns the key may use; null: any (docs/access-control.md). */
-  allowedModels: v.nullable(v.array(v.string())),
-  /** Tool patterns the key may list and call; null: any. */
-  allowedTools: v.nullable(v.array(v.string())),
+  /** Only on a key with a model allow-list (docs/access-control.md): docs/interface.md 4.3 lists the other fields. */
+  allowedModels: v.optional(v.array(v.string())),
+  /** Only on a key with a tool allow-list. */
+  allowedTools: v.optional(v.array(v.string())),
 });
 
 /** The plaintext secret, in the create response only. */

@@ -9,7 +9,7 @@ import { nowIso } from "../../storage/ids.js";
 import { ConsoleKeyView, Timestamp, WithSecret } from "../views.js";
 import { emitUserEvent } from "../event-sink.js";
 import { keysDomain, type KeysDeps, type KeysContext } from "./deps.js";
-import { AllowListFields, allowListView, withAllowLists } from "../allow-list.js";
+import { AllowListFields, withAllowLists } from "../allow-list.js";
 import { changedFields, recordAudit } from "../audit.js";
 import { keyChanges } from "./key-changes.js";
 
@@ -64,7 +64,9 @@ export function consoleKeyView(record: KeyRecord) {
     spendLimit: record.spendLimit,
     rpmLimit: record.rpmLimit,
     tpmLimit: record.tpmLimit,
-    ...allowListView(record),
+    // docs/interface.md 4.3 lists a key's fields: the allow-lists are added only to a key that has them.
+    ...(record.allowedModels ? { allowedModels: record.allowedModels } : {}),
+    ...(record.allowedTools ? { allowedTools: record.allowedTools } : {}),
   };
 }
 
