@@ -42,14 +42,19 @@ export function changedFields(params: object, omit: readonly string[] = []): Rec
   return Object.fromEntries(Object.entries(params).filter(([field, value]) => value !== undefined && !omit.includes(field)));
 }
 
-/** Appends one record for the call `ctx` made; a caller with no tenant (no user record) is not recorded. */
+/**
+ * Where the changes of a caller without a tenant go (the service credential changing the model
+ * registry): the operators' log, not a tenant's (tenant ids never take this form).
+ */
+export const OPERATORS_LOG = "operators";
+
+/** Appends one record for the call `ctx` made. */
 export async function recordAudit(
   ctx: { deps: AuditDeps; principal: Principal | undefined; requestId: string },
   entry: AuditEntry,
 ): Promise<void> {
   const principal = ctx.principal;
-  const tenantId = entry.tenantId ?? (principal ? await tenantIdOf(ctx.deps, principal) : undefined);
-  if (!tenantId) return;
+  const tenantId = entry.tenantId ?? (principal ? await tenantIdOf(ctx.deps, principal) : undefined) ?? OPERATORS_LOG;
   await ctx.deps.audit.append({
     tenantId,
     at: nowIso(),
