@@ -170,18 +170,21 @@ export class ModelRouter {
    * but a caller held to allow-lists sees only the models they allow (docs/access-control.md).
    */
   list(allowed?: PatternLists): CatalogEntry[] {
-    return [...this.#models.values()].filter(({ id }) => allowedBy(allowed, id)).map(({ id, config }) => {
-      const deprecation = this.deprecation(id);
-      return {
-        id,
-        object: "model",
-        created: this.#created,
-        owned_by: config.ownedBy ?? (deploymentsOf(config).every((deployment) => deployment.provider === "echo") ? "gateway" : "upstream"),
-        context_window: config.contextWindow,
-        // The catalog entry is where a Platform caller learns of a deprecation (docs/interface.md 4.2 allows no other header).
-        ...(deprecation ? { deprecated: true, deprecation } : {}),
-      };
-    });
+    return [...this.#models.values()]
+      .filter(({ id }) => allowedBy(allowed, id))
+      .map(({ id, config }) => {
+        const deprecation = this.deprecation(id);
+        return {
+          id,
+          object: "model",
+          created: this.#created,
+          owned_by:
+            config.ownedBy ?? (deploymentsOf(config).every((deployment) => deployment.provider === "echo") ? "gateway" : "upstream"),
+          context_window: config.contextWindow,
+          // The catalog entry is where a Platform caller learns of a deprecation (docs/interface.md 4.2 allows no other header).
+          ...(deprecation ? { deprecated: true, deprecation } : {}),
+        };
+      });
   }
 
   /** Ids a request may use (optionally only those a plan allows, those of one mode, and those the caller's allow-lists allow). */

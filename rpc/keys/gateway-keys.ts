@@ -133,7 +133,11 @@ export const gatewayKeyMethods = [
       if (params.name !== undefined) next.name = params.name;
       if (params.description !== undefined) next.description = params.description;
       await ctx.deps.keys.update(next);
-      await recordAudit(ctx, { action: "key.updated", target: record.id, changes: { kind: "gateway", ...changedFields(params, ["key_id"]) } });
+      await recordAudit(ctx, {
+        action: "key.updated",
+        target: record.id,
+        changes: { kind: "gateway", ...changedFields(params, ["key_id"]) },
+      });
       return view(next, ctx.deps.keyPrefixes);
     },
   }),

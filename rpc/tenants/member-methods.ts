@@ -186,7 +186,12 @@ export const memberMethods = [
       const tenant = await requireTenantAccess(ctx.deps, ctx.principal, params.tenant_id, "viewer");
       const updated = await changeMember(ctx.deps, ctx.principal.userId, tenant, params.member_id, params.role);
       emitEvent(ctx.deps, tenant.id, "member.role_changed", { tenantId: tenant.id, userId: params.member_id, role: params.role });
-      await recordAudit(ctx, { action: "member.role_changed", target: params.member_id, tenantId: tenant.id, changes: { role: params.role } });
+      await recordAudit(ctx, {
+        action: "member.role_changed",
+        target: params.member_id,
+        tenantId: tenant.id,
+        changes: { role: params.role },
+      });
       return memberView(ctx.deps, updated!);
     },
   }),

@@ -63,21 +63,38 @@ describe("model allow-lists", () => {
   it("holds two keys of one user to their own lists on Gateway chat, with the usable ids filtered", async () => {
     const ok = await server.request("/gateway/v1/chat/completions", { method: "POST", headers: bearer(narrow.key), json: chat("echo-1") });
     expect(ok.status).toBe(200);
-    const refused = await server.request("/gateway/v1/chat/completions", { method: "POST", headers: bearer(narrow.key), json: chat("gpt-4o-mini") });
+    const refused = await server.request("/gateway/v1/chat/completions", {
+      method: "POST",
+      headers: bearer(narrow.key),
+      json: chat("gpt-4o-mini"),
+    });
     expect(refused.status).toBe(403);
     expect(refused.body.error.message).toBe("The model 'gpt-4o-mini' is not available on this API. Usable models: echo-1");
     // The same refusal as an unknown model, with the same envelope.
-    const unknown = await server.request("/gateway/v1/chat/completions", { method: "POST", headers: bearer(narrow.key), json: chat("nope") });
+    const unknown = await server.request("/gateway/v1/chat/completions", {
+      method: "POST",
+      headers: bearer(narrow.key),
+      json: chat("nope"),
+    });
     expect(unknown.status).toBe(403);
     expect(unknown.body.error.message).toBe("The model 'nope' is not available on this API. Usable models: echo-1");
     expect(Object.keys(refused.body.error).sort()).toEqual(Object.keys(unknown.body.error).sort());
 
-    expect((await server.request("/gateway/v1/chat/completions", { method: "POST", headers: bearer(wide.key), json: chat("gpt-4o-mini") })).status).toBe(200);
-    const wideRefused = await server.request("/gateway/v1/chat/completions", { method: "POST", headers: bearer(wide.key), json: chat("echo-1") });
+    expect(
+      (await server.request("/gateway/v1/chat/completions", { method: "POST", headers: bearer(wide.key), json: chat("gpt-4o-mini") }))
+        .status,
+    ).toBe(200);
+    const wideRefused = await server.request("/gateway/v1/chat/completions", {
+      method: "POST",
+      headers: bearer(wide.key),
+      json: chat("echo-1"),
+    });
     expect(wideRefused.status).toBe(403);
     expect(wideRefused.body.error.message).toMatch(/Usable models: gpt-4o-mini$/);
     // The user's session has no list: everything.
-    expect((await server.request("/gateway/v1/chat/completions", { method: "POST", headers: bearer(alice.token), json: chat("echo-2") })).status).toBe(200);
+    expect(
+      (await server.request("/gateway/v1/chat/completions", { method: "POST", headers: bearer(alice.token), json: chat("echo-2") })).status,
+    ).toBe(200);
   });
 
   it("holds the Messages and Responses dialects and embeddings to the same lists", async () => {
@@ -88,12 +105,25 @@ describe("model allow-lists", () => {
     expect(refused.status).toBe(403);
     expect(JSON.stringify(refused.body)).toContain("Usable models: echo-1");
 
-    expect((await server.request("/gateway/v1/responses", { method: "POST", headers: bearer(wide.key), json: { model: "gpt-4o-mini", input: "hi" } })).status).toBe(200);
-    const responses = await server.request("/gateway/v1/responses", { method: "POST", headers: bearer(wide.key), json: { model: "echo-1", input: "hi" } });
+    expect(
+      (
+        await server.request("/gateway/v1/responses", {
+          method: "POST",
+          headers: bearer(wide.key),
+          json: { model: "gpt-4o-mini", input: "hi" },
+        })
+      ).status,
+    ).toBe(200);
+    const responses = await server.request("/gateway/v1/responses", {
+      method: "POST",
+      headers: bearer(wide.key),
+      json: { model: "echo-1", input: "hi" },
+    });
     expect(responses.status).toBe(403);
     expect(JSON.stringify(responses.body)).toContain("Usable models: gpt-4o-mini");
 
-    const embed = (key: string) => server.request("/gateway/v1/embeddings", { method: "POST", headers: bearer(key), json: { model: "echo-embed", input: "hi" } });
+    const embed = (key: string) =>
+      server.request("/gateway/v1/embeddings", { method: "POST", headers: bearer(key), json: { model: "echo-embed", input: "hi" } });
     expect((await embed(narrow.key)).status).toBe(200);
     const embedRefused = await embed(wide.key);
     expect(embedRefused.status).toBe(403);
@@ -120,7 +150,8 @@ describe("model allow-lists", () => {
     expect(created.status).toBe(201);
     expect(created.body.allowedModels).toEqual(["echo-2"]);
     const key = created.body.key as string;
-    const ask = (model: string) => server.request("/account/v1/chat/completions", { method: "POST", headers: bearer(key), json: chat(model) });
+    const ask = (model: string) =>
+      server.request("/account/v1/chat/completions", { method: "POST", headers: bearer(key), json: chat(model) });
     expect((await ask("echo-2")).status).toBe(200);
     const refused = await ask("echo-1");
     expect(refused.status).toBe(403);
@@ -137,8 +168,16 @@ describe("model allow-lists", () => {
     expect(patched.body.allowedModels).toBeNull();
     expect((await ask("echo-1")).status).toBe(200);
     // Another user's key is the same 404 as a missing one.
-    const foreign = await server.request(`/account/v1/keys/${created.body.id}`, { method: "PATCH", headers: bearer(bob.token), json: { name: "x" } });
-    const missing = await server.request("/account/v1/keys/key_missing", { method: "PATCH", headers: bearer(bob.token), json: { name: "x" } });
+    const foreign = await server.request(`/account/v1/keys/${created.body.id}`, {
+      method: "PATCH",
+      headers: bearer(bob.token),
+      json: { name: "x" },
+    });
+    const missing = await server.request("/account/v1/keys/key_missing", {
+      method: "PATCH",
+      headers: bearer(bob.token),
+      json: { name: "x" },
+    });
     expect([foreign.status, missing.status]).toEqual([404, 404]);
     expect(withoutRequestId(foreign.body)).toEqual(withoutRequestId(missing.body));
   });
@@ -153,7 +192,8 @@ describe("model allow-lists", () => {
     expect(made.status).toBe(201);
     // docs/interface.md 4.3: the create answer is exactly {id, name, key, createdAt}.
     expect(Object.keys(made.body).sort()).toEqual(["createdAt", "id", "key", "name"]);
-    const ask = (model: string) => server.request("/api/v1/chat/completions", { method: "POST", headers: bearer(made.body.key), json: chat(model) });
+    const ask = (model: string) =>
+      server.request("/api/v1/chat/completions", { method: "POST", headers: bearer(made.body.key), json: chat(model) });
     expect((await ask("echo-1")).status).toBe(200);
     const refused = await ask("echo-2");
     expect(refused.status).toBe(403);
@@ -172,12 +212,20 @@ describe("model allow-lists", () => {
     const listed = await server.request("/api/api-keys", { headers: withCookie(account.cookie) });
     expect(listed.body.data.find((entry: { id: string }) => entry.id === made.body.id).allowedModels).toEqual(["echo-*"]);
     // The other keys of the workspace are unrestricted.
-    expect((await server.request("/api/v1/chat/completions", { method: "POST", headers: bearer(account.key), json: chat("gpt-4o-mini") })).status).toBe(200);
+    expect(
+      (await server.request("/api/v1/chat/completions", { method: "POST", headers: bearer(account.key), json: chat("gpt-4o-mini") }))
+        .status,
+    ).toBe(200);
   });
 
   it("refuses bad patterns with 400 on every route that sets them", async () => {
     const cookie = await consoleSignIn(server, alice.email, alice.password);
-    const bad = [{ allowedModels: ["gpt 4"] }, { allowedModels: "gpt-4*" }, { allowedTools: [""] }, { allowedModels: Array.from({ length: 101 }, (_, i) => `m${i}`) }];
+    const bad = [
+      { allowedModels: ["gpt 4"] },
+      { allowedModels: "gpt-4*" },
+      { allowedTools: [""] },
+      { allowedModels: Array.from({ length: 101 }, (_, i) => `m${i}`) },
+    ];
     for (const json of bad) {
       const routes = [
         server.request("/gateway/v1/auth/keys", { method: "POST", headers: bearer(alice.token), json: { name: "bad", ...json } }),
@@ -214,28 +262,57 @@ describe("model allow-lists", () => {
     // Alice's tenant has no default.
     expect((await ask(alice.token, "gpt-4o-mini")).status).toBe(200);
     // Alice cannot set Bob's tenant's list: the same 404 as a missing tenant.
-    const foreign = await server.request(`/gateway/v1/tenants/${bob.user.tenantId}`, { method: "PATCH", headers: bearer(alice.token), json: { allowedModels: null } });
+    const foreign = await server.request(`/gateway/v1/tenants/${bob.user.tenantId}`, {
+      method: "PATCH",
+      headers: bearer(alice.token),
+      json: { allowedModels: null },
+    });
     expect(foreign.status).toBe(404);
-    const cleared = await server.request(`/gateway/v1/tenants/${bob.user.tenantId}`, { method: "PATCH", headers: bearer(bob.token), json: { allowedModels: null } });
+    const cleared = await server.request(`/gateway/v1/tenants/${bob.user.tenantId}`, {
+      method: "PATCH",
+      headers: bearer(bob.token),
+      json: { allowedModels: null },
+    });
     expect(cleared.body.allowedModels).toBeNull();
     expect((await ask(bob.token, "gpt-4o-mini")).status).toBe(200);
   });
 
   it("changes a gateway key's lists through PATCH, effective on the next request; another user's key is 404", async () => {
     const key = await gatewayKey(alice.token, { allowedModels: ["echo-1"] });
-    const ask = (model: string) => server.request("/gateway/v1/chat/completions", { method: "POST", headers: bearer(key.key), json: chat(model) });
+    const ask = (model: string) =>
+      server.request("/gateway/v1/chat/completions", { method: "POST", headers: bearer(key.key), json: chat(model) });
     expect((await ask("echo-2")).status).toBe(403);
-    const patched = await server.request(`/gateway/v1/auth/keys/${key.id}`, { method: "PATCH", headers: bearer(alice.token), json: { allowedModels: ["echo-2"] } });
+    const patched = await server.request(`/gateway/v1/auth/keys/${key.id}`, {
+      method: "PATCH",
+      headers: bearer(alice.token),
+      json: { allowedModels: ["echo-2"] },
+    });
     expect(patched.status).toBe(200);
     expect(patched.body.allowedModels).toEqual(["echo-2"]);
     expect((await ask("echo-2")).status).toBe(200);
     expect((await ask("echo-1")).status).toBe(403);
-    const foreign = await server.request(`/gateway/v1/auth/keys/${key.id}`, { method: "PATCH", headers: bearer(bob.token), json: { allowedModels: null } });
-    const missing = await server.request("/gateway/v1/auth/keys/key_missing", { method: "PATCH", headers: bearer(bob.token), json: { allowedModels: null } });
+    const foreign = await server.request(`/gateway/v1/auth/keys/${key.id}`, {
+      method: "PATCH",
+      headers: bearer(bob.token),
+      json: { allowedModels: null },
+    });
+    const missing = await server.request("/gateway/v1/auth/keys/key_missing", {
+      method: "PATCH",
+      headers: bearer(bob.token),
+      json: { allowedModels: null },
+    });
     expect([foreign.status, missing.status]).toEqual([404, 404]);
     expect(withoutRequestId(foreign.body)).toEqual(withoutRequestId(missing.body));
     // A key cannot change keys (nor its own list).
-    expect((await server.request(`/gateway/v1/auth/keys/${key.id}`, { method: "PATCH", headers: bearer(key.key), json: { allowedModels: null } })).status).toBe(403);
+    expect(
+      (
+        await server.request(`/gateway/v1/auth/keys/${key.id}`, {
+          method: "PATCH",
+          headers: bearer(key.key),
+          json: { allowedModels: null },
+        })
+      ).status,
+    ).toBe(403);
   });
 });
 
@@ -244,7 +321,9 @@ describe("tool allow-lists", () => {
     const names = async (key: string) =>
       ((await server.request("/gateway/v1/mcp/tools", { headers: bearer(key) })).body.tools as { name: string }[]).map((tool) => tool.name);
     expect(await names(narrow.key)).toEqual(["calculator", "vm__allow-vm__ok"]);
-    expect(await names(wide.key)).toEqual(expect.arrayContaining(["calculator", "current_time", "vm__allow-vm__ok", "vm__allow-vm__secret"]));
+    expect(await names(wide.key)).toEqual(
+      expect.arrayContaining(["calculator", "current_time", "vm__allow-vm__ok", "vm__allow-vm__secret"]),
+    );
 
     const execute = (key: string, tool: string, args: Record<string, unknown> = {}) =>
       server.request(`/gateway/v1/mcp/tools/execute?tool=${tool}`, { method: "POST", headers: bearer(key), json: { args } });
@@ -258,15 +337,18 @@ describe("tool allow-lists", () => {
     expect({ ...refused.body.error, message: "", requestId: "" }).toEqual({ ...unknown.body.error, message: "", requestId: "" });
     expect((await execute(wide.key, "current_time")).status).toBe(200);
     expect((await server.request("/gateway/v1/mcp/tools/current_time", { headers: bearer(narrow.key) })).status).toBe(404);
-    expect((await server.request("/bridge/v1/mcp/tools", { headers: bearer(narrow.key) })).body.tools.map((tool: { name: string }) => tool.name)).toEqual([
-      "calculator",
-      "vm__allow-vm__ok",
-    ]);
+    expect(
+      (await server.request("/bridge/v1/mcp/tools", { headers: bearer(narrow.key) })).body.tools.map((tool: { name: string }) => tool.name),
+    ).toEqual(["calculator", "vm__allow-vm__ok"]);
   });
 
   it("holds the bridge's VM tool route to the lists", async () => {
     const run = (key: string, tool: string) =>
-      server.request("/bridge/tools/execute", { method: "POST", headers: bearer(key), json: { vm_id: "allow-vm", tool_name: tool, input: {} } });
+      server.request("/bridge/tools/execute", {
+        method: "POST",
+        headers: bearer(key),
+        json: { vm_id: "allow-vm", tool_name: tool, input: {} },
+      });
     const ok = await run(narrow.key, "ok");
     expect(ok.status).toBe(200);
     expect(ok.body.content[0].text).toBe("ran ok");
@@ -280,7 +362,9 @@ describe("tool allow-lists", () => {
   it("shows only allowed tools in MCP tools/list and refuses tools/call of another like an unknown tool", async () => {
     const connect = async (key: string) => {
       const client = new Client({ name: "allow-list", version: "1.0.0" });
-      await client.connect(new StreamableHTTPClientTransport(new URL(server.url("/bridge/mcp/")), { requestInit: { headers: bearer(key) } }));
+      await client.connect(
+        new StreamableHTTPClientTransport(new URL(server.url("/bridge/mcp/")), { requestInit: { headers: bearer(key) } }),
+      );
       return client;
     };
     const client = await connect(narrow.key);
@@ -297,7 +381,9 @@ describe("tool allow-lists", () => {
       };
       const refused = await outcome("current_time");
       const unknown = await outcome("no_such_tool");
-      expect(JSON.stringify(refused).replaceAll("current_time", "<name>")).toBe(JSON.stringify(unknown).replaceAll("no_such_tool", "<name>"));
+      expect(JSON.stringify(refused).replaceAll("current_time", "<name>")).toBe(
+        JSON.stringify(unknown).replaceAll("no_such_tool", "<name>"),
+      );
     } finally {
       await client.close();
     }

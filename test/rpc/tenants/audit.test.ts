@@ -47,7 +47,9 @@ async function auditOf(tenantId: string, token = alice.token): Promise<AuditReco
 const find = (records: AuditRecord[], action: string, target: string) => records.find((r) => r.action === action && r.target === target);
 
 beforeAll(async () => {
-  upstream = await serveScripted([{ tool: { name: "ping", description: "ping", inputSchema: { type: "object" } }, run: () => ({ content: [] }) }]);
+  upstream = await serveScripted([
+    { tool: { name: "ping", description: "ping", inputSchema: { type: "object" } }, run: () => ({ content: [] }) },
+  ]);
   server = await startTestServer({
     PLATFORM_SERVICE_KEY: SERVICE_KEY,
     MCP_SERVERS_ALLOW_PRIVATE: "true",
@@ -104,19 +106,40 @@ describe("audit records", () => {
   it("records platform keys and their limits under the workspace's tenant, with the console session as actor", async () => {
     const cookie = await consoleSignIn(server, alice.email, alice.password);
     const made = await server.request("/api/api-keys", { method: "POST", headers: withCookie(cookie), json: { name: "prod" } });
-    await server.request(`/api/api-keys/${made.body.id}`, { method: "PATCH", headers: withCookie(cookie), json: { rpmLimit: 10, spendLimit: 5 } });
+    await server.request(`/api/api-keys/${made.body.id}`, {
+      method: "PATCH",
+      headers: withCookie(cookie),
+      json: { rpmLimit: 10, spendLimit: 5 },
+    });
     await server.request(`/api/api-keys/${made.body.id}`, { method: "DELETE", headers: withCookie(cookie) });
     const records = await auditOf(alice.user.tenantId);
-    expect(find(records, "key.created", made.body.id)).toMatchObject({ actor: { kind: "console", userId: alice.user.id }, changes: { kind: "platform" } });
+    expect(find(records, "key.created", made.body.id)).toMatchObject({
+      actor: { kind: "console", userId: alice.user.id },
+      changes: { kind: "platform" },
+    });
     expect(find(records, "key.updated", made.body.id)?.changes).toEqual({ kind: "platform", rpmLimit: 10, spendLimit: 5 });
     expect(find(records, "key.revoked", made.body.id)).toBeDefined();
     expect(JSON.stringify(records)).not.toContain(made.body.key);
   });
 
   it("records members added, their role changed and removed, and tenant settings", async () => {
-    const tenant = (await server.request("/gateway/v1/tenants", { method: "POST", headers: bearer(alice.token), json: { slug: `team-${Date.now()}`, name: "Team" } })).body;
-    await server.request(`/gateway/v1/tenants/${tenant.id}/members`, { method: "POST", headers: bearer(alice.token), json: { userId: bob.user.id, role: "member" } });
-    await server.request(`/gateway/v1/tenants/${tenant.id}/members/${bob.user.id}`, { method: "PATCH", headers: bearer(alice.token), json: { role: "viewer" } });
+    const tenant = (
+      await server.request("/gateway/v1/tenants", {
+        method: "POST",
+        headers: bearer(alice.token),
+        json: { slug: `team-${Date.now()}`, name: "Team" },
+      })
+    ).body;
+    await server.request(`/gateway/v1/tenants/${tenant.id}/members`, {
+      method: "POST",
+      headers: bearer(alice.token),
+      json: { userId: bob.user.id, role: "member" },
+    });
+    await server.request(`/gateway/v1/tenants/${tenant.id}/members/${bob.user.id}`, {
+      method: "PATCH",
+      headers: bearer(alice.token),
+      json: { role: "viewer" },
+    });
     await server.request(`/gateway/v1/tenants/${tenant.id}`, {
       method: "PATCH",
       headers: bearer(alice.token),
@@ -153,8 +176,15 @@ describe("audit records", () => {
     });
 
     const model = `audited-${Date.now()}`;
-    expect((await server.request("/gateway/v1/model-registry/models", { method: "POST", headers: bearer(alice.token), json: { id: model } })).status).toBe(201);
-    await server.request(`/gateway/v1/model-registry/models/${model}`, { method: "PATCH", headers: bearer(alice.token), json: { status: "deprecated" } });
+    expect(
+      (await server.request("/gateway/v1/model-registry/models", { method: "POST", headers: bearer(alice.token), json: { id: model } }))
+        .status,
+    ).toBe(201);
+    await server.request(`/gateway/v1/model-registry/models/${model}`, {
+      method: "PATCH",
+      headers: bearer(alice.token),
+      json: { status: "deprecated" },
+    });
     const records = await auditOf(alice.user.tenantId);
     expect(find(records, "model.created", model)).toBeDefined();
     expect(find(records, "model.updated", model)?.changes).toEqual({ status: "deprecated" });
@@ -169,7 +199,11 @@ describe("audit records", () => {
     expect(registered.status).toBe(201);
     await server.request("/gateway/v1/mcp/servers/audited", { method: "DELETE", headers: bearer(alice.token) });
     const records = await auditOf(alice.user.tenantId);
-    expect(find(records, "mcp_server.registered", "audited")?.changes).toMatchObject({ name: "audited", url: upstream.url, headers: "[redacted]" });
+    expect(find(records, "mcp_server.registered", "audited")?.changes).toMatchObject({
+      name: "audited",
+      url: upstream.url,
+      headers: "[redacted]",
+    });
     expect(find(records, "mcp_server.removed", "audited")).toBeDefined();
     expect(JSON.stringify(records)).not.toContain("upstream-secret-4411");
   });
@@ -182,8 +216,15 @@ describe("audit records", () => {
     });
     expect(created.status).toBe(201);
     const id = created.body.id as string;
-    await server.request(`/gateway/v1/webhooks/subscriptions/${id}`, { method: "PATCH", headers: bearer(alice.token), json: { enabled: false } });
-    const rotated = await server.request(`/gateway/v1/webhooks/subscriptions/${id}/rotate-secret`, { method: "POST", headers: bearer(alice.token) });
+    await server.request(`/gateway/v1/webhooks/subscriptions/${id}`, {
+      method: "PATCH",
+      headers: bearer(alice.token),
+      json: { enabled: false },
+    });
+    const rotated = await server.request(`/gateway/v1/webhooks/subscriptions/${id}/rotate-secret`, {
+      method: "POST",
+      headers: bearer(alice.token),
+    });
     await server.request(`/gateway/v1/webhooks/subscriptions/${id}`, { method: "DELETE", headers: bearer(alice.token) });
     const records = await auditOf(alice.user.tenantId);
     expect(find(records, "webhook.created", id)?.changes).toMatchObject({ url: "http://127.0.0.1:9/hook" });
