@@ -124,6 +124,7 @@ export const tenantMethods = [
         await ctx.deps.tenants.releaseSlug(params.slug, id).catch(() => undefined);
         throw error;
       }
+      await recordAudit(ctx, { action: "tenant.created", target: id, tenantId: id, changes: changedFields(params) });
       return tenantView(ctx.deps, tenant, "owner");
     },
   }),

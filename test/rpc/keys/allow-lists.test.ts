@@ -316,6 +316,25 @@ describe("model allow-lists", () => {
   });
 });
 
+describe("over JSON-RPC (/rpc)", () => {
+  it("holds the same methods to the same lists", async () => {
+    const call = (key: string, method: string, params: Record<string, unknown>) =>
+      server.request("/rpc", { method: "POST", headers: bearer(key), json: { jsonrpc: "2.0", id: 1, method, params } });
+    const ok = await call(narrow.key, "gateway.chat.completions", chat("echo-1"));
+    expect(ok.body.result.object).toBe("chat.completion");
+    const refused = await call(narrow.key, "gateway.chat.completions", chat("echo-2"));
+    expect(refused.body.error).toMatchObject({ code: -32003 });
+    expect(refused.body.error.message).toMatch(/Usable models: echo-1$/);
+    const listed = await call(narrow.key, "gateway.models.list", {});
+    expect(listed.body.result.data.map((entry: { id: string }) => entry.id)).toEqual(["echo-1", "echo-embed"]);
+    const tool = await call(narrow.key, "mcp.tools.execute", { tool: "current_time", args: {} });
+    const unknown = await call(narrow.key, "mcp.tools.execute", { tool: "no_such_tool", args: {} });
+    expect(tool.body.error.code).toBe(-32004);
+    expect(tool.body.error.code).toBe(unknown.body.error.code);
+    expect(tool.body.error.message).toBe("Unknown tool: current_time");
+  });
+});
+
 describe("tool allow-lists", () => {
   it("lists only the allowed tools over REST, and answers another like an unknown tool", async () => {
     const names = async (key: string) =>

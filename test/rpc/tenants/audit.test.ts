@@ -153,7 +153,14 @@ describe("audit records", () => {
     expect([stranger.status, missing.status]).toEqual([404, 404]);
 
     const records = await auditOf(tenant.id);
-    expect(records.map((r) => r.action)).toEqual(["member.removed", "tenant.updated", "member.role_changed", "member.added"]);
+    expect(records.map((r) => r.action)).toEqual([
+      "member.removed",
+      "tenant.updated",
+      "member.role_changed",
+      "member.added",
+      "tenant.created",
+    ]);
+    expect(find(records, "tenant.created", tenant.id)?.changes).toMatchObject({ name: "Team", plan: "free" });
     expect(find(records, "member.added", bob.user.id)?.changes).toEqual({ role: "member" });
     expect(find(records, "member.role_changed", bob.user.id)?.changes).toEqual({ role: "viewer" });
     expect(find(records, "tenant.updated", tenant.id)?.changes).toEqual({ limits: { agents: 3 }, allowedModels: ["echo-1"] });
