@@ -90,7 +90,8 @@ export async function tenantIdOf(deps: AllowDeps, principal: Principal): Promise
   if (principal.kind === "platform_key" && principal.workspaceId) {
     return (await deps.tenants.recentWorkspace(principal.workspaceId))?.tenantId;
   }
-  return (await deps.users.get(principal.userId))?.tenantId;
+  // The short cache: this runs on every chat request and tool listing.
+  return (await deps.users.recent(principal.userId))?.tenantId;
 }
 
 const known = new WeakMap<Principal, Promise<CallerAllowance>>();
