@@ -316,6 +316,30 @@ describe("model allow-lists", () => {
   });
 });
 
+describe("agent runs", () => {
+  it("hold an agent invoked with a key to the key's model and tool lists", async () => {
+    const agent = (
+      await server.request("/gateway/v1/agents", {
+        method: "POST",
+        headers: bearer(alice.token),
+        json: { name: `allow-${Date.now()}`, model: "echo-1", tools: ["calculator", "text_stats"] },
+      })
+    ).body;
+    const invoke = (key: string, input: string) =>
+      server.request(`/gateway/v1/agents/${agent.id}/invoke`, { method: "POST", headers: bearer(key), json: { input } });
+    // The narrow key allows echo-1 and the calculator, not text_stats: that directive is not run.
+    const ok = await invoke(narrow.key, '/tool calculator {"expression": "2+2"}');
+    expect(ok.body).toMatchObject({ status: "completed", output: "4" });
+    const hidden = await invoke(narrow.key, '/tool text_stats {"text": "a b"}');
+    expect(hidden.body).toMatchObject({ status: "completed", steps: [] });
+    // The wide key allows only gpt-4 models: the agent's echo-1 is refused like in chat.
+    const refused = await invoke(wide.key, "hi");
+    expect(refused.status).toBe(403);
+    expect(refused.body.error.message).toMatch(/Usable models: gpt-4o-mini$/);
+    expect((await invoke(alice.token, '/tool text_stats {"text": "a b"}')).body.steps).toHaveLength(1);
+  });
+});
+
 describe("over JSON-RPC (/rpc)", () => {
   it("holds the same methods to the same lists", async () => {
     const call = (key: string, method: string, params: Record<string, unknown>) =>
