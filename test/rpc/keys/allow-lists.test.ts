@@ -438,6 +438,21 @@ describe("tool allow-lists", () => {
     }
   });
 
+  it("holds tool routing and plan execution to the lists", async () => {
+    const routable = async (key: string) =>
+      ((await server.request("/gateway/v1/mcp/router/tools", { headers: bearer(key) })).body.tools as { name: string }[]).map(
+        (tool) => tool.name,
+      );
+    expect((await routable(narrow.key)).sort()).toEqual(["calculator", "vm__allow-vm__ok"]);
+    expect(await routable(wide.key)).toContain("current_time");
+    const execute = (key: string, tool: string) =>
+      server.request("/gateway/v1/mcp/execute", { method: "POST", headers: bearer(key), json: { steps: [{ tool, args: {} }] } });
+    const refused = await execute(narrow.key, "current_time");
+    expect(refused.status).toBe(404);
+    expect(refused.body.error.message).toBe("Step 0: unknown tool current_time");
+    expect((await execute(wide.key, "current_time")).body.steps[0].status).toBe("completed");
+  });
+
   it("holds a tenant's callers to its tool default", async () => {
     const carol = await registerUser(server);
     const set = await server.request(`/gateway/v1/tenants/${carol.user.tenantId}`, {
