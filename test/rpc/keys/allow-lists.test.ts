@@ -218,6 +218,35 @@ describe("model allow-lists", () => {
     ).toBe(200);
   });
 
+  it("sets gateway and personal keys' lists through the console's key routes too", async () => {
+    const cookie = await consoleSignIn(server, alice.email, alice.password);
+    const gateway = await server.request("/api/gateway-keys", {
+      method: "POST",
+      headers: withCookie(cookie),
+      json: { name: "console-made", allowedModels: ["echo-1"] },
+    });
+    expect(gateway.status).toBe(201);
+    const patched = await server.request(`/api/gateway-keys/${gateway.body.id}`, {
+      method: "PATCH",
+      headers: withCookie(cookie),
+      json: { allowedModels: ["echo-2"], allowedTools: ["text_*"] },
+    });
+    expect(patched.body).toMatchObject({ allowedModels: ["echo-2"], allowedTools: ["text_*"] });
+    const ask = (model: string) =>
+      server.request("/gateway/v1/chat/completions", { method: "POST", headers: bearer(gateway.body.key), json: chat(model) });
+    expect((await ask("echo-2")).status).toBe(200);
+    expect((await ask("echo-1")).status).toBe(403);
+    const personal = await server.request("/api/personal-keys", { method: "POST", headers: withCookie(cookie), json: { name: "p" } });
+    const personalPatched = await server.request(`/api/personal-keys/${personal.body.id}`, {
+      method: "PATCH",
+      headers: withCookie(cookie),
+      json: { allowedModels: ["gpt-*"] },
+    });
+    expect(personalPatched.body.allowedModels).toEqual(["gpt-*"]);
+    const listed = await server.request("/api/personal-keys", { headers: withCookie(cookie) });
+    expect(listed.body.data.find((key: { id: string }) => key.id === personal.body.id).allowedModels).toEqual(["gpt-*"]);
+  });
+
   it("refuses bad patterns with 400 on every route that sets them", async () => {
     const cookie = await consoleSignIn(server, alice.email, alice.password);
     const bad = [
