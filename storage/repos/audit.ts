@@ -19,11 +19,19 @@ export interface AuditRecord {
   changes: Record<string, unknown>;
 }
 
-/** Ids sort newest first: the inverted time, then randomness against ties. */
+/**
+ * Ids sort newest first: the inverted time, then an inverted sequence of this process (so
+ * records written in the same millisecond list in reverse write order), then randomness
+ * against ties between instances.
+ */
 const LATEST = 9_999_999_999_999;
+const SEQUENCE_SPAN = 0xffffffff;
+let sequence = 0;
 
 function auditId(at: number): string {
-  return `${String(LATEST - at).padStart(13, "0")}${randomBytes(6).toString("hex")}`;
+  sequence = (sequence + 1) % SEQUENCE_SPAN;
+  const inverted = (SEQUENCE_SPAN - sequence).toString(16).padStart(8, "0");
+  return `${String(LATEST - at).padStart(13, "0")}${inverted}${randomBytes(4).toString("hex")}`;
 }
 
 /**

@@ -59,4 +59,11 @@ describe.each(["memory", "fs", "redis"] as const)("audit log on %s", (driver) =>
     expect(await audit.page("ten_none", { limit: 10 })).toEqual({ records: [], more: false });
     expect(await audit.page("../bad", { limit: 10 })).toEqual({ records: [], more: false });
   });
+
+  it("lists records of the same millisecond in reverse write order", async () => {
+    const audit = new AuditRepo(store);
+    const at = Date.parse("2026-02-01T00:00:00Z");
+    for (const target of ["a", "b", "c", "d"]) await audit.append(record("ten_same", at, target));
+    expect((await audit.page("ten_same", { limit: 10 })).records.map((r) => r.target)).toEqual(["d", "c", "b", "a"]);
+  });
 });
