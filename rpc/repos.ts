@@ -15,6 +15,7 @@ import { WebhooksRepo } from "../storage/repos/webhooks.js";
 import { ModelRegistryRepo } from "../storage/repos/model-registry.js";
 import { DeploymentsRepo } from "../storage/repos/deployments.js";
 import { QuotasRepo } from "../storage/repos/quotas.js";
+import { AuditRepo } from "../storage/repos/audit.js";
 import { openTelemetry } from "../storage/repos/telemetry.js";
 import type { TelemetryStore } from "../storage/repos/telemetry-model.js";
 import type { SecretBox } from "../storage/secret-box.js";
@@ -51,6 +52,8 @@ export interface Repos {
   readonly telemetry: TelemetryStore;
   /** The locks and leased places of the quotas (docs/quotas.md). */
   readonly quotas: QuotasRepo;
+  /** Who changed what, per tenant (docs/audit.md). */
+  readonly audit: AuditRepo;
 }
 
 /** Repositories over `store`, each built the first time a module names it. */
@@ -73,6 +76,7 @@ export function openRepos(store: Store, secrets: SecretBox, options: { telemetry
     deployments: () => new DeploymentsRepo(store),
     telemetry: () => openTelemetry(store, options.telemetryRetentionDays),
     quotas: () => new QuotasRepo(store),
+    audit: () => new AuditRepo(store),
   };
   const built: Partial<Record<keyof Repos, unknown>> = {};
   const repos = {} as Repos;

@@ -35,6 +35,10 @@ export const GatewayKeyView = v.object({
   createdAt: Timestamp,
   lastUsedAt: NullableTimestamp,
   expiresAt: NullableTimestamp,
+  /** Model patterns the key may use; null: any (docs/access-control.md). */
+  allowedModels: v.nullable(v.array(v.string())),
+  /** Tool patterns the key may list and call; null: any. */
+  allowedTools: v.nullable(v.array(v.string())),
 });
 
 export const AccountKeyView = v.object({
@@ -44,6 +48,10 @@ export const AccountKeyView = v.object({
   prefix: v.string(),
   createdAt: Timestamp,
   lastUsedAt: NullableTimestamp,
+  /** Model patterns the key may use; null: any (docs/access-control.md). */
+  allowedModels: v.nullable(v.array(v.string())),
+  /** Tool patterns the key may list and call; null: any. */
+  allowedTools: v.nullable(v.array(v.string())),
 });
 
 export const ConsoleKeyView = v.object({
@@ -56,6 +64,10 @@ export const ConsoleKeyView = v.object({
   spendLimit: v.nullable(v.number()),
   rpmLimit: v.nullable(v.number()),
   tpmLimit: v.nullable(v.number()),
+  /** Only on a key with a model allow-list (docs/access-control.md): docs/interface.md 4.3 lists the other fields. */
+  allowedModels: v.optional(v.array(v.string())),
+  /** Only on a key with a tool allow-list. */
+  allowedTools: v.optional(v.array(v.string())),
 });
 
 /** The plaintext secret, in the create response only. */
@@ -73,6 +85,10 @@ export const TenantView = v.object({
   role: v.optional(v.pipe(v.picklist(["viewer", "member", "admin", "owner"]), v.description("The caller's role in the tenant"))),
   createdAt: Timestamp,
   updatedAt: Timestamp,
+  /** Model patterns every caller of the tenant is held to; null: any (docs/access-control.md). */
+  allowedModels: v.nullable(v.array(v.string())),
+  /** Tool patterns every caller of the tenant is held to; null: any. */
+  allowedTools: v.nullable(v.array(v.string())),
 });
 
 export const ModelEntry = v.object({

@@ -37,6 +37,8 @@ export const LISTED: Readonly<Record<string, readonly number[]>> = {
   artifacts: [1],
   /** A tenant's telemetry hours (memory and fs; Redis keeps telemetry in sorted sets of its own). */
   telemetry: [1],
+  /** A tenant's audit log, newest first (ids sort by inverted time, docs/audit.md). */
+  audit: [1],
   /** Connected VMs on Redis: every connection, and a VM's connections. */
   vms: [0, 1],
 };

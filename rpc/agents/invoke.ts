@@ -17,6 +17,7 @@ import type { RoutedModel } from "../chat/model-router.js";
 import type { Tenant } from "../../storage/repos/tenants.js";
 import { emitEvent } from "../event-sink.js";
 import type { AgentsDeps } from "./deps.js";
+import { allowanceOf, allowedBy } from "../allow-list.js";
 
 /** The bus channel every event of every run of an agent is published on, as `{runId, event}`. */
 
@@ -50,7 +51,9 @@ export async function invokeAgent(
   }
   const tenant = await deps.tenants.getTenant(agent.tenantId);
   if (!tenant) throw new ServiceError("NOT_FOUND", `The agent's tenant no longer exists: ${agent.tenantId}`);
-  const model = deps.models.resolve(agent.model);
+  // The caller's allow-lists hold an agent's run too (docs/access-control.md): its model, and the tools it may call.
+  const allowance = await allowanceOf(deps, principal);
+  const model = deps.models.resolve(agent.model, allowance.models);
   const turnHold = async (current: Tenant, messages: readonly AgentMessage[]): Promise<Hold> => {
     const prompt = countPromptTokens(messages);
     const output = agent.config.maxTokens ?? deps.models.outputCap(model, prompt);
@@ -83,7 +86,7 @@ export async function invokeAgent(
   // The first turn's hold is placed before the run starts, so a spent month is a 429 here.
   let firstHold: Hold | undefined = await turnHold(tenant, messages);
 
-  const catalog = await deps.catalog.list({ scope: { tenantId: agent.tenantId } });
+  const catalog = await deps.catalog.list({ scope: { tenantId: agent.tenantId, allowed: allowance.tools } });
   const tools: ToolDef[] = catalog.filter((tool) => agent.tools.includes(tool.name));
   const missing = agent.tools.filter((name) => !tools.some((tool) => tool.name === name));
 
@@ -157,6 +160,8 @@ export async function invokeAgent(
       return await metered(deps, hold, model, result, countPromptTokens(request.messages));
     },
     callTool(name, args, toolSignal) {
+      // A tool the caller may not use is as unknown as a missing one.
+      if (!allowedBy(allowance.tools, name)) return Promise.reject(new ServiceError("NOT_FOUND", `Unknown tool: ${name}`));
       const seconds = agent.config.toolTimeoutSeconds ?? deps.config.GATEWAY_TIMEOUT_SECONDS;
       // Upstream and VM tools answer only for the agent's own tenant (docs/architecture.md "Ownership").
       return deps.catalog.call(name, args, { timeoutMs: Math.round(seconds * 1000), signal: toolSignal, tenantId: agent.tenantId });

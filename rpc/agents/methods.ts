@@ -18,6 +18,7 @@ import { AgentRunView, Success, Timestamp } from "../views.js";
 import { emitEvent } from "../event-sink.js";
 import { endingWith, holderScopes, takePlaces, takeStreamPlace, type PlaceScope } from "../quotas.js";
 import { agentsDomain, type AgentsDeps, type AgentsContext } from "./deps.js";
+import { UNRESTRICTED } from "../allow-list.js";
 
 const AgentId = v.pipe(v.string("agent_id must be a string"), v.minLength(1, "agent_id is required"), v.maxLength(128));
 const Name = v.pipe(
@@ -63,7 +64,8 @@ async function checkToolsAndModel(deps: AgentsDeps, tenantId: string, tools: str
   let modelProblem: string | undefined;
   if (model !== undefined) {
     try {
-      deps.models.resolve(model);
+      // An agent's model is checked as the tenant configures it; allow-lists hold callers (docs/access-control.md).
+      deps.models.resolve(model, UNRESTRICTED.models);
     } catch (error) {
       modelProblem = error instanceof ServiceError ? error.message : String(error);
     }

@@ -4,6 +4,7 @@ import { queryInt } from "../validate.js";
 import { MICRO_PER_CREDIT } from "../money/money.js";
 import { publicUser } from "../accounts/accounts.js";
 import type { Workspace } from "../../storage/repos/tenants.js";
+import { recordAudit } from "../audit.js";
 import { billingDomain, type BillingDeps } from "./deps.js";
 
 const OPERATORS = { kinds: ["session", "console", "service"], operator: true } as const;
@@ -108,6 +109,13 @@ export const operatorCreditsGrant = billingDomain.method({
       workspaceId: workspace.id,
       microCredits: micro,
       by: ctx.principal.userId,
+    });
+    // The workspace's tenant sees who granted it credits (docs/audit.md).
+    await recordAudit(ctx, {
+      action: "credits.granted",
+      target: workspace.id,
+      tenantId: workspace.tenantId,
+      changes: { microCredits: micro },
     });
     return { ...(await balanceView(ctx.deps, workspace)), granted: micro };
   },

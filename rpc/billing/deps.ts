@@ -5,7 +5,7 @@ import type { Repos } from "../repos.js";
 import type { Money } from "../money/money.js";
 
 /** What the billing domain's handlers reach as `ctx.deps` (built in `./index.ts`). */
-export type BillingDeps = Pick<Repos, "users" | "tenants" | "members" | "agents" | "credits" | "usage"> &
+export type BillingDeps = Pick<Repos, "users" | "tenants" | "members" | "agents" | "credits" | "usage" | "audit"> &
   Pick<Ports, "config" | "log"> & {
     money: Money;
   };

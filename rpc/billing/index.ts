@@ -9,7 +9,7 @@ export const billingModule = billingDomain.module({
   methods: [...usageMethods, ...creditMethods, ...billingProxyMethods],
   init: (ports) => ({
     ...pick(ports, ["config", "log"]),
-    ...pick(ports.repos, ["users", "tenants", "members", "agents", "credits", "usage"]),
+    ...pick(ports.repos, ["users", "tenants", "members", "agents", "credits", "usage", "audit"]),
     money: ports.use("money"),
   }),
 });

@@ -7,7 +7,7 @@ import type { Embeddings } from "./embeddings/router.js";
 import type { Money } from "../money/money.js";
 
 /** What the chat domain's handlers reach as `ctx.deps` (built in `./index.ts`). */
-export type ChatDeps = Pick<Repos, "users" | "quotas"> &
+export type ChatDeps = Pick<Repos, "users" | "quotas" | "tenants"> &
   Pick<Ports, "config" | "log" | "metrics"> & {
     models: ModelRouter;
     /** Embeddings through the model router (docs/embeddings.md). */

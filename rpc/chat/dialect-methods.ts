@@ -15,6 +15,7 @@ import {
   type MessagesBodyInput,
 } from "./dialects/messages.js";
 import { retold } from "./dialects/stream.js";
+import { allowanceOf } from "../allow-list.js";
 
 /**
  * The OpenAI Responses and Anthropic Messages dialects on the Account and Gateway surfaces
@@ -83,7 +84,7 @@ async function createMessage(ctx: ChatContext, params: MessagesBodyInput, surfac
 async function countTokens(ctx: ChatContext, params: CountTokensInput) {
   const { request, inputTokens } = countInputTokens(params);
   const plan = await ctx.deps.money.userPlan(principalOf(ctx).userId);
-  ctx.deps.models.resolve(request.model, plan);
+  ctx.deps.models.resolve(request.model, (await allowanceOf(ctx.deps, ctx.principal)).models, plan);
   return { input_tokens: inputTokens };
 }
 

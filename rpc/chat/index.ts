@@ -24,6 +24,7 @@ export const chatModule = chatDomain.module({
       ...pick(ports, ["config", "log", "metrics"]),
       users: ports.repos.users,
       quotas: ports.repos.quotas,
+      tenants: ports.repos.tenants,
       models,
       embeddings: new Embeddings(models, ports.config, ports.metrics),
       money: ports.use("money"),

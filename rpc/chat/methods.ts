@@ -9,6 +9,7 @@ import { ChatCompletionView } from "../views.js";
 import { SURFACES } from "../surfaces.js";
 import { chatDomain, type ChatContext } from "./deps.js";
 import { endingWith, takeStreamPlace } from "../quotas.js";
+import { allowanceOf } from "../allow-list.js";
 
 /**
  * From here on the request has reached the router (docs/interface.md 4.2): the response carries
@@ -36,7 +37,7 @@ async function holdAndRun(
 ) {
   let model: RoutedModel;
   try {
-    model = ctx.deps.models.resolve(request.model, plan);
+    model = ctx.deps.models.resolve(request.model, (await allowanceOf(ctx.deps, ctx.principal)).models, plan);
     // A deprecated model: Account and Gateway answers carry Deprecation and X-Model-Warning; the
     // Platform adds no service header (rpc/surfaces.ts, docs/interface.md 4.2), so there the notice is in the
     // catalog entry and the request's log line (docs/model-registry.md).

@@ -4,12 +4,19 @@ import { ServiceError } from "../errors.js";
 import { ModelEntry, ModelList } from "../views.js";
 import type { Principal } from "../auth.js";
 import { chatDomain, type ChatContext } from "./deps.js";
+import { allowanceOf } from "../allow-list.js";
 
-// docs/interface.md 2.1: the catalog is not filtered per key, so one id answers like the list it is in.
+// docs/interface.md 2.1: the catalog is not filtered per key, so one id answers like the list it is in;
+// a caller held to allow-lists sees only what they allow, in the list and by id (docs/access-control.md).
 const ModelId = v.object({ model_id: v.pipe(v.string(), v.minLength(1), v.maxLength(256)) });
 
-function findModel(ctx: ChatContext, id: string) {
-  const entry = ctx.deps.models.list().find((candidate) => candidate.id === id);
+/** The catalog as this caller may see it. */
+async function catalogOf(ctx: ChatContext) {
+  return ctx.deps.models.list((await allowanceOf(ctx.deps, ctx.principal)).models);
+}
+
+async function findModel(ctx: ChatContext, id: string) {
+  const entry = (await catalogOf(ctx)).find((candidate) => candidate.id === id);
   if (!entry) throw new ServiceError("NOT_FOUND", `The model '${id}' does not exist`);
   return entry;
 }
@@ -36,7 +43,7 @@ export const modelMethods = [
     http: [{ surface: "platform", method: "GET", path: "/models" }],
     async handler(_params, ctx) {
       await ctx.deps.money.requireCredits(principalOf(ctx));
-      return { object: "list", data: ctx.deps.models.list() };
+      return { object: "list", data: await catalogOf(ctx) };
     },
   }),
 
@@ -65,7 +72,7 @@ export const modelMethods = [
       return {
         object: "list",
         plan,
-        data: ctx.deps.models.list().map((entry) => ({ ...entry, available: usable.has(entry.id) })),
+        data: (await catalogOf(ctx)).map((entry) => ({ ...entry, available: usable.has(entry.id) })),
       };
     },
   }),
@@ -77,8 +84,8 @@ export const modelMethods = [
     auth: { kinds: ["session", "gateway_key"] },
     output: ModelList,
     http: [{ surface: "gateway", method: "GET", path: "/models" }],
-    handler(_params, ctx) {
-      return { object: "list", data: ctx.deps.models.list() };
+    async handler(_params, ctx) {
+      return { object: "list", data: await catalogOf(ctx) };
     },
   }),
 
@@ -108,7 +115,7 @@ export const modelMethods = [
     http: [{ surface: "account", method: "GET", path: "/models/:model_id" }],
     async handler(params, ctx) {
       const plan = await accountPlan(ctx);
-      const entry = findModel(ctx, params.model_id);
+      const entry = await findModel(ctx, params.model_id);
       return { ...entry, available: ctx.deps.models.usableIds(plan.id).includes(entry.id) };
     },
   }),
@@ -121,8 +128,8 @@ export const modelMethods = [
     output: ModelEntry,
     errors: { NOT_FOUND: {} },
     http: [{ surface: "gateway", method: "GET", path: "/models/:model_id" }],
-    handler(params, ctx) {
-      return findModel(ctx, params.model_id);
+    async handler(params, ctx) {
+      return await findModel(ctx, params.model_id);
     },
   }),
 ];

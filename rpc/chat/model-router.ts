@@ -9,6 +9,7 @@ import { DEFAULT_COOLDOWN_SECONDS, Deployment, DeploymentHealth, RoutingProvider
 import type { Metrics } from "../metrics.js";
 import type { Bus } from "../../storage/bus.js";
 import type { DeploymentsRepo } from "../../storage/repos/deployments.js";
+import { allowedBy, type PatternLists } from "../allow-list.js";
 
 /** What the model registry says about a model the router serves (docs/model-registry.md). */
 export interface RegistryStatus {
@@ -164,29 +165,36 @@ export class ModelRouter {
     return this.#registry.get(id)?.status === "disabled";
   }
 
-  /** Every listed model, public or not (docs/interface.md 2.1: the catalog is not filtered per key). */
-  list(): CatalogEntry[] {
-    return [...this.#models.values()].map(({ id, config }) => {
-      const deprecation = this.deprecation(id);
-      return {
-        id,
-        object: "model",
-        created: this.#created,
-        owned_by: config.ownedBy ?? (deploymentsOf(config).every((deployment) => deployment.provider === "echo") ? "gateway" : "upstream"),
-        context_window: config.contextWindow,
-        // The catalog entry is where a Platform caller learns of a deprecation (docs/interface.md 4.2 allows no other header).
-        ...(deprecation ? { deprecated: true, deprecation } : {}),
-      };
-    });
+  /**
+   * Every listed model, public or not (docs/interface.md 2.1: the catalog is not filtered per key),
+   * but a caller held to allow-lists sees only the models they allow (docs/access-control.md).
+   */
+  list(allowed?: PatternLists): CatalogEntry[] {
+    return [...this.#models.values()]
+      .filter(({ id }) => allowedBy(allowed, id))
+      .map(({ id, config }) => {
+        const deprecation = this.deprecation(id);
+        return {
+          id,
+          object: "model",
+          created: this.#created,
+          owned_by:
+            config.ownedBy ?? (deploymentsOf(config).every((deployment) => deployment.provider === "echo") ? "gateway" : "upstream"),
+          context_window: config.contextWindow,
+          // The catalog entry is where a Platform caller learns of a deprecation (docs/interface.md 4.2 allows no other header).
+          ...(deprecation ? { deprecated: true, deprecation } : {}),
+        };
+      });
   }
 
-  /** Ids a request may use (optionally only those a plan allows, and only those of one mode). */
-  usableIds(plan?: string, mode?: ModelMode): string[] {
+  /** Ids a request may use (optionally only those a plan allows, those of one mode, and those the caller's allow-lists allow). */
+  usableIds(plan?: string, mode?: ModelMode, allowed?: PatternLists): string[] {
     return [...this.#models.values()]
       .filter(
         ({ id, config }) =>
           config.public &&
           !this.#disabled(id) &&
+          allowedBy(allowed, id) &&
           (!plan || !config.plans || config.plans.includes(plan)) &&
           (!mode || modeOf(config) === mode),
       )
@@ -197,13 +205,15 @@ export class ModelRouter {
    * The model for a chat request (or, with `mode` `embedding`, an embeddings request). Unknown
    * and non-public ids get the same 403 listing the usable ids of that mode (docs/interface.md
    * 7.2); a model of the other mode is 400 (docs/embeddings.md "Which models embed"); with no
-   * model configured at all, chat is unavailable (503).
+   * model configured at all, chat is unavailable (503). The caller's allow-lists (`allowed`,
+   * rpc/allow-list.ts) are the one check of every surface and dialect: a model they do not allow
+   * is refused like an unknown one, and the usable ids listed are only those they allow.
    */
-  resolve(id: string, plan?: string, mode: ModelMode = "chat"): RoutedModel {
+  resolve(id: string, allowed: PatternLists, plan?: string, mode: ModelMode = "chat"): RoutedModel {
     if (this.#models.size === 0) throw new ServiceError("UNAVAILABLE", "Chat service not configured: no models are set up");
     const model = this.#models.get(id);
-    if (!model?.config.public || this.#disabled(id)) {
-      const usable = this.usableIds(undefined, mode);
+    if (!model?.config.public || this.#disabled(id) || !allowedBy(allowed, id)) {
+      const usable = this.usableIds(undefined, mode, allowed);
       throw new ServiceError(
         "MODEL_NOT_AVAILABLE",
         `The model '${id}' is not available on this API. Usable models: ${usable.join(", ") || "none"}`,
@@ -213,7 +223,7 @@ export class ModelRouter {
       );
     }
     if (plan && model.config.plans && !model.config.plans.includes(plan)) {
-      const usable = this.usableIds(plan, mode);
+      const usable = this.usableIds(plan, mode, allowed);
       throw new ServiceError(
         "INSUFFICIENT_CAPABILITY",
         `The model '${id}' is not included in the ${plan} plan. Usable models: ${usable.join(", ") || "none"}`,
@@ -223,7 +233,7 @@ export class ModelRouter {
       );
     }
     if (modeOf(model.config) !== mode) {
-      const usable = this.usableIds(plan, mode);
+      const usable = this.usableIds(plan, mode, allowed);
       throw new ServiceError(
         "VALIDATION_FAILED",
         mode === "embedding"

@@ -8,6 +8,9 @@ import { AccountKeyView, WithSecret } from "../views.js";
 import { KEYS_NEED_A_SESSION_OR_CONSOLE } from "./session-only.js";
 import { emitUserEvent } from "../event-sink.js";
 import { keysDomain } from "./deps.js";
+import { AllowListFields, allowListView, withAllowLists } from "../allow-list.js";
+import { changedFields, recordAudit } from "../audit.js";
+import { keyChanges } from "./key-changes.js";
 
 /** docs/interface.md 5: personal keys carry `intelligence` and/or `compute`; keys made today carry both. */
 export const ACCOUNT_SCOPES = ["intelligence", "compute"] as const;
@@ -21,6 +24,7 @@ function view(record: KeyRecord, prefixes: KeyPrefixes) {
     prefix: keyLabel(prefixes, record),
     createdAt: record.createdAt,
     lastUsedAt: record.lastUsedAt,
+    ...allowListView(record),
   };
 }
 
@@ -59,6 +63,7 @@ export const accountKeyMethods = [
           v.transform((scopes) => ACCOUNT_SCOPES.filter((scope) => scopes.includes(scope))),
         ),
       ),
+      ...AllowListFields,
     }),
     auth: SIGNED_IN,
     output: v.object({ ...AccountKeyView.entries, ...WithSecret.entries }),
@@ -75,7 +80,10 @@ export const accountKeyMethods = [
         userId,
         name: params.name,
         scopes: params.scopes ?? [...ACCOUNT_SCOPES],
+        allowedModels: params.allowedModels ?? null,
+        allowedTools: params.allowedTools ?? null,
       });
+      await recordAudit(ctx, { action: "key.created", target: record.id, changes: { kind: "account", ...keyChanges(record) } });
       ctx.responseHeaders.set("cache-control", "no-store");
       emitUserEvent(ctx.deps, userId, "key.created", { keyId: record.id, kind: "account", name: record.name });
       return { ...view(record, ctx.deps.keyPrefixes), key: secret };
@@ -98,7 +106,41 @@ export const accountKeyMethods = [
       if (record?.kind !== "account") throw new ServiceError("NOT_FOUND", "Key not found");
       await ctx.deps.keys.revoke(record, nowIso());
       emitUserEvent(ctx.deps, record.userId, "key.revoked", { keyId: record.id, kind: "account" });
+      await recordAudit(ctx, { action: "key.revoked", target: record.id, changes: { kind: "account" } });
       return { id: record.id, revoked: true };
+    },
+  }),
+
+  keysDomain.method({
+    name: "account.keys.update",
+    summary:
+      "Rename one of the signed-in user's personal keys or change its allow-lists (allowedModels, allowedTools: glob patterns; null allows everything).",
+    input: v.pipe(
+      v.object({
+        id: v.pipe(v.string(), v.minLength(1)),
+        name: v.optional(v.pipe(v.string("name must be a string"), v.trim(), v.minLength(1, "name is required"), v.maxLength(100))),
+        ...AllowListFields,
+      }),
+      v.check(
+        (input) => ["name", "allowedModels", "allowedTools"].some((field) => field in input),
+        "Provide at least one of name, allowedModels, allowedTools",
+      ),
+    ),
+    auth: SIGNED_IN,
+    output: AccountKeyView,
+    errors: { NOT_FOUND: {}, VALIDATION_FAILED: {} },
+    http: [
+      { surface: "account", method: "PATCH", path: "/keys/:id" },
+      { surface: "console", method: "PATCH", path: "/personal-keys/:id" },
+    ],
+    async handler(params, ctx) {
+      const record = await ctx.deps.keys.get(ctx.principal.userId, params.id);
+      if (record?.kind !== "account") throw new ServiceError("NOT_FOUND", "Key not found");
+      const next = withAllowLists({ ...record }, params);
+      if (params.name !== undefined) next.name = params.name;
+      await ctx.deps.keys.update(next);
+      await recordAudit(ctx, { action: "key.updated", target: record.id, changes: { kind: "account", ...changedFields(params, ["id"]) } });
+      return view(next, ctx.deps.keyPrefixes);
     },
   }),
 ];

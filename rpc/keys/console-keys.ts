@@ -9,6 +9,9 @@ import { nowIso } from "../../storage/ids.js";
 import { ConsoleKeyView, Timestamp, WithSecret } from "../views.js";
 import { emitUserEvent } from "../event-sink.js";
 import { keysDomain, type KeysDeps, type KeysContext } from "./deps.js";
+import { AllowListFields, withAllowLists } from "../allow-list.js";
+import { changedFields, recordAudit } from "../audit.js";
+import { keyChanges } from "./key-changes.js";
 
 /** Scopes of a console-created platform key (docs/interface.md 2.4: `chat:write` by default). */
 export const DEFAULT_PLATFORM_SCOPES = ["chat:write"];
@@ -61,6 +64,9 @@ export function consoleKeyView(record: KeyRecord) {
     spendLimit: record.spendLimit,
     rpmLimit: record.rpmLimit,
     tpmLimit: record.tpmLimit,
+    // docs/interface.md 4.3 lists a key's fields: the allow-lists are added only to a key that has them.
+    ...(record.allowedModels ? { allowedModels: record.allowedModels } : {}),
+    ...(record.allowedTools ? { allowedTools: record.allowedTools } : {}),
   };
 }
 
@@ -79,12 +85,19 @@ export async function createPlatformKey(
     spendLimit?: number | null;
     rpmLimit?: number | null;
     tpmLimit?: number | null;
+    allowedModels?: string[] | null;
+    allowedTools?: string[] | null;
   },
 ): Promise<{ record: KeyRecord; secret: string }> {
   const { workspaceId, ...rest } = input;
   const created = await createKey(deps, { ...rest, kind: "platform", owner: workspaceId, scopes: [...DEFAULT_PLATFORM_SCOPES] });
   emitUserEvent(deps, input.userId, "key.created", { keyId: created.record.id, kind: "platform", name: created.record.name });
   return created;
+}
+
+/** The tenant a workspace belongs to (its platform keys' audit records go there). */
+async function tenantOfWorkspace(deps: KeysDeps, workspaceId: string): Promise<string | undefined> {
+  return (await deps.tenants.getWorkspace(workspaceId))?.tenantId;
 }
 
 /** The caller's workspace's platform key, or the same 404 whether it is missing or another workspace's (docs/interface.md 3). */
@@ -121,6 +134,7 @@ export const consoleKeyMethods = [
       name: Name,
       /** Optional; the key is refused with 401 from this instant (docs/interface.md 3). */
       expiresAt: v.optional(v.nullable(ExpiresAt)),
+      ...AllowListFields,
       ...WorkspaceParam,
     }),
     auth: CONSOLE_ONLY,
@@ -132,8 +146,21 @@ export const consoleKeyMethods = [
       const workspaceId = await workspaceOf(ctx, params.workspaceId, "member");
       // The signed-in user's key quota (QUOTA_KEYS_PER_USER, docs/quotas.md); an operator's `create-key` is not counted against it.
       const { record, secret } = await withinKeyQuota(ctx.deps, principal.userId, () =>
-        createPlatformKey(ctx.deps, { workspaceId, userId: principal.userId, name: params.name, expiresAt: params.expiresAt ?? null }),
+        createPlatformKey(ctx.deps, {
+          workspaceId,
+          userId: principal.userId,
+          name: params.name,
+          expiresAt: params.expiresAt ?? null,
+          allowedModels: params.allowedModels ?? null,
+          allowedTools: params.allowedTools ?? null,
+        }),
       );
+      await recordAudit(ctx, {
+        action: "key.created",
+        target: record.id,
+        tenantId: await tenantOfWorkspace(ctx.deps, workspaceId),
+        changes: { kind: "platform", workspaceId, ...keyChanges(record) },
+      });
       ctx.responseHeaders.set("cache-control", "no-store");
       // docs/interface.md 4.3: exactly {id, name, key, createdAt}.
       return { id: record.id, name: record.name, key: secret, createdAt: record.createdAt };
@@ -164,11 +191,12 @@ export const consoleKeyMethods = [
         spendLimit: v.optional(SpendLimit),
         rpmLimit: v.optional(PerMinute("rpmLimit")),
         tpmLimit: v.optional(PerMinute("tpmLimit")),
+        ...AllowListFields,
         ...WorkspaceParam,
       }),
       v.check(
-        (input) => ["name", "spendLimit", "rpmLimit", "tpmLimit"].some((field) => field in input),
-        "Provide at least one of name, spendLimit, rpmLimit, tpmLimit",
+        (input) => ["name", "spendLimit", "rpmLimit", "tpmLimit", "allowedModels", "allowedTools"].some((field) => field in input),
+        "Provide at least one of name, spendLimit, rpmLimit, tpmLimit, allowedModels, allowedTools",
       ),
     ),
     auth: CONSOLE_ONLY,
@@ -176,13 +204,20 @@ export const consoleKeyMethods = [
     errors: { NOT_FOUND: {}, VALIDATION_FAILED: {}, FORBIDDEN: {} },
     http: [{ surface: "console", method: "PATCH", path: "/api-keys/:id" }],
     async handler(params, ctx) {
-      const record = await ownKey(ctx.deps, await workspaceOf(ctx, params.workspaceId, "member"), params.id);
-      const next: KeyRecord = { ...record };
+      const workspaceId = await workspaceOf(ctx, params.workspaceId, "member");
+      const record = await ownKey(ctx.deps, workspaceId, params.id);
+      const next: KeyRecord = withAllowLists({ ...record }, params);
       if (params.name !== undefined) next.name = params.name;
       if (params.spendLimit !== undefined) next.spendLimit = params.spendLimit;
       if (params.rpmLimit !== undefined) next.rpmLimit = params.rpmLimit;
       if (params.tpmLimit !== undefined) next.tpmLimit = params.tpmLimit;
       await ctx.deps.keys.update(next);
+      await recordAudit(ctx, {
+        action: "key.updated",
+        target: record.id,
+        tenantId: await tenantOfWorkspace(ctx.deps, workspaceId),
+        changes: { kind: "platform", ...changedFields(params, ["id", "workspaceId"]) },
+      });
       return consoleKeyView(next);
     },
   }),
@@ -196,9 +231,16 @@ export const consoleKeyMethods = [
     errors: { NOT_FOUND: {}, FORBIDDEN: {} },
     http: [{ surface: "console", method: "DELETE", path: "/api-keys/:id" }],
     async handler(params, ctx) {
-      const record = await ownKey(ctx.deps, await workspaceOf(ctx, params.workspaceId, "member"), params.id);
+      const workspaceId = await workspaceOf(ctx, params.workspaceId, "member");
+      const record = await ownKey(ctx.deps, workspaceId, params.id);
       await ctx.deps.keys.revoke(record, nowIso());
       emitUserEvent(ctx.deps, record.userId, "key.revoked", { keyId: record.id, kind: "platform" });
+      await recordAudit(ctx, {
+        action: "key.revoked",
+        target: record.id,
+        tenantId: await tenantOfWorkspace(ctx.deps, workspaceId),
+        changes: { kind: "platform", workspaceId },
+      });
       return { id: record.id, revoked: true };
     },
   }),

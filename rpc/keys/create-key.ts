@@ -17,6 +17,9 @@ export interface NewKey {
   spendLimit?: number | null;
   rpmLimit?: number | null;
   tpmLimit?: number | null;
+  /** Allow-lists (docs/access-control.md); absent: any model, any tool. */
+  allowedModels?: string[] | null;
+  allowedTools?: string[] | null;
 }
 
 /**
@@ -79,6 +82,8 @@ export async function createKey(
     spendLimit: input.spendLimit ?? null,
     rpmLimit: input.rpmLimit ?? null,
     tpmLimit: input.tpmLimit ?? null,
+    ...(input.allowedModels ? { allowedModels: input.allowedModels } : {}),
+    ...(input.allowedTools ? { allowedTools: input.allowedTools } : {}),
   });
   return { record, secret };
 }

@@ -4,7 +4,7 @@ import { domain, type Ports } from "../module.js";
 import type { Repos } from "../repos.js";
 
 /** What the keys domain's handlers reach as `ctx.deps` (built in `./index.ts`). */
-export type KeysDeps = Pick<Repos, "users" | "tenants" | "members" | "agents" | "keys" | "quotas"> &
+export type KeysDeps = Pick<Repos, "users" | "tenants" | "members" | "agents" | "keys" | "quotas" | "audit"> &
   Pick<Ports, "config" | "keyPrefixes" | "sink">;
 
 export const keysDomain = domain<KeysDeps>("keys");

@@ -9,6 +9,9 @@ import { nowIso } from "../../storage/ids.js";
 import { GatewayKeyView, WithSecret } from "../views.js";
 import { emitUserEvent } from "../event-sink.js";
 import { keysDomain } from "./deps.js";
+import { AllowListFields, allowListView, withAllowLists } from "../allow-list.js";
+import { changedFields, recordAudit } from "../audit.js";
+import { keyChanges } from "./key-changes.js";
 
 function view(record: KeyRecord, prefixes: KeyPrefixes) {
   return {
@@ -19,6 +22,7 @@ function view(record: KeyRecord, prefixes: KeyPrefixes) {
     createdAt: record.createdAt,
     lastUsedAt: record.lastUsedAt,
     expiresAt: record.expiresAt,
+    ...allowListView(record),
   };
 }
 
@@ -47,6 +51,7 @@ export const gatewayKeyMethods = [
       description: v.optional(v.pipe(v.string("description must be a string"), v.maxLength(500)), ""),
       /** When the key stops working (401 from then on); never when absent (docs/interface.md 5: gateway keys). */
       expiresAt: v.optional(v.nullable(ExpiresAt)),
+      ...AllowListFields,
     }),
     // Keys are made by a signed-in user (session token or console cookie), never by another key (docs/interface.md 5).
     auth: KEYS_NEED_A_SESSION_OR_CONSOLE,
@@ -66,8 +71,11 @@ export const gatewayKeyMethods = [
         description: params.description,
         scopes: ["*"],
         expiresAt: params.expiresAt ?? null,
+        allowedModels: params.allowedModels ?? null,
+        allowedTools: params.allowedTools ?? null,
       });
       emitUserEvent(ctx.deps, userId, "key.created", { keyId: record.id, kind: "gateway", name: record.name });
+      await recordAudit(ctx, { action: "key.created", target: record.id, changes: { kind: "gateway", ...keyChanges(record) } });
       return { ...view(record, ctx.deps.keyPrefixes), key: secret };
     },
   }),
@@ -89,7 +97,48 @@ export const gatewayKeyMethods = [
       if (record?.kind !== "gateway") throw new ServiceError("NOT_FOUND", "API key not found");
       await ctx.deps.keys.revoke(record, nowIso());
       emitUserEvent(ctx.deps, ctx.principal.userId, "key.revoked", { keyId: record.id, kind: "gateway" });
+      await recordAudit(ctx, { action: "key.revoked", target: record.id, changes: { kind: "gateway" } });
       return { success: true, id: record.id };
+    },
+  }),
+
+  keysDomain.method({
+    name: "auth.keys.update",
+    summary:
+      "Rename one of the caller's gateway keys or change its allow-lists (allowedModels, allowedTools: glob patterns; null allows everything).",
+    input: v.pipe(
+      v.object({
+        key_id: v.pipe(v.string(), v.minLength(1)),
+        name: v.optional(v.pipe(v.string("name must be a string"), v.trim(), v.minLength(1, "name is required"), v.maxLength(100))),
+        description: v.optional(v.pipe(v.string("description must be a string"), v.maxLength(500))),
+        ...AllowListFields,
+      }),
+      v.check(
+        (input) => ["name", "description", "allowedModels", "allowedTools"].some((field) => field in input),
+        "Provide at least one of name, description, allowedModels, allowedTools",
+      ),
+    ),
+    auth: KEYS_NEED_A_SESSION_OR_CONSOLE,
+    output: GatewayKeyView,
+    errors: { NOT_FOUND: {}, VALIDATION_FAILED: {} },
+    http: [
+      { surface: "gateway", method: "PATCH", path: "/auth/keys/:key_id" },
+      { surface: "console", method: "PATCH", path: "/gateway-keys/:key_id" },
+    ],
+    async handler(params, ctx) {
+      const record = await ctx.deps.keys.get(ctx.principal.userId, params.key_id);
+      // Another user's key and a missing key are the same 404.
+      if (record?.kind !== "gateway") throw new ServiceError("NOT_FOUND", "API key not found");
+      const next = withAllowLists({ ...record }, params);
+      if (params.name !== undefined) next.name = params.name;
+      if (params.description !== undefined) next.description = params.description;
+      await ctx.deps.keys.update(next);
+      await recordAudit(ctx, {
+        action: "key.updated",
+        target: record.id,
+        changes: { kind: "gateway", ...changedFields(params, ["key_id"]) },
+      });
+      return view(next, ctx.deps.keyPrefixes);
     },
   }),
 ];

@@ -10,6 +10,6 @@ export const keysModule = keysDomain.module({
   methods: [...gatewayKeyMethods, ...consoleKeyMethods, ...accountKeyMethods, ...operatorKeyMethods],
   init: (ports) => ({
     ...pick(ports, ["config", "keyPrefixes", "sink"]),
-    ...pick(ports.repos, ["users", "tenants", "members", "agents", "keys", "quotas"]),
+    ...pick(ports.repos, ["users", "tenants", "members", "agents", "keys", "quotas", "audit"]),
   }),
 });

@@ -5,7 +5,7 @@ import type { Repos } from "../repos.js";
 import type { ModelRegistry } from "./registry.js";
 
 /** What the model-registry domain's handlers reach as `ctx.deps` (built in `./index.ts`). */
-export type ModelRegistryDeps = Pick<Repos, never> &
+export type ModelRegistryDeps = Pick<Repos, "audit" | "users" | "tenants"> &
   Pick<Ports, "config"> & {
     modelRegistry: ModelRegistry;
   };

@@ -8,7 +8,7 @@ export const modelRegistryModule = modelRegistryDomain.module({
   init: async ({ config, store, repos, use }) => {
     const modelRegistry = new ModelRegistry(repos.modelRegistry, use("models"), store.bus, config);
     await modelRegistry.start();
-    return { config, modelRegistry };
+    return { config, modelRegistry, audit: repos.audit, users: repos.users, tenants: repos.tenants };
   },
   close: (deps) => deps.modelRegistry.stop(),
 });

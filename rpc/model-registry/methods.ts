@@ -2,6 +2,7 @@ import * as v from "valibot";
 import { ServiceError } from "../errors.js";
 import { nowIso } from "../../storage/ids.js";
 import type { ModelEntry } from "../../storage/repos/model-registry.js";
+import { changedFields, recordAudit } from "../audit.js";
 import { modelRegistryDomain } from "./deps.js";
 
 const SIGNED_IN = { kinds: ["session", "gateway_key", "service"] } as const;
@@ -177,7 +178,9 @@ export const modelRegistryMethods = [
         createdAt: now,
         updatedAt: now,
       };
-      return registry.save(applyPatch(base, params, now));
+      const saved = await registry.save(applyPatch(base, params, now));
+      await recordAudit(ctx, { action: "model.created", target: params.id, changes: changedFields(params, ["id"]) });
+      return saved;
     },
   }),
 
@@ -207,7 +210,9 @@ export const modelRegistryMethods = [
     http: [{ surface: "gateway", method: "PATCH", path: "/model-registry/models/:model_id" }],
     async handler(params, ctx) {
       const entry = await entryOr404(params.model_id, ctx);
-      return ctx.deps.modelRegistry.save(applyPatch(entry, params, nowIso()));
+      const saved = await ctx.deps.modelRegistry.save(applyPatch(entry, params, nowIso()));
+      await recordAudit(ctx, { action: "model.updated", target: params.model_id, changes: changedFields(params, ["model_id"]) });
+      return saved;
     },
   }),
 

@@ -5,7 +5,7 @@ import type { Repos } from "../repos.js";
 import type { Money } from "../money/money.js";
 
 /** What the tenants domain's handlers reach as `ctx.deps` (built in `./index.ts`). */
-export type TenantsDeps = Pick<Repos, "users" | "tenants" | "members" | "agents"> &
+export type TenantsDeps = Pick<Repos, "users" | "tenants" | "members" | "agents" | "audit"> &
   Pick<Ports, "config" | "sink"> & {
     money: Money;
   };

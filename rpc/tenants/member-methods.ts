@@ -5,6 +5,7 @@ import { ROLES, type Membership, type Role } from "../../storage/repos/members.j
 import { nowIso } from "../../storage/ids.js";
 import { requireTenantAccess, roleIn } from "./access.js";
 import { emitEvent } from "../event-sink.js";
+import { recordAudit } from "../audit.js";
 import { tenantsDomain, type TenantsDeps } from "./deps.js";
 
 const TenantId = v.pipe(v.string("tenant_id must be a string"), v.minLength(1), v.maxLength(128));
@@ -167,6 +168,7 @@ export const memberMethods = [
         });
       });
       emitEvent(deps, tenant.id, "member.added", { tenantId: tenant.id, userId: user.id, role: params.role });
+      await recordAudit(ctx, { action: "member.added", target: user.id, tenantId: tenant.id, changes: { role: params.role } });
       return memberView(deps, added);
     },
   }),
@@ -184,6 +186,12 @@ export const memberMethods = [
       const tenant = await requireTenantAccess(ctx.deps, ctx.principal, params.tenant_id, "viewer");
       const updated = await changeMember(ctx.deps, ctx.principal.userId, tenant, params.member_id, params.role);
       emitEvent(ctx.deps, tenant.id, "member.role_changed", { tenantId: tenant.id, userId: params.member_id, role: params.role });
+      await recordAudit(ctx, {
+        action: "member.role_changed",
+        target: params.member_id,
+        tenantId: tenant.id,
+        changes: { role: params.role },
+      });
       return memberView(ctx.deps, updated!);
     },
   }),
@@ -203,6 +211,7 @@ export const memberMethods = [
       const tenant = await requireTenantAccess(ctx.deps, ctx.principal, params.tenant_id, "viewer");
       await changeMember(ctx.deps, ctx.principal.userId, tenant, params.member_id, null);
       emitEvent(ctx.deps, tenant.id, "member.removed", { tenantId: tenant.id, userId: params.member_id });
+      await recordAudit(ctx, { action: "member.removed", target: params.member_id, tenantId: tenant.id });
       return { success: true, userId: params.member_id };
     },
   }),

@@ -9,6 +9,8 @@ import { monthKey } from "../time.js";
 import { TenantView } from "../views.js";
 import { emitEvent } from "../event-sink.js";
 import { tenantsDomain, type TenantsDeps } from "./deps.js";
+import { AllowListFields, allowListView, withAllowLists } from "../allow-list.js";
+import { changedFields, recordAudit } from "../audit.js";
 
 const Slug = v.pipe(
   v.string("slug must be a string"),
@@ -57,6 +59,7 @@ async function tenantView(deps: TenantsDeps, tenant: Tenant, role?: Role | null)
     ...(role ? { role } : {}),
     createdAt: tenant.createdAt,
     updatedAt: tenant.updatedAt,
+    ...allowListView(tenant),
   };
 }
 
@@ -121,6 +124,7 @@ export const tenantMethods = [
         await ctx.deps.tenants.releaseSlug(params.slug, id).catch(() => undefined);
         throw error;
       }
+      await recordAudit(ctx, { action: "tenant.created", target: id, tenantId: id, changes: changedFields(params) });
       return tenantView(ctx.deps, tenant, "owner");
     },
   }),
@@ -143,13 +147,16 @@ export const tenantMethods = [
   tenantsDomain.method({
     name: "tenants.update",
     summary:
-      "Admins: change a tenant's name, plan, region or limits (each limit on its own). Lowering limits.agents below the current count blocks new agents only.",
+      "Admins: change a tenant's name, plan, region, limits (each limit on its own) or the allow-lists every caller of the tenant " +
+      "is held to (allowedModels, allowedTools: glob patterns; null allows everything). Lowering limits.agents below the current " +
+      "count blocks new agents only.",
     input: v.object({
       tenant_id: TenantId,
       name: v.optional(Name),
       plan: v.optional(Token("plan")),
       region: v.optional(Token("region")),
       limits: v.optional(Limits),
+      ...AllowListFields,
     }),
     auth: AUTH,
     output: TenantView,
@@ -158,7 +165,7 @@ export const tenantMethods = [
     async handler(params, ctx) {
       const tenant = await requireTenantAccess(ctx.deps, ctx.principal, params.tenant_id, "admin");
       const updated: Tenant = {
-        ...tenant,
+        ...withAllowLists(tenant, params),
         ...(params.name !== undefined ? { name: params.name } : {}),
         ...(params.plan !== undefined ? { plan: params.plan } : {}),
         ...(params.region !== undefined ? { region: params.region } : {}),
@@ -169,6 +176,12 @@ export const tenantMethods = [
         updatedAt: nowIso(),
       };
       await ctx.deps.tenants.putTenant(updated);
+      await recordAudit(ctx, {
+        action: "tenant.updated",
+        target: updated.id,
+        tenantId: updated.id,
+        changes: changedFields(params, ["tenant_id"]),
+      });
       emitEvent(ctx.deps, updated.id, "tenant.updated", {
         tenantId: updated.id,
         fields: Object.keys(params).filter((key) => key !== "tenant_id"),

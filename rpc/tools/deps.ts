@@ -9,7 +9,7 @@ import type { UpstreamOAuthRepo } from "../../storage/repos/upstream-oauth.js";
 import type { GuardedFetch } from "../outbound/guarded-fetch.js";
 
 /** What the tools domain's handlers reach as `ctx.deps` (built in `./index.ts`). */
-export type ToolsDeps = Pick<Repos, "users" | "tenants" | "members" | "agents" | "toolPlans"> &
+export type ToolsDeps = Pick<Repos, "users" | "tenants" | "members" | "agents" | "toolPlans" | "audit"> &
   Pick<Ports, "config" | "log" | "store" | "sink" | "onClose" | "metrics"> & {
     catalog: ToolCatalog;
     vms: VmDirectory;

@@ -36,7 +36,7 @@ export const toolsModule = toolsDomain.module({
     ports.onClose(() => guard.close());
     return {
       ...pick(ports, ["config", "log", "store", "sink", "onClose", "metrics"]),
-      ...pick(ports.repos, ["users", "tenants", "members", "agents", "toolPlans"]),
+      ...pick(ports.repos, ["users", "tenants", "members", "agents", "toolPlans", "audit"]),
       catalog,
       vms,
       upstream,

@@ -3,6 +3,7 @@ import { principalOf } from "../auth.js";
 import { UpstreamServerView } from "../views.js";
 import { emitEvent } from "../event-sink.js";
 import { tenantOrPersonal, type Role } from "../tenants/access.js";
+import { recordAudit } from "../audit.js";
 import { toolsDomain, type ToolsContext } from "./deps.js";
 
 const tenantId = v.optional(v.pipe(v.string("tenantId must be a string"), v.minLength(1), v.maxLength(128)));
@@ -85,6 +86,8 @@ export const mcpServerMethods = [
       const tenantId = await ownerOf(ctx, requested, "member");
       const registered = await ctx.deps.upstream.register({ ...server, tenantId, createdBy: principalOf(ctx).userId });
       emitEvent(ctx.deps, tenantId, "mcp.server.registered", { name: server.name, url: server.url });
+      // Its credentials (headers, tokens) are redacted by name (rpc/audit.ts).
+      await recordAudit(ctx, { action: "mcp_server.registered", target: server.name, tenantId, changes: { ...server } });
       return registered;
     },
   }),
@@ -105,6 +108,7 @@ export const mcpServerMethods = [
       // Its OAuth authorization goes with it: a server registered again under the name starts without one.
       await ctx.deps.upstreamOAuth.delete(tenantId, params.name);
       emitEvent(ctx.deps, tenantId, "mcp.server.removed", { name: params.name });
+      await recordAudit(ctx, { action: "mcp_server.removed", target: params.name, tenantId });
       return { success: true, name: params.name };
     },
   }),

@@ -12,6 +12,7 @@ import { checkSteps, executePlan } from "./routing/executor.js";
 import { extractArgs } from "./routing/args.js";
 import { vmNotConnected } from "./sources.js";
 import { ToolPlanView, ToolResultView } from "../views.js";
+import { allowanceOf } from "../allow-list.js";
 import { toolsDomain, type ToolsContext } from "./deps.js";
 
 const input = v.pipe(
@@ -30,7 +31,10 @@ const args = v.record(v.string(), v.unknown(), "args must be an object");
  * missing tenant (rpc/tenants/access.ts).
  */
 async function scopeOf(ctx: ToolsContext, requested?: string, need: Role = "viewer"): Promise<RouteScope> {
-  return { tenantId: (await tenantOrPersonal(ctx.deps, principalOf(ctx), requested, need)).id };
+  const principal = principalOf(ctx);
+  const tenantId = (await tenantOrPersonal(ctx.deps, principal, requested, need)).id;
+  // The caller's tool allow-lists narrow what may be routed, planned and run (docs/access-control.md).
+  return { tenantId, allowed: (await allowanceOf(ctx.deps, principal)).tools };
 }
 
 const router = (ctx: ToolsContext) => routerFor(ctx.deps);

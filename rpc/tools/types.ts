@@ -1,4 +1,5 @@
 import type { ClientRelay } from "../relay.js";
+import { allowedBy, type PatternLists } from "../allow-list.js";
 export type { ClientRelay, ClientRequest } from "../relay.js";
 /** The tool catalog's shapes, shared by the rpc domains (through `services`) and the bridge sources that implement them. */
 
@@ -30,7 +31,16 @@ export interface ToolDef {
  * internal services (PLATFORM_SERVICE_KEY) see shared tools and every VM's, never a tenant's
  * private upstream servers (those run with the tenant's stored credentials).
  */
-export type ToolScope = { tenantId: string } | { service: true };
+export type ToolScope =
+  | {
+      tenantId: string;
+      /**
+       * The caller's tool allow-lists (rpc/allow-list.ts, docs/access-control.md): a tool they do
+       * not allow is neither listed nor resolved, so calling it is the same 404 as an unknown tool.
+       */
+      allowed?: PatternLists;
+    }
+  | { service: true };
 
 /** The scope of a call or listing: a tenant's, or with none given the internal services'. */
 export function toolScope(tenantId: string | undefined): ToolScope {
@@ -38,6 +48,7 @@ export function toolScope(tenantId: string | undefined): ToolScope {
 }
 
 export function visibleIn(tool: ToolDef, scope: ToolScope): boolean {
+  if ("tenantId" in scope && !allowedBy(scope.allowed, tool.name)) return false;
   if (tool.owner === undefined) return true;
   return "tenantId" in scope ? tool.owner === scope.tenantId : tool.source.kind === "vm";
 }

@@ -9,6 +9,7 @@ import { catalogName, vmNotConnected } from "./sources.js";
 import type { VmIdentity } from "./ports.js";
 import { ToolResultView } from "../views.js";
 import { emitEvent } from "../event-sink.js";
+import { allowanceOf, allowedBy } from "../allow-list.js";
 import { toolsDomain, type ToolsDeps } from "./deps.js";
 
 /** Ids are path-safe and MCP-name-safe (MCP allows `[A-Za-z0-9_.-]`). */
@@ -86,9 +87,13 @@ export const bridgeToolsExecute = toolsDomain.method({
     // The VM's own name, or its catalog name `vm__<vmId>__<tool>`.
     const prefix = catalogName(record.vmId, "");
     const tool = params.tool_name.startsWith(prefix) ? params.tool_name.slice(prefix.length) : params.tool_name;
-    if (record.tools.length > 0 && !record.tools.some((candidate) => candidate.name === tool)) {
+    // The caller's tool allow-lists hold here too (docs/access-control.md): a tool they do not
+    // allow is answered like one the VM does not have, and the tools listed are those they allow.
+    const allowed = (await allowanceOf(ctx.deps, principal)).tools;
+    const mayUse = (name: string) => allowedBy(allowed, catalogName(record.vmId, name));
+    if ((record.tools.length > 0 && !record.tools.some((candidate) => candidate.name === tool)) || !mayUse(tool)) {
       throw new ServiceError("NOT_FOUND", `VM ${record.vmId} has no tool named ${tool}`, {
-        details: { vmId: record.vmId, tools: record.tools.map((candidate) => candidate.name) },
+        details: { vmId: record.vmId, tools: record.tools.map((candidate) => candidate.name).filter(mayUse) },
       });
     }
     const seconds = Math.min(params.timeout ?? config.GATEWAY_TIMEOUT_SECONDS, config.GATEWAY_TIMEOUT_SECONDS);

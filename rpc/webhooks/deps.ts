@@ -6,7 +6,7 @@ import type { EventLog } from "../../storage/events/event-log.js";
 import type { WebhookWorker } from "./worker.js";
 
 /** What the webhooks domain's handlers reach as `ctx.deps` (built in `./index.ts`). */
-export type WebhooksDeps = Pick<Repos, "users" | "tenants" | "members" | "agents" | "webhooks" | "quotas"> &
+export type WebhooksDeps = Pick<Repos, "users" | "tenants" | "members" | "agents" | "webhooks" | "quotas" | "audit"> &
   Pick<Ports, "config" | "log" | "secrets" | "resolveHost" | "sink"> & {
     events: EventLog;
     webhookWorker: WebhookWorker;

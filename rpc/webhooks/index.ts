@@ -45,7 +45,7 @@ export const webhooksModule = webhooksDomain.module({
     webhookWorker.start();
     return {
       ...pick(ports, ["config", "log", "secrets", "resolveHost", "sink"]),
-      ...pick(ports.repos, ["users", "tenants", "members", "agents", "webhooks", "quotas"]),
+      ...pick(ports.repos, ["users", "tenants", "members", "agents", "webhooks", "quotas", "audit"]),
       events: ports.eventLog,
       webhookWorker,
     };

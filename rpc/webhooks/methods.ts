@@ -9,6 +9,7 @@ import { TENANT_ACCESS, tenantAccess, tenantOrPersonal } from "../tenants/access
 import { createWithinQuota } from "../quotas.js";
 import { FILTER_PATTERN, matchesFilter } from "./filter.js";
 import { ROTATION_GRACE_MS, WebhookWorker } from "./worker.js";
+import { changedFields, recordAudit } from "../audit.js";
 import { webhooksDomain, type WebhooksDeps } from "./deps.js";
 
 const AUTH = { kinds: ["session", "gateway_key"] } as const;
@@ -151,6 +152,12 @@ export const webhookMethods = [
         () => ctx.deps.webhooks.putSubscription(sub),
         { tenantId: tenant.id },
       );
+      await recordAudit(ctx, {
+        action: "webhook.created",
+        target: sub.id,
+        tenantId: tenant.id,
+        changes: { url: sub.url, filter: sub.filter, description: sub.description, enabled: sub.enabled },
+      });
       return { ...subscriptionView(sub), secret };
     },
   }),
@@ -194,6 +201,12 @@ export const webhookMethods = [
         updatedAt: nowIso(),
       };
       await ctx.deps.webhooks.putSubscription(updated);
+      await recordAudit(ctx, {
+        action: "webhook.updated",
+        target: sub.id,
+        tenantId: sub.tenantId,
+        changes: changedFields(params, ["subscription_id"]),
+      });
       return subscriptionView(updated);
     },
   }),
@@ -209,6 +222,7 @@ export const webhookMethods = [
     async handler(params, ctx) {
       const sub = await subscription(ctx.deps, ctx.principal, params.subscription_id);
       await ctx.deps.webhooks.removeSubscription(sub);
+      await recordAudit(ctx, { action: "webhook.deleted", target: sub.id, tenantId: sub.tenantId });
       return { id: sub.id, deleted: true };
     },
   }),
@@ -232,6 +246,8 @@ export const webhookMethods = [
         updatedAt: nowIso(),
       };
       await ctx.deps.webhooks.putSubscription(updated);
+      // That the secret changed, never the secret.
+      await recordAudit(ctx, { action: "webhook.secret_rotated", target: sub.id, tenantId: sub.tenantId });
       return { ...subscriptionView(updated), secret };
     },
   }),

@@ -41,6 +41,10 @@ export interface KeyRecord {
   spendLimit: number | null;
   rpmLimit: number | null;
   tpmLimit: number | null;
+  /** Model id patterns this key may use; absent or null: any (docs/access-control.md). */
+  allowedModels?: string[] | null;
+  /** Tool name patterns this key may list and call; absent or null: any. */
+  allowedTools?: string[] | null;
 }
 
 interface HashEntry {

@@ -18,6 +18,10 @@ export interface Tenant {
   ownerId: string;
   createdAt: string;
   updatedAt: string;
+  /** Model id patterns every caller of the tenant is held to; absent or null: any (docs/access-control.md). */
+  allowedModels?: string[] | null;
+  /** Tool name patterns every caller of the tenant is held to; absent or null: any. */
+  allowedTools?: string[] | null;
 }
 
 /** docs/tenants.md "Workspaces": the statuses PATCH /workspaces/{id}?status= moves between. */
@@ -43,11 +47,14 @@ export class TenantsRepo {
   readonly #indexes: Store["indexes"];
   /** Workspaces as the request path reads them (a key's workspace status), dropped everywhere on change. */
   readonly #cached: BusCache<Workspace>;
+  /** Tenants as the request path reads them (their allow-lists), dropped everywhere on change. */
+  readonly #cachedTenants: BusCache<Tenant>;
 
   constructor(store: Store, options: { cacheMs?: number } = {}) {
     this.#atomic = store.atomic;
     this.#indexes = store.indexes;
     this.#cached = new BusCache<Workspace>(store.bus, "workspaces.changed", { ttlMs: options.cacheMs ?? KEY_CACHE_MS });
+    this.#cachedTenants = new BusCache<Tenant>(store.bus, "tenants.changed", { ttlMs: options.cacheMs ?? KEY_CACHE_MS });
     this.tenants = new Collection<Tenant>(store, "tenants");
     this.workspaces = new Collection<Workspace>(store, "workspaces");
     this.#byTenant = new Collection<{ id: string }>(store, "tenant-workspaces");
@@ -57,8 +64,15 @@ export class TenantsRepo {
     return Collection.validId(id) ? this.tenants.get(id) : Promise.resolve(null);
   }
 
-  putTenant(tenant: Tenant) {
-    return this.tenants.put([tenant.id], tenant);
+  async putTenant(tenant: Tenant) {
+    const stored = await this.tenants.put([tenant.id], tenant);
+    await this.#cachedTenants.invalidate(tenant.id);
+    return stored;
+  }
+
+  /** The tenant from the short cache, for checks on every request (its allow-lists); changes reach it through `putTenant`. */
+  recentTenant(id: string): Promise<Tenant | null> {
+    return Collection.validId(id) ? this.#cachedTenants.get(id, () => this.tenants.get(id)) : Promise.resolve(null);
   }
 
   /** Takes a slug for a tenant id; false when another tenant holds it. */
@@ -71,8 +85,9 @@ export class TenantsRepo {
     await this.#atomic.compareAndSet(`tenant-slug:${slug}`, tenantId, null);
   }
 
-  removeTenant(id: string) {
-    return this.tenants.remove(id);
+  async removeTenant(id: string) {
+    await this.tenants.remove(id);
+    await this.#cachedTenants.invalidate(id);
   }
 
   /** The workspace and its tenant's index entry, in one step. */

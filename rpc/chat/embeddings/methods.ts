@@ -10,6 +10,7 @@ import type { Usage } from "../types.js";
 import { countInputTokens } from "./embedder.js";
 import { EmbeddingsBody, EmbeddingsView, toEmbeddingRequest, type EmbeddingsAnswer, type EmbeddingsBodyInput } from "./request.js";
 import { encoded } from "./vectors.js";
+import { allowanceOf } from "../../allow-list.js";
 
 type UserSurface = "account" | "gateway";
 
@@ -27,9 +28,10 @@ async function createEmbeddings(ctx: ChatContext, params: EmbeddingsBodyInput, s
   const request = toEmbeddingRequest(params);
   const principal = principalOf(ctx);
   const planId = await ctx.deps.money.userPlan(principal.userId);
+  const allowed = (await allowanceOf(ctx.deps, principal)).models;
   let model: RoutedModel;
   try {
-    model = ctx.deps.models.resolve(request.model, planId, "embedding");
+    model = ctx.deps.models.resolve(request.model, allowed, planId, "embedding");
   } catch (error) {
     enterRouter(ctx);
     throw error;

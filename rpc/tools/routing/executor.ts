@@ -4,6 +4,7 @@ import { nowIso } from "../../../storage/ids.js";
 import type { ToolResult } from "../types.js";
 import { schemaIssues } from "../validate-args.js";
 import type { RouteScope, ToolRouter } from "./tool-router.js";
+import { allowedBy } from "../../allow-list.js";
 import type { ToolsDeps } from "../deps.js";
 
 /** The text of a tool result, for an error message. */
@@ -78,6 +79,8 @@ export async function executePlan(
       step.startedAt = nowIso();
       const started = performance.now();
       try {
+        // A plan run by a caller whose allow-lists leave a step's tool out fails there, as for an unknown tool.
+        if (!allowedBy(scope.allowed, step.tool)) throw new ServiceError("NOT_FOUND", `Unknown tool: ${step.tool}`);
         const result = await deps.catalog.call(step.tool, step.args, { timeoutMs, signal, tenantId: scope.tenantId });
         step.result = result;
         if (result.isError) step.error = resultText(result) || "The tool reported an error";

@@ -7,6 +7,7 @@ import { splitClauses } from "./clauses.js";
 import type { RoutableTool } from "./ranker.js";
 import type { RouteScope, ToolRouter } from "./tool-router.js";
 import type { ToolPlanStep } from "../../../storage/repos/tool-plans.js";
+import { UNRESTRICTED } from "../../allow-list.js";
 
 /** A step before it is stored: what the plan will run, without the execution record. */
 export type DraftStep = Pick<ToolPlanStep, "server" | "tool" | "args" | "reason" | "score" | "clause" | "missing">;
@@ -32,13 +33,13 @@ export function plannerModel(models: ModelRouter, setting: string | undefined): 
   if (setting === "none") return undefined;
   if (setting) {
     try {
-      return models.resolve(setting);
+      return models.resolve(setting, UNRESTRICTED.models);
     } catch {
       return undefined;
     }
   }
   for (const id of models.usableIds()) {
-    const model = models.resolve(id);
+    const model = models.resolve(id, UNRESTRICTED.models);
     if (model.deployments.some((deployment) => deployment.config.provider !== "echo")) return model;
   }
   return undefined;

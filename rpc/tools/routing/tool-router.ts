@@ -1,12 +1,15 @@
-import { toolScope, type ToolDef } from "../types.js";
+import { toolScope, type ToolDef, type ToolScope } from "../types.js";
 import type { ToolCatalog, VmDirectory, VmPresence } from "../ports.js";
 
 import { buildIndex, rank, type Ranked, type RoutableTool, type ToolIndex } from "./ranker.js";
+import type { PatternLists } from "../../allow-list.js";
 import { NAMESPACE_SEPARATOR, catalogName } from "../sources.js";
 
 /** Who is asking: upstream servers and VMs are routable only within their tenant (shared servers and built-ins by everyone). */
 export interface RouteScope {
   tenantId: string | undefined;
+  /** The caller's tool allow-lists (docs/access-control.md): a tool they do not allow is not routable. */
+  allowed?: PatternLists;
 }
 
 export interface RouteOptions {
@@ -79,7 +82,10 @@ export class ToolRouter {
 
   async #all(scope: RouteScope): Promise<Located[]> {
     // The catalog leaves out other tenants' upstream servers and VMs; names are unique within a scope.
-    const [tools, vms] = await Promise.all([this.#catalog.list({ scope: toolScope(scope.tenantId) }), this.#vms.list()]);
+    const [tools, vms] = await Promise.all([
+      this.#catalog.list({ scope: withAllowed(toolScope(scope.tenantId), scope.allowed) }),
+      this.#vms.list(),
+    ]);
     const vmOf = new Map<string, VmPresence>();
     for (const record of vms) for (const tool of record.tools) vmOf.set(catalogName(record.vmId, tool.name), record);
     return tools.map((tool) => {
@@ -102,7 +108,8 @@ export class ToolRouter {
   }
 
   #index(scope: RouteScope): Promise<ToolIndex> {
-    const key = scope.tenantId ?? "";
+    // One view per tenant and set of allow-lists: callers with other lists never share one.
+    const key = `${scope.tenantId ?? ""}\u0000${scope.allowed?.length ? JSON.stringify(scope.allowed) : ""}`;
     let view = this.#views.get(key);
     if (!view) {
       const generation = this.#generation;
@@ -161,6 +168,11 @@ export class ToolRouter {
 /** `preferredMcp` names a server exactly, or a VM by its id (`vm:<id>` or `<id>`). */
 function matchServer(preferred: string, ranked: Ranked[]): Ranked | undefined {
   return ranked.find((entry) => entry.tool.server === preferred) ?? ranked.find((entry) => entry.tool.server === `vm:${preferred}`);
+}
+
+/** A tenant's catalog scope narrowed by allow-lists (the internal services' scope is never narrowed). */
+function withAllowed(scope: ToolScope, allowed: PatternLists | undefined): ToolScope {
+  return "tenantId" in scope && allowed?.length ? { ...scope, allowed } : scope;
 }
 
 const routers = new WeakMap<ToolCatalog, ToolRouter>();

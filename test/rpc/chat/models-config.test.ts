@@ -137,12 +137,12 @@ describe("ModelRouter", () => {
     expect(router.list().map((entry) => entry.id)).toEqual(["open", "closed", "pro"]);
     expect(router.usableIds()).toEqual(["open", "pro"]);
     expect(router.usableIds("free")).toEqual(["open"]);
-    expect(() => router.resolve("closed")).toThrow(/Usable models: open, pro/);
-    expect(() => router.resolve("pro", "free")).toThrow(/Usable models: open$/);
+    expect(() => router.resolve("closed", [])).toThrow(/Usable models: open, pro/);
+    expect(() => router.resolve("pro", [], "free")).toThrow(/Usable models: open$/);
   });
 
   it("prices usage per 1,000 tokens in micro-credits, rounded up", () => {
-    const model = router.resolve("open");
+    const model = router.resolve("open", []);
     expect(router.cost(model, { prompt_tokens: 1000, completion_tokens: 1000, total_tokens: 2000 })).toBe(4000);
     expect(router.cost(model, { prompt_tokens: 1, completion_tokens: 0, total_tokens: 1 })).toBe(2);
     expect(router.cost(model, { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 })).toBe(0);
@@ -208,14 +208,14 @@ describe("mode: chat and embedding models (docs/embeddings.md)", () => {
       { MODEL_TIMEOUT_SECONDS: 60 },
       {},
     );
-    expect(router.resolve("emb", undefined, "embedding").id).toBe("emb");
-    expect(() => router.resolve("emb")).toThrow(
+    expect(router.resolve("emb", [], undefined, "embedding").id).toBe("emb");
+    expect(() => router.resolve("emb", [])).toThrow(
       "The model 'emb' is an embedding model, not a chat model (embeddings: POST /embeddings on the Account and Gateway APIs). Chat models: chat",
     );
-    expect(() => router.resolve("chat", undefined, "embedding")).toThrow(
+    expect(() => router.resolve("chat", [], undefined, "embedding")).toThrow(
       "The model 'chat' is a chat model, not an embedding model. Embedding models: emb",
     );
-    expect(() => router.resolve("nope", undefined, "embedding")).toThrow(/Usable models: emb$/);
+    expect(() => router.resolve("nope", [], undefined, "embedding")).toThrow(/Usable models: emb$/);
     expect(router.usableIds()).toEqual(["chat", "emb"]);
   });
 });
