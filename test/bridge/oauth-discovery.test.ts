@@ -7,14 +7,15 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bearer, registerUser, startTestServer, type TestServer } from "../helpers/server.js";
 import { consoleSignIn } from "../helpers/console.js";
 import { callbackServer, consentOverHttp, type CallbackServer } from "../helpers/oauth.js";
-import { claudeBinary, isolatedEnv } from "../helpers/clients.js";
+import { CLIENTS_DIR, claudeBinary, clientVersion, isolatedEnv, NODE24 } from "../helpers/clients.js";
 
 /**
  * OAUTH_DISCOVERY (docs/mcp.md "Discovery"): off, the metadata documents answer 404 and a 401
  * names neither metadata nor scopes, while tokens already issued keep working; either way a
  * client configured with a valid API key header is never challenged. Claude Code itself (the
  * newest, from test/clients/: `claude mcp add --header` then `claude mcp list`) checks the bridge
- * with a header, with discovery advertised and without.
+ * with a header, with discovery advertised and without; so does the MCP Inspector's CLI (the
+ * newest, from test/clients/, on its Node 24), listing the tools and calling one.
  */
 
 const run = promisify(execFile);
@@ -149,4 +150,37 @@ it("Claude Code with a configured Authorization header connects, with discovery 
   // Claude Code marks a connected server with a check mark (✓ in older releases, ✔ now).
   expect(listed.advertised).toMatch(/[✓✔] Connected/);
   expect(listed["not-advertised"]).toMatch(/[✓✔] Connected/);
+});
+
+/** The MCP Inspector's CLI (`mcp-inspector --cli <url> --header … --method …`) in a fresh home: its JSON answer. */
+async function inspector(url: string, header: string, ...args: string[]): Promise<any> {
+  const home = await mkdtemp(join(tmpdir(), "mcp-inspector-"));
+  const env = await isolatedEnv(home);
+  const cli = join(CLIENTS_DIR, "node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js");
+  try {
+    const { stdout } = await run(NODE24, [cli, "--cli", url, "--transport", "http", "--header", header, ...args], {
+      env,
+      cwd: home,
+      timeout: 60_000,
+    });
+    return JSON.parse(stdout);
+  } finally {
+    await rm(home, { recursive: true, force: true });
+  }
+}
+
+it(`the MCP Inspector ${clientVersion("@modelcontextprotocol/inspector")} with a static --header lists and calls tools, with discovery advertised and not`, async () => {
+  for (const deployment of [deployments.advertised, deployments["not-advertised"]]) {
+    const url = deployment.server.url("/bridge/mcp/");
+    const header = `Authorization: Bearer ${deployment.key}`;
+    const listed = await inspector(url, header, "--method", "tools/list");
+    expect(listed.tools.map((tool: { name: string }) => tool.name)).toEqual(expect.arrayContaining(["calculator", "current_time"]));
+    const called = await inspector(url, header, "--method", "tools/call", "--tool-name", "calculator", "--tool-arg", "expression=6*7");
+    expect(called.isError ?? false).toBe(false);
+    expect(JSON.stringify(called.content)).toContain("42");
+  }
+  // A wrong key is challenged: the Inspector, seeing the advertised authorization server, asks for
+  // an interactive OAuth sign-in (which a run without a terminal cannot give) and lists nothing.
+  const wrong = inspector(deployments.advertised.server.url("/bridge/mcp/"), "Authorization: Bearer gw_wrong", "--method", "tools/list");
+  await expect(wrong).rejects.toThrow(/auth_required/);
 });
