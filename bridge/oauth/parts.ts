@@ -23,7 +23,7 @@ export function openOAuthParts(infra: { config: Config; store: Store; secrets: S
   const guard = new OutboundGuard({
     allowPrivate: config.OAUTH_CLIENT_METADATA_ALLOW_PRIVATE,
     resolve: infra.resolveHost,
-    hint: "client metadata documents on private addresses need OAUTH_CLIENT_METADATA_ALLOW_PRIVATE=true",
+    hint: "this deployment does not fetch client metadata documents from private addresses",
   });
   return {
     records: new OAuthRecordsRepo(store.atomic, secrets, { grantMemoryMs: grantMemoryMs(config) }),

@@ -74,7 +74,7 @@ export class UpstreamServers {
     this.#guard = new OutboundGuard({
       allowPrivate: deps.config.MCP_SERVERS_ALLOW_PRIVATE,
       resolve: deps.resolveHost,
-      hint: "private addresses need MCP_SERVERS_ALLOW_PRIVATE=true",
+      hint: "this deployment does not connect to MCP servers on private addresses",
     });
     this.#fetch = toGuardedFetch(this.#guard);
     this.#config = deps.config;

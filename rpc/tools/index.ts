@@ -31,7 +31,7 @@ export const toolsModule = toolsDomain.module({
     const guard = new OutboundGuard({
       allowPrivate: ports.config.MCP_SERVERS_ALLOW_PRIVATE,
       resolve: ports.resolveHost,
-      hint: "private addresses need MCP_SERVERS_ALLOW_PRIVATE=true",
+      hint: "this deployment does not connect to MCP servers on private addresses",
     });
     ports.onClose(() => guard.close());
     return {

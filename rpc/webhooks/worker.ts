@@ -31,7 +31,7 @@ export const FAN_OUT_BATCH = 20;
 const TICK_BATCH = 1000;
 /** Subscription secrets kept opened (plaintext) for the next attempts. */
 const OPENED_SECRETS = 10_000;
-const PRIVATE_HINT = "set WEBHOOKS_ALLOW_PRIVATE=true to allow webhooks inside the deployment";
+const PRIVATE_HINT = "this deployment does not deliver webhooks to private addresses";
 
 /**
  * The id of the delivery of `eventId` to `subscriptionId`: the same whichever instance stores

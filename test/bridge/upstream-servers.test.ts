@@ -211,7 +211,9 @@ describe("upstream MCP server registration rules", () => {
         json: { name: "private", url: upstream.url },
       });
       expect(refused.status).toBe(403);
-      expect(refused.body.error.message).toContain("MCP_SERVERS_ALLOW_PRIVATE");
+      // The caller reads the rule in words; the operator's variable stays in the docs.
+      expect(refused.body.error.message).toContain("this deployment does not connect to MCP servers on private addresses");
+      expect(refused.body.error.message).not.toContain("ALLOW_PRIVATE");
       expect(upstream.sessions()).toBe(0);
       expect((await server.request("/gateway/v1/mcp/servers", { headers })).body.count).toBe(0);
       expect((await server.request("/gateway/v1/mcp/servers", { method: "POST", json: { name: "anon", url: upstream.url } })).status).toBe(

@@ -80,7 +80,7 @@ describe("upstream MCP servers: the address rule at connect time", () => {
         json: { name: "looks-public", url: `http://mcp.public.example:${port}/mcp` },
       });
       expect(refused.status).toBe(403);
-      expect(refused.body.error.message).toContain("MCP_SERVERS_ALLOW_PRIVATE");
+      expect(refused.body.error.message).toContain("this deployment does not connect to MCP servers on private addresses");
       expect(upstream.sessions()).toBe(before);
     } finally {
       await server.close();
@@ -164,7 +164,7 @@ describe("upstream MCP servers: the address rule at connect time", () => {
         return res.body.servers[0]?.health === "unhealthy" ? res.body.servers[0] : undefined;
       });
       expect(listed.lastError).toContain("loopback");
-      expect(listed.lastError).toContain("MCP_SERVERS_ALLOW_PRIVATE");
+      expect(listed.lastError).toContain("this deployment does not connect to MCP servers on private addresses");
       expect(upstream.sessions()).toBe(sessions);
       const call = await second.request("/gateway/v1/mcp/tools/execute?tool=stored__echo", {
         method: "POST",

@@ -59,7 +59,7 @@ describe("signature", () => {
 
 describe("delivery thread", () => {
   it("refuses loopback at connection time (a literal, and a name the service's resolver answers with loopback), and sends when private addresses are allowed", async () => {
-    const strict = new ThreadSender(1, { allowPrivate: false, hint: "set WEBHOOKS_ALLOW_PRIVATE=true" }, resolveHost);
+    const strict = new ThreadSender(1, { allowPrivate: false, hint: "this deployment does not deliver webhooks to private addresses" }, resolveHost);
     const open = new ThreadSender(1, { allowPrivate: true, hint: "" }, resolveHost);
     try {
       const before = receiver.received.length;
@@ -67,7 +67,7 @@ describe("delivery thread", () => {
       expect(literal).toMatchObject({ statusCode: null, error: expect.stringContaining("Refused: 127.0.0.1 is a loopback") });
       const named = await strict.send(job(`http://inside.example.com:${receiver.port}/strict`));
       expect(named).toMatchObject({ statusCode: null, error: expect.stringContaining("inside.example.com resolves to 127.0.0.1") });
-      expect(named.error).toContain("WEBHOOKS_ALLOW_PRIVATE");
+      expect(named.error).toContain("this deployment does not deliver webhooks to private addresses");
       const missing = await strict.send(job(`http://nowhere.example.com:${receiver.port}/strict`));
       expect(missing).toMatchObject({ statusCode: null, error: "connection failed (ENOTFOUND)" });
       expect(lookups).toEqual(expect.arrayContaining(["inside.example.com", "nowhere.example.com"]));
