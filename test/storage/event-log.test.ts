@@ -16,7 +16,7 @@ afterAll(async () => {
 });
 
 const OPTIONS = { maxDeliveries: 3, retentionMs: 3600_000 };
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
  * Lets `ms` pass for the log's leases and delays. The in-process logs take a clock, moved on here
