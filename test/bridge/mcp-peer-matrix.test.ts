@@ -8,6 +8,7 @@ import {
   ResourceListChangedNotificationSchema,
   type CallToolResult,
 } from "@modelcontextprotocol/sdk/types.js";
+import { mcpSessionsOf } from "../../bridge/mcp/endpoint.js";
 import { VmAgent, type LocalPrompt, type LocalResource } from "../../bridge/vm/agent/client.js";
 import { bearer, registerUser, startTestServer, type TestServer } from "../helpers/server.js";
 import { serveEverything, type UpstreamMcp } from "../helpers/upstream.js";
@@ -237,8 +238,9 @@ describe("MCP peer matrix: server-everything upstream, VM agents, SDK clients of
       mcp.setNotificationHandler(ResourceListChangedNotificationSchema, () => void into.push("resources"));
       mcp.setNotificationHandler(PromptListChangedNotificationSchema, () => void into.push("prompts"));
     }
-    // Both GET streams are held once a catalog change reaches them.
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // Both GET streams are held before the catalog changes.
+    const sessions = mcpSessionsOf(server.dispatcher.ports)!;
+    await eventually(() => [aliceClient, bobClient].every((mcp) => sessions.get(mcp.transport!.sessionId!)?.streamOpen === true));
     const asked: Asked = [];
     const extra = agentFor(server, alice, "alice-vm-2", asked);
     const running = extra.run();

@@ -2,6 +2,7 @@ import { once } from "node:events";
 import { Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { readSseData, readSseEvents } from "../../rpc/sse-parse.js";
+import { eventually } from "../helpers/eventually.js";
 
 /** A Node byte stream of `chunks` (as an undici response body is), noting whether it was destroyed. */
 function body(chunks: string[]): { stream: Readable; cancelled: () => boolean } {
@@ -126,9 +127,9 @@ describe("readSseEvents (items made as the bytes arrive)", () => {
     const items = readSseEvents<number>(stream, { event: (data, push) => push(Number(data)) });
     expect(await items.next()).toEqual({ value: 1, done: false });
     // Nobody reads: the body is paused once the queue is full...
-    while (!stream.isPaused()) await new Promise((resolve) => setTimeout(resolve, 1));
-    // ...and, given time, stops a little past the queue's limit instead of reading all 200.
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await eventually(() => stream.isPaused());
+    // ...and stops a little past the queue's limit, once its own buffer is full, instead of reading all 200.
+    await eventually(() => stream.readableLength >= stream.readableHighWaterMark);
     expect(reads).toBeLessThan(60);
     const rest: number[] = [];
     for await (const item of items) rest.push(item);

@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { MemoryBus } from "../../storage/bus.js";
 import { BusCache } from "../../storage/bus-cache.js";
 
@@ -46,9 +46,17 @@ describe("BusCache", () => {
     const off = new BusCache<number>(bus, "c", { ttlMs: 0 });
     await tick();
     let n = 0;
-    expect(await short.get("a", async () => ++n)).toBe(1);
-    await new Promise((resolve) => setTimeout(resolve, 40));
-    expect(await short.get("a", async () => ++n)).toBe(2);
+    // The cache reads Date.now(): only the date is faked, moved past the ttl (the bus's hops stay real).
+    vi.useFakeTimers({ toFake: ["Date"] });
+    try {
+      expect(await short.get("a", async () => ++n)).toBe(1);
+      vi.setSystemTime(Date.now() + 19);
+      expect(await short.get("a", async () => ++n)).toBe(1);
+      vi.setSystemTime(Date.now() + 1);
+      expect(await short.get("a", async () => ++n)).toBe(2);
+    } finally {
+      vi.useRealTimers();
+    }
     expect(await off.get("a", async () => ++n)).toBe(3);
     expect(await off.get("a", async () => ++n)).toBe(4);
     await Promise.all([short.close(), off.close()]);

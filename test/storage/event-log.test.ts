@@ -16,12 +16,22 @@ afterAll(async () => {
 });
 
 const OPTIONS = { maxDeliveries: 3, retentionMs: 3600_000 };
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Lets `ms` pass for the log's leases and delays. The in-process logs take a clock, moved on here
+ * at once; Redis leases run on the Redis server's own time, so there the test waits for real.
+ */
+let elapse: (ms: number) => Promise<void> = sleep;
 
 function open(store: Store, options: StoreOptions): EventLog {
-  return store.driver === "redis"
-    ? new RedisEventLog(store.duplicateRedis!(), options.REDIS_PREFIX, OPTIONS)
-    : new LocalEventLog(store.kv, { ...OPTIONS, persist: store.driver === "fs" });
+  if (store.driver === "redis") {
+    elapse = sleep;
+    return new RedisEventLog(store.duplicateRedis!(), options.REDIS_PREFIX, OPTIONS);
+  }
+  let offset = 0;
+  elapse = async (ms) => void (offset += ms);
+  return new LocalEventLog(store.kv, { ...OPTIONS, persist: store.driver === "fs", now: () => Date.now() + offset });
 }
 
 // One contract, every driver: memory and fs in process, Redis Streams on the real server.
@@ -92,7 +102,7 @@ describe.each(["memory", "fs", "redis"] as const)("event log on %s", (driver) =>
     const event = await publish();
     const [old] = await log.consume({ tenantId: "ten_a", topic: "orders", consumer: "g", max: 1, leaseMs: 120 });
     expect(await log.consume({ tenantId: "ten_a", topic: "orders", consumer: "g", max: 1, leaseMs: 120 })).toEqual([]);
-    await sleep(200);
+    await elapse(200);
     const [next] = await log.consume({ tenantId: "ten_a", topic: "orders", consumer: "g", max: 1, leaseMs: 60_000 });
     expect(next!.event.id).toBe(event.id);
     expect(next!.deliveryCount).toBe(2);
@@ -106,7 +116,7 @@ describe.each(["memory", "fs", "redis"] as const)("event log on %s", (driver) =>
     expect(await log.nack({ id: event.id, consumer: "g", leaseId: lease!.leaseId, delayMs: 150 })).toBe("ok");
     expect(await log.ack({ id: event.id, consumer: "g", leaseId: lease!.leaseId })).toBe("not_leased");
     expect(await log.consume({ tenantId: "ten_a", topic: "orders", consumer: "g", max: 1, leaseMs: 60_000 })).toEqual([]);
-    await sleep(220);
+    await elapse(220);
     const [again] = await log.consume({ tenantId: "ten_a", topic: "orders", consumer: "g", max: 1, leaseMs: 60_000 });
     expect(again).toMatchObject({ deliveryCount: 2, event: { id: event.id } });
   });
@@ -136,7 +146,7 @@ describe.each(["memory", "fs", "redis"] as const)("event log on %s", (driver) =>
     const event = await publish();
     for (let i = 0; i < 3; i++) {
       await log.consume({ tenantId: "ten_a", topic: "orders", consumer: "g", max: 1, leaseMs: 60 });
-      await sleep(100);
+      await elapse(100);
     }
     expect(await log.consume({ tenantId: "ten_a", topic: "orders", consumer: "g", max: 1, leaseMs: 60_000 })).toEqual([]);
     expect((await log.deadLetters({ tenantId: "ten_a", consumer: "g", limit: 10 }))[0]).toMatchObject({

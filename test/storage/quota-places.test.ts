@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeEach, describe, expect, it, onTestFinished, vi } from "vitest";
 import { openStore, type Store, type StoreOptions } from "../../storage/store.js";
 import { QuotasRepo } from "../../storage/repos/quotas.js";
 import { dropRedisPrefix, TEST_REDIS_URL, uniqueRedisPrefix } from "../helpers/redis.js";
@@ -113,12 +113,20 @@ describe.each(["memory", "fs", "redis"] as const)("quota places on %s", (driver)
   });
 
   it("drops places whose lease ran out, keeps renewed ones, and takes back a lost place on renewal", async () => {
+    // Every driver reads the lease clock from Date.now() (Redis gets it as an argument): only the
+    // date is faked and moved on; timers and sockets stay real.
+    vi.useFakeTimers({ toFake: ["Date"] });
+    onTestFinished(() => void vi.useRealTimers());
+    const elapse = (ms: number) => vi.setSystemTime(Date.now() + ms);
     await quotas.claim("streams", "key_1", { holder: "s1", token: "s1", weight: 1 }, 2, 150);
     await quotas.claim("streams", "key_1", { holder: "s2", token: "s2", weight: 1 }, 2, 150);
     expect((await quotas.claim("streams", "key_1", { holder: "s3", token: "s3", weight: 1 }, 2, 150)).taken).toBe(false);
-    await sleep(80);
+    elapse(80);
     await quotas.renew("streams", "key_1", [{ holder: "s1", token: "s1", weight: 1 }], 10_000);
-    await sleep(120);
+    elapse(69);
+    // One millisecond before s2's lease ends it still holds its place.
+    expect(await quotas.count("streams", "key_1")).toEqual({ weight: 2, holders: 2 });
+    elapse(1);
     // s2's lease ended (its process died): its place is free; s1 was renewed.
     expect(await quotas.count("streams", "key_1")).toEqual({ weight: 1, holders: 1 });
     expect((await quotas.claim("streams", "key_1", { holder: "s3", token: "s3", weight: 1 }, 2, 10_000)).taken).toBe(true);

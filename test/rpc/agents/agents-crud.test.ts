@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { agentTimestamp } from "../../../rpc/time.js";
+import { eventually } from "../../helpers/eventually.js";
 import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
 
 const G = "/gateway/v1";
@@ -106,7 +108,8 @@ describe("Gateway agents by id", () => {
 
   it("updates description and tools partially", async () => {
     const agent = (await create(basic)).body;
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    // The clock has moved past the creation's millisecond, so the update's timestamp can be later.
+    await eventually(() => agentTimestamp() > agent.updatedAt);
     const described = await server.request(`${G}/agents/${agent.id}`, {
       method: "PUT",
       headers: as(alice.token),

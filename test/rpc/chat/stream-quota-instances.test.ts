@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { TEST_JWT_SECRET, TEST_DATA_SECRET, bearer, newUserBody } from "../../helpers/server.js";
-import { dropRedisPrefix, uniqueRedisPrefix } from "../../helpers/redis.js";
+import { Redis } from "ioredis";
+import { dropRedisPrefix, TEST_REDIS_URL, uniqueRedisPrefix } from "../../helpers/redis.js";
 import { startInstance, instanceRequest, type Instance } from "../../helpers/instances.js";
 import { eventually } from "../../helpers/eventually.js";
 import { openStream, startHeldUpstream, type HeldUpstream } from "../../helpers/held-stream.js";
@@ -14,6 +15,7 @@ const prefix = uniqueRedisPrefix();
 let a: Instance;
 let b: Instance;
 let upstream: HeldUpstream;
+const redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1, lazyConnect: true });
 
 beforeAll(async () => {
   upstream = await startHeldUpstream();
@@ -33,8 +35,24 @@ afterAll(async () => {
   upstream.finish();
   await Promise.all([a?.stop(), b?.stop()]);
   await upstream.close();
+  redis.disconnect();
   await dropRedisPrefix(prefix);
 });
+
+/** Every stream place's lease end (epoch ms) in the shared Redis, by key scope and holder. */
+async function leaseEnds(): Promise<Map<string, number>> {
+  const ends = new Map<string, number>();
+  let cursor = "0";
+  do {
+    const [next, keys] = await redis.scan(cursor, "MATCH", `${prefix}:*quota-places:streams:*:place-expiry`, "COUNT", 500);
+    cursor = next;
+    for (const key of keys) {
+      const entries = await redis.zrange(key, 0, -1, "WITHSCORES");
+      for (let i = 0; i < entries.length; i += 2) ends.set(`${key} ${entries[i]}`, Number(entries[i + 1]));
+    }
+  } while (cursor !== "0");
+  return ends;
+}
 
 const chat = { model: "held", messages: [{ role: "user", content: "hi" }], stream: true };
 
@@ -56,8 +74,13 @@ it("shares one key's stream quota between instances and frees a killed instance'
   const other = await stream(b.origin, user.token);
   expect(other.status).toBe(200);
 
-  // Past a renewal (every half lease) the streams still hold their places.
-  await new Promise((resolve) => setTimeout(resolve, 2_500));
+  // Past a renewal (every half lease) the streams still hold their places: every lease end has moved on.
+  const first = await leaseEnds();
+  expect(first.size).toBe(3);
+  await eventually(async () => {
+    const now = await leaseEnds();
+    return [...first].every(([place, end]) => (now.get(place) ?? 0) > end);
+  }, 10_000);
   expect((await stream(b.origin)).status).toBe(429);
 
   // A is killed mid-stream: its place stays leased for a moment, then B admits.

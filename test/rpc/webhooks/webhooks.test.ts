@@ -172,9 +172,17 @@ describe("webhooks", () => {
 
     expect((await call(alice, "PATCH", `/webhooks/subscriptions/${sub.id}`, { enabled: false, filter: ["*"] })).body.enabled).toBe(false);
     const count = (await deliveriesOf(sub.id)).length;
-    await call(alice, "POST", "/events", { topic: "any", type: "any.thing", payload: {} });
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // An enabled subscription to the same event shows when its fan-out has run (its delivery stored, the job gone).
+    const witness = await subscribe(alice, ["any.*"]);
+    const event = (await call(alice, "POST", "/events", { topic: "any", type: "any.thing", payload: {} })).body;
+    const repo = server.composition.ports.repos.webhooks;
+    await eventually(
+      async () =>
+        (await deliveriesOf(witness.id)).some((d: { eventId: string }) => d.eventId === event.id) &&
+        !(await repo.fanOutsDue(Number.MAX_SAFE_INTEGER, 1000)).some((job) => job.eventId === event.id),
+    );
     expect((await deliveriesOf(sub.id)).length).toBe(count);
+    expect((await call(alice, "DELETE", `/webhooks/subscriptions/${witness.id}`)).status).toBe(200);
     expect((await call(alice, "DELETE", `/webhooks/subscriptions/${sub.id}`)).status).toBe(200);
     expect((await call(alice, "GET", `/webhooks/subscriptions/${sub.id}`)).status).toBe(404);
   });
