@@ -4,9 +4,12 @@ import type { Principal } from "../../rpc/auth.js";
 import type { Catalog, SourceLog, SourceNotice } from "../catalog.js";
 import { namespacedUri } from "../../rpc/tools/mcp-federation.js";
 import type { ToolScope } from "../../rpc/tools/types.js";
+import type { SessionClaims } from "./session-id.js";
 
 export interface McpSession {
+  /** Sealed claims (bridge/mcp/session-id.ts): any instance rebuilds the session from it. */
   id: string;
+  claims: SessionClaims;
   /** Sessions belong to the user who opened them; anyone else gets 404. */
   userId: string;
   /** The credential of the latest request (another key of the same user may follow). */
@@ -45,14 +48,22 @@ export class McpSessions {
   readonly #unsubscribeLog: () => void;
   readonly #unsubscribeNotice: () => void;
   readonly #release: (sessionId: string) => void;
+  readonly #evicted: (session: McpSession) => void;
   #debounce: NodeJS.Timeout | undefined;
 
   /**
    * @param maxPerUser MCP_MAX_SESSIONS_PER_USER: sessions one user may hold here; a client that
    *   initializes in a loop would otherwise keep a server and transport alive per call.
    */
-  constructor(catalog: Catalog, idleSeconds: number, maxPerUser = 100, release: (sessionId: string) => void = () => undefined) {
+  constructor(
+    catalog: Catalog,
+    idleSeconds: number,
+    maxPerUser = 100,
+    release: (sessionId: string) => void = () => undefined,
+    evicted: (session: McpSession) => void = () => undefined,
+  ) {
     this.#release = release;
+    this.#evicted = evicted;
     this.#idleMs = idleSeconds * 1000;
     this.#maxPerUser = maxPerUser;
     this.#sweep = setInterval(() => this.#expire(), Math.min(60_000, this.#idleMs / 2));
@@ -81,7 +92,7 @@ export class McpSessions {
     return this.#sessions.get(id);
   }
 
-  /** Adds a session; past MCP_MAX_SESSIONS_PER_USER the user's least recently used other session ends (its next request gets 404). */
+  /** Adds a session; past MCP_MAX_SESSIONS_PER_USER the user's least recently used other session here ends (its next request, on any instance, gets 404). */
   add(session: McpSession): void {
     this.#sessions.set(session.id, session);
     let ids = this.#byUser.get(session.userId);
@@ -90,6 +101,8 @@ export class McpSessions {
     while (ids.size > this.#maxPerUser) {
       const oldest = this.#leastRecentlyUsed(ids, session.id);
       if (!oldest) break;
+      // Ended for good (every instance refuses it), not just this instance's copy.
+      this.#evicted(oldest);
       void this.#end(oldest);
     }
   }
@@ -180,12 +193,22 @@ export class McpSessions {
     session.lastSeen = Date.now();
   }
 
+  /**
+   * Idle copies go (memory); the session itself lives on until its id expires or it is
+   * deleted: its client may be busy on another instance (docs/mcp.md "Sessions on any instance").
+   */
   #expire(): void {
     const cutoff = Date.now() - this.#idleMs;
     for (const session of [...this.#sessions.values()]) {
       // A client holding the GET stream open is waiting for notifications, not idle.
       if (session.lastSeen < cutoff && !session.streamOpen) void this.#end(session);
     }
+  }
+
+  /** Ends this instance's copy of session `id` (ended elsewhere), if it holds one. */
+  async end(id: string): Promise<void> {
+    const session = this.#sessions.get(id);
+    if (session) await this.#end(session);
   }
 
   async #end(session: McpSession): Promise<void> {

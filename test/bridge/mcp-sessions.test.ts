@@ -17,6 +17,7 @@ describe("McpSessions cap", () => {
     let closed = false;
     return {
       id,
+      claims: { nonce: id, userId, protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "c", version: "0" }, expiresAt: 1e10 },
       userId,
       principal: { kind: "session", userId, scopes: ["*"] },
       requestId: `req-${id}`,

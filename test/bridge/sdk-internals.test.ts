@@ -10,6 +10,8 @@ import { CallToolRequestSchema, ListToolsRequestSchema, LoggingMessageNotificati
 import {
   bindJsonResponseFlag,
   loggingLevelOf,
+  markInitialized,
+  setClientOf,
   requestHandlerAborts,
   SDK_VERSION,
   setLoggingLevelOf,
@@ -53,7 +55,7 @@ describe("MCP SDK internals", () => {
           const text = readFileSync(new URL(path, root), "utf8");
           // The fields the adapter covers, and any cast-then-private access (`(x as unknown as T)._field`).
           if (
-            /_(requestHandlerAbortControllers|loggingLevels|streamMapping|requestToStreamMapping|enableJsonResponse|standaloneSseStreamId)\b|\)\._[a-zA-Z]/.test(
+            /_(requestHandlerAbortControllers|loggingLevels|streamMapping|requestToStreamMapping|enableJsonResponse|standaloneSseStreamId|initialized|clientCapabilities|clientVersion)\b|\)\._[a-zA-Z]/.test(
               text,
             )
           )
@@ -181,6 +183,32 @@ describe("MCP SDK internals", () => {
     const response = await answer;
     expect(response.headers.get("content-type")).toMatch(/application\/json/);
     expect(JSON.parse(await response.text())).toMatchObject({ id: 7, result: { content: [{ text: "done" }] } });
+    await server.close();
+  });
+
+  it("markInitialized and setClientOf make a fresh server and transport serve a session opened elsewhere", async () => {
+    const server = new Server({ name: "internals", version: "0" }, { capabilities: { tools: {} } });
+    server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: [] }));
+    const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: () => "never", enableJsonResponse: true });
+    await server.connect(transport);
+    const list = () =>
+      transport.handleRequest(
+        new Request("http://x/mcp", {
+          method: "POST",
+          headers: { ...headers, "mcp-session-id": "elsewhere" },
+          body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
+        }),
+      );
+    // Before: the transport refuses a session it did not initialize.
+    expect((await list()).status).toBe(400);
+    markInitialized(transport, "elsewhere");
+    setClientOf(server, { sampling: {} }, { name: "resumed", version: "2" });
+    const response = await list();
+    expect(response.status).toBe(200);
+    expect(response.headers.get("mcp-session-id")).toBe("elsewhere");
+    expect(JSON.parse(await response.text())).toMatchObject({ id: 1, result: { tools: [] } });
+    expect(server.getClientCapabilities()).toEqual({ sampling: {} });
+    expect(server.getClientVersion()).toEqual({ name: "resumed", version: "2" });
     await server.close();
   });
 
