@@ -196,6 +196,7 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
     (id) => bridge.upstream.release(id),
     // Past MCP_MAX_SESSIONS_PER_USER: the evicted session is refused everywhere, as a deleted one.
     (session) => void endEverywhere(session),
+    services.store.bus,
   );
   const endEverywhere = async (session: McpSession) => {
     await ended.end(session.claims.nonce, session.claims.expiresAt * 1000 - Date.now()).catch((error: unknown) =>
@@ -360,7 +361,7 @@ async function sessionParts(
     () => (session ? { principal: session.principal, requestId: session.requestId } : { principal, requestId: scope.requestId }),
     {
       ...(await offersFor(dispatcher, principal, scope, upstream)),
-      link: () => (link ??= session && declaresClientFeatures(server.getClientCapabilities()) ? sessionLink(server, session) : undefined),
+      link: () => (link ??= session && declaresClientFeatures(server.getClientCapabilities()) ? sessionLink(server, session, (notification) => sessions.deliver(session!, notification)) : undefined),
       onSetLevel: (id, level) => bridge.upstream.setLevel(id, level),
       onRootsChanged: (id) => bridge.upstream.rootsChanged(id),
     },

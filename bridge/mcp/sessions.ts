@@ -5,6 +5,12 @@ import type { Catalog, SourceLog, SourceNotice } from "../catalog.js";
 import { namespacedUri } from "../../rpc/tools/mcp-federation.js";
 import type { ToolScope } from "../../rpc/tools/types.js";
 import type { SessionClaims } from "./session-id.js";
+import type { Bus } from "../../storage/bus.js";
+import type { ServerNotification } from "@modelcontextprotocol/sdk/types.js";
+import { isObject } from "../../rpc/validate.js";
+
+/** Bus channel of one session's notifications, heard by the instance holding its GET stream. */
+const channelOf = (session: McpSession) => `mcp.session.${session.claims.nonce}`;
 
 export interface McpSession {
   /** Sealed claims (bridge/mcp/session-id.ts): any instance rebuilds the session from it. */
@@ -49,6 +55,9 @@ export class McpSessions {
   readonly #unsubscribeNotice: () => void;
   readonly #release: (sessionId: string) => void;
   readonly #evicted: (session: McpSession) => void;
+  readonly #bus: Bus | undefined;
+  /** Sessions whose GET stream is open here: their bus subscription (resolves to the unsubscribe). */
+  readonly #listening = new Map<string, Promise<(() => Promise<void>) | undefined>>();
   #debounce: NodeJS.Timeout | undefined;
 
   /**
@@ -61,7 +70,9 @@ export class McpSessions {
     maxPerUser = 100,
     release: (sessionId: string) => void = () => undefined,
     evicted: (session: McpSession) => void = () => undefined,
+    bus?: Bus,
   ) {
+    this.#bus = bus;
     this.#release = release;
     this.#evicted = evicted;
     this.#idleMs = idleSeconds * 1000;
@@ -162,8 +173,15 @@ export class McpSessions {
   relayNotice(entry: SourceNotice): void {
     for (const session of this.#sessions.values()) {
       const sees = entry.owner === undefined || ("tenantId" in session.scope && session.scope.tenantId === entry.owner);
-      if (!sees || !session.streamOpen) continue;
+      if (!sees) continue;
       if (session.upstream !== undefined && entry.source !== session.upstream) continue;
+      // A subscription made here whose client holds its stream on another instance: sent there.
+      if (entry.kind === "resources/updated" && !session.streamOpen && entry.subscribers.includes(session.id)) {
+        const uri = session.upstream === undefined ? namespacedUri(entry.source, entry.uri) : entry.uri;
+        this.deliver(session, { method: "notifications/resources/updated", params: { uri } });
+        continue;
+      }
+      if (!session.streamOpen) continue;
       const sent =
         entry.kind === "resources/updated"
           ? entry.subscribers.includes(session.id)
@@ -179,9 +197,32 @@ export class McpSessions {
     }
   }
 
+  /**
+   * A notification for one session (an upstream server's `resources/updated` for its
+   * subscription, a log message of its own upstream session): on its GET stream when this
+   * instance holds it, else over the bus to the instance that does (docs/mcp.md "Sessions on
+   * any instance"); dropped when no instance holds one, as on a single instance.
+   */
+  deliver(session: McpSession, notification: ServerNotification): void {
+    if (session.streamOpen) {
+      void session.server.notification(notification).catch(() => undefined);
+      return;
+    }
+    void this.#bus?.publish(channelOf(session), notification).catch(() => undefined);
+  }
+
   /** Called when a session's GET stream opened: deliver what it missed. */
   streamOpened(session: McpSession): void {
     session.streamOpen = true;
+    if (this.#bus && !this.#listening.has(session.id)) {
+      const heard = this.#bus
+        .subscribe(channelOf(session), (message) => {
+          if (isObject(message) && typeof message.method === "string" && session.streamOpen)
+            void session.server.notification(message as ServerNotification).catch(() => undefined);
+        })
+        .catch(() => undefined);
+      this.#listening.set(session.id, heard);
+    }
     if (!session.pendingListChanged) return;
     session.pendingListChanged = false;
     void session.server.sendToolListChanged().catch(() => undefined);
@@ -190,6 +231,7 @@ export class McpSessions {
   /** The GET stream ended (client went away): notifications wait for the next one. */
   streamClosed(session: McpSession): void {
     session.streamOpen = false;
+    this.#stopListening(session.id);
     session.lastSeen = Date.now();
   }
 
@@ -203,6 +245,13 @@ export class McpSessions {
       // A client holding the GET stream open is waiting for notifications, not idle.
       if (session.lastSeen < cutoff && !session.streamOpen) void this.#end(session);
     }
+  }
+
+  #stopListening(id: string): void {
+    const heard = this.#listening.get(id);
+    if (!heard) return;
+    this.#listening.delete(id);
+    void heard.then((unsubscribe) => unsubscribe?.()).catch(() => undefined);
   }
 
   /** Ends this instance's copy of session `id` (ended elsewhere), if it holds one. */
