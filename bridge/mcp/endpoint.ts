@@ -4,6 +4,8 @@ import {
   ErrorCode,
   type InitializeRequest,
   isInitializeRequest,
+  isJSONRPCErrorResponse,
+  isJSONRPCResultResponse,
   LATEST_PROTOCOL_VERSION,
   SUPPORTED_PROTOCOL_VERSIONS,
 } from "@modelcontextprotocol/sdk/types.js";
@@ -293,6 +295,11 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
       session.principal = principal;
       session.requestId = scope.requestId;
       session.lastSeen = Date.now();
+      // Answers to a request another instance sent the client (sampling, elicitation, roots
+      // during a call there): sent to it over the bus, accepted here as the transport would.
+      const answers = answersOnly(parsedBody);
+      if (request.method === "POST" && answers && (await sessions.forwardAnswers(session, answers)))
+        return withHeaders(new Response(null, { status: 202 }), scope);
       if (plain) {
         if (session.transport.streamsCalls?.() !== true) return answerToolCall(plain, principal, dispatcher, scope, upstream, session);
         request = acceptingJson(request);
@@ -611,6 +618,15 @@ async function answerToolCall(
   headers.set("content-type", "application/json");
   if (session) headers.set(SESSION_HEADER, session.id);
   return new FastResponse(JSON.stringify(message), { status: 200, headers });
+}
+
+/** The POSTed messages when every one is a JSON-RPC result or error (the client answering the server). */
+function answersOnly(body: unknown): { id?: unknown }[] | undefined {
+  const messages = Array.isArray(body) ? body : [body];
+  if (messages.length === 0) return undefined;
+  for (const message of messages)
+    if (!(isJSONRPCResultResponse(message) || isJSONRPCErrorResponse(message)) || typeof message.id !== "number") return undefined;
+  return messages as { id?: unknown }[];
 }
 
 /** Adds the request id (and other scope headers) to the SDK's response. */

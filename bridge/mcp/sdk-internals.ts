@@ -109,3 +109,11 @@ export function setClientOf(server: Server, capabilities: ClientCapabilities, cl
   state._clientCapabilities = capabilities;
   state._clientVersion = clientInfo;
 }
+
+/** `Protocol._responseHandlers`: the requests this side sent and still waits an answer for, by id. */
+type Awaiting = { _responseHandlers: Map<number, unknown> };
+
+/** Whether `server` sent the request `id` answers and still waits for it (the SDK has no getter). */
+export function awaitsResponse(server: Server, id: unknown): boolean {
+  return typeof id === "number" && (server as unknown as Awaiting)._responseHandlers.has(id);
+}

@@ -8,9 +8,14 @@ import type { SessionClaims } from "./session-id.js";
 import type { Bus } from "../../storage/bus.js";
 import type { ServerNotification } from "@modelcontextprotocol/sdk/types.js";
 import { isObject } from "../../rpc/validate.js";
+import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { declaresClientFeatures } from "./client-relay.js";
+import { awaitsResponse } from "./sdk-internals.js";
 
 /** Bus channel of one session's notifications, heard by the instance holding its GET stream. */
 const channelOf = (session: McpSession) => `mcp.session.${session.claims.nonce}`;
+/** Bus channel of the client's answers to requests an instance sent it (heard by every copy). */
+const answersOf = (session: McpSession) => `mcp.answers.${session.claims.nonce}`;
 
 export interface McpSession {
   /** Sealed claims (bridge/mcp/session-id.ts): any instance rebuilds the session from it. */
@@ -58,6 +63,8 @@ export class McpSessions {
   readonly #bus: Bus | undefined;
   /** Sessions whose GET stream is open here: their bus subscription (resolves to the unsubscribe). */
   readonly #listening = new Map<string, Promise<(() => Promise<void>) | undefined>>();
+  /** Sessions whose client may be asked things (sampling, elicitation, roots): their answers' subscription. */
+  readonly #answering = new Map<string, Promise<(() => Promise<void>) | undefined>>();
   #debounce: NodeJS.Timeout | undefined;
 
   /**
@@ -106,6 +113,16 @@ export class McpSessions {
   /** Adds a session; past MCP_MAX_SESSIONS_PER_USER the user's least recently used other session here ends (its next request, on any instance, gets 404). */
   add(session: McpSession): void {
     this.#sessions.set(session.id, session);
+    // A request of this copy's server to the client may be answered through another instance.
+    if (this.#bus && declaresClientFeatures(session.claims.capabilities)) {
+      const heard = this.#bus
+        .subscribe(answersOf(session), (message) => {
+          if (isObject(message) && awaitsResponse(session.server, message.id))
+            session.transport.onmessage?.(message as unknown as JSONRPCMessage);
+        })
+        .catch(() => undefined);
+      this.#answering.set(session.id, heard);
+    }
     let ids = this.#byUser.get(session.userId);
     if (!ids) this.#byUser.set(session.userId, (ids = new Set()));
     ids.add(session.id);
@@ -248,10 +265,25 @@ export class McpSessions {
   }
 
   #stopListening(id: string): void {
-    const heard = this.#listening.get(id);
+    this.#drop(this.#listening, id);
+  }
+
+  #drop(subscriptions: Map<string, Promise<(() => Promise<void>) | undefined>>, id: string): void {
+    const heard = subscriptions.get(id);
     if (!heard) return;
-    this.#listening.delete(id);
+    subscriptions.delete(id);
     void heard.then((unsubscribe) => unsubscribe?.()).catch(() => undefined);
+  }
+
+  /**
+   * The client's answers (JSON-RPC results or errors) to requests this instance's copy did not
+   * send: published for the copy, on whichever instance, that waits for them. False when some
+   * answer is this copy's own (the transport takes the POST as usual then).
+   */
+  async forwardAnswers(session: McpSession, answers: readonly { id?: unknown }[]): Promise<boolean> {
+    if (!this.#bus || answers.some((answer) => awaitsResponse(session.server, answer.id))) return false;
+    for (const answer of answers) await this.#bus.publish(answersOf(session), answer);
+    return true;
   }
 
   /** Ends this instance's copy of session `id` (ended elsewhere), if it holds one. */

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { type CallToolResult, type ClientCapabilities, CreateMessageRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import { serveEverything, type UpstreamMcp } from "../helpers/upstream.js";
 import { TEST_JWT_SECRET, TEST_DATA_SECRET, newUserBody } from "../helpers/server.js";
 import { dropRedisPrefix, uniqueRedisPrefix } from "../helpers/redis.js";
 import { startInstance, type Instance } from "../helpers/instances.js";
@@ -16,6 +17,7 @@ const prefix = uniqueRedisPrefix();
 let a: Instance;
 let b: Instance;
 let front: Balancer;
+let everything: UpstreamMcp | undefined;
 const clients: Client[] = [];
 
 beforeAll(async () => {
@@ -26,6 +28,7 @@ beforeAll(async () => {
     DATA_ENCRYPTION_SECRET: TEST_DATA_SECRET,
     LOG_LEVEL: "error",
     GATEWAY_RATE_LIMIT_RPM: "10000",
+    MCP_SERVERS_ALLOW_PRIVATE: "true",
   };
   [a, b] = await Promise.all([startInstance(env), startInstance(env)]);
   front = await roundRobinBalancer();
@@ -34,6 +37,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all(clients.map((client) => client.close().catch(() => undefined)));
   await front?.close();
+  await everything?.close();
   await Promise.all([a?.stop(), b?.stop()]);
   await dropRedisPrefix(prefix);
 });
@@ -48,11 +52,11 @@ async function register(): Promise<string> {
   return ((await registered.json()) as { token: string }).token;
 }
 
-async function connect(token: string): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
+async function connect(token: string, capabilities: ClientCapabilities = {}): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
   const transport = new StreamableHTTPClientTransport(new URL(`${front.origin}/bridge/mcp/`), {
     requestInit: { headers: { authorization: `Bearer ${token}` } },
   });
-  const client = new Client({ name: "any-instance", version: "1.0.0" });
+  const client = new Client({ name: "any-instance", version: "1.0.0" }, { capabilities });
   await client.connect(transport);
   clients.push(client);
   return { client, transport };
@@ -139,6 +143,33 @@ it("a session deleted through one instance is refused by both afterwards", async
   await transport.terminateSession();
   for (const origin of [a.origin, b.origin]) expect((await listOn(origin, token, id)).status).toBe(404);
 });
+
+it("an upstream server's sampling request during a call is answered though the answer lands on the other instance", async () => {
+  const token = await register();
+  everything = await serveEverything();
+  const registered = await fetch(`${front.origin}/gateway/v1/mcp/servers`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    body: JSON.stringify({ name: "everything", url: everything.url }),
+  });
+  expect(registered.status).toBe(201);
+  const { client } = await connect(token, { sampling: {} });
+  let asked = 0;
+  client.setRequestHandler(CreateMessageRequestSchema, () => {
+    asked += 1;
+    return { role: "assistant", model: "test-model", content: { type: "text", text: "forty-two" } };
+  });
+  // The balancer alternates: each call's SSE answer is on one instance, the client's answer POSTed to the other.
+  for (let i = 0; i < 2; i += 1) {
+    const result = (await client.callTool({
+      name: "everything__trigger-sampling-request",
+      arguments: { prompt: "meaning of life", maxTokens: 12 },
+    })) as CallToolResult;
+    expect(result.isError).toBeFalsy();
+    expect((result.content[0] as { text: string }).text).toContain("forty-two");
+  }
+  expect(asked).toBe(2);
+}, 20_000);
 
 it("an instance stopped mid-session: the client goes on through the other", async () => {
   const token = await register();

@@ -6,10 +6,16 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
-import { CallToolRequestSchema, ListToolsRequestSchema, LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import {
+  CallToolRequestSchema,
+  ListRootsRequestSchema,
+  ListToolsRequestSchema,
+  LoggingMessageNotificationSchema,
+} from "@modelcontextprotocol/sdk/types.js";
 import {
   bindJsonResponseFlag,
   loggingLevelOf,
+  awaitsResponse,
   markInitialized,
   setClientOf,
   requestHandlerAborts,
@@ -55,7 +61,7 @@ describe("MCP SDK internals", () => {
           const text = readFileSync(new URL(path, root), "utf8");
           // The fields the adapter covers, and any cast-then-private access (`(x as unknown as T)._field`).
           if (
-            /_(requestHandlerAbortControllers|loggingLevels|streamMapping|requestToStreamMapping|enableJsonResponse|standaloneSseStreamId|initialized|clientCapabilities|clientVersion)\b|\)\._[a-zA-Z]/.test(
+            /_(requestHandlerAbortControllers|loggingLevels|streamMapping|requestToStreamMapping|enableJsonResponse|standaloneSseStreamId|initialized|clientCapabilities|clientVersion|responseHandlers)\b|\)\._[a-zA-Z]/.test(
               text,
             )
           )
@@ -210,6 +216,26 @@ describe("MCP SDK internals", () => {
     expect(server.getClientCapabilities()).toEqual({ sampling: {} });
     expect(server.getClientVersion()).toEqual({ name: "resumed", version: "2" });
     await server.close();
+  });
+
+  it("awaitsResponse is true while the server waits for the client's answer to its request", async () => {
+    const server = new Server({ name: "internals", version: "0" }, { capabilities: {} });
+    const client = new Client({ name: "c", version: "0" }, { capabilities: { roots: {} } });
+    let answer!: () => void;
+    const answered = new Promise<void>((resolve) => (answer = resolve));
+    client.setRequestHandler(ListRootsRequestSchema, async () => {
+      await answered;
+      return { roots: [] };
+    });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await Promise.all([server.connect(serverSide), client.connect(clientSide)]);
+    const pending = server.listRoots();
+    const id = await eventually(() => [0, 1, 2, 3].find((candidate) => awaitsResponse(server, candidate)));
+    expect(awaitsResponse(server, id! + 100)).toBe(false);
+    answer();
+    await pending;
+    expect(awaitsResponse(server, id)).toBe(false);
+    await client.close();
   });
 
   it("the GET stream sits under STANDALONE_STREAM with its controller", async () => {
