@@ -201,9 +201,9 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
     services.store.bus,
   );
   const endEverywhere = async (session: McpSession) => {
-    await ended.end(session.claims.nonce, session.claims.expiresAt * 1000 - Date.now()).catch((error: unknown) =>
-      services.log.warn({ event: "mcp.session", msg: "could not record an ended MCP session", error }),
-    );
+    await ended
+      .end(session.claims.nonce, session.claims.expiresAt * 1000 - Date.now())
+      .catch((error: unknown) => services.log.warn({ event: "mcp.session", msg: "could not record an ended MCP session", error }));
     await services.store.bus.publish(ENDED_CHANNEL, { id: session.id, from: instance }).catch(() => undefined);
   };
   tables.set(services, sessions);
@@ -368,7 +368,11 @@ async function sessionParts(
     () => (session ? { principal: session.principal, requestId: session.requestId } : { principal, requestId: scope.requestId }),
     {
       ...(await offersFor(dispatcher, principal, scope, upstream)),
-      link: () => (link ??= session && declaresClientFeatures(server.getClientCapabilities()) ? sessionLink(server, session, (notification) => sessions.deliver(session!, notification)) : undefined),
+      link: () =>
+        (link ??=
+          session && declaresClientFeatures(server.getClientCapabilities())
+            ? sessionLink(server, session, (notification) => sessions.deliver(session!, notification))
+            : undefined),
       onSetLevel: (id, level) => bridge.upstream.setLevel(id, level),
       onRootsChanged: (id) => bridge.upstream.rootsChanged(id),
     },
@@ -439,7 +443,10 @@ async function openSession(
   const id = sealSessionId(context.bridge.secrets, claims);
   // Clients and proxies keep headers to a few KiB; capabilities that big are not a real client's.
   if (id.length > MAX_SESSION_ID_CHARS)
-    throw new ServiceError("BAD_REQUEST", `The client's capabilities and clientInfo are too large for a session (over ${MAX_SESSION_ID_CHARS} characters sealed)`);
+    throw new ServiceError(
+      "BAD_REQUEST",
+      `The client's capabilities and clientInfo are too large for a session (over ${MAX_SESSION_ID_CHARS} characters sealed)`,
+    );
   let session: McpSession | undefined;
   const parts = await sessionParts(context, principal, scope, upstream, () => id);
   // The transport names the session before the server handles initialize; adopted once it answered.

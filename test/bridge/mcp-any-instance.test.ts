@@ -52,7 +52,10 @@ async function register(): Promise<string> {
   return ((await registered.json()) as { token: string }).token;
 }
 
-async function connect(token: string, capabilities: ClientCapabilities = {}): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
+async function connect(
+  token: string,
+  capabilities: ClientCapabilities = {},
+): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
   const transport = new StreamableHTTPClientTransport(new URL(`${front.origin}/bridge/mcp/`), {
     requestInit: { headers: { authorization: `Bearer ${token}` } },
   });

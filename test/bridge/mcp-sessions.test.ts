@@ -19,7 +19,14 @@ describe("McpSessions cap", () => {
     let closed = false;
     return {
       id,
-      claims: { nonce: id, userId, protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "c", version: "0" }, expiresAt: 1e10 },
+      claims: {
+        nonce: id,
+        userId,
+        protocolVersion: "2025-11-25",
+        capabilities: {},
+        clientInfo: { name: "c", version: "0" },
+        expiresAt: 1e10,
+      },
       userId,
       principal: { kind: "session", userId, scopes: ["*"] },
       requestId: `req-${id}`,
@@ -63,7 +70,14 @@ describe("notifications of a session whose stream another instance holds", () =>
     const sent: unknown[] = [];
     const session: McpSession = {
       id: "mcp1.same-session",
-      claims: { nonce: "n-1", userId, protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "c", version: "0" }, expiresAt: 1e10 },
+      claims: {
+        nonce: "n-1",
+        userId,
+        protocolVersion: "2025-11-25",
+        capabilities: {},
+        clientInfo: { name: "c", version: "0" },
+        expiresAt: 1e10,
+      },
       userId,
       principal: { kind: "session", userId, scopes: ["*"] },
       requestId: "req",
@@ -83,8 +97,22 @@ describe("notifications of a session whose stream another instance holds", () =>
 
   it("go over the bus to the instance holding the GET stream, and stop when it closes", async () => {
     const bus = new MemoryBus();
-    const here = new McpSessions(new Catalog(), 1800, 100, () => undefined, () => undefined, bus);
-    const there = new McpSessions(new Catalog(), 1800, 100, () => undefined, () => undefined, bus);
+    const here = new McpSessions(
+      new Catalog(),
+      1800,
+      100,
+      () => undefined,
+      () => undefined,
+      bus,
+    );
+    const there = new McpSessions(
+      new Catalog(),
+      1800,
+      100,
+      () => undefined,
+      () => undefined,
+      bus,
+    );
     const local = copy("alice");
     const holder = copy("alice");
     here.add(local.session);
