@@ -4,6 +4,7 @@ import { BuiltinSource } from "./builtin/source.js";
 import { UpstreamServers } from "./upstream/registry.js";
 import { VmHub } from "./vm/hub.js";
 import { openOAuthParts, type OAuthParts } from "./oauth/parts.js";
+import type { SecretBox } from "../storage/secret-box.js";
 
 /** The concrete tool bridge: one catalog fed by the built-ins, upstream MCP servers and VM agents. */
 export interface ToolBridge {
@@ -12,6 +13,8 @@ export interface ToolBridge {
   upstream: UpstreamServers;
   /** The authorization server's storage and outbound fetch (bridge/oauth/). */
   oauth: OAuthParts;
+  /** Encrypts secrets at rest and seals MCP session ids (DATA_ENCRYPTION_SECRET). */
+  secrets: SecretBox;
   close(): Promise<void>;
 }
 
@@ -40,6 +43,7 @@ export function defineToolBridge(): { open: OpenToolBridge; get(): ToolBridge } 
         vms,
         upstream,
         oauth,
+        secrets,
         async close() {
           await upstream.close();
           await vms.close();

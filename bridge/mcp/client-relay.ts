@@ -6,6 +6,7 @@ import {
   ErrorCode,
   ListRootsResultSchema,
   type ClientCapabilities,
+  type ServerNotification,
   type ServerRequest,
 } from "@modelcontextprotocol/sdk/types.js";
 import type { ClientRelay, ClientRequest } from "../../rpc/tools/types.js";
@@ -126,7 +127,11 @@ export interface LinkedSession {
  * (MCP Streamable HTTP "Listening for Messages from the Server"), waiting for the stream to
  * open within the request's bound; its answer or error goes back to the server.
  */
-export function sessionLink(server: Server, session: LinkedSession): ClientSessionLink {
+export function sessionLink(
+  server: Server,
+  session: LinkedSession,
+  forward: (notification: ServerNotification) => void = () => undefined,
+): ClientSessionLink {
   const capabilities = server.getClientCapabilities() ?? {};
   return {
     id: session.id,
@@ -168,9 +173,16 @@ export function sessionLink(server: Server, session: LinkedSession): ClientSessi
       }
     },
     log(source, params) {
-      if (!session.streamOpen) return;
       // The catalog endpoint names loggers `<server>/<logger>`; a server's own endpoint keeps its names.
       const logger = session.upstream !== undefined ? params.logger : params.logger ? `${source}/${params.logger}` : source;
+      if (!session.streamOpen) {
+        // The client's stream is on another instance (or none): the message goes there, if anywhere.
+        forward({
+          method: "notifications/message",
+          params: { level: params.level, ...(logger === undefined ? {} : { logger }), data: params.data },
+        });
+        return;
+      }
       void server
         .sendLoggingMessage({ level: params.level, ...(logger === undefined ? {} : { logger }), data: params.data }, session.id)
         .catch(() => undefined);

@@ -1,6 +1,14 @@
 import { randomUUID } from "node:crypto";
 import type { H3, H3Event } from "h3";
-import { ErrorCode, isInitializeRequest, SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/sdk/types.js";
+import {
+  ErrorCode,
+  type InitializeRequest,
+  isInitializeRequest,
+  isJSONRPCErrorResponse,
+  isJSONRPCResultResponse,
+  LATEST_PROTOCOL_VERSION,
+  SUPPORTED_PROTOCOL_VERSIONS,
+} from "@modelcontextprotocol/sdk/types.js";
 import { FastResponse } from "srvx";
 import type { Principal } from "../../rpc/auth.js";
 import { callFacts, type Dispatcher } from "../../rpc/dispatcher.js";
@@ -18,7 +26,9 @@ import { issuerOf, nodeRequestOf } from "../oauth/origins.js";
 import { McpSessions, type McpSession } from "./sessions.js";
 import { createToolServer, runToolCall, type McpServerOptions } from "./tool-server.js";
 import { declaresClientFeatures, sessionLink } from "./client-relay.js";
-import { requestHandlerAborts } from "./sdk-internals.js";
+import { markInitialized, requestHandlerAborts, setClientOf } from "./sdk-internals.js";
+import { openSessionId, sealSessionId, sessionNonce, type SessionClaims } from "./session-id.js";
+import { McpEndedSessionsRepo } from "../../storage/repos/mcp-ended-sessions.js";
 import type { ClientSessionLink } from "../upstream/client-session.js";
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { scopeOfPrincipal } from "../../rpc/tools/visible-tools.js";
@@ -45,6 +55,27 @@ export const MCP_PATHS = [
 export const MCP_SERVER_PATHS = [`${SURFACE_BASES.bridge}/mcp/servers/:name/`, `${SURFACE_BASES.bridge}/mcp/servers/:name`];
 
 const SESSION_HEADER = "mcp-session-id";
+
+/**
+ * How long a session id is accepted (at least MCP_SESSION_IDLE_SECONDS): an id carries its
+ * session (docs/mcp.md "Sessions on any instance"), so no instance can tell how long it sat
+ * idle elsewhere; past this its client initializes again.
+ */
+const SESSION_LIFETIME_SECONDS = 24 * 3600;
+
+/** Bus channel: a session ended (DELETE) on some instance; every other drops its copy. */
+const ENDED_CHANNEL = "mcp.session.ended";
+
+/** What opening and resuming sessions need of the endpoint. */
+interface SessionContext {
+  dispatcher: Dispatcher;
+  sessions: McpSessions;
+  bridge: ToolBridge;
+  ended: McpEndedSessionsRepo;
+  lifetimeSeconds: number;
+}
+
+const sessionNotFound = () => new ServiceError("NOT_FOUND", "Session not found; it ended or never existed: initialize a new one");
 
 // The session table of each running service set (several servers may share one process in tests).
 const tables = new WeakMap<CorePorts, McpSessions>();
@@ -157,11 +188,40 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
   const { config } = services;
   // docs/interface.md 8 GATEWAY_CORS_ORIGINS doubles as the Origin allowlist (MCP "Security Warning": DNS rebinding).
   const origins = allowedOrigins(config);
-  const sessions = new McpSessions(bridge.catalog, config.MCP_SESSION_IDLE_SECONDS, config.MCP_MAX_SESSIONS_PER_USER, (id) =>
-    bridge.upstream.release(id),
+  const ended = new McpEndedSessionsRepo(services.store.atomic);
+  // Names this endpoint on the bus: the end of a session it announced is not its news.
+  const instance = randomUUID();
+  const sessions = new McpSessions(
+    bridge.catalog,
+    config.MCP_SESSION_IDLE_SECONDS,
+    config.MCP_MAX_SESSIONS_PER_USER,
+    (id) => bridge.upstream.release(id),
+    // Past MCP_MAX_SESSIONS_PER_USER: the evicted session is refused everywhere, as a deleted one.
+    (session) => void endEverywhere(session),
+    services.store.bus,
   );
+  const endEverywhere = async (session: McpSession) => {
+    await ended
+      .end(session.claims.nonce, session.claims.expiresAt * 1000 - Date.now())
+      .catch((error: unknown) => services.log.warn({ event: "mcp.session", msg: "could not record an ended MCP session", error }));
+    await services.store.bus.publish(ENDED_CHANNEL, { id: session.id, from: instance }).catch(() => undefined);
+  };
   tables.set(services, sessions);
   services.onClose(() => sessions.close());
+  const context: SessionContext = {
+    dispatcher,
+    sessions,
+    bridge,
+    ended,
+    lifetimeSeconds: Math.max(SESSION_LIFETIME_SECONDS, config.MCP_SESSION_IDLE_SECONDS),
+  };
+  // A session ended on another instance: this instance's copy of it goes too.
+  const endedHere = services.store.bus.subscribe(ENDED_CHANNEL, (message) => {
+    if (!isObject(message) || message.from === instance) return;
+    if (typeof message.id === "string") void sessions.end(message.id);
+  });
+  endedHere.catch((error: unknown) => services.log.warn({ event: "mcp.bus", msg: "no subscription to ended MCP sessions", error }));
+  services.onClose(async () => (await endedHere.catch(() => undefined))?.());
   services.metrics.gauge("gateway_mcp_sessions", "MCP sessions open on this instance", () => sessions.size);
 
   const handle = instrument(
@@ -173,6 +233,13 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
       // undefined on the catalog's paths; the upstream server's name on its own endpoint.
       const upstream = (event.context.params as Record<string, string> | undefined)?.name;
       assertOrigin(request, origins);
+      const sessionId = request.headers.get(SESSION_HEADER);
+      // The session's claims (from this instance's copy, else from its id), and whether it was
+      // ended anywhere, looked up while the credential is checked.
+      const held = sessionId ? sessions.get(sessionId) : undefined;
+      const claims = held?.claims ?? (sessionId ? openSessionId(bridge.secrets, sessionId) : undefined);
+      const endedCheck = claims ? context.ended.isEnded(claims.nonce) : undefined;
+      endedCheck?.catch(() => undefined);
       const principal = await principalOfRequest(event, request, dispatcher, scope, upstream);
 
       const version = request.headers.get("mcp-protocol-version");
@@ -186,7 +253,6 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
         );
       }
 
-      const sessionId = request.headers.get(SESSION_HEADER);
       let parsedBody: unknown;
       if (request.method === "POST") {
         parsedBody = await readJsonBody(request, config.GATEWAY_MAX_PAYLOAD_BYTES);
@@ -204,7 +270,7 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
         if (plain) return answerToolCall(plain, principal, dispatcher, scope, upstream, undefined);
         const initializing =
           request.method === "POST" && (Array.isArray(parsedBody) ? parsedBody.some(isInitializeRequest) : isInitializeRequest(parsedBody));
-        if (initializing) return openSession(request, parsedBody, principal, dispatcher, sessions, scope, upstream, bridge);
+        if (initializing) return openSession(context, request, parsedBody, principal, scope, upstream);
         // Plain JSON-RPC (docs/interface.md 2.7: `{jsonrpc, id, method: "tools/list"}` with bearer auth, perhaps
         // through a proxy that forwards JSON-RPC): answered statelessly, same catalog and limits.
         if (request.method === "POST") return answerStateless(request, parsedBody, principal, dispatcher, scope, upstream);
@@ -214,19 +280,26 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
         );
       }
 
-      const session = sessions.get(sessionId);
       // A session of another user (or of another endpoint, or opened for another tenant by an
-      // OAuth token) answers exactly like an ended one.
-      if (
-        !session ||
-        session.userId !== principal.userId ||
-        session.upstream !== upstream ||
-        session.principal.tenantId !== principal.tenantId
-      )
-        throw new ServiceError("NOT_FOUND", "Session not found; it ended or never existed: initialize a new one");
+      // OAuth token), a forged or altered id, an expired or ended one: all answer as unknown.
+      if (!claims || claims.userId !== principal.userId || claims.upstream !== upstream || claims.tenantId !== principal.tenantId)
+        throw sessionNotFound();
+      if (await endedCheck) {
+        if (held) await sessions.end(held.id);
+        throw sessionNotFound();
+      }
+      // Opened on another instance (or this one's copy expired): rebuilt from its id.
+      const session = sessions.get(sessionId) ?? (await resumeSession(context, sessionId, claims, principal, scope));
+      // Refused everywhere from now on: recorded before the answer, and the other instances told.
+      if (request.method === "DELETE") await endEverywhere(session);
       session.principal = principal;
       session.requestId = scope.requestId;
       session.lastSeen = Date.now();
+      // Answers to a request another instance sent the client (sampling, elicitation, roots
+      // during a call there): sent to it over the bus, accepted here as the transport would.
+      const answers = answersOnly(parsedBody);
+      if (request.method === "POST" && answers && (await sessions.forwardAnswers(session, answers)))
+        return withHeaders(new Response(null, { status: 202 }), scope);
       if (plain) {
         if (session.transport.streamsCalls?.() !== true) return answerToolCall(plain, principal, dispatcher, scope, upstream, session);
         request = acceptingJson(request);
@@ -267,16 +340,23 @@ function mountMcp(app: H3, dispatcher: Dispatcher, bridge: ToolBridge): void {
     });
 }
 
-async function openSession(
-  request: Request,
-  parsedBody: unknown,
+/** The session's SDK server and transport, and the session itself once it has an id. */
+interface SessionParts {
+  server: Server;
+  transport: JsonResponseTransport;
+  /** Makes the session (once its id is known) and adds it to this instance's table. */
+  adopt(id: string, claims: SessionClaims): McpSession;
+}
+
+/** A server and transport for one session of `principal` (opened here or resumed from its id). */
+async function sessionParts(
+  context: SessionContext,
   principal: Principal,
-  dispatcher: Dispatcher,
-  sessions: McpSessions,
   scope: RequestScope,
   upstream: string | undefined,
-  bridge: ToolBridge,
-): Promise<Response> {
+  sessionIdGenerator: () => string,
+): Promise<SessionParts> {
+  const { dispatcher, sessions, bridge } = context;
   const services = dispatcher.ports;
   const toolScope = await scopeOfPrincipal(services, principal);
   let session: McpSession | undefined;
@@ -288,20 +368,35 @@ async function openSession(
     () => (session ? { principal: session.principal, requestId: session.requestId } : { principal, requestId: scope.requestId }),
     {
       ...(await offersFor(dispatcher, principal, scope, upstream)),
-      link: () => (link ??= session && declaresClientFeatures(server.getClientCapabilities()) ? sessionLink(server, session) : undefined),
+      link: () =>
+        (link ??=
+          session && declaresClientFeatures(server.getClientCapabilities())
+            ? sessionLink(server, session, (notification) => sessions.deliver(session!, notification))
+            : undefined),
       onSetLevel: (id, level) => bridge.upstream.setLevel(id, level),
       onRootsChanged: (id) => bridge.upstream.rootsChanged(id),
     },
   );
   const transport = new JsonResponseTransport({
-    sessionIdGenerator: () => randomUUID(),
+    sessionIdGenerator,
     // Replies as one JSON body: tools/call has nothing to stream, and a plain response is
     // cheaper than an SSE stream per request. Notifications go on the GET stream.
     enableJsonResponse: true,
     maxRequestBodySize: services.config.GATEWAY_MAX_PAYLOAD_BYTES,
-    onsessioninitialized: (id) => {
+    onsessionclosed: (id) => sessions.delete(id),
+  });
+  server.onclose = () => {
+    if (session) sessions.delete(session.id);
+  };
+  transport.streamsCalls = () => declaresClientFeatures(server.getClientCapabilities());
+  await server.connect(transport);
+  return {
+    server,
+    transport,
+    adopt(id, claims) {
       session = {
         id,
+        claims,
         userId: principal.userId,
         principal,
         requestId: scope.requestId,
@@ -314,17 +409,78 @@ async function openSession(
         pendingListChanged: false,
       };
       sessions.add(session);
+      return session;
     },
-    onsessionclosed: (id) => sessions.delete(id),
-  });
-  server.onclose = () => {
-    if (session) sessions.delete(session.id);
   };
-  transport.streamsCalls = () => declaresClientFeatures(server.getClientCapabilities());
-  await server.connect(transport);
-  const response = await transport.handleRequest(request, { parsedBody });
-  if (!session) await server.close().catch(() => undefined);
+}
+
+/**
+ * `initialize`: a new session whose id carries, sealed, what any instance needs to serve it
+ * (bridge/mcp/session-id.ts): its user, endpoint, the negotiated protocol version and what the
+ * client declared.
+ */
+async function openSession(
+  context: SessionContext,
+  request: Request,
+  parsedBody: unknown,
+  principal: Principal,
+  scope: RequestScope,
+  upstream: string | undefined,
+): Promise<Response> {
+  const initialize = (Array.isArray(parsedBody) ? parsedBody : [parsedBody]).find(isInitializeRequest) as InitializeRequest;
+  const requested = initialize.params.protocolVersion;
+  const claims: SessionClaims = {
+    nonce: sessionNonce(),
+    userId: principal.userId,
+    ...(principal.tenantId === undefined ? {} : { tenantId: principal.tenantId }),
+    ...(upstream === undefined ? {} : { upstream }),
+    // As the SDK's Server negotiates it.
+    protocolVersion: SUPPORTED_PROTOCOL_VERSIONS.includes(requested) ? requested : LATEST_PROTOCOL_VERSION,
+    capabilities: initialize.params.capabilities,
+    clientInfo: initialize.params.clientInfo,
+    expiresAt: Math.floor(Date.now() / 1000) + context.lifetimeSeconds,
+  };
+  const id = sealSessionId(context.bridge.secrets, claims);
+  // Clients and proxies keep headers to a few KiB; capabilities that big are not a real client's.
+  if (id.length > MAX_SESSION_ID_CHARS)
+    throw new ServiceError(
+      "BAD_REQUEST",
+      `The client's capabilities and clientInfo are too large for a session (over ${MAX_SESSION_ID_CHARS} characters sealed)`,
+    );
+  let session: McpSession | undefined;
+  const parts = await sessionParts(context, principal, scope, upstream, () => id);
+  // The transport names the session before the server handles initialize; adopted once it answered.
+  const response = await parts.transport.handleRequest(request, { parsedBody });
+  if (parts.transport.sessionId === id && response.status === 200) session = parts.adopt(id, claims);
+  if (!session) await parts.server.close().catch(() => undefined);
   return withHeaders(response, scope);
+}
+
+/** The longest session id handed out (claims sealed, base64url). */
+const MAX_SESSION_ID_CHARS = 8192;
+
+/**
+ * A session opened on another instance (or whose copy here expired): a fresh server and
+ * transport in the state `initialize` left the original in, under the same id, with the
+ * client's capabilities and clientInfo from the id's claims.
+ */
+async function resumeSession(
+  context: SessionContext,
+  id: string,
+  claims: SessionClaims,
+  principal: Principal,
+  scope: RequestScope,
+): Promise<McpSession> {
+  const parts = await sessionParts(context, principal, scope, claims.upstream, () => id);
+  markInitialized(parts.transport, id);
+  setClientOf(parts.server, claims.capabilities, claims.clientInfo);
+  // Another request of the same session may have rebuilt it meanwhile: one copy per instance.
+  const raced = context.sessions.get(id);
+  if (raced) {
+    await parts.server.close().catch(() => undefined);
+    return raced;
+  }
+  return parts.adopt(id, claims);
 }
 
 /**
@@ -469,6 +625,15 @@ async function answerToolCall(
   headers.set("content-type", "application/json");
   if (session) headers.set(SESSION_HEADER, session.id);
   return new FastResponse(JSON.stringify(message), { status: 200, headers });
+}
+
+/** The POSTed messages when every one is a JSON-RPC result or error (the client answering the server). */
+function answersOnly(body: unknown): { id?: unknown }[] | undefined {
+  const messages = Array.isArray(body) ? body : [body];
+  if (messages.length === 0) return undefined;
+  for (const message of messages)
+    if (!(isJSONRPCResultResponse(message) || isJSONRPCErrorResponse(message)) || typeof message.id !== "number") return undefined;
+  return messages as { id?: unknown }[];
 }
 
 /** Adds the request id (and other scope headers) to the SDK's response. */

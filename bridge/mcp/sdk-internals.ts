@@ -1,6 +1,6 @@
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
-import type { LoggingLevel, RequestId } from "@modelcontextprotocol/sdk/types.js";
+import type { ClientCapabilities, Implementation, LoggingLevel, RequestId } from "@modelcontextprotocol/sdk/types.js";
 
 /**
  * Every use the gateway makes of fields the MCP SDK keeps private, in one place. They are
@@ -79,4 +79,41 @@ export const STANDALONE_STREAM = "_GET_stream";
  */
 export function bindJsonResponseFlag(transport: WebStandardStreamableHTTPServerTransport, json: () => boolean): void {
   Object.defineProperty(transport, "_enableJsonResponse", { get: json, set: () => undefined, configurable: true });
+}
+
+/** The web-standard server transport's session state: `sessionId` is public, `_initialized` is not. */
+type SessionState = { _initialized: boolean; sessionId?: string };
+
+/**
+ * Puts a fresh transport in the state its `initialize` would have left it in, for session `id`
+ * (bridge/mcp/resume.ts: a session opened on another instance, rebuilt here from its id). The
+ * SDK has no API for it: `sessionIdGenerator` runs only on an `initialize` request, which is
+ * also the only place `_initialized` is set.
+ */
+export function markInitialized(transport: WebStandardStreamableHTTPServerTransport, id: string): void {
+  const state = transport as unknown as SessionState;
+  state.sessionId = id;
+  state._initialized = true;
+}
+
+/** `Server._clientCapabilities` and `_clientVersion`: what `initialize` recorded of the client. */
+type ClientState = { _clientCapabilities?: ClientCapabilities; _clientVersion?: Implementation };
+
+/**
+ * Records what the client declared at `initialize` on a server that never saw it (a session
+ * rebuilt on another instance): `getClientCapabilities()` and `getClientVersion()` answer it,
+ * and the SDK's capability checks on requests to the client read it.
+ */
+export function setClientOf(server: Server, capabilities: ClientCapabilities, clientInfo: Implementation): void {
+  const state = server as unknown as ClientState;
+  state._clientCapabilities = capabilities;
+  state._clientVersion = clientInfo;
+}
+
+/** `Protocol._responseHandlers`: the requests this side sent and still waits an answer for, by id. */
+type Awaiting = { _responseHandlers: Map<number, unknown> };
+
+/** Whether `server` sent the request `id` answers and still waits for it (the SDK has no getter). */
+export function awaitsResponse(server: Server, id: unknown): boolean {
+  return typeof id === "number" && (server as unknown as Awaiting)._responseHandlers.has(id);
 }

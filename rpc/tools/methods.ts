@@ -198,7 +198,8 @@ function resourceSubscription<const V extends "subscribe" | "unsubscribe">(verb:
     input: v.object({
       server: upstreamServer,
       uri: ResourceUri,
-      subscriber: v.pipe(v.string("subscriber must be a string"), v.minLength(1), v.maxLength(128)),
+      // An MCP session id: sealed claims, at most 8192 characters (bridge/mcp/endpoint.ts).
+      subscriber: v.pipe(v.string("subscriber must be a string"), v.minLength(1), v.maxLength(8192)),
     }),
     errors: { NOT_FOUND: {}, TIMEOUT: {}, UNAVAILABLE: {}, BAD_GATEWAY: {} },
     ...mcpInternal,

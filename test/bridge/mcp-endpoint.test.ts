@@ -56,7 +56,8 @@ describe("MCP endpoint with the SDK client", () => {
       const { client, transport } = await connect(path);
       expect(client.getServerVersion()?.name).toBe("chat-agent-tool-gateway");
       expect(client.getServerCapabilities()?.tools?.listChanged).toBe(true);
-      expect(transport.sessionId).toMatch(/^[0-9a-f-]{36}$/);
+      // Sealed claims (bridge/mcp/session-id.ts): visible ASCII, as Streamable HTTP requires.
+      expect(transport.sessionId).toMatch(/^mcp1\.[A-Za-z0-9_-]+$/);
       expect(transport.protocolVersion).toBe("2025-11-25");
     }
   });

@@ -5,6 +5,8 @@ import { bearer, registerUser, startTestServer, type TestServer } from "../helpe
 import { McpSessions, type McpSession } from "../../bridge/mcp/sessions.js";
 import { Catalog } from "../../bridge/catalog.js";
 import { mcpSessionsOf } from "../../bridge/mcp/endpoint.js";
+import { MemoryBus } from "../../storage/bus.js";
+import { eventually } from "../helpers/eventually.js";
 
 /** Issue 9 item 12: at most MCP_MAX_SESSIONS_PER_USER sessions per user; past it the least recently used one ends. */
 
@@ -17,6 +19,14 @@ describe("McpSessions cap", () => {
     let closed = false;
     return {
       id,
+      claims: {
+        nonce: id,
+        userId,
+        protocolVersion: "2025-11-25",
+        capabilities: {},
+        clientInfo: { name: "c", version: "0" },
+        expiresAt: 1e10,
+      },
       userId,
       principal: { kind: "session", userId, scopes: ["*"] },
       requestId: `req-${id}`,
@@ -51,6 +61,87 @@ describe("McpSessions cap", () => {
     expect([sessions.get("s1"), sessions.get("s3"), sessions.get("o1")].every(Boolean)).toBe(true);
     expect(sessions.size).toBe(3);
     await sessions.close();
+  });
+});
+
+describe("notifications of a session whose stream another instance holds", () => {
+  /** One session's copy on one instance: its server records the notifications it sends. */
+  const copy = (userId: string) => {
+    const sent: unknown[] = [];
+    const session: McpSession = {
+      id: "mcp1.same-session",
+      claims: {
+        nonce: "n-1",
+        userId,
+        protocolVersion: "2025-11-25",
+        capabilities: {},
+        clientInfo: { name: "c", version: "0" },
+        expiresAt: 1e10,
+      },
+      userId,
+      principal: { kind: "session", userId, scopes: ["*"] },
+      requestId: "req",
+      scope: { tenantId: "ten_a" },
+      server: {
+        close: async () => undefined,
+        notification: async (notification: unknown) => void sent.push(notification),
+        sendResourceUpdated: async (params: unknown) => void sent.push({ method: "notifications/resources/updated", params }),
+      } as never,
+      transport: {} as never,
+      lastSeen: Date.now(),
+      streamOpen: false,
+      pendingListChanged: false,
+    };
+    return { session, sent };
+  };
+
+  it("go over the bus to the instance holding the GET stream, and stop when it closes", async () => {
+    const bus = new MemoryBus();
+    const here = new McpSessions(
+      new Catalog(),
+      1800,
+      100,
+      () => undefined,
+      () => undefined,
+      bus,
+    );
+    const there = new McpSessions(
+      new Catalog(),
+      1800,
+      100,
+      () => undefined,
+      () => undefined,
+      bus,
+    );
+    const local = copy("alice");
+    const holder = copy("alice");
+    here.add(local.session);
+    there.add(holder.session);
+    there.streamOpened(holder.session);
+    const log = { method: "notifications/message" as const, params: { level: "info" as const, data: "from here" } };
+    // The subscription is live once a message published after it arrives.
+    await eventually(async () => {
+      here.deliver(local.session, log);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      return holder.sent.length > 0;
+    });
+    expect(holder.sent[0]).toEqual(log);
+    expect(local.sent).toEqual([]);
+
+    // An upstream server's resources/updated for a subscription made here reaches the holder too.
+    holder.sent.length = 0;
+    here.relayNotice({ kind: "resources/updated", owner: "ten_a", source: "files", uri: "file:///a", subscribers: [local.session.id] });
+    await eventually(() => holder.sent.length === 1);
+    expect(holder.sent[0]).toMatchObject({ method: "notifications/resources/updated" });
+    expect((holder.sent[0] as { params: { uri: string } }).params.uri).toContain("file:///a");
+
+    there.streamClosed(holder.session);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    holder.sent.length = 0;
+    here.deliver(local.session, log);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(holder.sent).toEqual([]);
+    await Promise.all([here.close(), there.close()]);
   });
 });
 

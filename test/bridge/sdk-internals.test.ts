@@ -6,10 +6,18 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
-import { CallToolRequestSchema, ListToolsRequestSchema, LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import {
+  CallToolRequestSchema,
+  ListRootsRequestSchema,
+  ListToolsRequestSchema,
+  LoggingMessageNotificationSchema,
+} from "@modelcontextprotocol/sdk/types.js";
 import {
   bindJsonResponseFlag,
   loggingLevelOf,
+  awaitsResponse,
+  markInitialized,
+  setClientOf,
   requestHandlerAborts,
   SDK_VERSION,
   setLoggingLevelOf,
@@ -25,6 +33,21 @@ import { eventually } from "../helpers/eventually.js";
  */
 
 const root = new URL("../../", import.meta.url);
+
+const PRIVATE_FIELDS = new RegExp(
+  `_(${[
+    "requestHandlerAbortControllers",
+    "loggingLevels",
+    "streamMapping",
+    "requestToStreamMapping",
+    "enableJsonResponse",
+    "standaloneSseStreamId",
+    "initialized",
+    "clientCapabilities",
+    "clientVersion",
+    "responseHandlers",
+  ].join("|")})\\b|\\)\\._[a-zA-Z]`,
+);
 
 describe("MCP SDK internals", () => {
   it("the SDK is pinned exactly to the version the internals were read from", () => {
@@ -52,12 +75,7 @@ describe("MCP SDK internals", () => {
         else if (path.endsWith(".ts") && path !== "bridge/mcp/sdk-internals.ts") {
           const text = readFileSync(new URL(path, root), "utf8");
           // The fields the adapter covers, and any cast-then-private access (`(x as unknown as T)._field`).
-          if (
-            /_(requestHandlerAbortControllers|loggingLevels|streamMapping|requestToStreamMapping|enableJsonResponse|standaloneSseStreamId)\b|\)\._[a-zA-Z]/.test(
-              text,
-            )
-          )
-            offenders.push(path);
+          if (PRIVATE_FIELDS.test(text)) offenders.push(path);
         }
       }
     };
@@ -182,6 +200,52 @@ describe("MCP SDK internals", () => {
     expect(response.headers.get("content-type")).toMatch(/application\/json/);
     expect(JSON.parse(await response.text())).toMatchObject({ id: 7, result: { content: [{ text: "done" }] } });
     await server.close();
+  });
+
+  it("markInitialized and setClientOf make a fresh server and transport serve a session opened elsewhere", async () => {
+    const server = new Server({ name: "internals", version: "0" }, { capabilities: { tools: {} } });
+    server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: [] }));
+    const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: () => "never", enableJsonResponse: true });
+    await server.connect(transport);
+    const list = () =>
+      transport.handleRequest(
+        new Request("http://x/mcp", {
+          method: "POST",
+          headers: { ...headers, "mcp-session-id": "elsewhere" },
+          body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
+        }),
+      );
+    // Before: the transport refuses a session it did not initialize.
+    expect((await list()).status).toBe(400);
+    markInitialized(transport, "elsewhere");
+    setClientOf(server, { sampling: {} }, { name: "resumed", version: "2" });
+    const response = await list();
+    expect(response.status).toBe(200);
+    expect(response.headers.get("mcp-session-id")).toBe("elsewhere");
+    expect(JSON.parse(await response.text())).toMatchObject({ id: 1, result: { tools: [] } });
+    expect(server.getClientCapabilities()).toEqual({ sampling: {} });
+    expect(server.getClientVersion()).toEqual({ name: "resumed", version: "2" });
+    await server.close();
+  });
+
+  it("awaitsResponse is true while the server waits for the client's answer to its request", async () => {
+    const server = new Server({ name: "internals", version: "0" }, { capabilities: {} });
+    const client = new Client({ name: "c", version: "0" }, { capabilities: { roots: {} } });
+    let answer!: () => void;
+    const answered = new Promise<void>((resolve) => (answer = resolve));
+    client.setRequestHandler(ListRootsRequestSchema, async () => {
+      await answered;
+      return { roots: [] };
+    });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await Promise.all([server.connect(serverSide), client.connect(clientSide)]);
+    const pending = server.listRoots();
+    const id = await eventually(() => [0, 1, 2, 3].find((candidate) => awaitsResponse(server, candidate)));
+    expect(awaitsResponse(server, id! + 100)).toBe(false);
+    answer();
+    await pending;
+    expect(awaitsResponse(server, id)).toBe(false);
+    await client.close();
   });
 
   it("the GET stream sits under STANDALONE_STREAM with its controller", async () => {

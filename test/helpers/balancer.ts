@@ -15,15 +15,28 @@ export interface Balancer {
  * for every request, except that a request carrying an `Mcp-Session-Id` goes to the instance
  * that opened that session (sessions live on one instance). Streams pass through as they flow.
  */
-export async function stickyBalancer(): Promise<Balancer> {
+export function stickyBalancer(): Promise<Balancer> {
+  return balancer(true);
+}
+
+/**
+ * A plain round-robin balancer: every request to the next instance in turn, `Mcp-Session-Id`
+ * or not (docs/mcp.md "Sessions on any instance"). A test takes a stopped instance out of
+ * `targets`, as a balancer's health check would.
+ */
+export function roundRobinBalancer(): Promise<Balancer> {
+  return balancer(false);
+}
+
+async function balancer(sticky: boolean): Promise<Balancer> {
   const sessions = new Map<string, string>();
   const served = new Map<string, Map<string, number>>();
   let turn = 0;
-  const balancer: Balancer = { origin: "", targets: [], served, close: async () => undefined };
+  const front: Balancer = { origin: "", targets: [], served, close: async () => undefined };
   const server: Server = createServer((req: IncomingMessage, res) => {
     const session = req.headers["mcp-session-id"];
-    const pinned = typeof session === "string" ? sessions.get(session) : undefined;
-    const target = pinned ?? balancer.targets[turn++ % balancer.targets.length]!;
+    const pinned = sticky && typeof session === "string" ? sessions.get(session) : undefined;
+    const target = pinned ?? front.targets[turn++ % front.targets.length]!;
     const section = `/${(req.url ?? "/").split("/")[1] ?? ""}`;
     const counts = served.get(target) ?? new Map<string, number>();
     counts.set(section, (counts.get(section) ?? 0) + 1);
@@ -39,10 +52,10 @@ export async function stickyBalancer(): Promise<Balancer> {
     req.pipe(upstream);
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  balancer.origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  balancer.close = async () => {
+  front.origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  front.close = async () => {
     server.closeAllConnections();
     await new Promise<void>((resolve) => server.close(() => resolve()));
   };
-  return balancer;
+  return front;
 }
