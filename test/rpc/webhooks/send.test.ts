@@ -59,7 +59,11 @@ describe("signature", () => {
 
 describe("delivery thread", () => {
   it("refuses loopback at connection time (a literal, and a name the service's resolver answers with loopback), and sends when private addresses are allowed", async () => {
-    const strict = new ThreadSender(1, { allowPrivate: false, hint: "this deployment does not deliver webhooks to private addresses" }, resolveHost);
+    const strict = new ThreadSender(
+      1,
+      { allowPrivate: false, hint: "this deployment does not deliver webhooks to private addresses" },
+      resolveHost,
+    );
     const open = new ThreadSender(1, { allowPrivate: true, hint: "" }, resolveHost);
     try {
       const before = receiver.received.length;
