@@ -7,6 +7,12 @@ import { TEST_JWT_SECRET, TEST_DATA_SECRET, newUserBody } from "../helpers/serve
 import { dropRedisPrefix, uniqueRedisPrefix } from "../helpers/redis.js";
 import { startInstance, type Instance } from "../helpers/instances.js";
 import { roundRobinBalancer, type Balancer } from "../helpers/balancer.js";
+import { execFile } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { CLIENTS_DIR, clientVersion, isolatedEnv, NODE24 } from "../helpers/clients.js";
 
 /*
  * docs/mcp.md "Sessions on any instance": two instances on one Redis behind a plain
@@ -104,6 +110,34 @@ it("the SDK client connects through round-robin and its session's requests alter
   // Each instance answers the session directly too.
   for (const origin of [a.origin, b.origin]) expect((await listOn(origin, token, transport.sessionId!)).status).toBe(200);
 });
+
+it(`the MCP Inspector ${clientVersion("@modelcontextprotocol/inspector")} lists and calls tools through round-robin`, async () => {
+  const token = await register();
+  const home = await mkdtemp(join(tmpdir(), "mcp-inspector-"));
+  const env = await isolatedEnv(home);
+  const cli = join(CLIENTS_DIR, "node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js");
+  const inspector = async (...args: string[]) => {
+    const target = [`${front.origin}/bridge/mcp/`, "--transport", "http", "--header", `Authorization: Bearer ${token}`];
+    const { stdout } = await promisify(execFile)(NODE24, [cli, "--cli", ...target, ...args], { env, cwd: home, timeout: 60_000 });
+    return JSON.parse(stdout);
+  };
+  const beforeA = bridgeRequests(a.origin);
+  const beforeB = bridgeRequests(b.origin);
+  try {
+    // Each run is a session of its own: initialize, notifications/initialized, the request, alternating instances.
+    for (let i = 0; i < 2; i += 1) {
+      const listed = await inspector("--method", "tools/list");
+      expect(listed.tools.map((tool: { name: string }) => tool.name)).toContain("calculator");
+      const called = await inspector("--method", "tools/call", "--tool-name", "calculator", "--tool-arg", `expression=${i}*7+1`);
+      expect(called.isError ?? false).toBe(false);
+      expect(JSON.stringify(called.content)).toContain(String(i * 7 + 1));
+    }
+  } finally {
+    await rm(home, { recursive: true, force: true });
+  }
+  expect(bridgeRequests(a.origin) - beforeA).toBeGreaterThanOrEqual(4);
+  expect(bridgeRequests(b.origin) - beforeB).toBeGreaterThanOrEqual(4);
+}, 60_000);
 
 it("another tenant's credential, a tampered id and a forged one get the 404 of an unknown session, on every instance", async () => {
   const owner = await register();
