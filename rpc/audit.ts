@@ -48,15 +48,19 @@ export function changedFields(params: object, omit: readonly string[] = []): Rec
  */
 export const OPERATORS_LOG = "operators";
 
-/** Appends one record for the call `ctx` made. */
+/**
+ * Appends one record for the call `ctx` made, after its change was made. When storage refuses the
+ * record the change stands and the caller still gets its answer (failing now would undo nothing
+ * and would lose what it shows once, a new key's secret): the record goes whole into the
+ * request's log line as `auditUnstored` instead (docs/audit.md "When the record cannot be stored").
+ */
 export async function recordAudit(
-  ctx: { deps: AuditDeps; principal: Principal | undefined; requestId: string },
+  ctx: { deps: AuditDeps; principal: Principal | undefined; requestId: string; logFields?: Record<string, unknown> },
   entry: AuditEntry,
 ): Promise<void> {
   const principal = ctx.principal;
-  const tenantId = entry.tenantId ?? (principal ? await tenantIdOf(ctx.deps, principal) : undefined) ?? OPERATORS_LOG;
-  await ctx.deps.audit.append({
-    tenantId,
+  const record = {
+    tenantId: entry.tenantId,
     at: nowIso(),
     actor: {
       kind: principal?.kind ?? "anonymous",
@@ -67,5 +71,14 @@ export async function recordAudit(
     target: entry.target,
     requestId: ctx.requestId,
     changes: redacted(entry.changes ?? {}) as Record<string, unknown>,
-  });
+  };
+  try {
+    const tenantId = record.tenantId ?? (principal ? await tenantIdOf(ctx.deps, principal) : undefined) ?? OPERATORS_LOG;
+    await ctx.deps.audit.append({ ...record, tenantId });
+  } catch (error) {
+    if (ctx.logFields) {
+      ctx.logFields.auditUnstored = record;
+      ctx.logFields.auditError = (error as Error).message;
+    }
+  }
 }

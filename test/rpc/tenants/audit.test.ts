@@ -256,3 +256,27 @@ describe("audit records", () => {
     expect(bad.status).toBe(400);
   });
 });
+
+describe("when the audit record cannot be stored", () => {
+  it("the change stands and is answered (a new key's secret is not lost), and the request's log line carries the record", async () => {
+    const audit = server.composition.ports.repos.audit;
+    const append = audit.append;
+    audit.append = async () => {
+      throw new Error("storage refused the write");
+    };
+    try {
+      const created = await server.request("/gateway/v1/auth/keys", {
+        method: "POST",
+        headers: bearer(alice.token),
+        json: { name: "while-audit-is-down" },
+      });
+      expect(created.status).toBe(201);
+      expect((await server.request("/gateway/v1/models", { headers: bearer(created.body.key) })).status).toBe(200);
+      const line = server.logs().find((entry) => (entry.auditUnstored as AuditRecord | undefined)?.action === "key.created");
+      expect(line).toMatchObject({ auditError: "storage refused the write", auditUnstored: { target: created.body.id } });
+      expect(JSON.stringify(line)).not.toContain(created.body.key);
+    } finally {
+      audit.append = append;
+    }
+  });
+});
