@@ -11,7 +11,7 @@ import { newUserBody, TEST_DATA_SECRET, TEST_JWT_SECRET } from "../helpers/serve
 import { dropRedisPrefix, uniqueRedisPrefix } from "../helpers/redis.js";
 import { instanceRequest, startInstance, type Instance } from "../helpers/instances.js";
 import { launchBrowser, type TestBrowser } from "../helpers/browser.js";
-import { stickyBalancer, type Balancer } from "../helpers/balancer.js";
+import { roundRobinBalancer, type Balancer } from "../helpers/balancer.js";
 import { serveHttpsDocuments, type HttpsSite } from "../helpers/tls.js";
 import { callbackServer, consentInBrowser, MemoryOAuthProvider, type CallbackServer } from "../helpers/oauth.js";
 
@@ -19,8 +19,8 @@ import { callbackServer, consentInBrowser, MemoryOAuthProvider, type CallbackSer
  * The done-when of docs/mcp.md "Authorization server": the MCP SDK's own OAuth client (with a
  * Client ID Metadata Document) and mcp-remote (with Dynamic Client Registration) each go
  * through discovery, registration, consent in Chromium, token, a tools/call, refresh and
- * revocation, against two instances sharing Redis behind a round-robin balancer (sticky on
- * Mcp-Session-Id only); and the same clients with a static API key header are never challenged.
+ * revocation, against two instances sharing Redis behind a plain round-robin balancer (no
+ * stickiness: any instance serves any MCP session, docs/mcp.md "Sessions on any instance"); and the same clients with a static API key header are never challenged.
  */
 
 /** mcp-remote runs on the Node 22 test/conformance installs (npm ci's postinstall). */
@@ -57,7 +57,7 @@ beforeAll(async () => {
       application_type: "native",
     },
   }));
-  balancer = await stickyBalancer();
+  balancer = await roundRobinBalancer();
   const env = {
     STORAGE: "redis",
     REDIS_PREFIX: prefix,

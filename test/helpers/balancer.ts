@@ -11,40 +11,22 @@ export interface Balancer {
 }
 
 /**
- * A load balancer in front of instances of the service, as docs/mcp.md asks for: round-robin
- * for every request, except that a request carrying an `Mcp-Session-Id` goes to the instance
- * that opened that session (sessions live on one instance). Streams pass through as they flow.
- */
-export function stickyBalancer(): Promise<Balancer> {
-  return balancer(true);
-}
-
-/**
  * A plain round-robin balancer: every request to the next instance in turn, `Mcp-Session-Id`
  * or not (docs/mcp.md "Sessions on any instance"). A test takes a stopped instance out of
  * `targets`, as a balancer's health check would.
  */
-export function roundRobinBalancer(): Promise<Balancer> {
-  return balancer(false);
-}
-
-async function balancer(sticky: boolean): Promise<Balancer> {
-  const sessions = new Map<string, string>();
+export async function roundRobinBalancer(): Promise<Balancer> {
   const served = new Map<string, Map<string, number>>();
   let turn = 0;
   const front: Balancer = { origin: "", targets: [], served, close: async () => undefined };
   const server: Server = createServer((req: IncomingMessage, res) => {
-    const session = req.headers["mcp-session-id"];
-    const pinned = sticky && typeof session === "string" ? sessions.get(session) : undefined;
-    const target = pinned ?? front.targets[turn++ % front.targets.length]!;
+    const target = front.targets[turn++ % front.targets.length]!;
     const section = `/${(req.url ?? "/").split("/")[1] ?? ""}`;
     const counts = served.get(target) ?? new Map<string, number>();
     counts.set(section, (counts.get(section) ?? 0) + 1);
     served.set(target, counts);
     const url = new URL(target);
     const upstream = request({ host: url.hostname, port: url.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
-      const opened = answer.headers["mcp-session-id"];
-      if (typeof opened === "string") sessions.set(opened, target);
       res.writeHead(answer.statusCode ?? 502, answer.headers);
       answer.pipe(res);
     });
