@@ -1,9 +1,7 @@
-import { Hash } from "@smithy/hash-node";
-import { SignatureV4 } from "@smithy/signature-v4";
 import { bedrockEmbeddingFormat, type BedrockModelConfig } from "../models-config.js";
-import { bedrockCredentials } from "../providers/bedrock.js";
+import { bedrockCredentials, bedrockSigner, signedPost } from "../providers/bedrock.js";
 import { ProviderError } from "../providers/provider-error.js";
-import { invalidAnswer, post, readJson, trimSlash } from "../providers/shared.js";
+import { invalidAnswer, readJson, trimSlash } from "../providers/shared.js";
 import { batches, textsOnly, type Embedder, type EmbeddingResult } from "./embedder.js";
 import type { EmbeddingRequest } from "./request.js";
 
@@ -78,29 +76,11 @@ export class BedrockEmbedder implements Embedder {
       });
     const base = new URL(trimSlash(config.baseURL ?? `https://bedrock-runtime.${region}.amazonaws.com`));
     const path = `${base.pathname.replace(/\/+$/, "")}/model/${encodeURIComponent(modelId)}/invoke`;
-    const signer = new SignatureV4({ service: "bedrock", region, credentials, sha256: Hash.bind(null, "sha256") });
+    const signer = bedrockSigner(region, credentials);
     return async (payload: Record<string, unknown>, read: (answer: unknown) => Invoked | undefined): Promise<Invoked> => {
       const body = JSON.stringify(payload);
       const headers = { host: base.host, "content-type": "application/json", accept: "application/json" };
-      const signed = await signer.sign({
-        method: "POST",
-        protocol: base.protocol,
-        hostname: base.hostname,
-        port: base.port ? Number(base.port) : undefined,
-        path,
-        query: {},
-        headers,
-        body,
-      });
-      const response = await post({
-        id,
-        url: `${base.origin}${path}`,
-        headers: signed.headers,
-        body,
-        signal,
-        timeoutMs,
-        traceparent: trace.traceparent,
-      });
+      const response = await signedPost(signer, base, path, { id, headers, body, signal, timeoutMs, traceparent: trace.traceparent });
       const header = Number(response.headers[INPUT_TOKENS_HEADER]);
       const invoked = read(await readJson<unknown>(response, timeoutMs, id));
       if (!invoked) throw invalidAnswer(id);

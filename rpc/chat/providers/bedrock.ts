@@ -33,6 +33,7 @@ import {
   isSystem,
   parseDataUrl,
   post,
+  type PostOptions,
   readJson,
   stopList,
   streamCut,
@@ -74,6 +75,31 @@ const codec = new EventStreamCodec(toUtf8, fromUtf8);
  * `system`, tools `toolConfig`, tool calls and results `toolUse` / `toolResult` blocks. The
  * stream is AWS's binary event stream, decoded frame by frame into `chat.completion.chunk`s.
  */
+/** SigV4 for Bedrock's runtime in `region`. */
+export function bedrockSigner(region: string, credentials: AwsCredentials): SignatureV4 {
+  return new SignatureV4({ service: "bedrock", region, credentials, sha256: Hash.bind(null, "sha256") });
+}
+
+/** A POST of `body` to `path` on `base`, signed by `signer` (chat's Converse and embeddings' InvokeModel). */
+export async function signedPost(
+  signer: SignatureV4,
+  base: URL,
+  path: string,
+  options: Omit<PostOptions, "url" | "body"> & { body: string },
+): Promise<Awaited<ReturnType<typeof post>>> {
+  const signed = await signer.sign({
+    method: "POST",
+    protocol: base.protocol,
+    hostname: base.hostname,
+    port: base.port ? Number(base.port) : undefined,
+    path,
+    query: {},
+    headers: options.headers,
+    body: options.body,
+  });
+  return post({ ...options, url: `${base.origin}${path}`, headers: signed.headers });
+}
+
 export class BedrockProvider implements Provider {
   readonly #options: BedrockProviderOptions;
 
@@ -105,26 +131,8 @@ export class BedrockProvider implements Provider {
       "content-type": "application/json",
       accept: request.stream ? "application/vnd.amazon.eventstream" : "application/json",
     };
-    const signer = new SignatureV4({ service: "bedrock", region, credentials, sha256: Hash.bind(null, "sha256") });
-    const signed = await signer.sign({
-      method: "POST",
-      protocol: base.protocol,
-      hostname: base.hostname,
-      port: base.port ? Number(base.port) : undefined,
-      path,
-      query: {},
-      headers,
-      body,
-    });
-    const response = await post({
-      id,
-      url: `${base.origin}${path}`,
-      headers: signed.headers,
-      body,
-      signal,
-      timeoutMs,
-      traceparent: trace.traceparent,
-    });
+    const signer = bedrockSigner(region, credentials);
+    const response = await signedPost(signer, base, path, { id, headers, body, signal, timeoutMs, traceparent: trace.traceparent });
     let result: ProviderResult = !request.stream
       ? { kind: "completion", completion: completionOf(await readJson<ConverseResponse>(response, timeoutMs, id), id) }
       : { kind: "stream", chunks: upstreamFrames(response.body, eventStreamFraming(), timeoutMs, id, signal, streamChunks(id)) };
