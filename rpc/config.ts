@@ -11,6 +11,16 @@ import { redisUrlProblem } from "../storage/redis-setup.js";
 const intFrom = (min: number, max = Number.MAX_SAFE_INTEGER) =>
   v.pipe(v.string(), v.regex(/^\d+$/, "must be a whole number"), v.transform(Number), v.minValue(min), v.maxValue(max));
 
+/** A `true`/`false` setting, read as a boolean, `fallback` when unset. */
+const flag = (fallback: "true" | "false") =>
+  v.optional(
+    v.pipe(
+      v.picklist(["true", "false"], "must be true or false"),
+      v.transform((value) => value === "true"),
+    ),
+    fallback,
+  );
+
 /**
  * An outbound or published address: an absolute http:// or https:// URL. Anything else
  * (ftp://, file://, javascript:, a ws:// where HTTP is spoken) stops the start with a message.
@@ -78,13 +88,7 @@ const ENV_SCHEMA = v.object({
    * Run on a Redis whose maxmemory-policy evicts keys. Off: the start refuses such a Redis,
    * which would silently drop users, keys and balances under memory pressure.
    */
-  REDIS_ALLOW_EVICTION: v.optional(
-    v.pipe(
-      v.picklist(["true", "false"], "must be true or false"),
-      v.transform((value) => value === "true"),
-    ),
-    "false",
-  ),
+  REDIS_ALLOW_EVICTION: flag("false"),
   /**
    * TLS to Redis (REDIS_URL rediss://, docs/storage.md "TLS, Sentinel and Cluster"): the CA that
    * signed the server's certificate, and the client certificate and key a Redis with
@@ -269,13 +273,7 @@ const ENV_SCHEMA = v.object({
   /** Most steps a tool plan may have (POST /mcp/plan `maxSteps` is capped at this). */
   ROUTER_MAX_STEPS: v.optional(intFrom(1, 100), "10"),
   /** Allow upstream MCP servers (POST /mcp/servers) on private or loopback addresses. Off: a registration must not reach inside the deployment (SSRF). */
-  MCP_SERVERS_ALLOW_PRIVATE: v.optional(
-    v.pipe(
-      v.picklist(["true", "false"], "must be true or false"),
-      v.transform((value) => value === "true"),
-    ),
-    "false",
-  ),
+  MCP_SERVERS_ALLOW_PRIVATE: flag("false"),
   /** An MCP session (Mcp-Session-Id) with no request and no open GET stream for this long ends; the client initializes again (404). */
   MCP_SESSION_IDLE_SECONDS: v.optional(intFrom(10, 7 * 24 * 3600), "1800"),
   /** Open MCP sessions one user may hold on an instance; opening one more ends that user's least recently used session (its next request gets 404). */
@@ -296,13 +294,7 @@ const ENV_SCHEMA = v.object({
    * (Claude Code, Cursor) keep using a configured `Authorization` header; tokens already issued
    * keep working.
    */
-  OAUTH_DISCOVERY: v.optional(
-    v.pipe(
-      v.picklist(["true", "false"], "must be true or false"),
-      v.transform((value) => value === "true"),
-    ),
-    "true",
-  ),
+  OAUTH_DISCOVERY: flag("true"),
   /** Life of an access token of the authorization server, in seconds (short: a stolen one is soon useless; clients refresh). */
   OAUTH_ACCESS_TOKEN_SECONDS: v.optional(intFrom(30, 86_400), "600"),
   /**
@@ -313,13 +305,7 @@ const ENV_SCHEMA = v.object({
   /** Days one key signs access tokens before the next one takes over (docs/mcp.md "Signing keys"). */
   OAUTH_SIGNING_KEY_DAYS: v.optional(intFrom(1, 365), "30"),
   /** Accept Dynamic Client Registration (RFC 7591) at /oauth/register; `false` leaves Client ID Metadata Documents and clients an operator registered. */
-  OAUTH_DYNAMIC_REGISTRATION: v.optional(
-    v.pipe(
-      v.picklist(["true", "false"], "must be true or false"),
-      v.transform((value) => value === "true"),
-    ),
-    "true",
-  ),
+  OAUTH_DYNAMIC_REGISTRATION: flag("true"),
   /** Days a dynamically registered client that is not used is kept (each use extends it). */
   OAUTH_DYNAMIC_CLIENT_DAYS: v.optional(intFrom(1, 3650), "90"),
   /** Client registrations (RFC 7591) one address may make per hour (429 past it). */
@@ -328,13 +314,7 @@ const ENV_SCHEMA = v.object({
    * Fetch Client ID Metadata Documents from private or loopback addresses. Off: a `client_id`
    * URL must not make the service reach inside the deployment (SSRF); checked at connection time.
    */
-  OAUTH_CLIENT_METADATA_ALLOW_PRIVATE: v.optional(
-    v.pipe(
-      v.picklist(["true", "false"], "must be true or false"),
-      v.transform((value) => value === "true"),
-    ),
-    "false",
-  ),
+  OAUTH_CLIENT_METADATA_ALLOW_PRIVATE: flag("false"),
   /** `limits.agents` of a tenant made without limits: a personal tenant created on first use, or POST /tenants without `limits` (docs/agents.md). */
   TENANT_DEFAULT_AGENT_LIMIT: v.optional(intFrom(0, 1_000_000), "25"),
   /** `limits.tokensPerMonth` of such a tenant: model tokens its agent invocations may use per calendar month (UTC). */
@@ -350,13 +330,7 @@ const ENV_SCHEMA = v.object({
   /** Largest JSON `payload` of a published event, in bytes. */
   EVENTS_MAX_PAYLOAD_BYTES: v.optional(intFrom(2, 1_048_576), "65536"),
   /** Allow webhook URLs on private or loopback addresses. Off: a subscription must not reach inside the deployment (SSRF); checked at creation and at every delivery. */
-  WEBHOOKS_ALLOW_PRIVATE: v.optional(
-    v.pipe(
-      v.picklist(["true", "false"], "must be true or false"),
-      v.transform((value) => value === "true"),
-    ),
-    "false",
-  ),
+  WEBHOOKS_ALLOW_PRIVATE: flag("false"),
   /** Seconds a webhook receiver has to answer one attempt. */
   WEBHOOKS_TIMEOUT_SECONDS: v.optional(intFrom(1, 120), "15"),
   /**
