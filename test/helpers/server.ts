@@ -1,6 +1,10 @@
 import { loadConfig } from "../../rpc/config.js";
 import { startServer, type RunningServer, type StartOptions } from "../../facade/server.js";
-import { TEST_REDIS_URL } from "./redis.js";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { expect } from "vitest";
+import { dropRedisPrefix, TEST_REDIS_URL, uniqueRedisPrefix } from "./redis.js";
 
 export const TEST_JWT_SECRET = "test-secret-that-is-at-least-32-characters-long";
 /** DATA_ENCRYPTION_SECRET of test servers (required with Redis); pass `""` to have fs generate one. */
@@ -99,3 +103,31 @@ export async function registerUser(server: TestServer, overrides: Parameters<typ
 }
 
 export const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+
+/**
+ * The servers a money or limit test runs on one storage driver: one on memory, one on fs in a
+ * fresh DATA_DIR, two instances sharing a fresh Redis prefix on redis. `close()` checks that none
+ * logged an error, stops them and removes what they stored.
+ */
+export async function startOnDriver(
+  driver: "memory" | "fs" | "redis",
+  env: Record<string, string>,
+): Promise<{ servers: TestServer[]; close(): Promise<void> }> {
+  const own: Record<string, string> = { ...env, STORAGE: driver };
+  let dir: string | undefined;
+  let prefix: string | undefined;
+  if (driver === "fs") own.DATA_DIR = dir = await mkdtemp(join(tmpdir(), "gw-driver-"));
+  if (driver === "redis") own.REDIS_PREFIX = prefix = uniqueRedisPrefix();
+  const servers = await Promise.all((driver === "redis" ? [own, own] : [own]).map((each) => startTestServer(each)));
+  return {
+    servers,
+    close: async () => {
+      for (const server of servers) {
+        expect(server.loggedErrors()).toEqual([]);
+        await server.close();
+      }
+      if (dir) await rm(dir, { recursive: true, force: true });
+      if (prefix) await dropRedisPrefix(prefix);
+    },
+  };
+}

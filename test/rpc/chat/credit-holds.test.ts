@@ -1,12 +1,8 @@
-import { mkdtemp, rm } from "node:fs/promises";
 import { mockUpstreams } from "../../helpers/mock-upstreams.js";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { APIError } from "openai";
-import { startTestServer, type TestServer } from "../../helpers/server.js";
+import { startOnDriver, startTestServer, type TestServer } from "../../helpers/server.js";
 import { openaiClient, platformAccount, userMessage, type PlatformAccount } from "../../helpers/chat.js";
-import { dropRedisPrefix, uniqueRedisPrefix } from "../../helpers/redis.js";
 import { countPromptTokens } from "../../../rpc/chat/tokens.js";
 import { createOpenAiUpstream } from "../../../mocks/openai-upstream.js";
 
@@ -38,14 +34,8 @@ const perRequest = Math.ceil((countPromptTokens(messages) * PRICE.input + 1 * PR
 const promptCost = Math.ceil((countPromptTokens(messages) * PRICE.input) / 1000);
 const N = 10;
 
-const dirs: string[] = [];
-const prefixes: string[] = [];
 beforeAll(() => msw.listen());
-afterAll(async () => {
-  await msw.close();
-  for (const dir of dirs) await rm(dir, { recursive: true, force: true });
-  for (const prefix of prefixes) await dropRedisPrefix(prefix);
-});
+afterAll(() => msw.close());
 
 async function burst(
   servers: TestServer[],
@@ -79,30 +69,13 @@ async function burst(
 
 describe.each(["memory", "fs", "redis"] as const)("credit holds on %s", (driver) => {
   let servers: TestServer[];
+  let close: () => Promise<void>;
 
   beforeAll(async () => {
     // 25 of a burst stream with one key at once: past QUOTA_STREAMS_PER_KEY's default (docs/quotas.md).
-    const env: Record<string, string> = { STORAGE: driver, MODELS_JSON: JSON.stringify(MODELS()), QUOTA_STREAMS_PER_KEY: "1000" };
-    if (driver === "fs") {
-      const dir = await mkdtemp(join(tmpdir(), "gw-holds-"));
-      dirs.push(dir);
-      env.DATA_DIR = dir;
-    }
-    if (driver === "redis") {
-      const prefix = uniqueRedisPrefix();
-      prefixes.push(prefix);
-      env.REDIS_PREFIX = prefix;
-      servers = await Promise.all([startTestServer(env), startTestServer(env)]);
-    } else {
-      servers = [await startTestServer(env)];
-    }
+    ({ servers, close } = await startOnDriver(driver, { MODELS_JSON: JSON.stringify(MODELS()), QUOTA_STREAMS_PER_KEY: "1000" }));
   });
-  afterAll(async () => {
-    for (const server of servers ?? []) {
-      expect(server.loggedErrors()).toEqual([]);
-      await server.close();
-    }
-  });
+  afterAll(() => close?.());
 
   it(`credits for exactly ${N} requests admit ${N} of ${5 * N} concurrent ones, the balance ends at zero, and later requests get 402`, async () => {
     const account = await platformAccount(servers[0]!, 0);

@@ -1,9 +1,5 @@
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { bearer, registerUser, startTestServer, type TestServer } from "../../helpers/server.js";
-import { dropRedisPrefix, uniqueRedisPrefix } from "../../helpers/redis.js";
+import { bearer, registerUser, startOnDriver, type TestServer } from "../../helpers/server.js";
 import { countPromptTokens } from "../../../rpc/chat/tokens.js";
 
 /**
@@ -59,43 +55,18 @@ function call(server: TestServer, surface: Surface, credential: string, text: st
   }
 }
 
-const dirs: string[] = [];
-const prefixes: string[] = [];
-afterAll(async () => {
-  for (const dir of dirs) await rm(dir, { recursive: true, force: true });
-  for (const prefix of prefixes) await dropRedisPrefix(prefix);
-});
-
 describe.each(["memory", "fs", "redis"] as const)("admission knows the prompt on %s", (driver) => {
   let servers: TestServer[];
+  let close: () => Promise<void>;
 
   beforeAll(async () => {
-    const env: Record<string, string> = {
-      STORAGE: driver,
+    ({ servers, close } = await startOnDriver(driver, {
       PLANS_JSON: JSON.stringify(PLANS),
       MODELS_JSON: JSON.stringify(MODELS),
       QUOTA_STREAMS_PER_KEY: "1000",
-    };
-    if (driver === "fs") {
-      const dir = await mkdtemp(join(tmpdir(), "gw-prompt-adm-"));
-      dirs.push(dir);
-      env.DATA_DIR = dir;
-    }
-    if (driver === "redis") {
-      const prefix = uniqueRedisPrefix();
-      prefixes.push(prefix);
-      env.REDIS_PREFIX = prefix;
-      servers = await Promise.all([startTestServer(env), startTestServer(env)]);
-    } else {
-      servers = [await startTestServer(env)];
-    }
+    }));
   });
-  afterAll(async () => {
-    for (const server of servers ?? []) {
-      expect(server.loggedErrors()).toEqual([]);
-      await server.close();
-    }
-  });
+  afterAll(() => close?.());
 
   /** A fresh user on the 200-token plan and the credential `surface` takes. */
   async function caller(surface: Surface) {
