@@ -1,4 +1,10 @@
+import { afterAll, beforeAll } from "vitest";
+import { createAnthropicUpstream } from "../../mocks/anthropic-upstream.js";
+import { createOpenAiChatUpstream } from "../../mocks/openai-chat-upstream.js";
 import type { MockBehaviour } from "../../mocks/scripted-provider.js";
+import { type RegisteredUser, twoCallers } from "./chat.js";
+import { mockUpstreams } from "./mock-upstreams.js";
+import { bearer, startTestServer, type TestServer } from "./server.js";
 
 /**
  * The scripted model of the CLI tests (test/rpc/chat/claude-code.test.ts, codex.test.ts): asked
@@ -51,4 +57,55 @@ export function cliToolRoundTrip(body: any): MockBehaviour {
   const tool = offeredTools(body).find((name) => name in SHELL_TOOLS);
   if (!command || !tool) return { kind: "turn", turn: { text: `No command to run (tools: ${offeredTools(body).join(", ")})` } };
   return { kind: "turn", turn: { toolCalls: [{ id: `call_${tool}_1`, name: tool, input: SHELL_TOOLS[tool]!(command) }] } };
+}
+
+/**
+ * The service the CLI tests drive: the echo model, an OpenAI-compatible model (`gpt`) and an
+ * Anthropic one (`claude`) on msw mocks scripted with cliToolRoundTrip, and two users of two
+ * tenants: alice with a gateway key named `keyName`, bob with a personal key. Registers the
+ * file's beforeAll and afterAll; the fields are set once beforeAll ran (the mocks at once).
+ */
+export interface CliService {
+  openai: ReturnType<typeof createOpenAiChatUpstream>;
+  anthropic: ReturnType<typeof createAnthropicUpstream>;
+  server: TestServer;
+  alice: RegisteredUser;
+  bob: RegisteredUser;
+  gatewayKey: string;
+  bobKey: string;
+}
+
+export function cliService(keyName: string): CliService {
+  const OPENAI = "https://api.openai.test/v1";
+  const ANTHROPIC = "https://api.anthropic.test";
+  const openai = createOpenAiChatUpstream(OPENAI);
+  const anthropic = createAnthropicUpstream(ANTHROPIC);
+  const msw = mockUpstreams(...openai.handlers, ...anthropic.handlers);
+  const service = { openai, anthropic } as CliService;
+  beforeAll(async () => {
+    await msw.listen();
+    service.server = await startTestServer({
+      MODELS_JSON: JSON.stringify({
+        models: {
+          "echo-1": { provider: "echo" },
+          gpt: { provider: "openai-compatible", baseURL: msw.url(OPENAI), upstreamModel: "gpt-test" },
+          claude: { provider: "anthropic", baseURL: msw.url(ANTHROPIC), upstreamModel: "claude-test" },
+        },
+      }),
+    });
+    Object.assign(service, await twoCallers(service.server, keyName));
+    const created = await service.server.request("/gateway/v1/auth/keys", {
+      method: "POST",
+      headers: bearer(service.alice.token),
+      json: { name: keyName },
+    });
+    service.gatewayKey = created.body.key;
+    openai.script("gpt-test", cliToolRoundTrip);
+    anthropic.script("claude-test", cliToolRoundTrip);
+  });
+  afterAll(async () => {
+    await service.server?.close();
+    await msw.close();
+  });
+  return service;
 }

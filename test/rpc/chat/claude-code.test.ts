@@ -1,12 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createAnthropicUpstream } from "../../../mocks/anthropic-upstream.js";
-import { createOpenAiChatUpstream } from "../../../mocks/openai-chat-upstream.js";
-import { type RegisteredUser, twoCallers, usageOf } from "../../helpers/chat.js";
+import { describe, expect, it } from "vitest";
+import { usageOf } from "../../helpers/chat.js";
 import { runClaudeCode } from "../../helpers/cli-clients.js";
-import { cliToolRoundTrip, runMarker } from "../../helpers/cli-tool-round-trip.js";
+import { cliService, runMarker } from "../../helpers/cli-tool-round-trip.js";
 import { claudeBinary, cliVersion } from "../../helpers/clients.js";
-import { mockUpstreams } from "../../helpers/mock-upstreams.js";
-import { bearer, startTestServer, type TestServer } from "../../helpers/server.js";
 
 /**
  * Claude Code itself, the release test/clients/ pins (docs/clients.md), pointed at the service as
@@ -21,44 +17,8 @@ import { bearer, startTestServer, type TestServer } from "../../helpers/server.j
  */
 const VERSION = cliVersion([claudeBinary()]);
 
-const OPENAI = "https://api.openai.test/v1";
-const ANTHROPIC = "https://api.anthropic.test";
-const openai = createOpenAiChatUpstream(OPENAI);
-const anthropic = createAnthropicUpstream(ANTHROPIC);
-const msw = mockUpstreams(...openai.handlers, ...anthropic.handlers);
-
-let server: TestServer;
-let alice: RegisteredUser;
-let bob: RegisteredUser;
-let gatewayKey: string;
-let bobKey: string;
-
-beforeAll(async () => {
-  await msw.listen();
-  server = await startTestServer({
-    MODELS_JSON: JSON.stringify({
-      models: {
-        "echo-1": { provider: "echo" },
-        gpt: { provider: "openai-compatible", baseURL: msw.url(OPENAI), upstreamModel: "gpt-test" },
-        claude: { provider: "anthropic", baseURL: msw.url(ANTHROPIC), upstreamModel: "claude-test" },
-      },
-    }),
-  });
-  ({ alice, bob, bobKey } = await twoCallers(server, "claude code"));
-  const created = await server.request("/gateway/v1/auth/keys", {
-    method: "POST",
-    headers: bearer(alice.token),
-    json: { name: "claude code" },
-  });
-  gatewayKey = created.body.key;
-  openai.script("gpt-test", cliToolRoundTrip);
-  anthropic.script("claude-test", cliToolRoundTrip);
-});
-
-afterAll(async () => {
-  await server?.close();
-  await msw.close();
-});
+const service = cliService("claude code");
+const { openai, anthropic } = service;
 
 const SURFACES = [
   {
@@ -66,16 +26,16 @@ const SURFACES = [
     root: "/gateway",
     operation: "gateway.messages.create",
     auth: "bearer" as const,
-    key: () => gatewayKey,
-    user: () => alice,
+    key: () => service.gatewayKey,
+    user: () => service.alice,
   },
   {
     name: "Account",
     root: "/account",
     operation: "account.messages.create",
     auth: "x-api-key" as const,
-    key: () => bobKey,
-    user: () => bob,
+    key: () => service.bobKey,
+    user: () => service.bob,
   },
 ];
 
@@ -98,9 +58,9 @@ describe.concurrent(`Claude Code ${VERSION} through the service`, () => {
         const tag = `${surface.name}-${model.id}`.toLowerCase();
         // Only a shell turns this into `<tag>-ran-42`: the answer shows that the tool really ran.
         const command = `echo ${tag}-ran-$((40+2))`;
-        const before = await usageOf(server, surface.user().token, model.id);
+        const before = await usageOf(service.server, surface.user().token, model.id);
         const run = await runClaudeCode({
-          baseURL: server.url(surface.root),
+          baseURL: service.server.url(surface.root),
           key: surface.key(),
           auth: surface.auth,
           model: model.id,
@@ -112,10 +72,10 @@ describe.concurrent(`Claude Code ${VERSION} through the service`, () => {
         expect(run.stdout).toContain(`${tag}-ran-42`);
 
         // Every request of the run came through the surface's Messages route and was answered.
-        const lines = server.logs().filter((line) => line.operation === surface.operation && line.model === model.id);
+        const lines = service.server.logs().filter((line) => line.operation === surface.operation && line.model === model.id);
         expect(lines.length).toBeGreaterThanOrEqual(2);
         expect(lines.map((line) => line.status)).toEqual(lines.map(() => 200));
-        const after = await usageOf(server, surface.user().token, model.id);
+        const after = await usageOf(service.server, surface.user().token, model.id);
         expect(after.requests - before.requests).toBe(lines.length);
         expect(after.inputTokens).toBeGreaterThan(before.inputTokens);
 
@@ -130,7 +90,7 @@ describe.concurrent(`Claude Code ${VERSION} through the service`, () => {
 
   it("a wrong key ends claude -p with the gateway's refusal, in Anthropic's envelope", async () => {
     const run = await runClaudeCode({
-      baseURL: server.url("/gateway"),
+      baseURL: service.server.url("/gateway"),
       key: "sk_not_a_key",
       auth: "bearer",
       model: "echo-1",
@@ -141,6 +101,6 @@ describe.concurrent(`Claude Code ${VERSION} through the service`, () => {
     });
     expect(run.code).not.toBe(0);
     expect(`${run.stdout}${run.stderr}`).toMatch(/401|auth|API key|Invalid/i);
-    expect(server.logs().some((line) => line.path === "/gateway/v1/messages" && line.status === 401)).toBe(true);
+    expect(service.server.logs().some((line) => line.path === "/gateway/v1/messages" && line.status === 401)).toBe(true);
   }, 90_000);
 });

@@ -1,12 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createAnthropicUpstream } from "../../../mocks/anthropic-upstream.js";
-import { createOpenAiChatUpstream } from "../../../mocks/openai-chat-upstream.js";
-import { type RegisteredUser, twoCallers, usageOf } from "../../helpers/chat.js";
+import { describe, expect, it } from "vitest";
+import { usageOf } from "../../helpers/chat.js";
 import { runCodexExec } from "../../helpers/cli-clients.js";
-import { cliToolRoundTrip, runMarker } from "../../helpers/cli-tool-round-trip.js";
+import { cliService, runMarker } from "../../helpers/cli-tool-round-trip.js";
 import { cliVersion, codexCommand } from "../../helpers/clients.js";
-import { mockUpstreams } from "../../helpers/mock-upstreams.js";
-import { bearer, startTestServer, type TestServer } from "../../helpers/server.js";
 
 /**
  * The Codex CLI, the release test/clients/ pins (docs/clients.md "Codex CLI"), run as `codex exec`
@@ -20,44 +16,12 @@ import { bearer, startTestServer, type TestServer } from "../../helpers/server.j
  */
 const VERSION = cliVersion(codexCommand());
 
-const OPENAI = "https://api.openai.test/v1";
-const ANTHROPIC = "https://api.anthropic.test";
-const openai = createOpenAiChatUpstream(OPENAI);
-const anthropic = createAnthropicUpstream(ANTHROPIC);
-const msw = mockUpstreams(...openai.handlers, ...anthropic.handlers);
-
-let server: TestServer;
-let alice: RegisteredUser;
-let bob: RegisteredUser;
-let gatewayKey: string;
-let bobKey: string;
-
-beforeAll(async () => {
-  await msw.listen();
-  server = await startTestServer({
-    MODELS_JSON: JSON.stringify({
-      models: {
-        "echo-1": { provider: "echo" },
-        gpt: { provider: "openai-compatible", baseURL: msw.url(OPENAI), upstreamModel: "gpt-test" },
-        claude: { provider: "anthropic", baseURL: msw.url(ANTHROPIC), upstreamModel: "claude-test" },
-      },
-    }),
-  });
-  ({ alice, bob, bobKey } = await twoCallers(server, "codex"));
-  const created = await server.request("/gateway/v1/auth/keys", { method: "POST", headers: bearer(alice.token), json: { name: "codex" } });
-  gatewayKey = created.body.key;
-  openai.script("gpt-test", cliToolRoundTrip);
-  anthropic.script("claude-test", cliToolRoundTrip);
-});
-
-afterAll(async () => {
-  await server?.close();
-  await msw.close();
-});
+const service = cliService("codex");
+const { openai, anthropic } = service;
 
 const SURFACES = [
-  { name: "Gateway", root: "/gateway", operation: "gateway.responses.create", key: () => gatewayKey, user: () => alice },
-  { name: "Account", root: "/account", operation: "account.responses.create", key: () => bobKey, user: () => bob },
+  { name: "Gateway", root: "/gateway", operation: "gateway.responses.create", key: () => service.gatewayKey, user: () => service.alice },
+  { name: "Account", root: "/account", operation: "account.responses.create", key: () => service.bobKey, user: () => service.bob },
 ];
 
 const MODELS = [
@@ -74,9 +38,9 @@ describe.concurrent(`Codex CLI ${VERSION} through the service`, () => {
         const tag = `${surface.name}-${model.id}`.toLowerCase();
         // Only a shell turns this into `<tag>-ran-42`: the answer shows that the tool really ran.
         const command = `echo ${tag}-ran-$((40+2))`;
-        const before = await usageOf(server, surface.user().token, model.id);
+        const before = await usageOf(service.server, surface.user().token, model.id);
         const run = await runCodexExec({
-          baseURL: server.url(surface.root),
+          baseURL: service.server.url(surface.root),
           key: surface.key(),
           model: model.id,
           prompt: model.prompt(command),
@@ -87,10 +51,10 @@ describe.concurrent(`Codex CLI ${VERSION} through the service`, () => {
         expect(run.stdout).toContain(`${tag}-ran-42`);
 
         // Both turns came through the surface's Responses route and were answered.
-        const lines = server.logs().filter((line) => line.operation === surface.operation && line.model === model.id);
+        const lines = service.server.logs().filter((line) => line.operation === surface.operation && line.model === model.id);
         expect(lines.length).toBeGreaterThanOrEqual(2);
         expect(lines.map((line) => line.status)).toEqual(lines.map(() => 200));
-        const after = await usageOf(server, surface.user().token, model.id);
+        const after = await usageOf(service.server, surface.user().token, model.id);
         expect(after.requests - before.requests).toBe(lines.length);
         expect(after.inputTokens).toBeGreaterThan(before.inputTokens);
 
@@ -105,7 +69,7 @@ describe.concurrent(`Codex CLI ${VERSION} through the service`, () => {
 
   it("a wrong key ends codex exec with the gateway's 401", async () => {
     const run = await runCodexExec({
-      baseURL: server.url("/gateway"),
+      baseURL: service.server.url("/gateway"),
       key: "sk_not_a_key",
       model: "echo-1",
       prompt: "hello",
@@ -113,6 +77,6 @@ describe.concurrent(`Codex CLI ${VERSION} through the service`, () => {
     });
     expect(run.code).not.toBe(0);
     expect(`${run.stdout}${run.stderr}`).toMatch(/401|unauthorized|invalid/i);
-    expect(server.logs().some((line) => line.path === "/gateway/v1/responses" && line.status === 401)).toBe(true);
+    expect(service.server.logs().some((line) => line.path === "/gateway/v1/responses" && line.status === 401)).toBe(true);
   }, 90_000);
 });
