@@ -1,8 +1,8 @@
-import { afterAll, beforeAll } from "vitest";
+import { afterAll, beforeAll, expect } from "vitest";
 import { createAnthropicUpstream } from "../../mocks/anthropic-upstream.js";
 import { createOpenAiChatUpstream } from "../../mocks/openai-chat-upstream.js";
 import type { MockBehaviour } from "../../mocks/scripted-provider.js";
-import { type RegisteredUser, twoCallers } from "./chat.js";
+import { type RegisteredUser, twoCallers, type UsageRow, usageOf } from "./chat.js";
 import { mockUpstreams } from "./mock-upstreams.js";
 import { bearer, startTestServer, type TestServer } from "./server.js";
 
@@ -108,4 +108,29 @@ export function cliService(keyName: string): CliService {
     await msw.close();
   });
   return service;
+}
+
+/**
+ * What a CLI run that used its shell tool (its command printing `<tag>-ran-42`) left behind: every
+ * request of it came through `operation` for `model` and was answered, each metered on `user`
+ * since `before`; and when a scripted upstream answered, the CLI's `tool` reached it and the
+ * tool's result came back.
+ */
+export async function expectToolRoundTrip(
+  service: CliService,
+  run: { operation: string; model: string; user: RegisteredUser; before: UsageRow; tag: string; tool: string },
+  upstream: CliService["openai"] | CliService["anthropic"] | undefined,
+): Promise<void> {
+  const lines = service.server.logs().filter((line) => line.operation === run.operation && line.model === run.model);
+  expect(lines.length).toBeGreaterThanOrEqual(2);
+  expect(lines.map((line) => line.status)).toEqual(lines.map(() => 200));
+  const after = await usageOf(service.server, run.user.token, run.model);
+  expect(after.requests - run.before.requests).toBe(lines.length);
+  expect(after.inputTokens).toBeGreaterThan(run.before.inputTokens);
+  if (upstream) {
+    const calls = upstream.calls.filter((call) => call.raw.includes(`${run.tag}-ran-`));
+    expect(calls.length).toBeGreaterThanOrEqual(2);
+    expect(JSON.stringify(calls[0]!.body.tools)).toContain(`"${run.tool}"`);
+    expect(JSON.stringify(calls.at(-1)!.body.messages)).toContain(`${run.tag}-ran-42`);
+  }
 }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { usageOf } from "../../helpers/chat.js";
 import { runClaudeCode } from "../../helpers/cli-clients.js";
-import { cliService, runMarker } from "../../helpers/cli-tool-round-trip.js";
+import { cliService, expectToolRoundTrip, runMarker } from "../../helpers/cli-tool-round-trip.js";
 import { claudeBinary, cliVersion } from "../../helpers/clients.js";
 
 /**
@@ -72,20 +72,11 @@ describe.concurrent(`Claude Code ${VERSION} through the service`, () => {
         expect(run.stdout).toContain(`${tag}-ran-42`);
 
         // Every request of the run came through the surface's Messages route and was answered.
-        const lines = service.server.logs().filter((line) => line.operation === surface.operation && line.model === model.id);
-        expect(lines.length).toBeGreaterThanOrEqual(2);
-        expect(lines.map((line) => line.status)).toEqual(lines.map(() => 200));
-        const after = await usageOf(service.server, surface.user().token, model.id);
-        expect(after.requests - before.requests).toBe(lines.length);
-        expect(after.inputTokens).toBeGreaterThan(before.inputTokens);
-
-        if (model.upstream) {
-          // Claude Code's tools reached the provider in its wire format, and its tool result came back.
-          const calls = model.upstream.calls.filter((call) => call.raw.includes(`${tag}-ran-`));
-          expect(calls.length).toBeGreaterThanOrEqual(2);
-          expect(JSON.stringify(calls[0]!.body.tools)).toContain('"Bash"');
-          expect(JSON.stringify(calls.at(-1)!.body.messages)).toContain(`${tag}-ran-42`);
-        }
+        await expectToolRoundTrip(
+          service,
+          { operation: surface.operation, model: model.id, user: surface.user(), before, tag, tool: "Bash" },
+          model.upstream,
+        );
       }, 90_000);
 
   it("a wrong key ends claude -p with the gateway's refusal, in Anthropic's envelope", async () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { usageOf } from "../../helpers/chat.js";
 import { runCodexExec } from "../../helpers/cli-clients.js";
-import { cliService, runMarker } from "../../helpers/cli-tool-round-trip.js";
+import { cliService, expectToolRoundTrip, runMarker } from "../../helpers/cli-tool-round-trip.js";
 import { cliVersion, codexCommand } from "../../helpers/clients.js";
 
 /**
@@ -51,20 +51,11 @@ describe.concurrent(`Codex CLI ${VERSION} through the service`, () => {
         expect(run.stdout).toContain(`${tag}-ran-42`);
 
         // Both turns came through the surface's Responses route and were answered.
-        const lines = service.server.logs().filter((line) => line.operation === surface.operation && line.model === model.id);
-        expect(lines.length).toBeGreaterThanOrEqual(2);
-        expect(lines.map((line) => line.status)).toEqual(lines.map(() => 200));
-        const after = await usageOf(service.server, surface.user().token, model.id);
-        expect(after.requests - before.requests).toBe(lines.length);
-        expect(after.inputTokens).toBeGreaterThan(before.inputTokens);
-
-        if (model.upstream) {
-          // Codex's exec_command reached the provider as a function it can call, and its output came back.
-          const calls = model.upstream.calls.filter((call) => call.raw.includes(`${tag}-ran-`));
-          expect(calls.length).toBeGreaterThanOrEqual(2);
-          expect(JSON.stringify(calls[0]!.body.tools)).toContain('"exec_command"');
-          expect(JSON.stringify(calls.at(-1)!.body.messages)).toContain(`${tag}-ran-42`);
-        }
+        await expectToolRoundTrip(
+          service,
+          { operation: surface.operation, model: model.id, user: surface.user(), before, tag, tool: "exec_command" },
+          model.upstream,
+        );
       }, 90_000);
 
   it("a wrong key ends codex exec with the gateway's 401", async () => {
